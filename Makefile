@@ -1,0 +1,49 @@
+# The one entry point for people and CI. `make run` and `make test` need nothing installed
+# beyond Python 3.11+: they create .venv, install everything, and (for run) start perdure dev.
+
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+PACKAGES := -e proto -e services/common -e services/history -e services/scheduler \
+            -e services/gateway -e services/worker -e services/cli
+
+.PHONY: install run test pytest lint typecheck proto proto-check fmt clean
+
+$(STAMP): pyproject.toml proto/pyproject.toml services/*/pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade 'pip>=25.1'
+	$(PY) -m pip install --quiet $(PACKAGES)
+	$(PY) -m pip install --quiet --group dev
+	touch $(STAMP)
+
+install: $(STAMP)
+
+run: install
+	$(BIN)/perdure dev
+
+test: install lint typecheck proto-check pytest
+
+pytest: install
+	$(BIN)/pytest
+
+lint: install
+	$(BIN)/ruff format --check .
+	$(BIN)/ruff check .
+
+typecheck: install
+	$(BIN)/mypy
+
+fmt: install
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix --select I .
+
+proto: install
+	$(PY) tools/genproto.py
+
+proto-check: proto
+	git diff --exit-code -- proto/ || (echo "generated stubs are stale: run 'make proto' and commit" >&2; exit 1)
+
+clean:
+	rm -rf $(VENV) .perdure .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,1 @@
+"""Example workflows served by `perdure dev`'s example worker."""

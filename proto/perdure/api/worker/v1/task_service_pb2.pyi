@@ -1,0 +1,98 @@
+import datetime
+
+from google.protobuf import duration_pb2 as _duration_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class ConnectRequest(_message.Message):
+    __slots__ = ("hello", "heartbeat", "task_done", "drain")
+    HELLO_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
+    TASK_DONE_FIELD_NUMBER: _ClassVar[int]
+    DRAIN_FIELD_NUMBER: _ClassVar[int]
+    hello: Hello
+    heartbeat: Heartbeat
+    task_done: TaskDone
+    drain: Drain
+    def __init__(self, hello: _Optional[_Union[Hello, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., task_done: _Optional[_Union[TaskDone, _Mapping]] = ..., drain: _Optional[_Union[Drain, _Mapping]] = ...) -> None: ...
+
+class ConnectResponse(_message.Message):
+    __slots__ = ("welcome", "task", "lease_revoked")
+    WELCOME_FIELD_NUMBER: _ClassVar[int]
+    TASK_FIELD_NUMBER: _ClassVar[int]
+    LEASE_REVOKED_FIELD_NUMBER: _ClassVar[int]
+    welcome: Welcome
+    task: Task
+    lease_revoked: LeaseRevoked
+    def __init__(self, welcome: _Optional[_Union[Welcome, _Mapping]] = ..., task: _Optional[_Union[Task, _Mapping]] = ..., lease_revoked: _Optional[_Union[LeaseRevoked, _Mapping]] = ...) -> None: ...
+
+class Hello(_message.Message):
+    __slots__ = ("identity", "task_queue", "workflow_types", "capacity", "leases")
+    IDENTITY_FIELD_NUMBER: _ClassVar[int]
+    TASK_QUEUE_FIELD_NUMBER: _ClassVar[int]
+    WORKFLOW_TYPES_FIELD_NUMBER: _ClassVar[int]
+    CAPACITY_FIELD_NUMBER: _ClassVar[int]
+    LEASES_FIELD_NUMBER: _ClassVar[int]
+    identity: str
+    task_queue: str
+    workflow_types: _containers.RepeatedScalarFieldContainer[str]
+    capacity: int
+    leases: _containers.RepeatedCompositeFieldContainer[LeaseRef]
+    def __init__(self, identity: _Optional[str] = ..., task_queue: _Optional[str] = ..., workflow_types: _Optional[_Iterable[str]] = ..., capacity: _Optional[int] = ..., leases: _Optional[_Iterable[_Union[LeaseRef, _Mapping]]] = ...) -> None: ...
+
+class Welcome(_message.Message):
+    __slots__ = ("session_id", "lease_ttl", "heartbeat_interval")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    LEASE_TTL_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_INTERVAL_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    lease_ttl: _duration_pb2.Duration
+    heartbeat_interval: _duration_pb2.Duration
+    def __init__(self, session_id: _Optional[str] = ..., lease_ttl: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., heartbeat_interval: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+
+class LeaseRef(_message.Message):
+    __slots__ = ("workflow_id", "fence")
+    WORKFLOW_ID_FIELD_NUMBER: _ClassVar[int]
+    FENCE_FIELD_NUMBER: _ClassVar[int]
+    workflow_id: str
+    fence: int
+    def __init__(self, workflow_id: _Optional[str] = ..., fence: _Optional[int] = ...) -> None: ...
+
+class Heartbeat(_message.Message):
+    __slots__ = ("leases",)
+    LEASES_FIELD_NUMBER: _ClassVar[int]
+    leases: _containers.RepeatedCompositeFieldContainer[LeaseRef]
+    def __init__(self, leases: _Optional[_Iterable[_Union[LeaseRef, _Mapping]]] = ...) -> None: ...
+
+class TaskDone(_message.Message):
+    __slots__ = ("lease",)
+    LEASE_FIELD_NUMBER: _ClassVar[int]
+    lease: LeaseRef
+    def __init__(self, lease: _Optional[_Union[LeaseRef, _Mapping]] = ...) -> None: ...
+
+class Drain(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class Task(_message.Message):
+    __slots__ = ("workflow_id", "workflow_type", "fence")
+    WORKFLOW_ID_FIELD_NUMBER: _ClassVar[int]
+    WORKFLOW_TYPE_FIELD_NUMBER: _ClassVar[int]
+    FENCE_FIELD_NUMBER: _ClassVar[int]
+    workflow_id: str
+    workflow_type: str
+    fence: int
+    def __init__(self, workflow_id: _Optional[str] = ..., workflow_type: _Optional[str] = ..., fence: _Optional[int] = ...) -> None: ...
+
+class LeaseRevoked(_message.Message):
+    __slots__ = ("lease", "reason")
+    LEASE_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    lease: LeaseRef
+    reason: str
+    def __init__(self, lease: _Optional[_Union[LeaseRef, _Mapping]] = ..., reason: _Optional[str] = ...) -> None: ...

@@ -1,0 +1,125 @@
+import datetime
+
+from google.protobuf import struct_pb2 as _struct_pb2
+from google.protobuf import timestamp_pb2 as _timestamp_pb2
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class WorkflowStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    WORKFLOW_STATUS_UNSPECIFIED: _ClassVar[WorkflowStatus]
+    WORKFLOW_STATUS_RUNNING: _ClassVar[WorkflowStatus]
+    WORKFLOW_STATUS_COMPLETED: _ClassVar[WorkflowStatus]
+    WORKFLOW_STATUS_FAILED: _ClassVar[WorkflowStatus]
+    WORKFLOW_STATUS_PARKED: _ClassVar[WorkflowStatus]
+
+class EventType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    EVENT_TYPE_UNSPECIFIED: _ClassVar[EventType]
+    EVENT_TYPE_WORKFLOW_STARTED: _ClassVar[EventType]
+    EVENT_TYPE_STEP_COMPLETED: _ClassVar[EventType]
+    EVENT_TYPE_STEP_FAILED: _ClassVar[EventType]
+    EVENT_TYPE_WORKFLOW_COMPLETED: _ClassVar[EventType]
+    EVENT_TYPE_WORKFLOW_FAILED: _ClassVar[EventType]
+    EVENT_TYPE_WORKFLOW_PARKED: _ClassVar[EventType]
+WORKFLOW_STATUS_UNSPECIFIED: WorkflowStatus
+WORKFLOW_STATUS_RUNNING: WorkflowStatus
+WORKFLOW_STATUS_COMPLETED: WorkflowStatus
+WORKFLOW_STATUS_FAILED: WorkflowStatus
+WORKFLOW_STATUS_PARKED: WorkflowStatus
+EVENT_TYPE_UNSPECIFIED: EventType
+EVENT_TYPE_WORKFLOW_STARTED: EventType
+EVENT_TYPE_STEP_COMPLETED: EventType
+EVENT_TYPE_STEP_FAILED: EventType
+EVENT_TYPE_WORKFLOW_COMPLETED: EventType
+EVENT_TYPE_WORKFLOW_FAILED: EventType
+EVENT_TYPE_WORKFLOW_PARKED: EventType
+
+class Failure(_message.Message):
+    __slots__ = ("type", "message", "stack_trace")
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    STACK_TRACE_FIELD_NUMBER: _ClassVar[int]
+    type: str
+    message: str
+    stack_trace: str
+    def __init__(self, type: _Optional[str] = ..., message: _Optional[str] = ..., stack_trace: _Optional[str] = ...) -> None: ...
+
+class WorkflowInfo(_message.Message):
+    __slots__ = ("workflow_id", "workflow_type", "task_queue", "status", "input", "result", "failure", "create_time", "update_time", "close_time", "fence", "event_count")
+    WORKFLOW_ID_FIELD_NUMBER: _ClassVar[int]
+    WORKFLOW_TYPE_FIELD_NUMBER: _ClassVar[int]
+    TASK_QUEUE_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    INPUT_FIELD_NUMBER: _ClassVar[int]
+    RESULT_FIELD_NUMBER: _ClassVar[int]
+    FAILURE_FIELD_NUMBER: _ClassVar[int]
+    CREATE_TIME_FIELD_NUMBER: _ClassVar[int]
+    UPDATE_TIME_FIELD_NUMBER: _ClassVar[int]
+    CLOSE_TIME_FIELD_NUMBER: _ClassVar[int]
+    FENCE_FIELD_NUMBER: _ClassVar[int]
+    EVENT_COUNT_FIELD_NUMBER: _ClassVar[int]
+    workflow_id: str
+    workflow_type: str
+    task_queue: str
+    status: WorkflowStatus
+    input: _struct_pb2.Value
+    result: _struct_pb2.Value
+    failure: Failure
+    create_time: _timestamp_pb2.Timestamp
+    update_time: _timestamp_pb2.Timestamp
+    close_time: _timestamp_pb2.Timestamp
+    fence: int
+    event_count: int
+    def __init__(self, workflow_id: _Optional[str] = ..., workflow_type: _Optional[str] = ..., task_queue: _Optional[str] = ..., status: _Optional[_Union[WorkflowStatus, str]] = ..., input: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., result: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., failure: _Optional[_Union[Failure, _Mapping]] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., close_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., fence: _Optional[int] = ..., event_count: _Optional[int] = ...) -> None: ...
+
+class StepInfo(_message.Message):
+    __slots__ = ("step_id", "name", "position", "succeeded", "output", "failure", "attempts", "complete_time", "fence")
+    STEP_ID_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    POSITION_FIELD_NUMBER: _ClassVar[int]
+    SUCCEEDED_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_FIELD_NUMBER: _ClassVar[int]
+    FAILURE_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
+    COMPLETE_TIME_FIELD_NUMBER: _ClassVar[int]
+    FENCE_FIELD_NUMBER: _ClassVar[int]
+    step_id: str
+    name: str
+    position: int
+    succeeded: bool
+    output: _struct_pb2.Value
+    failure: Failure
+    attempts: int
+    complete_time: _timestamp_pb2.Timestamp
+    fence: int
+    def __init__(self, step_id: _Optional[str] = ..., name: _Optional[str] = ..., position: _Optional[int] = ..., succeeded: _Optional[bool] = ..., output: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., failure: _Optional[_Union[Failure, _Mapping]] = ..., attempts: _Optional[int] = ..., complete_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., fence: _Optional[int] = ...) -> None: ...
+
+class HistoryEvent(_message.Message):
+    __slots__ = ("event_id", "event_type", "event_time", "fence", "step_id", "step_name", "position", "payload", "failure", "attempt")
+    EVENT_ID_FIELD_NUMBER: _ClassVar[int]
+    EVENT_TYPE_FIELD_NUMBER: _ClassVar[int]
+    EVENT_TIME_FIELD_NUMBER: _ClassVar[int]
+    FENCE_FIELD_NUMBER: _ClassVar[int]
+    STEP_ID_FIELD_NUMBER: _ClassVar[int]
+    STEP_NAME_FIELD_NUMBER: _ClassVar[int]
+    POSITION_FIELD_NUMBER: _ClassVar[int]
+    PAYLOAD_FIELD_NUMBER: _ClassVar[int]
+    FAILURE_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    event_id: int
+    event_type: EventType
+    event_time: _timestamp_pb2.Timestamp
+    fence: int
+    step_id: str
+    step_name: str
+    position: int
+    payload: _struct_pb2.Value
+    failure: Failure
+    attempt: int
+    def __init__(self, event_id: _Optional[int] = ..., event_type: _Optional[_Union[EventType, str]] = ..., event_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., fence: _Optional[int] = ..., step_id: _Optional[str] = ..., step_name: _Optional[str] = ..., position: _Optional[int] = ..., payload: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., failure: _Optional[_Union[Failure, _Mapping]] = ..., attempt: _Optional[int] = ...) -> None: ...

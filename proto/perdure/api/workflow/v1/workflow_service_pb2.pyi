@@ -1,0 +1,83 @@
+from google.protobuf import struct_pb2 as _struct_pb2
+from perdure.api.workflow.v1 import workflow_pb2 as _workflow_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class StartWorkflowRequest(_message.Message):
+    __slots__ = ("workflow_type", "workflow_id", "task_queue", "input")
+    WORKFLOW_TYPE_FIELD_NUMBER: _ClassVar[int]
+    WORKFLOW_ID_FIELD_NUMBER: _ClassVar[int]
+    TASK_QUEUE_FIELD_NUMBER: _ClassVar[int]
+    INPUT_FIELD_NUMBER: _ClassVar[int]
+    workflow_type: str
+    workflow_id: str
+    task_queue: str
+    input: _struct_pb2.Value
+    def __init__(self, workflow_type: _Optional[str] = ..., workflow_id: _Optional[str] = ..., task_queue: _Optional[str] = ..., input: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ...) -> None: ...
+
+class StartWorkflowResponse(_message.Message):
+    __slots__ = ("workflow_id", "started", "status")
+    WORKFLOW_ID_FIELD_NUMBER: _ClassVar[int]
+    STARTED_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    workflow_id: str
+    started: bool
+    status: _workflow_pb2.WorkflowStatus
+    def __init__(self, workflow_id: _Optional[str] = ..., started: _Optional[bool] = ..., status: _Optional[_Union[_workflow_pb2.WorkflowStatus, str]] = ...) -> None: ...
+
+class DescribeWorkflowRequest(_message.Message):
+    __slots__ = ("workflow_id",)
+    WORKFLOW_ID_FIELD_NUMBER: _ClassVar[int]
+    workflow_id: str
+    def __init__(self, workflow_id: _Optional[str] = ...) -> None: ...
+
+class DescribeWorkflowResponse(_message.Message):
+    __slots__ = ("workflow", "steps")
+    WORKFLOW_FIELD_NUMBER: _ClassVar[int]
+    STEPS_FIELD_NUMBER: _ClassVar[int]
+    workflow: _workflow_pb2.WorkflowInfo
+    steps: _containers.RepeatedCompositeFieldContainer[_workflow_pb2.StepInfo]
+    def __init__(self, workflow: _Optional[_Union[_workflow_pb2.WorkflowInfo, _Mapping]] = ..., steps: _Optional[_Iterable[_Union[_workflow_pb2.StepInfo, _Mapping]]] = ...) -> None: ...
+
+class GetWorkflowHistoryRequest(_message.Message):
+    __slots__ = ("workflow_id", "page_size", "page_token")
+    WORKFLOW_ID_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    workflow_id: str
+    page_size: int
+    page_token: str
+    def __init__(self, workflow_id: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class GetWorkflowHistoryResponse(_message.Message):
+    __slots__ = ("events", "next_page_token")
+    EVENTS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    events: _containers.RepeatedCompositeFieldContainer[_workflow_pb2.HistoryEvent]
+    next_page_token: str
+    def __init__(self, events: _Optional[_Iterable[_Union[_workflow_pb2.HistoryEvent, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class ListWorkflowsRequest(_message.Message):
+    __slots__ = ("page_size", "page_token", "status", "workflow_type")
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    WORKFLOW_TYPE_FIELD_NUMBER: _ClassVar[int]
+    page_size: int
+    page_token: str
+    status: _workflow_pb2.WorkflowStatus
+    workflow_type: str
+    def __init__(self, page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., status: _Optional[_Union[_workflow_pb2.WorkflowStatus, str]] = ..., workflow_type: _Optional[str] = ...) -> None: ...
+
+class ListWorkflowsResponse(_message.Message):
+    __slots__ = ("workflows", "next_page_token")
+    WORKFLOWS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    workflows: _containers.RepeatedCompositeFieldContainer[_workflow_pb2.WorkflowInfo]
+    next_page_token: str
+    def __init__(self, workflows: _Optional[_Iterable[_Union[_workflow_pb2.WorkflowInfo, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...

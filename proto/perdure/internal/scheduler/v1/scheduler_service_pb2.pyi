@@ -1,0 +1,46 @@
+import datetime
+
+from google.protobuf import timestamp_pb2 as _timestamp_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class TaskRequest(_message.Message):
+    __slots__ = ("workflow_id", "workflow_type", "task_queue", "run_time")
+    WORKFLOW_ID_FIELD_NUMBER: _ClassVar[int]
+    WORKFLOW_TYPE_FIELD_NUMBER: _ClassVar[int]
+    TASK_QUEUE_FIELD_NUMBER: _ClassVar[int]
+    RUN_TIME_FIELD_NUMBER: _ClassVar[int]
+    workflow_id: str
+    workflow_type: str
+    task_queue: str
+    run_time: _timestamp_pb2.Timestamp
+    def __init__(self, workflow_id: _Optional[str] = ..., workflow_type: _Optional[str] = ..., task_queue: _Optional[str] = ..., run_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class EnqueueTasksRequest(_message.Message):
+    __slots__ = ("tasks",)
+    TASKS_FIELD_NUMBER: _ClassVar[int]
+    tasks: _containers.RepeatedCompositeFieldContainer[TaskRequest]
+    def __init__(self, tasks: _Optional[_Iterable[_Union[TaskRequest, _Mapping]]] = ...) -> None: ...
+
+class EnqueueTasksResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class DescribeTaskQueueRequest(_message.Message):
+    __slots__ = ("task_queue",)
+    TASK_QUEUE_FIELD_NUMBER: _ClassVar[int]
+    task_queue: str
+    def __init__(self, task_queue: _Optional[str] = ...) -> None: ...
+
+class DescribeTaskQueueResponse(_message.Message):
+    __slots__ = ("workflow_types", "connected_workers")
+    WORKFLOW_TYPES_FIELD_NUMBER: _ClassVar[int]
+    CONNECTED_WORKERS_FIELD_NUMBER: _ClassVar[int]
+    workflow_types: _containers.RepeatedScalarFieldContainer[str]
+    connected_workers: int
+    def __init__(self, workflow_types: _Optional[_Iterable[str]] = ..., connected_workers: _Optional[int] = ...) -> None: ...

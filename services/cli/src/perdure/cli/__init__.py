@@ -1,0 +1,1 @@
+"""The `perdure` command: run a service, a local cluster, or talk to the API."""

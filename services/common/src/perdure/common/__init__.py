@@ -1,0 +1,1 @@
+"""Runtime shared by Perdure's services; never imported by the SDK."""

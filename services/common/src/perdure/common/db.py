@@ -1,0 +1,36 @@
+"""Connection pools and the choice of database for a service."""
+
+from __future__ import annotations
+
+import os
+
+from psycopg_pool import AsyncConnectionPool
+
+from perdure.common.embedded_db import DEFAULT_DATA_DIR, start_embedded_postgres
+
+
+def resolve_dsn(service: str, explicit: str | None = None) -> str:
+    """Pick the service's database: flag, PERDURE_<SERVICE>_DATABASE_URL, PERDURE_DATABASE_URL,
+    or else the embedded PostgreSQL in PERDURE_DATA_DIR (default ./.perdure/)."""
+    dsn = (
+        explicit
+        or os.environ.get(f"PERDURE_{service.upper()}_DATABASE_URL")
+        or os.environ.get("PERDURE_DATABASE_URL")
+    )
+    if dsn:
+        return dsn
+    data_dir = os.environ.get("PERDURE_DATA_DIR", DEFAULT_DATA_DIR)
+    return start_embedded_postgres(data_dir, keep_running=True)
+
+
+async def open_pool(dsn: str, *, max_size: int = 10) -> AsyncConnectionPool:
+    """Open an autocommit pool; callers group writes with explicit transactions."""
+    pool = AsyncConnectionPool(
+        dsn,
+        min_size=1,
+        max_size=max_size,
+        kwargs={"autocommit": True},
+        open=False,
+    )
+    await pool.open(wait=True, timeout=30)
+    return pool

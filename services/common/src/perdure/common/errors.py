@@ -1,0 +1,84 @@
+"""Domain errors and their mapping onto gRPC statuses with a google.rpc.ErrorInfo detail."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import grpc
+from google.protobuf import any_pb2
+from google.rpc import error_details_pb2, status_pb2
+from grpc_status import rpc_status
+
+ERROR_DOMAIN = "perdure.dev"
+
+
+class ApiError(Exception):
+    """An error a caller can act on: a gRPC code, a stable reason and a message."""
+
+    def __init__(self, code: grpc.StatusCode, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.reason = reason
+        self.message = message
+
+    def to_status(self) -> grpc.Status:
+        """Build the rich status: the code, the message and one ErrorInfo detail."""
+        detail = any_pb2.Any()
+        detail.Pack(error_details_pb2.ErrorInfo(reason=self.reason, domain=ERROR_DOMAIN))
+        proto = status_pb2.Status(code=self.code.value[0], message=self.message, details=[detail])
+        return rpc_status.to_status(proto)
+
+
+def invalid_argument(message: str, reason: str = "INVALID_REQUEST") -> ApiError:
+    """A request field is malformed; the message names the field."""
+    return ApiError(grpc.StatusCode.INVALID_ARGUMENT, reason, message)
+
+
+def not_found(reason: str, message: str) -> ApiError:
+    """The named entity does not exist."""
+    return ApiError(grpc.StatusCode.NOT_FOUND, reason, message)
+
+
+def failed_precondition(reason: str, message: str) -> ApiError:
+    """The system is not in a state that allows the call."""
+    return ApiError(grpc.StatusCode.FAILED_PRECONDITION, reason, message)
+
+
+def already_exists(reason: str, message: str) -> ApiError:
+    """The entity exists and differs from what the call asked for."""
+    return ApiError(grpc.StatusCode.ALREADY_EXISTS, reason, message)
+
+
+async def abort_with(context: grpc.aio.ServicerContext[Any, Any], error: Exception) -> None:
+    """End the call with the status an error maps to; re-raises anything unexpected."""
+    if isinstance(error, ApiError):
+        status = error.to_status()
+        await context.abort(status.code, status.details, status.trailing_metadata)
+    if isinstance(error, grpc.aio.AioRpcError):
+        # A downstream service already chose the status: pass it on unchanged, details included.
+        await context.abort(error.code(), error.details() or "", error.trailing_metadata() or ())
+    raise error
+
+
+Request = TypeVar("Request")
+Response = TypeVar("Response")
+Servicer = TypeVar("Servicer")
+Handler = Callable[[Servicer, Request, grpc.aio.ServicerContext[Any, Any]], Awaitable[Response]]
+
+
+def unary(method: Handler[Servicer, Request, Response]) -> Handler[Servicer, Request, Response]:
+    """Decorate a unary servicer method so domain and downstream errors become statuses."""
+
+    @functools.wraps(method)
+    async def wrapper(
+        self: Servicer, request: Request, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> Response:
+        try:
+            return await method(self, request, context)
+        except (ApiError, grpc.aio.AioRpcError) as error:
+            await abort_with(context, error)
+            raise  # unreachable: abort always raises
+
+    return wrapper

@@ -1,0 +1,1 @@
+"""Perdure's gateway: the public, validating WorkflowService."""

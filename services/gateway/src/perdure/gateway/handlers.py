@@ -1,0 +1,99 @@
+"""The public WorkflowService: validate, then ask history (and the scheduler for types)."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import grpc
+from google.protobuf import struct_pb2
+
+from perdure.api.workflow.v1 import workflow_service_pb2 as api
+from perdure.api.workflow.v1 import workflow_service_pb2_grpc as apigrpc
+from perdure.common import errors
+from perdure.gateway import validate
+from perdure.internal.history.v1 import history_service_pb2 as hpb
+from perdure.internal.history.v1 import history_service_pb2_grpc as hgrpc
+from perdure.internal.scheduler.v1 import scheduler_service_pb2 as spb
+from perdure.internal.scheduler.v1 import scheduler_service_pb2_grpc as sgrpc
+
+Context = grpc.aio.ServicerContext[Any, Any]
+DOWNSTREAM_TIMEOUT = 30.0
+
+
+class WorkflowServicer(apigrpc.WorkflowServiceServicer):
+    """Validates every request and answers bad input before anything is written."""
+
+    def __init__(self, history: hgrpc.HistoryServiceStub, scheduler: sgrpc.SchedulerServiceStub) -> None:
+        self._history = history
+        self._scheduler = scheduler
+
+    @errors.unary
+    async def StartWorkflow(
+        self, request: api.StartWorkflowRequest, context: Context
+    ) -> api.StartWorkflowResponse:
+        validate.name("workflow_type", request.workflow_type)
+        validate.workflow_id(request.workflow_id, required=False)
+        if request.task_queue:
+            validate.name("task_queue", request.task_queue)
+        if request.HasField("input"):
+            validate.payload("input", request.input)
+        normalized = api.StartWorkflowRequest(
+            workflow_type=request.workflow_type,
+            workflow_id=request.workflow_id or str(uuid.uuid4()),
+            task_queue=request.task_queue or validate.DEFAULT_TASK_QUEUE,
+            input=request.input if request.HasField("input") else struct_pb2.Value(null_value=0),
+        )
+        await self._require_registered(normalized.task_queue, normalized.workflow_type)
+        answer = await self._history.StartWorkflow(
+            hpb.StartWorkflowRequest(request=normalized), timeout=DOWNSTREAM_TIMEOUT
+        )
+        return answer.response
+
+    @errors.unary
+    async def DescribeWorkflow(
+        self, request: api.DescribeWorkflowRequest, context: Context
+    ) -> api.DescribeWorkflowResponse:
+        validate.workflow_id(request.workflow_id)
+        answer = await self._history.DescribeWorkflow(
+            hpb.DescribeWorkflowRequest(request=request), timeout=DOWNSTREAM_TIMEOUT
+        )
+        return answer.response
+
+    @errors.unary
+    async def GetWorkflowHistory(
+        self, request: api.GetWorkflowHistoryRequest, context: Context
+    ) -> api.GetWorkflowHistoryResponse:
+        validate.workflow_id(request.workflow_id)
+        validate.page_size(request.page_size)
+        answer = await self._history.GetWorkflowHistory(
+            hpb.GetWorkflowHistoryRequest(request=request), timeout=DOWNSTREAM_TIMEOUT
+        )
+        return answer.response
+
+    @errors.unary
+    async def ListWorkflows(
+        self, request: api.ListWorkflowsRequest, context: Context
+    ) -> api.ListWorkflowsResponse:
+        validate.page_size(request.page_size)
+        validate.status_filter(request.status)
+        if request.workflow_type:
+            validate.name("workflow_type", request.workflow_type)
+        answer = await self._history.ListWorkflows(
+            hpb.ListWorkflowsRequest(request=request), timeout=DOWNSTREAM_TIMEOUT
+        )
+        return answer.response
+
+    async def _require_registered(self, task_queue: str, workflow_type: str) -> None:
+        queue = await self._scheduler.DescribeTaskQueue(
+            spb.DescribeTaskQueueRequest(task_queue=task_queue), timeout=DOWNSTREAM_TIMEOUT
+        )
+        if workflow_type in queue.workflow_types:
+            return
+        known = ", ".join(queue.workflow_types) or "none"
+        raise errors.not_found(
+            "WORKFLOW_TYPE_NOT_REGISTERED",
+            f"workflow type {workflow_type!r} is not registered on task queue {task_queue!r}: "
+            f"no worker has declared it (registered there: {known}); start a worker that "
+            "serves it, or check the name and the task queue",
+        )

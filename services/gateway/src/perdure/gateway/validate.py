@@ -1,0 +1,88 @@
+"""Validation of public requests: every problem is named precisely, before anything is written."""
+
+from __future__ import annotations
+
+import math
+import re
+
+import grpc
+from google.protobuf import struct_pb2
+
+from perdure.api.workflow.v1 import workflow_pb2 as wf
+from perdure.common import errors
+
+NAME_PATTERN = re.compile(r"[A-Za-z_][A-Za-z0-9_.:/-]{0,199}")
+MAX_ID_LENGTH = 255
+MAX_PAGE_SIZE = 1000
+MAX_PAYLOAD_BYTES = 2 * 1024 * 1024
+MAX_PAYLOAD_DEPTH = 64
+DEFAULT_TASK_QUEUE = "default"
+
+
+def name(field: str, value: str) -> None:
+    """A workflow type or task queue name."""
+    if not value:
+        raise errors.invalid_argument(f"{field} is required")
+    if not NAME_PATTERN.fullmatch(value):
+        raise errors.invalid_argument(
+            f"{field} {value[:50]!r} is not a valid name: use up to 200 letters, digits or "
+            "_ . : / -, starting with a letter or _"
+        )
+
+
+def workflow_id(value: str, *, required: bool = True) -> None:
+    """A workflow id: printable, without surrounding spaces, at most 255 characters."""
+    if not value:
+        if required:
+            raise errors.invalid_argument("workflow_id is required")
+        return
+    if len(value) > MAX_ID_LENGTH:
+        raise errors.invalid_argument(
+            f"workflow_id is {len(value)} characters long; the limit is {MAX_ID_LENGTH}"
+        )
+    if not value.isprintable() or value != value.strip():
+        raise errors.invalid_argument(
+            "workflow_id must be printable and must not start or end with whitespace"
+        )
+
+
+def payload(field: str, value: struct_pb2.Value) -> None:
+    """A JSON value: every node set, numbers finite, bounded depth and size."""
+    size = value.ByteSize()
+    if size > MAX_PAYLOAD_BYTES:
+        raise errors.ApiError(
+            grpc.StatusCode.RESOURCE_EXHAUSTED,
+            "PAYLOAD_TOO_LARGE",
+            f"{field} is {size} bytes; the limit is {MAX_PAYLOAD_BYTES} bytes",
+        )
+    _json_value(field, value, 0)
+
+
+def _json_value(path: str, value: struct_pb2.Value, depth: int) -> None:
+    if depth > MAX_PAYLOAD_DEPTH:
+        raise errors.invalid_argument(f"{path} nests deeper than {MAX_PAYLOAD_DEPTH} levels")
+    kind = value.WhichOneof("kind")
+    if kind is None:
+        raise errors.invalid_argument(f"{path} is not a JSON value: no kind is set")
+    if kind == "number_value" and not math.isfinite(value.number_value):
+        raise errors.invalid_argument(
+            f"{path} is not JSON: {value.number_value} is not a finite number"
+        )
+    if kind == "struct_value":
+        for key, item in value.struct_value.fields.items():
+            _json_value(f"{path}.{key}", item, depth + 1)
+    elif kind == "list_value":
+        for index, item in enumerate(value.list_value.values):
+            _json_value(f"{path}[{index}]", item, depth + 1)
+
+
+def page_size(value: int) -> None:
+    """A page size: 0 for the default, at most 1000."""
+    if not 0 <= value <= MAX_PAGE_SIZE:
+        raise errors.invalid_argument(f"page_size must be between 0 and {MAX_PAGE_SIZE}")
+
+
+def status_filter(value: int) -> None:
+    """A workflow status filter: unset or a known status."""
+    if value not in wf.WorkflowStatus.values():
+        raise errors.invalid_argument(f"status {value} is not a known WorkflowStatus")

@@ -1,0 +1,1 @@
+"""Perdure's history service: the only writer of the journal."""

@@ -1,0 +1,92 @@
+"""Entry point of the history service: `perdure history` or `python -m perdure.history`."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+from collections.abc import Sequence
+
+import grpc
+
+from perdure.api.worker.v1 import journal_service_pb2, journal_service_pb2_grpc
+from perdure.common.db import open_pool, resolve_dsn
+from perdure.common.grpc_server import ServerSpec, serve
+from perdure.common.logs import configure_logging
+from perdure.common.migrate import apply_migrations
+from perdure.history.handlers import HistoryServicer, JournalServicer
+from perdure.history.journal import Journal
+from perdure.history.outbox import OutboxRelay
+from perdure.internal.history.v1 import history_service_pb2, history_service_pb2_grpc
+from perdure.internal.scheduler.v1 import scheduler_service_pb2_grpc
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    """Flags win over PERDURE_* environment variables, which win over defaults."""
+    parser = argparse.ArgumentParser(prog="perdure history", description=__doc__)
+    parser.add_argument(
+        "--listen", default=os.environ.get("PERDURE_HISTORY_LISTEN", "0.0.0.0:7401"),
+        help="host:port to serve on (PERDURE_HISTORY_LISTEN, default 0.0.0.0:7401)",
+    )
+    parser.add_argument(
+        "--database-url", default=None,
+        help="PostgreSQL URL (PERDURE_HISTORY_DATABASE_URL or PERDURE_DATABASE_URL; "
+        "embedded PostgreSQL in PERDURE_DATA_DIR when unset)",
+    )
+    parser.add_argument(
+        "--scheduler", default=os.environ.get("PERDURE_SCHEDULER_ADDRESS", "localhost:7402"),
+        help="scheduler address (PERDURE_SCHEDULER_ADDRESS, default localhost:7402)",
+    )
+    return parser.parse_args(argv)
+
+
+async def run(args: argparse.Namespace) -> None:
+    """Migrate, then serve until SIGTERM."""
+    pool = await open_pool(resolve_dsn("history", args.database_url))
+    async with pool.connection() as conn:
+        await apply_migrations(conn, "history", "perdure.history")
+    channel = grpc.aio.insecure_channel(args.scheduler)
+    relay = OutboxRelay(pool, scheduler_service_pb2_grpc.SchedulerServiceStub(channel))
+    journal = Journal(pool, relay.notify)
+
+    def register(server: grpc.aio.Server) -> None:
+        history_service_pb2_grpc.add_HistoryServiceServicer_to_server(
+            HistoryServicer(journal), server
+        )
+        journal_service_pb2_grpc.add_JournalServiceServicer_to_server(
+            JournalServicer(journal), server
+        )
+
+    async def started() -> None:
+        relay.start()
+
+    async def stopping() -> None:
+        await relay.stop()
+
+    try:
+        await serve(
+            ServerSpec(
+                name="history",
+                listen=args.listen,
+                service_names=[
+                    history_service_pb2.DESCRIPTOR.services_by_name["HistoryService"].full_name,
+                    journal_service_pb2.DESCRIPTOR.services_by_name["JournalService"].full_name,
+                ],
+                register=register,
+                on_started=started,
+                on_stopping=stopping,
+            )
+        )
+    finally:
+        await channel.close()
+        await pool.close()
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Run the history service."""
+    configure_logging("history")
+    asyncio.run(run(parse_args(argv)))
+
+
+if __name__ == "__main__":
+    main()

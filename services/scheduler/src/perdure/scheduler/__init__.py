@@ -1,0 +1,1 @@
+"""Perdure's scheduler service: tasks, leases, fencing tokens and timers."""

@@ -1,0 +1,89 @@
+"""Entry point of the scheduler service: `perdure scheduler` or `python -m perdure.scheduler`."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+from collections.abc import Sequence
+
+import grpc
+
+from perdure.api.worker.v1 import task_service_pb2, task_service_pb2_grpc
+from perdure.common.db import open_pool, resolve_dsn
+from perdure.common.grpc_server import ServerSpec, serve
+from perdure.common.logs import configure_logging
+from perdure.common.migrate import apply_migrations
+from perdure.internal.scheduler.v1 import scheduler_service_pb2, scheduler_service_pb2_grpc
+from perdure.scheduler.dispatcher import Dispatcher
+from perdure.scheduler.handlers import SchedulerServicer, TaskServicer
+from perdure.scheduler.store import TaskStore
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    """Flags win over PERDURE_* environment variables, which win over defaults."""
+    parser = argparse.ArgumentParser(prog="perdure scheduler", description=__doc__)
+    parser.add_argument(
+        "--listen", default=os.environ.get("PERDURE_SCHEDULER_LISTEN", "0.0.0.0:7402"),
+        help="host:port to serve on (PERDURE_SCHEDULER_LISTEN, default 0.0.0.0:7402)",
+    )
+    parser.add_argument(
+        "--database-url", default=None,
+        help="PostgreSQL URL (PERDURE_SCHEDULER_DATABASE_URL or PERDURE_DATABASE_URL; "
+        "embedded PostgreSQL in PERDURE_DATA_DIR when unset)",
+    )
+    parser.add_argument(
+        "--lease-ttl", type=float, default=float(os.environ.get("PERDURE_LEASE_TTL", "10")),
+        help="seconds a lease lasts without a heartbeat (PERDURE_LEASE_TTL, default 10)",
+    )
+    args = parser.parse_args(argv)
+    if args.lease_ttl < 0.3:
+        parser.error("--lease-ttl must be at least 0.3 seconds")
+    return args
+
+
+async def run(args: argparse.Namespace) -> None:
+    """Migrate, then serve until SIGTERM."""
+    pool = await open_pool(resolve_dsn("scheduler", args.database_url))
+    async with pool.connection() as conn:
+        await apply_migrations(conn, "scheduler", "perdure.scheduler")
+    store = TaskStore(pool)
+    dispatcher = Dispatcher(store, args.lease_ttl)
+
+    def register(server: grpc.aio.Server) -> None:
+        task_service_pb2_grpc.add_TaskServiceServicer_to_server(
+            TaskServicer(store, dispatcher), server
+        )
+        scheduler_service_pb2_grpc.add_SchedulerServiceServicer_to_server(
+            SchedulerServicer(store, dispatcher), server
+        )
+
+    async def started() -> None:
+        dispatcher.start()
+
+    try:
+        await serve(
+            ServerSpec(
+                name="scheduler",
+                listen=args.listen,
+                service_names=[
+                    task_service_pb2.DESCRIPTOR.services_by_name["TaskService"].full_name,
+                    scheduler_service_pb2.DESCRIPTOR.services_by_name["SchedulerService"].full_name,
+                ],
+                register=register,
+                on_started=started,
+                on_stopping=dispatcher.stop,
+            )
+        )
+    finally:
+        await pool.close()
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Run the scheduler service."""
+    configure_logging("scheduler")
+    asyncio.run(run(parse_args(argv)))
+
+
+if __name__ == "__main__":
+    main()

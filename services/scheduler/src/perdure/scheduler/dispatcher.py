@@ -1,0 +1,136 @@
+"""Worker sessions of this replica and the loop that grants them due tasks."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import uuid
+from dataclasses import dataclass, field
+
+from perdure.api.worker.v1 import task_service_pb2 as tpb
+from perdure.scheduler.store import TaskStore
+
+log = logging.getLogger(__name__)
+
+# Timers and expired leases are found by polling at this interval; new work and freed
+# capacity wake the loop at once.
+TICK_SECONDS = 0.1
+
+
+@dataclass
+class Session:
+    """One connected worker stream."""
+
+    identity: str
+    task_queue: str
+    workflow_types: list[str]
+    capacity: int
+    session_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    leases: dict[str, int] = field(default_factory=dict)  # workflow id -> fence
+    outgoing: asyncio.Queue[tpb.ConnectResponse | None] = field(default_factory=asyncio.Queue)
+
+    @property
+    def free(self) -> int:
+        """How many more tasks the worker can take."""
+        return self.capacity - len(self.leases)
+
+
+class Dispatcher:
+    """Grants due tasks to this replica's sessions with free capacity."""
+
+    def __init__(self, store: TaskStore, lease_ttl: float) -> None:
+        self._store = store
+        self.lease_ttl = lease_ttl
+        self._sessions: dict[str, Session] = {}
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    def sessions_on(self, task_queue: str) -> int:
+        """How many sessions serve a queue here."""
+        return sum(1 for s in self._sessions.values() if s.task_queue == task_queue)
+
+    def add(self, session: Session) -> None:
+        """Start granting tasks to a session."""
+        self._sessions[session.session_id] = session
+        self.wake()
+
+    def remove(self, session: Session) -> None:
+        """Stop granting tasks to a session."""
+        self._sessions.pop(session.session_id, None)
+
+    def wake(self) -> None:
+        """Look for grantable tasks now rather than at the next tick."""
+        self._wake.set()
+
+    async def task_done(self, session: Session, workflow_id: str, fence: int) -> None:
+        """The worker is finished with a lease."""
+        if session.leases.get(workflow_id) == fence:
+            del session.leases[workflow_id]
+        await self._store.release(workflow_id, fence)
+        self.wake()
+
+    async def heartbeat(self, session: Session, held: list[tuple[str, int]]) -> None:
+        """Renew the leases the worker holds; tell it about those it no longer holds."""
+        renewed = await self._store.renew(session.session_id, held, self.lease_ttl)
+        for workflow_id, fence in held:
+            if (workflow_id, fence) in renewed:
+                session.leases[workflow_id] = fence  # adopts leases after a reconnect
+                continue
+            if session.leases.get(workflow_id) == fence:
+                del session.leases[workflow_id]
+            log.info("lease of %s (fence %d) is gone; telling %s", workflow_id, fence,
+                     session.identity)
+            revoked = tpb.LeaseRevoked(
+                lease=tpb.LeaseRef(workflow_id=workflow_id, fence=fence),
+                reason="the lease expired and the workflow was granted to another worker",
+            )
+            await session.outgoing.put(tpb.ConnectResponse(lease_revoked=revoked))
+
+    def start(self) -> None:
+        """Run the grant loop in the background."""
+        self._task = asyncio.create_task(self._run(), name="dispatcher")
+
+    async def stop(self) -> None:
+        """Stop granting and close every session's stream (their leases stay theirs)."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        for session in list(self._sessions.values()):
+            await session.outgoing.put(None)
+
+    async def _run(self) -> None:
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), TICK_SECONDS)
+            self._wake.clear()
+            try:
+                await self._grant_round()
+            except Exception:
+                log.exception("granting tasks failed; retrying at the next tick")
+
+    async def _grant_round(self) -> None:
+        for session in list(self._sessions.values()):
+            if session.free <= 0 or session.session_id not in self._sessions:
+                continue
+            grants = await self._store.claim(
+                session.session_id,
+                session.task_queue,
+                session.workflow_types,
+                session.free,
+                self.lease_ttl,
+            )
+            for grant in grants:
+                if grant.previous_owner is not None:
+                    log.info("lease of %s expired (holder %s); taking over with fence %d",
+                             grant.workflow_id, grant.previous_owner, grant.fence)
+                session.leases[grant.workflow_id] = grant.fence
+                task = tpb.Task(
+                    workflow_id=grant.workflow_id,
+                    workflow_type=grant.workflow_type,
+                    fence=grant.fence,
+                )
+                await session.outgoing.put(tpb.ConnectResponse(task=task))
+            if grants and session.free > 0:
+                self.wake()  # more may be due

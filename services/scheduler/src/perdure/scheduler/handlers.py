@@ -1,0 +1,166 @@
+"""gRPC servicers of the scheduler: worker streams and the internal scheduling API."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from datetime import UTC
+from typing import Any
+
+import grpc
+from google.protobuf import duration_pb2
+
+from perdure.api.worker.v1 import task_service_pb2 as tpb
+from perdure.api.worker.v1 import task_service_pb2_grpc as tgrpc
+from perdure.common import errors
+from perdure.internal.scheduler.v1 import scheduler_service_pb2 as spb
+from perdure.internal.scheduler.v1 import scheduler_service_pb2_grpc as sgrpc
+from perdure.scheduler.dispatcher import Dispatcher, Session
+from perdure.scheduler.store import TaskStore
+
+log = logging.getLogger(__name__)
+
+Context = grpc.aio.ServicerContext[Any, Any]
+MAX_CAPACITY = 10_000
+
+
+def _session_from_hello(message: tpb.ConnectRequest) -> Session:
+    if message.WhichOneof("message") != "hello":
+        raise errors.invalid_argument("the first message on a worker stream must be hello")
+    hello = message.hello
+    if not hello.task_queue:
+        raise errors.invalid_argument("hello.task_queue is required")
+    if not hello.workflow_types or any(not t for t in hello.workflow_types):
+        raise errors.invalid_argument("hello.workflow_types must list at least one type name")
+    if not 1 <= hello.capacity <= MAX_CAPACITY:
+        raise errors.invalid_argument(f"hello.capacity must be between 1 and {MAX_CAPACITY}")
+    return Session(
+        identity=hello.identity or "unnamed-worker",
+        task_queue=hello.task_queue,
+        workflow_types=sorted(set(hello.workflow_types)),
+        capacity=hello.capacity,
+    )
+
+
+def _duration(seconds: float) -> duration_pb2.Duration:
+    duration = duration_pb2.Duration()
+    duration.FromMilliseconds(int(seconds * 1000))
+    return duration
+
+
+class TaskServicer(tgrpc.TaskServiceServicer):
+    """One bidirectional stream per worker: tasks out, heartbeats and results in."""
+
+    def __init__(self, store: TaskStore, dispatcher: Dispatcher) -> None:
+        self._store = store
+        self._dispatcher = dispatcher
+
+    async def Connect(self, request_iterator: Any, context: Context) -> None:
+        try:
+            first = await context.read()
+            if first is grpc.aio.EOF:
+                return
+            session = _session_from_hello(first)
+        except errors.ApiError as error:
+            await errors.abort_with(context, error)
+            return
+        await self._store.register_types(session.task_queue, session.workflow_types)
+        ttl = self._dispatcher.lease_ttl
+        welcome = tpb.Welcome(
+            session_id=session.session_id,
+            lease_ttl=_duration(ttl),
+            heartbeat_interval=_duration(ttl / 3),
+        )
+        await context.write(tpb.ConnectResponse(welcome=welcome))
+        log.info("worker %s connected (queue %s, types %s, capacity %d)", session.identity,
+                 session.task_queue, ",".join(session.workflow_types), session.capacity)
+        held = [(lease.workflow_id, lease.fence) for lease in first.hello.leases]
+        await self._dispatcher.heartbeat(session, held)
+        writer = asyncio.create_task(self._write(session, context))
+        self._dispatcher.add(session)
+        worker_left = True
+        try:
+            while True:
+                reading = asyncio.ensure_future(context.read())
+                done, _ = await asyncio.wait({reading, writer}, return_when=asyncio.FIRST_COMPLETED)
+                if writer in done:  # this replica is shutting down: the worker keeps its leases
+                    reading.cancel()
+                    worker_left = False
+                    return
+                message = reading.result()
+                if message is grpc.aio.EOF:
+                    return
+                await self._handle(session, message)
+        finally:
+            writer.cancel()
+            # Shielded: the stream may be cancelled because the worker died, and the release
+            # must still happen.
+            await asyncio.shield(self._close(session, worker_left))
+
+    async def _handle(self, session: Session, message: tpb.ConnectRequest) -> None:
+        kind = message.WhichOneof("message")
+        if kind == "heartbeat":
+            held = [(lease.workflow_id, lease.fence) for lease in message.heartbeat.leases]
+            await self._dispatcher.heartbeat(session, held)
+        elif kind == "task_done":
+            lease = message.task_done.lease
+            await self._dispatcher.task_done(session, lease.workflow_id, lease.fence)
+        elif kind == "drain":
+            session.capacity = 0
+            log.info("worker %s is draining", session.identity)
+        else:
+            log.warning("ignoring unexpected %s from worker %s", kind, session.identity)
+
+    async def _write(self, session: Session, context: Context) -> None:
+        while (message := await session.outgoing.get()) is not None:
+            await context.write(message)
+
+    async def _close(self, session: Session, worker_left: bool) -> None:
+        self._dispatcher.remove(session)
+        if not worker_left:
+            return
+        with contextlib.suppress(Exception):
+            released = await self._store.release_session(session.session_id)
+            log.info("worker %s disconnected; released %d lease(s)", session.identity,
+                     len(released))
+            self._dispatcher.wake()
+
+
+class SchedulerServicer(sgrpc.SchedulerServiceServicer):
+    """Scheduling requests from history and task-queue questions from the gateway."""
+
+    def __init__(self, store: TaskStore, dispatcher: Dispatcher) -> None:
+        self._store = store
+        self._dispatcher = dispatcher
+
+    @errors.unary
+    async def EnqueueTasks(
+        self, request: spb.EnqueueTasksRequest, context: Context
+    ) -> spb.EnqueueTasksResponse:
+        rows = [
+            (
+                t.workflow_id,
+                t.workflow_type,
+                t.task_queue,
+                t.run_time.ToDatetime(tzinfo=UTC) if t.HasField("run_time") else None,
+            )
+            for t in request.tasks
+        ]
+        for workflow_id, workflow_type, task_queue, _ in rows:
+            if not (workflow_id and workflow_type and task_queue):
+                raise errors.invalid_argument("every task needs workflow_id, type and task_queue")
+        await self._store.enqueue(rows)
+        self._dispatcher.wake()
+        return spb.EnqueueTasksResponse()
+
+    @errors.unary
+    async def DescribeTaskQueue(
+        self, request: spb.DescribeTaskQueueRequest, context: Context
+    ) -> spb.DescribeTaskQueueResponse:
+        if not request.task_queue:
+            raise errors.invalid_argument("task_queue is required")
+        types = await self._store.registered_types(request.task_queue)
+        return spb.DescribeTaskQueueResponse(
+            workflow_types=types, connected_workers=self._dispatcher.sessions_on(request.task_queue)
+        )

@@ -1,0 +1,134 @@
+"""SQL for the scheduler schema. Time is always the database's clock, never a process's."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from psycopg_pool import AsyncConnectionPool
+
+# LEAST ignores NULL, so an earlier due time always wins and a request is never lost.
+ENQUEUE = """
+INSERT INTO scheduler.tasks (workflow_id, workflow_type, task_queue, run_at)
+VALUES (%s, %s, %s, COALESCE(%s, now()))
+ON CONFLICT (workflow_id) DO UPDATE
+SET run_at = LEAST(scheduler.tasks.run_at, EXCLUDED.run_at), updated_at = now()
+"""
+
+# A task is grantable when it is due and unleased, or when its lease has expired: a worker
+# that is paused or cut off keeps its connection, so only the deadline decides. SKIP LOCKED
+# lets scheduler replicas grant side by side without granting one task twice.
+CLAIM = """
+WITH due AS (
+    SELECT workflow_id, lease_owner AS previous_owner FROM scheduler.tasks
+    WHERE task_queue = %(task_queue)s AND workflow_type = ANY(%(types)s)
+      AND ((lease_owner IS NULL AND run_at <= now())
+           OR (lease_owner IS NOT NULL AND lease_expires_at <= now()))
+    ORDER BY run_at NULLS FIRST
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE scheduler.tasks t
+SET fence = t.fence + 1, lease_owner = %(session)s, run_at = NULL, updated_at = now(),
+    lease_expires_at = now() + make_interval(secs => %(ttl)s)
+FROM due WHERE t.workflow_id = due.workflow_id
+RETURNING t.workflow_id, t.workflow_type, t.fence, due.previous_owner
+"""
+
+RENEW = """
+UPDATE scheduler.tasks t
+SET lease_owner = %(session)s, lease_expires_at = now() + make_interval(secs => %(ttl)s)
+FROM unnest(%(ids)s::text[], %(fences)s::bigint[]) AS held(workflow_id, fence)
+WHERE t.workflow_id = held.workflow_id AND t.fence = held.fence AND t.lease_owner IS NOT NULL
+RETURNING t.workflow_id, t.fence
+"""
+
+RELEASE = """
+UPDATE scheduler.tasks SET lease_owner = NULL, lease_expires_at = NULL, updated_at = now()
+WHERE workflow_id = %s AND fence = %s AND lease_owner IS NOT NULL
+"""
+
+# The session's worker is gone mid-task: its work is due again at once.
+RELEASE_SESSION = """
+UPDATE scheduler.tasks
+SET lease_owner = NULL, lease_expires_at = NULL, run_at = now(), updated_at = now()
+WHERE lease_owner = %s
+RETURNING workflow_id
+"""
+
+REGISTER_TYPE = """
+INSERT INTO scheduler.workflow_types (task_queue, workflow_type) VALUES (%s, %s)
+ON CONFLICT (task_queue, workflow_type) DO UPDATE SET last_seen_at = now()
+"""
+
+SELECT_TYPES = """
+SELECT workflow_type FROM scheduler.workflow_types WHERE task_queue = %s ORDER BY workflow_type
+"""
+
+
+@dataclass(frozen=True)
+class Grant:
+    """A lease just granted."""
+
+    workflow_id: str
+    workflow_type: str
+    fence: int
+    previous_owner: str | None
+
+
+class TaskStore:
+    """The scheduler's table operations, one transaction each."""
+
+    def __init__(self, pool: AsyncConnectionPool) -> None:
+        self._pool = pool
+
+    async def enqueue(self, tasks: list[tuple[str, str, str, datetime | None]]) -> None:
+        """Make workflows due at their time (now when None)."""
+        async with self._pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
+            await cur.executemany(ENQUEUE, tasks)
+
+    async def claim(
+        self, session: str, task_queue: str, types: list[str], limit: int, ttl: float
+    ) -> list[Grant]:
+        """Lease up to `limit` grantable tasks to a session, each with a fresh fence."""
+        async with self._pool.connection() as conn:
+            cur = await conn.execute(
+                CLAIM,
+                {"task_queue": task_queue, "types": types, "limit": limit, "session": session,
+                 "ttl": ttl},
+            )
+            return [Grant(*row) for row in await cur.fetchall()]
+
+    async def renew(self, session: str, leases: list[tuple[str, int]], ttl: float) -> set[tuple[str, int]]:
+        """Extend the leases whose fence still matches; return those renewed."""
+        if not leases:
+            return set()
+        async with self._pool.connection() as conn:
+            cur = await conn.execute(
+                RENEW,
+                {"session": session, "ttl": ttl, "ids": [w for w, _ in leases],
+                 "fences": [f for _, f in leases]},
+            )
+            return {(str(w), int(f)) for w, f in await cur.fetchall()}
+
+    async def release(self, workflow_id: str, fence: int) -> None:
+        """End a lease the worker is done with."""
+        async with self._pool.connection() as conn:
+            await conn.execute(RELEASE, [workflow_id, fence])
+
+    async def release_session(self, session: str) -> list[str]:
+        """End every lease of a departed session and make its workflows due now."""
+        async with self._pool.connection() as conn:
+            cur = await conn.execute(RELEASE_SESSION, [session])
+            return [str(row[0]) for row in await cur.fetchall()]
+
+    async def register_types(self, task_queue: str, types: list[str]) -> None:
+        """Remember the workflow types a worker declared on a queue."""
+        async with self._pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
+            await cur.executemany(REGISTER_TYPE, [(task_queue, t) for t in types])
+
+    async def registered_types(self, task_queue: str) -> list[str]:
+        """The workflow types ever declared on a queue."""
+        async with self._pool.connection() as conn:
+            cur = await conn.execute(SELECT_TYPES, [task_queue])
+            return [str(row[0]) for row in await cur.fetchall()]

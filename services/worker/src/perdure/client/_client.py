@@ -1,0 +1,106 @@
+"""A synchronous client of the gateway's WorkflowService."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import grpc
+
+from perdure.api.workflow.v1 import workflow_pb2 as wf
+from perdure.api.workflow.v1 import workflow_service_pb2 as api
+from perdure.api.workflow.v1 import workflow_service_pb2_grpc as apigrpc
+from perdure.worker._payload import to_value
+from perdure.worker._rpc import CHANNEL_OPTIONS
+
+CLOSED = frozenset(
+    {wf.WORKFLOW_STATUS_COMPLETED, wf.WORKFLOW_STATUS_FAILED, wf.WORKFLOW_STATUS_PARKED}
+)
+
+
+class Client:
+    """Start workflows and read their state through the gateway."""
+
+    def __init__(self, address: str = "localhost:7400", *, timeout: float = 30.0) -> None:
+        self._channel = grpc.insecure_channel(address, options=CHANNEL_OPTIONS)
+        self._stub = apigrpc.WorkflowServiceStub(self._channel)
+        self._timeout = timeout
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the connection."""
+        self._channel.close()
+
+    def start_workflow(
+        self,
+        workflow_type: str,
+        input: Any = None,
+        *,
+        workflow_id: str = "",
+        task_queue: str = "",
+    ) -> api.StartWorkflowResponse:
+        """Start a run (idempotent by workflow id)."""
+        request = api.StartWorkflowRequest(
+            workflow_type=workflow_type,
+            workflow_id=workflow_id,
+            task_queue=task_queue,
+            input=to_value(input),
+        )
+        response: api.StartWorkflowResponse = self._stub.StartWorkflow(request, timeout=self._timeout)
+        return response
+
+    def describe(self, workflow_id: str) -> api.DescribeWorkflowResponse:
+        """The run's state and its recorded steps."""
+        response: api.DescribeWorkflowResponse = self._stub.DescribeWorkflow(
+            api.DescribeWorkflowRequest(workflow_id=workflow_id), timeout=self._timeout
+        )
+        return response
+
+    def history(self, workflow_id: str, page_size: int = 0) -> Iterator[wf.HistoryEvent]:
+        """Every event of the run's journal, oldest first, fetched page by page."""
+        token = ""
+        while True:
+            page: api.GetWorkflowHistoryResponse = self._stub.GetWorkflowHistory(
+                api.GetWorkflowHistoryRequest(
+                    workflow_id=workflow_id, page_size=page_size, page_token=token
+                ),
+                timeout=self._timeout,
+            )
+            yield from page.events
+            token = page.next_page_token
+            if not token:
+                return
+
+    def list(
+        self, *, status: int = 0, workflow_type: str = "", page_size: int = 0, page_token: str = ""
+    ) -> api.ListWorkflowsResponse:
+        """One page of runs, newest first."""
+        response: api.ListWorkflowsResponse = self._stub.ListWorkflows(
+            api.ListWorkflowsRequest(
+                status=status,  # type: ignore[arg-type]
+                workflow_type=workflow_type,
+                page_size=page_size,
+                page_token=page_token,
+            ),
+            timeout=self._timeout,
+        )
+        return response
+
+    def wait(self, workflow_id: str, timeout: float = 60.0) -> api.DescribeWorkflowResponse:
+        """Poll until the run is closed; raise TimeoutError after `timeout` seconds."""
+        deadline = time.monotonic() + timeout
+        delay = 0.02
+        while True:
+            described = self.describe(workflow_id)
+            if described.workflow.status in CLOSED:
+                return described
+            if time.monotonic() >= deadline:
+                raise TimeoutError(f"workflow {workflow_id!r} still running after {timeout}s")
+            time.sleep(delay)
+            delay = min(delay * 1.5, 0.5)

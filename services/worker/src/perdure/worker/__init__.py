@@ -1,0 +1,22 @@
+"""Write durable workflows and run them: `@workflow`, `WorkflowContext`, `Worker`.
+
+A workflow is an async function `fn(ctx, input)`. Every call that has an effect or can give a
+different answer twice goes through `await ctx.step(name, fn, *args)`; its result is journaled,
+and after a crash the workflow is replayed from its first line with recorded results.
+"""
+
+from perdure.worker._context import StepContext, WorkflowContext, current_step
+from perdure.worker._errors import LeaseLostError, NonDeterminismError, StepFailedError
+from perdure.worker._registry import workflow
+from perdure.worker._worker import Worker
+
+__all__ = [
+    "LeaseLostError",
+    "NonDeterminismError",
+    "StepContext",
+    "StepFailedError",
+    "Worker",
+    "WorkflowContext",
+    "current_step",
+    "workflow",
+]

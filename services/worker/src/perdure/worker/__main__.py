@@ -1,0 +1,94 @@
+"""Run a worker for the workflows of a module: `perdure worker --module your.module`."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib
+import logging
+import os
+import signal
+import sys
+from collections.abc import Sequence
+from types import ModuleType
+
+from perdure.worker._registry import WorkflowFunction, workflow_name
+from perdure.worker._worker import Worker
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    """Flags win over PERDURE_* environment variables, which win over defaults."""
+    parser = argparse.ArgumentParser(prog="perdure worker", description=__doc__)
+    parser.add_argument(
+        "--module", action="append", required=True,
+        help="module whose @workflow functions to serve (repeatable); "
+        "the current directory is importable",
+    )
+    parser.add_argument(
+        "--task-queue", default=os.environ.get("PERDURE_TASK_QUEUE", "default"),
+        help="task queue to serve (PERDURE_TASK_QUEUE, default 'default')",
+    )
+    parser.add_argument(
+        "--concurrency", type=int, default=int(os.environ.get("PERDURE_WORKER_CONCURRENCY", "10")),
+        help="workflows run at once (PERDURE_WORKER_CONCURRENCY, default 10)",
+    )
+    parser.add_argument(
+        "--scheduler", default=os.environ.get("PERDURE_SCHEDULER_ADDRESS", "localhost:7402"),
+        help="scheduler address (PERDURE_SCHEDULER_ADDRESS, default localhost:7402)",
+    )
+    parser.add_argument(
+        "--history", default=os.environ.get("PERDURE_HISTORY_ADDRESS", "localhost:7401"),
+        help="history address (PERDURE_HISTORY_ADDRESS, default localhost:7401)",
+    )
+    parser.add_argument(
+        "--identity", default=os.environ.get("PERDURE_WORKER_IDENTITY"),
+        help="name shown to operators (PERDURE_WORKER_IDENTITY, default host:pid)",
+    )
+    parser.add_argument(
+        "--shutdown-grace", type=float, default=10.0,
+        help="seconds running workflows get to finish on SIGTERM (default 10)",
+    )
+    return parser.parse_args(argv)
+
+
+def find_workflows(module: ModuleType) -> list[WorkflowFunction]:
+    """Every @workflow function defined or imported at the module's top level."""
+    found = [value for value in vars(module).values() if workflow_name(value) is not None]
+    return list(dict.fromkeys(found))  # a function imported under two names counts once
+
+
+async def run(args: argparse.Namespace) -> None:
+    """Serve until SIGTERM or SIGINT, then drain."""
+    sys.path.insert(0, os.getcwd())
+    workflows: list[WorkflowFunction] = []
+    for name in args.module:
+        found = find_workflows(importlib.import_module(name))
+        if not found:
+            raise SystemExit(f"perdure worker: module {name!r} defines no @workflow functions")
+        workflows.extend(found)
+    worker = Worker(
+        workflows,
+        task_queue=args.task_queue,
+        concurrency=args.concurrency,
+        scheduler=args.scheduler,
+        history=args.history,
+        identity=args.identity,
+        shutdown_grace=args.shutdown_grace,
+    )
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, worker.stop)
+    await worker.run()
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Run a worker process."""
+    logging.basicConfig(
+        level=os.environ.get("PERDURE_LOG_LEVEL", "INFO").upper(),
+        format="%(asctime)s %(levelname)s worker %(name)s: %(message)s",
+    )
+    asyncio.run(run(parse_args(argv)))
+
+
+if __name__ == "__main__":
+    main()

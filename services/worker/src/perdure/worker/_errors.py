@@ -1,0 +1,31 @@
+"""Exceptions the SDK raises into workflow code and its own control flow."""
+
+from __future__ import annotations
+
+from perdure.api.workflow.v1 import workflow_pb2 as wf
+
+
+class StepFailedError(Exception):
+    """A step raised; raised again, identically, when the workflow is replayed.
+
+    The original exception cannot be rebuilt on another worker, so workflow code catches this
+    type and reads `error_type` and `message`.
+    """
+
+    def __init__(self, step_id: str, failure: wf.Failure) -> None:
+        super().__init__(f"step {step_id!r} failed: {failure.type}: {failure.message}")
+        self.step_id = step_id
+        self.error_type = failure.type
+        self.message = failure.message
+        self.failure = failure
+
+
+class NonDeterminismError(BaseException):
+    """The workflow code no longer matches its journal; the run is parked, not corrupted.
+
+    A BaseException so that `except Exception` in workflow code cannot swallow it.
+    """
+
+
+class LeaseLostError(BaseException):
+    """Another worker now holds the workflow (history rejected our fence); stop at once."""

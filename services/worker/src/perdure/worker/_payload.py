@@ -1,0 +1,36 @@
+"""JSON payloads and failures as the worker protocol carries them."""
+
+from __future__ import annotations
+
+import traceback
+from typing import Any
+
+from google.protobuf import json_format, struct_pb2
+
+from perdure.api.workflow.v1 import workflow_pb2 as wf
+
+
+def to_value(data: Any) -> struct_pb2.Value:
+    """Encode a JSON-able Python value; raise TypeError naming what is not JSON."""
+    try:
+        return json_format.ParseDict(data, struct_pb2.Value())
+    except (json_format.ParseError, TypeError, ValueError) as error:
+        raise TypeError(
+            f"value of type {type(data).__name__} is not JSON-serializable: {error}"
+        ) from None
+
+
+def from_value(value: struct_pb2.Value) -> Any:
+    """Decode a protobuf Value (an unset one is None)."""
+    if not value.WhichOneof("kind"):
+        return None
+    return json_format.MessageToDict(value)
+
+
+def failure_from(error: BaseException) -> wf.Failure:
+    """Describe an exception for the journal."""
+    return wf.Failure(
+        type=type(error).__name__,
+        message=str(error),
+        stack_trace="".join(traceback.format_exception(error)),
+    )

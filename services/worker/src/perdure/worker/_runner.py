@@ -1,0 +1,68 @@
+"""Advance one workflow under one lease: load, replay, run new steps, close."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from perdure.api.worker.v1 import journal_service_pb2 as jpb
+from perdure.api.worker.v1 import journal_service_pb2_grpc as jgrpc
+from perdure.api.worker.v1 import task_service_pb2 as tpb
+from perdure.api.workflow.v1 import workflow_pb2 as wf
+from perdure.worker._context import JournalClient, WorkflowContext, call_workflow
+from perdure.worker._errors import NonDeterminismError
+from perdure.worker._payload import failure_from, from_value, to_value
+from perdure.worker._registry import WorkflowFunction
+
+log = logging.getLogger("perdure.worker")
+
+
+async def run_task(
+    task: tpb.Task, journal_stub: jgrpc.JournalServiceStub, workflows: dict[str, WorkflowFunction]
+) -> None:
+    """Advance the task's workflow as far as it goes. Raises LeaseLostError if fenced out."""
+    journal = JournalClient(journal_stub, task.workflow_id, task.fence)
+    loaded = await journal.load()
+    if loaded.workflow.status != wf.WORKFLOW_STATUS_RUNNING:
+        return  # closed already: an extra dispatch after a crash; nothing to do
+    finish = jpb.FinishWorkflowRequest(workflow_id=task.workflow_id, fence=task.fence)
+    fn = workflows.get(loaded.workflow.workflow_type)
+    if fn is None:
+        finish.park.CopyFrom(
+            wf.Failure(
+                type="UnknownWorkflowType",
+                message=f"workflow type {loaded.workflow.workflow_type!r} is not registered on "
+                f"this worker (it serves {', '.join(sorted(workflows))})",
+            )
+        )
+        await journal.finish(finish)
+        return
+    ctx = WorkflowContext(loaded.workflow, list(loaded.events), journal)
+    outcome, value = await _execute(fn, ctx, from_value(loaded.workflow.input))
+    if outcome == "result":
+        finish.result.CopyFrom(value)
+        log.info("workflow %s completed", task.workflow_id)
+    elif outcome == "failure":
+        finish.failure.CopyFrom(value)
+        log.info("workflow %s failed: %s: %s", task.workflow_id, value.type, value.message)
+    else:
+        finish.park.CopyFrom(value)
+        log.error("workflow %s parked: %s", task.workflow_id, value.message)
+    await journal.finish(finish)
+
+
+async def _execute(fn: WorkflowFunction, ctx: WorkflowContext, arg: Any) -> tuple[str, Any]:
+    """Run the workflow function; return ("result"|"failure"|"park", message)."""
+    try:
+        result = await call_workflow(fn, ctx, arg)
+        leftover = ctx.unconsumed_steps()
+        if leftover:
+            raise NonDeterminismError(
+                f"workflow {ctx.workflow_id!r} returned without calling recorded step(s) "
+                f"{', '.join(leftover)}; the code changed in a way that does not replay"
+            )
+        return "result", to_value(result)
+    except NonDeterminismError as error:
+        return "park", failure_from(error)
+    except Exception as error:  # the workflow's own failure, journaled as its outcome
+        return "failure", failure_from(error)

@@ -1,0 +1,215 @@
+"""Worker: holds a stream to the scheduler, runs leased tasks, heartbeats, drains on stop."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+from collections.abc import Iterable
+
+import grpc
+
+from perdure.api.worker.v1 import journal_service_pb2_grpc as jgrpc
+from perdure.api.worker.v1 import task_service_pb2 as tpb
+from perdure.api.worker.v1 import task_service_pb2_grpc as tgrpc
+from perdure.worker._errors import LeaseLostError
+from perdure.worker._registry import WorkflowFunction, workflow_name
+from perdure.worker._rpc import CHANNEL_OPTIONS
+from perdure.worker._runner import run_task
+
+log = logging.getLogger("perdure.worker")
+
+RECONNECT_MAX_SECONDS = 5.0
+
+
+class _StreamClosedError(Exception):
+    """The scheduler ended the stream (for example while shutting down)."""
+
+
+class Worker:
+    """Runs workflows from one task queue, at most `concurrency` at a time.
+
+    Use `await worker.run()` in your program; `worker.stop()` (or cancelling `run`) drains:
+    no new tasks, running ones get `shutdown_grace` seconds to finish, the rest are released.
+    """
+
+    def __init__(
+        self,
+        workflows: Iterable[WorkflowFunction],
+        *,
+        task_queue: str = "default",
+        concurrency: int = 10,
+        scheduler: str = "localhost:7402",
+        history: str = "localhost:7401",
+        identity: str | None = None,
+        shutdown_grace: float = 10.0,
+    ) -> None:
+        self._workflows: dict[str, WorkflowFunction] = {}
+        for fn in workflows:
+            name = workflow_name(fn)
+            if name is None:
+                raise ValueError(f"{fn!r} is not a workflow: decorate it with @workflow")
+            if name in self._workflows:
+                raise ValueError(f"two workflows are registered as {name!r}")
+            self._workflows[name] = fn
+        if not self._workflows:
+            raise ValueError("a worker needs at least one workflow")
+        if concurrency < 1:
+            raise ValueError("concurrency must be at least 1")
+        self.task_queue = task_queue
+        self.concurrency = concurrency
+        self.identity = identity or f"{socket.gethostname()}:{os.getpid()}"
+        self._scheduler_address = scheduler
+        self._history_address = history
+        self._shutdown_grace = shutdown_grace
+        self._leases: dict[str, int] = {}  # workflow id -> fence of leases held now
+        self._running: set[asyncio.Task[None]] = set()
+        self._stopping = asyncio.Event()
+        self._call: grpc.aio.StreamStreamCall[tpb.ConnectRequest, tpb.ConnectResponse] | None = None
+        self._write_lock = asyncio.Lock()
+
+    @property
+    def workflow_types(self) -> list[str]:
+        """The workflow types this worker serves."""
+        return sorted(self._workflows)
+
+    def stop(self) -> None:
+        """Begin a graceful shutdown; `run()` returns once it is done."""
+        self._stopping.set()
+
+    async def run(self) -> None:
+        """Serve until stopped, reconnecting to the scheduler whenever the stream breaks."""
+        async with (
+            grpc.aio.insecure_channel(self._scheduler_address, options=CHANNEL_OPTIONS) as tasks,
+            grpc.aio.insecure_channel(self._history_address, options=CHANNEL_OPTIONS) as journal,
+        ):
+            task_stub = tgrpc.TaskServiceStub(tasks)
+            journal_stub = jgrpc.JournalServiceStub(journal)
+            delay = 0.1
+            try:
+                while not self._stopping.is_set():
+                    try:
+                        await self._session(task_stub, journal_stub)
+                        delay = 0.1
+                    except (grpc.aio.AioRpcError, _StreamClosedError) as error:
+                        reason = error.code().name if isinstance(error, grpc.aio.AioRpcError) else error
+                        log.warning("scheduler stream lost (%s); reconnecting in %.1fs",
+                                    reason, delay)
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self._stopping.wait(), delay)
+                    delay = min(delay * 2, RECONNECT_MAX_SECONDS)
+            finally:
+                await self._drain()
+
+    async def _session(
+        self, task_stub: tgrpc.TaskServiceStub, journal_stub: jgrpc.JournalServiceStub
+    ) -> None:
+        call = task_stub.Connect(wait_for_ready=True)
+        self._call = call
+        hello = tpb.Hello(
+            identity=self.identity,
+            task_queue=self.task_queue,
+            workflow_types=self.workflow_types,
+            capacity=self.concurrency,
+            leases=[tpb.LeaseRef(workflow_id=w, fence=f) for w, f in self._leases.items()],
+        )
+        await call.write(tpb.ConnectRequest(hello=hello))
+        first = await call.read()
+        if first is grpc.aio.EOF or first.WhichOneof("message") != "welcome":
+            raise _StreamClosedError("the scheduler did not welcome this worker")
+        interval = first.welcome.heartbeat_interval.ToTimedelta().total_seconds()
+        log.info("worker %s connected: queue %s, workflows %s", self.identity, self.task_queue,
+                 ", ".join(self.workflow_types))
+        heartbeats = asyncio.create_task(self._heartbeat(interval))
+        stop_wait = asyncio.create_task(self._stopping.wait())
+        try:
+            while True:
+                reading = asyncio.ensure_future(call.read())
+                done, _ = await asyncio.wait({reading, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
+                if reading not in done:
+                    reading.cancel()
+                    return
+                message = reading.result()
+                if message is grpc.aio.EOF:
+                    raise _StreamClosedError("the scheduler closed the stream")
+                kind = message.WhichOneof("message")
+                if kind == "task":
+                    self._start(message.task, journal_stub)
+                elif kind == "lease_revoked":
+                    lease = message.lease_revoked.lease
+                    if self._leases.get(lease.workflow_id) == lease.fence:
+                        del self._leases[lease.workflow_id]
+                    log.warning("lease of %s (fence %d) revoked: %s", lease.workflow_id,
+                                lease.fence, message.lease_revoked.reason)
+        finally:
+            heartbeats.cancel()
+            stop_wait.cancel()
+
+    def _start(self, task: tpb.Task, journal_stub: jgrpc.JournalServiceStub) -> None:
+        self._leases[task.workflow_id] = task.fence
+        running = asyncio.create_task(self._run_one(task, journal_stub))
+        self._running.add(running)
+        running.add_done_callback(self._running.discard)
+
+    async def _run_one(self, task: tpb.Task, journal_stub: jgrpc.JournalServiceStub) -> None:
+        log.info("running %s %s (fence %d)", task.workflow_type, task.workflow_id, task.fence)
+        try:
+            await run_task(task, journal_stub, self._workflows)
+        except LeaseLostError as error:
+            log.warning("workflow %s: lease with fence %d lost, abandoning: %s",
+                        task.workflow_id, task.fence, error)
+            self._forget(task)
+            return
+        except grpc.aio.AioRpcError as error:
+            # History unreachable: keep the lease from being renewed so it expires and the
+            # workflow is retried, here or elsewhere.
+            log.error("workflow %s: journal call failed (%s); leaving it to lease expiry",
+                      task.workflow_id, error.code().name)
+            self._forget(task)
+            return
+        self._forget(task)
+        await self._send(
+            tpb.ConnectRequest(
+                task_done=tpb.TaskDone(
+                    lease=tpb.LeaseRef(workflow_id=task.workflow_id, fence=task.fence)
+                )
+            )
+        )
+
+    def _forget(self, task: tpb.Task) -> None:
+        if self._leases.get(task.workflow_id) == task.fence:
+            del self._leases[task.workflow_id]
+
+    async def _heartbeat(self, interval: float) -> None:
+        while True:
+            await asyncio.sleep(interval)
+            leases = [tpb.LeaseRef(workflow_id=w, fence=f) for w, f in self._leases.items()]
+            await self._send(tpb.ConnectRequest(heartbeat=tpb.Heartbeat(leases=leases)))
+
+    async def _send(self, message: tpb.ConnectRequest) -> None:
+        call = self._call
+        if call is None:
+            return
+        async with self._write_lock:
+            # A broken stream is noticed by the reader, which reconnects; the lease of a
+            # finished task simply expires or is released with the stream.
+            with contextlib.suppress(grpc.aio.AioRpcError, grpc.aio.UsageError, asyncio.InvalidStateError):
+                await call.write(message)
+
+    async def _drain(self) -> None:
+        """Stop taking tasks, let running ones finish within the grace period, release the rest."""
+        await self._send(tpb.ConnectRequest(drain=tpb.Drain()))
+        if self._running:
+            log.info("draining: waiting up to %.0fs for %d running workflow(s)",
+                     self._shutdown_grace, len(self._running))
+            _, pending = await asyncio.wait(self._running, timeout=self._shutdown_grace)
+            for task in pending:
+                task.cancel()
+            if pending:
+                await asyncio.wait(pending)
+        if self._call is not None:
+            # Closing the stream hands unfinished leases back at once.
+            self._call.cancel()
+        log.info("worker %s stopped", self.identity)
