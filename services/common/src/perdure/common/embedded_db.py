@@ -4,12 +4,21 @@ from __future__ import annotations
 
 import logging
 import pathlib
-
-import pgserver
+import os
+import warnings
+from typing import Any
 
 log = logging.getLogger(__name__)
 
 DEFAULT_DATA_DIR = ".perdure"
+
+
+def _pgserver() -> Any:
+    with warnings.catch_warnings():
+        # pgserver warns at import when XDG_RUNTIME_DIR is unset; its fallback is fine.
+        warnings.simplefilter("ignore")
+        import pgserver  # imported here: services given a database URL never need it
+    return pgserver
 
 
 def start_embedded_postgres(data_dir: str | pathlib.Path, *, keep_running: bool) -> str:
@@ -20,7 +29,15 @@ def start_embedded_postgres(data_dir: str | pathlib.Path, *, keep_running: bool)
     """
     root = pathlib.Path(data_dir).expanduser().resolve()
     root.mkdir(parents=True, exist_ok=True)
-    server = pgserver.get_server(root / "pgdata", cleanup_mode=None if keep_running else "stop")
+    server = _pgserver().get_server(root / "pgdata", cleanup_mode=None if keep_running else "stop")
     dsn = str(server.get_uri())
     log.info("embedded PostgreSQL running with data in %s", root / "pgdata")
     return dsn
+
+
+def stop_embedded_postgres(data_dir: str | pathlib.Path) -> None:
+    """Stop the embedded server of `data_dir` (a fast shutdown: connections are cut)."""
+    pgdata = pathlib.Path(data_dir).expanduser().resolve() / "pgdata"
+    # As root, pgserver runs PostgreSQL as its own "pgserver" user.
+    user = "pgserver" if os.geteuid() == 0 else None
+    _pgserver().pg_ctl(["-m", "fast", "-w", "stop"], pgdata=pgdata, user=user)

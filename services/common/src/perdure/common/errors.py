@@ -58,7 +58,9 @@ async def abort_with(context: grpc.aio.ServicerContext[Any, Any], error: Excepti
         await context.abort(status.code, status.details, status.trailing_metadata)
     if isinstance(error, grpc.aio.AioRpcError):
         # A downstream service already chose the status: pass it on unchanged, details included.
-        await context.abort(error.code(), error.details() or "", error.trailing_metadata() or ())
+        await context.abort(
+            error.code(), error.details() or "", tuple(error.trailing_metadata() or ())
+        )
     raise error
 
 

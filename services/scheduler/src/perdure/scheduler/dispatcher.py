@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 import uuid
 from dataclasses import dataclass, field
 
@@ -29,6 +30,16 @@ class Session:
     session_id: str = field(default_factory=lambda: uuid.uuid4().hex)
     leases: dict[str, int] = field(default_factory=dict)  # workflow id -> fence
     outgoing: asyncio.Queue[tpb.ConnectResponse | None] = field(default_factory=asyncio.Queue)
+    last_heard: float = field(default_factory=time.monotonic)
+
+    def heard(self) -> None:
+        """Note that the worker just sent something."""
+        self.last_heard = time.monotonic()
+
+    def responsive(self, within: float) -> bool:
+        """Whether the worker spoke within `within` seconds. A paused worker keeps its
+        connection open, so an open stream alone must not attract new tasks."""
+        return time.monotonic() - self.last_heard <= within
 
     @property
     def free(self) -> int:
@@ -112,7 +123,7 @@ class Dispatcher:
 
     async def _grant_round(self) -> None:
         for session in list(self._sessions.values()):
-            if session.free <= 0 or session.session_id not in self._sessions:
+            if session.free <= 0 or not session.responsive(self.lease_ttl):
                 continue
             grants = await self._store.claim(
                 session.session_id,

@@ -91,6 +91,7 @@ class TaskServicer(tgrpc.TaskServiceServicer):
                 message = reading.result()
                 if message is grpc.aio.EOF:
                     return
+                session.heard()
                 await self._handle(session, message)
         finally:
             writer.cancel()

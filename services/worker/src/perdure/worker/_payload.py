@@ -21,10 +21,24 @@ def to_value(data: Any) -> struct_pb2.Value:
 
 
 def from_value(value: struct_pb2.Value) -> Any:
-    """Decode a protobuf Value (an unset one is None)."""
+    """Decode a protobuf Value (an unset one is None); whole numbers come back as int."""
     if not value.WhichOneof("kind"):
         return None
-    return json_format.MessageToDict(value)
+    return _whole_numbers_as_int(json_format.MessageToDict(value))
+
+
+def _whole_numbers_as_int(data: Any) -> Any:
+    # JSON numbers travel as doubles; `3` should not come back as `3.0`.
+    if isinstance(data, float) and data.is_integer() and abs(data) <= _MAX_EXACT_INT:
+        return int(data)
+    if isinstance(data, dict):
+        return {key: _whole_numbers_as_int(item) for key, item in data.items()}
+    if isinstance(data, list):
+        return [_whole_numbers_as_int(item) for item in data]
+    return data
+
+
+_MAX_EXACT_INT = 2**53
 
 
 def failure_from(error: BaseException) -> wf.Failure:

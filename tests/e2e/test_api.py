@@ -1,0 +1,151 @@
+"""The public API through the gateway: idempotent starts and a precise status for bad input."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import grpc
+import pytest
+from google.protobuf import struct_pb2
+
+from perdure.api.workflow.v1 import workflow_pb2 as wf
+from perdure.api.workflow.v1 import workflow_service_pb2 as api
+from perdure.api.workflow.v1 import workflow_service_pb2_grpc as apigrpc
+from perdure.client import Client
+from perdure.worker._rpc import error_reason
+from tests.fixtures.cluster import Cluster
+
+
+@pytest.fixture
+def api_cluster(cluster: Cluster) -> Cluster:
+    """A cluster with a worker, so workflow types are registered."""
+    cluster.start_worker("w1")
+    return cluster
+
+
+@pytest.fixture
+def stub(api_cluster: Cluster) -> Iterator[apigrpc.WorkflowServiceStub]:
+    """A raw stub, to send requests the client would refuse to build."""
+    with grpc.insecure_channel(api_cluster.gateway) as channel:
+        yield apigrpc.WorkflowServiceStub(channel)
+
+
+def rejection(call: object, request: object) -> grpc.RpcError:
+    """Send a request that must fail and return its error."""
+    with pytest.raises(grpc.RpcError) as caught:
+        call(request, timeout=30)  # type: ignore[operator]
+    return caught.value
+
+
+def test_start_is_idempotent_by_workflow_id(api_cluster: Cluster, tmp_path: Path) -> None:
+    params = {"ledger": str(tmp_path / "ledger")}
+    with api_cluster.client() as client:
+        first = client.start_workflow("five_steps", params, workflow_id="same")
+        second = client.start_workflow("five_steps", params, workflow_id="same")
+        client.wait("same", timeout=60)
+        third = client.start_workflow("five_steps", params, workflow_id="same")
+        listed = client.list(workflow_type="five_steps")
+    assert first.started and not second.started and not third.started
+    assert third.status == wf.WORKFLOW_STATUS_COMPLETED
+    assert [w.workflow_id for w in listed.workflows] == ["same"]
+    assert len((tmp_path / "ledger").read_text().splitlines()) == 5  # ran once
+
+
+def test_same_id_with_a_different_request_is_a_conflict(api_cluster: Cluster, tmp_path: Path) -> None:
+    with api_cluster.client() as client:
+        client.start_workflow("loop_agent", {"turns": 1}, workflow_id="taken")
+        with pytest.raises(grpc.RpcError) as caught:
+            client.start_workflow("loop_agent", {"turns": 2}, workflow_id="taken")
+    assert caught.value.code() == grpc.StatusCode.ALREADY_EXISTS
+    assert error_reason(caught.value) == "WORKFLOW_ID_CONFLICT"
+    assert "input" in (caught.value.details() or "")
+
+
+def test_generated_ids_and_default_queue(api_cluster: Cluster) -> None:
+    with api_cluster.client() as client:
+        started = client.start_workflow("loop_agent", {"turns": 1})
+        described = client.wait(started.workflow_id, timeout=60)
+    assert len(started.workflow_id) == 36
+    assert described.workflow.task_queue == "default"
+
+
+@pytest.mark.parametrize(
+    ("request_", "code", "reason", "mentions"),
+    [
+        (api.StartWorkflowRequest(), grpc.StatusCode.INVALID_ARGUMENT, "INVALID_REQUEST",
+         "workflow_type is required"),
+        (api.StartWorkflowRequest(workflow_type="has space"), grpc.StatusCode.INVALID_ARGUMENT,
+         "INVALID_REQUEST", "not a valid name"),
+        (api.StartWorkflowRequest(workflow_type="nobody_serves_this"), grpc.StatusCode.NOT_FOUND,
+         "WORKFLOW_TYPE_NOT_REGISTERED", "nobody_serves_this"),
+        (api.StartWorkflowRequest(workflow_type="loop_agent", task_queue="elsewhere"),
+         grpc.StatusCode.NOT_FOUND, "WORKFLOW_TYPE_NOT_REGISTERED", "elsewhere"),
+        (api.StartWorkflowRequest(workflow_type="loop_agent", workflow_id="x" * 256),
+         grpc.StatusCode.INVALID_ARGUMENT, "INVALID_REQUEST", "limit is 255"),
+        (api.StartWorkflowRequest(workflow_type="loop_agent", workflow_id=" padded"),
+         grpc.StatusCode.INVALID_ARGUMENT, "INVALID_REQUEST", "whitespace"),
+        (api.StartWorkflowRequest(workflow_type="loop_agent",
+                                  input=struct_pb2.Value(number_value=float("nan"))),
+         grpc.StatusCode.INVALID_ARGUMENT, "INVALID_REQUEST", "not a finite number"),
+        (api.StartWorkflowRequest(workflow_type="loop_agent", input=struct_pb2.Value(
+            struct_value=struct_pb2.Struct(fields={"a": struct_pb2.Value()}))),
+         grpc.StatusCode.INVALID_ARGUMENT, "INVALID_REQUEST", "input.a is not a JSON value"),
+        (api.StartWorkflowRequest(workflow_type="loop_agent",
+                                  input=struct_pb2.Value(string_value="x" * (3 * 1024 * 1024))),
+         grpc.StatusCode.RESOURCE_EXHAUSTED, "PAYLOAD_TOO_LARGE", "limit"),
+    ],
+    ids=["empty-type", "bad-type", "unknown-type", "unknown-queue", "long-id", "padded-id",
+         "nan-input", "unset-value", "huge-input"],
+)
+def test_bad_starts_are_rejected_precisely(
+    stub: apigrpc.WorkflowServiceStub, request_: api.StartWorkflowRequest,
+    code: grpc.StatusCode, reason: str, mentions: str,
+) -> None:
+    error = rejection(stub.StartWorkflow, request_)
+    assert error.code() == code
+    assert error_reason(error) == reason
+    assert mentions in (error.details() or "")
+
+
+def test_unknown_workflow_ids_are_not_found(stub: apigrpc.WorkflowServiceStub) -> None:
+    for call, request in (
+        (stub.DescribeWorkflow, api.DescribeWorkflowRequest(workflow_id="ghost")),
+        (stub.GetWorkflowHistory, api.GetWorkflowHistoryRequest(workflow_id="ghost")),
+    ):
+        error = rejection(call, request)
+        assert error.code() == grpc.StatusCode.NOT_FOUND
+        assert error_reason(error) == "WORKFLOW_NOT_FOUND"
+        assert "ghost" in (error.details() or "")
+
+
+def test_malformed_reads_are_invalid_arguments(stub: apigrpc.WorkflowServiceStub) -> None:
+    cases = [
+        (stub.DescribeWorkflow, api.DescribeWorkflowRequest(), "workflow_id is required"),
+        (stub.GetWorkflowHistory,
+         api.GetWorkflowHistoryRequest(workflow_id="ghost", page_size=-1), "page_size"),
+        (stub.ListWorkflows, api.ListWorkflowsRequest(page_size=5000), "page_size"),
+        (stub.ListWorkflows, api.ListWorkflowsRequest(status=42), "status 42"),  # type: ignore[arg-type]
+        (stub.ListWorkflows, api.ListWorkflowsRequest(page_token="garbage!"), "page_token"),
+    ]
+    for call, request, mentions in cases:
+        error = rejection(call, request)
+        assert error.code() == grpc.StatusCode.INVALID_ARGUMENT, request
+        assert mentions in (error.details() or ""), error.details()
+
+
+def test_listing_pages_newest_first(api_cluster: Cluster) -> None:
+    with api_cluster.client() as client:
+        for index in range(5):
+            client.start_workflow("loop_agent", {"turns": 0}, workflow_id=f"page-{index}")
+        first = client.list(page_size=2)
+        second = client.list(page_size=2, page_token=first.next_page_token)
+        third = client.list(page_size=2, page_token=second.next_page_token)
+    ids = [w.workflow_id for page in (first, second, third) for w in page.workflows]
+    assert ids == [f"page-{i}" for i in (4, 3, 2, 1, 0)]
+    assert third.next_page_token == ""
+
+
+def test_client_refuses_values_that_are_not_json(api_cluster: Cluster) -> None:
+    with api_cluster.client() as client, pytest.raises(TypeError, match="not JSON"):
+        Client.start_workflow(client, "loop_agent", {"when": object()})

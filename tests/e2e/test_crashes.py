@@ -1,0 +1,159 @@
+"""What happens when processes die or stall at the worst moment."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import tempfile
+from collections import Counter
+from pathlib import Path
+
+import grpc
+import pytest
+from google.protobuf import struct_pb2
+
+from perdure.api.worker.v1 import journal_service_pb2 as jpb
+from perdure.api.worker.v1 import journal_service_pb2_grpc as jgrpc
+from perdure.api.workflow.v1 import workflow_pb2 as wf
+from perdure.common.embedded_db import stop_embedded_postgres
+from tests.fixtures.cluster import Cluster, wait_until
+from tests.fixtures.postgres import with_database
+
+WAIT = 90.0
+
+
+def runs_per_step(ledger: Path) -> Counter[str]:
+    """How many times each step body finished, from the ledger."""
+    lines = ledger.read_text().splitlines() if ledger.exists() else []
+    return Counter(line.split()[0] for line in lines if not line.startswith("start "))
+
+
+def started(ledger: Path, step: str) -> list[str]:
+    """The pids that started a blocking step."""
+    lines = ledger.read_text().splitlines() if ledger.exists() else []
+    return [line.split()[2] for line in lines if line.startswith(f"start {step} ")]
+
+
+def test_worker_killed_mid_step_is_resumed_by_another(cluster: Cluster, tmp_path: Path) -> None:
+    ledger, gate = tmp_path / "ledger", tmp_path / "gate"
+    first = cluster.start_worker("first")
+    with cluster.client() as client:
+        client.start_workflow("blocks_in_third", {"ledger": str(ledger), "gate": str(gate)},
+                              workflow_id="crash-1")
+        wait_until(lambda: started(ledger, "step_3"), WAIT, "step 3 to start")
+        first.kill()
+        gate.touch()
+        second = cluster.start_worker("second")
+        described = client.wait("crash-1", timeout=WAIT)
+
+    assert described.workflow.status == wf.WORKFLOW_STATUS_COMPLETED
+    runs = runs_per_step(ledger)
+    assert runs["step_1"] == 1 and runs["step_2"] == 1
+    assert runs["step_3"] >= 1 and runs["step_4"] == 1
+    assert started(ledger, "step_3")[0] == str(first.popen.pid)
+    assert described.workflow.result.struct_value.fields["step_3_pid"].number_value == (
+        second.popen.pid
+    )
+    assert "Skipping completed step: step_1" in second.output()
+    assert "Skipping completed step: step_2" in second.output()
+    # The second lease has a higher fence than the first, and wrote everything after the crash.
+    fences = {s.step_id: s.fence for s in described.steps}
+    assert fences["step_1"] == fences["step_2"] == 1
+    assert fences["step_3"] == fences["step_4"] == 2
+
+
+def test_paused_worker_is_fenced_out(short_lease_cluster: Cluster, tmp_path: Path) -> None:
+    cluster = short_lease_cluster
+    ledger, gate = tmp_path / "ledger", tmp_path / "gate"
+    paused = cluster.start_worker("paused")
+    with cluster.client() as client:
+        client.start_workflow("blocks_in_third", {"ledger": str(ledger), "gate": str(gate)},
+                              workflow_id="fence-1")
+        wait_until(lambda: started(ledger, "step_3"), WAIT, "step 3 to start")
+        paused.signal(signal.SIGSTOP)  # holds its TCP connection, stops heartbeating
+        successor = cluster.start_worker("successor")
+        wait_until(lambda: len(started(ledger, "step_3")) == 2, WAIT, "the takeover after expiry")
+        gate.touch()
+        described = client.wait("fence-1", timeout=WAIT)
+        assert described.workflow.status == wf.WORKFLOW_STATUS_COMPLETED
+        paused.signal(signal.SIGCONT)
+        wait_until(lambda: "lease with fence 1 lost" in paused.output(), WAIT,
+                   "the resumed worker's write to be rejected")
+        events = list(client.history("fence-1"))
+
+    assert "stale fence 1" in paused.output()
+    assert str(successor.popen.pid) in [pid for pid in started(ledger, "step_3")]
+    after_takeover = [e for e in events if e.step_id in ("step_3", "step_4")]
+    assert {e.fence for e in after_takeover} == {2}
+    assert events[-1].event_type == wf.EVENT_TYPE_WORKFLOW_COMPLETED and events[-1].fence == 2
+    assert len(events) == 6  # started, 4 steps, completed: nothing from the stale holder
+    assert described.workflow.result.struct_value.fields["step_3_pid"].number_value == (
+        successor.popen.pid
+    )
+
+
+def test_history_rejects_a_stale_fence_in_the_write_transaction(cluster: Cluster, tmp_path: Path) -> None:
+    ledger, gate = tmp_path / "ledger", tmp_path / "gate"
+    worker = cluster.start_worker("w1")
+    with cluster.client() as client:
+        client.start_workflow("blocks_in_third", {"ledger": str(ledger), "gate": str(gate)},
+                              workflow_id="fence-2")
+        wait_until(lambda: started(ledger, "step_3"), WAIT, "step 3 to start")
+    with grpc.insecure_channel(cluster.address("history")) as channel:
+        journal = jgrpc.JournalServiceStub(channel)
+        journal.LoadJournal(jpb.LoadJournalRequest(workflow_id="fence-2", fence=7))
+        with pytest.raises(grpc.RpcError) as rejected:
+            journal.RecordStep(jpb.RecordStepRequest(
+                workflow_id="fence-2", fence=6, step_id="x", step_name="x", position=9,
+                output=struct_pb2.Value(string_value="late"),
+            ))
+        assert rejected.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+        gate.touch()
+        wait_until(lambda: "lease with fence 1 lost" in worker.output(), WAIT,
+                   "the real worker's write to be rejected")
+        loaded = journal.LoadJournal(jpb.LoadJournalRequest(workflow_id="fence-2", fence=7))
+    assert [e.step_id for e in loaded.events if e.step_id] == ["step_1", "step_2"]
+    assert loaded.workflow.fence == 7
+
+
+def test_everything_restarts_mid_workflow(tmp_path: Path) -> None:
+    ledger, gate = tmp_path / "ledger", tmp_path / "gate"
+    data_dir = Path(tempfile.mkdtemp(prefix="pdr"))
+    dsn = start_database_elsewhere(data_dir)
+    cluster = Cluster(with_database(dsn, "postgres"), tmp_path)
+    try:
+        cluster.start_services()
+        cluster.start_worker("before")
+        with cluster.client() as client:
+            client.start_workflow("blocks_in_third", {"ledger": str(ledger), "gate": str(gate)},
+                                  workflow_id="restart-1")
+            wait_until(lambda: started(ledger, "step_3"), WAIT, "step 3 to start")
+        cluster.stop()  # kill -9 every service and the worker
+        stop_embedded_postgres(data_dir)
+
+        start_database_elsewhere(data_dir)
+        gate.touch()
+        cluster.start_services()
+        after = cluster.start_worker("after")
+        with cluster.client() as client:
+            described = client.wait("restart-1", timeout=WAIT)
+    finally:
+        cluster.stop()
+        stop_embedded_postgres(data_dir)
+
+    assert described.workflow.status == wf.WORKFLOW_STATUS_COMPLETED
+    runs = runs_per_step(ledger)
+    assert runs["step_1"] == 1 and runs["step_2"] == 1 and runs["step_4"] == 1
+    assert "Skipping completed step: step_2" in after.output()
+
+
+def start_database_elsewhere(data_dir: Path) -> str:
+    """Start an embedded PostgreSQL from another process (it keeps running); return its DSN."""
+    code = (
+        "import sys; from perdure.common.embedded_db import start_embedded_postgres as start; "
+        "print(start(sys.argv[1], keep_running=True))"
+    )
+    done = subprocess.run([sys.executable, "-c", code, str(data_dir)], check=True,
+                          capture_output=True, text=True, timeout=120)
+    return done.stdout.strip().splitlines()[-1]

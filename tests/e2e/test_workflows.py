@@ -1,0 +1,78 @@
+"""A workflow started through the gateway runs on a real worker and is journaled by history."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from perdure.api.workflow.v1 import workflow_pb2 as wf
+from tests.fixtures.cluster import Cluster
+
+
+def ledger_lines(path: Path) -> list[str]:
+    """The ledger's lines (empty if nothing ran yet)."""
+    return path.read_text().splitlines() if path.exists() else []
+
+
+def test_five_step_workflow_completes_and_is_described(cluster: Cluster, tmp_path: Path) -> None:
+    cluster.start_worker("w1")
+    ledger = tmp_path / "ledger"
+    with cluster.client() as client:
+        started = client.start_workflow("five_steps", {"ledger": str(ledger)}, workflow_id="five")
+        assert started.started and started.workflow_id == "five"
+        described = client.wait("five", timeout=60)
+        events = list(client.history("five", page_size=2))  # several pages
+
+    assert described.workflow.status == wf.WORKFLOW_STATUS_COMPLETED
+    result = described.workflow.result.struct_value.fields
+    assert result["total"].number_value == 150
+    assert result["key"].string_value == "five"
+    assert [s.step_id for s in described.steps] == [f"step_{i}" for i in range(1, 6)]
+    assert [s.output.number_value for s in described.steps] == [10, 20, 30, 40, 50]
+    assert all(s.succeeded and s.fence == 1 for s in described.steps)
+
+    assert [e.event_type for e in events] == [
+        wf.EVENT_TYPE_WORKFLOW_STARTED,
+        *[wf.EVENT_TYPE_STEP_COMPLETED] * 5,
+        wf.EVENT_TYPE_WORKFLOW_COMPLETED,
+    ]
+    assert [e.event_id for e in events] == list(range(1, 8))
+    assert described.workflow.event_count == 7
+    assert len(ledger_lines(ledger)) == 5
+
+
+def test_repeated_step_names_get_occurrence_numbers(cluster: Cluster) -> None:
+    cluster.start_worker("w1")
+    with cluster.client() as client:
+        client.start_workflow("loop_agent", {"turns": 3}, workflow_id="agent-1")
+        described = client.wait("agent-1", timeout=60)
+    assert [s.step_id for s in described.steps] == ["model", "model#2", "model#3"]
+    keys = [v.string_value for v in described.workflow.result.list_value.values]
+    assert keys == ["agent-1:model", "agent-1:model#2", "agent-1:model#3"]
+
+
+def test_a_failing_step_is_journaled_and_fails_the_workflow(cluster: Cluster, tmp_path: Path) -> None:
+    cluster.start_worker("w1")
+    ledger = tmp_path / "ledger"
+    with cluster.client() as client:
+        client.start_workflow("fails", {"ledger": str(ledger)}, workflow_id="pay-1")
+        described = client.wait("pay-1", timeout=60)
+    assert described.workflow.status == wf.WORKFLOW_STATUS_FAILED
+    assert described.workflow.failure.type == "RuntimeError"
+    assert "card declined" in described.workflow.failure.message
+    charge, compensate = described.steps
+    assert not charge.succeeded and charge.failure.type == "ValueError"
+    assert compensate.succeeded
+    assert ledger_lines(ledger) == [line for line in ledger_lines(ledger) if "compensate" in line]
+
+
+def test_recorded_values_are_journaled(cluster: Cluster) -> None:
+    cluster.start_worker("w1")
+    with cluster.client() as client:
+        client.start_workflow("clock", None, workflow_id="clock-1")
+        described = client.wait("clock-1", timeout=60)
+    assert described.workflow.status == wf.WORKFLOW_STATUS_COMPLETED
+    now_step, uuid_step = described.steps
+    fields = described.workflow.result.struct_value.fields
+    assert (now_step.step_id, uuid_step.step_id) == ("$now", "$uuid")
+    assert fields["uuid"].string_value == uuid_step.output.string_value
+    assert fields["now"].string_value.startswith(now_step.output.string_value[:19])
