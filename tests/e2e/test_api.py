@@ -52,7 +52,9 @@ def test_start_is_idempotent_by_workflow_id(api_cluster: Cluster, tmp_path: Path
     assert len((tmp_path / "ledger").read_text().splitlines()) == 5  # ran once
 
 
-def test_same_id_with_a_different_request_is_a_conflict(api_cluster: Cluster, tmp_path: Path) -> None:
+def test_same_id_with_a_different_request_is_a_conflict(
+    api_cluster: Cluster, tmp_path: Path
+) -> None:
     with api_cluster.client() as client:
         client.start_workflow("loop_agent", {"turns": 1}, workflow_id="taken")
         with pytest.raises(grpc.RpcError) as caught:
@@ -73,34 +75,89 @@ def test_generated_ids_and_default_queue(api_cluster: Cluster) -> None:
 @pytest.mark.parametrize(
     ("request_", "code", "reason", "mentions"),
     [
-        (api.StartWorkflowRequest(), grpc.StatusCode.INVALID_ARGUMENT, "INVALID_REQUEST",
-         "workflow_type is required"),
-        (api.StartWorkflowRequest(workflow_type="has space"), grpc.StatusCode.INVALID_ARGUMENT,
-         "INVALID_REQUEST", "not a valid name"),
-        (api.StartWorkflowRequest(workflow_type="nobody_serves_this"), grpc.StatusCode.NOT_FOUND,
-         "WORKFLOW_TYPE_NOT_REGISTERED", "nobody_serves_this"),
-        (api.StartWorkflowRequest(workflow_type="loop_agent", task_queue="elsewhere"),
-         grpc.StatusCode.NOT_FOUND, "WORKFLOW_TYPE_NOT_REGISTERED", "elsewhere"),
-        (api.StartWorkflowRequest(workflow_type="loop_agent", workflow_id="x" * 256),
-         grpc.StatusCode.INVALID_ARGUMENT, "INVALID_REQUEST", "limit is 255"),
-        (api.StartWorkflowRequest(workflow_type="loop_agent", workflow_id=" padded"),
-         grpc.StatusCode.INVALID_ARGUMENT, "INVALID_REQUEST", "whitespace"),
-        (api.StartWorkflowRequest(workflow_type="loop_agent",
-                                  input=struct_pb2.Value(number_value=float("nan"))),
-         grpc.StatusCode.INVALID_ARGUMENT, "INVALID_REQUEST", "not a finite number"),
-        (api.StartWorkflowRequest(workflow_type="loop_agent", input=struct_pb2.Value(
-            struct_value=struct_pb2.Struct(fields={"a": struct_pb2.Value()}))),
-         grpc.StatusCode.INVALID_ARGUMENT, "INVALID_REQUEST", "input.a is not a JSON value"),
-        (api.StartWorkflowRequest(workflow_type="loop_agent",
-                                  input=struct_pb2.Value(string_value="x" * (3 * 1024 * 1024))),
-         grpc.StatusCode.RESOURCE_EXHAUSTED, "PAYLOAD_TOO_LARGE", "limit"),
+        (
+            api.StartWorkflowRequest(),
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "INVALID_REQUEST",
+            "workflow_type is required",
+        ),
+        (
+            api.StartWorkflowRequest(workflow_type="has space"),
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "INVALID_REQUEST",
+            "not a valid name",
+        ),
+        (
+            api.StartWorkflowRequest(workflow_type="nobody_serves_this"),
+            grpc.StatusCode.NOT_FOUND,
+            "WORKFLOW_TYPE_NOT_REGISTERED",
+            "nobody_serves_this",
+        ),
+        (
+            api.StartWorkflowRequest(workflow_type="loop_agent", task_queue="elsewhere"),
+            grpc.StatusCode.NOT_FOUND,
+            "WORKFLOW_TYPE_NOT_REGISTERED",
+            "elsewhere",
+        ),
+        (
+            api.StartWorkflowRequest(workflow_type="loop_agent", workflow_id="x" * 256),
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "INVALID_REQUEST",
+            "limit is 255",
+        ),
+        (
+            api.StartWorkflowRequest(workflow_type="loop_agent", workflow_id=" padded"),
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "INVALID_REQUEST",
+            "whitespace",
+        ),
+        (
+            api.StartWorkflowRequest(
+                workflow_type="loop_agent", input=struct_pb2.Value(number_value=float("nan"))
+            ),
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "INVALID_REQUEST",
+            "not a finite number",
+        ),
+        (
+            api.StartWorkflowRequest(
+                workflow_type="loop_agent",
+                input=struct_pb2.Value(
+                    struct_value=struct_pb2.Struct(fields={"a": struct_pb2.Value()})
+                ),
+            ),
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "INVALID_REQUEST",
+            "input.a is not a JSON value",
+        ),
+        (
+            api.StartWorkflowRequest(
+                workflow_type="loop_agent",
+                input=struct_pb2.Value(string_value="x" * (3 * 1024 * 1024)),
+            ),
+            grpc.StatusCode.RESOURCE_EXHAUSTED,
+            "PAYLOAD_TOO_LARGE",
+            "limit",
+        ),
     ],
-    ids=["empty-type", "bad-type", "unknown-type", "unknown-queue", "long-id", "padded-id",
-         "nan-input", "unset-value", "huge-input"],
+    ids=[
+        "empty-type",
+        "bad-type",
+        "unknown-type",
+        "unknown-queue",
+        "long-id",
+        "padded-id",
+        "nan-input",
+        "unset-value",
+        "huge-input",
+    ],
 )
 def test_bad_starts_are_rejected_precisely(
-    stub: apigrpc.WorkflowServiceStub, request_: api.StartWorkflowRequest,
-    code: grpc.StatusCode, reason: str, mentions: str,
+    stub: apigrpc.WorkflowServiceStub,
+    request_: api.StartWorkflowRequest,
+    code: grpc.StatusCode,
+    reason: str,
+    mentions: str,
 ) -> None:
     error = rejection(stub.StartWorkflow, request_)
     assert error.code() == code
@@ -122,8 +179,11 @@ def test_unknown_workflow_ids_are_not_found(stub: apigrpc.WorkflowServiceStub) -
 def test_malformed_reads_are_invalid_arguments(stub: apigrpc.WorkflowServiceStub) -> None:
     cases = [
         (stub.DescribeWorkflow, api.DescribeWorkflowRequest(), "workflow_id is required"),
-        (stub.GetWorkflowHistory,
-         api.GetWorkflowHistoryRequest(workflow_id="ghost", page_size=-1), "page_size"),
+        (
+            stub.GetWorkflowHistory,
+            api.GetWorkflowHistoryRequest(workflow_id="ghost", page_size=-1),
+            "page_size",
+        ),
         (stub.ListWorkflows, api.ListWorkflowsRequest(page_size=5000), "page_size"),
         (stub.ListWorkflows, api.ListWorkflowsRequest(status=42), "status 42"),  # type: ignore[arg-type]
         (stub.ListWorkflows, api.ListWorkflowsRequest(page_token="garbage!"), "page_token"),

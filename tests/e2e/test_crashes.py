@@ -39,8 +39,9 @@ def test_worker_killed_mid_step_is_resumed_by_another(cluster: Cluster, tmp_path
     ledger, gate = tmp_path / "ledger", tmp_path / "gate"
     first = cluster.start_worker("first")
     with cluster.client() as client:
-        client.start_workflow("blocks_in_third", {"ledger": str(ledger), "gate": str(gate)},
-                              workflow_id="crash-1")
+        client.start_workflow(
+            "blocks_in_third", {"ledger": str(ledger), "gate": str(gate)}, workflow_id="crash-1"
+        )
         wait_until(lambda: started(ledger, "step_3"), WAIT, "step 3 to start")
         first.kill()
         gate.touch()
@@ -68,8 +69,9 @@ def test_paused_worker_is_fenced_out(short_lease_cluster: Cluster, tmp_path: Pat
     ledger, gate = tmp_path / "ledger", tmp_path / "gate"
     paused = cluster.start_worker("paused")
     with cluster.client() as client:
-        client.start_workflow("blocks_in_third", {"ledger": str(ledger), "gate": str(gate)},
-                              workflow_id="fence-1")
+        client.start_workflow(
+            "blocks_in_third", {"ledger": str(ledger), "gate": str(gate)}, workflow_id="fence-1"
+        )
         wait_until(lambda: started(ledger, "step_3"), WAIT, "step 3 to start")
         paused.signal(signal.SIGSTOP)  # holds its TCP connection, stops heartbeating
         successor = cluster.start_worker("successor")
@@ -78,8 +80,11 @@ def test_paused_worker_is_fenced_out(short_lease_cluster: Cluster, tmp_path: Pat
         described = client.wait("fence-1", timeout=WAIT)
         assert described.workflow.status == wf.WORKFLOW_STATUS_COMPLETED
         paused.signal(signal.SIGCONT)
-        wait_until(lambda: "lease with fence 1 lost" in paused.output(), WAIT,
-                   "the resumed worker's write to be rejected")
+        wait_until(
+            lambda: "lease with fence 1 lost" in paused.output(),
+            WAIT,
+            "the resumed worker's write to be rejected",
+        )
         events = list(client.history("fence-1"))
 
     assert "stale fence 1" in paused.output()
@@ -93,25 +98,37 @@ def test_paused_worker_is_fenced_out(short_lease_cluster: Cluster, tmp_path: Pat
     )
 
 
-def test_history_rejects_a_stale_fence_in_the_write_transaction(cluster: Cluster, tmp_path: Path) -> None:
+def test_history_rejects_a_stale_fence_in_the_write_transaction(
+    cluster: Cluster, tmp_path: Path
+) -> None:
     ledger, gate = tmp_path / "ledger", tmp_path / "gate"
     worker = cluster.start_worker("w1")
     with cluster.client() as client:
-        client.start_workflow("blocks_in_third", {"ledger": str(ledger), "gate": str(gate)},
-                              workflow_id="fence-2")
+        client.start_workflow(
+            "blocks_in_third", {"ledger": str(ledger), "gate": str(gate)}, workflow_id="fence-2"
+        )
         wait_until(lambda: started(ledger, "step_3"), WAIT, "step 3 to start")
     with grpc.insecure_channel(cluster.address("history")) as channel:
         journal = jgrpc.JournalServiceStub(channel)
         journal.LoadJournal(jpb.LoadJournalRequest(workflow_id="fence-2", fence=7))
         with pytest.raises(grpc.RpcError) as rejected:
-            journal.RecordStep(jpb.RecordStepRequest(
-                workflow_id="fence-2", fence=6, step_id="x", step_name="x", position=9,
-                output=struct_pb2.Value(string_value="late"),
-            ))
+            journal.RecordStep(
+                jpb.RecordStepRequest(
+                    workflow_id="fence-2",
+                    fence=6,
+                    step_id="x",
+                    step_name="x",
+                    position=9,
+                    output=struct_pb2.Value(string_value="late"),
+                )
+            )
         assert rejected.value.code() == grpc.StatusCode.FAILED_PRECONDITION
         gate.touch()
-        wait_until(lambda: "lease with fence 1 lost" in worker.output(), WAIT,
-                   "the real worker's write to be rejected")
+        wait_until(
+            lambda: "lease with fence 1 lost" in worker.output(),
+            WAIT,
+            "the real worker's write to be rejected",
+        )
         loaded = journal.LoadJournal(jpb.LoadJournalRequest(workflow_id="fence-2", fence=7))
     assert [e.step_id for e in loaded.events if e.step_id] == ["step_1", "step_2"]
     assert loaded.workflow.fence == 7
@@ -126,8 +143,11 @@ def test_everything_restarts_mid_workflow(tmp_path: Path) -> None:
         cluster.start_services()
         cluster.start_worker("before")
         with cluster.client() as client:
-            client.start_workflow("blocks_in_third", {"ledger": str(ledger), "gate": str(gate)},
-                                  workflow_id="restart-1")
+            client.start_workflow(
+                "blocks_in_third",
+                {"ledger": str(ledger), "gate": str(gate)},
+                workflow_id="restart-1",
+            )
             wait_until(lambda: started(ledger, "step_3"), WAIT, "step 3 to start")
         cluster.stop()  # kill -9 every service and the worker
         stop_embedded_postgres(data_dir)
@@ -154,6 +174,38 @@ def start_database_elsewhere(data_dir: Path) -> str:
         "import sys; from perdure.common.embedded_db import start_embedded_postgres as start; "
         "print(start(sys.argv[1], keep_running=True))"
     )
-    done = subprocess.run([sys.executable, "-c", code, str(data_dir)], check=True,
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(data_dir)],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     return done.stdout.strip().splitlines()[-1]
+
+
+def test_code_that_no_longer_matches_its_journal_is_parked(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    ledger, gate, version = tmp_path / "ledger", tmp_path / "gate", tmp_path / "version"
+    version.write_text("fetch")
+    first = cluster.start_worker("old-code")
+    params = {"ledger": str(ledger), "gate": str(gate), "version_file": str(version)}
+    with cluster.client() as client:
+        client.start_workflow("version_switch", params, workflow_id="nde-1")
+        wait_until(lambda: started(ledger, "wait"), WAIT, "the second step to start")
+        first.kill()
+        version.write_text("download")  # the "new code" calls another step first
+        second = cluster.start_worker("new-code")
+        described = client.wait("nde-1", timeout=WAIT)
+        events = list(client.history("nde-1"))
+
+    assert described.workflow.status == wf.WORKFLOW_STATUS_PARKED
+    assert described.workflow.failure.type == "NonDeterminismError"
+    assert "'download'" in described.workflow.failure.message
+    assert "'fetch'" in described.workflow.failure.message
+    assert "parked" in second.output()
+    # The journal is intact: the recorded step is still there, nothing was overwritten.
+    assert [s.step_id for s in described.steps] == ["fetch"]
+    assert events[-1].event_type == wf.EVENT_TYPE_WORKFLOW_PARKED
+    assert runs_per_step(ledger) == Counter({"fetch": 1})

@@ -23,11 +23,14 @@ def listed_services(address: str) -> set[str]:
 
 def test_reflection_lists_each_service(cluster: Cluster) -> None:
     assert "perdure.api.workflow.v1.WorkflowService" in listed_services(cluster.gateway)
-    assert {"perdure.internal.history.v1.HistoryService",
-            "perdure.api.worker.v1.JournalService"} <= listed_services(cluster.address("history"))
-    assert {"perdure.api.worker.v1.TaskService",
-            "perdure.internal.scheduler.v1.SchedulerService"} <= listed_services(
-        cluster.address("scheduler"))
+    assert {
+        "perdure.internal.history.v1.HistoryService",
+        "perdure.api.worker.v1.JournalService",
+    } <= listed_services(cluster.address("history"))
+    assert {
+        "perdure.api.worker.v1.TaskService",
+        "perdure.internal.scheduler.v1.SchedulerService",
+    } <= listed_services(cluster.address("scheduler"))
     for address in (cluster.gateway, cluster.address("history"), cluster.address("scheduler")):
         assert "grpc.health.v1.Health" in listed_services(address)
 
@@ -36,17 +39,19 @@ def test_sigterm_lets_a_worker_finish_what_it_holds(cluster: Cluster, tmp_path: 
     ledger, gate = tmp_path / "ledger", tmp_path / "gate"
     worker = cluster.start_worker("draining")
     with cluster.client() as client:
-        client.start_workflow("blocks_in_third", {"ledger": str(ledger), "gate": str(gate)},
-                              workflow_id="drain-1")
-        wait_until(lambda: ledger.exists() and "start step_3" in ledger.read_text(), 60,
-                   "step 3 to start")
+        client.start_workflow(
+            "blocks_in_third", {"ledger": str(ledger), "gate": str(gate)}, workflow_id="drain-1"
+        )
+        wait_until(
+            lambda: ledger.exists() and "start step_3" in ledger.read_text(), 60, "step 3 to start"
+        )
         worker.signal(signal.SIGTERM)
         wait_until(lambda: "draining" in worker.output(), 30, "the worker to start draining")
         gate.touch()
         assert worker.popen.wait(timeout=60) == 0
         described = client.describe("drain-1")
     assert described.workflow.status == wf.WORKFLOW_STATUS_COMPLETED
-    assert f"worker draining stopped" in worker.output()
+    assert "worker draining stopped" in worker.output()
 
 
 def test_services_stop_cleanly_on_sigterm(cluster: Cluster) -> None:

@@ -50,7 +50,9 @@ def test_repeated_step_names_get_occurrence_numbers(cluster: Cluster) -> None:
     assert keys == ["agent-1:model", "agent-1:model#2", "agent-1:model#3"]
 
 
-def test_a_failing_step_is_journaled_and_fails_the_workflow(cluster: Cluster, tmp_path: Path) -> None:
+def test_a_failing_step_is_journaled_and_fails_the_workflow(
+    cluster: Cluster, tmp_path: Path
+) -> None:
     cluster.start_worker("w1")
     ledger = tmp_path / "ledger"
     with cluster.client() as client:

@@ -61,17 +61,17 @@ async def blocks_in_third(ctx: WorkflowContext, params: dict[str, Any]) -> dict[
 @workflow
 async def loop_agent(ctx: WorkflowContext, params: dict[str, Any]) -> list[str]:
     """Calls the same step several times, as an agent loop does."""
-    keys = []
-    for turn in range(params["turns"]):
-        keys.append(await ctx.step("model", lambda t=turn: current_step().idempotency_key))
-    return keys
+    return [
+        await ctx.step("model", lambda: current_step().idempotency_key)
+        for _ in range(params["turns"])
+    ]
 
 
 @workflow
 async def version_switch(ctx: WorkflowContext, params: dict[str, Any]) -> str:
     """Deliberately non-deterministic: its first step's name comes from a file, as if the code
     had been changed between a crash and the replay."""
-    name = Path(params["version_file"]).read_text().strip()
+    name = Path(params["version_file"]).read_text().strip()  # noqa: ASYNC240 (a tiny file)
     await ctx.step(name, counted, params["ledger"], name, 1)
     await ctx.step("wait", blocking, params["ledger"], "wait", params["gate"])
     return "done"

@@ -15,14 +15,18 @@ def _service_main(name: str) -> Callable[[list[str]], None]:
     # Imported on demand: `perdure worker` must not load the server packages, nor the reverse.
     if name == "gateway":
         from perdure.gateway.__main__ import main as gateway_main
+
         return gateway_main
     if name == "history":
         from perdure.history.__main__ import main as history_main
+
         return history_main
     if name == "scheduler":
         from perdure.scheduler.__main__ import main as scheduler_main
+
         return scheduler_main
     from perdure.worker.__main__ import main as worker_main
+
     return worker_main
 
 

@@ -22,10 +22,16 @@ STARTUP_TIMEOUT = 60.0
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Register `dev`."""
     parser = subparsers.add_parser("dev", help="run a local cluster with an example worker")
-    parser.add_argument("--data-dir", default=os.environ.get("PERDURE_DATA_DIR", DEFAULT_DATA_DIR),
-                        help="where the embedded PostgreSQL keeps its data (default ./.perdure/)")
-    parser.add_argument("--worker-module", default="examples.research_agent",
-                        help="module the example worker serves (default examples.research_agent)")
+    parser.add_argument(
+        "--data-dir",
+        default=os.environ.get("PERDURE_DATA_DIR", DEFAULT_DATA_DIR),
+        help="where the embedded PostgreSQL keeps its data (default ./.perdure/)",
+    )
+    parser.add_argument(
+        "--worker-module",
+        default="examples.research_agent",
+        help="module the example worker serves (default examples.research_agent)",
+    )
 
 
 def wait_healthy(address: str, deadline: float) -> None:
@@ -55,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
         "PERDURE_HISTORY_ADDRESS": f"localhost:{PORTS['history']}",
         "PERDURE_SCHEDULER_ADDRESS": f"localhost:{PORTS['scheduler']}",
     }
-    children: list[subprocess.Popen[bytes]] = []
+    children: list[tuple[str, subprocess.Popen[bytes]]] = []
     stopping = False
 
     def request_stop(signum: int, frame: object) -> None:
@@ -67,13 +73,17 @@ def run(args: argparse.Namespace) -> int:
     try:
         deadline = time.monotonic() + STARTUP_TIMEOUT
         for service in ("scheduler", "history", "gateway"):
-            command = [sys.executable, "-m", f"perdure.{service}",
-                       "--listen", f"0.0.0.0:{PORTS[service]}"]
-            children.append(subprocess.Popen(command, env=env))
+            command = [
+                sys.executable,
+                "-m",
+                f"perdure.{service}",
+                "--listen",
+                f"0.0.0.0:{PORTS[service]}",
+            ]
+            children.append((service, subprocess.Popen(command, env=env)))
             wait_healthy(f"localhost:{PORTS[service]}", deadline)
-        children.append(subprocess.Popen(
-            [sys.executable, "-m", "perdure.worker", "--module", args.worker_module], env=env
-        ))
+        worker = [sys.executable, "-m", "perdure.worker", "--module", args.worker_module]
+        children.append(("worker", subprocess.Popen(worker, env=env)))
         print(
             "\nperdure dev is up:\n"
             f"  gateway    localhost:{PORTS['gateway']}   (WorkflowService; grpcurl -plaintext "
@@ -82,15 +92,17 @@ def run(args: argparse.Namespace) -> int:
             f"  scheduler  localhost:{PORTS['scheduler']}\n"
             f"  worker     {args.worker_module}\n"
             f"  database   {dsn}\n"
-            "Try: perdure workflow start research_agent --input '{\"topic\": \"durable agents\"}' "
+            'Try: perdure workflow start research_agent --input \'{"topic": "durable agents"}\' '
             "--wait\nCtrl-C stops everything.\n",
             flush=True,
         )
         while not stopping:
-            for child in children:
+            for name, child in children:
                 if child.poll() is not None:
-                    print(f"perdure dev: {child.args[2]} exited with {child.returncode}; stopping",
-                          file=sys.stderr)
+                    print(
+                        f"perdure dev: the {name} exited with {child.returncode}; stopping",
+                        file=sys.stderr,
+                    )
                     return 1
             time.sleep(0.2)
         return 0
@@ -98,9 +110,9 @@ def run(args: argparse.Namespace) -> int:
         _stop_all(children)
 
 
-def _stop_all(children: list[subprocess.Popen[bytes]]) -> None:
+def _stop_all(children: list[tuple[str, subprocess.Popen[bytes]]]) -> None:
     """SIGTERM in reverse start order (worker first), then SIGKILL what lingers."""
-    for child in reversed(children):
+    for _, child in reversed(children):
         if child.poll() is None:
             child.send_signal(signal.SIGTERM)
             try:

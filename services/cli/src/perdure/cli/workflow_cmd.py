@@ -19,7 +19,8 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     """Register `workflow` and its subcommands."""
     parser = subparsers.add_parser("workflow", help="start and inspect workflows")
     parser.add_argument(
-        "--address", default=os.environ.get("PERDURE_GATEWAY_ADDRESS", "localhost:7400"),
+        "--address",
+        default=os.environ.get("PERDURE_GATEWAY_ADDRESS", "localhost:7400"),
         help="gateway address (PERDURE_GATEWAY_ADDRESS, default localhost:7400)",
     )
     commands = parser.add_subparsers(dest="command", required=True)
@@ -80,10 +81,14 @@ def _dispatch(client: Client, args: argparse.Namespace) -> int:
         for event in client.history(args.workflow_id):
             print(json_format.MessageToJson(event, preserving_proto_field_name=True, indent=None))
     elif args.command == "list":
-        status = wf.WorkflowStatus.Value(f"WORKFLOW_STATUS_{args.status.upper()}") if args.status else 0
+        status = (
+            wf.WorkflowStatus.Value(f"WORKFLOW_STATUS_{args.status.upper()}") if args.status else 0
+        )
         page = client.list(status=status, workflow_type=args.type, page_size=args.limit)
         for run in page.workflows:
-            print(f"{run.workflow_id}\t{run.workflow_type}\t"
-                  f"{wf.WorkflowStatus.Name(run.status).removeprefix('WORKFLOW_STATUS_')}\t"
-                  f"{run.create_time.ToJsonString()}")
+            print(
+                f"{run.workflow_id}\t{run.workflow_type}\t"
+                f"{wf.WorkflowStatus.Name(run.status).removeprefix('WORKFLOW_STATUS_')}\t"
+                f"{run.create_time.ToJsonString()}"
+            )
     return 0

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import logging
-import pathlib
 import os
+import pathlib
 import warnings
 from typing import Any
 

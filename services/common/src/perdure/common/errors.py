@@ -28,7 +28,8 @@ class ApiError(Exception):
         detail = any_pb2.Any()
         detail.Pack(error_details_pb2.ErrorInfo(reason=self.reason, domain=ERROR_DOMAIN))
         proto = status_pb2.Status(code=self.code.value[0], message=self.message, details=[detail])
-        return rpc_status.to_status(proto)
+        status: grpc.Status = rpc_status.to_status(proto)
+        return status
 
 
 def invalid_argument(message: str, reason: str = "INVALID_REQUEST") -> ApiError:

@@ -47,8 +47,11 @@ async def serve(spec: ServerSpec) -> None:
     health = HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health, server)
     reflection.enable_server_reflection(
-        [*spec.service_names, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
-         reflection.SERVICE_NAME],
+        [
+            *spec.service_names,
+            health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
+            reflection.SERVICE_NAME,
+        ],
         server,
     )
     port = server.add_insecure_port(spec.listen)

@@ -21,15 +21,18 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     """Flags win over PERDURE_* environment variables, which win over defaults."""
     parser = argparse.ArgumentParser(prog="perdure gateway", description=__doc__)
     parser.add_argument(
-        "--listen", default=os.environ.get("PERDURE_GATEWAY_LISTEN", "0.0.0.0:7400"),
+        "--listen",
+        default=os.environ.get("PERDURE_GATEWAY_LISTEN", "0.0.0.0:7400"),
         help="host:port to serve on (PERDURE_GATEWAY_LISTEN, default 0.0.0.0:7400)",
     )
     parser.add_argument(
-        "--history", default=os.environ.get("PERDURE_HISTORY_ADDRESS", "localhost:7401"),
+        "--history",
+        default=os.environ.get("PERDURE_HISTORY_ADDRESS", "localhost:7401"),
         help="history address (PERDURE_HISTORY_ADDRESS, default localhost:7401)",
     )
     parser.add_argument(
-        "--scheduler", default=os.environ.get("PERDURE_SCHEDULER_ADDRESS", "localhost:7402"),
+        "--scheduler",
+        default=os.environ.get("PERDURE_SCHEDULER_ADDRESS", "localhost:7402"),
         help="scheduler address (PERDURE_SCHEDULER_ADDRESS, default localhost:7402)",
     )
     return parser.parse_args(argv)

@@ -24,7 +24,9 @@ DOWNSTREAM_TIMEOUT = 30.0
 class WorkflowServicer(apigrpc.WorkflowServiceServicer):
     """Validates every request and answers bad input before anything is written."""
 
-    def __init__(self, history: hgrpc.HistoryServiceStub, scheduler: sgrpc.SchedulerServiceStub) -> None:
+    def __init__(
+        self, history: hgrpc.HistoryServiceStub, scheduler: sgrpc.SchedulerServiceStub
+    ) -> None:
         self._history = history
         self._scheduler = scheduler
 
@@ -42,10 +44,12 @@ class WorkflowServicer(apigrpc.WorkflowServiceServicer):
             workflow_type=request.workflow_type,
             workflow_id=request.workflow_id or str(uuid.uuid4()),
             task_queue=request.task_queue or validate.DEFAULT_TASK_QUEUE,
-            input=request.input if request.HasField("input") else struct_pb2.Value(null_value=0),
+            input=request.input
+            if request.HasField("input")
+            else struct_pb2.Value(null_value=struct_pb2.NULL_VALUE),
         )
         await self._require_registered(normalized.task_queue, normalized.workflow_type)
-        answer = await self._history.StartWorkflow(
+        answer: hpb.StartWorkflowResponse = await self._history.StartWorkflow(
             hpb.StartWorkflowRequest(request=normalized), timeout=DOWNSTREAM_TIMEOUT
         )
         return answer.response
@@ -55,7 +59,7 @@ class WorkflowServicer(apigrpc.WorkflowServiceServicer):
         self, request: api.DescribeWorkflowRequest, context: Context
     ) -> api.DescribeWorkflowResponse:
         validate.workflow_id(request.workflow_id)
-        answer = await self._history.DescribeWorkflow(
+        answer: hpb.DescribeWorkflowResponse = await self._history.DescribeWorkflow(
             hpb.DescribeWorkflowRequest(request=request), timeout=DOWNSTREAM_TIMEOUT
         )
         return answer.response
@@ -66,7 +70,7 @@ class WorkflowServicer(apigrpc.WorkflowServiceServicer):
     ) -> api.GetWorkflowHistoryResponse:
         validate.workflow_id(request.workflow_id)
         validate.page_size(request.page_size)
-        answer = await self._history.GetWorkflowHistory(
+        answer: hpb.GetWorkflowHistoryResponse = await self._history.GetWorkflowHistory(
             hpb.GetWorkflowHistoryRequest(request=request), timeout=DOWNSTREAM_TIMEOUT
         )
         return answer.response
@@ -79,7 +83,7 @@ class WorkflowServicer(apigrpc.WorkflowServiceServicer):
         validate.status_filter(request.status)
         if request.workflow_type:
             validate.name("workflow_type", request.workflow_type)
-        answer = await self._history.ListWorkflows(
+        answer: hpb.ListWorkflowsResponse = await self._history.ListWorkflows(
             hpb.ListWorkflowsRequest(request=request), timeout=DOWNSTREAM_TIMEOUT
         )
         return answer.response

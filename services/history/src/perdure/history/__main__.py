@@ -25,16 +25,19 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     """Flags win over PERDURE_* environment variables, which win over defaults."""
     parser = argparse.ArgumentParser(prog="perdure history", description=__doc__)
     parser.add_argument(
-        "--listen", default=os.environ.get("PERDURE_HISTORY_LISTEN", "0.0.0.0:7401"),
+        "--listen",
+        default=os.environ.get("PERDURE_HISTORY_LISTEN", "0.0.0.0:7401"),
         help="host:port to serve on (PERDURE_HISTORY_LISTEN, default 0.0.0.0:7401)",
     )
     parser.add_argument(
-        "--database-url", default=None,
+        "--database-url",
+        default=None,
         help="PostgreSQL URL (PERDURE_HISTORY_DATABASE_URL or PERDURE_DATABASE_URL; "
         "embedded PostgreSQL in PERDURE_DATA_DIR when unset)",
     )
     parser.add_argument(
-        "--scheduler", default=os.environ.get("PERDURE_SCHEDULER_ADDRESS", "localhost:7402"),
+        "--scheduler",
+        default=os.environ.get("PERDURE_SCHEDULER_ADDRESS", "localhost:7402"),
         help="scheduler address (PERDURE_SCHEDULER_ADDRESS, default localhost:7402)",
     )
     return parser.parse_args(argv)

@@ -25,12 +25,11 @@ def dict_to_failure(data: dict[str, str] | None) -> wf.Failure | None:
 
 def workflow_info(row: Row) -> wf.WorkflowInfo:
     """A workflows row as WorkflowInfo."""
-    status = wf.WorkflowStatus.Value(f"WORKFLOW_STATUS_{row['status']}")
     return wf.WorkflowInfo(
         workflow_id=row["workflow_id"],
         workflow_type=row["workflow_type"],
         task_queue=row["task_queue"],
-        status=status,
+        status=f"WORKFLOW_STATUS_{row['status']}",
         input=python_to_value(row["input"]),
         result=python_to_value(row["result"]) if row["status"] == "COMPLETED" else None,
         failure=dict_to_failure(row["failure"]),
@@ -46,7 +45,7 @@ def history_event(row: Row) -> wf.HistoryEvent:
     """An events row as HistoryEvent."""
     return wf.HistoryEvent(
         event_id=row["event_id"],
-        event_type=wf.EventType.Value(f"EVENT_TYPE_{row['event_type']}"),
+        event_type=f"EVENT_TYPE_{row['event_type']}",
         event_time=timestamp(row["created_at"]),
         fence=row["fence"],
         step_id=row["step_id"] or "",

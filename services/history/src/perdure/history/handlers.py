@@ -48,7 +48,7 @@ class HistoryServicer(hgrpc.HistoryServiceServicer):
             response=api.StartWorkflowResponse(
                 workflow_id=r.workflow_id,
                 started=started,
-                status=wf.WorkflowStatus.Value(f"WORKFLOW_STATUS_{status}"),
+                status=f"WORKFLOW_STATUS_{status}",
             )
         )
 
@@ -140,8 +140,8 @@ class JournalServicer(jgrpc.JournalServiceServicer):
         outcome = request.WhichOneof("outcome")
         if outcome is None:
             raise errors.invalid_argument("one of result, failure or park is required")
-        value = value_to_python(request.result) if outcome == "result" else getattr(request, outcome)
-        status = await self._journal.finish(request.workflow_id, request.fence, outcome, value)
-        return jpb.FinishWorkflowResponse(
-            status=wf.WorkflowStatus.Value(f"WORKFLOW_STATUS_{status}")
+        value = (
+            value_to_python(request.result) if outcome == "result" else getattr(request, outcome)
         )
+        status = await self._journal.finish(request.workflow_id, request.fence, outcome, value)
+        return jpb.FinishWorkflowResponse(status=f"WORKFLOW_STATUS_{status}")

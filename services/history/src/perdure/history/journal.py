@@ -21,7 +21,7 @@ DEFAULT_PAGE_SIZE = 100
 CLOSED_STATUS = {"result": "COMPLETED", "failure": "FAILED", "park": "PARKED"}
 
 
-class _StepAlreadyRecorded(Exception):
+class _StepAlreadyRecordedError(Exception):
     """Rolls back a step write whose id or position is taken; resolved after the rollback."""
 
 
@@ -83,7 +83,10 @@ class Journal:
                     payload=input_value,
                 )
                 await store.insert_outbox_txn(
-                    conn, workflow_id=workflow_id, workflow_type=workflow_type, task_queue=task_queue
+                    conn,
+                    workflow_id=workflow_id,
+                    workflow_type=workflow_type,
+                    task_queue=task_queue,
                 )
         if row is not None:
             self._on_scheduled()
@@ -155,7 +158,9 @@ class Journal:
         next_token = encode_page_token(rows[-1]["run_seq"]) if more else ""
         return [convert.workflow_info(row) for row in rows], next_token
 
-    async def load(self, workflow_id: str, fence: int) -> tuple[wf.WorkflowInfo, list[wf.HistoryEvent]]:
+    async def load(
+        self, workflow_id: str, fence: int
+    ) -> tuple[wf.WorkflowInfo, list[wf.HistoryEvent]]:
         """Raise the fence mark to `fence` and return the run with its whole journal."""
         async with self._pool.connection() as conn, conn.transaction():
             row = await store.fetch_one(
@@ -198,9 +203,9 @@ class Journal:
                     failure=convert.failure_to_dict(failure) if failure is not None else None,
                 )
                 if not inserted:
-                    raise _StepAlreadyRecorded
+                    raise _StepAlreadyRecordedError
             return event_id
-        except _StepAlreadyRecorded:
+        except _StepAlreadyRecordedError:
             return await self._existing_step(workflow_id, step_id, position, output, failure)
 
     async def finish(self, workflow_id: str, fence: int, outcome: str, value: Any) -> str:
@@ -212,7 +217,11 @@ class Journal:
             )
             if row is None:
                 current = await store.fetch_one(conn, store.SELECT_WORKFLOW, [workflow_id])
-                if current is not None and current["status"] == status and current["fence"] == fence:
+                if (
+                    current is not None
+                    and current["status"] == status
+                    and current["fence"] == fence
+                ):
                     return status  # a retried call whose first attempt committed
                 await self._raise_rejection(conn, workflow_id, fence)
             assert row is not None

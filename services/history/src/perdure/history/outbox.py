@@ -27,7 +27,9 @@ class OutboxRelay:
     crash in between sends it again, which the scheduler's idempotent enqueue absorbs.
     """
 
-    def __init__(self, pool: AsyncConnectionPool, scheduler: sched_grpc.SchedulerServiceStub) -> None:
+    def __init__(
+        self, pool: AsyncConnectionPool, scheduler: sched_grpc.SchedulerServiceStub
+    ) -> None:
         self._pool = pool
         self._scheduler = scheduler
         self._wake = asyncio.Event()

@@ -110,14 +110,14 @@ def json_or_none(value: Any) -> Jsonb | None:
 async def fetch_one(conn: AsyncConnection, query: str, params: Any) -> Row | None:
     """Run a query and return its first row as a dict, or None."""
     async with conn.cursor(row_factory=dict_row) as cur:
-        await cur.execute(query, params)  # type: ignore[arg-type]
+        await cur.execute(query, params)
         return await cur.fetchone()
 
 
 async def fetch_all(conn: AsyncConnection, query: str, params: Any) -> list[Row]:
     """Run a query and return every row as a dict."""
     async with conn.cursor(row_factory=dict_row) as cur:
-        await cur.execute(query, params)  # type: ignore[arg-type]
+        await cur.execute(query, params)
         return await cur.fetchall()
 
 

@@ -24,16 +24,20 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     """Flags win over PERDURE_* environment variables, which win over defaults."""
     parser = argparse.ArgumentParser(prog="perdure scheduler", description=__doc__)
     parser.add_argument(
-        "--listen", default=os.environ.get("PERDURE_SCHEDULER_LISTEN", "0.0.0.0:7402"),
+        "--listen",
+        default=os.environ.get("PERDURE_SCHEDULER_LISTEN", "0.0.0.0:7402"),
         help="host:port to serve on (PERDURE_SCHEDULER_LISTEN, default 0.0.0.0:7402)",
     )
     parser.add_argument(
-        "--database-url", default=None,
+        "--database-url",
+        default=None,
         help="PostgreSQL URL (PERDURE_SCHEDULER_DATABASE_URL or PERDURE_DATABASE_URL; "
         "embedded PostgreSQL in PERDURE_DATA_DIR when unset)",
     )
     parser.add_argument(
-        "--lease-ttl", type=float, default=float(os.environ.get("PERDURE_LEASE_TTL", "10")),
+        "--lease-ttl",
+        type=float,
+        default=float(os.environ.get("PERDURE_LEASE_TTL", "10")),
         help="seconds a lease lasts without a heartbeat (PERDURE_LEASE_TTL, default 10)",
     )
     args = parser.parse_args(argv)

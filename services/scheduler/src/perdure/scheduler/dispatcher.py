@@ -90,8 +90,9 @@ class Dispatcher:
                 continue
             if session.leases.get(workflow_id) == fence:
                 del session.leases[workflow_id]
-            log.info("lease of %s (fence %d) is gone; telling %s", workflow_id, fence,
-                     session.identity)
+            log.info(
+                "lease of %s (fence %d) is gone; telling %s", workflow_id, fence, session.identity
+            )
             revoked = tpb.LeaseRevoked(
                 lease=tpb.LeaseRef(workflow_id=workflow_id, fence=fence),
                 reason="the lease expired and the workflow was granted to another worker",
@@ -134,8 +135,12 @@ class Dispatcher:
             )
             for grant in grants:
                 if grant.previous_owner is not None:
-                    log.info("lease of %s expired (holder %s); taking over with fence %d",
-                             grant.workflow_id, grant.previous_owner, grant.fence)
+                    log.info(
+                        "lease of %s expired (holder %s); taking over with fence %d",
+                        grant.workflow_id,
+                        grant.previous_owner,
+                        grant.fence,
+                    )
                 session.leases[grant.workflow_id] = grant.fence
                 task = tpb.Task(
                     workflow_id=grant.workflow_id,

@@ -73,8 +73,13 @@ class TaskServicer(tgrpc.TaskServiceServicer):
             heartbeat_interval=_duration(ttl / 3),
         )
         await context.write(tpb.ConnectResponse(welcome=welcome))
-        log.info("worker %s connected (queue %s, types %s, capacity %d)", session.identity,
-                 session.task_queue, ",".join(session.workflow_types), session.capacity)
+        log.info(
+            "worker %s connected (queue %s, types %s, capacity %d)",
+            session.identity,
+            session.task_queue,
+            ",".join(session.workflow_types),
+            session.capacity,
+        )
         held = [(lease.workflow_id, lease.fence) for lease in first.hello.leases]
         await self._dispatcher.heartbeat(session, held)
         writer = asyncio.create_task(self._write(session, context))
@@ -123,8 +128,9 @@ class TaskServicer(tgrpc.TaskServiceServicer):
             return
         with contextlib.suppress(Exception):
             released = await self._store.release_session(session.session_id)
-            log.info("worker %s disconnected; released %d lease(s)", session.identity,
-                     len(released))
+            log.info(
+                "worker %s disconnected; released %d lease(s)", session.identity, len(released)
+            )
             self._dispatcher.wake()
 
 

@@ -94,20 +94,31 @@ class TaskStore:
         async with self._pool.connection() as conn:
             cur = await conn.execute(
                 CLAIM,
-                {"task_queue": task_queue, "types": types, "limit": limit, "session": session,
-                 "ttl": ttl},
+                {
+                    "task_queue": task_queue,
+                    "types": types,
+                    "limit": limit,
+                    "session": session,
+                    "ttl": ttl,
+                },
             )
             return [Grant(*row) for row in await cur.fetchall()]
 
-    async def renew(self, session: str, leases: list[tuple[str, int]], ttl: float) -> set[tuple[str, int]]:
+    async def renew(
+        self, session: str, leases: list[tuple[str, int]], ttl: float
+    ) -> set[tuple[str, int]]:
         """Extend the leases whose fence still matches; return those renewed."""
         if not leases:
             return set()
         async with self._pool.connection() as conn:
             cur = await conn.execute(
                 RENEW,
-                {"session": session, "ttl": ttl, "ids": [w for w, _ in leases],
-                 "fences": [f for _, f in leases]},
+                {
+                    "session": session,
+                    "ttl": ttl,
+                    "ids": [w for w, _ in leases],
+                    "fences": [f for _, f in leases],
+                },
             )
             return {(str(w), int(f)) for w, f in await cur.fetchall()}
 

@@ -52,7 +52,9 @@ class Client:
             task_queue=task_queue,
             input=to_value(input),
         )
-        response: api.StartWorkflowResponse = self._stub.StartWorkflow(request, timeout=self._timeout)
+        response: api.StartWorkflowResponse = self._stub.StartWorkflow(
+            request, timeout=self._timeout
+        )
         return response
 
     def describe(self, workflow_id: str) -> api.DescribeWorkflowResponse:

@@ -20,32 +20,42 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     """Flags win over PERDURE_* environment variables, which win over defaults."""
     parser = argparse.ArgumentParser(prog="perdure worker", description=__doc__)
     parser.add_argument(
-        "--module", action="append", required=True,
+        "--module",
+        action="append",
+        required=True,
         help="module whose @workflow functions to serve (repeatable); "
         "the current directory is importable",
     )
     parser.add_argument(
-        "--task-queue", default=os.environ.get("PERDURE_TASK_QUEUE", "default"),
+        "--task-queue",
+        default=os.environ.get("PERDURE_TASK_QUEUE", "default"),
         help="task queue to serve (PERDURE_TASK_QUEUE, default 'default')",
     )
     parser.add_argument(
-        "--concurrency", type=int, default=int(os.environ.get("PERDURE_WORKER_CONCURRENCY", "10")),
+        "--concurrency",
+        type=int,
+        default=int(os.environ.get("PERDURE_WORKER_CONCURRENCY", "10")),
         help="workflows run at once (PERDURE_WORKER_CONCURRENCY, default 10)",
     )
     parser.add_argument(
-        "--scheduler", default=os.environ.get("PERDURE_SCHEDULER_ADDRESS", "localhost:7402"),
+        "--scheduler",
+        default=os.environ.get("PERDURE_SCHEDULER_ADDRESS", "localhost:7402"),
         help="scheduler address (PERDURE_SCHEDULER_ADDRESS, default localhost:7402)",
     )
     parser.add_argument(
-        "--history", default=os.environ.get("PERDURE_HISTORY_ADDRESS", "localhost:7401"),
+        "--history",
+        default=os.environ.get("PERDURE_HISTORY_ADDRESS", "localhost:7401"),
         help="history address (PERDURE_HISTORY_ADDRESS, default localhost:7401)",
     )
     parser.add_argument(
-        "--identity", default=os.environ.get("PERDURE_WORKER_IDENTITY"),
+        "--identity",
+        default=os.environ.get("PERDURE_WORKER_IDENTITY"),
         help="name shown to operators (PERDURE_WORKER_IDENTITY, default host:pid)",
     )
     parser.add_argument(
-        "--shutdown-grace", type=float, default=10.0,
+        "--shutdown-grace",
+        type=float,
+        default=10.0,
         help="seconds running workflows get to finish on SIGTERM (default 10)",
     )
     return parser.parse_args(argv)

@@ -62,7 +62,8 @@ class JournalClient:
     async def load(self) -> jpb.LoadJournalResponse:
         """Load the journal, fencing out every earlier holder."""
         request = jpb.LoadJournalRequest(workflow_id=self.workflow_id, fence=self.fence)
-        return await self._call(self._stub.LoadJournal, request)
+        loaded: jpb.LoadJournalResponse = await self._call(self._stub.LoadJournal, request)
+        return loaded
 
     async def record(self, request: jpb.RecordStepRequest) -> None:
         """Record a step outcome."""
@@ -90,7 +91,9 @@ class WorkflowContext:
     Code outside steps must be deterministic: it runs again on every replay.
     """
 
-    def __init__(self, info: wf.WorkflowInfo, events: list[wf.HistoryEvent], journal: JournalClient) -> None:
+    def __init__(
+        self, info: wf.WorkflowInfo, events: list[wf.HistoryEvent], journal: JournalClient
+    ) -> None:
         self.workflow_id = info.workflow_id
         self.workflow_type = info.workflow_type
         self.fence = journal.fence
@@ -107,7 +110,9 @@ class WorkflowContext:
         error is journaled and StepFailedError is raised here (and again on every replay).
         """
         if not isinstance(name, str) or not name or name.startswith(_INTERNAL_PREFIX):
-            raise ValueError(f"step name must be a non-empty string not starting with '$': {name!r}")
+            raise ValueError(
+                f"step name must be a non-empty string not starting with '$': {name!r}"
+            )
         return await self._durable(name, fn, args, kwargs)
 
     async def now(self) -> datetime:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import grpc
 from google.rpc import error_details_pb2, status_pb2
@@ -38,7 +39,8 @@ CHANNEL_OPTIONS = [
 
 def error_reason(error: grpc.RpcError) -> str:
     """The ErrorInfo reason a Perdure service attached to an error, or ""."""
-    trailing = error.trailing_metadata() if hasattr(error, "trailing_metadata") else None
+    # Sync calls give _Metadatum pairs and aio calls a Metadata mapping: both iterate as pairs.
+    trailing: Any = error.trailing_metadata() if hasattr(error, "trailing_metadata") else ()
     for key, value in trailing or ():
         if key != "grpc-status-details-bin":
             continue
@@ -46,5 +48,5 @@ def error_reason(error: grpc.RpcError) -> str:
         for detail in status.details:
             info = error_details_pb2.ErrorInfo()
             if detail.Unpack(info):
-                return info.reason
+                return str(info.reason)
     return ""

@@ -94,9 +94,12 @@ class Worker:
                         await self._session(task_stub, journal_stub)
                         delay = 0.1
                     except (grpc.aio.AioRpcError, _StreamClosedError) as error:
-                        reason = error.code().name if isinstance(error, grpc.aio.AioRpcError) else error
-                        log.warning("scheduler stream lost (%s); reconnecting in %.1fs",
-                                    reason, delay)
+                        reason = (
+                            error.code().name if isinstance(error, grpc.aio.AioRpcError) else error
+                        )
+                        log.warning(
+                            "scheduler stream lost (%s); reconnecting in %.1fs", reason, delay
+                        )
                     with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(self._stopping.wait(), delay)
                     delay = min(delay * 2, RECONNECT_MAX_SECONDS)
@@ -120,14 +123,20 @@ class Worker:
         if first is grpc.aio.EOF or first.WhichOneof("message") != "welcome":
             raise _StreamClosedError("the scheduler did not welcome this worker")
         interval = first.welcome.heartbeat_interval.ToTimedelta().total_seconds()
-        log.info("worker %s connected: queue %s, workflows %s", self.identity, self.task_queue,
-                 ", ".join(self.workflow_types))
+        log.info(
+            "worker %s connected: queue %s, workflows %s",
+            self.identity,
+            self.task_queue,
+            ", ".join(self.workflow_types),
+        )
         heartbeats = asyncio.create_task(self._heartbeat(interval))
         stop_wait = asyncio.create_task(self._stopping.wait())
         try:
             while True:
                 reading = asyncio.ensure_future(call.read())
-                done, _ = await asyncio.wait({reading, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
+                done, _ = await asyncio.wait(
+                    {reading, stop_wait}, return_when=asyncio.FIRST_COMPLETED
+                )
                 if reading not in done:
                     reading.cancel()
                     return
@@ -141,8 +150,12 @@ class Worker:
                     lease = message.lease_revoked.lease
                     if self._leases.get(lease.workflow_id) == lease.fence:
                         del self._leases[lease.workflow_id]
-                    log.warning("lease of %s (fence %d) revoked: %s", lease.workflow_id,
-                                lease.fence, message.lease_revoked.reason)
+                    log.warning(
+                        "lease of %s (fence %d) revoked: %s",
+                        lease.workflow_id,
+                        lease.fence,
+                        message.lease_revoked.reason,
+                    )
         finally:
             heartbeats.cancel()
             stop_wait.cancel()
@@ -158,15 +171,22 @@ class Worker:
         try:
             await run_task(task, journal_stub, self._workflows)
         except LeaseLostError as error:
-            log.warning("workflow %s: lease with fence %d lost, abandoning: %s",
-                        task.workflow_id, task.fence, error)
+            log.warning(
+                "workflow %s: lease with fence %d lost, abandoning: %s",
+                task.workflow_id,
+                task.fence,
+                error,
+            )
             self._forget(task)
             return
         except grpc.aio.AioRpcError as error:
             # History unreachable: keep the lease from being renewed so it expires and the
             # workflow is retried, here or elsewhere.
-            log.error("workflow %s: journal call failed (%s); leaving it to lease expiry",
-                      task.workflow_id, error.code().name)
+            log.error(
+                "workflow %s: journal call failed (%s); leaving it to lease expiry",
+                task.workflow_id,
+                error.code().name,
+            )
             self._forget(task)
             return
         self._forget(task)
@@ -195,15 +215,20 @@ class Worker:
         async with self._write_lock:
             # A broken stream is noticed by the reader, which reconnects; the lease of a
             # finished task simply expires or is released with the stream.
-            with contextlib.suppress(grpc.aio.AioRpcError, grpc.aio.UsageError, asyncio.InvalidStateError):
+            with contextlib.suppress(
+                grpc.aio.AioRpcError, grpc.aio.UsageError, asyncio.InvalidStateError
+            ):
                 await call.write(message)
 
     async def _drain(self) -> None:
         """Stop taking tasks, let running ones finish within the grace period, release the rest."""
         await self._send(tpb.ConnectRequest(drain=tpb.Drain()))
         if self._running:
-            log.info("draining: waiting up to %.0fs for %d running workflow(s)",
-                     self._shutdown_grace, len(self._running))
+            log.info(
+                "draining: waiting up to %.0fs for %d running workflow(s)",
+                self._shutdown_grace,
+                len(self._running),
+            )
             _, pending = await asyncio.wait(self._running, timeout=self._shutdown_grace)
             for task in pending:
                 task.cancel()
