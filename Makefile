@@ -31,6 +31,7 @@ pytest: install
 lint: install
 	$(BIN)/ruff format --check .
 	$(BIN)/ruff check .
+	cd proto && ../$(BIN)/buf lint
 
 typecheck: install
 	$(BIN)/mypy

@@ -7,6 +7,7 @@ import subprocess
 import sys
 import tempfile
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 import grpc
@@ -35,7 +36,11 @@ def started(ledger: Path, step: str) -> list[str]:
     return [line.split()[2] for line in lines if line.startswith(f"start {step} ")]
 
 
-def test_worker_killed_mid_step_is_resumed_by_another(cluster: Cluster, tmp_path: Path) -> None:
+def test_worker_killed_mid_step_is_resumed_by_another(
+    start_cluster: Callable[..., Cluster], tmp_path: Path
+) -> None:
+    # Leases outlast the test: only the release on stream close can hand the work over.
+    cluster = start_cluster(PERDURE_LEASE_TTL="600")
     ledger, gate = tmp_path / "ledger", tmp_path / "gate"
     first = cluster.start_worker("first")
     with cluster.client() as client:
@@ -64,8 +69,8 @@ def test_worker_killed_mid_step_is_resumed_by_another(cluster: Cluster, tmp_path
     assert fences["step_3"] == fences["step_4"] == 2
 
 
-def test_paused_worker_is_fenced_out(short_lease_cluster: Cluster, tmp_path: Path) -> None:
-    cluster = short_lease_cluster
+def test_paused_worker_is_fenced_out(start_cluster: Callable[..., Cluster], tmp_path: Path) -> None:
+    cluster = start_cluster(PERDURE_LEASE_TTL="2")
     ledger, gate = tmp_path / "ledger", tmp_path / "gate"
     paused = cluster.start_worker("paused")
     with cluster.client() as client:

@@ -15,7 +15,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from perdure.common.embedded_db import DEFAULT_DATA_DIR, start_embedded_postgres
 
-PORTS = {"gateway": 7400, "history": 7401, "scheduler": 7402}
+SERVICES = ("gateway", "history", "scheduler")  # their ports: base, base + 1, base + 2
 STARTUP_TIMEOUT = 60.0
 
 
@@ -26,6 +26,12 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "--data-dir",
         default=os.environ.get("PERDURE_DATA_DIR", DEFAULT_DATA_DIR),
         help="where the embedded PostgreSQL keeps its data (default ./.perdure/)",
+    )
+    parser.add_argument(
+        "--base-port",
+        type=int,
+        default=7400,
+        help="gateway port; history and scheduler take the next two (default 7400)",
     )
     parser.add_argument(
         "--worker-module",
@@ -52,14 +58,15 @@ def wait_healthy(address: str, deadline: float) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Start everything, print where it listens, stop it all on Ctrl-C or SIGTERM."""
+    ports = {service: args.base_port + offset for offset, service in enumerate(SERVICES)}
     data_dir = Path(args.data_dir).resolve()
     print(f"perdure dev: starting PostgreSQL with data in {data_dir} ...", flush=True)
     dsn = start_embedded_postgres(data_dir, keep_running=False)
     env = {
         **os.environ,
         "PERDURE_DATABASE_URL": dsn,
-        "PERDURE_HISTORY_ADDRESS": f"localhost:{PORTS['history']}",
-        "PERDURE_SCHEDULER_ADDRESS": f"localhost:{PORTS['scheduler']}",
+        "PERDURE_HISTORY_ADDRESS": f"localhost:{ports['history']}",
+        "PERDURE_SCHEDULER_ADDRESS": f"localhost:{ports['scheduler']}",
     }
     children: list[tuple[str, subprocess.Popen[bytes]]] = []
     stopping = False
@@ -78,22 +85,23 @@ def run(args: argparse.Namespace) -> int:
                 "-m",
                 f"perdure.{service}",
                 "--listen",
-                f"0.0.0.0:{PORTS[service]}",
+                f"0.0.0.0:{ports[service]}",
             ]
             children.append((service, subprocess.Popen(command, env=env)))
-            wait_healthy(f"localhost:{PORTS[service]}", deadline)
+            wait_healthy(f"localhost:{ports[service]}", deadline)
         worker = [sys.executable, "-m", "perdure.worker", "--module", args.worker_module]
         children.append(("worker", subprocess.Popen(worker, env=env)))
         print(
             "\nperdure dev is up:\n"
-            f"  gateway    localhost:{PORTS['gateway']}   (WorkflowService; grpcurl -plaintext "
-            f"localhost:{PORTS['gateway']} list)\n"
-            f"  history    localhost:{PORTS['history']}\n"
-            f"  scheduler  localhost:{PORTS['scheduler']}\n"
+            f"  gateway    localhost:{ports['gateway']}   (WorkflowService; grpcurl -plaintext "
+            f"localhost:{ports['gateway']} list)\n"
+            f"  history    localhost:{ports['history']}\n"
+            f"  scheduler  localhost:{ports['scheduler']}\n"
             f"  worker     {args.worker_module}\n"
             f"  database   {dsn}\n"
-            'Try: perdure workflow start research_agent --input \'{"topic": "durable agents"}\' '
-            "--wait\nCtrl-C stops everything.\n",
+            f"Try: perdure workflow --address localhost:{ports['gateway']} start research_agent "
+            '--input \'{"topic": "durable agents"}\' --wait\n'
+            "Ctrl-C stops everything.\n",
             flush=True,
         )
         while not stopping:

@@ -1,0 +1,136 @@
+"""The `perdure` command as a person uses it: `perdure dev`, then `perdure workflow ...`."""
+
+from __future__ import annotations
+
+import json
+import random
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.fixtures.cluster import REPO_ROOT, wait_until
+
+
+def three_free_ports() -> int:
+    """A base port such that it and the next two are free right now."""
+    for _ in range(100):
+        base = random.randint(20000, 40000)
+        try:
+            for port in range(base, base + 3):
+                with socket.socket() as probe:
+                    probe.bind(("127.0.0.1", port))
+            return base
+        except OSError:
+            continue
+    raise RuntimeError("no three consecutive free ports")
+
+
+@pytest.fixture
+def dev_cluster(tmp_path: Path) -> Iterator[tuple[str, subprocess.Popen[bytes], Path]]:
+    """`perdure dev` running on its own ports and data directory."""
+    base = three_free_ports()
+    log = tmp_path / "dev.log"
+    data_dir = tempfile.mkdtemp(prefix="pdd")  # short: the database socket lives in it
+    with log.open("wb") as sink:
+        dev = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "perdure.cli",
+                "dev",
+                "--data-dir",
+                data_dir,
+                "--base-port",
+                str(base),
+            ],
+            cwd=REPO_ROOT,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        wait_until(
+            lambda: "perdure dev is up" in log.read_text() or dev.poll() is not None,
+            120,
+            "perdure dev to come up",
+        )
+        assert dev.poll() is None, log.read_text()
+        wait_until(
+            lambda: "worker" in log.read_text() and "connected:" in log.read_text(),
+            60,
+            "the example worker to connect",
+        )
+        yield f"localhost:{base}", dev, log
+    finally:
+        if dev.poll() is None:
+            dev.kill()
+            dev.wait()
+
+
+def perdure(address: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """Run `perdure workflow --address ADDRESS ARGS...`."""
+    return subprocess.run(
+        [sys.executable, "-m", "perdure.cli", "workflow", "--address", address, *args],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_dev_cluster_runs_the_example_from_the_cli(
+    dev_cluster: tuple[str, subprocess.Popen[bytes], Path],
+) -> None:
+    address, dev, log = dev_cluster
+    done = perdure(
+        address,
+        "start",
+        "research_agent",
+        "--input",
+        '{"topic": "fencing"}',
+        "--id",
+        "cli-1",
+        "--wait",
+    )
+    assert done.returncode == 0, done.stderr
+    described = json.loads(done.stdout)
+    assert described["workflow"]["status"] == "WORKFLOW_STATUS_COMPLETED"
+    assert described["workflow"]["result"]["topic"] == "fencing"
+    assert [s["step_id"] for s in described["steps"]] == [
+        "create_plan",
+        "research_1",
+        "research_2",
+        "analyze",
+        "recommend",
+        "report",
+        "notify",
+    ]
+
+    history = perdure(address, "history", "cli-1")
+    assert history.returncode == 0, history.stderr
+    types = [json.loads(line)["event_type"] for line in history.stdout.splitlines()]
+    assert types[0] == "EVENT_TYPE_WORKFLOW_STARTED"
+    assert types[-1] == "EVENT_TYPE_WORKFLOW_COMPLETED"
+    assert len(types) == 9
+
+    listed = perdure(address, "list")
+    assert "cli-1\tresearch_agent\tCOMPLETED" in listed.stdout
+
+    again = perdure(
+        address, "start", "research_agent", "--input", '{"topic": "fencing"}', "--id", "cli-1"
+    )
+    assert json.loads(again.stdout).get("started", False) is False
+
+    bad_json = perdure(address, "start", "research_agent", "--input", "{not json")
+    assert bad_json.returncode == 2 and "not valid JSON" in bad_json.stderr
+    missing = perdure(address, "describe", "no-such-run")
+    assert missing.returncode == 1 and "NOT_FOUND" in missing.stderr
+
+    dev.send_signal(signal.SIGTERM)
+    assert dev.wait(timeout=60) == 0, log.read_text()
+    assert "worker" in log.read_text() and "stopped" in log.read_text()
