@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 import random
+import re
 import signal
 import socket
 import subprocess
@@ -134,3 +136,38 @@ def test_dev_cluster_runs_the_example_from_the_cli(
     dev.send_signal(signal.SIGTERM)
     assert dev.wait(timeout=60) == 0, log.read_text()
     assert "worker" in log.read_text() and "stopped" in log.read_text()
+
+
+def test_dev_restarts_a_killed_worker_which_resumes_the_workflow(
+    dev_cluster: tuple[str, subprocess.Popen[bytes], Path],
+) -> None:
+    address, _, log = dev_cluster
+    started = perdure(
+        address,
+        "start",
+        "research_agent",
+        "--id",
+        "demo-kill",
+        "--input",
+        '{"topic": "recovery", "slow_seconds": 3}',
+    )
+    assert started.returncode == 0, started.stderr
+
+    def research_running() -> bool:
+        steps = json.loads(perdure(address, "describe", "demo-kill").stdout).get("steps", [])
+        return [s["step_id"] for s in steps] == ["create_plan"]
+
+    wait_until(research_running, 60, "the slow research step to start")
+    (worker_pid,) = re.findall(r"worker \S+:(\d+) connected:", log.read_text())
+    os.kill(int(worker_pid), signal.SIGKILL)
+
+    wait_until(
+        lambda: "COMPLETED" in perdure(address, "describe", "demo-kill").stdout,
+        90,
+        "the restarted worker to finish the workflow",
+    )
+    described = json.loads(perdure(address, "describe", "demo-kill").stdout)
+    fences = {s["step_id"]: int(s.get("fence", 0)) for s in described["steps"]}
+    assert fences["create_plan"] == 1 and fences["notify"] == 2
+    assert "the worker exited with -9; starting it again" in log.read_text()
+    assert "Skipping completed step: create_plan" in log.read_text()

@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
@@ -17,6 +18,7 @@ from perdure.common.embedded_db import DEFAULT_DATA_DIR, start_embedded_postgres
 
 SERVICES = ("gateway", "history", "scheduler")  # their ports: base, base + 1, base + 2
 STARTUP_TIMEOUT = 60.0
+MAX_RESTARTS = 10
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -56,8 +58,27 @@ def wait_healthy(address: str, deadline: float) -> None:
             time.sleep(0.1)
 
 
+@dataclass
+class Child:
+    """A supervised process of the local cluster."""
+
+    name: str
+    command: list[str]
+    env: dict[str, str]
+    restarts: int = 0
+    popen: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        """Start (or restart) the process."""
+        self.popen = subprocess.Popen(self.command, env=self.env)
+
+
 def run(args: argparse.Namespace) -> int:
-    """Start everything, print where it listens, stop it all on Ctrl-C or SIGTERM."""
+    """Start everything, print where it listens, stop it all on Ctrl-C or SIGTERM.
+
+    A process that dies (say, a worker killed with kill -9 to watch a workflow recover) is
+    started again, up to MAX_RESTARTS times.
+    """
     ports = {service: args.base_port + offset for offset, service in enumerate(SERVICES)}
     data_dir = Path(args.data_dir).resolve()
     print(f"perdure dev: starting PostgreSQL with data in {data_dir} ...", flush=True)
@@ -68,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
         "PERDURE_HISTORY_ADDRESS": f"localhost:{ports['history']}",
         "PERDURE_SCHEDULER_ADDRESS": f"localhost:{ports['scheduler']}",
     }
-    children: list[tuple[str, subprocess.Popen[bytes]]] = []
+    children: list[Child] = []
     stopping = False
 
     def request_stop(signum: int, frame: object) -> None:
@@ -80,17 +101,16 @@ def run(args: argparse.Namespace) -> int:
     try:
         deadline = time.monotonic() + STARTUP_TIMEOUT
         for service in ("scheduler", "history", "gateway"):
-            command = [
-                sys.executable,
-                "-m",
-                f"perdure.{service}",
-                "--listen",
-                f"0.0.0.0:{ports[service]}",
-            ]
-            children.append((service, subprocess.Popen(command, env=env)))
+            listen = f"0.0.0.0:{ports[service]}"
+            child = Child(
+                service, [sys.executable, "-m", f"perdure.{service}", "--listen", listen], env
+            )
+            child.start()
+            children.append(child)
             wait_healthy(f"localhost:{ports[service]}", deadline)
         worker = [sys.executable, "-m", "perdure.worker", "--module", args.worker_module]
-        children.append(("worker", subprocess.Popen(worker, env=env)))
+        children.append(Child("worker", worker, env))
+        children[-1].start()
         print(
             "\nperdure dev is up:\n"
             f"  gateway    localhost:{ports['gateway']}   (WorkflowService; grpcurl -plaintext "
@@ -105,26 +125,34 @@ def run(args: argparse.Namespace) -> int:
             flush=True,
         )
         while not stopping:
-            for name, child in children:
-                if child.poll() is not None:
-                    print(
-                        f"perdure dev: the {name} exited with {child.returncode}; stopping",
-                        file=sys.stderr,
-                    )
+            for child in children:
+                assert child.popen is not None
+                if child.popen.poll() is None or stopping:
+                    continue
+                if child.restarts >= MAX_RESTARTS:
+                    print(f"perdure dev: the {child.name} keeps exiting; stopping", file=sys.stderr)
                     return 1
+                child.restarts += 1
+                print(
+                    f"perdure dev: the {child.name} exited with {child.popen.returncode}; "
+                    "starting it again",
+                    file=sys.stderr,
+                    flush=True,
+                )
+                child.start()
             time.sleep(0.2)
         return 0
     finally:
         _stop_all(children)
 
 
-def _stop_all(children: list[tuple[str, subprocess.Popen[bytes]]]) -> None:
+def _stop_all(children: list[Child]) -> None:
     """SIGTERM in reverse start order (worker first), then SIGKILL what lingers."""
-    for _, child in reversed(children):
-        if child.poll() is None:
-            child.send_signal(signal.SIGTERM)
+    for child in reversed(children):
+        if child.popen is not None and child.popen.poll() is None:
+            child.popen.send_signal(signal.SIGTERM)
             try:
-                child.wait(timeout=15)
+                child.popen.wait(timeout=15)
             except subprocess.TimeoutExpired:
-                child.kill()
-                child.wait()
+                child.popen.kill()
+                child.popen.wait()
