@@ -9,6 +9,8 @@ import grpc
 import pytest
 from google.protobuf import struct_pb2
 
+from perdure.api.worker.v1 import journal_service_pb2 as jpb
+from perdure.api.worker.v1 import journal_service_pb2_grpc as jgrpc
 from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.api.workflow.v1 import workflow_service_pb2 as api
 from perdure.api.workflow.v1 import workflow_service_pb2_grpc as apigrpc
@@ -209,3 +211,50 @@ def test_listing_pages_newest_first(api_cluster: Cluster) -> None:
 def test_client_refuses_values_that_are_not_json(api_cluster: Cluster) -> None:
     with api_cluster.client() as client, pytest.raises(TypeError, match="not JSON"):
         Client.start_workflow(client, "loop_agent", {"when": object()})
+
+
+def test_the_worker_protocol_validates_what_workers_write(api_cluster: Cluster) -> None:
+    with api_cluster.client() as client:
+        client.start_workflow("loop_agent", {"turns": 0}, workflow_id="proto-1")
+        client.wait("proto-1", timeout=60)
+    nan = struct_pb2.Value(number_value=float("nan"))
+    cases = [
+        (jpb.LoadJournalRequest(workflow_id="proto-1", fence=0), "fence"),
+        (
+            jpb.RecordStepRequest(workflow_id="proto-1", fence=99, step_id="a", step_name="a"),
+            "one of output or failure",
+        ),
+        (
+            jpb.RecordStepRequest(
+                workflow_id="proto-1", fence=99, step_id="a", step_name="a", output=nan
+            ),
+            "not a finite number",
+        ),
+        (
+            jpb.FinishWorkflowRequest(workflow_id="proto-1", fence=99, result=nan),
+            "not a finite number",
+        ),
+    ]
+    with grpc.insecure_channel(api_cluster.address("history")) as channel:
+        journal = jgrpc.JournalServiceStub(channel)
+        for request, mentions in cases:
+            call = {
+                jpb.LoadJournalRequest: journal.LoadJournal,
+                jpb.RecordStepRequest: journal.RecordStep,
+                jpb.FinishWorkflowRequest: journal.FinishWorkflow,
+            }[type(request)]
+            error = rejection(call, request)
+            assert error.code() == grpc.StatusCode.INVALID_ARGUMENT, request
+            assert mentions in (error.details() or "")
+        closed = rejection(
+            journal.RecordStep,
+            jpb.RecordStepRequest(
+                workflow_id="proto-1",
+                fence=99,
+                step_id="a",
+                step_name="a",
+                output=struct_pb2.Value(string_value="late"),
+            ),
+        )
+    assert closed.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert error_reason(closed) == "WORKFLOW_CLOSED"

@@ -11,6 +11,7 @@ from google.protobuf import struct_pb2
 from perdure.api.workflow.v1 import workflow_service_pb2 as api
 from perdure.api.workflow.v1 import workflow_service_pb2_grpc as apigrpc
 from perdure.common import errors
+from perdure.common.payload import validate_payload
 from perdure.gateway import validate
 from perdure.internal.history.v1 import history_service_pb2 as hpb
 from perdure.internal.history.v1 import history_service_pb2_grpc as hgrpc
@@ -39,7 +40,7 @@ class WorkflowServicer(apigrpc.WorkflowServiceServicer):
         if request.task_queue:
             validate.name("task_queue", request.task_queue)
         if request.HasField("input"):
-            validate.payload("input", request.input)
+            validate_payload("input", request.input)
         normalized = api.StartWorkflowRequest(
             workflow_type=request.workflow_type,
             workflow_id=request.workflow_id or str(uuid.uuid4()),

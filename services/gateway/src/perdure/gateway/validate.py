@@ -2,11 +2,7 @@
 
 from __future__ import annotations
 
-import math
 import re
-
-import grpc
-from google.protobuf import struct_pb2
 
 from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.common import errors
@@ -14,8 +10,6 @@ from perdure.common import errors
 NAME_PATTERN = re.compile(r"[A-Za-z_][A-Za-z0-9_.:/-]{0,199}")
 MAX_ID_LENGTH = 255
 MAX_PAGE_SIZE = 1000
-MAX_PAYLOAD_BYTES = 2 * 1024 * 1024
-MAX_PAYLOAD_DEPTH = 64
 DEFAULT_TASK_QUEUE = "default"
 
 
@@ -44,36 +38,6 @@ def workflow_id(value: str, *, required: bool = True) -> None:
         raise errors.invalid_argument(
             "workflow_id must be printable and must not start or end with whitespace"
         )
-
-
-def payload(field: str, value: struct_pb2.Value) -> None:
-    """A JSON value: every node set, numbers finite, bounded depth and size."""
-    size = value.ByteSize()
-    if size > MAX_PAYLOAD_BYTES:
-        raise errors.ApiError(
-            grpc.StatusCode.RESOURCE_EXHAUSTED,
-            "PAYLOAD_TOO_LARGE",
-            f"{field} is {size} bytes; the limit is {MAX_PAYLOAD_BYTES} bytes",
-        )
-    _json_value(field, value, 0)
-
-
-def _json_value(path: str, value: struct_pb2.Value, depth: int) -> None:
-    if depth > MAX_PAYLOAD_DEPTH:
-        raise errors.invalid_argument(f"{path} nests deeper than {MAX_PAYLOAD_DEPTH} levels")
-    kind = value.WhichOneof("kind")
-    if kind is None:
-        raise errors.invalid_argument(f"{path} is not a JSON value: no kind is set")
-    if kind == "number_value" and not math.isfinite(value.number_value):
-        raise errors.invalid_argument(
-            f"{path} is not JSON: {value.number_value} is not a finite number"
-        )
-    if kind == "struct_value":
-        for key, item in value.struct_value.fields.items():
-            _json_value(f"{path}.{key}", item, depth + 1)
-    elif kind == "list_value":
-        for index, item in enumerate(value.list_value.values):
-            _json_value(f"{path}[{index}]", item, depth + 1)
 
 
 def page_size(value: int) -> None:

@@ -12,6 +12,7 @@ from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.api.workflow.v1 import workflow_service_pb2 as api
 from perdure.common import errors
 from perdure.common.convert import value_to_python
+from perdure.common.payload import validate_payload
 from perdure.history.journal import Journal
 from perdure.internal.history.v1 import history_service_pb2 as hpb
 from perdure.internal.history.v1 import history_service_pb2_grpc as hgrpc
@@ -119,6 +120,8 @@ class JournalServicer(jgrpc.JournalServiceServicer):
         outcome = request.WhichOneof("outcome")
         if outcome is None:
             raise errors.invalid_argument("one of output or failure is required")
+        if outcome == "output":
+            validate_payload("output", request.output)
         event_id = await self._journal.record_step(
             request.workflow_id,
             request.fence,
@@ -140,6 +143,8 @@ class JournalServicer(jgrpc.JournalServiceServicer):
         outcome = request.WhichOneof("outcome")
         if outcome is None:
             raise errors.invalid_argument("one of result, failure or park is required")
+        if outcome == "result":
+            validate_payload("result", request.result)
         value = (
             value_to_python(request.result) if outcome == "result" else getattr(request, outcome)
         )

@@ -36,7 +36,7 @@ def decode_page_token(token: str) -> int | None:
         return None
     try:
         prefix, _, number = base64.urlsafe_b64decode(token.encode()).decode().partition(":")
-        if prefix != "p" or not number.isdigit():
+        if prefix != "p" or not (number.isascii() and number.isdigit()):
             raise ValueError(token)
         return int(number)
     except (ValueError, binascii.Error, UnicodeDecodeError):

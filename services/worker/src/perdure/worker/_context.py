@@ -17,7 +17,12 @@ import grpc
 from perdure.api.worker.v1 import journal_service_pb2 as jpb
 from perdure.api.worker.v1 import journal_service_pb2_grpc as jgrpc
 from perdure.api.workflow.v1 import workflow_pb2 as wf
-from perdure.worker._errors import LeaseLostError, NonDeterminismError, StepFailedError
+from perdure.worker._errors import (
+    JournalUnavailableError,
+    LeaseLostError,
+    NonDeterminismError,
+    StepFailedError,
+)
 from perdure.worker._payload import failure_from, from_value, to_value
 from perdure.worker._rpc import error_reason
 
@@ -82,7 +87,7 @@ class JournalClient:
                 "WORKFLOW_CLOSED",
             ):
                 raise LeaseLostError(error.details() or "stale fence") from None
-            raise
+            raise JournalUnavailableError(f"{error.code().name}: {error.details()}") from error
 
 
 class WorkflowContext:

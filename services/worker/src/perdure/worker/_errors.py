@@ -29,3 +29,8 @@ class NonDeterminismError(BaseException):
 
 class LeaseLostError(BaseException):
     """Another worker now holds the workflow (history rejected our fence); stop at once."""
+
+
+class JournalUnavailableError(BaseException):
+    """History could not be reached: the run stops and its lease is left to expire, so it is
+    retried later. A BaseException so that workflow code cannot mistake it for its own error."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import traceback
 from typing import Any
 
@@ -13,6 +14,7 @@ from perdure.api.workflow.v1 import workflow_pb2 as wf
 def to_value(data: Any) -> struct_pb2.Value:
     """Encode a JSON-able Python value; raise TypeError naming what is not JSON."""
     try:
+        json.dumps(data, allow_nan=False)  # NaN and Infinity are not JSON
         return json_format.ParseDict(data, struct_pb2.Value())
     except (json_format.ParseError, TypeError, ValueError) as error:
         raise TypeError(

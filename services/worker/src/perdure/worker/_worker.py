@@ -14,7 +14,7 @@ import grpc
 from perdure.api.worker.v1 import journal_service_pb2_grpc as jgrpc
 from perdure.api.worker.v1 import task_service_pb2 as tpb
 from perdure.api.worker.v1 import task_service_pb2_grpc as tgrpc
-from perdure.worker._errors import LeaseLostError
+from perdure.worker._errors import JournalUnavailableError, LeaseLostError
 from perdure.worker._registry import WorkflowFunction, workflow_name
 from perdure.worker._rpc import CHANNEL_OPTIONS
 from perdure.worker._runner import run_task
@@ -179,13 +179,13 @@ class Worker:
             )
             self._forget(task)
             return
-        except grpc.aio.AioRpcError as error:
-            # History unreachable: keep the lease from being renewed so it expires and the
-            # workflow is retried, here or elsewhere.
+        except JournalUnavailableError as error:
+            # Keep the lease from being renewed so that it expires and the workflow is
+            # retried, here or elsewhere.
             log.error(
                 "workflow %s: journal call failed (%s); leaving it to lease expiry",
                 task.workflow_id,
-                error.code().name,
+                error,
             )
             self._forget(task)
             return

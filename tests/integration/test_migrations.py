@@ -1,0 +1,213 @@
+"""Numbered SQL migrations against a real PostgreSQL: once per file, under a lock, checksummed."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import sys
+import uuid
+from collections.abc import AsyncIterator, Callable
+from importlib import resources
+from pathlib import Path
+
+import psycopg
+import pytest
+from psycopg import AsyncConnection
+
+from perdure.common.migrate import MigrationError, apply_migrations
+
+HISTORY_TABLES = {"schema_migrations", "workflows", "events", "outbox"}
+SCHEDULER_TABLES = {"schema_migrations", "tasks", "workflow_types"}
+
+
+@pytest.fixture
+async def conn(database_dsn: str) -> AsyncIterator[AsyncConnection]:
+    async with await psycopg.AsyncConnection.connect(database_dsn, autocommit=True) as connection:
+        yield connection
+
+
+async def tables(conn: AsyncConnection, schema: str) -> set[str]:
+    cursor = await conn.execute(
+        "SELECT table_name FROM information_schema.tables WHERE table_schema = %s", [schema]
+    )
+    return {str(row[0]) for row in await cursor.fetchall()}
+
+
+async def recorded(conn: AsyncConnection, schema: str) -> list[tuple[int, str, str]]:
+    cursor = await conn.execute(
+        f"SELECT version, name, checksum FROM {schema}.schema_migrations ORDER BY version"
+    )
+    return [(int(v), str(n), str(c)) for v, n, c in await cursor.fetchall()]
+
+
+def checksum_of(package: str, name: str) -> str:
+    text = resources.files(package).joinpath("migrations", name).read_text(encoding="utf-8")
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+async def lock_is_free(dsn: str, schema: str) -> bool:
+    """Whether another session can take the schema's migration lock right now."""
+    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as other:
+        cursor = await other.execute(
+            "SELECT pg_try_advisory_lock(hashtext(%s))", [f"perdure.migrate.{schema}"]
+        )
+        row = await cursor.fetchone()
+        assert row is not None
+        return bool(row[0])
+
+
+# --- the services' own migrations ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("schema", "package", "expected"),
+    [
+        ("history", "perdure.history", HISTORY_TABLES),
+        ("scheduler", "perdure.scheduler", SCHEDULER_TABLES),
+    ],
+)
+async def test_apply_creates_the_tables_and_records_the_files(
+    conn: AsyncConnection, schema: str, package: str, expected: set[str]
+) -> None:
+    assert await tables(conn, schema) == set()
+
+    applied = await apply_migrations(conn, schema, package)
+
+    assert applied == ["0001_init.sql"]
+    assert await tables(conn, schema) == expected
+    assert await tables(conn, "public") == set()  # nothing leaked outside the schema
+    assert await recorded(conn, schema) == [
+        (1, "0001_init.sql", checksum_of(package, "0001_init.sql"))
+    ]
+
+
+async def test_both_schemas_live_side_by_side(conn: AsyncConnection) -> None:
+    assert await apply_migrations(conn, "history", "perdure.history") == ["0001_init.sql"]
+    assert await apply_migrations(conn, "scheduler", "perdure.scheduler") == ["0001_init.sql"]
+    assert await tables(conn, "history") == HISTORY_TABLES
+    assert await tables(conn, "scheduler") == SCHEDULER_TABLES
+
+
+async def test_applying_twice_is_a_no_op(conn: AsyncConnection, database_dsn: str) -> None:
+    await apply_migrations(conn, "scheduler", "perdure.scheduler")
+    await conn.execute(
+        "INSERT INTO scheduler.tasks (workflow_id, workflow_type, task_queue)"
+        " VALUES ('w', 't', 'q')"
+    )
+    before = await recorded(conn, "scheduler")
+
+    assert await apply_migrations(conn, "scheduler", "perdure.scheduler") == []
+
+    assert await recorded(conn, "scheduler") == before
+    cursor = await conn.execute("SELECT count(*) FROM scheduler.tasks")
+    assert await cursor.fetchone() == (1,)  # the data survived: nothing was re-run
+    assert await lock_is_free(database_dsn, "scheduler")
+
+
+async def test_concurrent_runs_apply_each_file_exactly_once(database_dsn: str) -> None:
+    # Three replicas of each service start at once, each on its own connection.
+    connections = [
+        await psycopg.AsyncConnection.connect(database_dsn, autocommit=True) for _ in range(6)
+    ]
+    try:
+        results = await asyncio.gather(
+            *(apply_migrations(c, "history", "perdure.history") for c in connections[:3]),
+            *(apply_migrations(c, "scheduler", "perdure.scheduler") for c in connections[3:]),
+        )
+        assert sorted(results[:3]) == [[], [], ["0001_init.sql"]]
+        assert sorted(results[3:]) == [[], [], ["0001_init.sql"]]
+        for schema, expected in (("history", HISTORY_TABLES), ("scheduler", SCHEDULER_TABLES)):
+            assert [r[:2] for r in await recorded(connections[0], schema)] == [(1, "0001_init.sql")]
+            assert await tables(connections[0], schema) == expected
+    finally:
+        for c in connections:
+            await c.close()
+
+
+async def test_an_edited_migration_is_refused(conn: AsyncConnection, database_dsn: str) -> None:
+    await apply_migrations(conn, "history", "perdure.history")
+    await conn.execute("UPDATE history.schema_migrations SET checksum = 'edited' WHERE version = 1")
+
+    with pytest.raises(MigrationError, match=r"history migration 0001_init\.sql changed"):
+        await apply_migrations(conn, "history", "perdure.history")
+
+    assert await lock_is_free(database_dsn, "history")  # the error released the lock
+    # The other schema is checked on its own.
+    assert await apply_migrations(conn, "scheduler", "perdure.scheduler") == ["0001_init.sql"]
+
+
+# --- migration files of a package made up for the test -------------------------------------------
+
+
+@pytest.fixture
+def make_package(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Callable[[dict[str, str]], str]:
+    """Create an importable package whose migrations/ folder holds the given files."""
+    monkeypatch.syspath_prepend(str(tmp_path))
+
+    def make(files: dict[str, str]) -> str:
+        name = f"migpkg_{uuid.uuid4().hex[:8]}"
+        folder = tmp_path / name / "migrations"
+        folder.mkdir(parents=True)
+        (tmp_path / name / "__init__.py").write_text("")
+        for file_name, text in files.items():
+            (folder / file_name).write_text(text, encoding="utf-8")
+        monkeypatch.delitem(sys.modules, name, raising=False)
+        return name
+
+    return make
+
+
+def add_file(package: str, name: str, text: str) -> None:
+    """Add a migration file to a package made by `make_package`."""
+    folder = resources.files(package).joinpath("migrations")
+    Path(str(folder), name).write_text(text, encoding="utf-8")
+
+
+async def test_files_apply_in_numeric_order_and_later_files_on_a_later_run(
+    conn: AsyncConnection, make_package: Callable[[dict[str, str]], str]
+) -> None:
+    first = {
+        "0010_add_column.sql": "ALTER TABLE things ADD COLUMN size int;",
+        "0002_create.sql": "CREATE TABLE things (id int PRIMARY KEY);",
+        "README.md": "not a migration",
+    }
+    package = make_package(first)
+    assert await apply_migrations(conn, "app", package) == [
+        "0002_create.sql",
+        "0010_add_column.sql",
+    ]
+    # Unqualified names were created in the schema, not in public.
+    assert await tables(conn, "app") == {"schema_migrations", "things"}
+
+    add_file(package, "0011_index.sql", "CREATE INDEX things_size ON things (size);")
+    assert await apply_migrations(conn, "app", package) == ["0011_index.sql"]
+    assert [v for v, _, _ in await recorded(conn, "app")] == [2, 10, 11]
+
+
+async def test_a_failing_migration_rolls_back_and_stops(
+    conn: AsyncConnection, database_dsn: str, make_package: Callable[[dict[str, str]], str]
+) -> None:
+    package = make_package(
+        {
+            "0001_ok.sql": "CREATE TABLE good (id int);",
+            "0002_broken.sql": "CREATE TABLE half (id int); SELECT * FROM missing_table;",
+            "0003_never.sql": "CREATE TABLE never (id int);",
+        }
+    )
+    with pytest.raises(psycopg.errors.UndefinedTable):
+        await apply_migrations(conn, "app", package)
+
+    assert await tables(conn, "app") == {"schema_migrations", "good"}
+    assert [name for _, name, _ in await recorded(conn, "app")] == ["0001_ok.sql"]
+    assert await lock_is_free(database_dsn, "app")
+
+
+async def test_a_misnamed_file_is_refused(
+    conn: AsyncConnection, make_package: Callable[[dict[str, str]], str]
+) -> None:
+    package = make_package({"init.sql": "CREATE TABLE t (id int);"})
+    with pytest.raises(MigrationError, match="must start with a number"):
+        await apply_migrations(conn, "app", package)
+    assert "t" not in await tables(conn, "app")

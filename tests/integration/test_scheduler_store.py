@@ -1,0 +1,342 @@
+"""The scheduler's TaskStore against a real PostgreSQL: leases, fences, due times, contention."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg_pool import AsyncConnectionPool
+
+from perdure.common.migrate import apply_migrations
+from perdure.scheduler.store import Grant, TaskStore
+
+QUEUE = "default"
+TYPE = "checkout"
+TTL = 30.0
+SHORT_TTL = 0.1
+PAST_EXPIRY = 0.25  # comfortably longer than SHORT_TTL
+
+
+@pytest.fixture
+async def pool(database_dsn: str) -> AsyncIterator[AsyncConnectionPool]:
+    async with await psycopg.AsyncConnection.connect(database_dsn, autocommit=True) as conn:
+        await apply_migrations(conn, "scheduler", "perdure.scheduler")
+    pool = AsyncConnectionPool(
+        database_dsn, min_size=2, max_size=4, kwargs={"autocommit": True}, open=False
+    )
+    await pool.open(wait=True, timeout=30)
+    try:
+        yield pool
+    finally:
+        await pool.close()
+
+
+@pytest.fixture
+def store(pool: AsyncConnectionPool) -> TaskStore:
+    return TaskStore(pool)
+
+
+async def row(pool: AsyncConnectionPool, workflow_id: str) -> dict[str, Any]:
+    async with pool.connection() as conn:
+        cursor = await conn.execute(
+            "SELECT fence, lease_owner, run_at, lease_expires_at, now() AS db_now"
+            " FROM scheduler.tasks WHERE workflow_id = %s",
+            [workflow_id],
+        )
+        found = await cursor.fetchone()
+        assert found is not None, workflow_id
+        assert cursor.description is not None
+        return dict(zip([c.name for c in cursor.description], found, strict=True))
+
+
+def task(
+    workflow_id: str,
+    run_at: datetime | None = None,
+    *,
+    workflow_type: str = TYPE,
+    queue: str = QUEUE,
+) -> tuple[str, str, str, datetime | None]:
+    return (workflow_id, workflow_type, queue, run_at)
+
+
+async def claim(
+    store: TaskStore, session: str, *, limit: int = 10, ttl: float = TTL
+) -> list[Grant]:
+    return await store.claim(session, QUEUE, [TYPE], limit, ttl)
+
+
+def hours(n: float) -> datetime:
+    return datetime.now(UTC) + timedelta(hours=n)
+
+
+# --- grants and fences ---------------------------------------------------------------------------
+
+
+async def test_enqueue_then_claim_grants_fence_1(
+    store: TaskStore, pool: AsyncConnectionPool
+) -> None:
+    await store.enqueue([task("wf-1")])
+
+    grants = await claim(store, "s1")
+
+    assert grants == [Grant("wf-1", TYPE, 1, None)]
+    state = await row(pool, "wf-1")
+    assert state["lease_owner"] == "s1"
+    assert state["run_at"] is None
+    assert timedelta(seconds=TTL - 5) < state["lease_expires_at"] - state["db_now"]
+    assert state["lease_expires_at"] - state["db_now"] <= timedelta(seconds=TTL)
+
+
+async def test_a_leased_task_is_not_granted_again(store: TaskStore) -> None:
+    await store.enqueue([task("wf-1")])
+    assert len(await claim(store, "s1")) == 1
+
+    assert await claim(store, "s1") == []
+    assert await claim(store, "s2") == []
+
+
+async def test_new_work_during_a_lease_waits_for_the_release(store: TaskStore) -> None:
+    await store.enqueue([task("wf-1")])
+    [first] = await claim(store, "s1")
+    await store.enqueue([task("wf-1")])  # e.g. a timer fired while the worker runs it
+
+    assert await claim(store, "s2") == []
+    await store.release("wf-1", first.fence)
+    assert await claim(store, "s2") == [Grant("wf-1", TYPE, 2, None)]
+
+
+async def test_release_and_enqueue_again_grants_fence_2(store: TaskStore) -> None:
+    await store.enqueue([task("wf-1")])
+    [first] = await claim(store, "s1")
+    await store.release("wf-1", first.fence)
+
+    assert await claim(store, "s1") == []  # released with no new work: nothing is due
+
+    await store.enqueue([task("wf-1")])
+    assert await claim(store, "s2") == [Grant("wf-1", TYPE, 2, None)]
+
+
+async def test_fences_only_grow(store: TaskStore) -> None:
+    fences = []
+    for _ in range(4):
+        await store.enqueue([task("wf-1")])
+        [grant] = await claim(store, "s1")
+        fences.append(grant.fence)
+        await store.release("wf-1", grant.fence)
+    assert fences == [1, 2, 3, 4]
+
+
+async def test_release_with_a_stale_fence_does_nothing(
+    store: TaskStore, pool: AsyncConnectionPool
+) -> None:
+    await store.enqueue([task("wf-1")])
+    await claim(store, "s1", ttl=SHORT_TTL)
+    await asyncio.sleep(PAST_EXPIRY)
+    [taken] = await claim(store, "s2")
+
+    await store.release("wf-1", 1)  # the first holder finishing late
+
+    assert (await row(pool, "wf-1"))["lease_owner"] == "s2"
+    assert taken.fence == 2
+
+
+# --- due times -----------------------------------------------------------------------------------
+
+
+async def test_a_future_run_at_is_not_claimable_yet(store: TaskStore) -> None:
+    await store.enqueue([task("later", hours(1)), task("past", hours(-1))])
+
+    assert [g.workflow_id for g in await claim(store, "s1")] == ["past"]
+    assert await claim(store, "s1") == []
+
+
+async def test_an_earlier_run_at_wins_on_duplicate_enqueue(
+    store: TaskStore, pool: AsyncConnectionPool
+) -> None:
+    soon, later = hours(-0.5), hours(2)
+    await store.enqueue([task("a", later)])
+    await store.enqueue([task("a", soon)])
+    await store.enqueue([task("b", soon)])
+    await store.enqueue([task("b", later)])  # a later request never postpones earlier work
+
+    assert (await row(pool, "a"))["run_at"] == soon
+    assert (await row(pool, "b"))["run_at"] == soon
+    assert sorted(g.workflow_id for g in await claim(store, "s1")) == ["a", "b"]
+
+
+async def test_now_wins_over_a_future_run_at(store: TaskStore) -> None:
+    await store.enqueue([task("a", hours(3))])
+    assert await claim(store, "s1") == []
+    await store.enqueue([task("a")])
+    assert [g.workflow_id for g in await claim(store, "s1")] == ["a"]
+
+
+async def test_the_earliest_due_task_is_granted_first(store: TaskStore) -> None:
+    await store.enqueue(
+        [task("third", hours(-1)), task("first", hours(-3)), task("second", hours(-2))]
+    )
+    order = [g.workflow_id for _ in range(3) for g in await claim(store, "s1", limit=1)]
+    assert order == ["first", "second", "third"]
+
+
+async def test_claim_respects_the_limit(store: TaskStore) -> None:
+    await store.enqueue([task(f"wf-{i}") for i in range(5)])
+    assert len(await claim(store, "s1", limit=2)) == 2
+    assert len(await claim(store, "s1", limit=2)) == 2
+    assert len(await claim(store, "s1", limit=2)) == 1
+
+
+# --- expiry and renewal --------------------------------------------------------------------------
+
+
+async def test_an_expired_lease_goes_to_another_session_with_a_higher_fence(
+    store: TaskStore,
+) -> None:
+    await store.enqueue([task("wf-1")])
+    assert await claim(store, "s1", ttl=SHORT_TTL) == [Grant("wf-1", TYPE, 1, None)]
+    assert await claim(store, "s2") == []  # not expired yet
+
+    await asyncio.sleep(PAST_EXPIRY)
+
+    assert await claim(store, "s2") == [Grant("wf-1", TYPE, 2, "s1")]
+    assert await store.renew("s1", [("wf-1", 1)], TTL) == set()  # the old holder is out
+
+
+async def test_renew_only_renews_matching_fences(
+    store: TaskStore, pool: AsyncConnectionPool
+) -> None:
+    await store.enqueue([task("a"), task("b")])
+    grants = {g.workflow_id: g.fence for g in await claim(store, "s1", ttl=SHORT_TTL)}
+    assert grants == {"a": 1, "b": 1}
+
+    renewed = await store.renew("s1", [("a", 1), ("b", 7), ("unknown", 1)], TTL)
+
+    assert renewed == {("a", 1)}
+    await asyncio.sleep(PAST_EXPIRY)
+    # "a" was extended and stays with s1; "b" kept its short lease and is taken over.
+    assert await claim(store, "s2") == [Grant("b", TYPE, 2, "s1")]
+    assert (await row(pool, "a"))["lease_owner"] == "s1"
+
+
+async def test_renew_of_a_released_lease_does_nothing(store: TaskStore) -> None:
+    await store.enqueue([task("a")])
+    await claim(store, "s1")
+    await store.release("a", 1)
+    assert await store.renew("s1", [("a", 1)], TTL) == set()
+
+
+async def test_renew_of_nothing_is_empty(store: TaskStore) -> None:
+    assert await store.renew("s1", [], TTL) == set()
+
+
+async def test_renew_by_a_reconnected_session_adopts_the_lease(
+    store: TaskStore, pool: AsyncConnectionPool
+) -> None:
+    await store.enqueue([task("a")])
+    await claim(store, "old-session")
+    assert await store.renew("new-session", [("a", 1)], TTL) == {("a", 1)}
+    assert (await row(pool, "a"))["lease_owner"] == "new-session"
+
+
+# --- sessions ------------------------------------------------------------------------------------
+
+
+async def test_release_session_makes_its_tasks_due_again(
+    store: TaskStore, pool: AsyncConnectionPool
+) -> None:
+    await store.enqueue([task("a"), task("b")])
+    await claim(store, "s1", limit=2)
+    await store.enqueue([task("c")])
+    await claim(store, "s2")
+
+    assert sorted(await store.release_session("s1")) == ["a", "b"]
+
+    state = await row(pool, "a")
+    assert state["lease_owner"] is None and state["lease_expires_at"] is None
+    assert state["run_at"] is not None
+    grants = await claim(store, "s3")
+    assert sorted(grants, key=lambda g: g.workflow_id) == [
+        Grant("a", TYPE, 2, None),
+        Grant("b", TYPE, 2, None),
+    ]
+    assert (await row(pool, "c"))["lease_owner"] == "s2"
+
+
+async def test_release_session_of_an_unknown_session_is_empty(store: TaskStore) -> None:
+    await store.enqueue([task("a")])
+    await claim(store, "s1")
+    assert await store.release_session("nobody") == []
+    assert await claim(store, "s2") == []
+
+
+# --- filtering -----------------------------------------------------------------------------------
+
+
+async def test_claims_only_return_the_requested_types_and_queue(store: TaskStore) -> None:
+    await store.enqueue(
+        [
+            task("q1-t1", queue="q1", workflow_type="t1"),
+            task("q1-t2", queue="q1", workflow_type="t2"),
+            task("q2-t1", queue="q2", workflow_type="t1"),
+        ]
+    )
+
+    assert await store.claim("s", "q1", ["t3"], 10, TTL) == []
+    assert await store.claim("s", "q3", ["t1", "t2"], 10, TTL) == []
+    assert await store.claim("s", "q1", [], 10, TTL) == []
+    assert [g.workflow_id for g in await store.claim("s", "q1", ["t1"], 10, TTL)] == ["q1-t1"]
+    assert [
+        (g.workflow_id, g.workflow_type)
+        for g in await store.claim("s", "q1", ["t2", "t9"], 10, TTL)
+    ] == [("q1-t2", "t2")]
+    assert [g.workflow_id for g in await store.claim("s", "q2", ["t1", "t2"], 10, TTL)] == ["q2-t1"]
+
+
+# --- contention ----------------------------------------------------------------------------------
+
+
+async def test_concurrent_claims_never_grant_a_workflow_twice(store: TaskStore) -> None:
+    ids = [f"wf-{i:03d}" for i in range(60)]
+    await store.enqueue([task(w) for w in ids])
+
+    granted: list[Grant] = []
+    for _ in range(20):
+        rounds = await asyncio.gather(
+            claim(store, "s1", limit=4), claim(store, "s2", limit=4), claim(store, "s3", limit=4)
+        )
+        batch = [g for grants in rounds for g in grants]
+        if not batch:
+            break
+        granted.extend(batch)
+
+    assert sorted(g.workflow_id for g in granted) == ids  # each exactly once, none lost
+    assert {g.fence for g in granted} == {1}
+
+
+async def test_concurrent_takeover_of_an_expired_lease_has_one_winner(store: TaskStore) -> None:
+    await store.enqueue([task(f"wf-{i}") for i in range(10)])
+    await claim(store, "s0", ttl=SHORT_TTL)
+    await asyncio.sleep(PAST_EXPIRY)
+
+    first, second = await asyncio.gather(claim(store, "s1"), claim(store, "s2"))
+
+    taken = [g.workflow_id for g in first + second]
+    assert sorted(taken) == [f"wf-{i}" for i in range(10)]
+    assert all(g.fence == 2 and g.previous_owner == "s0" for g in first + second)
+
+
+# --- workflow types ------------------------------------------------------------------------------
+
+
+async def test_registered_types_are_per_queue_sorted_and_deduplicated(store: TaskStore) -> None:
+    await store.register_types("q1", ["zeta", "alpha"])
+    await store.register_types("q1", ["alpha", "mid"])
+    await store.register_types("q2", ["other"])
+
+    assert await store.registered_types("q1") == ["alpha", "mid", "zeta"]
+    assert await store.registered_types("q2") == ["other"]
+    assert await store.registered_types("q3") == []

@@ -1,0 +1,130 @@
+"""The gateway's request validation: every problem named precisely, with a stable reason."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import grpc
+import pytest
+
+from perdure.api.workflow.v1 import workflow_pb2 as wf
+from perdure.common.errors import ApiError
+from perdure.gateway import validate
+
+
+def rejected(check: Callable[[], None]) -> ApiError:
+    """Run a check that must fail and return its error."""
+    with pytest.raises(ApiError) as caught:
+        check()
+    return caught.value
+
+
+def assert_invalid(error: ApiError, *fragments: str) -> None:
+    assert error.code == grpc.StatusCode.INVALID_ARGUMENT
+    assert error.reason == "INVALID_REQUEST"
+    for fragment in fragments:
+        assert fragment in error.message, (fragment, error.message)
+
+
+# --- names ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "good", ["a", "_", "A1", "orders", "billing.v2:charge/card-3", "_private", "a" * 200]
+)
+def test_valid_names_pass(good: str) -> None:
+    validate.name("workflow_type", good)
+
+
+def test_empty_name_is_required() -> None:
+    error = rejected(lambda: validate.name("task_queue", ""))
+    assert_invalid(error, "task_queue is required")
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "1starts_with_digit",
+        "-dash",
+        ".dot",
+        "has space",
+        "tab\there",
+        "new\nline",
+        "trailing\n",
+        "semi;colon",
+        "üml",
+        "a" * 201,
+    ],
+)
+def test_invalid_names_are_rejected_with_the_field(bad: str) -> None:
+    error = rejected(lambda: validate.name("workflow_type", bad))
+    assert_invalid(error, "workflow_type", "is not a valid name", "up to 200")
+
+
+def test_invalid_name_message_quotes_at_most_50_characters() -> None:
+    bad = "9" + "x" * 300
+    error = rejected(lambda: validate.name("workflow_type", bad))
+    assert repr(bad[:50]) in error.message
+    assert bad[:51] not in error.message
+
+
+# --- workflow ids --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "good", ["order-1", "x", "with inner spaces", "unicode-é-✓", "0" * validate.MAX_ID_LENGTH]
+)
+def test_valid_workflow_ids_pass(good: str) -> None:
+    validate.workflow_id(good)
+
+
+def test_workflow_id_required_by_default() -> None:
+    error = rejected(lambda: validate.workflow_id(""))
+    assert_invalid(error, "workflow_id is required")
+
+
+def test_workflow_id_optional_when_not_required() -> None:
+    validate.workflow_id("", required=False)
+
+
+def test_optional_workflow_id_is_still_checked_when_given() -> None:
+    error = rejected(lambda: validate.workflow_id(" padded", required=False))
+    assert_invalid(error, "workflow_id")
+
+
+def test_workflow_id_too_long_names_length_and_limit() -> None:
+    error = rejected(lambda: validate.workflow_id("a" * 256))
+    assert_invalid(error, "workflow_id is 256 characters long", "the limit is 255")
+
+
+@pytest.mark.parametrize(
+    "bad", [" leading", "trailing ", "\tleading-tab", "trailing-newline\n", "nul\x00", "bell\x07"]
+)
+def test_workflow_id_must_be_printable_without_surrounding_space(bad: str) -> None:
+    error = rejected(lambda: validate.workflow_id(bad))
+    assert_invalid(error, "workflow_id must be printable")
+
+
+# --- page size and status filter -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("good", [0, 1, 100, 1000])
+def test_page_size_in_range_passes(good: int) -> None:
+    validate.page_size(good)
+
+
+@pytest.mark.parametrize("bad", [-1, 1001, 2**31 - 1])
+def test_page_size_out_of_range_is_rejected(bad: int) -> None:
+    error = rejected(lambda: validate.page_size(bad))
+    assert_invalid(error, "page_size must be between 0 and 1000")
+
+
+@pytest.mark.parametrize("good", sorted(wf.WorkflowStatus.values()))
+def test_known_statuses_pass(good: int) -> None:
+    validate.status_filter(good)
+
+
+@pytest.mark.parametrize("bad", [-1, max(wf.WorkflowStatus.values()) + 1, 99])
+def test_unknown_status_is_rejected(bad: int) -> None:
+    error = rejected(lambda: validate.status_filter(bad))
+    assert_invalid(error, f"status {bad} is not a known WorkflowStatus")

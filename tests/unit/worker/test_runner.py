@@ -1,0 +1,153 @@
+"""How one execution of a workflow function ends: result, failure or park."""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+import grpc
+import pytest
+
+from perdure.api.worker.v1 import journal_service_pb2 as jpb
+from perdure.api.workflow.v1 import workflow_pb2 as wf
+from perdure.common.errors import ApiError
+from perdure.worker import WorkflowContext
+from perdure.worker._context import JournalClient
+from perdure.worker._errors import JournalUnavailableError, LeaseLostError
+from perdure.worker._payload import to_value
+from perdure.worker._runner import _execute
+
+
+class FakeJournal:
+    def __init__(self, error: BaseException | None = None) -> None:
+        self.workflow_id = "wf-1"
+        self.fence = 2
+        self.error = error
+        self.recorded: list[jpb.RecordStepRequest] = []
+
+    async def record(self, request: jpb.RecordStepRequest) -> None:
+        if self.error is not None:
+            raise self.error
+        self.recorded.append(request)
+
+
+def context(
+    events: list[wf.HistoryEvent] | None = None, journal: FakeJournal | None = None
+) -> WorkflowContext:
+    journal = journal or FakeJournal()
+    info = wf.WorkflowInfo(workflow_id=journal.workflow_id, workflow_type="flow")
+    return WorkflowContext(info, events or [], cast(JournalClient, journal))
+
+
+def completed(position: int, step_id: str, output: Any) -> wf.HistoryEvent:
+    return wf.HistoryEvent(
+        event_id=position + 2,
+        event_type=wf.EVENT_TYPE_STEP_COMPLETED,
+        step_id=step_id,
+        step_name=step_id,
+        position=position,
+        payload=to_value(output),
+    )
+
+
+async def test_a_returning_workflow_gives_its_json_result() -> None:
+    async def flow(ctx: WorkflowContext, arg: dict[str, int]) -> dict[str, Any]:
+        doubled = await ctx.step("double", lambda: arg["n"] * 2)
+        return {"doubled": doubled, "pair": (1, 2)}
+
+    outcome, value = await _execute(flow, context(), {"n": 21})
+    assert outcome == "result"
+    assert value == to_value({"doubled": 42, "pair": [1, 2]})
+
+
+async def test_a_workflow_taking_only_ctx_is_called_without_input() -> None:
+    async def flow(ctx: WorkflowContext) -> str:
+        return ctx.workflow_id
+
+    assert await _execute(flow, context(), {"ignored": True}) == ("result", to_value("wf-1"))
+
+
+async def test_a_raising_workflow_fails() -> None:
+    async def flow(ctx: WorkflowContext, arg: Any) -> None:
+        raise LookupError("no such customer")
+
+    outcome, failure = await _execute(flow, context(), None)
+    assert outcome == "failure"
+    assert (failure.type, failure.message) == ("LookupError", "no such customer")
+
+
+async def test_skipping_recorded_steps_parks_the_run() -> None:
+    async def flow(ctx: WorkflowContext, arg: Any) -> str:
+        await ctx.step("a", lambda: 1)
+        return "done early"
+
+    ctx = context([completed(0, "a", 1), completed(1, "b", 2)])
+    outcome, failure = await _execute(flow, ctx, None)
+    assert outcome == "park"
+    assert failure.type == "NonDeterminismError"
+    assert "b" in failure.message
+
+
+async def test_non_determinism_parks_even_if_the_workflow_catches_exceptions() -> None:
+    async def flow(ctx: WorkflowContext, arg: Any) -> str:
+        try:
+            await ctx.step("renamed", lambda: 1)
+        except Exception:
+            return "swallowed"
+        return "unreachable"
+
+    outcome, failure = await _execute(flow, context([completed(0, "original", 1)]), None)
+    assert outcome == "park"
+    assert "'renamed'" in failure.message and "'original'" in failure.message
+
+
+async def test_a_journal_outage_is_not_a_workflow_failure() -> None:
+    unavailable = JournalUnavailableError("UNAVAILABLE: history down")
+
+    async def flow(ctx: WorkflowContext, arg: Any) -> int:
+        return int(await ctx.step("a", lambda: 1))
+
+    with pytest.raises(JournalUnavailableError):
+        await _execute(flow, context(journal=FakeJournal(unavailable)), None)
+
+
+async def test_a_non_finite_result_is_a_failure_not_a_result() -> None:
+    async def flow(ctx: WorkflowContext, arg: Any) -> float:
+        return float("nan")
+
+    outcome, _ = await _execute(flow, context(), None)
+    assert outcome == "failure"
+
+
+class FailingStub:
+    """A JournalService stub whose calls fail with a given status."""
+
+    def __init__(self, error: grpc.aio.AioRpcError) -> None:
+        self.error = error
+
+    async def RecordStep(self, request: object, **options: object) -> None:
+        raise self.error
+
+
+def rpc_error(code: grpc.StatusCode, reason: str = "") -> grpc.aio.AioRpcError:
+    trailing = grpc.aio.Metadata()
+    if reason:
+        trailing = grpc.aio.Metadata(*ApiError(code, reason, "x").to_status().trailing_metadata)
+    return grpc.aio.AioRpcError(code, grpc.aio.Metadata(), trailing, "details")
+
+
+@pytest.mark.parametrize(
+    ("error", "expected"),
+    [
+        (rpc_error(grpc.StatusCode.UNAVAILABLE), JournalUnavailableError),
+        (rpc_error(grpc.StatusCode.FAILED_PRECONDITION, "STALE_FENCE"), LeaseLostError),
+        (rpc_error(grpc.StatusCode.FAILED_PRECONDITION, "WORKFLOW_CLOSED"), LeaseLostError),
+        (rpc_error(grpc.StatusCode.FAILED_PRECONDITION, "STEP_CONFLICT"), JournalUnavailableError),
+    ],
+    ids=["unavailable", "stale-fence", "closed", "conflict"],
+)
+async def test_journal_errors_become_interruptions_not_workflow_errors(
+    error: grpc.aio.AioRpcError, expected: type[BaseException]
+) -> None:
+    client = JournalClient(cast(Any, FailingStub(error)), "wf-1", 3)
+    with pytest.raises(expected):
+        await client.record(jpb.RecordStepRequest(workflow_id="wf-1", fence=3))
