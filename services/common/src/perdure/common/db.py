@@ -7,6 +7,7 @@ import os
 from psycopg_pool import AsyncConnectionPool
 
 from perdure.common.embedded_db import DEFAULT_DATA_DIR, start_embedded_postgres
+from perdure.common.migrate import apply_migrations
 
 
 def resolve_dsn(service: str, explicit: str | None = None) -> str:
@@ -33,4 +34,12 @@ async def open_pool(dsn: str, *, max_size: int = 10) -> AsyncConnectionPool:
         open=False,
     )
     await pool.open(wait=True, timeout=30)
+    return pool
+
+
+async def open_migrated_pool(service: str, explicit_dsn: str | None) -> AsyncConnectionPool:
+    """Open the service's pool and apply its pending migrations (package perdure.<service>)."""
+    pool = await open_pool(resolve_dsn(service, explicit_dsn))
+    async with pool.connection() as conn:
+        await apply_migrations(conn, service, f"perdure.{service}")
     return pool

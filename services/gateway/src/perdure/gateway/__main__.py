@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 from collections.abc import Sequence
 
 import grpc
 
 from perdure.api.workflow.v1 import workflow_service_pb2, workflow_service_pb2_grpc
+from perdure.common.flags import add_address_flag, add_listen_flag
 from perdure.common.grpc_server import ServerSpec, serve
 from perdure.common.logs import configure_logging
 from perdure.gateway.handlers import WorkflowServicer
@@ -20,21 +20,9 @@ from perdure.internal.scheduler.v1 import scheduler_service_pb2_grpc
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     """Flags win over PERDURE_* environment variables, which win over defaults."""
     parser = argparse.ArgumentParser(prog="perdure gateway", description=__doc__)
-    parser.add_argument(
-        "--listen",
-        default=os.environ.get("PERDURE_GATEWAY_LISTEN", "0.0.0.0:7400"),
-        help="host:port to serve on (PERDURE_GATEWAY_LISTEN, default 0.0.0.0:7400)",
-    )
-    parser.add_argument(
-        "--history",
-        default=os.environ.get("PERDURE_HISTORY_ADDRESS", "localhost:7401"),
-        help="history address (PERDURE_HISTORY_ADDRESS, default localhost:7401)",
-    )
-    parser.add_argument(
-        "--scheduler",
-        default=os.environ.get("PERDURE_SCHEDULER_ADDRESS", "localhost:7402"),
-        help="scheduler address (PERDURE_SCHEDULER_ADDRESS, default localhost:7402)",
-    )
+    add_listen_flag(parser, "gateway")
+    add_address_flag(parser, "history")
+    add_address_flag(parser, "scheduler")
     return parser.parse_args(argv)
 
 

@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 from collections.abc import Sequence
 
 import grpc
 
 from perdure.api.worker.v1 import journal_service_pb2, journal_service_pb2_grpc
-from perdure.common.db import open_pool, resolve_dsn
+from perdure.common.db import open_migrated_pool
+from perdure.common.flags import add_address_flag, add_database_flag, add_listen_flag
 from perdure.common.grpc_server import ServerSpec, serve
 from perdure.common.logs import configure_logging
-from perdure.common.migrate import apply_migrations
 from perdure.history.handlers import HistoryServicer, JournalServicer
 from perdure.history.journal import Journal
 from perdure.history.outbox import OutboxRelay
@@ -24,30 +23,15 @@ from perdure.internal.scheduler.v1 import scheduler_service_pb2_grpc
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     """Flags win over PERDURE_* environment variables, which win over defaults."""
     parser = argparse.ArgumentParser(prog="perdure history", description=__doc__)
-    parser.add_argument(
-        "--listen",
-        default=os.environ.get("PERDURE_HISTORY_LISTEN", "0.0.0.0:7401"),
-        help="host:port to serve on (PERDURE_HISTORY_LISTEN, default 0.0.0.0:7401)",
-    )
-    parser.add_argument(
-        "--database-url",
-        default=None,
-        help="PostgreSQL URL (PERDURE_HISTORY_DATABASE_URL or PERDURE_DATABASE_URL; "
-        "embedded PostgreSQL in PERDURE_DATA_DIR when unset)",
-    )
-    parser.add_argument(
-        "--scheduler",
-        default=os.environ.get("PERDURE_SCHEDULER_ADDRESS", "localhost:7402"),
-        help="scheduler address (PERDURE_SCHEDULER_ADDRESS, default localhost:7402)",
-    )
+    add_listen_flag(parser, "history")
+    add_database_flag(parser, "history")
+    add_address_flag(parser, "scheduler")
     return parser.parse_args(argv)
 
 
 async def run(args: argparse.Namespace) -> None:
     """Migrate, then serve until SIGTERM."""
-    pool = await open_pool(resolve_dsn("history", args.database_url))
-    async with pool.connection() as conn:
-        await apply_migrations(conn, "history", "perdure.history")
+    pool = await open_migrated_pool("history", args.database_url)
     channel = grpc.aio.insecure_channel(args.scheduler)
     relay = OutboxRelay(pool, scheduler_service_pb2_grpc.SchedulerServiceStub(channel))
     journal = Journal(pool, relay.notify)

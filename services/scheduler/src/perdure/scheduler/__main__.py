@@ -10,10 +10,10 @@ from collections.abc import Sequence
 import grpc
 
 from perdure.api.worker.v1 import task_service_pb2, task_service_pb2_grpc
-from perdure.common.db import open_pool, resolve_dsn
+from perdure.common.db import open_migrated_pool
+from perdure.common.flags import add_database_flag, add_listen_flag
 from perdure.common.grpc_server import ServerSpec, serve
 from perdure.common.logs import configure_logging
-from perdure.common.migrate import apply_migrations
 from perdure.internal.scheduler.v1 import scheduler_service_pb2, scheduler_service_pb2_grpc
 from perdure.scheduler.dispatcher import Dispatcher
 from perdure.scheduler.handlers import SchedulerServicer, TaskServicer
@@ -23,17 +23,8 @@ from perdure.scheduler.store import TaskStore
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     """Flags win over PERDURE_* environment variables, which win over defaults."""
     parser = argparse.ArgumentParser(prog="perdure scheduler", description=__doc__)
-    parser.add_argument(
-        "--listen",
-        default=os.environ.get("PERDURE_SCHEDULER_LISTEN", "0.0.0.0:7402"),
-        help="host:port to serve on (PERDURE_SCHEDULER_LISTEN, default 0.0.0.0:7402)",
-    )
-    parser.add_argument(
-        "--database-url",
-        default=None,
-        help="PostgreSQL URL (PERDURE_SCHEDULER_DATABASE_URL or PERDURE_DATABASE_URL; "
-        "embedded PostgreSQL in PERDURE_DATA_DIR when unset)",
-    )
+    add_listen_flag(parser, "scheduler")
+    add_database_flag(parser, "scheduler")
     parser.add_argument(
         "--lease-ttl",
         type=float,
@@ -48,9 +39,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 async def run(args: argparse.Namespace) -> None:
     """Migrate, then serve until SIGTERM."""
-    pool = await open_pool(resolve_dsn("scheduler", args.database_url))
-    async with pool.connection() as conn:
-        await apply_migrations(conn, "scheduler", "perdure.scheduler")
+    pool = await open_migrated_pool("scheduler", args.database_url)
     store = TaskStore(pool)
     dispatcher = Dispatcher(store, args.lease_ttl)
 
