@@ -69,9 +69,13 @@ def dev_cluster(tmp_path: Path) -> Iterator[tuple[str, subprocess.Popen[bytes], 
         )
         yield f"localhost:{base}", dev, log
     finally:
-        if dev.poll() is None:
-            dev.kill()
-            dev.wait()
+        if dev.poll() is None:  # SIGTERM, so that dev stops its children and its database
+            dev.send_signal(signal.SIGTERM)
+            try:
+                dev.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                dev.kill()
+                dev.wait()
 
 
 def perdure(address: str, *args: str) -> subprocess.CompletedProcess[str]:

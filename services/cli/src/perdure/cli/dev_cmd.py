@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import ctypes
 import os
 import signal
 import subprocess
@@ -19,6 +20,7 @@ from perdure.common.embedded_db import DEFAULT_DATA_DIR, start_embedded_postgres
 SERVICES = ("gateway", "history", "scheduler")  # their ports: base, base + 1, base + 2
 STARTUP_TIMEOUT = 60.0
 MAX_RESTARTS = 10
+PR_SET_PDEATHSIG = 1  # from <sys/prctl.h>
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -69,8 +71,15 @@ class Child:
     popen: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
-        """Start (or restart) the process."""
-        self.popen = subprocess.Popen(self.command, env=self.env)
+        """Start (or restart) the process; it gets SIGTERM if `perdure dev` itself dies."""
+        self.popen = subprocess.Popen(self.command, env=self.env, preexec_fn=_die_with_parent)
+
+
+def _die_with_parent() -> None:
+    """In the child, before exec: ask Linux to send SIGTERM when the parent dies."""
+    if sys.platform == "linux":
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 def run(args: argparse.Namespace) -> int:
