@@ -211,40 +211,36 @@ class Journal:
     async def finish(self, workflow_id: str, fence: int, outcome: str, value: Any) -> str:
         """Close the run as completed ("result"), failed ("failure") or parked ("park")."""
         status = CLOSED_STATUS[outcome]
-        async with self._pool.connection() as conn, conn.transaction():
-            row = await store.fetch_one(
-                conn, store.APPEND_TO_RUNNING, {"workflow_id": workflow_id, "fence": fence}
-            )
-            if row is None:
-                current = await store.fetch_one(conn, store.SELECT_WORKFLOW, [workflow_id])
-                if (
-                    current is not None
-                    and current["status"] == status
-                    and current["fence"] == fence
-                ):
+        result = value if outcome == "result" else None
+        failure = convert.failure_to_dict(value) if outcome != "result" else None
+        try:
+            async with self._pool.connection() as conn, conn.transaction():
+                event_id = await self._append(conn, workflow_id, fence)
+                await conn.execute(
+                    store.CLOSE_WORKFLOW,
+                    {
+                        "workflow_id": workflow_id,
+                        "status": status,
+                        "result": Jsonb(result) if outcome == "result" else None,
+                        "failure": store.json_or_none(failure),
+                    },
+                )
+                await store.insert_event_txn(
+                    conn,
+                    workflow_id=workflow_id,
+                    event_id=event_id,
+                    event_type=f"WORKFLOW_{status}",
+                    fence=fence,
+                    payload=result,
+                    failure=failure,
+                )
+        except errors.ApiError as rejected:
+            if rejected.reason == "WORKFLOW_CLOSED":
+                async with self._pool.connection() as conn:
+                    current = await self._require(conn, workflow_id)
+                if current["status"] == status and current["fence"] == fence:
                     return status  # a retried call whose first attempt committed
-                await self._raise_rejection(conn, workflow_id, fence)
-            assert row is not None
-            failure = convert.failure_to_dict(value) if outcome != "result" else None
-            result = value if outcome == "result" else None
-            await conn.execute(
-                store.CLOSE_WORKFLOW,
-                {
-                    "workflow_id": workflow_id,
-                    "status": status,
-                    "result": Jsonb(result) if outcome == "result" else None,
-                    "failure": store.json_or_none(failure),
-                },
-            )
-            await store.insert_event_txn(
-                conn,
-                workflow_id=workflow_id,
-                event_id=row["event_count"],
-                event_type=f"WORKFLOW_{status}",
-                fence=fence,
-                payload=result,
-                failure=failure,
-            )
+            raise
         return status
 
     async def _append(self, conn: AsyncConnection, workflow_id: str, fence: int) -> int:

@@ -1,0 +1,98 @@
+"""The journal half of the worker protocol, spoken directly, as a worker in another language
+would: fences, idempotent writes, conflicts and closed runs."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import grpc
+import pytest
+from google.protobuf import struct_pb2
+
+from perdure.api.worker.v1 import journal_service_pb2 as jpb
+from perdure.api.worker.v1 import journal_service_pb2_grpc as jgrpc
+from perdure.api.workflow.v1 import workflow_pb2 as wf
+from perdure.worker._rpc import error_reason
+from tests.fixtures.cluster import Cluster
+
+QUEUE = "hand-driven"
+
+
+@pytest.fixture
+def journal(cluster: Cluster) -> Iterator[jgrpc.JournalServiceStub]:
+    """A run on a queue whose only worker has left, and a raw journal stub to drive it."""
+    cluster.start_worker("registrar", task_queue=QUEUE).kill()  # its types stay registered
+    with cluster.client() as client:
+        client.start_workflow(
+            "five_steps", {"ledger": "unused"}, workflow_id="raw-1", task_queue=QUEUE
+        )
+    with grpc.insecure_channel(cluster.address("history")) as channel:
+        yield jgrpc.JournalServiceStub(channel)
+
+
+def reason_of(call: object, request: object) -> str:
+    """Send a request that must fail with FAILED_PRECONDITION; return its reason."""
+    with pytest.raises(grpc.RpcError) as caught:
+        call(request, timeout=30)  # type: ignore[operator]
+    assert caught.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    return error_reason(caught.value)
+
+
+def step(fence: int, step_id: str, position: int, text: str) -> jpb.RecordStepRequest:
+    return jpb.RecordStepRequest(
+        workflow_id="raw-1",
+        fence=fence,
+        step_id=step_id,
+        step_name=step_id.split("#")[0],
+        position=position,
+        attempt=1,
+        output=struct_pb2.Value(string_value=text),
+    )
+
+
+def test_a_hand_driven_run_follows_the_journal_rules(journal: jgrpc.JournalServiceStub) -> None:
+    loaded = journal.LoadJournal(jpb.LoadJournalRequest(workflow_id="raw-1", fence=5))
+    assert loaded.workflow.status == wf.WORKFLOW_STATUS_RUNNING and loaded.workflow.fence == 5
+    assert [e.event_type for e in loaded.events] == [wf.EVENT_TYPE_WORKFLOW_STARTED]
+
+    first = journal.RecordStep(step(5, "a", 0, "one"))
+    again = journal.RecordStep(step(5, "a", 0, "one"))  # a retried call: same answer
+    assert first.event_id == again.event_id == 2
+    assert reason_of(journal.RecordStep, step(5, "a", 0, "other")) == "STEP_CONFLICT"
+    assert reason_of(journal.RecordStep, step(5, "b", 0, "two")) == "STEP_CONFLICT"
+    assert journal.RecordStep(step(5, "a#2", 1, "two")).event_id == 3
+
+    # A newer lease fences out the older one, in the same transaction as the write.
+    journal.LoadJournal(jpb.LoadJournalRequest(workflow_id="raw-1", fence=6))
+    assert reason_of(journal.RecordStep, step(5, "c", 2, "late")) == "STALE_FENCE"
+    assert (
+        reason_of(journal.LoadJournal, jpb.LoadJournalRequest(workflow_id="raw-1", fence=5))
+        == "STALE_FENCE"
+    )
+
+    finish = jpb.FinishWorkflowRequest(
+        workflow_id="raw-1", fence=6, result=struct_pb2.Value(number_value=42)
+    )
+    assert journal.FinishWorkflow(finish).status == wf.WORKFLOW_STATUS_COMPLETED
+    assert journal.FinishWorkflow(finish).status == wf.WORKFLOW_STATUS_COMPLETED  # retried
+    assert reason_of(journal.RecordStep, step(6, "c", 2, "after")) == "WORKFLOW_CLOSED"
+    failing = jpb.FinishWorkflowRequest(
+        workflow_id="raw-1", fence=6, failure=wf.Failure(type="X", message="no")
+    )
+    assert reason_of(journal.FinishWorkflow, failing) == "WORKFLOW_CLOSED"
+
+    final = journal.LoadJournal(jpb.LoadJournalRequest(workflow_id="raw-1", fence=6))
+    assert [(e.event_id, e.step_id, e.fence) for e in final.events] == [
+        (1, "", 0),
+        (2, "a", 5),
+        (3, "a#2", 5),
+        (4, "", 6),
+    ]
+    assert final.workflow.result.number_value == 42
+
+
+def test_unknown_workflows_are_not_found(journal: jgrpc.JournalServiceStub) -> None:
+    with pytest.raises(grpc.RpcError) as caught:
+        journal.LoadJournal(jpb.LoadJournalRequest(workflow_id="nope", fence=1), timeout=30)
+    assert caught.value.code() == grpc.StatusCode.NOT_FOUND
+    assert error_reason(caught.value) == "WORKFLOW_NOT_FOUND"
