@@ -133,6 +133,10 @@ class Dispatcher:
                 session.free,
                 self.lease_ttl,
             )
+            if grants and session.session_id not in self._sessions:
+                # The worker left while we claimed: hand the grants straight back.
+                await self._store.release_session(session.session_id)
+                continue
             for grant in grants:
                 if grant.previous_owner is not None:
                     log.info(
