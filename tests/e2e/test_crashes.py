@@ -6,6 +6,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -214,3 +215,71 @@ def test_code_that_no_longer_matches_its_journal_is_parked(
     assert [s.step_id for s in described.steps] == ["fetch"]
     assert events[-1].event_type == wf.EVENT_TYPE_WORKFLOW_PARKED
     assert runs_per_step(ledger) == Counter({"fetch": 1})
+
+
+def test_history_killed_mid_step_loses_nothing(
+    start_cluster: Callable[..., Cluster], tmp_path: Path
+) -> None:
+    cluster = start_cluster(PERDURE_LEASE_TTL="2")
+    ledger, gate = tmp_path / "ledger", tmp_path / "gate"
+    services = {p.name: p for p in cluster.processes}
+    worker = cluster.start_worker("w1")
+    with cluster.client() as client:
+        client.start_workflow(
+            "blocks_in_third",
+            {"ledger": str(ledger), "gate": str(gate)},
+            workflow_id="history-down",
+        )
+        wait_until(lambda: started(ledger, "step_3"), WAIT, "step 3 to start")
+        services["history"].kill()
+        gate.touch()  # step 3 finishes while history is down: its record cannot be written
+        wait_until(
+            lambda: "journal call failed" in worker.output(),
+            WAIT,
+            "the worker to give the workflow up",
+        )
+        cluster.start_service("history")
+        described = client.wait("history-down", timeout=WAIT)
+
+    assert described.workflow.status == wf.WORKFLOW_STATUS_COMPLETED
+    runs = runs_per_step(ledger)
+    assert runs["step_1"] == 1 and runs["step_2"] == 1 and runs["step_4"] == 1
+    assert runs["step_3"] == 2  # its first result was never recorded, so it ran again
+    assert "Skipping completed step: step_2" in worker.output()
+
+
+def test_scheduler_restart_mid_step_keeps_the_lease(
+    start_cluster: Callable[..., Cluster], tmp_path: Path
+) -> None:
+    cluster = start_cluster(PERDURE_LEASE_TTL="2")
+    ledger, gate = tmp_path / "ledger", tmp_path / "gate"
+    services = {p.name: p for p in cluster.processes}
+    worker = cluster.start_worker("w1", concurrency=1)
+    with cluster.client() as client:
+        client.start_workflow(
+            "blocks_in_third",
+            {"ledger": str(ledger), "gate": str(gate)},
+            workflow_id="scheduler-down",
+        )
+        wait_until(lambda: started(ledger, "step_3"), WAIT, "step 3 to start")
+        services["scheduler"].kill()
+        cluster.start_service("scheduler")
+        wait_until(
+            lambda: worker.output().count("connected:") == 2, WAIT, "the worker to reconnect"
+        )
+        # Three lease lifetimes: had the reconnected worker not kept its lease, another
+        # grant would have started step 3 again by now.
+        time.sleep(6)
+        gate.touch()
+        described = client.wait("scheduler-down", timeout=WAIT)
+        # The lease was handed back: the worker's only slot takes the next workflow.
+        client.start_workflow(
+            "five_steps", {"ledger": str(tmp_path / "next")}, workflow_id="after-restart"
+        )
+        after = client.wait("after-restart", timeout=WAIT)
+
+    assert described.workflow.status == wf.WORKFLOW_STATUS_COMPLETED
+    assert len(started(ledger, "step_3")) == 1
+    assert {s.fence for s in described.steps} == {1}
+    assert "revoked" not in worker.output()
+    assert after.workflow.status == wf.WORKFLOW_STATUS_COMPLETED
