@@ -12,10 +12,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import grpc
-from grpc_health.v1 import health_pb2, health_pb2_grpc
-
 from perdure.common.embedded_db import DEFAULT_DATA_DIR, start_embedded_postgres
+from perdure.common.health import wait_serving
 
 SERVICES = ("gateway", "history", "scheduler")  # their ports: base, base + 1, base + 2
 STARTUP_TIMEOUT = 60.0
@@ -44,22 +42,6 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     )
 
 
-def wait_healthy(address: str, deadline: float) -> None:
-    """Block until the server at `address` answers its health check with SERVING."""
-    with grpc.insecure_channel(address) as channel:
-        stub = health_pb2_grpc.HealthStub(channel)
-        while True:
-            try:
-                reply = stub.Check(health_pb2.HealthCheckRequest(), timeout=1)
-                if reply.status == health_pb2.HealthCheckResponse.SERVING:
-                    return
-            except grpc.RpcError:
-                pass
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"{address} did not become healthy in time")
-            time.sleep(0.1)
-
-
 @dataclass
 class Child:
     """A supervised process of the local cluster."""
@@ -73,6 +55,10 @@ class Child:
     def start(self) -> None:
         """Start (or restart) the process; it gets SIGTERM if `perdure dev` itself dies."""
         self.popen = subprocess.Popen(self.command, env=self.env, preexec_fn=_die_with_parent)
+
+    def running(self) -> bool:
+        """Whether the process is alive."""
+        return self.popen is not None and self.popen.poll() is None
 
 
 def _die_with_parent() -> None:
@@ -108,7 +94,6 @@ def run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, request_stop)
     signal.signal(signal.SIGINT, request_stop)
     try:
-        deadline = time.monotonic() + STARTUP_TIMEOUT
         for service in ("scheduler", "history", "gateway"):
             listen = f"0.0.0.0:{ports[service]}"
             child = Child(
@@ -116,7 +101,9 @@ def run(args: argparse.Namespace) -> int:
             )
             child.start()
             children.append(child)
-            wait_healthy(f"localhost:{ports[service]}", deadline)
+            wait_serving(
+                f"localhost:{ports[service]}", STARTUP_TIMEOUT, still_running=child.running
+            )
         worker = [sys.executable, "-m", "perdure.worker", "--module", args.worker_module]
         children.append(Child("worker", worker, env))
         children[-1].start()
@@ -151,6 +138,9 @@ def run(args: argparse.Namespace) -> int:
                 child.start()
             time.sleep(0.2)
         return 0
+    except (RuntimeError, TimeoutError) as error:
+        print(f"perdure dev: {error}; see its output above", file=sys.stderr)
+        return 1
     finally:
         _stop_all(children)
 

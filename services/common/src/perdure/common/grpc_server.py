@@ -54,9 +54,12 @@ async def serve(spec: ServerSpec) -> None:
         ],
         server,
     )
-    port = server.add_insecure_port(spec.listen)
+    try:
+        port = server.add_insecure_port(spec.listen)
+    except RuntimeError:
+        port = 0
     if port == 0:
-        raise OSError(f"{spec.name}: cannot listen on {spec.listen}")
+        raise SystemExit(f"{spec.name}: cannot listen on {spec.listen} (is the port in use?)")
     await server.start()
     if spec.on_started is not None:
         await spec.on_started()
