@@ -14,7 +14,6 @@ from perdure.api.worker.v1 import journal_service_pb2_grpc as jgrpc
 from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.api.workflow.v1 import workflow_service_pb2 as api
 from perdure.api.workflow.v1 import workflow_service_pb2_grpc as apigrpc
-from perdure.client import Client
 from perdure.worker._rpc import error_reason
 from tests.fixtures.cluster import Cluster
 
@@ -210,7 +209,7 @@ def test_listing_pages_newest_first(api_cluster: Cluster) -> None:
 
 def test_client_refuses_values_that_are_not_json(api_cluster: Cluster) -> None:
     with api_cluster.client() as client, pytest.raises(TypeError, match="not JSON"):
-        Client.start_workflow(client, "loop_agent", {"when": object()})
+        client.start_workflow("loop_agent", {"when": object()})
 
 
 def test_the_worker_protocol_validates_what_workers_write(api_cluster: Cluster) -> None:

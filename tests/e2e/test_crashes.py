@@ -6,12 +6,12 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
 import grpc
+import psycopg
 import pytest
 from google.protobuf import struct_pb2
 
@@ -19,22 +19,9 @@ from perdure.api.worker.v1 import journal_service_pb2 as jpb
 from perdure.api.worker.v1 import journal_service_pb2_grpc as jgrpc
 from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.common.embedded_db import stop_embedded_postgres
+from tests.e2e.blocking import WAIT, runs_per_step, start_blocked, started
 from tests.fixtures.cluster import Cluster, wait_until
 from tests.fixtures.postgres import with_database
-
-WAIT = 90.0
-
-
-def runs_per_step(ledger: Path) -> Counter[str]:
-    """How many times each step body finished, from the ledger."""
-    lines = ledger.read_text().splitlines() if ledger.exists() else []
-    return Counter(line.split()[0] for line in lines if not line.startswith("start "))
-
-
-def started(ledger: Path, step: str) -> list[str]:
-    """The pids that started a blocking step."""
-    lines = ledger.read_text().splitlines() if ledger.exists() else []
-    return [line.split()[2] for line in lines if line.startswith(f"start {step} ")]
 
 
 def test_worker_killed_mid_step_is_resumed_by_another(
@@ -45,10 +32,7 @@ def test_worker_killed_mid_step_is_resumed_by_another(
     ledger, gate = tmp_path / "ledger", tmp_path / "gate"
     first = cluster.start_worker("first")
     with cluster.client() as client:
-        client.start_workflow(
-            "blocks_in_third", {"ledger": str(ledger), "gate": str(gate)}, workflow_id="crash-1"
-        )
-        wait_until(lambda: started(ledger, "step_3"), WAIT, "step 3 to start")
+        start_blocked(client, "crash-1", ledger, gate)
         first.kill()
         gate.touch()
         second = cluster.start_worker("second")
@@ -75,10 +59,7 @@ def test_paused_worker_is_fenced_out(start_cluster: Callable[..., Cluster], tmp_
     ledger, gate = tmp_path / "ledger", tmp_path / "gate"
     paused = cluster.start_worker("paused")
     with cluster.client() as client:
-        client.start_workflow(
-            "blocks_in_third", {"ledger": str(ledger), "gate": str(gate)}, workflow_id="fence-1"
-        )
-        wait_until(lambda: started(ledger, "step_3"), WAIT, "step 3 to start")
+        start_blocked(client, "fence-1", ledger, gate)
         paused.signal(signal.SIGSTOP)  # holds its TCP connection, stops heartbeating
         successor = cluster.start_worker("successor")
         wait_until(lambda: len(started(ledger, "step_3")) == 2, WAIT, "the takeover after expiry")
@@ -110,10 +91,7 @@ def test_history_rejects_a_stale_fence_in_the_write_transaction(
     ledger, gate = tmp_path / "ledger", tmp_path / "gate"
     worker = cluster.start_worker("w1")
     with cluster.client() as client:
-        client.start_workflow(
-            "blocks_in_third", {"ledger": str(ledger), "gate": str(gate)}, workflow_id="fence-2"
-        )
-        wait_until(lambda: started(ledger, "step_3"), WAIT, "step 3 to start")
+        start_blocked(client, "fence-2", ledger, gate)
     with grpc.insecure_channel(cluster.address("history")) as channel:
         journal = jgrpc.JournalServiceStub(channel)
         journal.LoadJournal(jpb.LoadJournalRequest(workflow_id="fence-2", fence=7))
@@ -149,12 +127,7 @@ def test_everything_restarts_mid_workflow(tmp_path: Path) -> None:
         cluster.start_services()
         cluster.start_worker("before")
         with cluster.client() as client:
-            client.start_workflow(
-                "blocks_in_third",
-                {"ledger": str(ledger), "gate": str(gate)},
-                workflow_id="restart-1",
-            )
-            wait_until(lambda: started(ledger, "step_3"), WAIT, "step 3 to start")
+            start_blocked(client, "restart-1", ledger, gate)
         cluster.stop()  # kill -9 every service and the worker
         stop_embedded_postgres(data_dir)
 
@@ -225,12 +198,7 @@ def test_history_killed_mid_step_loses_nothing(
     services = {p.name: p for p in cluster.processes}
     worker = cluster.start_worker("w1")
     with cluster.client() as client:
-        client.start_workflow(
-            "blocks_in_third",
-            {"ledger": str(ledger), "gate": str(gate)},
-            workflow_id="history-down",
-        )
-        wait_until(lambda: started(ledger, "step_3"), WAIT, "step 3 to start")
+        start_blocked(client, "history-down", ledger, gate)
         services["history"].kill()
         gate.touch()  # step 3 finishes while history is down: its record cannot be written
         wait_until(
@@ -256,20 +224,18 @@ def test_scheduler_restart_mid_step_keeps_the_lease(
     services = {p.name: p for p in cluster.processes}
     worker = cluster.start_worker("w1", concurrency=1)
     with cluster.client() as client:
-        client.start_workflow(
-            "blocks_in_third",
-            {"ledger": str(ledger), "gate": str(gate)},
-            workflow_id="scheduler-down",
-        )
-        wait_until(lambda: started(ledger, "step_3"), WAIT, "step 3 to start")
+        start_blocked(client, "scheduler-down", ledger, gate)
+        holder_before = lease_of(cluster, "scheduler-down")
         services["scheduler"].kill()
         cluster.start_service("scheduler")
+        # The reconnected worker's new session takes the lease over by renewing it; a lease
+        # lost and granted again would show fence 2 instead.
         wait_until(
-            lambda: worker.output().count("connected:") == 2, WAIT, "the worker to reconnect"
+            lambda: lease_of(cluster, "scheduler-down")[0] != holder_before[0],
+            WAIT,
+            "the new session to hold the lease",
         )
-        # Three lease lifetimes: had the reconnected worker not kept its lease, another
-        # grant would have started step 3 again by now.
-        time.sleep(6)
+        assert lease_of(cluster, "scheduler-down")[1] == 1
         gate.touch()
         described = client.wait("scheduler-down", timeout=WAIT)
         # The lease was handed back: the worker's only slot takes the next workflow.
@@ -283,3 +249,14 @@ def test_scheduler_restart_mid_step_keeps_the_lease(
     assert {s.fence for s in described.steps} == {1}
     assert "revoked" not in worker.output()
     assert after.workflow.status == wf.WORKFLOW_STATUS_COMPLETED
+
+
+def lease_of(cluster: Cluster, workflow_id: str) -> tuple[str | None, int]:
+    """The session holding a workflow's lease and its fence, from the scheduler's table."""
+    with psycopg.connect(cluster.dsn) as conn:
+        row = conn.execute(
+            "SELECT lease_owner, fence FROM scheduler.tasks WHERE workflow_id = %s",
+            [workflow_id],
+        ).fetchone()
+    assert row is not None
+    return row[0], int(row[1])

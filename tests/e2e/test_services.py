@@ -9,6 +9,7 @@ import grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from perdure.api.workflow.v1 import workflow_pb2 as wf
+from tests.e2e.blocking import start_blocked
 from tests.fixtures.cluster import Cluster, wait_until
 
 
@@ -39,12 +40,7 @@ def test_sigterm_lets_a_worker_finish_what_it_holds(cluster: Cluster, tmp_path: 
     ledger, gate = tmp_path / "ledger", tmp_path / "gate"
     worker = cluster.start_worker("draining")
     with cluster.client() as client:
-        client.start_workflow(
-            "blocks_in_third", {"ledger": str(ledger), "gate": str(gate)}, workflow_id="drain-1"
-        )
-        wait_until(
-            lambda: ledger.exists() and "start step_3" in ledger.read_text(), 60, "step 3 to start"
-        )
+        start_blocked(client, "drain-1", ledger, gate)
         worker.signal(signal.SIGTERM)
         wait_until(lambda: "draining" in worker.output(), 30, "the worker to start draining")
         gate.touch()

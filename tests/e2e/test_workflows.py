@@ -64,7 +64,7 @@ def test_a_failing_step_is_journaled_and_fails_the_workflow(
     charge, compensate = described.steps
     assert not charge.succeeded and charge.failure.type == "ValueError"
     assert compensate.succeeded
-    assert ledger_lines(ledger) == [line for line in ledger_lines(ledger) if "compensate" in line]
+    assert [line.split()[0] for line in ledger_lines(ledger)] == ["compensate"]
 
 
 def test_recorded_values_are_journaled(cluster: Cluster) -> None:

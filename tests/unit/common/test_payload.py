@@ -2,28 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import grpc
 import pytest
 from google.protobuf import struct_pb2
 
-from perdure.common.errors import ApiError
 from perdure.common.payload import MAX_PAYLOAD_BYTES, MAX_PAYLOAD_DEPTH, validate_payload
-
-
-def rejected(check: Callable[[], None]) -> ApiError:
-    """Run a check that must fail and return its error."""
-    with pytest.raises(ApiError) as caught:
-        check()
-    return caught.value
-
-
-def assert_invalid(error: ApiError, *fragments: str) -> None:
-    assert error.code == grpc.StatusCode.INVALID_ARGUMENT
-    assert error.reason == "INVALID_REQUEST"
-    for fragment in fragments:
-        assert fragment in error.message, (fragment, error.message)
+from tests.unit.api_errors import assert_invalid, rejected
 
 
 def number(x: float) -> struct_pb2.Value:

@@ -2,29 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
-import grpc
 import pytest
 
 from perdure.api.workflow.v1 import workflow_pb2 as wf
-from perdure.common.errors import ApiError
 from perdure.gateway import validate
-
-
-def rejected(check: Callable[[], None]) -> ApiError:
-    """Run a check that must fail and return its error."""
-    with pytest.raises(ApiError) as caught:
-        check()
-    return caught.value
-
-
-def assert_invalid(error: ApiError, *fragments: str) -> None:
-    assert error.code == grpc.StatusCode.INVALID_ARGUMENT
-    assert error.reason == "INVALID_REQUEST"
-    for fragment in fragments:
-        assert fragment in error.message, (fragment, error.message)
-
+from tests.unit.api_errors import assert_invalid, rejected
 
 # --- names ---------------------------------------------------------------------------------------
 

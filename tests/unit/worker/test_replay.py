@@ -53,30 +53,29 @@ def started_event() -> wf.HistoryEvent:
     )
 
 
-def completed(event_id: int, position: int, step_id: str, output: Any) -> wf.HistoryEvent:
+def step_event(
+    event_type: wf.EventType, event_id: int, position: int, step_id: str, **outcome: Any
+) -> wf.HistoryEvent:
     return wf.HistoryEvent(
         event_id=event_id,
-        event_type=wf.EVENT_TYPE_STEP_COMPLETED,
+        event_type=event_type,
         fence=1,
         step_id=step_id,
         step_name=step_id.partition("#")[0],
         position=position,
         attempt=1,
-        payload=to_value(output),
+        **outcome,
+    )
+
+
+def completed(event_id: int, position: int, step_id: str, output: Any) -> wf.HistoryEvent:
+    return step_event(
+        wf.EVENT_TYPE_STEP_COMPLETED, event_id, position, step_id, payload=to_value(output)
     )
 
 
 def failed(event_id: int, position: int, step_id: str, failure: wf.Failure) -> wf.HistoryEvent:
-    return wf.HistoryEvent(
-        event_id=event_id,
-        event_type=wf.EVENT_TYPE_STEP_FAILED,
-        fence=1,
-        step_id=step_id,
-        step_name=step_id.partition("#")[0],
-        position=position,
-        attempt=1,
-        failure=failure,
-    )
+    return step_event(wf.EVENT_TYPE_STEP_FAILED, event_id, position, step_id, failure=failure)
 
 
 def context(

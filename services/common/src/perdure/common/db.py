@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 
 from psycopg_pool import AsyncConnectionPool
@@ -39,7 +40,9 @@ async def open_pool(dsn: str, *, max_size: int = 10) -> AsyncConnectionPool:
 
 async def open_migrated_pool(service: str, explicit_dsn: str | None) -> AsyncConnectionPool:
     """Open the service's pool and apply its pending migrations (package perdure.<service>)."""
-    pool = await open_pool(resolve_dsn(service, explicit_dsn))
+    # Starting the embedded server blocks for seconds: keep it off the event loop.
+    dsn = await asyncio.to_thread(resolve_dsn, service, explicit_dsn)
+    pool = await open_pool(dsn)
     async with pool.connection() as conn:
         await apply_migrations(conn, service, f"perdure.{service}")
     return pool

@@ -30,6 +30,9 @@ class WorkflowServicer(apigrpc.WorkflowServiceServicer):
     ) -> None:
         self._history = history
         self._scheduler = scheduler
+        # The scheduler never forgets a declared type, so a yes is remembered: a start of a
+        # known type costs no call to the scheduler.
+        self._registered: set[tuple[str, str]] = set()
 
     @errors.unary
     async def StartWorkflow(
@@ -90,9 +93,12 @@ class WorkflowServicer(apigrpc.WorkflowServiceServicer):
         return answer.response
 
     async def _require_registered(self, task_queue: str, workflow_type: str) -> None:
+        if (task_queue, workflow_type) in self._registered:
+            return
         queue = await self._scheduler.DescribeTaskQueue(
             spb.DescribeTaskQueueRequest(task_queue=task_queue), timeout=DOWNSTREAM_TIMEOUT
         )
+        self._registered.update((task_queue, known) for known in queue.workflow_types)
         if workflow_type in queue.workflow_types:
             return
         known = ", ".join(queue.workflow_types) or "none"

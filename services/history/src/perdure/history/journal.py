@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from psycopg import AsyncConnection
+from psycopg.errors import UniqueViolation
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
@@ -19,10 +20,6 @@ from perdure.history.store import Row
 MAX_PAGE_SIZE = 1000
 DEFAULT_PAGE_SIZE = 100
 CLOSED_STATUS = {"result": "COMPLETED", "failure": "FAILED", "park": "PARKED"}
-
-
-class _StepAlreadyRecordedError(Exception):
-    """Rolls back a step write whose id or position is taken; resolved after the rollback."""
 
 
 def encode_page_token(position: int) -> str:
@@ -62,10 +59,10 @@ class Journal:
         self, workflow_id: str, workflow_type: str, task_queue: str, input_value: Any
     ) -> tuple[bool, str]:
         """Create the run and schedule it; an identical earlier start returns it unchanged."""
-        async with self._pool.connection() as conn, conn.transaction():
+        async with self._pool.connection() as conn:
             row = await store.fetch_one(
                 conn,
-                store.INSERT_WORKFLOW,
+                store.START_WORKFLOW,
                 {
                     "workflow_id": workflow_id,
                     "workflow_type": workflow_type,
@@ -73,21 +70,6 @@ class Journal:
                     "input": Jsonb(input_value),
                 },
             )
-            if row is not None:
-                await store.insert_event_txn(
-                    conn,
-                    workflow_id=workflow_id,
-                    event_id=1,
-                    event_type="WORKFLOW_STARTED",
-                    fence=0,
-                    payload=input_value,
-                )
-                await store.insert_outbox_txn(
-                    conn,
-                    workflow_id=workflow_id,
-                    workflow_type=workflow_type,
-                    task_queue=task_queue,
-                )
         if row is not None:
             self._on_scheduled()
             return True, "RUNNING"
@@ -161,14 +143,16 @@ class Journal:
     async def load(
         self, workflow_id: str, fence: int
     ) -> tuple[wf.WorkflowInfo, list[wf.HistoryEvent]]:
-        """Raise the fence mark to `fence` and return the run with its whole journal."""
-        async with self._pool.connection() as conn, conn.transaction():
+        """Raise the fence mark to `fence` and return the run with its whole journal.
+
+        The mark is committed before the read: from then on every earlier holder is fenced out.
+        """
+        async with self._pool.connection() as conn:
             row = await store.fetch_one(
                 conn, store.ADVANCE_FENCE, {"workflow_id": workflow_id, "fence": fence}
             )
             if row is None:
-                await self._raise_rejection(conn, workflow_id, fence)
-            assert row is not None
+                raise await self._rejection(conn, workflow_id, fence)
             events = await store.fetch_all(
                 conn, store.SELECT_EVENTS, {"workflow_id": workflow_id, "after": 0, "limit": None}
             )
@@ -186,90 +170,68 @@ class Journal:
         failure: wf.Failure | None,
     ) -> int:
         """Append a step's outcome under the fence; the same outcome twice is a no-op."""
-        try:
-            async with self._pool.connection() as conn, conn.transaction():
-                event_id = await self._append(conn, workflow_id, fence)
-                inserted = await store.insert_event_txn(
-                    conn,
-                    workflow_id=workflow_id,
-                    event_id=event_id,
-                    event_type="STEP_FAILED" if failure is not None else "STEP_COMPLETED",
-                    fence=fence,
-                    step_id=step_id,
-                    step_name=step_name,
-                    position=position,
-                    attempt=attempt,
-                    payload=output,
-                    failure=convert.failure_to_dict(failure) if failure is not None else None,
-                )
-                if not inserted:
-                    raise _StepAlreadyRecordedError
-            return event_id
-        except _StepAlreadyRecordedError:
-            return await self._existing_step(workflow_id, step_id, position, output, failure)
+        outcome: dict[str, Any] = {
+            "event_type": "STEP_FAILED" if failure is not None else "STEP_COMPLETED",
+            "payload": output if failure is None else None,
+            "failure": convert.failure_to_dict(failure) if failure is not None else None,
+        }
+        params = store.event_params(
+            workflow_id=workflow_id,
+            fence=fence,
+            step_id=step_id,
+            step_name=step_name,
+            position=position,
+            attempt=attempt,
+            **outcome,
+        )
+        async with self._pool.connection() as conn:
+            try:
+                row = await store.fetch_one(conn, store.RECORD_STEP, params)
+            except UniqueViolation:
+                return await self._existing_step(conn, workflow_id, step_id, position, outcome)
+            if row is None:
+                raise await self._rejection(conn, workflow_id, fence)
+        return int(row["event_id"])
 
     async def finish(self, workflow_id: str, fence: int, outcome: str, value: Any) -> str:
         """Close the run as completed ("result"), failed ("failure") or parked ("park")."""
         status = CLOSED_STATUS[outcome]
-        result = value if outcome == "result" else None
-        failure = convert.failure_to_dict(value) if outcome != "result" else None
-        try:
-            async with self._pool.connection() as conn, conn.transaction():
-                event_id = await self._append(conn, workflow_id, fence)
-                await conn.execute(
-                    store.CLOSE_WORKFLOW,
-                    {
-                        "workflow_id": workflow_id,
-                        "status": status,
-                        "result": Jsonb(result) if outcome == "result" else None,
-                        "failure": store.json_or_none(failure),
-                    },
-                )
-                await store.insert_event_txn(
-                    conn,
-                    workflow_id=workflow_id,
-                    event_id=event_id,
-                    event_type=f"WORKFLOW_{status}",
-                    fence=fence,
-                    payload=result,
-                    failure=failure,
-                )
-        except errors.ApiError as rejected:
-            if rejected.reason == "WORKFLOW_CLOSED":
-                async with self._pool.connection() as conn:
-                    current = await self._require(conn, workflow_id)
-                if current["status"] == status and current["fence"] == fence:
-                    return status  # a retried call whose first attempt committed
-            raise
-        return status
-
-    async def _append(self, conn: AsyncConnection, workflow_id: str, fence: int) -> int:
-        """Lock the running workflow under the fence and reserve the next event id."""
-        row = await store.fetch_one(
-            conn, store.APPEND_TO_RUNNING, {"workflow_id": workflow_id, "fence": fence}
+        params = store.event_params(
+            workflow_id=workflow_id,
+            event_type=f"WORKFLOW_{status}",  # only WORKFLOW_COMPLETED keeps the payload
+            fence=fence,
+            payload=value if outcome == "result" else None,
+            failure=convert.failure_to_dict(value) if outcome != "result" else None,
         )
-        if row is None:
-            await self._raise_rejection(conn, workflow_id, fence)
-        assert row is not None
-        return int(row["event_count"])
+        params["status"] = status
+        async with self._pool.connection() as conn:
+            if await store.fetch_one(conn, store.CLOSE_RUN, params) is not None:
+                return status
+            current = await self._require(conn, workflow_id)
+            if current["status"] == status and current["fence"] == fence:
+                return status  # a retried call whose first attempt committed
+            raise await self._rejection(conn, workflow_id, fence)
 
     async def _existing_step(
-        self, workflow_id: str, step_id: str, position: int, output: Any, failure: wf.Failure | None
+        self,
+        conn: AsyncConnection,
+        workflow_id: str,
+        step_id: str,
+        position: int,
+        outcome: dict[str, Any],
     ) -> int:
-        async with self._pool.connection() as conn:
-            row = await store.fetch_one(
-                conn,
-                store.SELECT_STEP_EVENT,
-                {"workflow_id": workflow_id, "step_id": step_id, "position": position},
-            )
-        if row is not None and row["step_id"] == step_id and row["position"] == position:
-            same = (
-                row["failure"] == convert.failure_to_dict(failure)
-                if failure is not None
-                else row["event_type"] == "STEP_COMPLETED" and row["payload"] == output
-            )
-            if same:
-                return int(row["event_id"])
+        """The event id of an identical recorded outcome (a retried call), else STEP_CONFLICT."""
+        row = await store.fetch_one(
+            conn,
+            store.SELECT_STEP_EVENT,
+            {"workflow_id": workflow_id, "step_id": step_id, "position": position},
+        )
+        if (
+            row is not None
+            and (row["step_id"], row["position"]) == (step_id, position)
+            and all(row[column] == value for column, value in outcome.items())
+        ):
+            return int(row["event_id"])
         raise errors.failed_precondition(
             "STEP_CONFLICT",
             f"workflow {workflow_id!r} already recorded a different outcome for step {step_id!r} "
@@ -282,15 +244,17 @@ class Journal:
             raise errors.not_found("WORKFLOW_NOT_FOUND", f"no workflow with id {workflow_id!r}")
         return row
 
-    async def _raise_rejection(self, conn: AsyncConnection, workflow_id: str, fence: int) -> None:
-        """Explain why a fenced write matched no row: unknown run, stale fence or closed run."""
+    async def _rejection(
+        self, conn: AsyncConnection, workflow_id: str, fence: int
+    ) -> errors.ApiError:
+        """Why a fenced write matched no row: unknown run, stale fence or closed run."""
         row = await self._require(conn, workflow_id)
         if row["fence"] > fence:
-            raise errors.failed_precondition(
+            return errors.failed_precondition(
                 "STALE_FENCE",
                 f"stale fence {fence} for workflow {workflow_id!r}: a newer lease (fence "
                 f"{row['fence']}) owns it; stop working on it",
             )
-        raise errors.failed_precondition(
+        return errors.failed_precondition(
             "WORKFLOW_CLOSED", f"workflow {workflow_id!r} is already {row['status'].lower()}"
         )

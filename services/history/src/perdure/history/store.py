@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any
 
 from psycopg import AsyncConnection
@@ -20,11 +19,23 @@ EVENT_COLUMNS = (
     " created_at"
 )
 
-INSERT_WORKFLOW = f"""
-INSERT INTO history.workflows (workflow_id, workflow_type, task_queue, status, input, event_count)
-VALUES (%(workflow_id)s, %(workflow_type)s, %(task_queue)s, 'RUNNING', %(input)s, 1)
-ON CONFLICT (workflow_id) DO NOTHING
-RETURNING {WORKFLOW_COLUMNS}
+# A start is one statement: the run, its WorkflowStarted event and its scheduling request are
+# written together, or, when the id is taken, none of them.
+START_WORKFLOW = """
+WITH run AS (
+    INSERT INTO history.workflows
+        (workflow_id, workflow_type, task_queue, status, input, event_count)
+    VALUES (%(workflow_id)s, %(workflow_type)s, %(task_queue)s, 'RUNNING', %(input)s, 1)
+    ON CONFLICT (workflow_id) DO NOTHING
+    RETURNING workflow_id, workflow_type, task_queue, input
+), started AS (
+    INSERT INTO history.events (workflow_id, event_id, event_type, fence, payload)
+    SELECT workflow_id, 1, 'WORKFLOW_STARTED', 0, input FROM run
+), scheduled AS (
+    INSERT INTO history.outbox (workflow_id, workflow_type, task_queue)
+    SELECT workflow_id, workflow_type, task_queue FROM run
+)
+SELECT workflow_id FROM run
 """
 
 SELECT_WORKFLOW = f"SELECT {WORKFLOW_COLUMNS} FROM history.workflows WHERE workflow_id = %s"
@@ -37,28 +48,41 @@ WHERE workflow_id = %(workflow_id)s AND fence <= %(fence)s
 RETURNING {WORKFLOW_COLUMNS}
 """
 
-APPEND_TO_RUNNING = """
-UPDATE history.workflows
-SET fence = %(fence)s, event_count = event_count + 1, updated_at = now()
-WHERE workflow_id = %(workflow_id)s AND fence <= %(fence)s AND status = 'RUNNING'
-RETURNING event_count, workflow_type, task_queue
-"""
-
-CLOSE_WORKFLOW = """
-UPDATE history.workflows
-SET status = %(status)s, result = %(result)s, failure = %(failure)s, closed_at = now(),
-    updated_at = now()
-WHERE workflow_id = %(workflow_id)s
-"""
-
-INSERT_EVENT = """
+# Appending to a running workflow is one statement: the fenced UPDATE reserves the next event
+# id and the INSERT writes the event from it. A stale fence or a closed run matches no row, so
+# nothing is written; a step id or position already taken raises UniqueViolation and the whole
+# statement, the UPDATE included, is undone. One round trip per step.
+_APPEND_EVENT = """
 INSERT INTO history.events (workflow_id, event_id, event_type, fence, step_id, step_name,
                             position, attempt, payload, failure)
-VALUES (%(workflow_id)s, %(event_id)s, %(event_type)s, %(fence)s, %(step_id)s, %(step_name)s,
-        %(position)s, %(attempt)s, %(payload)s, %(failure)s)
-ON CONFLICT DO NOTHING
+SELECT workflow_id, event_count, %(event_type)s, %(fence)s, %(step_id)s, %(step_name)s,
+       %(position)s, %(attempt)s, %(payload)s, %(failure)s
+FROM appended
 RETURNING event_id
 """
+
+RECORD_STEP = (
+    """
+WITH appended AS (
+    UPDATE history.workflows
+    SET fence = %(fence)s, event_count = event_count + 1, updated_at = now()
+    WHERE workflow_id = %(workflow_id)s AND fence <= %(fence)s AND status = 'RUNNING'
+    RETURNING workflow_id, event_count
+)"""
+    + _APPEND_EVENT
+)
+
+CLOSE_RUN = (
+    """
+WITH appended AS (
+    UPDATE history.workflows
+    SET fence = %(fence)s, event_count = event_count + 1, updated_at = now(),
+        status = %(status)s, result = %(payload)s, failure = %(failure)s, closed_at = now()
+    WHERE workflow_id = %(workflow_id)s AND fence <= %(fence)s AND status = 'RUNNING'
+    RETURNING workflow_id, event_count
+)"""
+    + _APPEND_EVENT
+)
 
 SELECT_STEP_EVENT = f"""
 SELECT {EVENT_COLUMNS} FROM history.events
@@ -85,11 +109,6 @@ WHERE (%(status)s::text IS NULL OR status = %(status)s)
   AND (%(before)s::bigint IS NULL OR run_seq < %(before)s)
 ORDER BY run_seq DESC
 LIMIT %(limit)s
-"""
-
-INSERT_OUTBOX = """
-INSERT INTO history.outbox (workflow_id, workflow_type, task_queue, run_at)
-VALUES (%(workflow_id)s, %(workflow_type)s, %(task_queue)s, %(run_at)s)
 """
 
 # SKIP LOCKED lets several history replicas relay side by side; a request relayed twice is
@@ -121,11 +140,13 @@ async def fetch_all(conn: AsyncConnection, query: str, params: Any) -> list[Row]
         return await cur.fetchall()
 
 
-async def insert_event_txn(
-    conn: AsyncConnection,
+# Events whose payload column holds a JSON value (JSON null included).
+PAYLOAD_EVENTS = frozenset({"WORKFLOW_STARTED", "STEP_COMPLETED", "WORKFLOW_COMPLETED"})
+
+
+def event_params(
     *,
     workflow_id: str,
-    event_id: int,
     event_type: str,
     fence: int,
     step_id: str | None = None,
@@ -134,46 +155,16 @@ async def insert_event_txn(
     attempt: int | None = None,
     payload: Any = None,
     failure: dict[str, str] | None = None,
-) -> bool:
-    """Append one event; False when a step with the same id or position is already recorded."""
-    row = await fetch_one(
-        conn,
-        INSERT_EVENT,
-        {
-            "workflow_id": workflow_id,
-            "event_id": event_id,
-            "event_type": event_type,
-            "fence": fence,
-            "step_id": step_id,
-            "step_name": step_name,
-            "position": position,
-            "attempt": attempt,
-            "payload": Jsonb(payload) if event_type in PAYLOAD_EVENTS else None,
-            "failure": json_or_none(failure),
-        },
-    )
-    return row is not None
-
-
-# Events whose payload column holds a JSON value (JSON null included).
-PAYLOAD_EVENTS = frozenset({"WORKFLOW_STARTED", "STEP_COMPLETED", "WORKFLOW_COMPLETED"})
-
-
-async def insert_outbox_txn(
-    conn: AsyncConnection,
-    *,
-    workflow_id: str,
-    workflow_type: str,
-    task_queue: str,
-    run_at: datetime | None = None,
-) -> None:
-    """Ask for a worker for this workflow, once the surrounding transaction commits."""
-    await conn.execute(
-        INSERT_OUTBOX,
-        {
-            "workflow_id": workflow_id,
-            "workflow_type": workflow_type,
-            "task_queue": task_queue,
-            "run_at": run_at,
-        },
-    )
+) -> dict[str, Any]:
+    """Parameters of RECORD_STEP and CLOSE_RUN for one event."""
+    return {
+        "workflow_id": workflow_id,
+        "event_type": event_type,
+        "fence": fence,
+        "step_id": step_id,
+        "step_name": step_name,
+        "position": position,
+        "attempt": attempt,
+        "payload": Jsonb(payload) if event_type in PAYLOAD_EVENTS else None,
+        "failure": json_or_none(failure),
+    }
