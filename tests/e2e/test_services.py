@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import grpc
@@ -10,7 +12,7 @@ from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from perdure.api.workflow.v1 import workflow_pb2 as wf
 from tests.e2e.blocking import start_blocked
-from tests.fixtures.cluster import Cluster, wait_until
+from tests.fixtures.cluster import REPO_ROOT, Cluster, free_port, wait_until
 
 
 def listed_services(address: str) -> set[str]:
@@ -55,3 +57,44 @@ def test_services_stop_cleanly_on_sigterm(cluster: Cluster) -> None:
         process.signal(signal.SIGTERM)
         assert process.popen.wait(timeout=30) == 0, process.output()
         assert "stopped" in process.output()
+
+
+def test_a_worker_stops_on_sigterm_even_while_the_scheduler_is_unreachable(
+    cluster: Cluster,
+) -> None:
+    worker = cluster.start_worker("orphan")
+    next(p for p in cluster.processes if p.name == "scheduler").kill()
+    wait_until(lambda: "scheduler stream lost" in worker.output(), 60, "the stream to break")
+    worker.signal(signal.SIGTERM)
+    assert worker.popen.wait(timeout=60) == 0, worker.output()
+    assert "worker orphan stopped" in worker.output()
+
+
+def test_a_worker_that_never_reached_a_scheduler_stops_on_sigterm(tmp_path: Path) -> None:
+    log = tmp_path / "worker.log"
+    with log.open("wb") as sink:
+        worker = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "perdure.worker",
+                "--module",
+                "tests.e2e.workflows",
+                "--scheduler",
+                f"127.0.0.1:{free_port()}",
+                "--identity",
+                "lonely",
+            ],
+            cwd=REPO_ROOT,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        wait_until(lambda: "worker lonely starting" in log.read_text(), 60, "the worker to start")
+        worker.send_signal(signal.SIGTERM)
+        assert worker.wait(timeout=60) == 0, log.read_text()
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+            worker.wait()
+    assert "worker lonely stopped" in log.read_text()

@@ -31,8 +31,9 @@ class _StreamClosedError(Exception):
 class Worker:
     """Runs workflows from one task queue, at most `concurrency` at a time.
 
-    Use `await worker.run()` in your program; `worker.stop()` (or cancelling `run`) drains:
-    no new tasks, running ones get `shutdown_grace` seconds to finish, the rest are released.
+    Use `await worker.run()` in your program. `worker.stop()` drains: no new tasks, running ones
+    get `shutdown_grace` seconds to finish, the rest are released. Cancelling `run` releases
+    everything at once.
     """
 
     def __init__(
@@ -85,32 +86,44 @@ class Worker:
             grpc.aio.insecure_channel(self._scheduler_address, options=CHANNEL_OPTIONS) as tasks,
             grpc.aio.insecure_channel(self._history_address, options=CHANNEL_OPTIONS) as journal,
         ):
-            task_stub = tgrpc.TaskServiceStub(tasks)
-            journal_stub = jgrpc.JournalServiceStub(journal)
-            delay = 0.1
+            log.info(
+                "worker %s starting: queue %s, scheduler %s, history %s",
+                self.identity,
+                self.task_queue,
+                self._scheduler_address,
+                self._history_address,
+            )
+            serving = asyncio.create_task(
+                self._serve(tgrpc.TaskServiceStub(tasks), jgrpc.JournalServiceStub(journal))
+            )
             try:
-                while not self._stopping.is_set():
-                    try:
-                        await self._session(task_stub, journal_stub)
-                        delay = 0.1
-                    except (grpc.aio.AioRpcError, _StreamClosedError) as error:
-                        reason = (
-                            error.code().name if isinstance(error, grpc.aio.AioRpcError) else error
-                        )
-                        log.warning(
-                            "scheduler stream lost (%s); reconnecting in %.1fs", reason, delay
-                        )
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(self._stopping.wait(), delay)
-                    delay = min(delay * 2, RECONNECT_MAX_SECONDS)
+                await self._stopping.wait()
+                await self._drain()  # on the live stream, which keeps carrying TaskDone
             finally:
-                await self._drain()
+                serving.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await serving
+            log.info("worker %s stopped", self.identity)
+
+    async def _serve(
+        self, task_stub: tgrpc.TaskServiceStub, journal_stub: jgrpc.JournalServiceStub
+    ) -> None:
+        """Hold a session with the scheduler, reconnecting with backoff, until cancelled."""
+        delay = 0.1
+        while True:
+            try:
+                await self._session(task_stub, journal_stub)
+                delay = 0.1
+            except (grpc.aio.AioRpcError, _StreamClosedError) as error:
+                reason = error.code().name if isinstance(error, grpc.aio.AioRpcError) else error
+                log.warning("scheduler stream lost (%s); reconnecting in %.1fs", reason, delay)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, RECONNECT_MAX_SECONDS)
 
     async def _session(
         self, task_stub: tgrpc.TaskServiceStub, journal_stub: jgrpc.JournalServiceStub
     ) -> None:
         call = task_stub.Connect(wait_for_ready=True)
-        self._call = call
         hello = tpb.Hello(
             identity=self.identity,
             task_queue=self.task_queue,
@@ -129,18 +142,11 @@ class Worker:
             self.task_queue,
             ", ".join(self.workflow_types),
         )
+        self._call = call  # only a welcomed stream carries heartbeats, results and Drain
         heartbeats = asyncio.create_task(self._heartbeat(interval))
-        stop_wait = asyncio.create_task(self._stopping.wait())
         try:
             while True:
-                reading = asyncio.ensure_future(call.read())
-                done, _ = await asyncio.wait(
-                    {reading, stop_wait}, return_when=asyncio.FIRST_COMPLETED
-                )
-                if reading not in done:
-                    reading.cancel()
-                    return
-                message = reading.result()
+                message = await call.read()
                 if message is grpc.aio.EOF:
                     raise _StreamClosedError("the scheduler closed the stream")
                 kind = message.WhichOneof("message")
@@ -158,7 +164,9 @@ class Worker:
                     )
         finally:
             heartbeats.cancel()
-            stop_wait.cancel()
+            self._call = None
+            # Closing the stream hands unfinished leases back at once.
+            call.cancel()
 
     def _start(self, task: tpb.Task, journal_stub: jgrpc.JournalServiceStub) -> None:
         self._leases[task.workflow_id] = task.fence
@@ -234,7 +242,3 @@ class Worker:
                 task.cancel()
             if pending:
                 await asyncio.wait(pending)
-        if self._call is not None:
-            # Closing the stream hands unfinished leases back at once.
-            self._call.cancel()
-        log.info("worker %s stopped", self.identity)
