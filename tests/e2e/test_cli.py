@@ -159,14 +159,15 @@ def test_dev_restarts_a_killed_worker_which_resumes_the_workflow(
 
     def research_running() -> bool:
         steps = json.loads(perdure(address, "describe", "demo-kill").stdout).get("steps", [])
-        return [s["step_id"] for s in steps] == ["create_plan"]
+        completed = [s["step_id"] for s in steps if s["status"] == "STEP_STATUS_COMPLETED"]
+        return completed == ["create_plan"]
 
     wait_until(research_running, 60, "the slow research step to start")
     (worker_pid,) = re.findall(r"worker \S+:(\d+) connected:", log.read_text())
     os.kill(int(worker_pid), signal.SIGKILL)
 
     wait_until(
-        lambda: "COMPLETED" in perdure(address, "describe", "demo-kill").stdout,
+        lambda: '"WORKFLOW_STATUS_COMPLETED"' in perdure(address, "describe", "demo-kill").stdout,
         90,
         "the restarted worker to finish the workflow",
     )

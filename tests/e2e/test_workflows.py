@@ -72,9 +72,11 @@ def test_recorded_values_are_journaled(cluster: Cluster) -> None:
     with cluster.client() as client:
         client.start_workflow("clock", None, workflow_id="clock-1")
         described = client.wait("clock-1", timeout=60)
+        history = list(client.history("clock-1"))
     assert described.workflow.status == wf.WORKFLOW_STATUS_COMPLETED
-    now_step, uuid_step = described.steps
+    assert list(described.steps) == []  # the SDK's own calls are history, not user steps
+    now_step, uuid_step = [e for e in history if e.event_type == wf.EVENT_TYPE_STEP_COMPLETED]
     fields = described.workflow.result.struct_value.fields
     assert (now_step.step_id, uuid_step.step_id) == ("$now", "$uuid")
-    assert fields["uuid"].string_value == uuid_step.output.string_value
-    assert fields["now"].string_value.startswith(now_step.output.string_value[:19])
+    assert fields["uuid"].string_value == uuid_step.payload.string_value
+    assert fields["now"].string_value.startswith(now_step.payload.string_value[:19])

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from perdure.worker import StepFailedError, WorkflowContext, current_step, workflow
+from perdure.worker import RetryPolicy, StepFailedError, WorkflowContext, current_step, workflow
 
 GATE_TIMEOUT = 120.0
 
@@ -86,7 +86,12 @@ def explode(message: str) -> None:
 async def fails(ctx: WorkflowContext, params: dict[str, Any]) -> str:
     """A step fails; the workflow notes it (compensation) and fails itself."""
     try:
-        await ctx.step("charge", explode, "card declined")
+        await ctx.step(
+            "charge",
+            explode,
+            "card declined",
+            retry=RetryPolicy(non_retryable_error_types=("ValueError",)),
+        )
     except StepFailedError as error:
         await ctx.step("compensate", counted, params["ledger"], "compensate", 0)
         raise RuntimeError(f"charge failed: {error.error_type}: {error.message}") from error

@@ -16,7 +16,11 @@ from psycopg import AsyncConnection
 
 from perdure.common.migrate import MigrationError, apply_migrations
 
-HISTORY_TABLES = {"schema_migrations", "workflows", "events", "outbox"}
+HISTORY_TABLES = {"schema_migrations", "workflows", "events", "outbox", "step_progress"}
+FILES = {
+    "perdure.history": ["0001_init.sql", "0002_waiting.sql"],
+    "perdure.scheduler": ["0001_init.sql"],
+}
 SCHEDULER_TABLES = {"schema_migrations", "tasks", "workflow_types"}
 
 
@@ -73,17 +77,19 @@ async def test_apply_creates_the_tables_and_records_the_files(
 
     applied = await apply_migrations(conn, schema, package)
 
-    assert applied == ["0001_init.sql"]
+    assert applied == FILES[package]
     assert await tables(conn, schema) == expected
     assert await tables(conn, "public") == set()  # nothing leaked outside the schema
     assert await recorded(conn, schema) == [
-        (1, "0001_init.sql", checksum_of(package, "0001_init.sql"))
+        (number, name, checksum_of(package, name))
+        for number, name in enumerate(FILES[package], start=1)
     ]
 
 
 async def test_both_schemas_live_side_by_side(conn: AsyncConnection) -> None:
-    assert await apply_migrations(conn, "history", "perdure.history") == ["0001_init.sql"]
-    assert await apply_migrations(conn, "scheduler", "perdure.scheduler") == ["0001_init.sql"]
+    assert await apply_migrations(conn, "history", "perdure.history") == FILES["perdure.history"]
+    scheduler = await apply_migrations(conn, "scheduler", "perdure.scheduler")
+    assert scheduler == FILES["perdure.scheduler"]
     assert await tables(conn, "history") == HISTORY_TABLES
     assert await tables(conn, "scheduler") == SCHEDULER_TABLES
 
@@ -114,10 +120,13 @@ async def test_concurrent_runs_apply_each_file_exactly_once(database_dsn: str) -
             *(apply_migrations(c, "history", "perdure.history") for c in connections[:3]),
             *(apply_migrations(c, "scheduler", "perdure.scheduler") for c in connections[3:]),
         )
-        assert sorted(results[:3]) == [[], [], ["0001_init.sql"]]
-        assert sorted(results[3:]) == [[], [], ["0001_init.sql"]]
+        assert sorted(results[:3]) == [[], [], FILES["perdure.history"]]
+        assert sorted(results[3:]) == [[], [], FILES["perdure.scheduler"]]
         for schema, expected in (("history", HISTORY_TABLES), ("scheduler", SCHEDULER_TABLES)):
-            assert [r[:2] for r in await recorded(connections[0], schema)] == [(1, "0001_init.sql")]
+            files = FILES[f"perdure.{schema}"]
+            assert [r[:2] for r in await recorded(connections[0], schema)] == list(
+                enumerate(files, start=1)
+            )
             assert await tables(connections[0], schema) == expected
     finally:
         for c in connections:

@@ -6,32 +6,19 @@ import asyncio
 import logging
 import threading
 from datetime import UTC, datetime
-from typing import Any, cast
+from typing import Any
 
 import pytest
 
-from perdure.api.worker.v1 import journal_service_pb2 as jpb
 from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.worker import NonDeterminismError, StepContext, StepFailedError, current_step
-from perdure.worker._context import JournalClient, WorkflowContext
+from perdure.worker._context import WorkflowContext
 from perdure.worker._payload import to_value
+from perdure.worker._retry import NO_RETRY
+from tests.unit.worker.fake_journal import FakeJournal, make_context
 
 WORKFLOW_ID = "order-17"
 FENCE = 4
-
-
-class FakeJournal:
-    """What WorkflowContext needs of a JournalClient: the lease and a `record` call."""
-
-    def __init__(self, workflow_id: str = WORKFLOW_ID, fence: int = FENCE) -> None:
-        self.workflow_id = workflow_id
-        self.fence = fence
-        self.recorded: list[jpb.RecordStepRequest] = []
-
-    async def record(self, request: jpb.RecordStepRequest) -> None:
-        copy = jpb.RecordStepRequest()
-        copy.CopyFrom(request)
-        self.recorded.append(copy)
 
 
 class Calls:
@@ -81,20 +68,13 @@ def failed(event_id: int, position: int, step_id: str, failure: wf.Failure) -> w
 def context(
     events: list[wf.HistoryEvent] | None = None, journal: FakeJournal | None = None
 ) -> tuple[WorkflowContext, FakeJournal]:
-    journal = journal or FakeJournal()
-    info = wf.WorkflowInfo(
-        workflow_id=journal.workflow_id,
-        workflow_type="checkout",
-        task_queue="default",
-        status=wf.WORKFLOW_STATUS_RUNNING,
-        fence=journal.fence,
-    )
-    ctx = WorkflowContext(info, [started_event(), *(events or [])], cast(JournalClient, journal))
+    journal = journal or FakeJournal(WORKFLOW_ID, FENCE)
+    ctx = make_context(journal, [started_event(), *(events or [])], workflow_type="checkout")
     return ctx, journal
 
 
 def step_ids(journal: FakeJournal) -> list[tuple[str, str, int]]:
-    return [(r.step_id, r.step_name, r.position) for r in journal.recorded]
+    return [(r.step_id, r.step_name, r.position) for r in journal.steps()]
 
 
 def never(*args: Any, **kwargs: Any) -> Any:
@@ -228,14 +208,14 @@ async def test_a_recorded_failure_is_raised_again_on_replay(
     assert "Skipping completed step: charge" in caplog.messages
 
 
-async def test_a_raising_step_is_recorded_as_failed() -> None:
+async def test_a_step_failing_without_retries_is_recorded_as_failed() -> None:
     ctx, journal = context()
 
     def charge() -> None:
         raise RuntimeError("gateway timeout")
 
     with pytest.raises(StepFailedError) as caught:
-        await ctx.step("charge", charge)
+        await ctx.step("charge", charge, retry=NO_RETRY)
 
     assert caught.value.error_type == "RuntimeError"
     assert caught.value.message == "gateway timeout"
@@ -251,7 +231,7 @@ async def test_a_raising_step_is_recorded_as_failed() -> None:
 async def test_the_failure_replays_as_the_same_error() -> None:
     first, journal = context()
     with pytest.raises(StepFailedError) as original:
-        await first.step("charge", Calls(object()))
+        await first.step("charge", Calls(object()), retry=NO_RETRY)
     [request] = journal.recorded
 
     replay, _ = context([failed(2, 0, "charge", request.failure)])
@@ -425,7 +405,7 @@ async def test_current_step_is_reset_after_a_failing_step() -> None:
         raise ValueError("x")
 
     with pytest.raises(StepFailedError, match="ValueError"):
-        await ctx.step("boom", boom)
+        await ctx.step("boom", boom, retry=NO_RETRY)
     with pytest.raises(RuntimeError):
         current_step()
 

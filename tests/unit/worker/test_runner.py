@@ -15,27 +15,13 @@ from perdure.worker._context import JournalClient
 from perdure.worker._errors import JournalUnavailableError, LeaseLostError
 from perdure.worker._payload import to_value
 from perdure.worker._runner import _execute
-
-
-class FakeJournal:
-    def __init__(self, error: BaseException | None = None) -> None:
-        self.workflow_id = "wf-1"
-        self.fence = 2
-        self.error = error
-        self.recorded: list[jpb.RecordStepRequest] = []
-
-    async def record(self, request: jpb.RecordStepRequest) -> None:
-        if self.error is not None:
-            raise self.error
-        self.recorded.append(request)
+from tests.unit.worker.fake_journal import FakeJournal, make_context
 
 
 def context(
     events: list[wf.HistoryEvent] | None = None, journal: FakeJournal | None = None
 ) -> WorkflowContext:
-    journal = journal or FakeJournal()
-    info = wf.WorkflowInfo(workflow_id=journal.workflow_id, workflow_type="flow")
-    return WorkflowContext(info, events or [], cast(JournalClient, journal))
+    return make_context(journal or FakeJournal(), events or [])
 
 
 def completed(position: int, step_id: str, output: Any) -> wf.HistoryEvent:
@@ -107,7 +93,7 @@ async def test_a_journal_outage_is_not_a_workflow_failure() -> None:
         return int(await ctx.step("a", lambda: 1))
 
     with pytest.raises(JournalUnavailableError):
-        await _execute(flow, context(journal=FakeJournal(unavailable)), None)
+        await _execute(flow, context(journal=FakeJournal(error=unavailable)), None)
 
 
 async def test_a_non_finite_result_is_a_failure_not_a_result() -> None:
@@ -150,4 +136,6 @@ async def test_journal_errors_become_interruptions_not_workflow_errors(
 ) -> None:
     client = JournalClient(cast(Any, FailingStub(error)), "wf-1", 3)
     with pytest.raises(expected):
-        await client.record(jpb.RecordStepRequest(workflow_id="wf-1", fence=3))
+        await client.call(
+            client.stub.RecordStep, jpb.RecordStepRequest(workflow_id="wf-1", fence=3)
+        )

@@ -22,29 +22,57 @@ _runtime_version.ValidateProtobufRuntimeVersion(
 _sym_db = _symbol_database.Default()
 
 
+from google.protobuf import duration_pb2 as google_dot_protobuf_dot_duration__pb2
 from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
+from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 from perdure.api.workflow.v1 import workflow_pb2 as perdure_dot_api_dot_workflow_dot_v1_dot_workflow__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n+perdure/api/worker/v1/journal_service.proto\x12\x15perdure.api.worker.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a&perdure/api/workflow/v1/workflow.proto\"8\n\x12LoadJournalRequest\x12\x13\n\x0bworkflow_id\x18\x01 \x01(\t\x12\r\n\x05\x66\x65nce\x18\x02 \x01(\x03\"\x85\x01\n\x13LoadJournalResponse\x12\x37\n\x08workflow\x18\x01 \x01(\x0b\x32%.perdure.api.workflow.v1.WorkflowInfo\x12\x35\n\x06\x65vents\x18\x02 \x03(\x0b\x32%.perdure.api.workflow.v1.HistoryEvent\"\xe8\x01\n\x11RecordStepRequest\x12\x13\n\x0bworkflow_id\x18\x01 \x01(\t\x12\r\n\x05\x66\x65nce\x18\x02 \x01(\x03\x12\x0f\n\x07step_id\x18\x03 \x01(\t\x12\x11\n\tstep_name\x18\x04 \x01(\t\x12\x10\n\x08position\x18\x05 \x01(\x03\x12\x0f\n\x07\x61ttempt\x18\x06 \x01(\x05\x12(\n\x06output\x18\x07 \x01(\x0b\x32\x16.google.protobuf.ValueH\x00\x12\x33\n\x07\x66\x61ilure\x18\x08 \x01(\x0b\x32 .perdure.api.workflow.v1.FailureH\x00\x42\t\n\x07outcome\"&\n\x12RecordStepResponse\x12\x10\n\x08\x65vent_id\x18\x01 \x01(\x03\"\xd7\x01\n\x15\x46inishWorkflowRequest\x12\x13\n\x0bworkflow_id\x18\x01 \x01(\t\x12\r\n\x05\x66\x65nce\x18\x02 \x01(\x03\x12(\n\x06result\x18\x03 \x01(\x0b\x32\x16.google.protobuf.ValueH\x00\x12\x33\n\x07\x66\x61ilure\x18\x04 \x01(\x0b\x32 .perdure.api.workflow.v1.FailureH\x00\x12\x30\n\x04park\x18\x05 \x01(\x0b\x32 .perdure.api.workflow.v1.FailureH\x00\x42\t\n\x07outcome\"Q\n\x16\x46inishWorkflowResponse\x12\x37\n\x06status\x18\x01 \x01(\x0e\x32\'.perdure.api.workflow.v1.WorkflowStatus2\xc8\x02\n\x0eJournalService\x12\x64\n\x0bLoadJournal\x12).perdure.api.worker.v1.LoadJournalRequest\x1a*.perdure.api.worker.v1.LoadJournalResponse\x12\x61\n\nRecordStep\x12(.perdure.api.worker.v1.RecordStepRequest\x1a).perdure.api.worker.v1.RecordStepResponse\x12m\n\x0e\x46inishWorkflow\x12,.perdure.api.worker.v1.FinishWorkflowRequest\x1a-.perdure.api.worker.v1.FinishWorkflowResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n+perdure/api/worker/v1/journal_service.proto\x12\x15perdure.api.worker.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a&perdure/api/workflow/v1/workflow.proto\"8\n\x12LoadJournalRequest\x12\x13\n\x0bworkflow_id\x18\x01 \x01(\t\x12\r\n\x05\x66\x65nce\x18\x02 \x01(\x03\"\xe5\x01\n\x13LoadJournalResponse\x12\x37\n\x08workflow\x18\x01 \x01(\x0b\x32%.perdure.api.workflow.v1.WorkflowInfo\x12\x35\n\x06\x65vents\x18\x02 \x03(\x0b\x32%.perdure.api.workflow.v1.HistoryEvent\x12\'\n\x03now\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x35\n\x08progress\x18\x04 \x03(\x0b\x32#.perdure.api.worker.v1.StepProgress\"\x8a\x01\n\x0cStepProgress\x12\x0f\n\x07step_id\x18\x01 \x01(\t\x12\x0f\n\x07\x61ttempt\x18\x02 \x01(\x05\x12\'\n\x07\x64\x65tails\x18\x03 \x01(\x0b\x32\x16.google.protobuf.Value\x12/\n\x0bupdate_time\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\xc8\x02\n\x11RecordStepRequest\x12\x13\n\x0bworkflow_id\x18\x01 \x01(\t\x12\r\n\x05\x66\x65nce\x18\x02 \x01(\x03\x12\x0f\n\x07step_id\x18\x03 \x01(\t\x12\x11\n\tstep_name\x18\x04 \x01(\t\x12\x10\n\x08position\x18\x05 \x01(\x03\x12\x0f\n\x07\x61ttempt\x18\x06 \x01(\x05\x12(\n\x06output\x18\x07 \x01(\x0b\x32\x16.google.protobuf.ValueH\x00\x12\x33\n\x07\x66\x61ilure\x18\x08 \x01(\x0b\x32 .perdure.api.workflow.v1.FailureH\x00\x12.\n\nstart_time\x18\t \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12.\n\x0bretry_delay\x18\n \x01(\x0b\x32\x19.google.protobuf.DurationB\t\n\x07outcome\"p\n\x12RecordStepResponse\x12\x10\n\x08\x65vent_id\x18\x01 \x01(\x03\x12.\n\nretry_time\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x18\n\x10\x63\x61ncel_requested\x18\x03 \x01(\x08\"\xd2\x01\n\x11StartTimerRequest\x12\x13\n\x0bworkflow_id\x18\x01 \x01(\t\x12\r\n\x05\x66\x65nce\x18\x02 \x01(\x03\x12\x0f\n\x07step_id\x18\x03 \x01(\t\x12\x11\n\tstep_name\x18\x04 \x01(\t\x12\x10\n\x08position\x18\x05 \x01(\x03\x12*\n\x05\x64\x65lay\x18\x06 \x01(\x0b\x32\x19.google.protobuf.DurationH\x00\x12/\n\tfire_time\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.TimestampH\x00\x42\x06\n\x04\x66ire\"]\n\x12StartTimerResponse\x12-\n\tfire_time\x18\x01 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x18\n\x10\x63\x61ncel_requested\x18\x02 \x01(\x08\"\xd4\x01\n\x15\x43onsumeSignalsRequest\x12\x13\n\x0bworkflow_id\x18\x01 \x01(\t\x12\r\n\x05\x66\x65nce\x18\x02 \x01(\x03\x12\x0f\n\x07step_id\x18\x03 \x01(\t\x12\x11\n\tstep_name\x18\x04 \x01(\t\x12\x10\n\x08position\x18\x05 \x01(\x03\x12\x13\n\x0bsignal_name\x18\x06 \x01(\t\x12\x11\n\tevent_ids\x18\x07 \x03(\x03\x12&\n\x06result\x18\x08 \x01(\x0b\x32\x16.google.protobuf.Value\x12\x11\n\ttimed_out\x18\t \x01(\x08\"2\n\x16\x43onsumeSignalsResponse\x12\x18\n\x10\x63\x61ncel_requested\x18\x01 \x01(\x08\"\x9f\x01\n\x0fSetStateRequest\x12\x13\n\x0bworkflow_id\x18\x01 \x01(\t\x12\r\n\x05\x66\x65nce\x18\x02 \x01(\x03\x12\x0f\n\x07step_id\x18\x03 \x01(\t\x12\x11\n\tstep_name\x18\x04 \x01(\t\x12\x10\n\x08position\x18\x05 \x01(\x03\x12\x0b\n\x03key\x18\x06 \x01(\t\x12%\n\x05value\x18\x07 \x01(\x0b\x32\x16.google.protobuf.Value\",\n\x10SetStateResponse\x12\x18\n\x10\x63\x61ncel_requested\x18\x01 \x01(\x08\"u\n\x19RecordCancellationRequest\x12\x13\n\x0bworkflow_id\x18\x01 \x01(\t\x12\r\n\x05\x66\x65nce\x18\x02 \x01(\x03\x12\x0f\n\x07step_id\x18\x03 \x01(\t\x12\x11\n\tstep_name\x18\x04 \x01(\t\x12\x10\n\x08position\x18\x05 \x01(\x03\"\x1c\n\x1aRecordCancellationResponse\"\x87\x01\n\x16RecordHeartbeatRequest\x12\x13\n\x0bworkflow_id\x18\x01 \x01(\t\x12\r\n\x05\x66\x65nce\x18\x02 \x01(\x03\x12\x0f\n\x07step_id\x18\x03 \x01(\t\x12\x0f\n\x07\x61ttempt\x18\x04 \x01(\x05\x12\'\n\x07\x64\x65tails\x18\x05 \x01(\x0b\x32\x16.google.protobuf.Value\"3\n\x17RecordHeartbeatResponse\x12\x18\n\x10\x63\x61ncel_requested\x18\x01 \x01(\x08\"i\n\x16SuspendWorkflowRequest\x12\x13\n\x0bworkflow_id\x18\x01 \x01(\t\x12\r\n\x05\x66\x65nce\x18\x02 \x01(\x03\x12+\n\x04wait\x18\x03 \x01(\x0b\x32\x1d.perdure.api.workflow.v1.Wait\"\x19\n\x17SuspendWorkflowResponse\"\x8e\x02\n\x15\x46inishWorkflowRequest\x12\x13\n\x0bworkflow_id\x18\x01 \x01(\t\x12\r\n\x05\x66\x65nce\x18\x02 \x01(\x03\x12(\n\x06result\x18\x03 \x01(\x0b\x32\x16.google.protobuf.ValueH\x00\x12\x33\n\x07\x66\x61ilure\x18\x04 \x01(\x0b\x32 .perdure.api.workflow.v1.FailureH\x00\x12\x30\n\x04park\x18\x05 \x01(\x0b\x32 .perdure.api.workflow.v1.FailureH\x00\x12\x35\n\tcancelled\x18\x06 \x01(\x0b\x32 .perdure.api.workflow.v1.FailureH\x00\x42\t\n\x07outcome\"Q\n\x16\x46inishWorkflowResponse\x12\x37\n\x06status\x18\x01 \x01(\x0e\x32\'.perdure.api.workflow.v1.WorkflowStatus2\xd6\x07\n\x0eJournalService\x12\x64\n\x0bLoadJournal\x12).perdure.api.worker.v1.LoadJournalRequest\x1a*.perdure.api.worker.v1.LoadJournalResponse\x12\x61\n\nRecordStep\x12(.perdure.api.worker.v1.RecordStepRequest\x1a).perdure.api.worker.v1.RecordStepResponse\x12m\n\x0e\x46inishWorkflow\x12,.perdure.api.worker.v1.FinishWorkflowRequest\x1a-.perdure.api.worker.v1.FinishWorkflowResponse\x12\x61\n\nStartTimer\x12(.perdure.api.worker.v1.StartTimerRequest\x1a).perdure.api.worker.v1.StartTimerResponse\x12m\n\x0e\x43onsumeSignals\x12,.perdure.api.worker.v1.ConsumeSignalsRequest\x1a-.perdure.api.worker.v1.ConsumeSignalsResponse\x12[\n\x08SetState\x12&.perdure.api.worker.v1.SetStateRequest\x1a\'.perdure.api.worker.v1.SetStateResponse\x12y\n\x12RecordCancellation\x12\x30.perdure.api.worker.v1.RecordCancellationRequest\x1a\x31.perdure.api.worker.v1.RecordCancellationResponse\x12p\n\x0fRecordHeartbeat\x12-.perdure.api.worker.v1.RecordHeartbeatRequest\x1a..perdure.api.worker.v1.RecordHeartbeatResponse\x12p\n\x0fSuspendWorkflow\x12-.perdure.api.worker.v1.SuspendWorkflowRequest\x1a..perdure.api.worker.v1.SuspendWorkflowResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'perdure.api.worker.v1.journal_service_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_LOADJOURNALREQUEST']._serialized_start=140
-  _globals['_LOADJOURNALREQUEST']._serialized_end=196
-  _globals['_LOADJOURNALRESPONSE']._serialized_start=199
-  _globals['_LOADJOURNALRESPONSE']._serialized_end=332
-  _globals['_RECORDSTEPREQUEST']._serialized_start=335
-  _globals['_RECORDSTEPREQUEST']._serialized_end=567
-  _globals['_RECORDSTEPRESPONSE']._serialized_start=569
-  _globals['_RECORDSTEPRESPONSE']._serialized_end=607
-  _globals['_FINISHWORKFLOWREQUEST']._serialized_start=610
-  _globals['_FINISHWORKFLOWREQUEST']._serialized_end=825
-  _globals['_FINISHWORKFLOWRESPONSE']._serialized_start=827
-  _globals['_FINISHWORKFLOWRESPONSE']._serialized_end=908
-  _globals['_JOURNALSERVICE']._serialized_start=911
-  _globals['_JOURNALSERVICE']._serialized_end=1239
+  _globals['_LOADJOURNALREQUEST']._serialized_start=205
+  _globals['_LOADJOURNALREQUEST']._serialized_end=261
+  _globals['_LOADJOURNALRESPONSE']._serialized_start=264
+  _globals['_LOADJOURNALRESPONSE']._serialized_end=493
+  _globals['_STEPPROGRESS']._serialized_start=496
+  _globals['_STEPPROGRESS']._serialized_end=634
+  _globals['_RECORDSTEPREQUEST']._serialized_start=637
+  _globals['_RECORDSTEPREQUEST']._serialized_end=965
+  _globals['_RECORDSTEPRESPONSE']._serialized_start=967
+  _globals['_RECORDSTEPRESPONSE']._serialized_end=1079
+  _globals['_STARTTIMERREQUEST']._serialized_start=1082
+  _globals['_STARTTIMERREQUEST']._serialized_end=1292
+  _globals['_STARTTIMERRESPONSE']._serialized_start=1294
+  _globals['_STARTTIMERRESPONSE']._serialized_end=1387
+  _globals['_CONSUMESIGNALSREQUEST']._serialized_start=1390
+  _globals['_CONSUMESIGNALSREQUEST']._serialized_end=1602
+  _globals['_CONSUMESIGNALSRESPONSE']._serialized_start=1604
+  _globals['_CONSUMESIGNALSRESPONSE']._serialized_end=1654
+  _globals['_SETSTATEREQUEST']._serialized_start=1657
+  _globals['_SETSTATEREQUEST']._serialized_end=1816
+  _globals['_SETSTATERESPONSE']._serialized_start=1818
+  _globals['_SETSTATERESPONSE']._serialized_end=1862
+  _globals['_RECORDCANCELLATIONREQUEST']._serialized_start=1864
+  _globals['_RECORDCANCELLATIONREQUEST']._serialized_end=1981
+  _globals['_RECORDCANCELLATIONRESPONSE']._serialized_start=1983
+  _globals['_RECORDCANCELLATIONRESPONSE']._serialized_end=2011
+  _globals['_RECORDHEARTBEATREQUEST']._serialized_start=2014
+  _globals['_RECORDHEARTBEATREQUEST']._serialized_end=2149
+  _globals['_RECORDHEARTBEATRESPONSE']._serialized_start=2151
+  _globals['_RECORDHEARTBEATRESPONSE']._serialized_end=2202
+  _globals['_SUSPENDWORKFLOWREQUEST']._serialized_start=2204
+  _globals['_SUSPENDWORKFLOWREQUEST']._serialized_end=2309
+  _globals['_SUSPENDWORKFLOWRESPONSE']._serialized_start=2311
+  _globals['_SUSPENDWORKFLOWRESPONSE']._serialized_end=2336
+  _globals['_FINISHWORKFLOWREQUEST']._serialized_start=2339
+  _globals['_FINISHWORKFLOWREQUEST']._serialized_end=2609
+  _globals['_FINISHWORKFLOWRESPONSE']._serialized_start=2611
+  _globals['_FINISHWORKFLOWRESPONSE']._serialized_end=2692
+  _globals['_JOURNALSERVICE']._serialized_start=2695
+  _globals['_JOURNALSERVICE']._serialized_end=3677
 # @@protoc_insertion_point(module_scope)

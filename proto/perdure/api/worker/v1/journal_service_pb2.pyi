@@ -1,4 +1,8 @@
+import datetime
+
+from google.protobuf import duration_pb2 as _duration_pb2
 from google.protobuf import struct_pb2 as _struct_pb2
+from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from perdure.api.workflow.v1 import workflow_pb2 as _workflow_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
@@ -17,15 +21,31 @@ class LoadJournalRequest(_message.Message):
     def __init__(self, workflow_id: _Optional[str] = ..., fence: _Optional[int] = ...) -> None: ...
 
 class LoadJournalResponse(_message.Message):
-    __slots__ = ("workflow", "events")
+    __slots__ = ("workflow", "events", "now", "progress")
     WORKFLOW_FIELD_NUMBER: _ClassVar[int]
     EVENTS_FIELD_NUMBER: _ClassVar[int]
+    NOW_FIELD_NUMBER: _ClassVar[int]
+    PROGRESS_FIELD_NUMBER: _ClassVar[int]
     workflow: _workflow_pb2.WorkflowInfo
     events: _containers.RepeatedCompositeFieldContainer[_workflow_pb2.HistoryEvent]
-    def __init__(self, workflow: _Optional[_Union[_workflow_pb2.WorkflowInfo, _Mapping]] = ..., events: _Optional[_Iterable[_Union[_workflow_pb2.HistoryEvent, _Mapping]]] = ...) -> None: ...
+    now: _timestamp_pb2.Timestamp
+    progress: _containers.RepeatedCompositeFieldContainer[StepProgress]
+    def __init__(self, workflow: _Optional[_Union[_workflow_pb2.WorkflowInfo, _Mapping]] = ..., events: _Optional[_Iterable[_Union[_workflow_pb2.HistoryEvent, _Mapping]]] = ..., now: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., progress: _Optional[_Iterable[_Union[StepProgress, _Mapping]]] = ...) -> None: ...
+
+class StepProgress(_message.Message):
+    __slots__ = ("step_id", "attempt", "details", "update_time")
+    STEP_ID_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    DETAILS_FIELD_NUMBER: _ClassVar[int]
+    UPDATE_TIME_FIELD_NUMBER: _ClassVar[int]
+    step_id: str
+    attempt: int
+    details: _struct_pb2.Value
+    update_time: _timestamp_pb2.Timestamp
+    def __init__(self, step_id: _Optional[str] = ..., attempt: _Optional[int] = ..., details: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class RecordStepRequest(_message.Message):
-    __slots__ = ("workflow_id", "fence", "step_id", "step_name", "position", "attempt", "output", "failure")
+    __slots__ = ("workflow_id", "fence", "step_id", "step_name", "position", "attempt", "output", "failure", "start_time", "retry_delay")
     WORKFLOW_ID_FIELD_NUMBER: _ClassVar[int]
     FENCE_FIELD_NUMBER: _ClassVar[int]
     STEP_ID_FIELD_NUMBER: _ClassVar[int]
@@ -34,6 +54,8 @@ class RecordStepRequest(_message.Message):
     ATTEMPT_FIELD_NUMBER: _ClassVar[int]
     OUTPUT_FIELD_NUMBER: _ClassVar[int]
     FAILURE_FIELD_NUMBER: _ClassVar[int]
+    START_TIME_FIELD_NUMBER: _ClassVar[int]
+    RETRY_DELAY_FIELD_NUMBER: _ClassVar[int]
     workflow_id: str
     fence: int
     step_id: str
@@ -42,27 +64,165 @@ class RecordStepRequest(_message.Message):
     attempt: int
     output: _struct_pb2.Value
     failure: _workflow_pb2.Failure
-    def __init__(self, workflow_id: _Optional[str] = ..., fence: _Optional[int] = ..., step_id: _Optional[str] = ..., step_name: _Optional[str] = ..., position: _Optional[int] = ..., attempt: _Optional[int] = ..., output: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., failure: _Optional[_Union[_workflow_pb2.Failure, _Mapping]] = ...) -> None: ...
+    start_time: _timestamp_pb2.Timestamp
+    retry_delay: _duration_pb2.Duration
+    def __init__(self, workflow_id: _Optional[str] = ..., fence: _Optional[int] = ..., step_id: _Optional[str] = ..., step_name: _Optional[str] = ..., position: _Optional[int] = ..., attempt: _Optional[int] = ..., output: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., failure: _Optional[_Union[_workflow_pb2.Failure, _Mapping]] = ..., start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., retry_delay: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
 
 class RecordStepResponse(_message.Message):
-    __slots__ = ("event_id",)
+    __slots__ = ("event_id", "retry_time", "cancel_requested")
     EVENT_ID_FIELD_NUMBER: _ClassVar[int]
+    RETRY_TIME_FIELD_NUMBER: _ClassVar[int]
+    CANCEL_REQUESTED_FIELD_NUMBER: _ClassVar[int]
     event_id: int
-    def __init__(self, event_id: _Optional[int] = ...) -> None: ...
+    retry_time: _timestamp_pb2.Timestamp
+    cancel_requested: bool
+    def __init__(self, event_id: _Optional[int] = ..., retry_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., cancel_requested: _Optional[bool] = ...) -> None: ...
+
+class StartTimerRequest(_message.Message):
+    __slots__ = ("workflow_id", "fence", "step_id", "step_name", "position", "delay", "fire_time")
+    WORKFLOW_ID_FIELD_NUMBER: _ClassVar[int]
+    FENCE_FIELD_NUMBER: _ClassVar[int]
+    STEP_ID_FIELD_NUMBER: _ClassVar[int]
+    STEP_NAME_FIELD_NUMBER: _ClassVar[int]
+    POSITION_FIELD_NUMBER: _ClassVar[int]
+    DELAY_FIELD_NUMBER: _ClassVar[int]
+    FIRE_TIME_FIELD_NUMBER: _ClassVar[int]
+    workflow_id: str
+    fence: int
+    step_id: str
+    step_name: str
+    position: int
+    delay: _duration_pb2.Duration
+    fire_time: _timestamp_pb2.Timestamp
+    def __init__(self, workflow_id: _Optional[str] = ..., fence: _Optional[int] = ..., step_id: _Optional[str] = ..., step_name: _Optional[str] = ..., position: _Optional[int] = ..., delay: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., fire_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class StartTimerResponse(_message.Message):
+    __slots__ = ("fire_time", "cancel_requested")
+    FIRE_TIME_FIELD_NUMBER: _ClassVar[int]
+    CANCEL_REQUESTED_FIELD_NUMBER: _ClassVar[int]
+    fire_time: _timestamp_pb2.Timestamp
+    cancel_requested: bool
+    def __init__(self, fire_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., cancel_requested: _Optional[bool] = ...) -> None: ...
+
+class ConsumeSignalsRequest(_message.Message):
+    __slots__ = ("workflow_id", "fence", "step_id", "step_name", "position", "signal_name", "event_ids", "result", "timed_out")
+    WORKFLOW_ID_FIELD_NUMBER: _ClassVar[int]
+    FENCE_FIELD_NUMBER: _ClassVar[int]
+    STEP_ID_FIELD_NUMBER: _ClassVar[int]
+    STEP_NAME_FIELD_NUMBER: _ClassVar[int]
+    POSITION_FIELD_NUMBER: _ClassVar[int]
+    SIGNAL_NAME_FIELD_NUMBER: _ClassVar[int]
+    EVENT_IDS_FIELD_NUMBER: _ClassVar[int]
+    RESULT_FIELD_NUMBER: _ClassVar[int]
+    TIMED_OUT_FIELD_NUMBER: _ClassVar[int]
+    workflow_id: str
+    fence: int
+    step_id: str
+    step_name: str
+    position: int
+    signal_name: str
+    event_ids: _containers.RepeatedScalarFieldContainer[int]
+    result: _struct_pb2.Value
+    timed_out: bool
+    def __init__(self, workflow_id: _Optional[str] = ..., fence: _Optional[int] = ..., step_id: _Optional[str] = ..., step_name: _Optional[str] = ..., position: _Optional[int] = ..., signal_name: _Optional[str] = ..., event_ids: _Optional[_Iterable[int]] = ..., result: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., timed_out: _Optional[bool] = ...) -> None: ...
+
+class ConsumeSignalsResponse(_message.Message):
+    __slots__ = ("cancel_requested",)
+    CANCEL_REQUESTED_FIELD_NUMBER: _ClassVar[int]
+    cancel_requested: bool
+    def __init__(self, cancel_requested: _Optional[bool] = ...) -> None: ...
+
+class SetStateRequest(_message.Message):
+    __slots__ = ("workflow_id", "fence", "step_id", "step_name", "position", "key", "value")
+    WORKFLOW_ID_FIELD_NUMBER: _ClassVar[int]
+    FENCE_FIELD_NUMBER: _ClassVar[int]
+    STEP_ID_FIELD_NUMBER: _ClassVar[int]
+    STEP_NAME_FIELD_NUMBER: _ClassVar[int]
+    POSITION_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    workflow_id: str
+    fence: int
+    step_id: str
+    step_name: str
+    position: int
+    key: str
+    value: _struct_pb2.Value
+    def __init__(self, workflow_id: _Optional[str] = ..., fence: _Optional[int] = ..., step_id: _Optional[str] = ..., step_name: _Optional[str] = ..., position: _Optional[int] = ..., key: _Optional[str] = ..., value: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ...) -> None: ...
+
+class SetStateResponse(_message.Message):
+    __slots__ = ("cancel_requested",)
+    CANCEL_REQUESTED_FIELD_NUMBER: _ClassVar[int]
+    cancel_requested: bool
+    def __init__(self, cancel_requested: _Optional[bool] = ...) -> None: ...
+
+class RecordCancellationRequest(_message.Message):
+    __slots__ = ("workflow_id", "fence", "step_id", "step_name", "position")
+    WORKFLOW_ID_FIELD_NUMBER: _ClassVar[int]
+    FENCE_FIELD_NUMBER: _ClassVar[int]
+    STEP_ID_FIELD_NUMBER: _ClassVar[int]
+    STEP_NAME_FIELD_NUMBER: _ClassVar[int]
+    POSITION_FIELD_NUMBER: _ClassVar[int]
+    workflow_id: str
+    fence: int
+    step_id: str
+    step_name: str
+    position: int
+    def __init__(self, workflow_id: _Optional[str] = ..., fence: _Optional[int] = ..., step_id: _Optional[str] = ..., step_name: _Optional[str] = ..., position: _Optional[int] = ...) -> None: ...
+
+class RecordCancellationResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class RecordHeartbeatRequest(_message.Message):
+    __slots__ = ("workflow_id", "fence", "step_id", "attempt", "details")
+    WORKFLOW_ID_FIELD_NUMBER: _ClassVar[int]
+    FENCE_FIELD_NUMBER: _ClassVar[int]
+    STEP_ID_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    DETAILS_FIELD_NUMBER: _ClassVar[int]
+    workflow_id: str
+    fence: int
+    step_id: str
+    attempt: int
+    details: _struct_pb2.Value
+    def __init__(self, workflow_id: _Optional[str] = ..., fence: _Optional[int] = ..., step_id: _Optional[str] = ..., attempt: _Optional[int] = ..., details: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ...) -> None: ...
+
+class RecordHeartbeatResponse(_message.Message):
+    __slots__ = ("cancel_requested",)
+    CANCEL_REQUESTED_FIELD_NUMBER: _ClassVar[int]
+    cancel_requested: bool
+    def __init__(self, cancel_requested: _Optional[bool] = ...) -> None: ...
+
+class SuspendWorkflowRequest(_message.Message):
+    __slots__ = ("workflow_id", "fence", "wait")
+    WORKFLOW_ID_FIELD_NUMBER: _ClassVar[int]
+    FENCE_FIELD_NUMBER: _ClassVar[int]
+    WAIT_FIELD_NUMBER: _ClassVar[int]
+    workflow_id: str
+    fence: int
+    wait: _workflow_pb2.Wait
+    def __init__(self, workflow_id: _Optional[str] = ..., fence: _Optional[int] = ..., wait: _Optional[_Union[_workflow_pb2.Wait, _Mapping]] = ...) -> None: ...
+
+class SuspendWorkflowResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
 
 class FinishWorkflowRequest(_message.Message):
-    __slots__ = ("workflow_id", "fence", "result", "failure", "park")
+    __slots__ = ("workflow_id", "fence", "result", "failure", "park", "cancelled")
     WORKFLOW_ID_FIELD_NUMBER: _ClassVar[int]
     FENCE_FIELD_NUMBER: _ClassVar[int]
     RESULT_FIELD_NUMBER: _ClassVar[int]
     FAILURE_FIELD_NUMBER: _ClassVar[int]
     PARK_FIELD_NUMBER: _ClassVar[int]
+    CANCELLED_FIELD_NUMBER: _ClassVar[int]
     workflow_id: str
     fence: int
     result: _struct_pb2.Value
     failure: _workflow_pb2.Failure
     park: _workflow_pb2.Failure
-    def __init__(self, workflow_id: _Optional[str] = ..., fence: _Optional[int] = ..., result: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., failure: _Optional[_Union[_workflow_pb2.Failure, _Mapping]] = ..., park: _Optional[_Union[_workflow_pb2.Failure, _Mapping]] = ...) -> None: ...
+    cancelled: _workflow_pb2.Failure
+    def __init__(self, workflow_id: _Optional[str] = ..., fence: _Optional[int] = ..., result: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., failure: _Optional[_Union[_workflow_pb2.Failure, _Mapping]] = ..., park: _Optional[_Union[_workflow_pb2.Failure, _Mapping]] = ..., cancelled: _Optional[_Union[_workflow_pb2.Failure, _Mapping]] = ...) -> None: ...
 
 class FinishWorkflowResponse(_message.Message):
     __slots__ = ("status",)

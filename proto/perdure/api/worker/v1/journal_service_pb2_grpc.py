@@ -52,6 +52,36 @@ class JournalServiceStub:
                 request_serializer=perdure_dot_api_dot_worker_dot_v1_dot_journal__service__pb2.FinishWorkflowRequest.SerializeToString,
                 response_deserializer=perdure_dot_api_dot_worker_dot_v1_dot_journal__service__pb2.FinishWorkflowResponse.FromString,
                 _registered_method=True)
+        self.StartTimer = channel.unary_unary(
+                '/perdure.api.worker.v1.JournalService/StartTimer',
+                request_serializer=perdure_dot_api_dot_worker_dot_v1_dot_journal__service__pb2.StartTimerRequest.SerializeToString,
+                response_deserializer=perdure_dot_api_dot_worker_dot_v1_dot_journal__service__pb2.StartTimerResponse.FromString,
+                _registered_method=True)
+        self.ConsumeSignals = channel.unary_unary(
+                '/perdure.api.worker.v1.JournalService/ConsumeSignals',
+                request_serializer=perdure_dot_api_dot_worker_dot_v1_dot_journal__service__pb2.ConsumeSignalsRequest.SerializeToString,
+                response_deserializer=perdure_dot_api_dot_worker_dot_v1_dot_journal__service__pb2.ConsumeSignalsResponse.FromString,
+                _registered_method=True)
+        self.SetState = channel.unary_unary(
+                '/perdure.api.worker.v1.JournalService/SetState',
+                request_serializer=perdure_dot_api_dot_worker_dot_v1_dot_journal__service__pb2.SetStateRequest.SerializeToString,
+                response_deserializer=perdure_dot_api_dot_worker_dot_v1_dot_journal__service__pb2.SetStateResponse.FromString,
+                _registered_method=True)
+        self.RecordCancellation = channel.unary_unary(
+                '/perdure.api.worker.v1.JournalService/RecordCancellation',
+                request_serializer=perdure_dot_api_dot_worker_dot_v1_dot_journal__service__pb2.RecordCancellationRequest.SerializeToString,
+                response_deserializer=perdure_dot_api_dot_worker_dot_v1_dot_journal__service__pb2.RecordCancellationResponse.FromString,
+                _registered_method=True)
+        self.RecordHeartbeat = channel.unary_unary(
+                '/perdure.api.worker.v1.JournalService/RecordHeartbeat',
+                request_serializer=perdure_dot_api_dot_worker_dot_v1_dot_journal__service__pb2.RecordHeartbeatRequest.SerializeToString,
+                response_deserializer=perdure_dot_api_dot_worker_dot_v1_dot_journal__service__pb2.RecordHeartbeatResponse.FromString,
+                _registered_method=True)
+        self.SuspendWorkflow = channel.unary_unary(
+                '/perdure.api.worker.v1.JournalService/SuspendWorkflow',
+                request_serializer=perdure_dot_api_dot_worker_dot_v1_dot_journal__service__pb2.SuspendWorkflowRequest.SerializeToString,
+                response_deserializer=perdure_dot_api_dot_worker_dot_v1_dot_journal__service__pb2.SuspendWorkflowResponse.FromString,
+                _registered_method=True)
 
 
 class JournalServiceServicer:
@@ -79,7 +109,57 @@ class JournalServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def FinishWorkflow(self, request, context):
-        """Closes the run as completed, failed or parked.
+        """Closes the run as completed, failed, parked or cancelled.
+        Errors: NOT_FOUND (WORKFLOW_NOT_FOUND), FAILED_PRECONDITION (STALE_FENCE, WORKFLOW_CLOSED).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def StartTimer(self, request, context):
+        """Records that the code started a durable timer at this call; history fixes its fire time
+        on the database clock. Errors: as RecordStep.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ConsumeSignals(self, request, context):
+        """Records that the code consumed these SIGNAL_RECEIVED events at this call (a wait takes
+        one, a drain any number, possibly none), or that its wait timed out.
+        Errors: as RecordStep, and FAILED_PRECONDITION (SIGNAL_ALREADY_CONSUMED).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SetState(self, request, context):
+        """Records a value the code published with ctx.set_state. Errors: as RecordStep.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RecordCancellation(self, request, context):
+        """Records that a requested cancellation was raised into the code at this call.
+        Errors: as RecordStep.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RecordHeartbeat(self, request, context):
+        """Records progress of a running step attempt (ctx.heartbeat); the last details are handed
+        to the next attempt. Not journaled as an event.
+        Errors: NOT_FOUND (WORKFLOW_NOT_FOUND), FAILED_PRECONDITION (STALE_FENCE, WORKFLOW_CLOSED).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SuspendWorkflow(self, request, context):
+        """Suspends the run until `wait.until` (or a signal or cancel request): the worker then
+        reports TaskDone and keeps nothing. The scheduler wakes the run when it is due.
         Errors: NOT_FOUND (WORKFLOW_NOT_FOUND), FAILED_PRECONDITION (STALE_FENCE, WORKFLOW_CLOSED).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -103,6 +183,36 @@ def add_JournalServiceServicer_to_server(servicer, server):
                     servicer.FinishWorkflow,
                     request_deserializer=perdure_dot_api_dot_worker_dot_v1_dot_journal__service__pb2.FinishWorkflowRequest.FromString,
                     response_serializer=perdure_dot_api_dot_worker_dot_v1_dot_journal__service__pb2.FinishWorkflowResponse.SerializeToString,
+            ),
+            'StartTimer': grpc.unary_unary_rpc_method_handler(
+                    servicer.StartTimer,
+                    request_deserializer=perdure_dot_api_dot_worker_dot_v1_dot_journal__service__pb2.StartTimerRequest.FromString,
+                    response_serializer=perdure_dot_api_dot_worker_dot_v1_dot_journal__service__pb2.StartTimerResponse.SerializeToString,
+            ),
+            'ConsumeSignals': grpc.unary_unary_rpc_method_handler(
+                    servicer.ConsumeSignals,
+                    request_deserializer=perdure_dot_api_dot_worker_dot_v1_dot_journal__service__pb2.ConsumeSignalsRequest.FromString,
+                    response_serializer=perdure_dot_api_dot_worker_dot_v1_dot_journal__service__pb2.ConsumeSignalsResponse.SerializeToString,
+            ),
+            'SetState': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetState,
+                    request_deserializer=perdure_dot_api_dot_worker_dot_v1_dot_journal__service__pb2.SetStateRequest.FromString,
+                    response_serializer=perdure_dot_api_dot_worker_dot_v1_dot_journal__service__pb2.SetStateResponse.SerializeToString,
+            ),
+            'RecordCancellation': grpc.unary_unary_rpc_method_handler(
+                    servicer.RecordCancellation,
+                    request_deserializer=perdure_dot_api_dot_worker_dot_v1_dot_journal__service__pb2.RecordCancellationRequest.FromString,
+                    response_serializer=perdure_dot_api_dot_worker_dot_v1_dot_journal__service__pb2.RecordCancellationResponse.SerializeToString,
+            ),
+            'RecordHeartbeat': grpc.unary_unary_rpc_method_handler(
+                    servicer.RecordHeartbeat,
+                    request_deserializer=perdure_dot_api_dot_worker_dot_v1_dot_journal__service__pb2.RecordHeartbeatRequest.FromString,
+                    response_serializer=perdure_dot_api_dot_worker_dot_v1_dot_journal__service__pb2.RecordHeartbeatResponse.SerializeToString,
+            ),
+            'SuspendWorkflow': grpc.unary_unary_rpc_method_handler(
+                    servicer.SuspendWorkflow,
+                    request_deserializer=perdure_dot_api_dot_worker_dot_v1_dot_journal__service__pb2.SuspendWorkflowRequest.FromString,
+                    response_serializer=perdure_dot_api_dot_worker_dot_v1_dot_journal__service__pb2.SuspendWorkflowResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -189,6 +299,168 @@ class JournalService:
             '/perdure.api.worker.v1.JournalService/FinishWorkflow',
             perdure_dot_api_dot_worker_dot_v1_dot_journal__service__pb2.FinishWorkflowRequest.SerializeToString,
             perdure_dot_api_dot_worker_dot_v1_dot_journal__service__pb2.FinishWorkflowResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def StartTimer(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/perdure.api.worker.v1.JournalService/StartTimer',
+            perdure_dot_api_dot_worker_dot_v1_dot_journal__service__pb2.StartTimerRequest.SerializeToString,
+            perdure_dot_api_dot_worker_dot_v1_dot_journal__service__pb2.StartTimerResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ConsumeSignals(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/perdure.api.worker.v1.JournalService/ConsumeSignals',
+            perdure_dot_api_dot_worker_dot_v1_dot_journal__service__pb2.ConsumeSignalsRequest.SerializeToString,
+            perdure_dot_api_dot_worker_dot_v1_dot_journal__service__pb2.ConsumeSignalsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetState(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/perdure.api.worker.v1.JournalService/SetState',
+            perdure_dot_api_dot_worker_dot_v1_dot_journal__service__pb2.SetStateRequest.SerializeToString,
+            perdure_dot_api_dot_worker_dot_v1_dot_journal__service__pb2.SetStateResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RecordCancellation(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/perdure.api.worker.v1.JournalService/RecordCancellation',
+            perdure_dot_api_dot_worker_dot_v1_dot_journal__service__pb2.RecordCancellationRequest.SerializeToString,
+            perdure_dot_api_dot_worker_dot_v1_dot_journal__service__pb2.RecordCancellationResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RecordHeartbeat(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/perdure.api.worker.v1.JournalService/RecordHeartbeat',
+            perdure_dot_api_dot_worker_dot_v1_dot_journal__service__pb2.RecordHeartbeatRequest.SerializeToString,
+            perdure_dot_api_dot_worker_dot_v1_dot_journal__service__pb2.RecordHeartbeatResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SuspendWorkflow(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/perdure.api.worker.v1.JournalService/SuspendWorkflow',
+            perdure_dot_api_dot_worker_dot_v1_dot_journal__service__pb2.SuspendWorkflowRequest.SerializeToString,
+            perdure_dot_api_dot_worker_dot_v1_dot_journal__service__pb2.SuspendWorkflowResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -2,10 +2,11 @@ import datetime
 
 from google.protobuf import struct_pb2 as _struct_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
+from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
-from collections.abc import Mapping as _Mapping
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
 from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
@@ -17,6 +18,24 @@ class WorkflowStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     WORKFLOW_STATUS_COMPLETED: _ClassVar[WorkflowStatus]
     WORKFLOW_STATUS_FAILED: _ClassVar[WorkflowStatus]
     WORKFLOW_STATUS_PARKED: _ClassVar[WorkflowStatus]
+    WORKFLOW_STATUS_WAITING: _ClassVar[WorkflowStatus]
+    WORKFLOW_STATUS_CANCELLED: _ClassVar[WorkflowStatus]
+    WORKFLOW_STATUS_TERMINATED: _ClassVar[WorkflowStatus]
+
+class WaitKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    WAIT_KIND_UNSPECIFIED: _ClassVar[WaitKind]
+    WAIT_KIND_TIMER: _ClassVar[WaitKind]
+    WAIT_KIND_SIGNAL: _ClassVar[WaitKind]
+    WAIT_KIND_RETRY: _ClassVar[WaitKind]
+
+class StepStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    STEP_STATUS_UNSPECIFIED: _ClassVar[StepStatus]
+    STEP_STATUS_RUNNING: _ClassVar[StepStatus]
+    STEP_STATUS_RETRYING: _ClassVar[StepStatus]
+    STEP_STATUS_COMPLETED: _ClassVar[StepStatus]
+    STEP_STATUS_FAILED: _ClassVar[StepStatus]
 
 class EventType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -27,11 +46,34 @@ class EventType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     EVENT_TYPE_WORKFLOW_COMPLETED: _ClassVar[EventType]
     EVENT_TYPE_WORKFLOW_FAILED: _ClassVar[EventType]
     EVENT_TYPE_WORKFLOW_PARKED: _ClassVar[EventType]
+    EVENT_TYPE_STEP_ATTEMPT_FAILED: _ClassVar[EventType]
+    EVENT_TYPE_TIMER_STARTED: _ClassVar[EventType]
+    EVENT_TYPE_SIGNAL_RECEIVED: _ClassVar[EventType]
+    EVENT_TYPE_SIGNAL_CONSUMED: _ClassVar[EventType]
+    EVENT_TYPE_SIGNAL_TIMED_OUT: _ClassVar[EventType]
+    EVENT_TYPE_STATE_UPDATED: _ClassVar[EventType]
+    EVENT_TYPE_WORKFLOW_SUSPENDED: _ClassVar[EventType]
+    EVENT_TYPE_CANCEL_REQUESTED: _ClassVar[EventType]
+    EVENT_TYPE_CANCELLATION_DELIVERED: _ClassVar[EventType]
+    EVENT_TYPE_WORKFLOW_CANCELLED: _ClassVar[EventType]
+    EVENT_TYPE_WORKFLOW_TERMINATED: _ClassVar[EventType]
 WORKFLOW_STATUS_UNSPECIFIED: WorkflowStatus
 WORKFLOW_STATUS_RUNNING: WorkflowStatus
 WORKFLOW_STATUS_COMPLETED: WorkflowStatus
 WORKFLOW_STATUS_FAILED: WorkflowStatus
 WORKFLOW_STATUS_PARKED: WorkflowStatus
+WORKFLOW_STATUS_WAITING: WorkflowStatus
+WORKFLOW_STATUS_CANCELLED: WorkflowStatus
+WORKFLOW_STATUS_TERMINATED: WorkflowStatus
+WAIT_KIND_UNSPECIFIED: WaitKind
+WAIT_KIND_TIMER: WaitKind
+WAIT_KIND_SIGNAL: WaitKind
+WAIT_KIND_RETRY: WaitKind
+STEP_STATUS_UNSPECIFIED: StepStatus
+STEP_STATUS_RUNNING: StepStatus
+STEP_STATUS_RETRYING: StepStatus
+STEP_STATUS_COMPLETED: StepStatus
+STEP_STATUS_FAILED: StepStatus
 EVENT_TYPE_UNSPECIFIED: EventType
 EVENT_TYPE_WORKFLOW_STARTED: EventType
 EVENT_TYPE_STEP_COMPLETED: EventType
@@ -39,6 +81,27 @@ EVENT_TYPE_STEP_FAILED: EventType
 EVENT_TYPE_WORKFLOW_COMPLETED: EventType
 EVENT_TYPE_WORKFLOW_FAILED: EventType
 EVENT_TYPE_WORKFLOW_PARKED: EventType
+EVENT_TYPE_STEP_ATTEMPT_FAILED: EventType
+EVENT_TYPE_TIMER_STARTED: EventType
+EVENT_TYPE_SIGNAL_RECEIVED: EventType
+EVENT_TYPE_SIGNAL_CONSUMED: EventType
+EVENT_TYPE_SIGNAL_TIMED_OUT: EventType
+EVENT_TYPE_STATE_UPDATED: EventType
+EVENT_TYPE_WORKFLOW_SUSPENDED: EventType
+EVENT_TYPE_CANCEL_REQUESTED: EventType
+EVENT_TYPE_CANCELLATION_DELIVERED: EventType
+EVENT_TYPE_WORKFLOW_CANCELLED: EventType
+EVENT_TYPE_WORKFLOW_TERMINATED: EventType
+
+class Wait(_message.Message):
+    __slots__ = ("kind", "name", "until")
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    UNTIL_FIELD_NUMBER: _ClassVar[int]
+    kind: WaitKind
+    name: str
+    until: _timestamp_pb2.Timestamp
+    def __init__(self, kind: _Optional[_Union[WaitKind, str]] = ..., name: _Optional[str] = ..., until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class Failure(_message.Message):
     __slots__ = ("type", "message", "stack_trace")
@@ -51,7 +114,7 @@ class Failure(_message.Message):
     def __init__(self, type: _Optional[str] = ..., message: _Optional[str] = ..., stack_trace: _Optional[str] = ...) -> None: ...
 
 class WorkflowInfo(_message.Message):
-    __slots__ = ("workflow_id", "workflow_type", "task_queue", "status", "input", "result", "failure", "create_time", "update_time", "close_time", "fence", "event_count")
+    __slots__ = ("workflow_id", "workflow_type", "task_queue", "status", "input", "result", "failure", "create_time", "update_time", "close_time", "fence", "event_count", "wait", "cancel_requested")
     WORKFLOW_ID_FIELD_NUMBER: _ClassVar[int]
     WORKFLOW_TYPE_FIELD_NUMBER: _ClassVar[int]
     TASK_QUEUE_FIELD_NUMBER: _ClassVar[int]
@@ -64,6 +127,8 @@ class WorkflowInfo(_message.Message):
     CLOSE_TIME_FIELD_NUMBER: _ClassVar[int]
     FENCE_FIELD_NUMBER: _ClassVar[int]
     EVENT_COUNT_FIELD_NUMBER: _ClassVar[int]
+    WAIT_FIELD_NUMBER: _ClassVar[int]
+    CANCEL_REQUESTED_FIELD_NUMBER: _ClassVar[int]
     workflow_id: str
     workflow_type: str
     task_queue: str
@@ -76,10 +141,12 @@ class WorkflowInfo(_message.Message):
     close_time: _timestamp_pb2.Timestamp
     fence: int
     event_count: int
-    def __init__(self, workflow_id: _Optional[str] = ..., workflow_type: _Optional[str] = ..., task_queue: _Optional[str] = ..., status: _Optional[_Union[WorkflowStatus, str]] = ..., input: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., result: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., failure: _Optional[_Union[Failure, _Mapping]] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., close_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., fence: _Optional[int] = ..., event_count: _Optional[int] = ...) -> None: ...
+    wait: Wait
+    cancel_requested: bool
+    def __init__(self, workflow_id: _Optional[str] = ..., workflow_type: _Optional[str] = ..., task_queue: _Optional[str] = ..., status: _Optional[_Union[WorkflowStatus, str]] = ..., input: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., result: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., failure: _Optional[_Union[Failure, _Mapping]] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., close_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., fence: _Optional[int] = ..., event_count: _Optional[int] = ..., wait: _Optional[_Union[Wait, _Mapping]] = ..., cancel_requested: _Optional[bool] = ...) -> None: ...
 
 class StepInfo(_message.Message):
-    __slots__ = ("step_id", "name", "position", "succeeded", "output", "failure", "attempts", "complete_time", "fence")
+    __slots__ = ("step_id", "name", "position", "succeeded", "output", "failure", "attempts", "complete_time", "fence", "status", "start_time", "next_retry_time", "heartbeat_details", "heartbeat_time")
     STEP_ID_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     POSITION_FIELD_NUMBER: _ClassVar[int]
@@ -89,6 +156,11 @@ class StepInfo(_message.Message):
     ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
     COMPLETE_TIME_FIELD_NUMBER: _ClassVar[int]
     FENCE_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    START_TIME_FIELD_NUMBER: _ClassVar[int]
+    NEXT_RETRY_TIME_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_DETAILS_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_TIME_FIELD_NUMBER: _ClassVar[int]
     step_id: str
     name: str
     position: int
@@ -98,10 +170,29 @@ class StepInfo(_message.Message):
     attempts: int
     complete_time: _timestamp_pb2.Timestamp
     fence: int
-    def __init__(self, step_id: _Optional[str] = ..., name: _Optional[str] = ..., position: _Optional[int] = ..., succeeded: _Optional[bool] = ..., output: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., failure: _Optional[_Union[Failure, _Mapping]] = ..., attempts: _Optional[int] = ..., complete_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., fence: _Optional[int] = ...) -> None: ...
+    status: StepStatus
+    start_time: _timestamp_pb2.Timestamp
+    next_retry_time: _timestamp_pb2.Timestamp
+    heartbeat_details: _struct_pb2.Value
+    heartbeat_time: _timestamp_pb2.Timestamp
+    def __init__(self, step_id: _Optional[str] = ..., name: _Optional[str] = ..., position: _Optional[int] = ..., succeeded: _Optional[bool] = ..., output: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., failure: _Optional[_Union[Failure, _Mapping]] = ..., attempts: _Optional[int] = ..., complete_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., fence: _Optional[int] = ..., status: _Optional[_Union[StepStatus, str]] = ..., start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., next_retry_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., heartbeat_details: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., heartbeat_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class PendingSignal(_message.Message):
+    __slots__ = ("name", "signal_id", "payload", "receive_time", "event_id")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    SIGNAL_ID_FIELD_NUMBER: _ClassVar[int]
+    PAYLOAD_FIELD_NUMBER: _ClassVar[int]
+    RECEIVE_TIME_FIELD_NUMBER: _ClassVar[int]
+    EVENT_ID_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    signal_id: str
+    payload: _struct_pb2.Value
+    receive_time: _timestamp_pb2.Timestamp
+    event_id: int
+    def __init__(self, name: _Optional[str] = ..., signal_id: _Optional[str] = ..., payload: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., receive_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., event_id: _Optional[int] = ...) -> None: ...
 
 class HistoryEvent(_message.Message):
-    __slots__ = ("event_id", "event_type", "event_time", "fence", "step_id", "step_name", "position", "payload", "failure", "attempt")
+    __slots__ = ("event_id", "event_type", "event_time", "fence", "step_id", "step_name", "position", "payload", "failure", "attempt", "due_time", "name", "signal_id", "consumed_event_ids", "start_time", "wait")
     EVENT_ID_FIELD_NUMBER: _ClassVar[int]
     EVENT_TYPE_FIELD_NUMBER: _ClassVar[int]
     EVENT_TIME_FIELD_NUMBER: _ClassVar[int]
@@ -112,6 +203,12 @@ class HistoryEvent(_message.Message):
     PAYLOAD_FIELD_NUMBER: _ClassVar[int]
     FAILURE_FIELD_NUMBER: _ClassVar[int]
     ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    DUE_TIME_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    SIGNAL_ID_FIELD_NUMBER: _ClassVar[int]
+    CONSUMED_EVENT_IDS_FIELD_NUMBER: _ClassVar[int]
+    START_TIME_FIELD_NUMBER: _ClassVar[int]
+    WAIT_FIELD_NUMBER: _ClassVar[int]
     event_id: int
     event_type: EventType
     event_time: _timestamp_pb2.Timestamp
@@ -122,4 +219,10 @@ class HistoryEvent(_message.Message):
     payload: _struct_pb2.Value
     failure: Failure
     attempt: int
-    def __init__(self, event_id: _Optional[int] = ..., event_type: _Optional[_Union[EventType, str]] = ..., event_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., fence: _Optional[int] = ..., step_id: _Optional[str] = ..., step_name: _Optional[str] = ..., position: _Optional[int] = ..., payload: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., failure: _Optional[_Union[Failure, _Mapping]] = ..., attempt: _Optional[int] = ...) -> None: ...
+    due_time: _timestamp_pb2.Timestamp
+    name: str
+    signal_id: str
+    consumed_event_ids: _containers.RepeatedScalarFieldContainer[int]
+    start_time: _timestamp_pb2.Timestamp
+    wait: Wait
+    def __init__(self, event_id: _Optional[int] = ..., event_type: _Optional[_Union[EventType, str]] = ..., event_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., fence: _Optional[int] = ..., step_id: _Optional[str] = ..., step_name: _Optional[str] = ..., position: _Optional[int] = ..., payload: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., failure: _Optional[_Union[Failure, _Mapping]] = ..., attempt: _Optional[int] = ..., due_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., name: _Optional[str] = ..., signal_id: _Optional[str] = ..., consumed_event_ids: _Optional[_Iterable[int]] = ..., start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., wait: _Optional[_Union[Wait, _Mapping]] = ...) -> None: ...

@@ -1,4 +1,7 @@
+import datetime
+
 from google.protobuf import struct_pb2 as _struct_pb2
+from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from perdure.api.workflow.v1 import workflow_pb2 as _workflow_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
@@ -37,12 +40,25 @@ class DescribeWorkflowRequest(_message.Message):
     def __init__(self, workflow_id: _Optional[str] = ...) -> None: ...
 
 class DescribeWorkflowResponse(_message.Message):
-    __slots__ = ("workflow", "steps")
+    __slots__ = ("workflow", "steps", "current_step", "pending_signals", "state")
+    class StateEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: _struct_pb2.Value
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ...) -> None: ...
     WORKFLOW_FIELD_NUMBER: _ClassVar[int]
     STEPS_FIELD_NUMBER: _ClassVar[int]
+    CURRENT_STEP_FIELD_NUMBER: _ClassVar[int]
+    PENDING_SIGNALS_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
     workflow: _workflow_pb2.WorkflowInfo
     steps: _containers.RepeatedCompositeFieldContainer[_workflow_pb2.StepInfo]
-    def __init__(self, workflow: _Optional[_Union[_workflow_pb2.WorkflowInfo, _Mapping]] = ..., steps: _Optional[_Iterable[_Union[_workflow_pb2.StepInfo, _Mapping]]] = ...) -> None: ...
+    current_step: str
+    pending_signals: _containers.RepeatedCompositeFieldContainer[_workflow_pb2.PendingSignal]
+    state: _containers.MessageMap[str, _struct_pb2.Value]
+    def __init__(self, workflow: _Optional[_Union[_workflow_pb2.WorkflowInfo, _Mapping]] = ..., steps: _Optional[_Iterable[_Union[_workflow_pb2.StepInfo, _Mapping]]] = ..., current_step: _Optional[str] = ..., pending_signals: _Optional[_Iterable[_Union[_workflow_pb2.PendingSignal, _Mapping]]] = ..., state: _Optional[_Mapping[str, _struct_pb2.Value]] = ...) -> None: ...
 
 class GetWorkflowHistoryRequest(_message.Message):
     __slots__ = ("workflow_id", "page_size", "page_token")
@@ -81,3 +97,81 @@ class ListWorkflowsResponse(_message.Message):
     workflows: _containers.RepeatedCompositeFieldContainer[_workflow_pb2.WorkflowInfo]
     next_page_token: str
     def __init__(self, workflows: _Optional[_Iterable[_Union[_workflow_pb2.WorkflowInfo, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class SignalWorkflowRequest(_message.Message):
+    __slots__ = ("workflow_id", "signal_name", "payload", "signal_id")
+    WORKFLOW_ID_FIELD_NUMBER: _ClassVar[int]
+    SIGNAL_NAME_FIELD_NUMBER: _ClassVar[int]
+    PAYLOAD_FIELD_NUMBER: _ClassVar[int]
+    SIGNAL_ID_FIELD_NUMBER: _ClassVar[int]
+    workflow_id: str
+    signal_name: str
+    payload: _struct_pb2.Value
+    signal_id: str
+    def __init__(self, workflow_id: _Optional[str] = ..., signal_name: _Optional[str] = ..., payload: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., signal_id: _Optional[str] = ...) -> None: ...
+
+class SignalWorkflowResponse(_message.Message):
+    __slots__ = ("accepted",)
+    ACCEPTED_FIELD_NUMBER: _ClassVar[int]
+    accepted: bool
+    def __init__(self, accepted: _Optional[bool] = ...) -> None: ...
+
+class SignalWithStartWorkflowRequest(_message.Message):
+    __slots__ = ("start", "signal_name", "payload", "signal_id")
+    START_FIELD_NUMBER: _ClassVar[int]
+    SIGNAL_NAME_FIELD_NUMBER: _ClassVar[int]
+    PAYLOAD_FIELD_NUMBER: _ClassVar[int]
+    SIGNAL_ID_FIELD_NUMBER: _ClassVar[int]
+    start: StartWorkflowRequest
+    signal_name: str
+    payload: _struct_pb2.Value
+    signal_id: str
+    def __init__(self, start: _Optional[_Union[StartWorkflowRequest, _Mapping]] = ..., signal_name: _Optional[str] = ..., payload: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., signal_id: _Optional[str] = ...) -> None: ...
+
+class SignalWithStartWorkflowResponse(_message.Message):
+    __slots__ = ("started", "accepted")
+    STARTED_FIELD_NUMBER: _ClassVar[int]
+    ACCEPTED_FIELD_NUMBER: _ClassVar[int]
+    started: bool
+    accepted: bool
+    def __init__(self, started: _Optional[bool] = ..., accepted: _Optional[bool] = ...) -> None: ...
+
+class CancelWorkflowRequest(_message.Message):
+    __slots__ = ("workflow_id", "reason")
+    WORKFLOW_ID_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    workflow_id: str
+    reason: str
+    def __init__(self, workflow_id: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class CancelWorkflowResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class TerminateWorkflowRequest(_message.Message):
+    __slots__ = ("workflow_id", "reason")
+    WORKFLOW_ID_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    workflow_id: str
+    reason: str
+    def __init__(self, workflow_id: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class TerminateWorkflowResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class QueryWorkflowRequest(_message.Message):
+    __slots__ = ("workflow_id", "key")
+    WORKFLOW_ID_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    workflow_id: str
+    key: str
+    def __init__(self, workflow_id: _Optional[str] = ..., key: _Optional[str] = ...) -> None: ...
+
+class QueryWorkflowResponse(_message.Message):
+    __slots__ = ("value", "update_time")
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    UPDATE_TIME_FIELD_NUMBER: _ClassVar[int]
+    value: _struct_pb2.Value
+    update_time: _timestamp_pb2.Timestamp
+    def __init__(self, value: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...

@@ -56,6 +56,31 @@ class WorkflowServiceStub:
                 request_serializer=perdure_dot_api_dot_workflow_dot_v1_dot_workflow__service__pb2.ListWorkflowsRequest.SerializeToString,
                 response_deserializer=perdure_dot_api_dot_workflow_dot_v1_dot_workflow__service__pb2.ListWorkflowsResponse.FromString,
                 _registered_method=True)
+        self.SignalWorkflow = channel.unary_unary(
+                '/perdure.api.workflow.v1.WorkflowService/SignalWorkflow',
+                request_serializer=perdure_dot_api_dot_workflow_dot_v1_dot_workflow__service__pb2.SignalWorkflowRequest.SerializeToString,
+                response_deserializer=perdure_dot_api_dot_workflow_dot_v1_dot_workflow__service__pb2.SignalWorkflowResponse.FromString,
+                _registered_method=True)
+        self.SignalWithStartWorkflow = channel.unary_unary(
+                '/perdure.api.workflow.v1.WorkflowService/SignalWithStartWorkflow',
+                request_serializer=perdure_dot_api_dot_workflow_dot_v1_dot_workflow__service__pb2.SignalWithStartWorkflowRequest.SerializeToString,
+                response_deserializer=perdure_dot_api_dot_workflow_dot_v1_dot_workflow__service__pb2.SignalWithStartWorkflowResponse.FromString,
+                _registered_method=True)
+        self.CancelWorkflow = channel.unary_unary(
+                '/perdure.api.workflow.v1.WorkflowService/CancelWorkflow',
+                request_serializer=perdure_dot_api_dot_workflow_dot_v1_dot_workflow__service__pb2.CancelWorkflowRequest.SerializeToString,
+                response_deserializer=perdure_dot_api_dot_workflow_dot_v1_dot_workflow__service__pb2.CancelWorkflowResponse.FromString,
+                _registered_method=True)
+        self.TerminateWorkflow = channel.unary_unary(
+                '/perdure.api.workflow.v1.WorkflowService/TerminateWorkflow',
+                request_serializer=perdure_dot_api_dot_workflow_dot_v1_dot_workflow__service__pb2.TerminateWorkflowRequest.SerializeToString,
+                response_deserializer=perdure_dot_api_dot_workflow_dot_v1_dot_workflow__service__pb2.TerminateWorkflowResponse.FromString,
+                _registered_method=True)
+        self.QueryWorkflow = channel.unary_unary(
+                '/perdure.api.workflow.v1.WorkflowService/QueryWorkflow',
+                request_serializer=perdure_dot_api_dot_workflow_dot_v1_dot_workflow__service__pb2.QueryWorkflowRequest.SerializeToString,
+                response_deserializer=perdure_dot_api_dot_workflow_dot_v1_dot_workflow__service__pb2.QueryWorkflowResponse.FromString,
+                _registered_method=True)
 
 
 class WorkflowServiceServicer:
@@ -97,6 +122,56 @@ class WorkflowServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SignalWorkflow(self, request, context):
+        """Delivers a signal to a running or waiting run. A signal is journaled before the call
+        returns, so it is never lost, even if the code waits for it later. A repeated signal_id is
+        accepted once and ignored afterwards (`accepted = false`).
+        Errors: INVALID_ARGUMENT (INVALID_REQUEST), NOT_FOUND (WORKFLOW_NOT_FOUND),
+        FAILED_PRECONDITION (WORKFLOW_CLOSED).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SignalWithStartWorkflow(self, request, context):
+        """Signals a run, starting it first if no run has the id. A run that exists is signalled
+        whatever its type and input.
+        Errors: as StartWorkflow and SignalWorkflow.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CancelWorkflow(self, request, context):
+        """Asks a run to cancel: the code receives a cancellation error at its next durable call (a
+        waiting run is woken at once) and may run compensating steps before it ends as CANCELLED.
+        Repeating the call is harmless.
+        Errors: INVALID_ARGUMENT (INVALID_REQUEST), NOT_FOUND (WORKFLOW_NOT_FOUND),
+        FAILED_PRECONDITION (WORKFLOW_CLOSED).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def TerminateWorkflow(self, request, context):
+        """Ends a run at once as TERMINATED, without running any more of its code. A worker still
+        holding it is fenced out at its next journal call.
+        Errors: INVALID_ARGUMENT (INVALID_REQUEST), NOT_FOUND (WORKFLOW_NOT_FOUND),
+        FAILED_PRECONDITION (WORKFLOW_CLOSED).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def QueryWorkflow(self, request, context):
+        """Returns the latest value the run published under a key with ctx.set_state. Works while no
+        worker runs.
+        Errors: INVALID_ARGUMENT (INVALID_REQUEST), NOT_FOUND (WORKFLOW_NOT_FOUND, STATE_NOT_FOUND).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_WorkflowServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -119,6 +194,31 @@ def add_WorkflowServiceServicer_to_server(servicer, server):
                     servicer.ListWorkflows,
                     request_deserializer=perdure_dot_api_dot_workflow_dot_v1_dot_workflow__service__pb2.ListWorkflowsRequest.FromString,
                     response_serializer=perdure_dot_api_dot_workflow_dot_v1_dot_workflow__service__pb2.ListWorkflowsResponse.SerializeToString,
+            ),
+            'SignalWorkflow': grpc.unary_unary_rpc_method_handler(
+                    servicer.SignalWorkflow,
+                    request_deserializer=perdure_dot_api_dot_workflow_dot_v1_dot_workflow__service__pb2.SignalWorkflowRequest.FromString,
+                    response_serializer=perdure_dot_api_dot_workflow_dot_v1_dot_workflow__service__pb2.SignalWorkflowResponse.SerializeToString,
+            ),
+            'SignalWithStartWorkflow': grpc.unary_unary_rpc_method_handler(
+                    servicer.SignalWithStartWorkflow,
+                    request_deserializer=perdure_dot_api_dot_workflow_dot_v1_dot_workflow__service__pb2.SignalWithStartWorkflowRequest.FromString,
+                    response_serializer=perdure_dot_api_dot_workflow_dot_v1_dot_workflow__service__pb2.SignalWithStartWorkflowResponse.SerializeToString,
+            ),
+            'CancelWorkflow': grpc.unary_unary_rpc_method_handler(
+                    servicer.CancelWorkflow,
+                    request_deserializer=perdure_dot_api_dot_workflow_dot_v1_dot_workflow__service__pb2.CancelWorkflowRequest.FromString,
+                    response_serializer=perdure_dot_api_dot_workflow_dot_v1_dot_workflow__service__pb2.CancelWorkflowResponse.SerializeToString,
+            ),
+            'TerminateWorkflow': grpc.unary_unary_rpc_method_handler(
+                    servicer.TerminateWorkflow,
+                    request_deserializer=perdure_dot_api_dot_workflow_dot_v1_dot_workflow__service__pb2.TerminateWorkflowRequest.FromString,
+                    response_serializer=perdure_dot_api_dot_workflow_dot_v1_dot_workflow__service__pb2.TerminateWorkflowResponse.SerializeToString,
+            ),
+            'QueryWorkflow': grpc.unary_unary_rpc_method_handler(
+                    servicer.QueryWorkflow,
+                    request_deserializer=perdure_dot_api_dot_workflow_dot_v1_dot_workflow__service__pb2.QueryWorkflowRequest.FromString,
+                    response_serializer=perdure_dot_api_dot_workflow_dot_v1_dot_workflow__service__pb2.QueryWorkflowResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -231,6 +331,141 @@ class WorkflowService:
             '/perdure.api.workflow.v1.WorkflowService/ListWorkflows',
             perdure_dot_api_dot_workflow_dot_v1_dot_workflow__service__pb2.ListWorkflowsRequest.SerializeToString,
             perdure_dot_api_dot_workflow_dot_v1_dot_workflow__service__pb2.ListWorkflowsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SignalWorkflow(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/perdure.api.workflow.v1.WorkflowService/SignalWorkflow',
+            perdure_dot_api_dot_workflow_dot_v1_dot_workflow__service__pb2.SignalWorkflowRequest.SerializeToString,
+            perdure_dot_api_dot_workflow_dot_v1_dot_workflow__service__pb2.SignalWorkflowResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SignalWithStartWorkflow(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/perdure.api.workflow.v1.WorkflowService/SignalWithStartWorkflow',
+            perdure_dot_api_dot_workflow_dot_v1_dot_workflow__service__pb2.SignalWithStartWorkflowRequest.SerializeToString,
+            perdure_dot_api_dot_workflow_dot_v1_dot_workflow__service__pb2.SignalWithStartWorkflowResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CancelWorkflow(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/perdure.api.workflow.v1.WorkflowService/CancelWorkflow',
+            perdure_dot_api_dot_workflow_dot_v1_dot_workflow__service__pb2.CancelWorkflowRequest.SerializeToString,
+            perdure_dot_api_dot_workflow_dot_v1_dot_workflow__service__pb2.CancelWorkflowResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def TerminateWorkflow(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/perdure.api.workflow.v1.WorkflowService/TerminateWorkflow',
+            perdure_dot_api_dot_workflow_dot_v1_dot_workflow__service__pb2.TerminateWorkflowRequest.SerializeToString,
+            perdure_dot_api_dot_workflow_dot_v1_dot_workflow__service__pb2.TerminateWorkflowResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def QueryWorkflow(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/perdure.api.workflow.v1.WorkflowService/QueryWorkflow',
+            perdure_dot_api_dot_workflow_dot_v1_dot_workflow__service__pb2.QueryWorkflowRequest.SerializeToString,
+            perdure_dot_api_dot_workflow_dot_v1_dot_workflow__service__pb2.QueryWorkflowResponse.FromString,
             options,
             channel_credentials,
             insecure,

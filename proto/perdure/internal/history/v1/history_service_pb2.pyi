@@ -53,3 +53,63 @@ class ListWorkflowsResponse(_message.Message):
     RESPONSE_FIELD_NUMBER: _ClassVar[int]
     response: _workflow_service_pb2.ListWorkflowsResponse
     def __init__(self, response: _Optional[_Union[_workflow_service_pb2.ListWorkflowsResponse, _Mapping]] = ...) -> None: ...
+
+class SignalWorkflowRequest(_message.Message):
+    __slots__ = ("request",)
+    REQUEST_FIELD_NUMBER: _ClassVar[int]
+    request: _workflow_service_pb2.SignalWorkflowRequest
+    def __init__(self, request: _Optional[_Union[_workflow_service_pb2.SignalWorkflowRequest, _Mapping]] = ...) -> None: ...
+
+class SignalWorkflowResponse(_message.Message):
+    __slots__ = ("response",)
+    RESPONSE_FIELD_NUMBER: _ClassVar[int]
+    response: _workflow_service_pb2.SignalWorkflowResponse
+    def __init__(self, response: _Optional[_Union[_workflow_service_pb2.SignalWorkflowResponse, _Mapping]] = ...) -> None: ...
+
+class SignalWithStartWorkflowRequest(_message.Message):
+    __slots__ = ("request",)
+    REQUEST_FIELD_NUMBER: _ClassVar[int]
+    request: _workflow_service_pb2.SignalWithStartWorkflowRequest
+    def __init__(self, request: _Optional[_Union[_workflow_service_pb2.SignalWithStartWorkflowRequest, _Mapping]] = ...) -> None: ...
+
+class SignalWithStartWorkflowResponse(_message.Message):
+    __slots__ = ("response",)
+    RESPONSE_FIELD_NUMBER: _ClassVar[int]
+    response: _workflow_service_pb2.SignalWithStartWorkflowResponse
+    def __init__(self, response: _Optional[_Union[_workflow_service_pb2.SignalWithStartWorkflowResponse, _Mapping]] = ...) -> None: ...
+
+class CancelWorkflowRequest(_message.Message):
+    __slots__ = ("request",)
+    REQUEST_FIELD_NUMBER: _ClassVar[int]
+    request: _workflow_service_pb2.CancelWorkflowRequest
+    def __init__(self, request: _Optional[_Union[_workflow_service_pb2.CancelWorkflowRequest, _Mapping]] = ...) -> None: ...
+
+class CancelWorkflowResponse(_message.Message):
+    __slots__ = ("response",)
+    RESPONSE_FIELD_NUMBER: _ClassVar[int]
+    response: _workflow_service_pb2.CancelWorkflowResponse
+    def __init__(self, response: _Optional[_Union[_workflow_service_pb2.CancelWorkflowResponse, _Mapping]] = ...) -> None: ...
+
+class TerminateWorkflowRequest(_message.Message):
+    __slots__ = ("request",)
+    REQUEST_FIELD_NUMBER: _ClassVar[int]
+    request: _workflow_service_pb2.TerminateWorkflowRequest
+    def __init__(self, request: _Optional[_Union[_workflow_service_pb2.TerminateWorkflowRequest, _Mapping]] = ...) -> None: ...
+
+class TerminateWorkflowResponse(_message.Message):
+    __slots__ = ("response",)
+    RESPONSE_FIELD_NUMBER: _ClassVar[int]
+    response: _workflow_service_pb2.TerminateWorkflowResponse
+    def __init__(self, response: _Optional[_Union[_workflow_service_pb2.TerminateWorkflowResponse, _Mapping]] = ...) -> None: ...
+
+class QueryWorkflowRequest(_message.Message):
+    __slots__ = ("request",)
+    REQUEST_FIELD_NUMBER: _ClassVar[int]
+    request: _workflow_service_pb2.QueryWorkflowRequest
+    def __init__(self, request: _Optional[_Union[_workflow_service_pb2.QueryWorkflowRequest, _Mapping]] = ...) -> None: ...
+
+class QueryWorkflowResponse(_message.Message):
+    __slots__ = ("response",)
+    RESPONSE_FIELD_NUMBER: _ClassVar[int]
+    response: _workflow_service_pb2.QueryWorkflowResponse
+    def __init__(self, response: _Optional[_Union[_workflow_service_pb2.QueryWorkflowResponse, _Mapping]] = ...) -> None: ...

@@ -55,6 +55,31 @@ class HistoryServiceStub:
                 request_serializer=perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.ListWorkflowsRequest.SerializeToString,
                 response_deserializer=perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.ListWorkflowsResponse.FromString,
                 _registered_method=True)
+        self.SignalWorkflow = channel.unary_unary(
+                '/perdure.internal.history.v1.HistoryService/SignalWorkflow',
+                request_serializer=perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.SignalWorkflowRequest.SerializeToString,
+                response_deserializer=perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.SignalWorkflowResponse.FromString,
+                _registered_method=True)
+        self.SignalWithStartWorkflow = channel.unary_unary(
+                '/perdure.internal.history.v1.HistoryService/SignalWithStartWorkflow',
+                request_serializer=perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.SignalWithStartWorkflowRequest.SerializeToString,
+                response_deserializer=perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.SignalWithStartWorkflowResponse.FromString,
+                _registered_method=True)
+        self.CancelWorkflow = channel.unary_unary(
+                '/perdure.internal.history.v1.HistoryService/CancelWorkflow',
+                request_serializer=perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.CancelWorkflowRequest.SerializeToString,
+                response_deserializer=perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.CancelWorkflowResponse.FromString,
+                _registered_method=True)
+        self.TerminateWorkflow = channel.unary_unary(
+                '/perdure.internal.history.v1.HistoryService/TerminateWorkflow',
+                request_serializer=perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.TerminateWorkflowRequest.SerializeToString,
+                response_deserializer=perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.TerminateWorkflowResponse.FromString,
+                _registered_method=True)
+        self.QueryWorkflow = channel.unary_unary(
+                '/perdure.internal.history.v1.HistoryService/QueryWorkflow',
+                request_serializer=perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.QueryWorkflowRequest.SerializeToString,
+                response_deserializer=perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.QueryWorkflowResponse.FromString,
+                _registered_method=True)
 
 
 class HistoryServiceServicer:
@@ -91,6 +116,46 @@ class HistoryServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SignalWorkflow(self, request, context):
+        """Journals a signal and wakes the run.
+        Errors: NOT_FOUND (WORKFLOW_NOT_FOUND), FAILED_PRECONDITION (WORKFLOW_CLOSED).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SignalWithStartWorkflow(self, request, context):
+        """Starts the run if its id is free, then signals it, in one transaction.
+        Errors: FAILED_PRECONDITION (WORKFLOW_CLOSED).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CancelWorkflow(self, request, context):
+        """Journals a cancel request and wakes the run.
+        Errors: NOT_FOUND (WORKFLOW_NOT_FOUND), FAILED_PRECONDITION (WORKFLOW_CLOSED).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def TerminateWorkflow(self, request, context):
+        """Closes the run as terminated.
+        Errors: NOT_FOUND (WORKFLOW_NOT_FOUND), FAILED_PRECONDITION (WORKFLOW_CLOSED).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def QueryWorkflow(self, request, context):
+        """Reads a published state value.
+        Errors: NOT_FOUND (WORKFLOW_NOT_FOUND, STATE_NOT_FOUND).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_HistoryServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -113,6 +178,31 @@ def add_HistoryServiceServicer_to_server(servicer, server):
                     servicer.ListWorkflows,
                     request_deserializer=perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.ListWorkflowsRequest.FromString,
                     response_serializer=perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.ListWorkflowsResponse.SerializeToString,
+            ),
+            'SignalWorkflow': grpc.unary_unary_rpc_method_handler(
+                    servicer.SignalWorkflow,
+                    request_deserializer=perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.SignalWorkflowRequest.FromString,
+                    response_serializer=perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.SignalWorkflowResponse.SerializeToString,
+            ),
+            'SignalWithStartWorkflow': grpc.unary_unary_rpc_method_handler(
+                    servicer.SignalWithStartWorkflow,
+                    request_deserializer=perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.SignalWithStartWorkflowRequest.FromString,
+                    response_serializer=perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.SignalWithStartWorkflowResponse.SerializeToString,
+            ),
+            'CancelWorkflow': grpc.unary_unary_rpc_method_handler(
+                    servicer.CancelWorkflow,
+                    request_deserializer=perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.CancelWorkflowRequest.FromString,
+                    response_serializer=perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.CancelWorkflowResponse.SerializeToString,
+            ),
+            'TerminateWorkflow': grpc.unary_unary_rpc_method_handler(
+                    servicer.TerminateWorkflow,
+                    request_deserializer=perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.TerminateWorkflowRequest.FromString,
+                    response_serializer=perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.TerminateWorkflowResponse.SerializeToString,
+            ),
+            'QueryWorkflow': grpc.unary_unary_rpc_method_handler(
+                    servicer.QueryWorkflow,
+                    request_deserializer=perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.QueryWorkflowRequest.FromString,
+                    response_serializer=perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.QueryWorkflowResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -224,6 +314,141 @@ class HistoryService:
             '/perdure.internal.history.v1.HistoryService/ListWorkflows',
             perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.ListWorkflowsRequest.SerializeToString,
             perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.ListWorkflowsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SignalWorkflow(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/perdure.internal.history.v1.HistoryService/SignalWorkflow',
+            perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.SignalWorkflowRequest.SerializeToString,
+            perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.SignalWorkflowResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SignalWithStartWorkflow(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/perdure.internal.history.v1.HistoryService/SignalWithStartWorkflow',
+            perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.SignalWithStartWorkflowRequest.SerializeToString,
+            perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.SignalWithStartWorkflowResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CancelWorkflow(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/perdure.internal.history.v1.HistoryService/CancelWorkflow',
+            perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.CancelWorkflowRequest.SerializeToString,
+            perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.CancelWorkflowResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def TerminateWorkflow(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/perdure.internal.history.v1.HistoryService/TerminateWorkflow',
+            perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.TerminateWorkflowRequest.SerializeToString,
+            perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.TerminateWorkflowResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def QueryWorkflow(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/perdure.internal.history.v1.HistoryService/QueryWorkflow',
+            perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.QueryWorkflowRequest.SerializeToString,
+            perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.QueryWorkflowResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from typing import Any, TypeVar
 
 import grpc
 from google.protobuf import struct_pb2
@@ -20,6 +20,7 @@ from perdure.internal.scheduler.v1 import scheduler_service_pb2_grpc as sgrpc
 
 Context = grpc.aio.ServicerContext[Any, Any]
 DOWNSTREAM_TIMEOUT = 30.0
+NULL = struct_pb2.Value(null_value=struct_pb2.NULL_VALUE)
 
 
 class WorkflowServicer(apigrpc.WorkflowServiceServicer):
@@ -38,21 +39,7 @@ class WorkflowServicer(apigrpc.WorkflowServiceServicer):
     async def StartWorkflow(
         self, request: api.StartWorkflowRequest, context: Context
     ) -> api.StartWorkflowResponse:
-        validate.name("workflow_type", request.workflow_type)
-        validate.workflow_id(request.workflow_id, required=False)
-        if request.task_queue:
-            validate.name("task_queue", request.task_queue)
-        if request.HasField("input"):
-            validate_payload("input", request.input)
-        normalized = api.StartWorkflowRequest(
-            workflow_type=request.workflow_type,
-            workflow_id=request.workflow_id or str(uuid.uuid4()),
-            task_queue=request.task_queue or validate.DEFAULT_TASK_QUEUE,
-            input=request.input
-            if request.HasField("input")
-            else struct_pb2.Value(null_value=struct_pb2.NULL_VALUE),
-        )
-        await self._require_registered(normalized.task_queue, normalized.workflow_type)
+        normalized = await self._normalized_start(request)
         answer: hpb.StartWorkflowResponse = await self._history.StartWorkflow(
             hpb.StartWorkflowRequest(request=normalized), timeout=DOWNSTREAM_TIMEOUT
         )
@@ -92,6 +79,83 @@ class WorkflowServicer(apigrpc.WorkflowServiceServicer):
         )
         return answer.response
 
+    @errors.unary
+    async def SignalWorkflow(
+        self, request: api.SignalWorkflowRequest, context: Context
+    ) -> api.SignalWorkflowResponse:
+        validate.workflow_id(request.workflow_id)
+        _validate_signal(request)
+        answer: hpb.SignalWorkflowResponse = await self._history.SignalWorkflow(
+            hpb.SignalWorkflowRequest(request=_with_payload(request)), timeout=DOWNSTREAM_TIMEOUT
+        )
+        return answer.response
+
+    @errors.unary
+    async def SignalWithStartWorkflow(
+        self, request: api.SignalWithStartWorkflowRequest, context: Context
+    ) -> api.SignalWithStartWorkflowResponse:
+        if not request.start.workflow_id:
+            raise errors.invalid_argument("start.workflow_id is required for SignalWithStart")
+        _validate_signal(request)
+        normalized = _with_payload(request)
+        normalized.start.CopyFrom(await self._normalized_start(request.start))
+        answer: hpb.SignalWithStartWorkflowResponse = await self._history.SignalWithStartWorkflow(
+            hpb.SignalWithStartWorkflowRequest(request=normalized), timeout=DOWNSTREAM_TIMEOUT
+        )
+        return answer.response
+
+    @errors.unary
+    async def CancelWorkflow(
+        self, request: api.CancelWorkflowRequest, context: Context
+    ) -> api.CancelWorkflowResponse:
+        validate.workflow_id(request.workflow_id)
+        validate.reason(request.reason)
+        answer: hpb.CancelWorkflowResponse = await self._history.CancelWorkflow(
+            hpb.CancelWorkflowRequest(request=request), timeout=DOWNSTREAM_TIMEOUT
+        )
+        return answer.response
+
+    @errors.unary
+    async def TerminateWorkflow(
+        self, request: api.TerminateWorkflowRequest, context: Context
+    ) -> api.TerminateWorkflowResponse:
+        validate.workflow_id(request.workflow_id)
+        validate.reason(request.reason)
+        answer: hpb.TerminateWorkflowResponse = await self._history.TerminateWorkflow(
+            hpb.TerminateWorkflowRequest(request=request), timeout=DOWNSTREAM_TIMEOUT
+        )
+        return answer.response
+
+    @errors.unary
+    async def QueryWorkflow(
+        self, request: api.QueryWorkflowRequest, context: Context
+    ) -> api.QueryWorkflowResponse:
+        validate.workflow_id(request.workflow_id)
+        validate.state_key(request.key)
+        answer: hpb.QueryWorkflowResponse = await self._history.QueryWorkflow(
+            hpb.QueryWorkflowRequest(request=request), timeout=DOWNSTREAM_TIMEOUT
+        )
+        return answer.response
+
+    async def _normalized_start(
+        self, request: api.StartWorkflowRequest
+    ) -> api.StartWorkflowRequest:
+        """The start request validated, with defaults filled in, for a registered type."""
+        validate.name("workflow_type", request.workflow_type)
+        validate.workflow_id(request.workflow_id, required=False)
+        if request.task_queue:
+            validate.name("task_queue", request.task_queue)
+        if request.HasField("input"):
+            validate_payload("input", request.input)
+        normalized = api.StartWorkflowRequest(
+            workflow_type=request.workflow_type,
+            workflow_id=request.workflow_id or str(uuid.uuid4()),
+            task_queue=request.task_queue or validate.DEFAULT_TASK_QUEUE,
+            input=request.input if request.HasField("input") else NULL,
+        )
+        await self._require_registered(normalized.task_queue, normalized.workflow_type)
+        return normalized
+
     async def _require_registered(self, task_queue: str, workflow_type: str) -> None:
         if (task_queue, workflow_type) in self._registered:
             return
@@ -108,3 +172,22 @@ class WorkflowServicer(apigrpc.WorkflowServiceServicer):
             f"no worker has declared it (registered there: {known}); start a worker that "
             "serves it, or check the name and the task queue",
         )
+
+
+Signal = TypeVar("Signal", api.SignalWorkflowRequest, api.SignalWithStartWorkflowRequest)
+
+
+def _validate_signal(request: Signal) -> None:
+    validate.name("signal_name", request.signal_name)
+    validate.signal_id(request.signal_id)
+    if request.HasField("payload"):
+        validate_payload("payload", request.payload)
+
+
+def _with_payload(request: Signal) -> Signal:
+    """A copy of the request whose absent payload is JSON null."""
+    normalized = type(request)()
+    normalized.CopyFrom(request)
+    if not request.HasField("payload"):
+        normalized.payload.CopyFrom(NULL)
+    return normalized

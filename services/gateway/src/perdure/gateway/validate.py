@@ -50,3 +50,31 @@ def status_filter(value: int) -> None:
     """A workflow status filter: unset or a known status."""
     if value not in wf.WorkflowStatus.values():
         raise errors.invalid_argument(f"status {value} is not a known WorkflowStatus")
+
+
+MAX_REASON_LENGTH = 1000
+MAX_KEY_LENGTH = 200
+
+
+def signal_id(value: str) -> None:
+    """An optional signal id: printable, at most 255 characters."""
+    if value and (len(value) > MAX_ID_LENGTH or not value.isprintable()):
+        raise errors.invalid_argument(
+            f"signal_id must be printable and at most {MAX_ID_LENGTH} characters"
+        )
+
+
+def reason(value: str) -> None:
+    """A free-text reason for the journal."""
+    if len(value) > MAX_REASON_LENGTH:
+        raise errors.invalid_argument(
+            f"reason is {len(value)} characters long; the limit is {MAX_REASON_LENGTH}"
+        )
+
+
+def state_key(value: str) -> None:
+    """A key published with ctx.set_state."""
+    if not value:
+        raise errors.invalid_argument("key is required")
+    if len(value) > MAX_KEY_LENGTH:
+        raise errors.invalid_argument(f"key is longer than {MAX_KEY_LENGTH} characters")

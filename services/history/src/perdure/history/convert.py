@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+from typing import Any
+
 from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.common.convert import python_to_value, timestamp
 from perdure.history.store import PAYLOAD_EVENTS, Row
@@ -38,7 +41,15 @@ def workflow_info(row: Row) -> wf.WorkflowInfo:
         close_time=timestamp(row["closed_at"]),
         fence=row["fence"],
         event_count=row["event_count"],
+        wait=_wait(row["wait_kind"], row["wait_name"], row["wait_until"]),
+        cancel_requested=row["cancel_requested"],
     )
+
+
+def _wait(kind: str | None, name: str | None, until: Any) -> wf.Wait | None:
+    if kind is None:
+        return None
+    return wf.Wait(kind=f"WAIT_KIND_{kind}", name=name or "", until=timestamp(until))
 
 
 def history_event(row: Row) -> wf.HistoryEvent:
@@ -54,20 +65,84 @@ def history_event(row: Row) -> wf.HistoryEvent:
         payload=python_to_value(row["payload"]) if row["event_type"] in PAYLOAD_EVENTS else None,
         failure=dict_to_failure(row["failure"]),
         attempt=row["attempt"] or 0,
+        due_time=timestamp(row["due_at"]),
+        name=row["name"] or "",
+        signal_id=row["signal_id"] or "",
+        consumed_event_ids=row["consumed"] or [],
+        start_time=timestamp(row["started_at"]),
+        wait=_wait_from_json(row["wait"]),
     )
 
 
-def step_info(row: Row) -> wf.StepInfo:
-    """A step outcome event row as StepInfo."""
-    succeeded = row["event_type"] == "STEP_COMPLETED"
-    return wf.StepInfo(
-        step_id=row["step_id"],
-        name=row["step_name"],
-        position=row["position"],
-        succeeded=succeeded,
-        output=python_to_value(row["payload"]) if succeeded else None,
-        failure=dict_to_failure(row["failure"]),
-        attempts=row["attempt"] or 1,
-        complete_time=timestamp(row["created_at"]),
-        fence=row["fence"],
+def _wait_from_json(data: dict[str, Any] | None) -> wf.Wait | None:
+    if data is None:
+        return None
+    until = datetime.fromisoformat(data["until"]) if data.get("until") else None
+    return _wait(data["kind"], data.get("name"), until)
+
+
+def step_infos(events: list[Row], progress: list[Row]) -> list[wf.StepInfo]:
+    """Each user step with its status, attempts and timings, from its events (oldest first)
+    and the progress its attempts reported."""
+    steps: dict[str, wf.StepInfo] = {}
+    for row in events:
+        step = steps.setdefault(row["step_id"], _new_step(row["step_id"], row["step_name"]))
+        if not step.HasField("start_time") and row["started_at"] is not None:
+            step.start_time.FromDatetime(row["started_at"])
+        step.attempts = row["attempt"] or 1
+        step.fence = row["fence"]
+        step.failure.CopyFrom(dict_to_failure(row["failure"]) or wf.Failure())
+        step.ClearField("next_retry_time")
+        if row["event_type"] == "STEP_ATTEMPT_FAILED":
+            step.status = wf.STEP_STATUS_RETRYING
+            step.next_retry_time.FromDatetime(row["due_at"])
+            continue
+        step.position = row["position"]
+        step.complete_time.FromDatetime(row["created_at"])
+        step.succeeded = row["event_type"] == "STEP_COMPLETED"
+        if step.succeeded:
+            step.status = wf.STEP_STATUS_COMPLETED
+            step.output.CopyFrom(python_to_value(row["payload"]))
+            step.ClearField("failure")
+        else:
+            step.status = wf.STEP_STATUS_FAILED
+    for row in progress:
+        if row["step_id"].startswith("$"):
+            continue
+        step = steps.setdefault(row["step_id"], _new_step(row["step_id"], None))
+        if step.status in (wf.STEP_STATUS_COMPLETED, wf.STEP_STATUS_FAILED):
+            continue
+        if row["details"] is not None:
+            step.heartbeat_details.CopyFrom(python_to_value(row["details"]))
+        step.heartbeat_time.FromDatetime(row["updated_at"])
+        if row["attempt"] > step.attempts or step.status == wf.STEP_STATUS_UNSPECIFIED:
+            step.status = wf.STEP_STATUS_RUNNING
+            step.attempts = row["attempt"]
+            step.ClearField("next_retry_time")
+    return list(steps.values())
+
+
+def _new_step(step_id: str, name: str | None) -> wf.StepInfo:
+    base, _, occurrence = step_id.rpartition("#")
+    return wf.StepInfo(step_id=step_id, name=name or (base if occurrence.isdigit() else step_id))
+
+
+def current_step(row: Row, steps: list[wf.StepInfo]) -> str:
+    """What the run is on: its wait, else the step running or being retried."""
+    if row["wait_name"]:
+        return str(row["wait_name"])
+    if row["status"] not in ("RUNNING", "WAITING"):
+        return ""
+    active = (wf.STEP_STATUS_RUNNING, wf.STEP_STATUS_RETRYING)
+    return next((step.step_id for step in reversed(steps) if step.status in active), "")
+
+
+def pending_signal(row: Row) -> wf.PendingSignal:
+    """A SIGNAL_RECEIVED row as PendingSignal."""
+    return wf.PendingSignal(
+        name=row["name"],
+        signal_id=row["signal_id"] or "",
+        payload=python_to_value(row["payload"]),
+        receive_time=timestamp(row["created_at"]),
+        event_id=row["event_id"],
     )

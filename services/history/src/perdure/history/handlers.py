@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
+from datetime import UTC, datetime
+from typing import Any, Protocol
 
 import grpc
 
@@ -11,13 +12,15 @@ from perdure.api.worker.v1 import journal_service_pb2_grpc as jgrpc
 from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.api.workflow.v1 import workflow_service_pb2 as api
 from perdure.common import errors
-from perdure.common.convert import value_to_python
+from perdure.common.convert import python_to_value, timestamp, value_to_python
 from perdure.common.payload import validate_payload
-from perdure.history.journal import Journal
+from perdure.history.convert import failure_to_dict
+from perdure.history.journal import Call, Journal
 from perdure.internal.history.v1 import history_service_pb2 as hpb
 from perdure.internal.history.v1 import history_service_pb2_grpc as hgrpc
 
 Context = grpc.aio.ServicerContext[Any, Any]
+MAX_KEY_LENGTH = 200
 
 
 def _require_workflow_id(workflow_id: str) -> None:
@@ -58,9 +61,15 @@ class HistoryServicer(hgrpc.HistoryServiceServicer):
         self, request: hpb.DescribeWorkflowRequest, context: Context
     ) -> hpb.DescribeWorkflowResponse:
         _require_workflow_id(request.request.workflow_id)
-        info, steps = await self._journal.describe(request.request.workflow_id)
+        described = await self._journal.describe(request.request.workflow_id)
         return hpb.DescribeWorkflowResponse(
-            response=api.DescribeWorkflowResponse(workflow=info, steps=steps)
+            response=api.DescribeWorkflowResponse(
+                workflow=described.info,
+                steps=described.steps,
+                current_step=described.current_step,
+                pending_signals=described.pending_signals,
+                state={key: python_to_value(value) for key, value in described.state.items()},
+            )
         )
 
     @errors.unary
@@ -91,6 +100,89 @@ class HistoryServicer(hgrpc.HistoryServiceServicer):
             response=api.ListWorkflowsResponse(workflows=runs, next_page_token=token)
         )
 
+    @errors.unary
+    async def SignalWorkflow(
+        self, request: hpb.SignalWorkflowRequest, context: Context
+    ) -> hpb.SignalWorkflowResponse:
+        r = request.request
+        _require_workflow_id(r.workflow_id)
+        accepted = await self._journal.signal(
+            r.workflow_id, r.signal_name, value_to_python(r.payload), r.signal_id or None
+        )
+        return hpb.SignalWorkflowResponse(response=api.SignalWorkflowResponse(accepted=accepted))
+
+    @errors.unary
+    async def SignalWithStartWorkflow(
+        self, request: hpb.SignalWithStartWorkflowRequest, context: Context
+    ) -> hpb.SignalWithStartWorkflowResponse:
+        r = request.request
+        _require_workflow_id(r.start.workflow_id)
+        started, accepted = await self._journal.signal_with_start(
+            r.start.workflow_id,
+            r.start.workflow_type,
+            r.start.task_queue,
+            value_to_python(r.start.input),
+            r.signal_name,
+            value_to_python(r.payload),
+            r.signal_id or None,
+        )
+        return hpb.SignalWithStartWorkflowResponse(
+            response=api.SignalWithStartWorkflowResponse(started=started, accepted=accepted)
+        )
+
+    @errors.unary
+    async def CancelWorkflow(
+        self, request: hpb.CancelWorkflowRequest, context: Context
+    ) -> hpb.CancelWorkflowResponse:
+        _require_workflow_id(request.request.workflow_id)
+        await self._journal.cancel(request.request.workflow_id, request.request.reason)
+        return hpb.CancelWorkflowResponse(response=api.CancelWorkflowResponse())
+
+    @errors.unary
+    async def TerminateWorkflow(
+        self, request: hpb.TerminateWorkflowRequest, context: Context
+    ) -> hpb.TerminateWorkflowResponse:
+        _require_workflow_id(request.request.workflow_id)
+        await self._journal.terminate(request.request.workflow_id, request.request.reason)
+        return hpb.TerminateWorkflowResponse(response=api.TerminateWorkflowResponse())
+
+    @errors.unary
+    async def QueryWorkflow(
+        self, request: hpb.QueryWorkflowRequest, context: Context
+    ) -> hpb.QueryWorkflowResponse:
+        _require_workflow_id(request.request.workflow_id)
+        row = await self._journal.query(request.request.workflow_id, request.request.key)
+        return hpb.QueryWorkflowResponse(
+            response=api.QueryWorkflowResponse(
+                value=python_to_value(row["payload"]), update_time=timestamp(row["created_at"])
+            )
+        )
+
+
+class _CallRequest(Protocol):
+    workflow_id: str
+    fence: int
+    step_id: str
+    step_name: str
+    position: int
+
+
+def _call(request: _CallRequest) -> Call:
+    """The lease and code call a worker's record belongs to, validated."""
+    _require_workflow_id(request.workflow_id)
+    _require_fence(request.fence)
+    if not request.step_id or not request.step_name:
+        raise errors.invalid_argument("step_id and step_name are required")
+    if request.position < 0:
+        raise errors.invalid_argument("position must be zero or more")
+    return Call(
+        request.workflow_id, request.fence, request.step_id, request.step_name, request.position
+    )
+
+
+def _started(request: jpb.RecordStepRequest) -> datetime | None:
+    return request.start_time.ToDatetime(tzinfo=UTC) if request.HasField("start_time") else None
+
 
 class JournalServicer(jgrpc.JournalServiceServicer):
     """The worker protocol's journal calls, each checked against the lease's fence."""
@@ -104,35 +196,164 @@ class JournalServicer(jgrpc.JournalServiceServicer):
     ) -> jpb.LoadJournalResponse:
         _require_workflow_id(request.workflow_id)
         _require_fence(request.fence)
-        info, events = await self._journal.load(request.workflow_id, request.fence)
-        return jpb.LoadJournalResponse(workflow=info, events=events)
+        loaded = await self._journal.load(request.workflow_id, request.fence)
+        return jpb.LoadJournalResponse(
+            workflow=loaded.info,
+            events=loaded.events,
+            now=timestamp(loaded.now),
+            progress=[
+                jpb.StepProgress(
+                    step_id=row["step_id"],
+                    attempt=row["attempt"],
+                    details=python_to_value(row["details"]) if row["details"] is not None else None,
+                    update_time=timestamp(row["updated_at"]),
+                )
+                for row in loaded.progress
+            ],
+        )
 
     @errors.unary
     async def RecordStep(
         self, request: jpb.RecordStepRequest, context: Context
     ) -> jpb.RecordStepResponse:
-        _require_workflow_id(request.workflow_id)
-        _require_fence(request.fence)
-        if not request.step_id or not request.step_name:
-            raise errors.invalid_argument("step_id and step_name are required")
-        if request.position < 0:
-            raise errors.invalid_argument("position must be zero or more")
+        call = _call(request)
         outcome = request.WhichOneof("outcome")
         if outcome is None:
             raise errors.invalid_argument("one of output or failure is required")
-        if outcome == "output":
+        attempt = max(request.attempt, 1)
+        if request.HasField("retry_delay"):
+            delay = request.retry_delay.ToTimedelta().total_seconds()
+            if outcome != "failure" or delay < 0:
+                raise errors.invalid_argument(
+                    "retry_delay goes with a failure and must not be negative"
+                )
+            appended = await self._journal.record_attempt_failure(
+                call, attempt, failure_to_dict(request.failure), delay, _started(request)
+            )
+        elif outcome == "output":
             validate_payload("output", request.output)
-        event_id = await self._journal.record_step(
+            appended = await self._journal.record(
+                call,
+                "STEP_COMPLETED",
+                attempt=attempt,
+                payload=value_to_python(request.output),
+                started_at=_started(request),
+            )
+        else:
+            appended = await self._journal.record(
+                call,
+                "STEP_FAILED",
+                attempt=attempt,
+                failure=failure_to_dict(request.failure),
+                started_at=_started(request),
+            )
+        return jpb.RecordStepResponse(
+            event_id=appended.event_id,
+            retry_time=timestamp(appended.due_at),
+            cancel_requested=appended.cancel_requested,
+        )
+
+    @errors.unary
+    async def StartTimer(
+        self, request: jpb.StartTimerRequest, context: Context
+    ) -> jpb.StartTimerResponse:
+        call = _call(request)
+        fire = request.WhichOneof("fire")
+        if fire is None:
+            raise errors.invalid_argument("one of delay or fire_time is required")
+        if fire == "delay":
+            appended = await self._journal.record(
+                call, "TIMER_STARTED", due_in=request.delay.ToTimedelta().total_seconds()
+            )
+        else:
+            appended = await self._journal.record(
+                call, "TIMER_STARTED", due_at=request.fire_time.ToDatetime(tzinfo=UTC)
+            )
+        return jpb.StartTimerResponse(
+            fire_time=timestamp(appended.due_at), cancel_requested=appended.cancel_requested
+        )
+
+    @errors.unary
+    async def ConsumeSignals(
+        self, request: jpb.ConsumeSignalsRequest, context: Context
+    ) -> jpb.ConsumeSignalsResponse:
+        call = _call(request)
+        if not request.signal_name:
+            raise errors.invalid_argument("signal_name is required")
+        if request.timed_out:
+            if request.event_ids:
+                raise errors.invalid_argument("a timed-out wait consumes no signals")
+            appended = await self._journal.record(
+                call, "SIGNAL_TIMED_OUT", name=request.signal_name
+            )
+        else:
+            validate_payload("result", request.result)
+            appended = await self._journal.record(
+                call,
+                "SIGNAL_CONSUMED",
+                name=request.signal_name,
+                consumed=list(request.event_ids),
+                payload=value_to_python(request.result),
+            )
+        return jpb.ConsumeSignalsResponse(cancel_requested=appended.cancel_requested)
+
+    @errors.unary
+    async def SetState(
+        self, request: jpb.SetStateRequest, context: Context
+    ) -> jpb.SetStateResponse:
+        call = _call(request)
+        if not request.key or len(request.key) > MAX_KEY_LENGTH:
+            raise errors.invalid_argument(f"key must have 1 to {MAX_KEY_LENGTH} characters")
+        validate_payload("value", request.value)
+        appended = await self._journal.record(
+            call, "STATE_UPDATED", name=request.key, payload=value_to_python(request.value)
+        )
+        return jpb.SetStateResponse(cancel_requested=appended.cancel_requested)
+
+    @errors.unary
+    async def RecordCancellation(
+        self, request: jpb.RecordCancellationRequest, context: Context
+    ) -> jpb.RecordCancellationResponse:
+        await self._journal.record(_call(request), "CANCELLATION_DELIVERED")
+        return jpb.RecordCancellationResponse()
+
+    @errors.unary
+    async def RecordHeartbeat(
+        self, request: jpb.RecordHeartbeatRequest, context: Context
+    ) -> jpb.RecordHeartbeatResponse:
+        _require_workflow_id(request.workflow_id)
+        _require_fence(request.fence)
+        if not request.step_id:
+            raise errors.invalid_argument("step_id is required")
+        details = None
+        if request.HasField("details"):
+            validate_payload("details", request.details)
+            details = value_to_python(request.details)
+        cancel_requested = await self._journal.heartbeat(
+            request.workflow_id, request.fence, request.step_id, max(request.attempt, 1), details
+        )
+        return jpb.RecordHeartbeatResponse(cancel_requested=cancel_requested)
+
+    @errors.unary
+    async def SuspendWorkflow(
+        self, request: jpb.SuspendWorkflowRequest, context: Context
+    ) -> jpb.SuspendWorkflowResponse:
+        _require_workflow_id(request.workflow_id)
+        _require_fence(request.fence)
+        wait = request.wait
+        if wait.kind == wf.WAIT_KIND_UNSPECIFIED or not wait.name:
+            raise errors.invalid_argument("wait.kind and wait.name are required")
+        if wait.kind != wf.WAIT_KIND_SIGNAL and not wait.HasField("until"):
+            raise errors.invalid_argument("timers and retries need wait.until")
+        until = wait.until.ToDatetime(tzinfo=UTC) if wait.HasField("until") else None
+        await self._journal.suspend(
             request.workflow_id,
             request.fence,
-            request.step_id,
-            request.step_name,
-            request.position,
-            max(request.attempt, 1),
-            value_to_python(request.output) if outcome == "output" else None,
-            request.failure if outcome == "failure" else None,
+            wf.WaitKind.Name(wait.kind).removeprefix("WAIT_KIND_"),
+            wait.name,
+            until,
         )
-        return jpb.RecordStepResponse(event_id=event_id)
+        return jpb.SuspendWorkflowResponse()
 
     @errors.unary
     async def FinishWorkflow(
@@ -142,7 +363,7 @@ class JournalServicer(jgrpc.JournalServiceServicer):
         _require_fence(request.fence)
         outcome = request.WhichOneof("outcome")
         if outcome is None:
-            raise errors.invalid_argument("one of result, failure or park is required")
+            raise errors.invalid_argument("one of result, failure, park or cancelled is required")
         if outcome == "result":
             validate_payload("result", request.result)
         value = (

@@ -5,6 +5,8 @@ from __future__ import annotations
 import base64
 import binascii
 from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from psycopg import AsyncConnection
@@ -19,7 +21,13 @@ from perdure.history.store import Row
 
 MAX_PAGE_SIZE = 1000
 DEFAULT_PAGE_SIZE = 100
-CLOSED_STATUS = {"result": "COMPLETED", "failure": "FAILED", "park": "PARKED"}
+CLOSED_STATUS = {
+    "result": "COMPLETED",
+    "failure": "FAILED",
+    "park": "PARKED",
+    "cancelled": "CANCELLED",
+}
+OPEN_STATUSES = frozenset({"RUNNING", "WAITING"})
 
 
 def encode_page_token(position: int) -> str:
@@ -48,6 +56,47 @@ def page_size(requested: int) -> int:
     return min(requested or DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE)
 
 
+@dataclass(frozen=True)
+class Call:
+    """Where a worker's record belongs: the lease and the call of the code."""
+
+    workflow_id: str
+    fence: int
+    step_id: str
+    step_name: str
+    position: int
+
+
+@dataclass(frozen=True)
+class Appended:
+    """What an append returns to the worker."""
+
+    event_id: int
+    due_at: datetime | None
+    cancel_requested: bool
+
+
+@dataclass(frozen=True)
+class Described:
+    """Everything DescribeWorkflow shows."""
+
+    info: wf.WorkflowInfo
+    steps: list[wf.StepInfo]
+    current_step: str
+    pending_signals: list[wf.PendingSignal]
+    state: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """A run as a worker loads it."""
+
+    info: wf.WorkflowInfo
+    events: list[wf.HistoryEvent]
+    now: datetime
+    progress: list[Row]
+
+
 class Journal:
     """Every read and write of the history schema goes through here."""
 
@@ -55,27 +104,17 @@ class Journal:
         self._pool = pool
         self._on_scheduled = on_scheduled  # wakes the outbox relay after a commit
 
+    # -- the public API's calls ------------------------------------------------------------
+
     async def start(
         self, workflow_id: str, workflow_type: str, task_queue: str, input_value: Any
     ) -> tuple[bool, str]:
         """Create the run and schedule it; an identical earlier start returns it unchanged."""
         async with self._pool.connection() as conn:
-            row = await store.fetch_one(
-                conn,
-                store.START_WORKFLOW,
-                {
-                    "workflow_id": workflow_id,
-                    "workflow_type": workflow_type,
-                    "task_queue": task_queue,
-                    "input": Jsonb(input_value),
-                },
-            )
-        if row is not None:
-            self._on_scheduled()
-            return True, "RUNNING"
-        async with self._pool.connection() as conn:
-            existing = await store.fetch_one(conn, store.SELECT_WORKFLOW, [workflow_id])
-        assert existing is not None  # runs are never deleted
+            created = await self._create(conn, workflow_id, workflow_type, task_queue, input_value)
+            if created:
+                return True, "RUNNING"
+            existing = await self._require(conn, workflow_id)
         mismatch = [
             name
             for name, asked, stored in (
@@ -93,12 +132,92 @@ class Journal:
             )
         return False, str(existing["status"])
 
-    async def describe(self, workflow_id: str) -> tuple[wf.WorkflowInfo, list[wf.StepInfo]]:
-        """The run and its recorded steps in call order."""
+    async def signal(
+        self, workflow_id: str, name: str, payload: Any, signal_id: str | None
+    ) -> bool:
+        """Journal a signal and wake the run; False when its id was already received."""
+        async with self._pool.connection() as conn:
+            return await self._signal(conn, workflow_id, name, payload, signal_id)
+
+    async def signal_with_start(
+        self,
+        workflow_id: str,
+        workflow_type: str,
+        task_queue: str,
+        input_value: Any,
+        name: str,
+        payload: Any,
+        signal_id: str | None,
+    ) -> tuple[bool, bool]:
+        """Start the run if the id is free, then signal it: (started, accepted), atomically."""
+        async with self._pool.connection() as conn, conn.transaction():
+            started = await self._create(conn, workflow_id, workflow_type, task_queue, input_value)
+            accepted = await self._signal(conn, workflow_id, name, payload, signal_id)
+        self._on_scheduled()  # again, now that the transaction has committed
+        return started, accepted
+
+    async def cancel(self, workflow_id: str, reason: str) -> None:
+        """Ask the run to cancel and wake it; asking again changes nothing."""
+        params = store.event_params(
+            workflow_id=workflow_id,
+            event_type="CANCEL_REQUESTED",
+            failure={"type": "CancelRequested", "message": reason, "stack_trace": ""},
+            wake=True,
+        )
+        async with self._pool.connection() as conn:
+            if await store.fetch_one(conn, store.REQUEST_CANCEL, params) is not None:
+                self._on_scheduled()
+                return
+            row = await self._require(conn, workflow_id)
+        if row["status"] not in OPEN_STATUSES:
+            raise _closed(workflow_id, row["status"])
+
+    async def terminate(self, workflow_id: str, reason: str) -> None:
+        """Close the run at once as terminated."""
+        failure = {"type": "Terminated", "message": reason, "stack_trace": ""}
+        params = store.event_params(
+            workflow_id=workflow_id, event_type="WORKFLOW_TERMINATED", failure=failure
+        )
+        async with self._pool.connection() as conn:
+            if await store.fetch_one(conn, store.TERMINATE, params) is None:
+                row = await self._require(conn, workflow_id)
+                raise _closed(workflow_id, row["status"])
+
+    async def query(self, workflow_id: str, key: str) -> Row:
+        """The latest value published under `key` (columns payload and created_at)."""
+        async with self._pool.connection() as conn:
+            await self._require(conn, workflow_id)
+            row = await store.fetch_one(
+                conn, store.SELECT_STATE, {"workflow_id": workflow_id, "key": key}
+            )
+        if row is None:
+            raise errors.not_found(
+                "STATE_NOT_FOUND",
+                f"workflow {workflow_id!r} has not published a value under {key!r} "
+                "(the code publishes with ctx.set_state)",
+            )
+        return row
+
+    async def describe(self, workflow_id: str) -> Described:
+        """The run, its steps, what it does now, its pending signals and published state."""
         async with self._pool.connection() as conn:
             row = await self._require(conn, workflow_id)
-            steps = await store.fetch_all(conn, store.SELECT_STEP_EVENTS, [workflow_id])
-        return convert.workflow_info(row), [convert.step_info(step) for step in steps]
+            step_events = await store.fetch_all(conn, store.SELECT_STEP_EVENTS, [workflow_id])
+            progress = await store.fetch_all(conn, store.SELECT_PROGRESS, [workflow_id])
+            pending = await store.fetch_all(
+                conn, store.SELECT_PENDING_SIGNALS, {"workflow_id": workflow_id}
+            )
+            state = await store.fetch_all(
+                conn, store.SELECT_STATE, {"workflow_id": workflow_id, "key": None}
+            )
+        steps = convert.step_infos(step_events, progress)
+        return Described(
+            info=convert.workflow_info(row),
+            steps=steps,
+            current_step=convert.current_step(row, steps),
+            pending_signals=[convert.pending_signal(event) for event in pending],
+            state={entry["name"]: entry["payload"] for entry in state},
+        )
 
     async def history_page(
         self, workflow_id: str, requested_size: int, token: str
@@ -140,9 +259,9 @@ class Journal:
         next_token = encode_page_token(rows[-1]["run_seq"]) if more else ""
         return [convert.workflow_info(row) for row in rows], next_token
 
-    async def load(
-        self, workflow_id: str, fence: int
-    ) -> tuple[wf.WorkflowInfo, list[wf.HistoryEvent]]:
+    # -- the worker protocol's calls, each under the lease's fence -------------------------
+
+    async def load(self, workflow_id: str, fence: int) -> Loaded:
         """Raise the fence mark to `fence` and return the run with its whole journal.
 
         The mark is committed before the read: from then on every earlier holder is fenced out.
@@ -156,45 +275,95 @@ class Journal:
             events = await store.fetch_all(
                 conn, store.SELECT_EVENTS, {"workflow_id": workflow_id, "after": 0, "limit": None}
             )
-        return convert.workflow_info(row), [convert.history_event(event) for event in events]
+            progress = await store.fetch_all(conn, store.SELECT_PROGRESS, [workflow_id])
+        return Loaded(
+            info=convert.workflow_info(row),
+            events=[convert.history_event(event) for event in events],
+            now=row["db_now"],
+            progress=progress,
+        )
 
-    async def record_step(
-        self,
-        workflow_id: str,
-        fence: int,
-        step_id: str,
-        step_name: str,
-        position: int,
-        attempt: int,
-        output: Any,
-        failure: wf.Failure | None,
-    ) -> int:
-        """Append a step's outcome under the fence; the same outcome twice is a no-op."""
-        outcome: dict[str, Any] = {
-            "event_type": "STEP_FAILED" if failure is not None else "STEP_COMPLETED",
-            "payload": output if failure is None else None,
-            "failure": convert.failure_to_dict(failure) if failure is not None else None,
-        }
+    async def record(self, call: Call, event_type: str, **fields: Any) -> Appended:
+        """Append the event of one call of the code. Recording the same event at the same call
+        again (a retried request) is a no-op; a different one there is STEP_CONFLICT."""
         params = store.event_params(
-            workflow_id=workflow_id,
-            fence=fence,
-            step_id=step_id,
-            step_name=step_name,
-            position=position,
-            attempt=attempt,
-            **outcome,
+            workflow_id=call.workflow_id,
+            fence=call.fence,
+            event_type=event_type,
+            step_id=call.step_id,
+            step_name=call.step_name,
+            position=call.position,
+            **fields,
         )
         async with self._pool.connection() as conn:
             try:
-                row = await store.fetch_one(conn, store.RECORD_STEP, params)
+                row = await store.fetch_one(conn, store.RECORD_EVENT, params)
             except UniqueViolation:
-                return await self._existing_step(conn, workflow_id, step_id, position, outcome)
+                return await self._existing_call(conn, call, params)
+            if row is None:
+                raise await self._rejection(conn, call.workflow_id, call.fence)
+        return Appended(row["event_id"], row["due_at"], row["cancel_requested"])
+
+    async def record_attempt_failure(
+        self, call: Call, attempt: int, failure: dict[str, str], delay: float, started: Any
+    ) -> Appended:
+        """Journal a failed attempt; the next one is due `delay` seconds from now (DB clock)."""
+        params = store.event_params(
+            workflow_id=call.workflow_id,
+            fence=call.fence,
+            event_type="STEP_ATTEMPT_FAILED",
+            step_id=call.step_id,
+            step_name=call.step_name,
+            attempt=attempt,
+            failure=failure,
+            due_in=delay,
+            started_at=started,
+        )
+        async with self._pool.connection() as conn:
+            row = await store.fetch_one(conn, store.RECORD_EVENT, params)
+            if row is None:
+                raise await self._rejection(conn, call.workflow_id, call.fence)
+        return Appended(row["event_id"], row["due_at"], row["cancel_requested"])
+
+    async def heartbeat(
+        self, workflow_id: str, fence: int, step_id: str, attempt: int, details: Any
+    ) -> bool:
+        """Keep a step attempt's latest progress; returns whether a cancel was requested."""
+        params = {
+            "workflow_id": workflow_id,
+            "fence": fence,
+            "step_id": step_id,
+            "attempt": attempt,
+            "details": store.json_or_none(details),
+        }
+        async with self._pool.connection() as conn:
+            row = await store.fetch_one(conn, store.RECORD_HEARTBEAT, params)
             if row is None:
                 raise await self._rejection(conn, workflow_id, fence)
-        return int(row["event_id"])
+        return bool(row["cancel_requested"])
+
+    async def suspend(
+        self, workflow_id: str, fence: int, kind: str, name: str, until: datetime | None
+    ) -> None:
+        """Mark the run waiting and schedule its wake-up at `until` (if any)."""
+        params = store.event_params(
+            workflow_id=workflow_id,
+            fence=fence,
+            event_type="WORKFLOW_SUSPENDED",
+            wait={"kind": kind, "name": name, "until": until.isoformat() if until else None},
+            run_at=until,
+            wake=until is not None,
+        )
+        params.update(wait_kind=kind, wait_name=name)
+        async with self._pool.connection() as conn:
+            if await store.fetch_one(conn, store.SUSPEND, params) is None:
+                raise await self._rejection(conn, workflow_id, fence)
+        if until is not None:
+            self._on_scheduled()
 
     async def finish(self, workflow_id: str, fence: int, outcome: str, value: Any) -> str:
-        """Close the run as completed ("result"), failed ("failure") or parked ("park")."""
+        """Close the run as completed ("result"), failed ("failure"), parked ("park") or
+        cancelled ("cancelled")."""
         status = CLOSED_STATUS[outcome]
         params = store.event_params(
             workflow_id=workflow_id,
@@ -212,30 +381,78 @@ class Journal:
                 return status  # a retried call whose first attempt committed
             raise await self._rejection(conn, workflow_id, fence)
 
-    async def _existing_step(
+    # -- helpers ----------------------------------------------------------------------------
+
+    async def _create(
         self,
         conn: AsyncConnection,
         workflow_id: str,
-        step_id: str,
-        position: int,
-        outcome: dict[str, Any],
-    ) -> int:
-        """The event id of an identical recorded outcome (a retried call), else STEP_CONFLICT."""
+        workflow_type: str,
+        task_queue: str,
+        input_value: Any,
+    ) -> bool:
+        params = {
+            "workflow_id": workflow_id,
+            "workflow_type": workflow_type,
+            "task_queue": task_queue,
+            "input": Jsonb(input_value),
+        }
+        if await store.fetch_one(conn, store.START_WORKFLOW, params) is None:
+            return False
+        self._on_scheduled()
+        return True
+
+    async def _signal(
+        self,
+        conn: AsyncConnection,
+        workflow_id: str,
+        name: str,
+        payload: Any,
+        signal_id: str | None,
+    ) -> bool:
+        params = store.event_params(
+            workflow_id=workflow_id,
+            event_type="SIGNAL_RECEIVED",
+            name=name,
+            payload=payload,
+            signal_id=signal_id,
+            wake=True,
+        )
+        try:
+            # A savepoint, so that a duplicate id does not abort a SignalWithStart's start.
+            async with conn.transaction():
+                row = await store.fetch_one(conn, store.SIGNAL, params)
+        except UniqueViolation:
+            return False  # the same id, sent concurrently
+        if row is not None:
+            self._on_scheduled()
+            return True
+        if signal_id and await store.fetch_one(conn, store.SELECT_SIGNAL, [workflow_id, signal_id]):
+            return False
+        current = await self._require(conn, workflow_id)
+        raise _closed(workflow_id, current["status"])
+
+    async def _existing_call(
+        self, conn: AsyncConnection, call: Call, params: dict[str, Any]
+    ) -> Appended:
+        """The identical event already recorded at this call (a retried request), else
+        STEP_CONFLICT."""
         row = await store.fetch_one(
             conn,
             store.SELECT_STEP_EVENT,
-            {"workflow_id": workflow_id, "step_id": step_id, "position": position},
+            {"workflow_id": call.workflow_id, "step_id": call.step_id, "position": call.position},
         )
-        if (
-            row is not None
-            and (row["step_id"], row["position"]) == (step_id, position)
-            and all(row[column] == value for column, value in outcome.items())
-        ):
-            return int(row["event_id"])
+        same = row is not None and all(
+            row[column] == _plain(params[column])
+            for column in ("step_id", "position", "event_type", "payload", "failure", "consumed")
+        )
+        if row is not None and same:
+            return Appended(row["event_id"], row["due_at"], False)
         raise errors.failed_precondition(
             "STEP_CONFLICT",
-            f"workflow {workflow_id!r} already recorded a different outcome for step {step_id!r} "
-            f"or position {position}; replay the journal instead of re-running the step",
+            f"workflow {call.workflow_id!r} already recorded something different for step "
+            f"{call.step_id!r} or position {call.position}; replay the journal instead of "
+            "re-running the call",
         )
 
     async def _require(self, conn: AsyncConnection, workflow_id: str) -> Row:
@@ -255,6 +472,15 @@ class Journal:
                 f"stale fence {fence} for workflow {workflow_id!r}: a newer lease (fence "
                 f"{row['fence']}) owns it; stop working on it",
             )
-        return errors.failed_precondition(
-            "WORKFLOW_CLOSED", f"workflow {workflow_id!r} is already {row['status'].lower()}"
-        )
+        return _closed(workflow_id, row["status"])
+
+
+def _closed(workflow_id: str, status: str) -> errors.ApiError:
+    return errors.failed_precondition(
+        "WORKFLOW_CLOSED", f"workflow {workflow_id!r} is already {status.lower()}"
+    )
+
+
+def _plain(value: Any) -> Any:
+    """A parameter as the database gives it back (Jsonb unwrapped)."""
+    return value.obj if isinstance(value, Jsonb) else value

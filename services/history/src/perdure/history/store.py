@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from psycopg import AsyncConnection
@@ -12,12 +13,14 @@ Row = dict[str, Any]
 
 WORKFLOW_COLUMNS = (
     "workflow_id, workflow_type, task_queue, status, input, result, failure, fence,"
-    " event_count, created_at, updated_at, closed_at"
+    " event_count, created_at, updated_at, closed_at, wait_kind, wait_name, wait_until,"
+    " cancel_requested"
 )
 EVENT_COLUMNS = (
     "event_id, event_type, fence, step_id, step_name, position, attempt, payload, failure,"
-    " created_at"
+    " created_at, due_at, name, signal_id, consumed, started_at, wait"
 )
+OPEN = "('RUNNING', 'WAITING')"
 
 # A start is one statement: the run, its WorkflowStarted event and its scheduling request are
 # written together, or, when the id is taken, none of them.
@@ -41,52 +44,130 @@ SELECT workflow_id FROM run
 SELECT_WORKFLOW = f"SELECT {WORKFLOW_COLUMNS} FROM history.workflows WHERE workflow_id = %s"
 
 # Raising the fence mark and taking the row lock happen in one statement: a lower fence
-# matches no row, so a stale holder can never reach the write that follows.
+# matches no row, so a stale holder can never reach the write that follows. A waiting run
+# being picked up is running again (it suspends anew if what it waits for is not there yet).
 ADVANCE_FENCE = f"""
-UPDATE history.workflows SET fence = %(fence)s
+UPDATE history.workflows
+SET fence = %(fence)s,
+    status = CASE WHEN status = 'WAITING' THEN 'RUNNING' ELSE status END,
+    wait_kind = NULL, wait_name = NULL, wait_until = NULL
 WHERE workflow_id = %(workflow_id)s AND fence <= %(fence)s
-RETURNING {WORKFLOW_COLUMNS}
+RETURNING {WORKFLOW_COLUMNS}, now() AS db_now
 """
 
-# Appending to a running workflow is one statement: the fenced UPDATE reserves the next event
-# id and the INSERT writes the event from it. A stale fence or a closed run matches no row, so
-# nothing is written; a step id or position already taken raises UniqueViolation and the whole
-# statement, the UPDATE included, is undone. One round trip per step.
-_APPEND_EVENT = """
-INSERT INTO history.events (workflow_id, event_id, event_type, fence, step_id, step_name,
-                            position, attempt, payload, failure)
-SELECT workflow_id, event_count, %(event_type)s, %(fence)s, %(step_id)s, %(step_name)s,
-       %(position)s, %(attempt)s, %(payload)s, %(failure)s
-FROM appended
-RETURNING event_id
+# Every journal append is one statement: an UPDATE of the run (`appended`, which must return
+# workflow_id, workflow_type, task_queue, event_count and cancel_requested) reserves the next
+# event id, and the INSERT below writes the event from it. When the UPDATE matches no row (a
+# stale fence, a closed run) nothing is written; a step id, position or signal id already
+# taken raises UniqueViolation and the whole statement, the UPDATE included, is undone.
+_APPENDED_COLUMNS = "workflow_id, workflow_type, task_queue, event_count, cancel_requested"
+_INSERT_EVENT = """, inserted AS (
+    INSERT INTO history.events (workflow_id, event_id, event_type, fence, step_id, step_name,
+                                position, attempt, payload, failure, due_at, name, signal_id,
+                                consumed, started_at, wait)
+    SELECT workflow_id, event_count, %(event_type)s, %(fence)s, %(step_id)s, %(step_name)s,
+           %(position)s, %(attempt)s, %(payload)s, %(failure)s,
+           COALESCE(%(due_at)s::timestamptz, now() + make_interval(secs => %(due_in)s::float8)),
+           %(name)s, %(signal_id)s, %(consumed)s, %(started_at)s, %(wait)s
+    FROM appended
+    RETURNING event_id, due_at
+)"""
+# Wakes the run through the outbox at run_at (NULL: now), committed with the append.
+_SCHEDULE = """, scheduled AS (
+    INSERT INTO history.outbox (workflow_id, workflow_type, task_queue, run_at)
+    SELECT workflow_id, workflow_type, task_queue, %(run_at)s::timestamptz FROM appended
+    WHERE %(wake)s::boolean
+)"""
+_RESULT = """
+SELECT inserted.event_id, inserted.due_at, appended.cancel_requested FROM inserted, appended
 """
 
-RECORD_STEP = (
-    """
-WITH appended AS (
-    UPDATE history.workflows
+
+def _append(update: str, *, schedule: bool = False) -> str:
+    return (
+        f"WITH appended AS ({update} RETURNING {_APPENDED_COLUMNS})"
+        + _INSERT_EVENT
+        + (_SCHEDULE if schedule else "")
+        + _RESULT
+    )
+
+
+_FENCED = f"WHERE workflow_id = %(workflow_id)s AND fence <= %(fence)s AND status IN {OPEN}"
+
+# A worker's record of one call of the code (a step outcome, timer, signal consumption...).
+RECORD_EVENT = _append(
+    f"""UPDATE history.workflows
     SET fence = %(fence)s, event_count = event_count + 1, updated_at = now()
-    WHERE workflow_id = %(workflow_id)s AND fence <= %(fence)s AND status = 'RUNNING'
-    RETURNING workflow_id, event_count
-)"""
-    + _APPEND_EVENT
+    {_FENCED}"""
 )
 
-CLOSE_RUN = (
-    """
-WITH appended AS (
-    UPDATE history.workflows
+SUSPEND = _append(
+    f"""UPDATE history.workflows
     SET fence = %(fence)s, event_count = event_count + 1, updated_at = now(),
-        status = %(status)s, result = %(payload)s, failure = %(failure)s, closed_at = now()
-    WHERE workflow_id = %(workflow_id)s AND fence <= %(fence)s AND status = 'RUNNING'
-    RETURNING workflow_id, event_count
-)"""
-    + _APPEND_EVENT
+        status = 'WAITING', wait_kind = %(wait_kind)s, wait_name = %(wait_name)s,
+        wait_until = %(run_at)s
+    {_FENCED}""",
+    schedule=True,
 )
+
+CLOSE_RUN = _append(
+    f"""UPDATE history.workflows
+    SET fence = %(fence)s, event_count = event_count + 1, updated_at = now(),
+        status = %(status)s, result = %(payload)s, failure = %(failure)s, closed_at = now(),
+        wait_kind = NULL, wait_name = NULL, wait_until = NULL
+    {_FENCED}"""
+)
+
+# Platform writes (fence 0 in the event) need no lease: they only require an open run.
+_OPEN_RUN = f"WHERE workflow_id = %(workflow_id)s AND status IN {OPEN}"
+
+SIGNAL = _append(
+    f"""UPDATE history.workflows SET event_count = event_count + 1, updated_at = now()
+    {_OPEN_RUN}""",
+    schedule=True,
+)
+
+REQUEST_CANCEL = _append(
+    f"""UPDATE history.workflows
+    SET event_count = event_count + 1, updated_at = now(), cancel_requested = true
+    {_OPEN_RUN} AND NOT cancel_requested""",
+    schedule=True,
+)
+
+TERMINATE = _append(
+    f"""UPDATE history.workflows
+    SET event_count = event_count + 1, updated_at = now(), status = 'TERMINATED',
+        failure = %(failure)s, closed_at = now(),
+        wait_kind = NULL, wait_name = NULL, wait_until = NULL
+    {_OPEN_RUN}"""
+)
+
+RECORD_HEARTBEAT = f"""
+WITH live AS (
+    SELECT workflow_id, cancel_requested FROM history.workflows {_FENCED}
+), upserted AS (
+    INSERT INTO history.step_progress (workflow_id, step_id, attempt, details)
+    SELECT workflow_id, %(step_id)s, %(attempt)s, %(details)s FROM live
+    ON CONFLICT (workflow_id, step_id) DO UPDATE
+    SET attempt = EXCLUDED.attempt, updated_at = now(),
+        details = COALESCE(EXCLUDED.details, history.step_progress.details)
+)
+SELECT cancel_requested FROM live
+"""
+
+SELECT_PROGRESS = """
+SELECT step_id, attempt, details, updated_at FROM history.step_progress
+WHERE workflow_id = %s ORDER BY updated_at
+"""
+
+SELECT_SIGNAL = """
+SELECT event_id FROM history.events WHERE workflow_id = %s AND signal_id = %s
+"""
 
 SELECT_STEP_EVENT = f"""
 SELECT {EVENT_COLUMNS} FROM history.events
-WHERE workflow_id = %(workflow_id)s AND (step_id = %(step_id)s OR position = %(position)s)
+WHERE workflow_id = %(workflow_id)s AND position IS NOT NULL
+  AND (step_id = %(step_id)s OR position = %(position)s)
 """
 
 SELECT_EVENTS = f"""
@@ -96,10 +177,31 @@ ORDER BY event_id
 LIMIT %(limit)s
 """
 
+# The events describing user steps (names with "$" are the SDK's own calls).
 SELECT_STEP_EVENTS = f"""
 SELECT {EVENT_COLUMNS} FROM history.events
-WHERE workflow_id = %s AND position IS NOT NULL
-ORDER BY position
+WHERE workflow_id = %s
+  AND event_type IN ('STEP_COMPLETED', 'STEP_FAILED', 'STEP_ATTEMPT_FAILED')
+  AND step_name NOT LIKE '$%%'
+ORDER BY event_id
+"""
+
+SELECT_PENDING_SIGNALS = f"""
+SELECT {EVENT_COLUMNS} FROM history.events received
+WHERE received.workflow_id = %(workflow_id)s AND received.event_type = 'SIGNAL_RECEIVED'
+  AND NOT EXISTS (
+      SELECT 1 FROM history.events taken
+      WHERE taken.workflow_id = %(workflow_id)s AND taken.event_type = 'SIGNAL_CONSUMED'
+        AND received.event_id = ANY(taken.consumed))
+ORDER BY received.event_id
+"""
+
+# The latest value of every published key (or of one key).
+SELECT_STATE = """
+SELECT DISTINCT ON (name) name, payload, created_at FROM history.events
+WHERE workflow_id = %(workflow_id)s AND event_type = 'STATE_UPDATED'
+  AND (%(key)s::text IS NULL OR name = %(key)s)
+ORDER BY name, event_id DESC
 """
 
 LIST_WORKFLOWS = f"""
@@ -141,22 +243,40 @@ async def fetch_all(conn: AsyncConnection, query: str, params: Any) -> list[Row]
 
 
 # Events whose payload column holds a JSON value (JSON null included).
-PAYLOAD_EVENTS = frozenset({"WORKFLOW_STARTED", "STEP_COMPLETED", "WORKFLOW_COMPLETED"})
+PAYLOAD_EVENTS = frozenset(
+    {
+        "WORKFLOW_STARTED",
+        "STEP_COMPLETED",
+        "WORKFLOW_COMPLETED",
+        "SIGNAL_RECEIVED",
+        "SIGNAL_CONSUMED",
+        "STATE_UPDATED",
+    }
+)
 
 
 def event_params(
     *,
     workflow_id: str,
     event_type: str,
-    fence: int,
+    fence: int = 0,
     step_id: str | None = None,
     step_name: str | None = None,
     position: int | None = None,
     attempt: int | None = None,
     payload: Any = None,
     failure: dict[str, str] | None = None,
+    due_at: datetime | None = None,
+    due_in: float | None = None,
+    name: str | None = None,
+    signal_id: str | None = None,
+    consumed: list[int] | None = None,
+    started_at: datetime | None = None,
+    wait: dict[str, Any] | None = None,
+    run_at: datetime | None = None,
+    wake: bool = False,
 ) -> dict[str, Any]:
-    """Parameters of RECORD_STEP and CLOSE_RUN for one event."""
+    """Parameters of the append statements for one event (and the wake-up it schedules)."""
     return {
         "workflow_id": workflow_id,
         "event_type": event_type,
@@ -167,4 +287,13 @@ def event_params(
         "attempt": attempt,
         "payload": Jsonb(payload) if event_type in PAYLOAD_EVENTS else None,
         "failure": json_or_none(failure),
+        "due_at": due_at,
+        "due_in": due_in,
+        "name": name,
+        "signal_id": signal_id,
+        "consumed": consumed,
+        "started_at": started_at,
+        "wait": json_or_none(wait),
+        "run_at": run_at,
+        "wake": wake,
     }

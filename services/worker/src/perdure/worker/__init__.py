@@ -6,16 +6,28 @@ and after a crash the workflow is replayed from its first line with recorded res
 """
 
 from perdure.worker._context import StepContext, WorkflowContext, current_step
-from perdure.worker._errors import LeaseLostError, NonDeterminismError, StepFailedError
+from perdure.worker._errors import (
+    LeaseLostError,
+    NonDeterminismError,
+    SignalTimeoutError,
+    StepFailedError,
+    StepTimeoutError,
+    WorkflowCancelledError,
+)
 from perdure.worker._registry import workflow
+from perdure.worker._retry import RetryPolicy
 from perdure.worker._worker import Worker
 
 __all__ = [
     "LeaseLostError",
     "NonDeterminismError",
+    "RetryPolicy",
+    "SignalTimeoutError",
     "StepContext",
     "StepFailedError",
+    "StepTimeoutError",
     "Worker",
+    "WorkflowCancelledError",
     "WorkflowContext",
     "current_step",
     "workflow",

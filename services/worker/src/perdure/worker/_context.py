@@ -6,13 +6,15 @@ import asyncio
 import contextvars
 import inspect
 import logging
+import math
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
-from typing import Any
+from datetime import UTC, datetime, timedelta
+from typing import Any, NoReturn
 
 import grpc
+from google.protobuf import struct_pb2
 
 from perdure.api.worker.v1 import journal_service_pb2 as jpb
 from perdure.api.worker.v1 import journal_service_pb2_grpc as jgrpc
@@ -21,17 +23,35 @@ from perdure.worker._errors import (
     JournalUnavailableError,
     LeaseLostError,
     NonDeterminismError,
+    SignalTimeoutError,
     StepFailedError,
+    StepTimeoutError,
+    WorkflowCancelledError,
 )
 from perdure.worker._payload import failure_from, from_value, to_value
+from perdure.worker._retry import NO_RETRY, RetryPolicy
 from perdure.worker._rpc import error_reason
 
 log = logging.getLogger("perdure.worker")
 
 JOURNAL_TIMEOUT = 30.0
-_STEP_EVENTS = (wf.EVENT_TYPE_STEP_COMPLETED, wf.EVENT_TYPE_STEP_FAILED)
-# Names of values the SDK records itself (ctx.now(), ctx.uuid()); user steps may not use "$".
+# Calls of the code that hold a position in the journal; replay walks them in order.
+_POSITIONED = frozenset(
+    {
+        wf.EVENT_TYPE_STEP_COMPLETED,
+        wf.EVENT_TYPE_STEP_FAILED,
+        wf.EVENT_TYPE_TIMER_STARTED,
+        wf.EVENT_TYPE_SIGNAL_CONSUMED,
+        wf.EVENT_TYPE_SIGNAL_TIMED_OUT,
+        wf.EVENT_TYPE_STATE_UPDATED,
+        wf.EVENT_TYPE_CANCELLATION_DELIVERED,
+    }
+)
+# Names of calls the SDK records itself (ctx.now(), timers, signals...); user steps may not
+# use "$".
 _INTERNAL_PREFIX = "$"
+# A step still running after this long reports itself, so that describe shows it.
+ANNOUNCE_AFTER_SECONDS = 1.0
 
 
 @dataclass(frozen=True)
@@ -43,6 +63,7 @@ class StepContext:
     idempotency_key: str
     fence: int
     attempt: int
+    heartbeat_details: Any = None  # the last ctx.heartbeat details of an earlier attempt
 
 
 _current_step: contextvars.ContextVar[StepContext] = contextvars.ContextVar("perdure_step")
@@ -56,29 +77,31 @@ def current_step() -> StepContext:
         raise RuntimeError("current_step() is only available inside a running step") from None
 
 
+class Suspended(BaseException):
+    """The workflow cannot go on until `wait` is over: the runner suspends it."""
+
+    def __init__(self, wait: wf.Wait) -> None:
+        super().__init__(f"waiting: {wf.WaitKind.Name(wait.kind)} {wait.name}")
+        self.wait = wait
+
+
+def _wait(kind: wf.WaitKind, name: str, until: datetime | None) -> Suspended:
+    wait = wf.Wait(kind=kind, name=name)
+    if until is not None:
+        wait.until.FromDatetime(until)
+    return Suspended(wait)
+
+
 class JournalClient:
     """The journal calls of one lease; a stale fence becomes LeaseLostError."""
 
     def __init__(self, stub: jgrpc.JournalServiceStub, workflow_id: str, fence: int) -> None:
-        self._stub = stub
+        self.stub = stub
         self.workflow_id = workflow_id
         self.fence = fence
 
-    async def load(self) -> jpb.LoadJournalResponse:
-        """Load the journal, fencing out every earlier holder."""
-        request = jpb.LoadJournalRequest(workflow_id=self.workflow_id, fence=self.fence)
-        loaded: jpb.LoadJournalResponse = await self._call(self._stub.LoadJournal, request)
-        return loaded
-
-    async def record(self, request: jpb.RecordStepRequest) -> None:
-        """Record a step outcome."""
-        await self._call(self._stub.RecordStep, request)
-
-    async def finish(self, request: jpb.FinishWorkflowRequest) -> None:
-        """Close the run."""
-        await self._call(self._stub.FinishWorkflow, request)
-
-    async def _call(self, method: Callable[..., Any], request: Any) -> Any:
+    async def call(self, method: Callable[..., Any], request: Any) -> Any:
+        """Call a JournalService method of `stub` with this lease's request."""
         try:
             return await method(request, timeout=JOURNAL_TIMEOUT)
         except grpc.aio.AioRpcError as error:
@@ -89,6 +112,26 @@ class JournalClient:
                 raise LeaseLostError(error.details() or "stale fence") from None
             raise JournalUnavailableError(f"{error.code().name}: {error.details()}") from error
 
+    async def load(self) -> jpb.LoadJournalResponse:
+        """Load the journal, fencing out every earlier holder."""
+        request = jpb.LoadJournalRequest(workflow_id=self.workflow_id, fence=self.fence)
+        loaded: jpb.LoadJournalResponse = await self.call(self.stub.LoadJournal, request)
+        return loaded
+
+
+@dataclass(frozen=True)
+class _Call:
+    """One durable call of the code: its identity, position, and what the journal holds."""
+
+    step_id: str
+    name: str
+    position: int
+    recorded: wf.HistoryEvent | None
+
+    def ref(self) -> dict[str, Any]:
+        """The fields every record of this call carries."""
+        return {"step_id": self.step_id, "step_name": self.name, "position": self.position}
+
 
 class WorkflowContext:
     """Handed to every workflow function; its methods are the workflow's durable calls.
@@ -97,100 +140,361 @@ class WorkflowContext:
     """
 
     def __init__(
-        self, info: wf.WorkflowInfo, events: list[wf.HistoryEvent], journal: JournalClient
+        self, loaded: jpb.LoadJournalResponse, journal: JournalClient, retry: RetryPolicy
     ) -> None:
-        self.workflow_id = info.workflow_id
-        self.workflow_type = info.workflow_type
+        self.workflow_id = loaded.workflow.workflow_id
+        self.workflow_type = loaded.workflow.workflow_type
         self.fence = journal.fence
         self._journal = journal
-        self._recorded = {e.position: e for e in events if e.event_type in _STEP_EVENTS}
+        self._retry = retry
+        self._loop = asyncio.get_running_loop()
+        # What the database clock said at load: a timer or retry later than this is not due.
+        self._now = loaded.now.ToDatetime(tzinfo=UTC)
+        events = list(loaded.events)
+        self._recorded = {e.position: e for e in events if e.event_type in _POSITIONED}
+        self._failed_attempts: dict[str, list[wf.HistoryEvent]] = {}
+        consumed: set[int] = set()
+        for event in events:
+            if event.event_type == wf.EVENT_TYPE_STEP_ATTEMPT_FAILED:
+                self._failed_attempts.setdefault(event.step_id, []).append(event)
+            elif event.event_type == wf.EVENT_TYPE_SIGNAL_CONSUMED:
+                consumed.update(event.consumed_event_ids)
+        self._signals = [
+            e
+            for e in events
+            if e.event_type == wf.EVENT_TYPE_SIGNAL_RECEIVED and e.event_id not in consumed
+        ]
+        self._progress = {p.step_id: p for p in loaded.progress}
+        self._cancel_requested = loaded.workflow.cancel_requested
+        self._cancel_reason = next(
+            (e.failure.message for e in events if e.event_type == wf.EVENT_TYPE_CANCEL_REQUESTED),
+            "",
+        )
+        self._cancel_delivered = any(
+            e.event_type == wf.EVENT_TYPE_CANCELLATION_DELIVERED for e in events
+        )
         self._position = 0
         self._occurrences: dict[str, int] = {}
+        self._heartbeat: tuple[StepContext, struct_pb2.Value | None] | None = None
+        self._heartbeat_sender: asyncio.Task[None] | None = None
 
-    async def step(self, name: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        """Run `fn(*args, **kwargs)` once and journal its JSON result.
+    async def step(
+        self,
+        name: str,
+        fn: Callable[..., Any],
+        *args: Any,
+        retry: RetryPolicy | None = None,
+        timeout: float | None = None,  # noqa: ASYNC109 - a durable per-attempt limit
+        **kwargs: Any,
+    ) -> Any:
+        """Run `fn(*args, **kwargs)` and journal its JSON result.
 
         On replay a completed step returns its recorded result without running. A sync `fn`
-        runs in a thread so heartbeats go on; an async one is awaited. If `fn` raises, the
-        error is journaled and StepFailedError is raised here (and again on every replay).
+        runs in a thread so heartbeats go on; an async one is awaited. A failed attempt is
+        retried on the durable schedule of `retry` (default: the workflow's policy); `timeout`
+        bounds each attempt (start to close). When attempts run out, or the error is not
+        retryable, StepFailedError is raised here (and again on every replay).
         """
-        if not isinstance(name, str) or not name or name.startswith(_INTERNAL_PREFIX):
-            raise ValueError(
-                f"step name must be a non-empty string not starting with '$': {name!r}"
-            )
-        return await self._durable(name, fn, args, kwargs)
+        _check_name(name)
+        if timeout is not None and not timeout > 0:
+            raise ValueError("timeout must be a positive number of seconds")
+        return await self._durable(name, fn, args, kwargs, retry or self._retry, timeout)
 
     async def now(self) -> datetime:
         """The current UTC time, recorded once so that replay sees the same instant."""
-        moment = await self._durable("$now", lambda: datetime.now(UTC).isoformat(), (), {})
+        moment = await self._durable(
+            "$now", lambda: datetime.now(UTC).isoformat(), (), {}, NO_RETRY, None
+        )
         return datetime.fromisoformat(moment)
 
     async def uuid4(self) -> str:
         """A random UUID, recorded once so that replay sees the same value."""
-        return str(await self._durable("$uuid", lambda: str(uuid.uuid4()), (), {}))
+        return str(await self._durable("$uuid", lambda: str(uuid.uuid4()), (), {}, NO_RETRY, None))
+
+    async def sleep(self, seconds: float) -> None:
+        """Suspend the workflow for `seconds` (a durable timer on the database clock): no
+        worker holds it meanwhile, and it resumes on any worker, even after restarts."""
+        if not (isinstance(seconds, int | float) and math.isfinite(seconds) and seconds >= 0):
+            raise ValueError(f"sleep needs a finite number of seconds >= 0, not {seconds!r}")
+        call, fire = await self._timer("$sleep", delay=seconds)
+        if fire > self._now:
+            raise _wait(wf.WAIT_KIND_TIMER, call.step_id, fire)
+
+    async def sleep_until(self, moment: datetime) -> None:
+        """Suspend the workflow until `moment` (timezone-aware), as `sleep` does."""
+        if moment.tzinfo is None:
+            raise ValueError("sleep_until needs a timezone-aware datetime")
+        call, fire = await self._timer("$sleep", until=moment)
+        if fire > self._now:
+            raise _wait(wf.WAIT_KIND_TIMER, call.step_id, fire)
+
+    async def wait_for_signal(
+        self,
+        name: str,
+        timeout: float | None = None,  # noqa: ASYNC109 - a durable timer, not asyncio's
+    ) -> Any:
+        """Consume the oldest signal `name` not consumed yet and return its payload, or suspend
+        until one arrives. A signal sent before the wait is waiting here already. With
+        `timeout` (seconds), raise SignalTimeoutError if none arrived in time."""
+        _check_name(name, "signal name")
+        deadline = None
+        if timeout is not None:
+            if not timeout >= 0:
+                raise ValueError("timeout must be a number of seconds >= 0")
+            _, deadline = await self._timer(f"$timeout:{name}", delay=timeout)
+        call = await self._begin(f"$signal:{name}")
+        if call.recorded is not None:
+            if call.recorded.event_type == wf.EVENT_TYPE_SIGNAL_TIMED_OUT:
+                raise SignalTimeoutError(f"no signal {name!r} within {timeout}s")
+            return from_value(call.recorded.payload)
+        taken = self._take_signals(name, limit=1)
+        if taken:
+            await self._consume(call, name, taken, taken[0].payload)
+            return from_value(taken[0].payload)
+        if deadline is not None and deadline <= self._now:
+            request = jpb.ConsumeSignalsRequest(signal_name=name, timed_out=True, **call.ref())
+            await self._record(self._journal.stub.ConsumeSignals, request)
+            raise SignalTimeoutError(f"no signal {name!r} within {timeout}s")
+        raise _wait(wf.WAIT_KIND_SIGNAL, name, deadline)
+
+    async def drain_signals(self, name: str) -> list[Any]:
+        """Take every pending signal `name` without waiting (possibly none), oldest first."""
+        _check_name(name, "signal name")
+        call = await self._begin(f"$drain:{name}")
+        if call.recorded is not None:
+            return list(from_value(call.recorded.payload))
+        taken = self._take_signals(name, limit=None)
+        payloads = [from_value(event.payload) for event in taken]
+        await self._consume(call, name, taken, to_value(payloads))
+        return payloads
+
+    async def set_state(self, key: str, value: Any) -> None:
+        """Publish `value` under `key`: DescribeWorkflow and QueryWorkflow show the latest one,
+        even while no worker runs."""
+        if not isinstance(key, str) or not key or len(key) > 200:
+            raise ValueError("key must be a string of 1 to 200 characters")
+        call = await self._begin(f"$state:{key}")
+        if call.recorded is None:
+            request = jpb.SetStateRequest(key=key, value=to_value(value), **call.ref())
+            await self._record(self._journal.stub.SetState, request)
+
+    def heartbeat(self, details: Any = None) -> None:
+        """From inside a running step (sync or async): record progress `details` (JSON). The
+        next attempt of the step, after a failure or a crash, finds the last details in
+        `current_step().heartbeat_details`. Sent in the background; never blocks."""
+        step = current_step()
+        encoded = to_value(details)
+        self._loop.call_soon_threadsafe(self._queue_heartbeat, step, encoded)
 
     def unconsumed_steps(self) -> list[str]:
-        """Recorded steps the code has not reached: non-deterministic if the run is ending."""
+        """Recorded calls the code has not reached: non-deterministic if the run is ending."""
         return [event.step_id for _, event in sorted(self._recorded.items())]
 
-    async def _durable(
-        self, name: str, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
-    ) -> Any:
+    # -- internals ---------------------------------------------------------------------------
+
+    async def _begin(self, name: str) -> _Call:
+        """Take the next position for a call; check it against the journal; deliver a pending
+        cancellation here if the code has not seen it yet."""
         occurrence = self._occurrences.get(name, 0) + 1
         self._occurrences[name] = occurrence
         step_id = name if occurrence == 1 else f"{name}#{occurrence}"
         position = self._position
         self._position += 1
-
         recorded = self._recorded.pop(position, None)
+        call = _Call(step_id, name, position, recorded)
         if recorded is not None:
             if recorded.step_id != step_id:
                 raise NonDeterminismError(
-                    f"workflow {self.workflow_id!r}: call #{position} of the code is step "
-                    f"{step_id!r}, but the journal recorded {recorded.step_id!r} there; the code "
-                    "changed in a way that does not replay"
+                    f"workflow {self.workflow_id!r}: call #{position} of the code is "
+                    f"{step_id!r}, but the journal recorded {recorded.step_id!r} there; the "
+                    "code changed in a way that does not replay"
+                )
+            if recorded.event_type == wf.EVENT_TYPE_CANCELLATION_DELIVERED:
+                raise self._cancellation()
+            return call
+        if self._cancel_requested and not self._cancel_delivered:
+            request = jpb.RecordCancellationRequest(**call.ref())
+            await self._record(self._journal.stub.RecordCancellation, request)
+            self._cancel_delivered = True
+            raise self._cancellation()
+        return call
+
+    def _cancellation(self) -> WorkflowCancelledError:
+        reason = f": {self._cancel_reason}" if self._cancel_reason else ""
+        return WorkflowCancelledError(f"workflow {self.workflow_id!r} was cancelled{reason}")
+
+    async def _record(self, method: Callable[..., Any], request: Any) -> Any:
+        """Send a record of this lease; note a cancel request the answer reports."""
+        request.workflow_id = self.workflow_id
+        request.fence = self.fence
+        response = await self._journal.call(method, request)
+        if getattr(response, "cancel_requested", False):
+            self._cancel_requested = True
+        return response
+
+    async def _timer(
+        self, name: str, *, delay: float | None = None, until: datetime | None = None
+    ) -> tuple[_Call, datetime]:
+        call = await self._begin(name)
+        if call.recorded is not None:
+            return call, call.recorded.due_time.ToDatetime(tzinfo=UTC)
+        request = jpb.StartTimerRequest(**call.ref())
+        if until is not None:
+            request.fire_time.FromDatetime(until)
+        else:
+            request.delay.FromTimedelta(timedelta(seconds=delay or 0))
+        started: jpb.StartTimerResponse = await self._record(self._journal.stub.StartTimer, request)
+        return call, started.fire_time.ToDatetime(tzinfo=UTC)
+
+    def _take_signals(self, name: str, limit: int | None) -> list[wf.HistoryEvent]:
+        matching = [event for event in self._signals if event.name == name][:limit]
+        for event in matching:
+            self._signals.remove(event)
+        return matching
+
+    async def _consume(
+        self, call: _Call, name: str, taken: list[wf.HistoryEvent], result: struct_pb2.Value
+    ) -> None:
+        request = jpb.ConsumeSignalsRequest(
+            signal_name=name, event_ids=[e.event_id for e in taken], result=result, **call.ref()
+        )
+        await self._record(self._journal.stub.ConsumeSignals, request)
+
+    async def _durable(
+        self,
+        name: str,
+        fn: Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        retry: RetryPolicy,
+        attempt_timeout: float | None,
+    ) -> Any:
+        call = await self._begin(name)
+        recorded = call.recorded
+        if recorded is not None:
+            if recorded.event_type not in _STEP_OUTCOMES:
+                raise NonDeterminismError(
+                    f"workflow {self.workflow_id!r}: call #{call.position} is step "
+                    f"{call.step_id!r}, but the journal recorded a {_kind(recorded)} there"
                 )
             if not name.startswith(_INTERNAL_PREFIX):
-                log.info("Skipping completed step: %s", step_id)
+                log.info("Skipping completed step: %s", call.step_id)
             if recorded.event_type == wf.EVENT_TYPE_STEP_FAILED:
-                raise StepFailedError(step_id, recorded.failure)
+                raise StepFailedError(call.step_id, recorded.failure)
             return from_value(recorded.payload)
 
-        request = jpb.RecordStepRequest(
-            workflow_id=self.workflow_id,
-            fence=self.fence,
-            step_id=step_id,
-            step_name=name,
-            position=position,
-            attempt=1,
-        )
+        failures = self._failed_attempts.get(call.step_id, [])
+        if failures:
+            retry_at = failures[-1].due_time.ToDatetime(tzinfo=UTC)
+            if retry_at > self._now:  # woken early (a signal, a cancel request): wait on
+                raise _wait(wf.WAIT_KIND_RETRY, call.step_id, retry_at)
+        attempt = len(failures) + 1
+        progress = self._progress.get(call.step_id)
         step = StepContext(
             workflow_id=self.workflow_id,
-            step_id=step_id,
-            idempotency_key=f"{self.workflow_id}:{step_id}",
+            step_id=call.step_id,
+            idempotency_key=f"{self.workflow_id}:{call.step_id}",
             fence=self.fence,
-            attempt=1,
+            attempt=attempt,
+            heartbeat_details=from_value(progress.details) if progress else None,
         )
+        request = jpb.RecordStepRequest(attempt=attempt, **call.ref())
+        request.start_time.GetCurrentTime()
         token = _current_step.set(step)
+        announce = None
+        if not name.startswith(_INTERNAL_PREFIX):
+            announce = asyncio.create_task(self._announce(step))
         try:
-            result = await _invoke(fn, args, kwargs)
-            encoded = to_value(result)
-        except Exception as error:
-            request.failure.CopyFrom(failure_from(error))
-            await self._journal.record(request)
-            raise StepFailedError(step_id, request.failure) from error
+            try:
+                result = await _invoke(fn, args, kwargs, attempt_timeout)
+            except Exception as error:
+                await self._attempt_failed(call, request, error, retry)
+            try:
+                encoded = to_value(result)
+            except TypeError as error:  # retrying would return the same value: fail for good
+                await self._attempt_failed(call, request, error, NO_RETRY)
         finally:
             _current_step.reset(token)
+            if announce is not None:
+                announce.cancel()
         request.output.CopyFrom(encoded)
-        await self._journal.record(request)
+        await self._record(self._journal.stub.RecordStep, request)
         # Return the decoded JSON, exactly what a replay will return (tuples become lists).
         return from_value(encoded)
 
+    async def _attempt_failed(
+        self, call: _Call, request: jpb.RecordStepRequest, error: Exception, retry: RetryPolicy
+    ) -> NoReturn:
+        """Journal a failed attempt; suspend until the retry, or raise StepFailedError."""
+        request.failure.CopyFrom(failure_from(error))
+        if retry.retries(error, request.attempt):
+            request.retry_delay.FromTimedelta(timedelta(seconds=retry.delay(request.attempt)))
+            answer: jpb.RecordStepResponse = await self._record(
+                self._journal.stub.RecordStep, request
+            )
+            retry_at = answer.retry_time.ToDatetime(tzinfo=UTC)
+            log.warning(
+                "step %s attempt %d failed (%s: %s); next attempt at %s",
+                call.step_id,
+                request.attempt,
+                request.failure.type,
+                request.failure.message,
+                retry_at.isoformat(),
+            )
+            raise _wait(wf.WAIT_KIND_RETRY, call.step_id, retry_at) from error
+        await self._record(self._journal.stub.RecordStep, request)
+        raise StepFailedError(call.step_id, request.failure) from error
 
-async def _invoke(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    async def _announce(self, step: StepContext) -> None:
+        """Report a long-running step once, so that describe shows it as the current step."""
+        await asyncio.sleep(ANNOUNCE_AFTER_SECONDS)
+        if self._heartbeat_sender is None:
+            self._queue_heartbeat(step, None)
+
+    def _queue_heartbeat(self, step: StepContext, details: struct_pb2.Value | None) -> None:
+        # Only the latest details matter: one sender per workflow sends them one at a time.
+        self._heartbeat = (step, details)
+        if self._heartbeat_sender is None or self._heartbeat_sender.done():
+            self._heartbeat_sender = asyncio.create_task(self._send_heartbeats())
+
+    async def _send_heartbeats(self) -> None:
+        while self._heartbeat is not None:
+            step, details = self._heartbeat
+            self._heartbeat = None
+            request = jpb.RecordHeartbeatRequest(
+                step_id=step.step_id, attempt=step.attempt, details=details
+            )
+            try:
+                await self._record(self._journal.stub.RecordHeartbeat, request)
+            except (LeaseLostError, JournalUnavailableError) as error:
+                # Progress is best effort; the step's own record decides.
+                log.warning("heartbeat of step %s not recorded: %s", step.step_id, error)
+
+
+_STEP_OUTCOMES = (wf.EVENT_TYPE_STEP_COMPLETED, wf.EVENT_TYPE_STEP_FAILED)
+
+
+def _kind(event: wf.HistoryEvent) -> str:
+    return wf.EventType.Name(event.event_type).removeprefix("EVENT_TYPE_").lower()
+
+
+def _check_name(name: Any, what: str = "step name") -> None:
+    if not isinstance(name, str) or not name or name.startswith(_INTERNAL_PREFIX):
+        raise ValueError(f"{what} must be a non-empty string not starting with '$': {name!r}")
+
+
+async def _invoke(
+    fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], limit: float | None
+) -> Any:
     if inspect.iscoroutinefunction(fn):
-        return await fn(*args, **kwargs)
-    result = await asyncio.to_thread(fn, *args, **kwargs)
+        running: Awaitable[Any] = fn(*args, **kwargs)
+    else:
+        running = asyncio.to_thread(fn, *args, **kwargs)
+    try:
+        result = await (running if limit is None else asyncio.wait_for(running, limit))
+    except TimeoutError:
+        # A thread cannot be stopped; its late result is ignored.
+        raise StepTimeoutError(f"the attempt ran longer than its {limit}s timeout") from None
     if inspect.isawaitable(result):
         return await result
     return result

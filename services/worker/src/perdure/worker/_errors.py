@@ -20,6 +20,25 @@ class StepFailedError(Exception):
         self.failure = failure
 
 
+class StepTimeoutError(Exception):
+    """A step attempt ran longer than its `timeout` (start to close); counts as a failed
+    attempt."""
+
+
+class SignalTimeoutError(Exception):
+    """`ctx.wait_for_signal(name, timeout=...)` reached its timeout without a signal."""
+
+
+class WorkflowCancelledError(BaseException):
+    """Raised into the workflow at its next durable call after CancelWorkflow (a waiting
+    workflow is woken for it at once). Catch it to run compensating steps, then re-raise it to
+    end the run as CANCELLED; returning normally completes the run instead.
+
+    A BaseException, like asyncio.CancelledError, so that `except Exception` does not swallow
+    it by accident.
+    """
+
+
 class NonDeterminismError(BaseException):
     """The workflow code no longer matches its journal; the run is parked, not corrupted.
 

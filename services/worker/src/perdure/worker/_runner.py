@@ -9,10 +9,10 @@ from perdure.api.worker.v1 import journal_service_pb2 as jpb
 from perdure.api.worker.v1 import journal_service_pb2_grpc as jgrpc
 from perdure.api.worker.v1 import task_service_pb2 as tpb
 from perdure.api.workflow.v1 import workflow_pb2 as wf
-from perdure.worker._context import JournalClient, WorkflowContext, call_workflow
-from perdure.worker._errors import NonDeterminismError
+from perdure.worker._context import JournalClient, Suspended, WorkflowContext, call_workflow
+from perdure.worker._errors import NonDeterminismError, WorkflowCancelledError
 from perdure.worker._payload import failure_from, from_value, to_value
-from perdure.worker._registry import WorkflowFunction
+from perdure.worker._registry import WorkflowFunction, workflow_retry
 
 log = logging.getLogger("perdure.worker")
 
@@ -35,24 +35,41 @@ async def run_task(
                 f"this worker (it serves {', '.join(sorted(workflows))})",
             )
         )
-        await journal.finish(finish)
+        await journal.call(journal.stub.FinishWorkflow, finish)
         return
-    ctx = WorkflowContext(loaded.workflow, list(loaded.events), journal)
+    ctx = WorkflowContext(loaded, journal, workflow_retry(fn))
     outcome, value = await _execute(fn, ctx, from_value(loaded.workflow.input))
+    if outcome == "suspend":
+        until = value.until.ToJsonString() if value.HasField("until") else "no deadline"
+        log.info(
+            "workflow %s waiting for %s %s (until %s)",
+            task.workflow_id,
+            wf.WaitKind.Name(value.kind).removeprefix("WAIT_KIND_").lower(),
+            value.name,
+            until,
+        )
+        request = jpb.SuspendWorkflowRequest(workflow_id=task.workflow_id, fence=task.fence)
+        request.wait.CopyFrom(value)
+        await journal.call(journal.stub.SuspendWorkflow, request)
+        return
     if outcome == "result":
         finish.result.CopyFrom(value)
         log.info("workflow %s completed", task.workflow_id)
+    elif outcome == "cancelled":
+        finish.cancelled.CopyFrom(value)
+        log.info("workflow %s cancelled", task.workflow_id)
     elif outcome == "failure":
         finish.failure.CopyFrom(value)
         log.info("workflow %s failed: %s: %s", task.workflow_id, value.type, value.message)
     else:
         finish.park.CopyFrom(value)
         log.error("workflow %s parked: %s", task.workflow_id, value.message)
-    await journal.finish(finish)
+    await journal.call(journal.stub.FinishWorkflow, finish)
 
 
 async def _execute(fn: WorkflowFunction, ctx: WorkflowContext, arg: Any) -> tuple[str, Any]:
-    """Run the workflow function; return ("result"|"failure"|"park", message)."""
+    """Run the workflow function; return ("result"|"failure"|"park"|"cancelled", Failure or
+    Value) or ("suspend", Wait)."""
     try:
         result = await call_workflow(fn, ctx, arg)
         leftover = ctx.unconsumed_steps()
@@ -62,6 +79,10 @@ async def _execute(fn: WorkflowFunction, ctx: WorkflowContext, arg: Any) -> tupl
                 f"{', '.join(leftover)}; the code changed in a way that does not replay"
             )
         return "result", to_value(result)
+    except Suspended as suspended:
+        return "suspend", suspended.wait
+    except WorkflowCancelledError as error:
+        return "cancelled", failure_from(error)
     except NonDeterminismError as error:
         return "park", failure_from(error)
     except Exception as error:  # the workflow's own failure, journaled as its outcome

@@ -1,0 +1,87 @@
+"""An in-memory stand-in for JournalClient, for tests of the replay engine."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any, cast
+
+from perdure.api.worker.v1 import journal_service_pb2 as jpb
+from perdure.api.workflow.v1 import workflow_pb2 as wf
+from perdure.worker._context import JournalClient, WorkflowContext
+from perdure.worker._retry import RetryPolicy
+
+NOW = datetime(2030, 1, 1, tzinfo=UTC)
+
+
+class FakeJournal:
+    """Records every request; `stub` methods answer like history would, minus the database."""
+
+    def __init__(
+        self, workflow_id: str = "wf-1", fence: int = 2, error: BaseException | None = None
+    ) -> None:
+        self.workflow_id = workflow_id
+        self.fence = fence
+        self.error = error
+        self.stub = self  # the stub's methods are the ones below
+        self.recorded: list[Any] = []
+
+    async def call(self, method: Any, request: Any) -> Any:
+        if self.error is not None:
+            raise self.error
+        copy = type(request)()
+        copy.CopyFrom(request)
+        self.recorded.append(copy)
+        return method(copy)
+
+    def steps(self) -> list[jpb.RecordStepRequest]:
+        return [r for r in self.recorded if isinstance(r, jpb.RecordStepRequest)]
+
+    def RecordStep(self, request: jpb.RecordStepRequest) -> jpb.RecordStepResponse:
+        response = jpb.RecordStepResponse()
+        if request.HasField("retry_delay"):
+            response.retry_time.FromDatetime(NOW + request.retry_delay.ToTimedelta())
+        return response
+
+    def StartTimer(self, request: jpb.StartTimerRequest) -> jpb.StartTimerResponse:
+        response = jpb.StartTimerResponse()
+        if request.HasField("fire_time"):
+            response.fire_time.CopyFrom(request.fire_time)
+        else:
+            response.fire_time.FromDatetime(NOW + request.delay.ToTimedelta())
+        return response
+
+    def ConsumeSignals(self, request: Any) -> jpb.ConsumeSignalsResponse:
+        return jpb.ConsumeSignalsResponse()
+
+    def SetState(self, request: Any) -> jpb.SetStateResponse:
+        return jpb.SetStateResponse()
+
+    def RecordCancellation(self, request: Any) -> jpb.RecordCancellationResponse:
+        return jpb.RecordCancellationResponse()
+
+    def RecordHeartbeat(self, request: Any) -> jpb.RecordHeartbeatResponse:
+        return jpb.RecordHeartbeatResponse()
+
+
+def make_context(
+    journal: FakeJournal,
+    events: list[wf.HistoryEvent],
+    *,
+    workflow_type: str = "flow",
+    cancel_requested: bool = False,
+    retry: RetryPolicy | None = None,
+) -> WorkflowContext:
+    """A context over `events`, loaded at NOW."""
+    loaded = jpb.LoadJournalResponse(
+        workflow=wf.WorkflowInfo(
+            workflow_id=journal.workflow_id,
+            workflow_type=workflow_type,
+            task_queue="default",
+            status=wf.WORKFLOW_STATUS_RUNNING,
+            fence=journal.fence,
+            cancel_requested=cancel_requested,
+        ),
+        events=events,
+    )
+    loaded.now.FromDatetime(NOW)
+    return WorkflowContext(loaded, cast(JournalClient, journal), retry or RetryPolicy())
