@@ -1,4 +1,5 @@
-"""`perdure workflow start|describe|history|list`: the public API from a shell."""
+"""`perdure workflow start|signal|cancel|...` and `perdure approve`: the public API from a
+shell."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import argparse
 import json
 import os
 import sys
+from typing import Any
 
 import grpc
 from google.protobuf import json_format
@@ -15,14 +17,27 @@ from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.client import Client
 
 
-def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Register `workflow` and its subcommands."""
-    parser = subparsers.add_parser("workflow", help="start and inspect workflows")
+def _add_address(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--address",
         default=os.environ.get("PERDURE_GATEWAY_ADDRESS", "localhost:7400"),
         help="gateway address (PERDURE_GATEWAY_ADDRESS, default localhost:7400)",
     )
+
+
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Register `workflow` with its subcommands, and `approve`."""
+    approve = subparsers.add_parser(
+        "approve", help="approve (or reject) a workflow waiting for the signal 'approval'"
+    )
+    _add_address(approve)
+    approve.add_argument("workflow_id")
+    approve.add_argument("--reject", action="store_true", help="reject instead of approving")
+    approve.add_argument("--comment", default="", help="a comment for the workflow")
+    approve.set_defaults(command="approve")
+
+    parser = subparsers.add_parser("workflow", help="start, signal, cancel and inspect workflows")
+    _add_address(parser)
     commands = parser.add_subparsers(dest="command", required=True)
 
     start = commands.add_parser("start", help="start a workflow")
@@ -33,6 +48,24 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     start.add_argument("--wait", action="store_true", help="wait for the result")
     start.add_argument("--timeout", type=float, default=300.0, help="seconds --wait waits")
 
+    signal = commands.add_parser("signal", help="send a signal to a workflow")
+    signal.add_argument("workflow_id")
+    signal.add_argument("signal_name")
+    signal.add_argument("--payload", default="null", help="the payload as JSON (default null)")
+    signal.add_argument("--signal-id", default="", help="an id: a repeated id is ignored")
+
+    for name, text in (
+        ("cancel", "ask a workflow to cancel (it may compensate first)"),
+        ("terminate", "end a workflow at once, without running its code"),
+    ):
+        command = commands.add_parser(name, help=text)
+        command.add_argument("workflow_id")
+        command.add_argument("--reason", default="", help="why, for the journal")
+
+    query = commands.add_parser("query", help="read a value the workflow published")
+    query.add_argument("workflow_id")
+    query.add_argument("key")
+
     describe = commands.add_parser("describe", help="show a workflow and its steps")
     describe.add_argument("workflow_id")
 
@@ -40,7 +73,12 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     history.add_argument("workflow_id")
 
     listing = commands.add_parser("list", help="list workflows, newest first")
-    listing.add_argument("--status", choices=["running", "completed", "failed", "parked"])
+    statuses = [
+        name.removeprefix("WORKFLOW_STATUS_").lower()
+        for name, _ in wf.WorkflowStatus.items()
+        if name != "WORKFLOW_STATUS_UNSPECIFIED"
+    ]
+    listing.add_argument("--status", choices=statuses)
     listing.add_argument("--type", default="", help="only this workflow type")
     listing.add_argument("--limit", type=int, default=50)
 
@@ -59,13 +97,46 @@ def run(args: argparse.Namespace) -> int:
         return 1
 
 
+def _json_argument(flag: str, text: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as error:
+        raise _UsageError(f"{flag} is not valid JSON: {error}") from None
+
+
+class _UsageError(Exception):
+    """A command-line value that cannot be used."""
+
+
 def _dispatch(client: Client, args: argparse.Namespace) -> int:
+    try:
+        return _execute(client, args)
+    except _UsageError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+
+
+def _execute(client: Client, args: argparse.Namespace) -> int:
+    if args.command == "approve":
+        decision = "rejected" if args.reject else "approved"
+        client.signal(args.workflow_id, "approval", {"decision": decision, "comment": args.comment})
+        print(f"{args.workflow_id}: {decision}")
+        return 0
+    if args.command == "signal":
+        payload = _json_argument("--payload", args.payload)
+        accepted = client.signal(
+            args.workflow_id, args.signal_name, payload, signal_id=args.signal_id
+        )
+        print(json.dumps({"accepted": accepted}))
+        return 0
+    if args.command in ("cancel", "terminate"):
+        getattr(client, args.command)(args.workflow_id, args.reason)
+        return 0
+    if args.command == "query":
+        print(json.dumps(client.query(args.workflow_id, args.key), indent=2))
+        return 0
     if args.command == "start":
-        try:
-            value = json.loads(args.input)
-        except json.JSONDecodeError as error:
-            print(f"error: --input is not valid JSON: {error}", file=sys.stderr)
-            return 2
+        value = _json_argument("--input", args.input)
         started = client.start_workflow(
             args.workflow_type, value, workflow_id=args.id, task_queue=args.task_queue
         )

@@ -11,11 +11,17 @@ import grpc
 from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.api.workflow.v1 import workflow_service_pb2 as api
 from perdure.api.workflow.v1 import workflow_service_pb2_grpc as apigrpc
-from perdure.worker._payload import to_value
+from perdure.worker._payload import from_value, to_value
 from perdure.worker._rpc import CHANNEL_OPTIONS
 
 CLOSED = frozenset(
-    {wf.WORKFLOW_STATUS_COMPLETED, wf.WORKFLOW_STATUS_FAILED, wf.WORKFLOW_STATUS_PARKED}
+    {
+        wf.WORKFLOW_STATUS_COMPLETED,
+        wf.WORKFLOW_STATUS_FAILED,
+        wf.WORKFLOW_STATUS_PARKED,
+        wf.WORKFLOW_STATUS_CANCELLED,
+        wf.WORKFLOW_STATUS_TERMINATED,
+    }
 )
 
 
@@ -56,6 +62,70 @@ class Client:
             request, timeout=self._timeout
         )
         return response
+
+    def signal(
+        self, workflow_id: str, signal_name: str, payload: Any = None, *, signal_id: str = ""
+    ) -> bool:
+        """Send a signal; False when a signal with the same id was already received."""
+        response: api.SignalWorkflowResponse = self._stub.SignalWorkflow(
+            api.SignalWorkflowRequest(
+                workflow_id=workflow_id,
+                signal_name=signal_name,
+                payload=to_value(payload),
+                signal_id=signal_id,
+            ),
+            timeout=self._timeout,
+        )
+        return response.accepted
+
+    def signal_with_start(
+        self,
+        workflow_type: str,
+        workflow_id: str,
+        signal_name: str,
+        payload: Any = None,
+        *,
+        input: Any = None,
+        task_queue: str = "",
+        signal_id: str = "",
+    ) -> api.SignalWithStartWorkflowResponse:
+        """Signal the run, starting it with `input` first if no run has the id."""
+        response: api.SignalWithStartWorkflowResponse = self._stub.SignalWithStartWorkflow(
+            api.SignalWithStartWorkflowRequest(
+                start=api.StartWorkflowRequest(
+                    workflow_type=workflow_type,
+                    workflow_id=workflow_id,
+                    task_queue=task_queue,
+                    input=to_value(input),
+                ),
+                signal_name=signal_name,
+                payload=to_value(payload),
+                signal_id=signal_id,
+            ),
+            timeout=self._timeout,
+        )
+        return response
+
+    def cancel(self, workflow_id: str, reason: str = "") -> None:
+        """Ask the run to cancel (it may run compensating steps first)."""
+        self._stub.CancelWorkflow(
+            api.CancelWorkflowRequest(workflow_id=workflow_id, reason=reason),
+            timeout=self._timeout,
+        )
+
+    def terminate(self, workflow_id: str, reason: str = "") -> None:
+        """End the run at once, without running its code."""
+        self._stub.TerminateWorkflow(
+            api.TerminateWorkflowRequest(workflow_id=workflow_id, reason=reason),
+            timeout=self._timeout,
+        )
+
+    def query(self, workflow_id: str, key: str) -> Any:
+        """The latest value the run published under `key` with ctx.set_state."""
+        response: api.QueryWorkflowResponse = self._stub.QueryWorkflow(
+            api.QueryWorkflowRequest(workflow_id=workflow_id, key=key), timeout=self._timeout
+        )
+        return from_value(response.value)
 
     def describe(self, workflow_id: str) -> api.DescribeWorkflowResponse:
         """The run's state and its recorded steps."""
