@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import grpc
 import pytest
-from google.protobuf import struct_pb2
+from google.protobuf import duration_pb2, struct_pb2
 
 from perdure.api.worker.v1 import journal_service_pb2 as jpb
 from perdure.api.worker.v1 import journal_service_pb2_grpc as jgrpc
@@ -170,6 +171,10 @@ def test_unknown_workflow_ids_are_not_found(stub: apigrpc.WorkflowServiceStub) -
     for call, request in (
         (stub.DescribeWorkflow, api.DescribeWorkflowRequest(workflow_id="ghost")),
         (stub.GetWorkflowHistory, api.GetWorkflowHistoryRequest(workflow_id="ghost")),
+        (stub.SignalWorkflow, api.SignalWorkflowRequest(workflow_id="ghost", signal_name="s")),
+        (stub.CancelWorkflow, api.CancelWorkflowRequest(workflow_id="ghost")),
+        (stub.TerminateWorkflow, api.TerminateWorkflowRequest(workflow_id="ghost")),
+        (stub.QueryWorkflow, api.QueryWorkflowRequest(workflow_id="ghost", key="k")),
     ):
         error = rejection(call, request)
         assert error.code() == grpc.StatusCode.NOT_FOUND
@@ -195,6 +200,96 @@ def test_malformed_reads_are_invalid_arguments(stub: apigrpc.WorkflowServiceStub
         assert mentions in (error.details() or ""), error.details()
 
 
+HUGE = struct_pb2.Value(string_value="x" * (3 * 1024 * 1024))
+
+
+@pytest.mark.parametrize(
+    ("method", "request_", "code", "mentions"),
+    [
+        (
+            "SignalWorkflow",
+            api.SignalWorkflowRequest(signal_name="s"),
+            "INVALID_ARGUMENT",
+            "workflow_id",
+        ),
+        (
+            "SignalWorkflow",
+            api.SignalWorkflowRequest(workflow_id="w"),
+            "INVALID_ARGUMENT",
+            "signal_name is required",
+        ),
+        (
+            "SignalWorkflow",
+            api.SignalWorkflowRequest(workflow_id="w", signal_name="no spaces"),
+            "INVALID_ARGUMENT",
+            "signal_name",
+        ),
+        (
+            "SignalWorkflow",
+            api.SignalWorkflowRequest(workflow_id="w", signal_name="s", signal_id="x" * 300),
+            "INVALID_ARGUMENT",
+            "signal_id",
+        ),
+        (
+            "SignalWorkflow",
+            api.SignalWorkflowRequest(workflow_id="w", signal_name="s", payload=HUGE),
+            "RESOURCE_EXHAUSTED",
+            "payload",
+        ),
+        (
+            "SignalWithStartWorkflow",
+            api.SignalWithStartWorkflowRequest(
+                start=api.StartWorkflowRequest(workflow_type="loop_agent"), signal_name="s"
+            ),
+            "INVALID_ARGUMENT",
+            "start.workflow_id",
+        ),
+        (
+            "SignalWithStartWorkflow",
+            api.SignalWithStartWorkflowRequest(
+                start=api.StartWorkflowRequest(
+                    workflow_type="nobody_serves_this", workflow_id="sws"
+                ),
+                signal_name="s",
+            ),
+            "NOT_FOUND",
+            "nobody_serves_this",
+        ),
+        (
+            "CancelWorkflow",
+            api.CancelWorkflowRequest(workflow_id="w", reason="r" * 1001),
+            "INVALID_ARGUMENT",
+            "reason",
+        ),
+        ("TerminateWorkflow", api.TerminateWorkflowRequest(), "INVALID_ARGUMENT", "workflow_id"),
+        (
+            "QueryWorkflow",
+            api.QueryWorkflowRequest(workflow_id="w"),
+            "INVALID_ARGUMENT",
+            "key is required",
+        ),
+    ],
+    ids=[
+        "signal-no-id",
+        "signal-no-name",
+        "signal-bad-name",
+        "signal-long-signal-id",
+        "signal-huge-payload",
+        "signal-with-start-no-id",
+        "signal-with-start-unknown-type",
+        "cancel-long-reason",
+        "terminate-no-id",
+        "query-no-key",
+    ],
+)
+def test_bad_signals_cancels_and_queries_are_rejected_precisely(
+    stub: apigrpc.WorkflowServiceStub, method: str, request_: object, code: str, mentions: str
+) -> None:
+    error = rejection(getattr(stub, method), request_)
+    assert error.code().name == code
+    assert mentions in (error.details() or ""), error.details()
+
+
 def test_listing_pages_newest_first(api_cluster: Cluster) -> None:
     with api_cluster.client() as client:
         for index in range(5):
@@ -217,7 +312,8 @@ def test_the_worker_protocol_validates_what_workers_write(api_cluster: Cluster) 
         client.start_workflow("loop_agent", {"turns": 0}, workflow_id="proto-1")
         client.wait("proto-1", timeout=60)
     nan = struct_pb2.Value(number_value=float("nan"))
-    cases = [
+    nan_free = struct_pb2.Value(string_value="fine")
+    cases: list[tuple[Any, str]] = [
         (jpb.LoadJournalRequest(workflow_id="proto-1", fence=0), "fence"),
         (
             jpb.RecordStepRequest(workflow_id="proto-1", fence=99, step_id="a", step_name="a"),
@@ -234,14 +330,34 @@ def test_the_worker_protocol_validates_what_workers_write(api_cluster: Cluster) 
             "not a finite number",
         ),
     ]
+    lease: dict[str, Any] = {"workflow_id": "proto-1", "fence": 99}
+    call_ref = {**lease, "step_id": "a", "step_name": "a"}
+    one_second = duration_pb2.Duration(seconds=1)
+    cases += [
+        (
+            jpb.RecordStepRequest(**call_ref, output=nan_free, retry_delay=one_second),
+            "retry_delay goes with a failure",
+        ),
+        (jpb.StartTimerRequest(**call_ref), "one of delay or fire_time"),
+        (
+            jpb.ConsumeSignalsRequest(**call_ref, signal_name="s", timed_out=True, event_ids=[3]),
+            "consumes no signals",
+        ),
+        (jpb.ConsumeSignalsRequest(**call_ref), "signal_name is required"),
+        (jpb.SetStateRequest(**call_ref, value=nan_free), "key must have"),
+        (jpb.RecordHeartbeatRequest(**lease), "step_id is required"),
+        (jpb.SuspendWorkflowRequest(**lease), "wait.kind and wait.name"),
+        (
+            jpb.SuspendWorkflowRequest(
+                **lease, wait=wf.Wait(kind=wf.WAIT_KIND_TIMER, name="$sleep")
+            ),
+            "need wait.until",
+        ),
+    ]
     with grpc.insecure_channel(api_cluster.address("history")) as channel:
         journal = jgrpc.JournalServiceStub(channel)
         for request, mentions in cases:
-            call = {
-                jpb.LoadJournalRequest: journal.LoadJournal,
-                jpb.RecordStepRequest: journal.RecordStep,
-                jpb.FinishWorkflowRequest: journal.FinishWorkflow,
-            }[type(request)]
+            call = getattr(journal, type(request).__name__.removesuffix("Request"))
             error = rejection(call, request)
             assert error.code() == grpc.StatusCode.INVALID_ARGUMENT, request
             assert mentions in (error.details() or "")

@@ -14,9 +14,12 @@ from perdure.scheduler.store import TaskStore
 
 log = logging.getLogger(__name__)
 
-# Timers and expired leases are found by polling at this interval; new work and freed
-# capacity wake the loop at once.
-TICK_SECONDS = 0.1
+# The grant loop sleeps until the next due time it knows of (a timer, a retry, a lease expiry),
+# and wakes at once for new work, freed capacity and new sessions. It looks again at least this
+# often, for work scheduled through another scheduler replica.
+MAX_IDLE_SECONDS = 0.5
+# Due times are judged by the database clock: waking a little late beats asking too early.
+DUE_MARGIN_SECONDS = 0.002
 
 
 @dataclass
@@ -113,19 +116,41 @@ class Dispatcher:
             await session.outgoing.put(None)
 
     async def _run(self) -> None:
+        delay = 0.0
+        overdue_rounds = 0
         while True:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), TICK_SECONDS)
+                await asyncio.wait_for(self._wake.wait(), delay)
             self._wake.clear()
             try:
-                await self._grant_round()
+                granted = await self._grant_round()
+                due_in = await self._next_due()
             except Exception:
-                log.exception("granting tasks failed; retrying at the next tick")
-
-    async def _grant_round(self) -> None:
-        for session in list(self._sessions.values()):
-            if session.free <= 0 or not session.responsive(self.lease_ttl):
+                log.exception("granting tasks failed; retrying shortly")
+                delay = MAX_IDLE_SECONDS
                 continue
+            if due_in is None:
+                delay = MAX_IDLE_SECONDS
+            elif due_in > 0:
+                delay = min(due_in + DUE_MARGIN_SECONDS, MAX_IDLE_SECONDS)
+                overdue_rounds = 0
+            else:
+                # Overdue but not granted: it may have become due just after the claim (look
+                # again at once), or no session can take it now (wait for capacity or a tick).
+                overdue_rounds = 0 if granted else overdue_rounds + 1
+                delay = 0.0 if overdue_rounds <= 1 else MAX_IDLE_SECONDS
+
+    def _ready(self) -> list[Session]:
+        return [s for s in self._sessions.values() if s.free > 0 and s.responsive(self.lease_ttl)]
+
+    async def _next_due(self) -> float | None:
+        queues = sorted({session.task_queue for session in self._ready()})
+        return await self._store.next_due(queues) if queues else None
+
+    async def _grant_round(self) -> int:
+        """Grant due tasks to every ready session; return how many were granted."""
+        granted = 0
+        for session in self._ready():
             grants = await self._store.claim(
                 session.session_id,
                 session.task_queue,
@@ -137,6 +162,7 @@ class Dispatcher:
                 # The worker left while we claimed: hand the grants straight back.
                 await self._store.release_session(session.session_id)
                 continue
+            granted += len(grants)
             for grant in grants:
                 if grant.previous_owner is not None:
                     log.info(
@@ -154,3 +180,4 @@ class Dispatcher:
                 await session.outgoing.put(tpb.ConnectResponse(task=task))
             if grants and session.free > 0:
                 self.wake()  # more may be due
+        return granted

@@ -56,6 +56,18 @@ WHERE lease_owner = %s
 RETURNING workflow_id
 """
 
+# Seconds until the next task of these queues becomes grantable (a due time or a lease expiry);
+# negative when one is overdue, NULL when none is scheduled.
+NEXT_DUE = """
+SELECT EXTRACT(EPOCH FROM min(due) - now())::float8 FROM (
+    SELECT min(run_at) AS due FROM scheduler.tasks
+    WHERE task_queue = ANY(%(queues)s) AND lease_owner IS NULL AND run_at IS NOT NULL
+    UNION ALL
+    SELECT min(lease_expires_at) FROM scheduler.tasks
+    WHERE task_queue = ANY(%(queues)s) AND lease_owner IS NOT NULL
+) AS next
+"""
+
 REGISTER_TYPE = """
 INSERT INTO scheduler.workflow_types (task_queue, workflow_type) VALUES (%s, %s)
 ON CONFLICT (task_queue, workflow_type) DO UPDATE SET last_seen_at = now()
@@ -132,6 +144,13 @@ class TaskStore:
         async with self._pool.connection() as conn:
             cur = await conn.execute(RELEASE_SESSION, [session])
             return [str(row[0]) for row in await cur.fetchall()]
+
+    async def next_due(self, queues: list[str]) -> float | None:
+        """Seconds until the next task of `queues` is grantable (<= 0: overdue; None: none)."""
+        async with self._pool.connection() as conn:
+            cur = await conn.execute(NEXT_DUE, {"queues": queues})
+            row = await cur.fetchone()
+        return None if row is None or row[0] is None else float(row[0])
 
     async def register_types(self, task_queue: str, types: list[str]) -> None:
         """Remember the workflow types a worker declared on a queue."""
