@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 PACKAGES := -e proto -e services/common -e services/history -e services/scheduler \
             -e services/gateway -e services/worker -e services/cli
 
-.PHONY: install run test pytest lint typecheck proto proto-check fmt clean
+.PHONY: install run demo test pytest lint typecheck proto proto-check fmt clean
 
 $(STAMP): pyproject.toml proto/pyproject.toml services/*/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -22,6 +22,11 @@ install: $(STAMP)
 
 run: install
 	$(BIN)/perdure dev
+
+# The research agent's walk-through on a fresh local cluster of its own (temporary data
+# directory, free ports): approval, kill -9, durable retry, full restart, crash after notify.
+demo: install
+	$(PY) -m examples.research_agent.demo
 
 test: install lint typecheck proto-check pytest
 

@@ -88,7 +88,9 @@ def _measure(address: str, count: int, seconds: float) -> int:
             done = client.wait(workflow_id, timeout=120)
             assert done.workflow.status == wf.WORKFLOW_STATUS_COMPLETED, done
             [timer] = [
-                e for e in client.history(workflow_id) if e.event_type == wf.EVENT_TYPE_TIMER_STARTED
+                e
+                for e in client.history(workflow_id)
+                if e.event_type == wf.EVENT_TYPE_TIMER_STARTED
             ]
             fire = timer.due_time.ToDatetime(tzinfo=UTC)
             resumed = datetime.fromisoformat(done.workflow.result.string_value)

@@ -52,6 +52,8 @@ def dev_cluster(tmp_path: Path) -> Iterator[tuple[str, subprocess.Popen[bytes], 
                 str(base),
             ],
             cwd=REPO_ROOT,
+            # The example's notifications go to a database of the test's own.
+            env={**os.environ, "PERDURE_EXAMPLE_DB": str(tmp_path / "research_agent.sqlite3")},
             stdout=sink,
             stderr=subprocess.STDOUT,
         )
@@ -89,20 +91,28 @@ def perdure(address: str, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+def approve(address: str, workflow_id: str) -> None:
+    """`perdure approve --address ADDRESS WORKFLOW_ID`: the example waits for it."""
+    done = subprocess.run(
+        [sys.executable, "-m", "perdure.cli", "approve", "--address", address, workflow_id],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert f"{workflow_id}: approved" in done.stdout
+
+
 def test_dev_cluster_runs_the_example_from_the_cli(
     dev_cluster: tuple[str, subprocess.Popen[bytes], Path],
 ) -> None:
     address, dev, log = dev_cluster
-    done = perdure(
-        address,
-        "start",
-        "research_agent",
-        "--input",
-        '{"topic": "fencing"}',
-        "--id",
-        "cli-1",
-        "--wait",
-    )
+    start = ("start", "research_agent", "--input", '{"topic": "fencing"}', "--id", "cli-1")
+    started = perdure(address, *start)
+    assert started.returncode == 0, started.stderr
+    approve(address, "cli-1")  # the example waits for a human's approval before its report
+    done = perdure(address, *start, "--wait")
     assert done.returncode == 0, done.stderr
     described = json.loads(done.stdout)
     assert described["workflow"]["status"] == "WORKFLOW_STATUS_COMPLETED"
@@ -122,7 +132,10 @@ def test_dev_cluster_runs_the_example_from_the_cli(
     types = [json.loads(line)["event_type"] for line in history.stdout.splitlines()]
     assert types[0] == "EVENT_TYPE_WORKFLOW_STARTED"
     assert types[-1] == "EVENT_TYPE_WORKFLOW_COMPLETED"
-    assert len(types) == 9
+    assert types.count("EVENT_TYPE_STEP_COMPLETED") == 7
+    assert (
+        types.count("EVENT_TYPE_SIGNAL_RECEIVED") == types.count("EVENT_TYPE_SIGNAL_CONSUMED") == 1
+    )
 
     listed = perdure(address, "list")
     assert "cli-1\tresearch_agent\tCOMPLETED" in listed.stdout
@@ -156,6 +169,7 @@ def test_dev_restarts_a_killed_worker_which_resumes_the_workflow(
         '{"topic": "recovery", "slow_seconds": 3}',
     )
     assert started.returncode == 0, started.stderr
+    approve(address, "demo-kill")  # kept until the run reaches its approval
 
     def research_running() -> bool:
         steps = json.loads(perdure(address, "describe", "demo-kill").stdout).get("steps", [])

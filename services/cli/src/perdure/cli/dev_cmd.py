@@ -116,7 +116,8 @@ def run(args: argparse.Namespace) -> int:
             f"  worker     {args.worker_module}\n"
             f"  database   {dsn}\n"
             f"Try: perdure workflow --address localhost:{ports['gateway']} start research_agent "
-            '--input \'{"topic": "durable agents"}\' --wait\n'
+            '--input \'{"topic": "durable agents"}\' --id demo-1\n'
+            f"     perdure approve --address localhost:{ports['gateway']} demo-1\n"
             "Ctrl-C stops everything.\n",
             flush=True,
         )

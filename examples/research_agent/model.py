@@ -1,0 +1,118 @@
+"""An offline, deterministic stand-in for a language model provider.
+
+The research agent calls a model at every step. A real provider is slow, costs money, needs a
+network and answers differently each time; this one answers instantly, offline, and the same
+prompt always gets the same answer, so the example runs anywhere (CI included) and its outputs
+can be compared across runs. What it writes is plausible filler chosen by a hash of the prompt.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from typing import Any
+
+MODEL_NAME = "offline-deterministic-1"
+
+_ANGLES = (
+    "background and definitions",
+    "state of the art",
+    "failure modes seen in production",
+    "costs and operational burden",
+    "open questions",
+)
+_FINDINGS = (
+    "most outages come from work lost between a side effect and its record",
+    "teams rebuild retries, timers and state machines by hand in every service",
+    "a journal of step results makes a crashed process resumable from the last step",
+    "idempotency keys turn at-least-once delivery into effectively-once effects",
+    "human approval that takes days must not hold a process or a thread",
+    "fencing tokens stop a paused worker from writing after its lease moved on",
+    "replay needs deterministic code outside the recorded steps",
+    "operators need to see what a run waits for without reading logs",
+)
+_THEMES = ("reliability", "cost", "operability", "correctness", "developer experience")
+_RECOMMENDATIONS = (
+    "adopt durable execution for the long-running agent flows first",
+    "pilot durable execution on one approval-heavy workflow, then widen",
+    "keep the current queue for short jobs and move multi-step agents to durable workflows",
+)
+
+
+class OfflineModel:
+    """A model provider with no network: `complete(task, prompt)` is a pure function."""
+
+    name = MODEL_NAME
+
+    def _rng(self, task: str, prompt: str) -> random.Random:
+        digest = hashlib.sha256(f"{self.name}\n{task}\n{prompt}".encode()).digest()
+        return random.Random(int.from_bytes(digest[:8], "big"))
+
+    @staticmethod
+    def fingerprint(text: str) -> str:
+        """A short, stable id of a text (what a provider would call a response id)."""
+        return hashlib.sha256(text.encode()).hexdigest()[:10]
+
+    def plan(self, topic: str) -> dict[str, Any]:
+        """Two research questions about `topic`."""
+        rng = self._rng("plan", topic)
+        angles = rng.sample(_ANGLES, 2)
+        return {
+            "topic": topic,
+            "questions": [f"What are the {angle} of {topic}?" for angle in angles],
+            "model": self.name,
+        }
+
+    def research(self, topic: str, question: str) -> dict[str, Any]:
+        """Findings and (fictional, offline) sources for one question."""
+        rng = self._rng("research", f"{topic}\n{question}")
+        findings = rng.sample(_FINDINGS, 3)
+        return {
+            "question": question,
+            "findings": findings,
+            "sources": [f"offline://corpus/{self.fingerprint(f)}" for f in findings],
+        }
+
+    def analyze(self, topic: str, research: list[dict[str, Any]]) -> dict[str, Any]:
+        """The themes the findings share."""
+        findings = [finding for notes in research for finding in notes["findings"]]
+        rng = self._rng("analyze", "\n".join([topic, *findings]))
+        themes = rng.sample(_THEMES, 2)
+        return {
+            "themes": themes,
+            "summary": (
+                f"{len(findings)} findings on {topic} point at {themes[0]} and {themes[1]}; "
+                f"the strongest: {findings[0]}."
+            ),
+        }
+
+    def recommend(self, topic: str, analysis: dict[str, Any]) -> dict[str, Any]:
+        """One recommendation with a confidence."""
+        rng = self._rng("recommend", f"{topic}\n{analysis['summary']}")
+        return {
+            "recommendation": f"For {topic}: {rng.choice(_RECOMMENDATIONS)}.",
+            "confidence": round(rng.uniform(0.62, 0.93), 2),
+            "rationale": analysis["summary"],
+        }
+
+    def report(
+        self,
+        topic: str,
+        plan: dict[str, Any],
+        research: list[dict[str, Any]],
+        analysis: dict[str, Any],
+        recommendation: dict[str, Any],
+        approval_comment: str,
+    ) -> dict[str, Any]:
+        """The final report, in Markdown."""
+        lines = [f"# Research report: {topic}", "", "## Questions"]
+        lines += [f"- {question}" for question in plan["questions"]]
+        lines += ["", "## Findings"]
+        for notes in research:
+            lines += [f"- {finding}" for finding in notes["findings"]]
+        lines += ["", "## Analysis", analysis["summary"], "", "## Recommendation"]
+        lines += [f"{recommendation['recommendation']} (confidence {recommendation['confidence']})"]
+        if approval_comment:
+            lines += ["", f"Approver's comment: {approval_comment}"]
+        body = "\n".join(lines)
+        return {"title": f"Research report: {topic}", "body": body, "id": self.fingerprint(body)}

@@ -1,0 +1,322 @@
+"""The research agent: plan, research twice, analyze, recommend, wait for a human, report, notify.
+
+    create_plan → research_1 → research_2 → analyze → recommend → approval → report → notify
+
+Every model call is a durable step, so a crash anywhere loses nothing and repeats no finished
+step. The approval is a signal (`perdure approve ID [--reject] [--comment ...]`): while it
+waits, the workflow is suspended and no process holds it; the signal can even arrive before
+the workflow gets there. A rejection ends the run with the recommendation as its result; an
+approval writes the report and sends it once (see `notifications`). Progress is published with
+`ctx.set_state` (`phase`, `recommendation`, `waiting_for`, `approval`), visible in
+`perdure workflow describe` and `perdure workflow query ID phase` while the run waits.
+`perdure workflow cancel ID` ends a run as CANCELLED at its next durable call (phase
+`cancelled`).
+
+Input (JSON object; every field optional):
+
+- `topic`: what to research (default "durable execution").
+- `slow_step` + `slow_seconds`: that step sleeps `slow_seconds` first, leaving time to kill the
+  worker during it. `slow_seconds` alone slows `research_1`.
+- `fail_step_once`: that step fails with a temporary error on its first attempt only; the
+  attempt is journaled and retried on the durable schedule (1 s later).
+- `crash_after_notification`: the worker process exits right after the notification was
+  really sent, before the notify step is recorded; the replay finds the reservation `sent`,
+  sends nothing and does not crash again.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from examples.research_agent.model import OfflineModel
+from examples.research_agent.notifications import send_once
+from perdure.worker import (
+    RetryPolicy,
+    StepContext,
+    WorkflowCancelledError,
+    WorkflowContext,
+    current_step,
+    workflow,
+)
+
+log = logging.getLogger("examples.research_agent")
+
+STEPS = ("create_plan", "research_1", "research_2", "analyze", "recommend", "report", "notify")
+DEFAULT_TOPIC = "durable execution"
+RECIPIENT = "research-team@example.com"
+APPROVAL_SIGNAL = "approval"
+DECISIONS = ("approved", "rejected")
+CRASH_EXIT_CODE = 70
+MAX_SLOW_SECONDS = 3600.0
+# Short, so the demo's failing step is retried after a second: 1 s, 2 s, 4 s ... at most 10 s.
+RETRY = RetryPolicy(
+    initial_interval=1.0,
+    backoff_coefficient=2.0,
+    maximum_interval=10.0,
+    maximum_attempts=5,
+    non_retryable_error_types=("ValueError", "StaleFenceError"),
+)
+
+_model = OfflineModel()
+
+
+class TemporaryProviderError(Exception):
+    """The (simulated) model provider is briefly unavailable: worth retrying."""
+
+
+@dataclass(frozen=True)
+class AgentInput:
+    """The validated input of a run."""
+
+    topic: str = DEFAULT_TOPIC
+    slow_step: str | None = None
+    slow_seconds: float = 0.0
+    fail_step_once: str | None = None
+    crash_after_notification: bool = False
+
+    @classmethod
+    def parse(cls, raw: Any) -> AgentInput:
+        """Check a run's input; raise ValueError saying what is wrong."""
+        if raw is None:
+            return cls()
+        if not isinstance(raw, dict):
+            raise ValueError(f"the input must be a JSON object, not {type(raw).__name__}")
+        unknown = sorted(set(raw) - set(cls.__dataclass_fields__))
+        if unknown:
+            raise ValueError(
+                f"unknown input field(s) {', '.join(unknown)}; "
+                f"expected {', '.join(cls.__dataclass_fields__)}"
+            )
+        topic = raw.get("topic", DEFAULT_TOPIC)
+        if not isinstance(topic, str) or not topic.strip():
+            raise ValueError("topic must be a non-empty string")
+        slow_seconds = raw.get("slow_seconds", 0)
+        if (
+            isinstance(slow_seconds, bool)
+            or not isinstance(slow_seconds, int | float)
+            or not math.isfinite(slow_seconds)
+            or not 0 <= slow_seconds <= MAX_SLOW_SECONDS
+        ):
+            raise ValueError(
+                f"slow_seconds must be a number of seconds from 0 to {MAX_SLOW_SECONDS:.0f}, "
+                f"not {slow_seconds!r}"
+            )
+        slow_step = _step_name("slow_step", raw.get("slow_step"))
+        if slow_step is None and slow_seconds > 0:
+            slow_step = "research_1"
+        if slow_step is not None and slow_seconds == 0:
+            raise ValueError(f"slow_step {slow_step!r} needs slow_seconds > 0")
+        crash = raw.get("crash_after_notification", False)
+        if not isinstance(crash, bool):
+            raise ValueError(f"crash_after_notification must be true or false, not {crash!r}")
+        return cls(
+            topic=topic.strip(),
+            slow_step=slow_step,
+            slow_seconds=float(slow_seconds),
+            fail_step_once=_step_name("fail_step_once", raw.get("fail_step_once")),
+            crash_after_notification=crash,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """The input as JSON: the topic and the fault switches that are on."""
+        value: dict[str, Any] = {"topic": self.topic}
+        if self.slow_step is not None:
+            value.update(slow_step=self.slow_step, slow_seconds=self.slow_seconds)
+        if self.fail_step_once is not None:
+            value["fail_step_once"] = self.fail_step_once
+        if self.crash_after_notification:
+            value["crash_after_notification"] = True
+        return value
+
+
+def _step_name(field: str, value: Any) -> str | None:
+    if value is None:
+        return None
+    if value not in STEPS:
+        raise ValueError(f"{field} must be one of {', '.join(STEPS)}, not {value!r}")
+    return str(value)
+
+
+def _enter(spec: AgentInput) -> StepContext:
+    """The start of every step: log it, then apply the fault switches aimed at it."""
+    step = current_step()
+    log.info(
+        "research_agent %s: running step %s (attempt %d, fence %d)",
+        step.workflow_id,
+        step.step_id,
+        step.attempt,
+        step.fence,
+    )
+    if spec.slow_step == step.step_id:
+        log.info(
+            "research_agent %s: %s sleeps %gs", step.workflow_id, step.step_id, spec.slow_seconds
+        )
+        time.sleep(spec.slow_seconds)
+    if spec.fail_step_once == step.step_id and step.attempt == 1:
+        raise TemporaryProviderError(
+            f"the model provider is unavailable (fail_step_once={step.step_id}: only the first "
+            "attempt fails)"
+        )
+    return step
+
+
+# -- the steps (sync functions: the SDK runs them in a thread) -----------------------------------
+
+
+def create_plan(spec: AgentInput) -> dict[str, Any]:
+    """Ask the model for research questions."""
+    _enter(spec)
+    return _model.plan(spec.topic)
+
+
+def research(spec: AgentInput, question: str) -> dict[str, Any]:
+    """Research one question."""
+    _enter(spec)
+    return _model.research(spec.topic, question)
+
+
+def analyze(spec: AgentInput, notes: list[dict[str, Any]]) -> dict[str, Any]:
+    """Find what the research says."""
+    _enter(spec)
+    return _model.analyze(spec.topic, notes)
+
+
+def recommend(spec: AgentInput, analysis: dict[str, Any]) -> dict[str, Any]:
+    """Turn the analysis into a recommendation."""
+    _enter(spec)
+    return _model.recommend(spec.topic, analysis)
+
+
+def write_report(
+    spec: AgentInput,
+    plan: dict[str, Any],
+    notes: list[dict[str, Any]],
+    analysis: dict[str, Any],
+    recommendation: dict[str, Any],
+    comment: str,
+) -> dict[str, Any]:
+    """Write the final report."""
+    _enter(spec)
+    return _model.report(spec.topic, plan, notes, analysis, recommendation, comment)
+
+
+def notify(spec: AgentInput, report: dict[str, Any]) -> dict[str, Any]:
+    """Send the report once, through the reservation table (see `notifications`)."""
+    step = _enter(spec)
+    outcome = send_once(
+        idempotency_key=step.idempotency_key,
+        workflow_id=step.workflow_id,
+        fence=step.fence,
+        recipient=RECIPIENT,
+        subject=report["title"],
+        body=report["body"],
+    )
+    if outcome.sent_now and spec.crash_after_notification:
+        log.warning(
+            "research_agent %s: crash_after_notification: message %d sent and reserved as "
+            "'sent'; the worker exits now, before the step is recorded",
+            step.workflow_id,
+            outcome.message_id,
+        )
+        logging.shutdown()
+        os._exit(CRASH_EXIT_CODE)
+    if outcome.sent_now:
+        delivery = "sent"
+    elif outcome.found == "sent":
+        delivery = "already sent: the reservation was 'sent', the provider was not called"
+    else:
+        delivery = "already sent: the provider dropped the duplicate of the same key"
+    log.info(
+        "research_agent %s: notification %d: %s", step.workflow_id, outcome.message_id, delivery
+    )
+    return {
+        "message_id": outcome.message_id,
+        "recipient": RECIPIENT,
+        "idempotency_key": step.idempotency_key,
+        "delivery": delivery,
+    }
+
+
+# -- the workflow ---------------------------------------------------------------------------------
+
+
+def _approval(payload: Any) -> tuple[str, str] | str:
+    """(decision, comment) from an approval signal's payload, or what is wrong with it."""
+    if not isinstance(payload, dict) or payload.get("decision") not in DECISIONS:
+        return (
+            f'an approval needs {{"decision": "approved"|"rejected", "comment": ...}}, '
+            f"got {payload!r}"
+        )
+    comment = payload.get("comment") or ""
+    return str(payload["decision"]), comment if isinstance(comment, str) else str(comment)
+
+
+@workflow(retry=RETRY)
+async def research_agent(ctx: WorkflowContext, params: Any) -> dict[str, Any]:
+    """Research a topic, ask a human to approve the recommendation, then report and notify."""
+    spec = AgentInput.parse(params)
+    try:
+        return await _research(ctx, spec)
+    except WorkflowCancelledError:  # `perdure workflow cancel`: say so, then end as CANCELLED
+        await ctx.set_state("phase", "cancelled")
+        raise
+
+
+async def _research(ctx: WorkflowContext, spec: AgentInput) -> dict[str, Any]:
+    await ctx.set_state("phase", "planning")
+    plan = await ctx.step("create_plan", create_plan, spec)
+
+    await ctx.set_state("phase", "researching")
+    first = await ctx.step("research_1", research, spec, plan["questions"][0])
+    second = await ctx.step("research_2", research, spec, plan["questions"][1])
+
+    await ctx.set_state("phase", "analyzing")
+    analysis = await ctx.step("analyze", analyze, spec, [first, second])
+
+    await ctx.set_state("phase", "recommending")
+    recommendation = await ctx.step("recommend", recommend, spec, analysis)
+    await ctx.set_state("recommendation", recommendation)
+
+    await ctx.set_state("phase", "awaiting_approval")
+    how = f"perdure approve {ctx.workflow_id} [--reject] [--comment TEXT]"
+    await ctx.set_state("waiting_for", {"signal": APPROVAL_SIGNAL, "how": how})
+    while True:  # a malformed approval is reported and the wait goes on
+        approval = _approval(await ctx.wait_for_signal(APPROVAL_SIGNAL))
+        if isinstance(approval, tuple):
+            break
+        await ctx.set_state(
+            "waiting_for", {"signal": APPROVAL_SIGNAL, "how": how, "last_signal_ignored": approval}
+        )
+    decision, comment = approval
+    await ctx.set_state("waiting_for", None)
+    await ctx.set_state("approval", {"decision": decision, "comment": comment})
+    if decision == "rejected":
+        await ctx.set_state("phase", "rejected")
+        return {
+            "topic": spec.topic,
+            "decision": decision,
+            "comment": comment,
+            "recommendation": recommendation,
+        }
+
+    await ctx.set_state("phase", "reporting")
+    report = await ctx.step(
+        "report", write_report, spec, plan, [first, second], analysis, recommendation, comment
+    )
+
+    await ctx.set_state("phase", "notifying")
+    notification = await ctx.step("notify", notify, spec, report)
+    await ctx.set_state("phase", "done")
+    return {
+        "topic": spec.topic,
+        "decision": decision,
+        "comment": comment,
+        "recommendation": recommendation,
+        "report": report,
+        "notification": notification,
+    }
