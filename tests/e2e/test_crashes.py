@@ -196,7 +196,8 @@ def test_history_killed_mid_step_loses_nothing(
     cluster = start_cluster(PERDURE_LEASE_TTL="2")
     ledger, gate = tmp_path / "ledger", tmp_path / "gate"
     services = {p.name: p for p in cluster.processes}
-    worker = cluster.start_worker("w1")
+    # One slot: the lease the worker let expire must not hold it forever.
+    worker = cluster.start_worker("w1", concurrency=1)
     with cluster.client() as client:
         start_blocked(client, "history-down", ledger, gate)
         services["history"].kill()

@@ -199,3 +199,41 @@ async def test_a_requested_cancellation_is_delivered_once_at_the_next_call() -> 
     assert await ctx.step("compensate", lambda: "undone") == "undone"
     kinds = [type(r).__name__ for r in journal.recorded]
     assert kinds == ["RecordCancellationRequest", "RecordStepRequest"]
+
+
+def timer_started(seconds: float) -> wf.HistoryEvent:
+    return wf.HistoryEvent(
+        event_id=2,
+        event_type=wf.EVENT_TYPE_TIMER_STARTED,
+        step_id="$sleep",
+        step_name="$sleep",
+        position=0,
+        due_time=stamp(seconds),
+    )
+
+
+async def test_a_cancellation_interrupts_a_sleep_that_has_not_fired() -> None:
+    journal = FakeJournal()
+    ctx = make_context(journal, [timer_started(600)], cancel_requested=True)
+    with pytest.raises(WorkflowCancelledError):
+        await ctx.sleep(600)
+    [delivered] = journal.recorded
+    assert isinstance(delivered, jpb.RecordCancellationRequest)
+    assert (delivered.step_id, delivered.position) == ("$sleep:cancelled", 1)
+
+    # Replayed after the timer's time has passed, the cancellation is raised at the same place.
+    replayed = make_context(
+        FakeJournal(),
+        [
+            timer_started(-1),
+            wf.HistoryEvent(
+                event_id=3,
+                event_type=wf.EVENT_TYPE_CANCELLATION_DELIVERED,
+                step_id="$sleep:cancelled",
+                step_name="$sleep:cancelled",
+                position=1,
+            ),
+        ],
+    )
+    with pytest.raises(WorkflowCancelledError):
+        await replayed.sleep(600)

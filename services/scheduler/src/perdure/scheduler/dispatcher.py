@@ -32,6 +32,8 @@ class Session:
     capacity: int
     session_id: str = field(default_factory=lambda: uuid.uuid4().hex)
     leases: dict[str, int] = field(default_factory=dict)  # workflow id -> fence
+    # When each lease was granted or last renewed (monotonic clock).
+    renewed_at: dict[str, float] = field(default_factory=dict)
     outgoing: asyncio.Queue[tpb.ConnectResponse | None] = field(default_factory=asyncio.Queue)
     last_heard: float = field(default_factory=time.monotonic)
 
@@ -48,6 +50,26 @@ class Session:
     def free(self) -> int:
         """How many more tasks the worker can take."""
         return self.capacity - len(self.leases)
+
+    def hold(self, workflow_id: str, fence: int) -> None:
+        """Count a lease as this worker's, as of now."""
+        self.leases[workflow_id] = fence
+        self.renewed_at[workflow_id] = time.monotonic()
+
+    def drop(self, workflow_id: str, fence: int | None = None) -> None:
+        """Stop counting a lease (only if its fence matches, when given)."""
+        if fence is None or self.leases.get(workflow_id) == fence:
+            self.leases.pop(workflow_id, None)
+            self.renewed_at.pop(workflow_id, None)
+
+    def drop_unreported(self, reported: set[str], ttl: float) -> None:
+        """Forget leases the worker stopped reporting a TTL ago: it let them expire (say, after
+        a journal outage), so they must not hold its capacity forever. A grant still in flight
+        is younger than that and stays."""
+        stale_before = time.monotonic() - ttl
+        for workflow_id, renewed in list(self.renewed_at.items()):
+            if workflow_id not in reported and renewed < stale_before:
+                self.drop(workflow_id)
 
 
 class Dispatcher:
@@ -79,20 +101,19 @@ class Dispatcher:
 
     async def task_done(self, session: Session, workflow_id: str, fence: int) -> None:
         """The worker is finished with a lease."""
-        if session.leases.get(workflow_id) == fence:
-            del session.leases[workflow_id]
+        session.drop(workflow_id, fence)
         await self._store.release(workflow_id, fence)
         self.wake()
 
     async def heartbeat(self, session: Session, held: list[tuple[str, int]]) -> None:
         """Renew the leases the worker holds; tell it about those it no longer holds."""
         renewed = await self._store.renew(session.session_id, held, self.lease_ttl)
+        session.drop_unreported({workflow_id for workflow_id, _ in held}, self.lease_ttl)
         for workflow_id, fence in held:
             if (workflow_id, fence) in renewed:
-                session.leases[workflow_id] = fence  # adopts leases after a reconnect
+                session.hold(workflow_id, fence)  # adopts leases after a reconnect
                 continue
-            if session.leases.get(workflow_id) == fence:
-                del session.leases[workflow_id]
+            session.drop(workflow_id, fence)
             log.info(
                 "lease of %s (fence %d) is gone; telling %s", workflow_id, fence, session.identity
             )
@@ -171,7 +192,7 @@ class Dispatcher:
                         grant.previous_owner,
                         grant.fence,
                     )
-                session.leases[grant.workflow_id] = grant.fence
+                session.hold(grant.workflow_id, grant.fence)
                 task = tpb.Task(
                     workflow_id=grant.workflow_id,
                     workflow_type=grant.workflow_type,

@@ -217,16 +217,14 @@ class WorkflowContext:
         if not (isinstance(seconds, int | float) and math.isfinite(seconds) and seconds >= 0):
             raise ValueError(f"sleep needs a finite number of seconds >= 0, not {seconds!r}")
         call, fire = await self._timer("$sleep", delay=seconds)
-        if fire > self._now:
-            raise _wait(wf.WAIT_KIND_TIMER, call.step_id, fire)
+        await self._sleep(call, fire)
 
     async def sleep_until(self, moment: datetime) -> None:
         """Suspend the workflow until `moment` (timezone-aware), as `sleep` does."""
         if moment.tzinfo is None:
             raise ValueError("sleep_until needs a timezone-aware datetime")
         call, fire = await self._timer("$sleep", until=moment)
-        if fire > self._now:
-            raise _wait(wf.WAIT_KIND_TIMER, call.step_id, fire)
+        await self._sleep(call, fire)
 
     async def wait_for_signal(
         self,
@@ -345,6 +343,23 @@ class WorkflowContext:
             request.delay.FromTimedelta(timedelta(seconds=delay or 0))
         started: jpb.StartTimerResponse = await self._record(self._journal.stub.StartTimer, request)
         return call, started.fire_time.ToDatetime(tzinfo=UTC)
+
+    async def _sleep(self, call: _Call, fire: datetime) -> None:
+        """Wait for the timer of `call`. A cancellation requested before it fires ends the wait:
+        it is delivered at the call right after the timer, "<timer step id>:cancelled", and
+        replay raises it there again, whatever the time by then."""
+        interrupt = f"{call.step_id}:cancelled"
+        following = self._recorded.get(self._position)
+        delivered_here = (
+            following is not None
+            and following.event_type == wf.EVENT_TYPE_CANCELLATION_DELIVERED
+            and following.step_id == interrupt
+        )
+        pending = fire > self._now and self._cancel_requested and not self._cancel_delivered
+        if delivered_here or pending:
+            await self._begin(interrupt)  # records or replays the delivery, and raises it
+        if fire > self._now:
+            raise _wait(wf.WAIT_KIND_TIMER, call.step_id, fire)
 
     def _take_signals(self, name: str, limit: int | None) -> list[wf.HistoryEvent]:
         matching = [event for event in self._signals if event.name == name][:limit]

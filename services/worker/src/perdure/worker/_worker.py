@@ -185,8 +185,9 @@ class Worker:
                 task.fence,
                 error,
             )
-            self._forget(task)
-            return
+            # Still say we are done with it: the scheduler counts the lease against this
+            # session's capacity until then, and its release is fenced, so a newer holder's
+            # lease is untouched.
         except JournalUnavailableError as error:
             # Keep the lease from being renewed so that it expires and the workflow is
             # retried, here or elsewhere.
