@@ -81,11 +81,16 @@ def _wait_from_json(data: dict[str, Any] | None) -> wf.Wait | None:
     return _wait(data["kind"], data.get("name"), until)
 
 
+_STEP_EVENTS = frozenset({"STEP_COMPLETED", "STEP_FAILED", "STEP_ATTEMPT_FAILED"})
+
+
 def step_infos(events: list[Row], progress: list[Row]) -> list[wf.StepInfo]:
-    """Each user step with its status, attempts and timings, from its events (oldest first)
-    and the progress its attempts reported."""
+    """Each user step with its status, attempts and timings, from the run's events (oldest
+    first) and the progress its attempts reported. Calls named "$..." are the SDK's own."""
     steps: dict[str, wf.StepInfo] = {}
     for row in events:
+        if row["event_type"] not in _STEP_EVENTS or row["step_name"].startswith("$"):
+            continue
         step = steps.setdefault(row["step_id"], _new_step(row["step_id"], row["step_name"]))
         if not step.HasField("start_time") and row["started_at"] is not None:
             step.start_time.FromDatetime(row["started_at"])
@@ -137,12 +142,27 @@ def current_step(row: Row, steps: list[wf.StepInfo]) -> str:
     return next((step.step_id for step in reversed(steps) if step.status in active), "")
 
 
-def pending_signal(row: Row) -> wf.PendingSignal:
-    """A SIGNAL_RECEIVED row as PendingSignal."""
-    return wf.PendingSignal(
-        name=row["name"],
-        signal_id=row["signal_id"] or "",
-        payload=python_to_value(row["payload"]),
-        receive_time=timestamp(row["created_at"]),
-        event_id=row["event_id"],
-    )
+def pending_signals(events: list[Row]) -> list[wf.PendingSignal]:
+    """The signals received and not consumed, oldest first."""
+    consumed = {
+        event_id
+        for row in events
+        if row["event_type"] == "SIGNAL_CONSUMED"
+        for event_id in row["consumed"] or []
+    }
+    return [
+        wf.PendingSignal(
+            name=row["name"],
+            signal_id=row["signal_id"] or "",
+            payload=python_to_value(row["payload"]),
+            receive_time=timestamp(row["created_at"]),
+            event_id=row["event_id"],
+        )
+        for row in events
+        if row["event_type"] == "SIGNAL_RECEIVED" and row["event_id"] not in consumed
+    ]
+
+
+def published_state(events: list[Row]) -> dict[str, Any]:
+    """The latest value of every key published with ctx.set_state."""
+    return {row["name"]: row["payload"] for row in events if row["event_type"] == "STATE_UPDATED"}

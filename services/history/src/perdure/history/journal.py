@@ -202,21 +202,15 @@ class Journal:
         """The run, its steps, what it does now, its pending signals and published state."""
         async with self._pool.connection() as conn:
             row = await self._require(conn, workflow_id)
-            step_events = await store.fetch_all(conn, store.SELECT_STEP_EVENTS, [workflow_id])
+            events = await store.fetch_all(conn, store.SELECT_DESCRIBED_EVENTS, [workflow_id])
             progress = await store.fetch_all(conn, store.SELECT_PROGRESS, [workflow_id])
-            pending = await store.fetch_all(
-                conn, store.SELECT_PENDING_SIGNALS, {"workflow_id": workflow_id}
-            )
-            state = await store.fetch_all(
-                conn, store.SELECT_STATE, {"workflow_id": workflow_id, "key": None}
-            )
-        steps = convert.step_infos(step_events, progress)
+        steps = convert.step_infos(events, progress)
         return Described(
             info=convert.workflow_info(row),
             steps=steps,
             current_step=convert.current_step(row, steps),
-            pending_signals=[convert.pending_signal(event) for event in pending],
-            state={entry["name"]: entry["payload"] for entry in state},
+            pending_signals=convert.pending_signals(events),
+            state=convert.published_state(events),
         )
 
     async def history_page(

@@ -177,31 +177,20 @@ ORDER BY event_id
 LIMIT %(limit)s
 """
 
-# The events describing user steps (names with "$" are the SDK's own calls).
-SELECT_STEP_EVENTS = f"""
+# The events DescribeWorkflow is made of: step outcomes and attempts, signals, state.
+SELECT_DESCRIBED_EVENTS = f"""
 SELECT {EVENT_COLUMNS} FROM history.events
-WHERE workflow_id = %s
-  AND event_type IN ('STEP_COMPLETED', 'STEP_FAILED', 'STEP_ATTEMPT_FAILED')
-  AND step_name NOT LIKE '$%%'
+WHERE workflow_id = %s AND event_type IN (
+    'STEP_COMPLETED', 'STEP_FAILED', 'STEP_ATTEMPT_FAILED', 'SIGNAL_RECEIVED',
+    'SIGNAL_CONSUMED', 'STATE_UPDATED')
 ORDER BY event_id
 """
 
-SELECT_PENDING_SIGNALS = f"""
-SELECT {EVENT_COLUMNS} FROM history.events received
-WHERE received.workflow_id = %(workflow_id)s AND received.event_type = 'SIGNAL_RECEIVED'
-  AND NOT EXISTS (
-      SELECT 1 FROM history.events taken
-      WHERE taken.workflow_id = %(workflow_id)s AND taken.event_type = 'SIGNAL_CONSUMED'
-        AND received.event_id = ANY(taken.consumed))
-ORDER BY received.event_id
-"""
-
-# The latest value of every published key (or of one key).
+# The latest value published under a key.
 SELECT_STATE = """
-SELECT DISTINCT ON (name) name, payload, created_at FROM history.events
-WHERE workflow_id = %(workflow_id)s AND event_type = 'STATE_UPDATED'
-  AND (%(key)s::text IS NULL OR name = %(key)s)
-ORDER BY name, event_id DESC
+SELECT payload, created_at FROM history.events
+WHERE workflow_id = %(workflow_id)s AND event_type = 'STATE_UPDATED' AND name = %(key)s
+ORDER BY event_id DESC LIMIT 1
 """
 
 LIST_WORKFLOWS = f"""

@@ -418,7 +418,7 @@ class WorkflowContext:
         token = _current_step.set(step)
         announce = None
         if not name.startswith(_INTERNAL_PREFIX):
-            announce = asyncio.create_task(self._announce(step))
+            announce = self._loop.call_later(ANNOUNCE_AFTER_SECONDS, self._announce, step)
         try:
             try:
                 result = await _invoke(fn, args, kwargs, attempt_timeout)
@@ -460,9 +460,8 @@ class WorkflowContext:
         await self._record(self._journal.stub.RecordStep, request)
         raise StepFailedError(call.step_id, request.failure) from error
 
-    async def _announce(self, step: StepContext) -> None:
+    def _announce(self, step: StepContext) -> None:
         """Report a long-running step once, so that describe shows it as the current step."""
-        await asyncio.sleep(ANNOUNCE_AFTER_SECONDS)
         if self._heartbeat_sender is None:
             self._queue_heartbeat(step, None)
 
