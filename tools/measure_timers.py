@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import os
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -22,6 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from perdure.api.workflow.v1 import workflow_pb2 as wf
+from perdure.cli.dev_cmd import free_base_port
 from perdure.client import Client
 from perdure.worker import WorkflowContext, workflow
 
@@ -35,12 +35,6 @@ async def sleeper(ctx: WorkflowContext, seconds: float) -> str:
     return str(await ctx.step("resumed", lambda: datetime.now(UTC).isoformat()))
 
 
-def _free_port_block() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1]) // 10 * 10 % 50000 + 10000
-
-
 def _percentile(values: list[float], fraction: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
@@ -51,7 +45,7 @@ def main() -> int:
     parser.add_argument("--workflows", type=int, default=200)
     parser.add_argument("--sleep", type=float, default=1.0)
     args = parser.parse_args()
-    port = _free_port_block()
+    port = free_base_port()
     with tempfile.TemporaryDirectory(prefix="perdure-timers-") as data:
         env = {**os.environ, "PYTHONPATH": str(REPO)}
         dev = subprocess.Popen(

@@ -27,7 +27,6 @@ import argparse
 import ctypes
 import json
 import os
-import random
 import re
 import shlex
 import shutil
@@ -53,6 +52,7 @@ from examples.research_agent.notifications import (
 from examples.research_agent.workflow import CRASH_EXIT_CODE, STEPS
 from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.api.workflow.v1 import workflow_service_pb2 as api
+from perdure.cli.dev_cmd import free_base_port
 from perdure.client import Client
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -103,20 +103,6 @@ def wait_until(condition: Callable[[], Any], what: str, timeout: float = PHASE_T
 # -- the local cluster: `perdure dev` as a child process ------------------------------------------
 
 
-def _base_port() -> int:
-    """A port such that it and the next two are free now."""
-    for _ in range(200):
-        base = random.randint(20000, 40000)
-        try:
-            for port in range(base, base + 3):
-                with socket.socket() as probe:
-                    probe.bind(("127.0.0.1", port))
-        except OSError:
-            continue
-        return base
-    raise RuntimeError("found no three consecutive free ports")
-
-
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -158,7 +144,7 @@ class LocalCluster:
     """`perdure dev` on a data directory and three ports, started and stopped by the demo."""
 
     data_dir: Path
-    base_port: int = field(default_factory=_base_port)
+    base_port: int = field(default_factory=free_base_port)
     popen: subprocess.Popen[bytes] | None = None
     logs: list[Path] = field(default_factory=list)
 
@@ -204,7 +190,7 @@ class LocalCluster:
     def start(self) -> None:
         """Start `perdure dev`; return once the services and the worker are up."""
         if not all(_port_free(port) for port in range(self.base_port, self.base_port + 3)):
-            self.base_port = _base_port()
+            self.base_port = free_base_port()
         self.logs.append(self.data_dir / f"dev-{len(self.logs) + 1}.log")
         command = [
             sys.executable,

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import re
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -16,27 +14,14 @@ from pathlib import Path
 
 import pytest
 
+from perdure.cli.dev_cmd import free_base_port
 from tests.fixtures.cluster import REPO_ROOT, wait_until
-
-
-def three_free_ports() -> int:
-    """A base port such that it and the next two are free right now."""
-    for _ in range(100):
-        base = random.randint(20000, 40000)
-        try:
-            for port in range(base, base + 3):
-                with socket.socket() as probe:
-                    probe.bind(("127.0.0.1", port))
-            return base
-        except OSError:
-            continue
-    raise RuntimeError("no three consecutive free ports")
 
 
 @pytest.fixture
 def dev_cluster(tmp_path: Path) -> Iterator[tuple[str, subprocess.Popen[bytes], Path]]:
     """`perdure dev` running on its own ports and data directory."""
-    base = three_free_ports()
+    base = free_base_port()
     log = tmp_path / "dev.log"
     data_dir = tempfile.mkdtemp(prefix="pdd")  # short: the database socket lives in it
     with log.open("wb") as sink:

@@ -8,7 +8,6 @@ import asyncio
 import os
 import time
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 from perdure.worker import (
@@ -20,9 +19,7 @@ from perdure.worker import (
     current_step,
     workflow,
 )
-from tests.e2e.workflows import note
-
-GATE_TIMEOUT = 120.0
+from tests.e2e.workflows import GATE_TIMEOUT, note, wait_for_file
 
 
 def record(ledger: str, what: str) -> int:
@@ -34,11 +31,7 @@ def record(ledger: str, what: str) -> int:
 def wait_for_gate(ledger: str, what: str, gate: str) -> int:
     """A step body that notes its start, then waits until the test creates the gate file."""
     note(ledger, f"start-{what} {current_step().attempt} {os.getpid()}")
-    deadline = time.monotonic() + GATE_TIMEOUT
-    while not Path(gate).exists():
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"gate {gate} never opened")
-        time.sleep(0.02)
+    wait_for_file(gate)
     return record(ledger, what)
 
 

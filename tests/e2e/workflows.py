@@ -25,14 +25,19 @@ def counted(ledger: str, name: str, value: int) -> int:
     return value
 
 
-def blocking(ledger: str, name: str, gate: str) -> int:
-    """A step body that records its start, then waits until the test creates the gate file."""
-    note(ledger, f"start {name} {os.getpid()}")
+def wait_for_file(gate: str) -> None:
+    """Block until the test creates the gate file (or fail after GATE_TIMEOUT)."""
     deadline = time.monotonic() + GATE_TIMEOUT
     while not Path(gate).exists():
         if time.monotonic() > deadline:
             raise TimeoutError(f"gate {gate} never opened")
         time.sleep(0.02)
+
+
+def blocking(ledger: str, name: str, gate: str) -> int:
+    """A step body that records its start, then waits until the test creates the gate file."""
+    note(ledger, f"start {name} {os.getpid()}")
+    wait_for_file(gate)
     note(ledger, f"{name} {os.getpid()}")
     return os.getpid()
 

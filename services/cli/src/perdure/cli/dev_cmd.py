@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 import ctypes
 import os
+import random
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -59,6 +61,21 @@ class Child:
     def running(self) -> bool:
         """Whether the process is alive."""
         return self.popen is not None and self.popen.poll() is None
+
+
+def free_base_port() -> int:
+    """A base port such that it and the next two (gateway, history, scheduler) are free now,
+    for a second local cluster beside the default one (demos, tests, measurements)."""
+    for _ in range(200):
+        base = random.randint(20000, 40000)
+        try:
+            for port in range(base, base + 3):
+                with socket.socket() as probe:
+                    probe.bind(("127.0.0.1", port))
+        except OSError:
+            continue
+        return base
+    raise RuntimeError("found no three consecutive free ports")
 
 
 def _die_with_parent() -> None:

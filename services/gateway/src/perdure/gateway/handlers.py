@@ -7,6 +7,7 @@ from typing import Any, TypeVar
 
 import grpc
 from google.protobuf import struct_pb2
+from google.protobuf.message import Message
 
 from perdure.api.workflow.v1 import workflow_service_pb2 as api
 from perdure.api.workflow.v1 import workflow_service_pb2_grpc as apigrpc
@@ -21,6 +22,8 @@ from perdure.internal.scheduler.v1 import scheduler_service_pb2_grpc as sgrpc
 Context = grpc.aio.ServicerContext[Any, Any]
 DOWNSTREAM_TIMEOUT = 30.0
 NULL = struct_pb2.Value(null_value=struct_pb2.NULL_VALUE)
+Answer = TypeVar("Answer", bound=Message)
+Signal = TypeVar("Signal", api.SignalWorkflowRequest, api.SignalWithStartWorkflowRequest)
 
 
 class WorkflowServicer(apigrpc.WorkflowServiceServicer):
@@ -40,20 +43,14 @@ class WorkflowServicer(apigrpc.WorkflowServiceServicer):
         self, request: api.StartWorkflowRequest, context: Context
     ) -> api.StartWorkflowResponse:
         normalized = await self._normalized_start(request)
-        answer: hpb.StartWorkflowResponse = await self._history.StartWorkflow(
-            hpb.StartWorkflowRequest(request=normalized), timeout=DOWNSTREAM_TIMEOUT
-        )
-        return answer.response
+        return await self._forward("StartWorkflow", normalized, api.StartWorkflowResponse)
 
     @errors.unary
     async def DescribeWorkflow(
         self, request: api.DescribeWorkflowRequest, context: Context
     ) -> api.DescribeWorkflowResponse:
         validate.workflow_id(request.workflow_id)
-        answer: hpb.DescribeWorkflowResponse = await self._history.DescribeWorkflow(
-            hpb.DescribeWorkflowRequest(request=request), timeout=DOWNSTREAM_TIMEOUT
-        )
-        return answer.response
+        return await self._forward("DescribeWorkflow", request, api.DescribeWorkflowResponse)
 
     @errors.unary
     async def GetWorkflowHistory(
@@ -61,10 +58,7 @@ class WorkflowServicer(apigrpc.WorkflowServiceServicer):
     ) -> api.GetWorkflowHistoryResponse:
         validate.workflow_id(request.workflow_id)
         validate.page_size(request.page_size)
-        answer: hpb.GetWorkflowHistoryResponse = await self._history.GetWorkflowHistory(
-            hpb.GetWorkflowHistoryRequest(request=request), timeout=DOWNSTREAM_TIMEOUT
-        )
-        return answer.response
+        return await self._forward("GetWorkflowHistory", request, api.GetWorkflowHistoryResponse)
 
     @errors.unary
     async def ListWorkflows(
@@ -74,10 +68,7 @@ class WorkflowServicer(apigrpc.WorkflowServiceServicer):
         validate.status_filter(request.status)
         if request.workflow_type:
             validate.name("workflow_type", request.workflow_type)
-        answer: hpb.ListWorkflowsResponse = await self._history.ListWorkflows(
-            hpb.ListWorkflowsRequest(request=request), timeout=DOWNSTREAM_TIMEOUT
-        )
-        return answer.response
+        return await self._forward("ListWorkflows", request, api.ListWorkflowsResponse)
 
     @errors.unary
     async def SignalWorkflow(
@@ -85,10 +76,9 @@ class WorkflowServicer(apigrpc.WorkflowServiceServicer):
     ) -> api.SignalWorkflowResponse:
         validate.workflow_id(request.workflow_id)
         _validate_signal(request)
-        answer: hpb.SignalWorkflowResponse = await self._history.SignalWorkflow(
-            hpb.SignalWorkflowRequest(request=_with_payload(request)), timeout=DOWNSTREAM_TIMEOUT
+        return await self._forward(
+            "SignalWorkflow", _with_payload(request), api.SignalWorkflowResponse
         )
-        return answer.response
 
     @errors.unary
     async def SignalWithStartWorkflow(
@@ -99,10 +89,9 @@ class WorkflowServicer(apigrpc.WorkflowServiceServicer):
         _validate_signal(request)
         normalized = _with_payload(request)
         normalized.start.CopyFrom(await self._normalized_start(request.start))
-        answer: hpb.SignalWithStartWorkflowResponse = await self._history.SignalWithStartWorkflow(
-            hpb.SignalWithStartWorkflowRequest(request=normalized), timeout=DOWNSTREAM_TIMEOUT
+        return await self._forward(
+            "SignalWithStartWorkflow", normalized, api.SignalWithStartWorkflowResponse
         )
-        return answer.response
 
     @errors.unary
     async def CancelWorkflow(
@@ -110,10 +99,7 @@ class WorkflowServicer(apigrpc.WorkflowServiceServicer):
     ) -> api.CancelWorkflowResponse:
         validate.workflow_id(request.workflow_id)
         validate.reason(request.reason)
-        answer: hpb.CancelWorkflowResponse = await self._history.CancelWorkflow(
-            hpb.CancelWorkflowRequest(request=request), timeout=DOWNSTREAM_TIMEOUT
-        )
-        return answer.response
+        return await self._forward("CancelWorkflow", request, api.CancelWorkflowResponse)
 
     @errors.unary
     async def TerminateWorkflow(
@@ -121,10 +107,7 @@ class WorkflowServicer(apigrpc.WorkflowServiceServicer):
     ) -> api.TerminateWorkflowResponse:
         validate.workflow_id(request.workflow_id)
         validate.reason(request.reason)
-        answer: hpb.TerminateWorkflowResponse = await self._history.TerminateWorkflow(
-            hpb.TerminateWorkflowRequest(request=request), timeout=DOWNSTREAM_TIMEOUT
-        )
-        return answer.response
+        return await self._forward("TerminateWorkflow", request, api.TerminateWorkflowResponse)
 
     @errors.unary
     async def QueryWorkflow(
@@ -132,10 +115,15 @@ class WorkflowServicer(apigrpc.WorkflowServiceServicer):
     ) -> api.QueryWorkflowResponse:
         validate.workflow_id(request.workflow_id)
         validate.state_key(request.key)
-        answer: hpb.QueryWorkflowResponse = await self._history.QueryWorkflow(
-            hpb.QueryWorkflowRequest(request=request), timeout=DOWNSTREAM_TIMEOUT
-        )
-        return answer.response
+        return await self._forward("QueryWorkflow", request, api.QueryWorkflowResponse)
+
+    async def _forward(self, rpc: str, request: Message, answer_type: type[Answer]) -> Answer:
+        """Hand a validated request to history's call of the same name; return its answer."""
+        wrapped = getattr(hpb, f"{rpc}Request")(request=request)
+        answer = await getattr(self._history, rpc)(wrapped, timeout=DOWNSTREAM_TIMEOUT)
+        response = answer.response
+        assert isinstance(response, answer_type)
+        return response
 
     async def _normalized_start(
         self, request: api.StartWorkflowRequest
@@ -172,9 +160,6 @@ class WorkflowServicer(apigrpc.WorkflowServiceServicer):
             f"no worker has declared it (registered there: {known}); start a worker that "
             "serves it, or check the name and the task queue",
         )
-
-
-Signal = TypeVar("Signal", api.SignalWorkflowRequest, api.SignalWithStartWorkflowRequest)
 
 
 def _validate_signal(request: Signal) -> None:
