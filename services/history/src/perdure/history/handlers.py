@@ -220,33 +220,26 @@ class JournalServicer(jgrpc.JournalServiceServicer):
         outcome = request.WhichOneof("outcome")
         if outcome is None:
             raise errors.invalid_argument("one of output or failure is required")
-        attempt = max(request.attempt, 1)
+        fields: dict[str, Any] = {
+            "attempt": max(request.attempt, 1),
+            "started_at": _started(request),
+        }
+        if outcome == "output":
+            validate_payload("output", request.output)
+            fields["payload"] = value_to_python(request.output)
+        else:
+            fields["failure"] = failure_to_dict(request.failure)
+        event_type = "STEP_COMPLETED" if outcome == "output" else "STEP_FAILED"
         if request.HasField("retry_delay"):
             delay = request.retry_delay.ToTimedelta().total_seconds()
             if outcome != "failure" or delay < 0:
                 raise errors.invalid_argument(
                     "retry_delay goes with a failure and must not be negative"
                 )
-            appended = await self._journal.record_attempt_failure(
-                call, attempt, failure_to_dict(request.failure), delay, _started(request)
-            )
-        elif outcome == "output":
-            validate_payload("output", request.output)
-            appended = await self._journal.record(
-                call,
-                "STEP_COMPLETED",
-                attempt=attempt,
-                payload=value_to_python(request.output),
-                started_at=_started(request),
-            )
-        else:
-            appended = await self._journal.record(
-                call,
-                "STEP_FAILED",
-                attempt=attempt,
-                failure=failure_to_dict(request.failure),
-                started_at=_started(request),
-            )
+            # A failed attempt: the call's position stays free for its final outcome.
+            event_type = "STEP_ATTEMPT_FAILED"
+            fields.update(positioned=False, due_in=delay)
+        appended = await self._journal.record(call, event_type, **fields)
         return jpb.RecordStepResponse(
             event_id=appended.event_id,
             retry_time=timestamp(appended.due_at),

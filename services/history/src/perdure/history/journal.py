@@ -277,47 +277,22 @@ class Journal:
             progress=progress,
         )
 
-    async def record(self, call: Call, event_type: str, **fields: Any) -> Appended:
+    async def record(
+        self, call: Call, event_type: str, *, positioned: bool = True, **fields: Any
+    ) -> Appended:
         """Append the event of one call of the code. Recording the same event at the same call
-        again (a retried request) is a no-op; a different one there is STEP_CONFLICT."""
+        again (a retried request) is a no-op; a different one there is STEP_CONFLICT. A failed
+        attempt is not `positioned`: the call's position belongs to its final outcome."""
         params = store.event_params(
             workflow_id=call.workflow_id,
             fence=call.fence,
             event_type=event_type,
             step_id=call.step_id,
             step_name=call.step_name,
-            position=call.position,
+            position=call.position if positioned else None,
             **fields,
         )
-        async with self._pool.connection() as conn:
-            try:
-                row = await store.fetch_one(conn, store.RECORD_EVENT, params)
-            except UniqueViolation:
-                return await self._existing_call(conn, call, params)
-            if row is None:
-                raise await self._rejection(conn, call.workflow_id, call.fence)
-        return Appended(row["event_id"], row["due_at"], row["cancel_requested"])
-
-    async def record_attempt_failure(
-        self, call: Call, attempt: int, failure: dict[str, str], delay: float, started: Any
-    ) -> Appended:
-        """Journal a failed attempt; the next one is due `delay` seconds from now (DB clock)."""
-        params = store.event_params(
-            workflow_id=call.workflow_id,
-            fence=call.fence,
-            event_type="STEP_ATTEMPT_FAILED",
-            step_id=call.step_id,
-            step_name=call.step_name,
-            attempt=attempt,
-            failure=failure,
-            due_in=delay,
-            started_at=started,
-        )
-        async with self._pool.connection() as conn:
-            row = await store.fetch_one(conn, store.RECORD_EVENT, params)
-            if row is None:
-                raise await self._rejection(conn, call.workflow_id, call.fence)
-        return Appended(row["event_id"], row["due_at"], row["cancel_requested"])
+        return await self._append(call, params)
 
     async def heartbeat(
         self, workflow_id: str, fence: int, step_id: str, attempt: int, details: Any
@@ -425,6 +400,16 @@ class Journal:
             return False
         current = await self._require(conn, workflow_id)
         raise _closed(workflow_id, current["status"])
+
+    async def _append(self, call: Call, params: dict[str, Any]) -> Appended:
+        async with self._pool.connection() as conn:
+            try:
+                row = await store.fetch_one(conn, store.RECORD_EVENT, params)
+            except UniqueViolation:
+                return await self._existing_call(conn, call, params)
+            if row is None:
+                raise await self._rejection(conn, call.workflow_id, call.fence)
+        return Appended(row["event_id"], row["due_at"], row["cancel_requested"])
 
     async def _existing_call(
         self, conn: AsyncConnection, call: Call, params: dict[str, Any]
