@@ -3,6 +3,12 @@
 A workflow is an async function `fn(ctx, input)`. Every call that has an effect or can give a
 different answer twice goes through `await ctx.step(name, fn, *args)`; its result is journaled,
 and after a crash the workflow is replayed from its first line with recorded results.
+
+Waiting is state: failed steps are retried on a journaled schedule (`RetryPolicy`),
+`ctx.sleep`/`ctx.sleep_until` are durable timers, `ctx.wait_for_signal`/`ctx.drain_signals`
+consume signals, and a waiting workflow holds no worker. `ctx.set_state` publishes values for
+DescribeWorkflow and QueryWorkflow; `ctx.heartbeat` records a long step's progress; a cancel
+request arrives as `WorkflowCancelledError` at the next durable call.
 """
 
 from perdure.worker._context import StepContext, WorkflowContext, current_step
