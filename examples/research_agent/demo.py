@@ -476,8 +476,10 @@ def phase_kill(cluster: LocalCluster, client: Client) -> None:
     start_run(cluster, workflow_id, "--slow-step", "research_2", "--slow-seconds", "4")
     running = f"research_agent {workflow_id}: running step research_2"
     wait_until(lambda: running in cluster.log_text(), "research_2 to start")
-    time.sleep(1.2)  # long enough for the step to report itself as running
-    described = client.describe(workflow_id)
+    described = wait_until(
+        lambda: (d := client.describe(workflow_id)).current_step == "research_2" and d,
+        "research_2 to report itself as the current step",
+    )
     evidence(f"describe: current step {described.current_step!r}\n{step_table(described)}")
     connected = len(cluster.worker_pids())
     killed_at = len(cluster.log_text())
@@ -577,7 +579,6 @@ def phase_restart(cluster: LocalCluster, client: Client) -> None:
         postgres is not None and not _alive(postgres) and cluster.postgres_pid() is None,
         f"PostgreSQL (pid {postgres}) is stopped",
     )
-    time.sleep(1)
     cluster.start()
     client = Client(cluster.address)
     try:

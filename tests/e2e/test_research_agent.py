@@ -6,7 +6,6 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -59,18 +58,20 @@ def events(client: Client, workflow_id: str, event_type: int) -> list[wf.History
 
 def wait_for_approval(client: Client, workflow_id: str) -> api.DescribeWorkflowResponse:
     """Wait until the run is suspended on the approval signal; return its description."""
-    deadline = time.monotonic() + 60
-    while True:
+    described = client.describe(workflow_id)
+
+    def waiting() -> bool:
+        nonlocal described
         described = client.describe(workflow_id)
         assert described.workflow.status != wf.WORKFLOW_STATUS_FAILED, described.workflow
-        if (
+        return (
             described.workflow.status == wf.WORKFLOW_STATUS_WAITING
             and described.workflow.wait.kind == wf.WAIT_KIND_SIGNAL
             and state(described).get("phase") == "awaiting_approval"
-        ):
-            return described
-        assert time.monotonic() < deadline, f"{workflow_id} never waited for its approval"
-        time.sleep(0.05)
+        )
+
+    wait_until(waiting, 60, f"{workflow_id} to wait for its approval")
+    return described
 
 
 def approve(

@@ -7,7 +7,7 @@ from typing import Any
 
 from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.common.convert import python_to_value, timestamp
-from perdure.history.store import PAYLOAD_EVENTS, Row
+from perdure.history.store import OPEN_STATUSES, PAYLOAD_EVENTS, Row
 
 
 def failure_to_dict(failure: wf.Failure) -> dict[str, str]:
@@ -127,6 +127,11 @@ def step_infos(events: list[Row], progress: list[Row]) -> list[wf.StepInfo]:
     return list(steps.values())
 
 
+def progress_rows(progress: list[dict[str, Any]]) -> list[Row]:
+    """The JSON progress array of a run (see store._PROGRESS) with its times as datetimes."""
+    return [{**row, "updated_at": datetime.fromisoformat(row["updated_at"])} for row in progress]
+
+
 def _new_step(step_id: str, name: str | None) -> wf.StepInfo:
     base, _, occurrence = step_id.rpartition("#")
     return wf.StepInfo(step_id=step_id, name=name or (base if occurrence.isdigit() else step_id))
@@ -136,7 +141,7 @@ def current_step(row: Row, steps: list[wf.StepInfo]) -> str:
     """What the run is on: its wait, else the step running or being retried."""
     if row["wait_name"]:
         return str(row["wait_name"])
-    if row["status"] not in ("RUNNING", "WAITING"):
+    if row["status"] not in OPEN_STATUSES:
         return ""
     active = (wf.STEP_STATUS_RUNNING, wf.STEP_STATUS_RETRYING)
     return next((step.step_id for step in reversed(steps) if step.status in active), "")

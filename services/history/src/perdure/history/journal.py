@@ -27,7 +27,6 @@ CLOSED_STATUS = {
     "park": "PARKED",
     "cancelled": "CANCELLED",
 }
-OPEN_STATUSES = frozenset({"RUNNING", "WAITING"})
 
 
 def encode_page_token(position: int) -> str:
@@ -169,7 +168,7 @@ class Journal:
                 self._on_scheduled()
                 return
             row = await self._require(conn, workflow_id)
-        if row["status"] not in OPEN_STATUSES:
+        if row["status"] not in store.OPEN_STATUSES:
             raise _closed(workflow_id, row["status"])
 
     async def terminate(self, workflow_id: str, reason: str) -> None:
@@ -201,10 +200,9 @@ class Journal:
     async def describe(self, workflow_id: str) -> Described:
         """The run, its steps, what it does now, its pending signals and published state."""
         async with self._pool.connection() as conn:
-            row = await self._require(conn, workflow_id)
+            row = await self._require(conn, workflow_id, store.SELECT_WORKFLOW_WITH_PROGRESS)
             events = await store.fetch_all(conn, store.SELECT_DESCRIBED_EVENTS, [workflow_id])
-            progress = await store.fetch_all(conn, store.SELECT_PROGRESS, [workflow_id])
-        steps = convert.step_infos(events, progress)
+        steps = convert.step_infos(events, convert.progress_rows(row["progress"]))
         return Described(
             info=convert.workflow_info(row),
             steps=steps,
@@ -269,12 +267,11 @@ class Journal:
             events = await store.fetch_all(
                 conn, store.SELECT_EVENTS, {"workflow_id": workflow_id, "after": 0, "limit": None}
             )
-            progress = await store.fetch_all(conn, store.SELECT_PROGRESS, [workflow_id])
         return Loaded(
             info=convert.workflow_info(row),
             events=[convert.history_event(event) for event in events],
             now=row["db_now"],
-            progress=progress,
+            progress=convert.progress_rows(row["progress"]),
         )
 
     async def record(
@@ -434,8 +431,10 @@ class Journal:
             "re-running the call",
         )
 
-    async def _require(self, conn: AsyncConnection, workflow_id: str) -> Row:
-        row = await store.fetch_one(conn, store.SELECT_WORKFLOW, [workflow_id])
+    async def _require(
+        self, conn: AsyncConnection, workflow_id: str, query: str = store.SELECT_WORKFLOW
+    ) -> Row:
+        row = await store.fetch_one(conn, query, [workflow_id])
         if row is None:
             raise errors.not_found("WORKFLOW_NOT_FOUND", f"no workflow with id {workflow_id!r}")
         return row

@@ -1,4 +1,4 @@
-"""SQL for the history schema. Functions named *_txn run inside the caller's transaction."""
+"""SQL for the history schema, and the helpers that run it."""
 
 from __future__ import annotations
 
@@ -20,7 +20,16 @@ EVENT_COLUMNS = (
     "event_id, event_type, fence, step_id, step_name, position, attempt, payload, failure,"
     " created_at, due_at, name, signal_id, consumed, started_at, wait"
 )
-OPEN = "('RUNNING', 'WAITING')"
+OPEN_STATUSES = ("RUNNING", "WAITING")
+OPEN = f"{OPEN_STATUSES}"  # as SQL: ('RUNNING', 'WAITING')
+# The run's step progress (last heartbeats) as a JSON array, returned with the run so that a
+# load or a describe costs no extra round trip. Needs the workflows row aliased `w`.
+_PROGRESS = """(
+    SELECT COALESCE(json_agg(json_build_object(
+               'step_id', p.step_id, 'attempt', p.attempt, 'details', p.details,
+               'updated_at', p.updated_at) ORDER BY p.updated_at), '[]')
+    FROM history.step_progress p WHERE p.workflow_id = w.workflow_id
+) AS progress"""
 
 # A start is one statement: the run, its WorkflowStarted event and its scheduling request are
 # written together, or, when the id is taken, none of them.
@@ -42,17 +51,20 @@ SELECT workflow_id FROM run
 """
 
 SELECT_WORKFLOW = f"SELECT {WORKFLOW_COLUMNS} FROM history.workflows WHERE workflow_id = %s"
+SELECT_WORKFLOW_WITH_PROGRESS = (
+    f"SELECT {WORKFLOW_COLUMNS}, {_PROGRESS} FROM history.workflows w WHERE workflow_id = %s"
+)
 
 # Raising the fence mark and taking the row lock happen in one statement: a lower fence
 # matches no row, so a stale holder can never reach the write that follows. A waiting run
 # being picked up is running again (it suspends anew if what it waits for is not there yet).
 ADVANCE_FENCE = f"""
-UPDATE history.workflows
+UPDATE history.workflows w
 SET fence = %(fence)s,
     status = CASE WHEN status = 'WAITING' THEN 'RUNNING' ELSE status END,
     wait_kind = NULL, wait_name = NULL, wait_until = NULL
 WHERE workflow_id = %(workflow_id)s AND fence <= %(fence)s
-RETURNING {WORKFLOW_COLUMNS}, now() AS db_now
+RETURNING {WORKFLOW_COLUMNS}, now() AS db_now, {_PROGRESS}
 """
 
 # Every journal append is one statement: an UPDATE of the run (`appended`, which must return
@@ -153,11 +165,6 @@ WITH live AS (
         details = COALESCE(EXCLUDED.details, history.step_progress.details)
 )
 SELECT cancel_requested FROM live
-"""
-
-SELECT_PROGRESS = """
-SELECT step_id, attempt, details, updated_at FROM history.step_progress
-WHERE workflow_id = %s ORDER BY updated_at
 """
 
 SELECT_SIGNAL = """

@@ -31,9 +31,8 @@ class Session:
     workflow_types: list[str]
     capacity: int
     session_id: str = field(default_factory=lambda: uuid.uuid4().hex)
-    leases: dict[str, int] = field(default_factory=dict)  # workflow id -> fence
-    # When each lease was granted or last renewed (monotonic clock).
-    renewed_at: dict[str, float] = field(default_factory=dict)
+    # workflow id -> (fence, when the lease was granted or last renewed, monotonic clock)
+    leases: dict[str, tuple[int, float]] = field(default_factory=dict)
     outgoing: asyncio.Queue[tpb.ConnectResponse | None] = field(default_factory=asyncio.Queue)
     last_heard: float = field(default_factory=time.monotonic)
 
@@ -53,23 +52,22 @@ class Session:
 
     def hold(self, workflow_id: str, fence: int) -> None:
         """Count a lease as this worker's, as of now."""
-        self.leases[workflow_id] = fence
-        self.renewed_at[workflow_id] = time.monotonic()
+        self.leases[workflow_id] = (fence, time.monotonic())
 
-    def drop(self, workflow_id: str, fence: int | None = None) -> None:
-        """Stop counting a lease (only if its fence matches, when given)."""
-        if fence is None or self.leases.get(workflow_id) == fence:
-            self.leases.pop(workflow_id, None)
-            self.renewed_at.pop(workflow_id, None)
+    def drop(self, workflow_id: str, fence: int) -> None:
+        """Stop counting a lease, if its fence matches."""
+        held = self.leases.get(workflow_id)
+        if held is not None and held[0] == fence:
+            del self.leases[workflow_id]
 
     def drop_unreported(self, reported: set[str], ttl: float) -> None:
         """Forget leases the worker stopped reporting a TTL ago: it let them expire (say, after
         a journal outage), so they must not hold its capacity forever. A grant still in flight
         is younger than that and stays."""
         stale_before = time.monotonic() - ttl
-        for workflow_id, renewed in list(self.renewed_at.items()):
+        for workflow_id, (_, renewed) in list(self.leases.items()):
             if workflow_id not in reported and renewed < stale_before:
-                self.drop(workflow_id)
+                del self.leases[workflow_id]
 
 
 class Dispatcher:
@@ -145,6 +143,8 @@ class Dispatcher:
             self._wake.clear()
             try:
                 granted = await self._grant_round()
+                if self._wake.is_set():
+                    continue  # more to grant already (or new work): the next due time can wait
                 due_in = await self._next_due()
             except Exception:
                 log.exception("granting tasks failed; retrying shortly")

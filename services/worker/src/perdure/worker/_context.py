@@ -461,8 +461,9 @@ class WorkflowContext:
         raise StepFailedError(call.step_id, request.failure) from error
 
     def _announce(self, step: StepContext) -> None:
-        """Report a long-running step once, so that describe shows it as the current step."""
-        if self._heartbeat_sender is None:
+        """Report a long-running step once, so that describe shows it as the current step
+        (unless heartbeat details of it are about to be sent, which report it as well)."""
+        if self._heartbeat is None:
             self._queue_heartbeat(step, None)
 
     def _queue_heartbeat(self, step: StepContext, details: struct_pb2.Value | None) -> None:
