@@ -6,7 +6,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-PACKAGES := -e proto -e services/common -e services/history -e services/scheduler \
+PACKAGES := -e proto -e services/telemetry -e services/common -e services/history -e services/scheduler \
             -e services/gateway -e services/worker -e services/cli
 
 .PHONY: install run demo test pytest lint typecheck proto proto-check fmt clean

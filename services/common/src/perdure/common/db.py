@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 
+from opentelemetry.instrumentation.psycopg import PsycopgInstrumentor
 from psycopg_pool import AsyncConnectionPool
 
 from perdure.common.embedded_db import DEFAULT_DATA_DIR, start_embedded_postgres
@@ -23,6 +24,11 @@ def resolve_dsn(service: str, explicit: str | None = None) -> str:
         return dsn
     data_dir = os.environ.get("PERDURE_DATA_DIR", DEFAULT_DATA_DIR)
     return start_embedded_postgres(data_dir, keep_running=True)
+
+
+def instrument_database() -> None:
+    """Database spans for every statement (its text, never its parameter values)."""
+    PsycopgInstrumentor().instrument(enable_commenter=False, capture_parameters=False)
 
 
 async def open_pool(dsn: str, *, max_size: int = 10) -> AsyncConnectionPool:

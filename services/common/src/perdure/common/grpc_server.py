@@ -13,6 +13,8 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1._async import HealthServicer
 from grpc_reflection.v1alpha import reflection
 
+from perdure.telemetry.rpc import server_interceptors
+
 log = logging.getLogger(__name__)
 
 # Keepalives find dead peers (a killed worker behind a half-open connection) in seconds.
@@ -42,7 +44,7 @@ class ServerSpec:
 
 async def serve(spec: ServerSpec) -> None:
     """Run the server until SIGTERM or SIGINT, then drain: NOT_SERVING, stop work, stop."""
-    server = grpc.aio.server(options=SERVER_OPTIONS)
+    server = grpc.aio.server(options=SERVER_OPTIONS, interceptors=server_interceptors())
     spec.register(server)
     health = HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health, server)

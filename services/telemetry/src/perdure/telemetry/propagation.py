@@ -1,0 +1,46 @@
+"""A workflow's trace context as a W3C carrier ({"traceparent": …, "tracestate": …}).
+
+It is stored with the workflow and travels in task messages, so every later span of the
+workflow, on any process, can join its trace.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+
+from opentelemetry import propagate, trace
+from opentelemetry.context import Context
+from opentelemetry.instrumentation.utils import suppress_instrumentation
+
+Carrier = dict[str, str]
+
+
+def current_carrier() -> Carrier:
+    """The active span's context (empty when no span is recording)."""
+    carrier: Carrier = {}
+    propagate.inject(carrier)
+    return carrier
+
+
+def context_from(carrier: Mapping[str, str]) -> Context:
+    """A context whose parent is the carrier's span (the root context when empty)."""
+    return propagate.extract(dict(carrier))
+
+
+def links_to(*carriers: Mapping[str, str]) -> list[trace.Link]:
+    """Links to the spans the carriers name, skipping empty ones."""
+    links = []
+    for carrier in carriers:
+        span_context = trace.get_current_span(context_from(carrier)).get_span_context()
+        if span_context.is_valid:
+            links.append(trace.Link(span_context))
+    return links
+
+
+@contextmanager
+def untraced() -> Iterator[None]:
+    """No library spans (database, gRPC) inside: for polling loops, whose spans would bury the
+    traces that matter. Perdure's own spans still record."""
+    with suppress_instrumentation():
+        yield
