@@ -18,8 +18,8 @@ from perdure.common.migrate import MigrationError, apply_migrations
 
 HISTORY_TABLES = {"schema_migrations", "workflows", "events", "outbox", "step_progress"}
 FILES = {
-    "perdure.history": ["0001_init.sql", "0002_waiting.sql"],
-    "perdure.scheduler": ["0001_init.sql"],
+    "perdure.history": ["0001_init.sql", "0002_waiting.sql", "0003_tracing.sql"],
+    "perdure.scheduler": ["0001_init.sql", "0002_tracing.sql"],
 }
 SCHEDULER_TABLES = {"schema_migrations", "tasks", "workflow_types"}
 
@@ -142,7 +142,8 @@ async def test_an_edited_migration_is_refused(conn: AsyncConnection, database_ds
 
     assert await lock_is_free(database_dsn, "history")  # the error released the lock
     # The other schema is checked on its own.
-    assert await apply_migrations(conn, "scheduler", "perdure.scheduler") == ["0001_init.sql"]
+    applied = await apply_migrations(conn, "scheduler", "perdure.scheduler")
+    assert applied == FILES["perdure.scheduler"]
 
 
 # --- migration files of a package made up for the test -------------------------------------------

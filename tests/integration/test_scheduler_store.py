@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
 import pytest
+from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
 from perdure.common.migrate import apply_migrations
-from perdure.scheduler.store import Grant, TaskStore
+from perdure.scheduler.store import Enqueued, Grant, TaskStore
 
 QUEUE = "default"
 TYPE = "checkout"
@@ -59,14 +61,40 @@ def task(
     *,
     workflow_type: str = TYPE,
     queue: str = QUEUE,
-) -> tuple[str, str, str, datetime | None]:
-    return (workflow_id, workflow_type, queue, run_at)
+    reason: str | None = None,
+    trace_context: dict[str, str] | None = None,
+) -> Enqueued:
+    return (
+        workflow_id,
+        workflow_type,
+        queue,
+        run_at,
+        reason,
+        Jsonb(trace_context) if trace_context else None,
+    )
+
+
+@dataclass(frozen=True)
+class Leased:
+    """What a grant says about the lease (its timing and tracing fields left out)."""
+
+    workflow_id: str
+    workflow_type: str
+    fence: int
+    previous_owner: str | None
+
+
+async def claim_grants(
+    store: TaskStore, session: str, *, limit: int = 10, ttl: float = TTL
+) -> list[Grant]:
+    return await store.claim(session, QUEUE, [TYPE], limit, ttl)
 
 
 async def claim(
     store: TaskStore, session: str, *, limit: int = 10, ttl: float = TTL
-) -> list[Grant]:
-    return await store.claim(session, QUEUE, [TYPE], limit, ttl)
+) -> list[Leased]:
+    grants = await claim_grants(store, session, limit=limit, ttl=ttl)
+    return [Leased(g.workflow_id, g.workflow_type, g.fence, g.previous_owner) for g in grants]
 
 
 def hours(n: float) -> datetime:
@@ -83,7 +111,7 @@ async def test_enqueue_then_claim_grants_fence_1(
 
     grants = await claim(store, "s1")
 
-    assert grants == [Grant("wf-1", TYPE, 1, None)]
+    assert grants == [Leased("wf-1", TYPE, 1, None)]
     state = await row(pool, "wf-1")
     assert state["lease_owner"] == "s1"
     assert state["run_at"] is None
@@ -106,7 +134,7 @@ async def test_new_work_during_a_lease_waits_for_the_release(store: TaskStore) -
 
     assert await claim(store, "s2") == []
     await store.release("wf-1", first.fence)
-    assert await claim(store, "s2") == [Grant("wf-1", TYPE, 2, None)]
+    assert await claim(store, "s2") == [Leased("wf-1", TYPE, 2, None)]
 
 
 async def test_release_and_enqueue_again_grants_fence_2(store: TaskStore) -> None:
@@ -117,7 +145,7 @@ async def test_release_and_enqueue_again_grants_fence_2(store: TaskStore) -> Non
     assert await claim(store, "s1") == []  # released with no new work: nothing is due
 
     await store.enqueue([task("wf-1")])
-    assert await claim(store, "s2") == [Grant("wf-1", TYPE, 2, None)]
+    assert await claim(store, "s2") == [Leased("wf-1", TYPE, 2, None)]
 
 
 async def test_fences_only_grow(store: TaskStore) -> None:
@@ -152,6 +180,40 @@ async def test_a_future_run_at_is_not_claimable_yet(store: TaskStore) -> None:
 
     assert [g.workflow_id for g in await claim(store, "s1")] == ["past"]
     assert await claim(store, "s1") == []
+
+
+async def test_a_grant_says_when_it_was_due_why_and_in_which_trace(store: TaskStore) -> None:
+    carrier = {"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}
+    await store.enqueue([task("timed", hours(-1), reason="timer", trace_context=carrier)])
+    await store.enqueue([task("now")])
+
+    grants = {g.workflow_id: g for g in await claim_grants(store, "s1")}
+
+    timed, immediate = grants["timed"], grants["now"]
+    assert timed.due_reason == "timer" and timed.trace_context == carrier
+    assert 3590 < timed.late_by < 3700  # due an hour ago, on the database clock
+    assert immediate.due_reason is None and immediate.trace_context is None
+    assert 0 <= immediate.late_by < 60
+
+
+async def test_the_winning_due_time_keeps_its_reason(store: TaskStore) -> None:
+    await store.enqueue([task("a", hours(-1), reason="retry")])
+    await store.enqueue([task("a", hours(1), reason="timer")])  # later: loses
+    await store.enqueue([task("b", hours(1), reason="timer")])
+    await store.enqueue([task("b")])  # a wake-up now (a signal) beats the timer
+
+    grants = {g.workflow_id: g.due_reason for g in await claim_grants(store, "s1")}
+
+    assert grants == {"a": "retry", "b": None}
+
+
+async def test_backlog_counts_due_unleased_tasks_per_known_queue(store: TaskStore) -> None:
+    await store.register_types(QUEUE, [TYPE])
+    await store.register_types("idle", [TYPE])
+    await store.enqueue([task("a"), task("b"), task("later", hours(1))])
+    await claim(store, "s1", limit=1)
+
+    assert await store.backlog() == {QUEUE: 1, "idle": 0}
 
 
 async def test_an_earlier_run_at_wins_on_duplicate_enqueue(
@@ -197,12 +259,12 @@ async def test_an_expired_lease_goes_to_another_session_with_a_higher_fence(
     store: TaskStore,
 ) -> None:
     await store.enqueue([task("wf-1")])
-    assert await claim(store, "s1", ttl=SHORT_TTL) == [Grant("wf-1", TYPE, 1, None)]
+    assert await claim(store, "s1", ttl=SHORT_TTL) == [Leased("wf-1", TYPE, 1, None)]
     assert await claim(store, "s2") == []  # not expired yet
 
     await asyncio.sleep(PAST_EXPIRY)
 
-    assert await claim(store, "s2") == [Grant("wf-1", TYPE, 2, "s1")]
+    assert await claim(store, "s2") == [Leased("wf-1", TYPE, 2, "s1")]
     assert await store.renew("s1", [("wf-1", 1)], TTL) == set()  # the old holder is out
 
 
@@ -218,7 +280,7 @@ async def test_renew_only_renews_matching_fences(
     assert renewed == {("a", 1)}
     await asyncio.sleep(PAST_EXPIRY)
     # "a" was extended and stays with s1; "b" kept its short lease and is taken over.
-    assert await claim(store, "s2") == [Grant("b", TYPE, 2, "s1")]
+    assert await claim(store, "s2") == [Leased("b", TYPE, 2, "s1")]
     assert (await row(pool, "a"))["lease_owner"] == "s1"
 
 
@@ -260,8 +322,8 @@ async def test_release_session_makes_its_tasks_due_again(
     assert state["run_at"] is not None
     grants = await claim(store, "s3")
     assert sorted(grants, key=lambda g: g.workflow_id) == [
-        Grant("a", TYPE, 2, None),
-        Grant("b", TYPE, 2, None),
+        Leased("a", TYPE, 2, None),
+        Leased("b", TYPE, 2, None),
     ]
     assert (await row(pool, "c"))["lease_owner"] == "s2"
 
@@ -303,7 +365,7 @@ async def test_concurrent_claims_never_grant_a_workflow_twice(store: TaskStore) 
     ids = [f"wf-{i:03d}" for i in range(60)]
     await store.enqueue([task(w) for w in ids])
 
-    granted: list[Grant] = []
+    granted: list[Leased] = []
     for _ in range(20):
         rounds = await asyncio.gather(
             claim(store, "s1", limit=4), claim(store, "s2", limit=4), claim(store, "s3", limit=4)

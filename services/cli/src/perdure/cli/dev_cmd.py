@@ -38,6 +38,13 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="gateway port; history and scheduler take the next two (default 7400)",
     )
     parser.add_argument(
+        "--otlp",
+        metavar="ENDPOINT",
+        default=None,
+        help="send every process's traces and metrics to this OTLP collector (for example "
+        "http://localhost:4317; OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf for port 4318)",
+    )
+    parser.add_argument(
         "--worker-module",
         default="examples.research_agent",
         help="module the example worker serves (default examples.research_agent)",
@@ -101,6 +108,8 @@ def run(args: argparse.Namespace) -> int:
         "PERDURE_HISTORY_ADDRESS": f"localhost:{ports['history']}",
         "PERDURE_SCHEDULER_ADDRESS": f"localhost:{ports['scheduler']}",
     }
+    if args.otlp:
+        env["OTEL_EXPORTER_OTLP_ENDPOINT"] = args.otlp  # exporters default to otlp when set
     children: list[Child] = []
     stopping = False
 
@@ -132,7 +141,8 @@ def run(args: argparse.Namespace) -> int:
             f"  scheduler  localhost:{ports['scheduler']}\n"
             f"  worker     {args.worker_module}\n"
             f"  database   {dsn}\n"
-            f"Try: perdure workflow --address localhost:{ports['gateway']} start research_agent "
+            + (f"  telemetry  traces and metrics to {args.otlp}\n" if args.otlp else "")
+            + f"Try: perdure workflow --address localhost:{ports['gateway']} start research_agent "
             '--input \'{"topic": "durable agents"}\' --id demo-1\n'
             f"     perdure approve --address localhost:{ports['gateway']} demo-1\n"
             "Ctrl-C stops everything.\n",

@@ -11,10 +11,11 @@ import grpc
 from perdure.api.workflow.v1 import workflow_service_pb2, workflow_service_pb2_grpc
 from perdure.common.flags import add_address_flag, add_listen_flag
 from perdure.common.grpc_server import ServerSpec, serve
-from perdure.common.logs import configure_logging
 from perdure.gateway.handlers import WorkflowServicer
 from perdure.internal.history.v1 import history_service_pb2_grpc
 from perdure.internal.scheduler.v1 import scheduler_service_pb2_grpc
+from perdure.telemetry import telemetry_for
+from perdure.telemetry.rpc import aio_channel
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -28,8 +29,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 async def run(args: argparse.Namespace) -> None:
     """Serve until SIGTERM."""
-    history = grpc.aio.insecure_channel(args.history)
-    scheduler = grpc.aio.insecure_channel(args.scheduler)
+    history = aio_channel(args.history)
+    scheduler = aio_channel(args.scheduler)
     servicer = WorkflowServicer(
         history_service_pb2_grpc.HistoryServiceStub(history),
         scheduler_service_pb2_grpc.SchedulerServiceStub(scheduler),
@@ -56,8 +57,9 @@ async def run(args: argparse.Namespace) -> None:
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Run the gateway."""
-    configure_logging("gateway")
-    asyncio.run(run(parse_args(argv)))
+    args = parse_args(argv)
+    with telemetry_for("perdure-gateway"):
+        asyncio.run(run(args))
 
 
 if __name__ == "__main__":

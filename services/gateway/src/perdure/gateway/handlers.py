@@ -8,6 +8,7 @@ from typing import Any, TypeVar
 import grpc
 from google.protobuf import struct_pb2
 from google.protobuf.message import Message
+from opentelemetry import trace
 
 from perdure.api.workflow.v1 import workflow_service_pb2 as api
 from perdure.api.workflow.v1 import workflow_service_pb2_grpc as apigrpc
@@ -19,6 +20,7 @@ from perdure.internal.history.v1 import history_service_pb2_grpc as hgrpc
 from perdure.internal.scheduler.v1 import scheduler_service_pb2 as spb
 from perdure.internal.scheduler.v1 import scheduler_service_pb2_grpc as sgrpc
 
+tracer = trace.get_tracer("perdure.gateway")
 Context = grpc.aio.ServicerContext[Any, Any]
 DOWNSTREAM_TIMEOUT = 30.0
 NULL = struct_pb2.Value(null_value=struct_pb2.NULL_VALUE)
@@ -42,8 +44,14 @@ class WorkflowServicer(apigrpc.WorkflowServiceServicer):
     async def StartWorkflow(
         self, request: api.StartWorkflowRequest, context: Context
     ) -> api.StartWorkflowResponse:
-        normalized = await self._normalized_start(request)
-        return await self._forward("StartWorkflow", normalized, api.StartWorkflowResponse)
+        with tracer.start_as_current_span("perdure.workflow.start") as span:
+            normalized = await self._normalized_start(request)
+            _describe_start(span, normalized)
+            # History keeps this trace's context with the run: the workflow's every later
+            # span, on any worker, after any crash, joins this trace.
+            response = await self._forward("StartWorkflow", normalized, api.StartWorkflowResponse)
+            span.set_attribute("perdure.workflow.created", response.started)
+            return response
 
     @errors.unary
     async def DescribeWorkflow(
@@ -87,11 +95,16 @@ class WorkflowServicer(apigrpc.WorkflowServiceServicer):
         if not request.start.workflow_id:
             raise errors.invalid_argument("start.workflow_id is required for SignalWithStart")
         _validate_signal(request)
-        normalized = _with_payload(request)
-        normalized.start.CopyFrom(await self._normalized_start(request.start))
-        return await self._forward(
-            "SignalWithStartWorkflow", normalized, api.SignalWithStartWorkflowResponse
-        )
+        with tracer.start_as_current_span("perdure.workflow.start") as span:
+            normalized = _with_payload(request)
+            normalized.start.CopyFrom(await self._normalized_start(request.start))
+            _describe_start(span, normalized.start)
+            span.set_attribute("perdure.signal.name", request.signal_name)
+            response = await self._forward(
+                "SignalWithStartWorkflow", normalized, api.SignalWithStartWorkflowResponse
+            )
+            span.set_attribute("perdure.workflow.created", response.started)
+            return response
 
     @errors.unary
     async def CancelWorkflow(
@@ -160,6 +173,16 @@ class WorkflowServicer(apigrpc.WorkflowServiceServicer):
             f"no worker has declared it (registered there: {known}); start a worker that "
             "serves it, or check the name and the task queue",
         )
+
+
+def _describe_start(span: trace.Span, start: api.StartWorkflowRequest) -> None:
+    span.set_attributes(
+        {
+            "perdure.workflow.id": start.workflow_id,
+            "perdure.workflow.type": start.workflow_type,
+            "perdure.task_queue": start.task_queue,
+        }
+    )
 
 
 def _validate_signal(request: Signal) -> None:

@@ -9,15 +9,16 @@ from collections.abc import Sequence
 import grpc
 
 from perdure.api.worker.v1 import journal_service_pb2, journal_service_pb2_grpc
-from perdure.common.db import open_migrated_pool
+from perdure.common.db import instrument_database, open_migrated_pool
 from perdure.common.flags import add_address_flag, add_database_flag, add_listen_flag
 from perdure.common.grpc_server import ServerSpec, serve
-from perdure.common.logs import configure_logging
 from perdure.history.handlers import HistoryServicer, JournalServicer
 from perdure.history.journal import Journal
 from perdure.history.outbox import OutboxRelay
 from perdure.internal.history.v1 import history_service_pb2, history_service_pb2_grpc
 from perdure.internal.scheduler.v1 import scheduler_service_pb2_grpc
+from perdure.telemetry import telemetry_for
+from perdure.telemetry.rpc import aio_channel
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -32,7 +33,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 async def run(args: argparse.Namespace) -> None:
     """Migrate, then serve until SIGTERM."""
     pool = await open_migrated_pool("history", args.database_url)
-    channel = grpc.aio.insecure_channel(args.scheduler)
+    channel = aio_channel(args.scheduler)
     relay = OutboxRelay(pool, scheduler_service_pb2_grpc.SchedulerServiceStub(channel))
     journal = Journal(pool, relay.notify)
 
@@ -71,8 +72,9 @@ async def run(args: argparse.Namespace) -> None:
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Run the history service."""
-    configure_logging("history")
-    asyncio.run(run(parse_args(argv)))
+    args = parse_args(argv)
+    with telemetry_for("perdure-history", on_enabled=instrument_database):
+        asyncio.run(run(args))
 
 
 if __name__ == "__main__":

@@ -71,6 +71,7 @@ def history_event(row: Row) -> wf.HistoryEvent:
         consumed_event_ids=row["consumed"] or [],
         start_time=timestamp(row["started_at"]),
         wait=_wait_from_json(row["wait"]),
+        trace_context=row["trace_context"] or {},
     )
 
 

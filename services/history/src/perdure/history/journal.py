@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from opentelemetry import trace
 from psycopg import AsyncConnection
 from psycopg.errors import UniqueViolation
 from psycopg.types.json import Jsonb
@@ -17,7 +18,16 @@ from psycopg_pool import AsyncConnectionPool
 from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.common import errors
 from perdure.history import convert, store
+from perdure.history.metrics import (
+    FENCE_REJECTIONS,
+    WORKFLOWS_CLOSED,
+    WORKFLOWS_STARTED,
+    timed_write,
+)
 from perdure.history.store import Row
+from perdure.telemetry.propagation import current_carrier, links_to
+
+tracer = trace.get_tracer("perdure.history")
 
 MAX_PAGE_SIZE = 1000
 DEFAULT_PAGE_SIZE = 100
@@ -178,9 +188,12 @@ class Journal:
             workflow_id=workflow_id, event_type="WORKFLOW_TERMINATED", failure=failure
         )
         async with self._pool.connection() as conn:
-            if await store.fetch_one(conn, store.TERMINATE, params) is None:
+            with timed_write("workflow_terminated"):
+                closed = await store.fetch_one(conn, store.TERMINATE, params)
+            if closed is None:
                 row = await self._require(conn, workflow_id)
                 raise _closed(workflow_id, row["status"])
+        _count_closed(closed, "TERMINATED")
 
     async def query(self, workflow_id: str, key: str) -> Row:
         """The latest value published under `key` (columns payload and created_at)."""
@@ -303,7 +316,8 @@ class Journal:
             "details": store.json_or_none(details),
         }
         async with self._pool.connection() as conn:
-            row = await store.fetch_one(conn, store.RECORD_HEARTBEAT, params)
+            with timed_write("heartbeat"):
+                row = await store.fetch_one(conn, store.RECORD_HEARTBEAT, params)
             if row is None:
                 raise await self._rejection(conn, workflow_id, fence)
         return bool(row["cancel_requested"])
@@ -319,10 +333,13 @@ class Journal:
             wait={"kind": kind, "name": name, "until": until.isoformat() if until else None},
             run_at=until,
             wake=until is not None,
+            wake_reason=kind.lower() if until is not None else None,
         )
         params.update(wait_kind=kind, wait_name=name)
         async with self._pool.connection() as conn:
-            if await store.fetch_one(conn, store.SUSPEND, params) is None:
+            with timed_write("workflow_suspended"):
+                suspended = await store.fetch_one(conn, store.SUSPEND, params)
+            if suspended is None:
                 raise await self._rejection(conn, workflow_id, fence)
         if until is not None:
             self._on_scheduled()
@@ -340,7 +357,10 @@ class Journal:
         )
         params["status"] = status
         async with self._pool.connection() as conn:
-            if await store.fetch_one(conn, store.CLOSE_RUN, params) is not None:
+            with timed_write(f"workflow_{status.lower()}"):
+                closed = await store.fetch_one(conn, store.CLOSE_RUN, params)
+            if closed is not None:
+                _count_closed(closed, status)
                 return status
             current = await self._require(conn, workflow_id)
             if current["status"] == status and current["fence"] == fence:
@@ -362,9 +382,14 @@ class Journal:
             "workflow_type": workflow_type,
             "task_queue": task_queue,
             "input": Jsonb(input_value),
+            # The start's span: every later span of the run joins its trace.
+            "trace_context": store.json_or_none(current_carrier() or None),
         }
-        if await store.fetch_one(conn, store.START_WORKFLOW, params) is None:
+        with timed_write("workflow_started"):
+            created = await store.fetch_one(conn, store.START_WORKFLOW, params)
+        if created is None:
             return False
+        WORKFLOWS_STARTED.add(1, {"perdure.workflow.type": workflow_type})
         self._on_scheduled()
         return True
 
@@ -376,23 +401,32 @@ class Journal:
         payload: Any,
         signal_id: str | None,
     ) -> bool:
-        params = store.event_params(
-            workflow_id=workflow_id,
-            event_type="SIGNAL_RECEIVED",
-            name=name,
-            payload=payload,
-            signal_id=signal_id,
-            wake=True,
-        )
-        try:
-            # A savepoint, so that a duplicate id does not abort a SignalWithStart's start.
-            async with conn.transaction():
-                row = await store.fetch_one(conn, store.SIGNAL, params)
-        except UniqueViolation:
-            return False  # the same id, sent concurrently
-        if row is not None:
-            self._on_scheduled()
-            return True
+        attributes = {"perdure.workflow.id": workflow_id, "perdure.signal.name": name}
+        if signal_id:
+            attributes["perdure.signal.id"] = signal_id
+        with tracer.start_as_current_span("perdure.signal.receive", attributes=attributes) as span:
+            params = store.event_params(
+                workflow_id=workflow_id,
+                event_type="SIGNAL_RECEIVED",
+                name=name,
+                payload=payload,
+                signal_id=signal_id,
+                wake=True,
+                trace_context=current_carrier(),  # the consuming span links back to this one
+            )
+            try:
+                # A savepoint, so that a duplicate id does not abort a SignalWithStart's start.
+                async with conn.transaction():
+                    with timed_write("signal_received"):
+                        row = await store.fetch_one(conn, store.SIGNAL, params)
+            except UniqueViolation:
+                return False  # the same id, sent concurrently
+            if row is not None:
+                for link in links_to(row["workflow_trace_context"] or {}):
+                    span.add_link(link.context, {"perdure.link": "workflow"})
+                self._on_scheduled()
+                return True
+            span.set_attribute("perdure.signal.accepted", False)
         if signal_id and await store.fetch_one(conn, store.SELECT_SIGNAL, [workflow_id, signal_id]):
             return False
         current = await self._require(conn, workflow_id)
@@ -401,7 +435,8 @@ class Journal:
     async def _append(self, call: Call, params: dict[str, Any]) -> Appended:
         async with self._pool.connection() as conn:
             try:
-                row = await store.fetch_one(conn, store.RECORD_EVENT, params)
+                with timed_write(params["event_type"].lower()):
+                    row = await store.fetch_one(conn, store.RECORD_EVENT, params)
             except UniqueViolation:
                 return await self._existing_call(conn, call, params)
             if row is None:
@@ -445,12 +480,21 @@ class Journal:
         """Why a fenced write matched no row: unknown run, stale fence or closed run."""
         row = await self._require(conn, workflow_id)
         if row["fence"] > fence:
+            FENCE_REJECTIONS.add(1)
             return errors.failed_precondition(
                 "STALE_FENCE",
                 f"stale fence {fence} for workflow {workflow_id!r}: a newer lease (fence "
                 f"{row['fence']}) owns it; stop working on it",
             )
         return _closed(workflow_id, row["status"])
+
+
+def _count_closed(row: Row, status: str) -> None:
+    attributes = {
+        "perdure.workflow.type": row["workflow_type"],
+        "perdure.workflow.outcome": status.lower(),
+    }
+    WORKFLOWS_CLOSED.add(1, attributes)
 
 
 def _closed(workflow_id: str, status: str) -> errors.ApiError:

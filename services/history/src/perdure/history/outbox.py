@@ -7,14 +7,17 @@ import contextlib
 import logging
 
 import grpc
+from opentelemetry import trace
 from psycopg_pool import AsyncConnectionPool
 
 from perdure.common.convert import timestamp
 from perdure.history import store
 from perdure.internal.scheduler.v1 import scheduler_service_pb2 as sched
 from perdure.internal.scheduler.v1 import scheduler_service_pb2_grpc as sched_grpc
+from perdure.telemetry.propagation import links_to, untraced
 
 log = logging.getLogger(__name__)
+tracer = trace.get_tracer("perdure.history")
 
 BATCH = 200
 POLL_SECONDS = 1.0
@@ -65,7 +68,8 @@ class OutboxRelay:
 
     async def _relay_batch(self) -> int:
         async with self._pool.connection() as conn, conn.transaction():
-            rows = await store.fetch_all(conn, store.CLAIM_OUTBOX, [BATCH])
+            with untraced():  # the poll runs every second; only a relay is worth a trace
+                rows = await store.fetch_all(conn, store.CLAIM_OUTBOX, [BATCH])
             if not rows:
                 return 0
             tasks = [
@@ -74,9 +78,17 @@ class OutboxRelay:
                     workflow_type=row["workflow_type"],
                     task_queue=row["task_queue"],
                     run_time=timestamp(row["run_at"]),
+                    trace_context=row["trace_context"] or {},
+                    wake_reason=row["wake_reason"] or "",
                 )
                 for row in rows
             ]
-            await self._scheduler.EnqueueTasks(sched.EnqueueTasksRequest(tasks=tasks), timeout=10)
-            await conn.execute(store.DELETE_OUTBOX, [[row["id"] for row in rows]])
+            # One span per batch, linked to the trace of every workflow it schedules.
+            links = links_to(*(task.trace_context for task in tasks))
+            with tracer.start_as_current_span(
+                "perdure.outbox.relay", links=links, attributes={"perdure.tasks": len(tasks)}
+            ):
+                request = sched.EnqueueTasksRequest(tasks=tasks)
+                await self._scheduler.EnqueueTasks(request, timeout=10)
+                await conn.execute(store.DELETE_OUTBOX, [[row["id"] for row in rows]])
         return len(rows)

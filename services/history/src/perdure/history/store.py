@@ -14,11 +14,11 @@ Row = dict[str, Any]
 WORKFLOW_COLUMNS = (
     "workflow_id, workflow_type, task_queue, status, input, result, failure, fence,"
     " event_count, created_at, updated_at, closed_at, wait_kind, wait_name, wait_until,"
-    " cancel_requested"
+    " cancel_requested, trace_context"
 )
 EVENT_COLUMNS = (
     "event_id, event_type, fence, step_id, step_name, position, attempt, payload, failure,"
-    " created_at, due_at, name, signal_id, consumed, started_at, wait"
+    " created_at, due_at, name, signal_id, consumed, started_at, wait, trace_context"
 )
 OPEN_STATUSES = ("RUNNING", "WAITING")
 OPEN = f"{OPEN_STATUSES}"  # as SQL: ('RUNNING', 'WAITING')
@@ -36,8 +36,9 @@ _PROGRESS = """(
 START_WORKFLOW = """
 WITH run AS (
     INSERT INTO history.workflows
-        (workflow_id, workflow_type, task_queue, status, input, event_count)
-    VALUES (%(workflow_id)s, %(workflow_type)s, %(task_queue)s, 'RUNNING', %(input)s, 1)
+        (workflow_id, workflow_type, task_queue, status, input, event_count, trace_context)
+    VALUES (%(workflow_id)s, %(workflow_type)s, %(task_queue)s, 'RUNNING', %(input)s, 1,
+            %(trace_context)s)
     ON CONFLICT (workflow_id) DO NOTHING
     RETURNING workflow_id, workflow_type, task_queue, input
 ), started AS (
@@ -72,26 +73,31 @@ RETURNING {WORKFLOW_COLUMNS}, now() AS db_now, {_PROGRESS}
 # event id, and the INSERT below writes the event from it. When the UPDATE matches no row (a
 # stale fence, a closed run) nothing is written; a step id, position or signal id already
 # taken raises UniqueViolation and the whole statement, the UPDATE included, is undone.
-_APPENDED_COLUMNS = "workflow_id, workflow_type, task_queue, event_count, cancel_requested"
+_APPENDED_COLUMNS = (
+    "workflow_id, workflow_type, task_queue, event_count, cancel_requested, trace_context"
+)
 _INSERT_EVENT = """, inserted AS (
     INSERT INTO history.events (workflow_id, event_id, event_type, fence, step_id, step_name,
                                 position, attempt, payload, failure, due_at, name, signal_id,
-                                consumed, started_at, wait)
+                                consumed, started_at, wait, trace_context)
     SELECT workflow_id, event_count, %(event_type)s, %(fence)s, %(step_id)s, %(step_name)s,
            %(position)s, %(attempt)s, %(payload)s, %(failure)s,
            COALESCE(%(due_at)s::timestamptz, now() + make_interval(secs => %(due_in)s::float8)),
-           %(name)s, %(signal_id)s, %(consumed)s, %(started_at)s, %(wait)s
+           %(name)s, %(signal_id)s, %(consumed)s, %(started_at)s, %(wait)s, %(trace_context)s
     FROM appended
     RETURNING event_id, due_at
 )"""
 # Wakes the run through the outbox at run_at (NULL: now), committed with the append.
 _SCHEDULE = """, scheduled AS (
-    INSERT INTO history.outbox (workflow_id, workflow_type, task_queue, run_at)
-    SELECT workflow_id, workflow_type, task_queue, %(run_at)s::timestamptz FROM appended
+    INSERT INTO history.outbox (workflow_id, workflow_type, task_queue, run_at, wake_reason)
+    SELECT workflow_id, workflow_type, task_queue, %(run_at)s::timestamptz, %(wake_reason)s
+    FROM appended
     WHERE %(wake)s::boolean
 )"""
 _RESULT = """
-SELECT inserted.event_id, inserted.due_at, appended.cancel_requested FROM inserted, appended
+SELECT inserted.event_id, inserted.due_at, appended.cancel_requested, appended.workflow_type,
+       appended.trace_context AS workflow_trace_context
+FROM inserted, appended
 """
 
 
@@ -212,8 +218,10 @@ LIMIT %(limit)s
 # SKIP LOCKED lets several history replicas relay side by side; a request relayed twice is
 # harmless because the scheduler's enqueue is idempotent.
 CLAIM_OUTBOX = """
-SELECT id, workflow_id, workflow_type, task_queue, run_at FROM history.outbox
-ORDER BY id LIMIT %s FOR UPDATE SKIP LOCKED
+SELECT o.id, o.workflow_id, o.workflow_type, o.task_queue, o.run_at, o.wake_reason,
+       w.trace_context
+FROM history.outbox o LEFT JOIN history.workflows w USING (workflow_id)
+ORDER BY o.id LIMIT %s FOR UPDATE OF o SKIP LOCKED
 """
 
 DELETE_OUTBOX = "DELETE FROM history.outbox WHERE id = ANY(%s)"
@@ -271,6 +279,8 @@ def event_params(
     wait: dict[str, Any] | None = None,
     run_at: datetime | None = None,
     wake: bool = False,
+    wake_reason: str | None = None,
+    trace_context: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """Parameters of the append statements for one event (and the wake-up it schedules)."""
     return {
@@ -292,4 +302,6 @@ def event_params(
         "wait": json_or_none(wait),
         "run_at": run_at,
         "wake": wake,
+        "wake_reason": wake_reason,
+        "trace_context": json_or_none(trace_context or None),
     }

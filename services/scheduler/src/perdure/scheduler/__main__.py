@@ -10,14 +10,15 @@ from collections.abc import Sequence
 import grpc
 
 from perdure.api.worker.v1 import task_service_pb2, task_service_pb2_grpc
-from perdure.common.db import open_migrated_pool
+from perdure.common.db import instrument_database, open_migrated_pool
 from perdure.common.flags import add_database_flag, add_listen_flag
 from perdure.common.grpc_server import ServerSpec, serve
-from perdure.common.logs import configure_logging
 from perdure.internal.scheduler.v1 import scheduler_service_pb2, scheduler_service_pb2_grpc
 from perdure.scheduler.dispatcher import Dispatcher
 from perdure.scheduler.handlers import SchedulerServicer, TaskServicer
+from perdure.scheduler.metrics import observe_backlog
 from perdure.scheduler.store import TaskStore
+from perdure.telemetry import telemetry_for
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -42,6 +43,7 @@ async def run(args: argparse.Namespace) -> None:
     pool = await open_migrated_pool("scheduler", args.database_url)
     store = TaskStore(pool)
     dispatcher = Dispatcher(store, args.lease_ttl)
+    observe_backlog(store, asyncio.get_running_loop())
 
     def register(server: grpc.aio.Server) -> None:
         task_service_pb2_grpc.add_TaskServiceServicer_to_server(
@@ -74,8 +76,9 @@ async def run(args: argparse.Namespace) -> None:
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Run the scheduler service."""
-    configure_logging("scheduler")
-    asyncio.run(run(parse_args(argv)))
+    args = parse_args(argv)
+    with telemetry_for("perdure-scheduler", on_enabled=instrument_database):
+        asyncio.run(run(args))
 
 
 if __name__ == "__main__":

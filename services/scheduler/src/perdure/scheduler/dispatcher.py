@@ -9,10 +9,21 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
+from opentelemetry import trace
+from opentelemetry.util.types import AttributeValue
+
 from perdure.api.worker.v1 import task_service_pb2 as tpb
-from perdure.scheduler.store import TaskStore
+from perdure.scheduler.metrics import (
+    LEASE_EXPIRIES,
+    SCHEDULE_TO_START,
+    TIMER_LATENESS,
+    WORKER_STREAMS,
+)
+from perdure.scheduler.store import Grant, TaskStore
+from perdure.telemetry.propagation import Carrier, context_from, current_carrier, untraced
 
 log = logging.getLogger(__name__)
+tracer = trace.get_tracer("perdure.scheduler")
 
 # The grant loop sleeps until the next due time it knows of (a timer, a retry, a lease expiry),
 # and wakes at once for new work, freed capacity and new sessions. It looks again at least this
@@ -87,11 +98,13 @@ class Dispatcher:
     def add(self, session: Session) -> None:
         """Start granting tasks to a session."""
         self._sessions[session.session_id] = session
+        WORKER_STREAMS.add(1, {"perdure.task_queue": session.task_queue})
         self.wake()
 
     def remove(self, session: Session) -> None:
         """Stop granting tasks to a session."""
-        self._sessions.pop(session.session_id, None)
+        if self._sessions.pop(session.session_id, None) is not None:
+            WORKER_STREAMS.add(-1, {"perdure.task_queue": session.task_queue})
 
     def wake(self) -> None:
         """Look for grantable tasks now rather than at the next tick."""
@@ -142,10 +155,11 @@ class Dispatcher:
                 await asyncio.wait_for(self._wake.wait(), delay)
             self._wake.clear()
             try:
-                granted = await self._grant_round()
-                if self._wake.is_set():
-                    continue  # more to grant already (or new work): the next due time can wait
-                due_in = await self._next_due()
+                with untraced():  # polls; each grant gets a span in its workflow's trace
+                    granted = await self._grant_round()
+                    if self._wake.is_set():
+                        continue  # more to grant already (or new work): the next can wait
+                    due_in = await self._next_due()
             except Exception:
                 log.exception("granting tasks failed; retrying shortly")
                 delay = MAX_IDLE_SECONDS
@@ -185,20 +199,53 @@ class Dispatcher:
                 continue
             granted += len(grants)
             for grant in grants:
-                if grant.previous_owner is not None:
-                    log.info(
-                        "lease of %s expired (holder %s); taking over with fence %d",
-                        grant.workflow_id,
-                        grant.previous_owner,
-                        grant.fence,
-                    )
                 session.hold(grant.workflow_id, grant.fence)
                 task = tpb.Task(
                     workflow_id=grant.workflow_id,
                     workflow_type=grant.workflow_type,
                     fence=grant.fence,
+                    trace_context=_traced_grant(session, grant),
                 )
                 await session.outgoing.put(tpb.ConnectResponse(task=task))
             if grants and session.free > 0:
                 self.wake()  # more may be due
         return granted
+
+
+def _traced_grant(session: Session, grant: Grant) -> Carrier:
+    """Measure a grant and give it spans in its workflow's trace: the expiry it takes over
+    from, or the timer that fired, then the grant itself, whose context the task carries."""
+    workflow = context_from(grant.trace_context or {})
+    queue = {"perdure.task_queue": session.task_queue}
+    attributes: dict[str, AttributeValue] = {
+        "perdure.workflow.id": grant.workflow_id,
+        "perdure.workflow.type": grant.workflow_type,
+        **queue,
+        "perdure.fence": grant.fence,
+    }
+    SCHEDULE_TO_START.record(grant.late_by, queue)
+    if grant.previous_owner is not None:
+        log.info(
+            "lease of %s expired (holder %s); taking over with fence %d",
+            grant.workflow_id,
+            grant.previous_owner,
+            grant.fence,
+        )
+        LEASE_EXPIRIES.add(1, queue)
+        expired = {**attributes, "perdure.fence": grant.fence - 1}
+        expired["perdure.lease.owner"] = grant.previous_owner
+        tracer.start_span("perdure.lease.expire", workflow, attributes=expired).end()
+    elif grant.due_reason:
+        TIMER_LATENESS.record(grant.late_by, {"perdure.wait.kind": grant.due_reason})
+        # From the due time to now: the span's length is how late the wake-up is.
+        fired = {**attributes, "perdure.wait.kind": grant.due_reason}
+        fired["perdure.timer.lateness_ms"] = round(grant.late_by * 1000, 3)
+        due_ns = int(grant.due_at.timestamp() * 1e9)
+        tracer.start_span("perdure.timer.fire", workflow, attributes=fired, start_time=due_ns).end()
+    granted = {
+        **attributes,
+        "perdure.worker.identity": session.identity,
+        "perdure.lease.takeover": grant.previous_owner is not None,
+    }
+    with tracer.start_as_current_span("perdure.lease.grant", workflow, attributes=granted):
+        return current_carrier()

@@ -5,11 +5,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import AsyncIterator
 from datetime import UTC
 from typing import Any
 
 import grpc
 from google.protobuf import duration_pb2
+from psycopg.types.json import Jsonb
 
 from perdure.api.worker.v1 import task_service_pb2 as tpb
 from perdure.api.worker.v1 import task_service_pb2_grpc as tgrpc
@@ -17,7 +19,8 @@ from perdure.common import errors
 from perdure.internal.scheduler.v1 import scheduler_service_pb2 as spb
 from perdure.internal.scheduler.v1 import scheduler_service_pb2_grpc as sgrpc
 from perdure.scheduler.dispatcher import Dispatcher, Session
-from perdure.scheduler.store import TaskStore
+from perdure.scheduler.store import Enqueued, TaskStore
+from perdure.telemetry.propagation import untraced
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +59,9 @@ class TaskServicer(tgrpc.TaskServiceServicer):
         self._store = store
         self._dispatcher = dispatcher
 
-    async def Connect(self, request_iterator: Any, context: Context) -> None:
+    async def Connect(
+        self, request_iterator: Any, context: Context
+    ) -> AsyncIterator[tpb.ConnectResponse]:
         try:
             first = await context.read()
             if first is grpc.aio.EOF:
@@ -67,12 +72,13 @@ class TaskServicer(tgrpc.TaskServiceServicer):
             return
         await self._store.register_types(session.task_queue, session.workflow_types)
         ttl = self._dispatcher.lease_ttl
-        welcome = tpb.Welcome(
-            session_id=session.session_id,
-            lease_ttl=_duration(ttl),
-            heartbeat_interval=_duration(ttl / 3),
+        yield tpb.ConnectResponse(
+            welcome=tpb.Welcome(
+                session_id=session.session_id,
+                lease_ttl=_duration(ttl),
+                heartbeat_interval=_duration(ttl / 3),
+            )
         )
-        await context.write(tpb.ConnectResponse(welcome=welcome))
         log.info(
             "worker %s connected (queue %s, types %s, capacity %d)",
             session.identity,
@@ -82,27 +88,36 @@ class TaskServicer(tgrpc.TaskServiceServicer):
         )
         held = [(lease.workflow_id, lease.fence) for lease in first.hello.leases]
         await self._dispatcher.heartbeat(session, held)
-        writer = asyncio.create_task(self._write(session, context))
+        reader = asyncio.create_task(self._read(session, context))
+        outgoing: asyncio.Future[tpb.ConnectResponse | None] | None = None
         self._dispatcher.add(session)
         worker_left = True
         try:
             while True:
-                reading = asyncio.ensure_future(context.read())
-                done, _ = await asyncio.wait({reading, writer}, return_when=asyncio.FIRST_COMPLETED)
-                if writer in done:  # this replica is shutting down: the worker keeps its leases
-                    reading.cancel()
+                outgoing = asyncio.ensure_future(session.outgoing.get())
+                await asyncio.wait({outgoing, reader}, return_when=asyncio.FIRST_COMPLETED)
+                if not outgoing.done():
+                    reader.result()  # the worker closed the stream (or reading it failed)
+                    return
+                message = outgoing.result()
+                if message is None:  # this replica is shutting down: the worker keeps its leases
                     worker_left = False
                     return
-                message = reading.result()
-                if message is grpc.aio.EOF:
-                    return
-                session.heard()
-                await self._handle(session, message)
+                yield message
         finally:
-            writer.cancel()
+            reader.cancel()
+            if outgoing is not None:
+                outgoing.cancel()
             # Shielded: the stream may be cancelled because the worker died, and the release
             # must still happen.
             await asyncio.shield(self._close(session, worker_left))
+
+    async def _read(self, session: Session, context: Context) -> None:
+        """Handle what the worker sends until it closes the stream."""
+        with untraced():  # heartbeats every few seconds would bury the stream's span
+            while (message := await context.read()) is not grpc.aio.EOF:
+                session.heard()
+                await self._handle(session, message)
 
     async def _handle(self, session: Session, message: tpb.ConnectRequest) -> None:
         kind = message.WhichOneof("message")
@@ -117,10 +132,6 @@ class TaskServicer(tgrpc.TaskServiceServicer):
             log.info("worker %s is draining", session.identity)
         else:
             log.warning("ignoring unexpected %s from worker %s", kind, session.identity)
-
-    async def _write(self, session: Session, context: Context) -> None:
-        while (message := await session.outgoing.get()) is not None:
-            await context.write(message)
 
     async def _close(self, session: Session, worker_left: bool) -> None:
         self._dispatcher.remove(session)
@@ -145,16 +156,18 @@ class SchedulerServicer(sgrpc.SchedulerServiceServicer):
     async def EnqueueTasks(
         self, request: spb.EnqueueTasksRequest, context: Context
     ) -> spb.EnqueueTasksResponse:
-        rows = [
+        rows: list[Enqueued] = [
             (
                 t.workflow_id,
                 t.workflow_type,
                 t.task_queue,
                 t.run_time.ToDatetime(tzinfo=UTC) if t.HasField("run_time") else None,
+                t.wake_reason or None,
+                Jsonb(dict(t.trace_context)) if t.trace_context else None,
             )
             for t in request.tasks
         ]
-        for workflow_id, workflow_type, task_queue, _ in rows:
+        for workflow_id, workflow_type, task_queue, *_ in rows:
             if not (workflow_id and workflow_type and task_queue):
                 raise errors.invalid_argument("every task needs workflow_id, type and task_queue")
         await self._store.enqueue(rows)

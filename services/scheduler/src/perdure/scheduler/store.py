@@ -5,14 +5,22 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
+from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
-# LEAST ignores NULL, so an earlier due time always wins and a request is never lost.
+# LEAST ignores NULL, so an earlier due time always wins and a request is never lost; the
+# reason of the winning due time comes with it (SET sees the row as it was).
 ENQUEUE = """
-INSERT INTO scheduler.tasks (workflow_id, workflow_type, task_queue, run_at)
-VALUES (%s, %s, %s, COALESCE(%s, now()))
+INSERT INTO scheduler.tasks
+    (workflow_id, workflow_type, task_queue, run_at, due_reason, trace_context)
+VALUES (%s, %s, %s, COALESCE(%s, now()), %s, %s)
 ON CONFLICT (workflow_id) DO UPDATE
-SET run_at = LEAST(scheduler.tasks.run_at, EXCLUDED.run_at), updated_at = now()
+SET run_at = LEAST(scheduler.tasks.run_at, EXCLUDED.run_at),
+    due_reason = CASE
+        WHEN scheduler.tasks.run_at IS NULL OR EXCLUDED.run_at < scheduler.tasks.run_at
+        THEN EXCLUDED.due_reason ELSE scheduler.tasks.due_reason END,
+    trace_context = COALESCE(EXCLUDED.trace_context, scheduler.tasks.trace_context),
+    updated_at = now()
 """
 
 # A task is grantable when it is due and unleased, or when its lease has expired: a worker
@@ -20,7 +28,8 @@ SET run_at = LEAST(scheduler.tasks.run_at, EXCLUDED.run_at), updated_at = now()
 # lets scheduler replicas grant side by side without granting one task twice.
 CLAIM = """
 WITH due AS (
-    SELECT workflow_id, lease_owner AS previous_owner FROM scheduler.tasks
+    SELECT workflow_id, lease_owner AS previous_owner,
+           COALESCE(run_at, lease_expires_at) AS due_at, due_reason FROM scheduler.tasks
     WHERE task_queue = %(task_queue)s AND workflow_type = ANY(%(types)s)
       AND ((lease_owner IS NULL AND run_at <= now())
            OR (lease_owner IS NOT NULL AND lease_expires_at <= now()))
@@ -29,10 +38,12 @@ WITH due AS (
     FOR UPDATE SKIP LOCKED
 )
 UPDATE scheduler.tasks t
-SET fence = t.fence + 1, lease_owner = %(session)s, run_at = NULL, updated_at = now(),
-    lease_expires_at = now() + make_interval(secs => %(ttl)s)
+SET fence = t.fence + 1, lease_owner = %(session)s, run_at = NULL, due_reason = NULL,
+    updated_at = now(), lease_expires_at = now() + make_interval(secs => %(ttl)s)
 FROM due WHERE t.workflow_id = due.workflow_id
-RETURNING t.workflow_id, t.workflow_type, t.fence, due.previous_owner
+RETURNING t.workflow_id, t.workflow_type, t.fence, due.previous_owner, due.due_at,
+          EXTRACT(EPOCH FROM now() - due.due_at)::float8 AS late_by, due.due_reason,
+          t.trace_context
 """
 
 RENEW = """
@@ -68,6 +79,14 @@ SELECT EXTRACT(EPOCH FROM min(due) - now())::float8 FROM (
 ) AS next
 """
 
+# Per known queue, the tasks due and unleased (the partial index on run_at serves it).
+BACKLOG = """
+SELECT q.task_queue, (
+    SELECT count(*) FROM scheduler.tasks t
+    WHERE t.task_queue = q.task_queue AND t.lease_owner IS NULL AND t.run_at <= now()
+) FROM (SELECT DISTINCT task_queue FROM scheduler.workflow_types) q
+"""
+
 REGISTER_TYPE = """
 INSERT INTO scheduler.workflow_types (task_queue, workflow_type) VALUES (%s, %s)
 ON CONFLICT (task_queue, workflow_type) DO UPDATE SET last_seen_at = now()
@@ -78,6 +97,11 @@ SELECT workflow_type FROM scheduler.workflow_types WHERE task_queue = %s ORDER B
 """
 
 
+# A task to make due: workflow id, type, task queue, due time (None: now), what a timed due
+# time waits for (None: nothing), the workflow's trace context.
+Enqueued = tuple[str, str, str, datetime | None, str | None, Jsonb | None]
+
+
 @dataclass(frozen=True)
 class Grant:
     """A lease just granted."""
@@ -85,7 +109,11 @@ class Grant:
     workflow_id: str
     workflow_type: str
     fence: int
-    previous_owner: str | None
+    previous_owner: str | None  # set when the lease expired and this grant takes over
+    due_at: datetime
+    late_by: float  # seconds from due to granted, on the database clock
+    due_reason: str | None  # timer, signal, retry: a timed wake-up firing
+    trace_context: dict[str, str] | None
 
 
 class TaskStore:
@@ -94,7 +122,7 @@ class TaskStore:
     def __init__(self, pool: AsyncConnectionPool) -> None:
         self._pool = pool
 
-    async def enqueue(self, tasks: list[tuple[str, str, str, datetime | None]]) -> None:
+    async def enqueue(self, tasks: list[Enqueued]) -> None:
         """Make workflows due at their time (now when None)."""
         async with self._pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
             await cur.executemany(ENQUEUE, tasks)
@@ -151,6 +179,12 @@ class TaskStore:
             cur = await conn.execute(NEXT_DUE, {"queues": queues})
             row = await cur.fetchone()
         return None if row is None or row[0] is None else float(row[0])
+
+    async def backlog(self) -> dict[str, int]:
+        """Due, unleased tasks per known task queue."""
+        async with self._pool.connection() as conn:
+            cur = await conn.execute(BACKLOG)
+            return {str(queue): int(count) for queue, count in await cur.fetchall()}
 
     async def register_types(self, task_queue: str, types: list[str]) -> None:
         """Remember the workflow types a worker declared on a queue."""

@@ -6,11 +6,10 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-import grpc
-
 from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.api.workflow.v1 import workflow_service_pb2 as api
 from perdure.api.workflow.v1 import workflow_service_pb2_grpc as apigrpc
+from perdure.telemetry.rpc import sync_channel
 from perdure.worker._payload import from_value, to_value
 from perdure.worker._rpc import CHANNEL_OPTIONS
 
@@ -29,7 +28,9 @@ class Client:
     """Start workflows and read their state through the gateway."""
 
     def __init__(self, address: str = "localhost:7400", *, timeout: float = 30.0) -> None:
-        self._channel = grpc.insecure_channel(address, options=CHANNEL_OPTIONS)
+        # Carries the caller's trace context when the program traces (an SDK tracer provider
+        # is installed): a workflow started inside a request's span joins that trace.
+        self._channel = sync_channel(address, CHANNEL_OPTIONS)
         self._stub = apigrpc.WorkflowServiceStub(self._channel)
         self._timeout = timeout
 

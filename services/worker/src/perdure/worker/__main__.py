@@ -5,13 +5,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import importlib
-import logging
 import os
 import signal
 import sys
 from collections.abc import Sequence
 from types import ModuleType
 
+from perdure.telemetry import telemetry_for
 from perdure.worker._registry import WorkflowFunction, workflow_name
 from perdure.worker._worker import Worker
 
@@ -93,11 +93,9 @@ async def run(args: argparse.Namespace) -> None:
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Run a worker process."""
-    logging.basicConfig(
-        level=os.environ.get("PERDURE_LOG_LEVEL", "INFO").upper(),
-        format="%(asctime)s %(levelname)s worker %(name)s: %(message)s",
-    )
-    asyncio.run(run(parse_args(argv)))
+    args = parse_args(argv)
+    with telemetry_for("perdure-worker"):
+        asyncio.run(run(args))
 
 
 if __name__ == "__main__":

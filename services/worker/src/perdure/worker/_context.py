@@ -7,6 +7,7 @@ import contextvars
 import inspect
 import logging
 import math
+import time
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -15,10 +16,13 @@ from typing import Any, NoReturn
 
 import grpc
 from google.protobuf import struct_pb2
+from opentelemetry import trace
+from opentelemetry.util.types import AttributeValue
 
 from perdure.api.worker.v1 import journal_service_pb2 as jpb
 from perdure.api.worker.v1 import journal_service_pb2_grpc as jgrpc
 from perdure.api.workflow.v1 import workflow_pb2 as wf
+from perdure.telemetry.propagation import links_to
 from perdure.worker._errors import (
     JournalUnavailableError,
     LeaseLostError,
@@ -31,6 +35,7 @@ from perdure.worker._errors import (
 from perdure.worker._payload import failure_from, from_value, to_value
 from perdure.worker._retry import NO_RETRY, RetryPolicy
 from perdure.worker._rpc import error_reason
+from perdure.worker._telemetry import step_attempt_ended, tracer
 
 log = logging.getLogger("perdure.worker")
 
@@ -373,7 +378,13 @@ class WorkflowContext:
         request = jpb.ConsumeSignalsRequest(
             signal_name=name, event_ids=[e.event_id for e in taken], result=result, **call.ref()
         )
-        await self._record(self._journal.stub.ConsumeSignals, request)
+        # Linked to the spans that received the signals, which link to this workflow's trace.
+        with tracer.start_as_current_span(
+            "perdure.signal.consume",
+            links=links_to(*(event.trace_context for event in taken)),
+            attributes={"perdure.signal.name": name, "perdure.signal.count": len(taken)},
+        ):
+            await self._record(self._journal.stub.ConsumeSignals, request)
 
     async def _durable(
         self,
@@ -415,32 +426,54 @@ class WorkflowContext:
         )
         request = jpb.RecordStepRequest(attempt=attempt, **call.ref())
         request.start_time.GetCurrentTime()
-        token = _current_step.set(step)
-        announce = None
-        if not name.startswith(_INTERNAL_PREFIX):
-            announce = self._loop.call_later(ANNOUNCE_AFTER_SECONDS, self._announce, step)
-        try:
+        attributes: dict[str, AttributeValue] = {
+            "perdure.step.name": name,
+            "perdure.step.id": call.step_id,
+            "perdure.step.attempt": attempt,
+            "perdure.step.idempotency_key": step.idempotency_key,
+        }
+        # The attempt's span is current while the step runs: the step's own calls nest in it.
+        with tracer.start_as_current_span(
+            f"perdure.step {name}",
+            attributes=attributes,
+            record_exception=False,
+            set_status_on_exception=False,
+        ) as span:
+            started = time.perf_counter()
+            token = _current_step.set(step)
+            announce = None
+            if not name.startswith(_INTERNAL_PREFIX):
+                announce = self._loop.call_later(ANNOUNCE_AFTER_SECONDS, self._announce, step)
             try:
-                result = await _invoke(fn, args, kwargs, attempt_timeout)
-            except Exception as error:
-                await self._attempt_failed(call, request, error, retry)
-            try:
-                encoded = to_value(result)
-            except TypeError as error:  # retrying would return the same value: fail for good
-                await self._attempt_failed(call, request, error, NO_RETRY)
-        finally:
-            _current_step.reset(token)
-            if announce is not None:
-                announce.cancel()
-        request.output.CopyFrom(encoded)
-        await self._record(self._journal.stub.RecordStep, request)
+                try:
+                    result = await _invoke(fn, args, kwargs, attempt_timeout)
+                except Exception as error:
+                    await self._attempt_failed(call, request, error, retry, span, started)
+                try:
+                    encoded = to_value(result)
+                except TypeError as error:  # retrying would return the same value: fail now
+                    await self._attempt_failed(call, request, error, NO_RETRY, span, started)
+            finally:
+                _current_step.reset(token)
+                if announce is not None:
+                    announce.cancel()
+            request.output.CopyFrom(encoded)
+            await self._record(self._journal.stub.RecordStep, request)
+            step_attempt_ended(span, self.workflow_type, name, time.perf_counter() - started)
         # Return the decoded JSON, exactly what a replay will return (tuples become lists).
         return from_value(encoded)
 
     async def _attempt_failed(
-        self, call: _Call, request: jpb.RecordStepRequest, error: Exception, retry: RetryPolicy
+        self,
+        call: _Call,
+        request: jpb.RecordStepRequest,
+        error: Exception,
+        retry: RetryPolicy,
+        span: trace.Span,
+        started: float,
     ) -> NoReturn:
         """Journal a failed attempt; suspend until the retry, or raise StepFailedError."""
+        seconds = time.perf_counter() - started
         request.failure.CopyFrom(failure_from(error))
         if retry.retries(error, request.attempt):
             request.retry_delay.FromTimedelta(timedelta(seconds=retry.delay(request.attempt)))
@@ -448,6 +481,7 @@ class WorkflowContext:
                 self._journal.stub.RecordStep, request
             )
             retry_at = answer.retry_time.ToDatetime(tzinfo=UTC)
+            step_attempt_ended(span, self.workflow_type, call.name, seconds, error, retry_at)
             log.warning(
                 "step %s attempt %d failed (%s: %s); next attempt at %s",
                 call.step_id,
@@ -458,6 +492,7 @@ class WorkflowContext:
             )
             raise _wait(wf.WAIT_KIND_RETRY, call.step_id, retry_at) from error
         await self._record(self._journal.stub.RecordStep, request)
+        step_attempt_ended(span, self.workflow_type, call.name, seconds, error)
         raise StepFailedError(call.step_id, request.failure) from error
 
     def _announce(self, step: StepContext) -> None:

@@ -5,6 +5,9 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from opentelemetry import trace
+from opentelemetry.trace import Status, StatusCode
+
 from perdure.api.worker.v1 import journal_service_pb2 as jpb
 from perdure.api.worker.v1 import journal_service_pb2_grpc as jgrpc
 from perdure.api.worker.v1 import task_service_pb2 as tpb
@@ -13,6 +16,7 @@ from perdure.worker._context import JournalClient, Suspended, WorkflowContext, c
 from perdure.worker._errors import NonDeterminismError, WorkflowCancelledError
 from perdure.worker._payload import failure_from, from_value, to_value
 from perdure.worker._registry import WorkflowFunction, workflow_retry
+from perdure.worker._telemetry import tracer
 
 log = logging.getLogger("perdure.worker")
 
@@ -39,18 +43,21 @@ async def run_task(
         return
     ctx = WorkflowContext(loaded, journal, workflow_retry(fn))
     outcome, value = await _execute(fn, ctx, from_value(loaded.workflow.input))
+    run_span = trace.get_current_span()
+    run_span.set_attribute("perdure.task.outcome", outcome)
     if outcome == "suspend":
+        kind = wf.WaitKind.Name(value.kind).removeprefix("WAIT_KIND_").lower()
         until = value.until.ToJsonString() if value.HasField("until") else "no deadline"
         log.info(
-            "workflow %s waiting for %s %s (until %s)",
-            task.workflow_id,
-            wf.WaitKind.Name(value.kind).removeprefix("WAIT_KIND_").lower(),
-            value.name,
-            until,
+            "workflow %s waiting for %s %s (until %s)", task.workflow_id, kind, value.name, until
         )
         request = jpb.SuspendWorkflowRequest(workflow_id=task.workflow_id, fence=task.fence)
         request.wait.CopyFrom(value)
-        await journal.call(journal.stub.SuspendWorkflow, request)
+        wait = {"perdure.wait.kind": kind, "perdure.wait.name": value.name}
+        if value.HasField("until"):
+            wait["perdure.wait.until"] = until
+        with tracer.start_as_current_span("perdure.wait", attributes=wait):
+            await journal.call(journal.stub.SuspendWorkflow, request)
         return
     if outcome == "result":
         finish.result.CopyFrom(value)
@@ -63,6 +70,10 @@ async def run_task(
         log.info("workflow %s failed: %s: %s", task.workflow_id, value.type, value.message)
     else:
         finish.park.CopyFrom(value)
+        run_span.set_status(Status(StatusCode.ERROR, f"{value.type}: {value.message}"))
+        run_span.add_event(
+            "exception", {"exception.type": value.type, "exception.message": value.message}
+        )
         log.error("workflow %s parked: %s", task.workflow_id, value.message)
     await journal.call(journal.stub.FinishWorkflow, finish)
 

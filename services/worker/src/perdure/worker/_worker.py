@@ -10,14 +10,20 @@ import socket
 from collections.abc import Iterable
 
 import grpc
+from opentelemetry import trace
+from opentelemetry.trace import Status, StatusCode
+from opentelemetry.util.types import AttributeValue
 
 from perdure.api.worker.v1 import journal_service_pb2_grpc as jgrpc
 from perdure.api.worker.v1 import task_service_pb2 as tpb
 from perdure.api.worker.v1 import task_service_pb2_grpc as tgrpc
+from perdure.telemetry.propagation import context_from
+from perdure.telemetry.rpc import aio_channel
 from perdure.worker._errors import JournalUnavailableError, LeaseLostError
 from perdure.worker._registry import WorkflowFunction, workflow_name
 from perdure.worker._rpc import CHANNEL_OPTIONS
 from perdure.worker._runner import run_task
+from perdure.worker._telemetry import tracer
 
 log = logging.getLogger("perdure.worker")
 
@@ -83,8 +89,8 @@ class Worker:
     async def run(self) -> None:
         """Serve until stopped, reconnecting to the scheduler whenever the stream breaks."""
         async with (
-            grpc.aio.insecure_channel(self._scheduler_address, options=CHANNEL_OPTIONS) as tasks,
-            grpc.aio.insecure_channel(self._history_address, options=CHANNEL_OPTIONS) as journal,
+            aio_channel(self._scheduler_address, CHANNEL_OPTIONS) as tasks,
+            aio_channel(self._history_address, CHANNEL_OPTIONS) as journal,
         ):
             log.info(
                 "worker %s starting: queue %s, scheduler %s, history %s",
@@ -175,29 +181,42 @@ class Worker:
         running.add_done_callback(self._running.discard)
 
     async def _run_one(self, task: tpb.Task, journal_stub: jgrpc.JournalServiceStub) -> None:
-        log.info("running %s %s (fence %d)", task.workflow_type, task.workflow_id, task.fence)
-        try:
-            await run_task(task, journal_stub, self._workflows)
-        except LeaseLostError as error:
-            log.warning(
-                "workflow %s: lease with fence %d lost, abandoning: %s",
-                task.workflow_id,
-                task.fence,
-                error,
-            )
-            # Still say we are done with it: the scheduler counts the lease against this
-            # session's capacity until then, and its release is fenced, so a newer holder's
-            # lease is untouched.
-        except JournalUnavailableError as error:
-            # Keep the lease from being renewed so that it expires and the workflow is
-            # retried, here or elsewhere.
-            log.error(
-                "workflow %s: journal call failed (%s); leaving it to lease expiry",
-                task.workflow_id,
-                error,
-            )
-            self._forget(task)
-            return
+        attributes: dict[str, AttributeValue] = {
+            "perdure.workflow.id": task.workflow_id,
+            "perdure.workflow.type": task.workflow_type,
+            "perdure.task_queue": self.task_queue,
+            "perdure.fence": task.fence,
+            "perdure.worker.identity": self.identity,
+        }
+        # A child of the lease grant, in the workflow's one trace, whichever worker runs it.
+        with tracer.start_as_current_span(
+            "perdure.task.run", context_from(task.trace_context), attributes=attributes
+        ) as span:
+            log.info("running %s %s (fence %d)", task.workflow_type, task.workflow_id, task.fence)
+            try:
+                await run_task(task, journal_stub, self._workflows)
+            except LeaseLostError as error:
+                _failed(span, error)
+                log.warning(
+                    "workflow %s: lease with fence %d lost, abandoning: %s",
+                    task.workflow_id,
+                    task.fence,
+                    error,
+                )
+                # Still say we are done with it: the scheduler counts the lease against this
+                # session's capacity until then, and its release is fenced, so a newer
+                # holder's lease is untouched.
+            except JournalUnavailableError as error:
+                _failed(span, error)
+                # Keep the lease from being renewed so that it expires and the workflow is
+                # retried, here or elsewhere.
+                log.error(
+                    "workflow %s: journal call failed (%s); leaving it to lease expiry",
+                    task.workflow_id,
+                    error,
+                )
+                self._forget(task)
+                return
         self._forget(task)
         await self._send(
             tpb.ConnectRequest(
@@ -243,3 +262,8 @@ class Worker:
                 task.cancel()
             if pending:
                 await asyncio.wait(pending)
+
+
+def _failed(span: trace.Span, error: BaseException) -> None:
+    span.record_exception(error)
+    span.set_status(Status(StatusCode.ERROR, str(error)))

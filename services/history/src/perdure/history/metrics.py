@@ -1,0 +1,42 @@
+"""The history service's instruments (no-ops unless metrics are exported)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from opentelemetry import metrics
+
+_meter = metrics.get_meter("perdure.history")
+
+WORKFLOWS_STARTED = _meter.create_counter(
+    "perdure.workflow.started", unit="{workflow}", description="Runs created, by workflow type."
+)
+WORKFLOWS_CLOSED = _meter.create_counter(
+    "perdure.workflow.closed",
+    unit="{workflow}",
+    description="Runs closed, by workflow type and outcome "
+    "(completed, failed, parked, cancelled, terminated).",
+)
+FENCE_REJECTIONS = _meter.create_counter(
+    "perdure.fence.rejections",
+    unit="{write}",
+    description="Journal writes refused because a newer lease (a higher fence) owns the run.",
+)
+_WRITE_DURATION = _meter.create_histogram(
+    "perdure.journal.write.duration",
+    unit="s",
+    description="Time to commit one journal write, by operation.",
+)
+
+
+@contextmanager
+def timed_write(operation: str) -> Iterator[None]:
+    """Record how long the enclosed journal write took."""
+    started = time.perf_counter()
+    try:
+        yield
+    finally:
+        duration = time.perf_counter() - started
+        _WRITE_DURATION.record(duration, {"perdure.journal.operation": operation})

@@ -1,0 +1,68 @@
+"""The scheduler's instruments (no-ops unless metrics are exported)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterable
+
+from opentelemetry import metrics
+from opentelemetry.metrics import CallbackOptions, Observation
+
+from perdure.scheduler.store import TaskStore
+from perdure.telemetry.propagation import untraced
+from perdure.telemetry.setup import DURATION_BUCKETS
+
+log = logging.getLogger(__name__)
+_meter = metrics.get_meter("perdure.scheduler")
+
+SCHEDULE_TO_START = _meter.create_histogram(
+    "perdure.task.schedule_to_start",
+    unit="s",
+    description="Time from a task being due to its grant to a worker, by task queue.",
+    explicit_bucket_boundaries_advisory=DURATION_BUCKETS,
+)
+TIMER_LATENESS = _meter.create_histogram(
+    "perdure.timer.lateness",
+    unit="s",
+    description="How late timed wake-ups (timer, signal timeout, retry) fire, by kind.",
+    explicit_bucket_boundaries_advisory=DURATION_BUCKETS,
+)
+LEASE_EXPIRIES = _meter.create_counter(
+    "perdure.lease.expirations",
+    unit="{lease}",
+    description="Leases that ran out without renewal and were granted to another worker.",
+)
+WORKER_STREAMS = _meter.create_up_down_counter(
+    "perdure.worker.streams",
+    unit="{stream}",
+    description="Worker streams connected to this scheduler replica, by task queue.",
+)
+BACKLOG_QUERY_TIMEOUT = 5.0
+
+
+def observe_backlog(store: TaskStore, loop: asyncio.AbstractEventLoop) -> None:
+    """Report each queue's due, unleased tasks whenever metrics are collected (the callback
+    runs on the exporter's thread; the query runs on the service's event loop)."""
+
+    def observe(options: CallbackOptions) -> Iterable[Observation]:
+        future = asyncio.run_coroutine_threadsafe(_backlog(store), loop)
+        try:
+            counts = future.result(timeout=BACKLOG_QUERY_TIMEOUT)
+        except Exception as error:  # a collection must never take the exporter down
+            future.cancel()
+            log.warning("task queue backlog not measured: %s", error)
+            return []
+        return [Observation(n, {"perdure.task_queue": q}) for q, n in counts.items()]
+
+    _meter.create_observable_gauge(
+        "perdure.task_queue.backlog",
+        callbacks=[observe],
+        unit="{task}",
+        description="Tasks due and not leased, by task queue.",
+    )
+
+
+async def _backlog(store: TaskStore) -> dict[str, int]:
+    with untraced():
+        return await store.backlog()
