@@ -1,3 +1,3 @@
 """Shared fixtures: PostgreSQL and a cluster of real service processes."""
 
-pytest_plugins = ("tests.fixtures.postgres", "tests.fixtures.cluster")
+pytest_plugins = ("tests.fixtures.postgres", "tests.fixtures.cluster", "tests.fixtures.otlp")

@@ -8,72 +8,20 @@ import re
 import signal
 import subprocess
 import sys
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from perdure.cli.dev_cmd import free_base_port
 from tests.fixtures.cluster import REPO_ROOT, wait_until
+from tests.fixtures.dev import perdure, running_dev
 
 
 @pytest.fixture
 def dev_cluster(tmp_path: Path) -> Iterator[tuple[str, subprocess.Popen[bytes], Path]]:
     """`perdure dev` running on its own ports and data directory."""
-    base = free_base_port()
-    log = tmp_path / "dev.log"
-    data_dir = tempfile.mkdtemp(prefix="pdd")  # short: the database socket lives in it
-    with log.open("wb") as sink:
-        dev = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "perdure.cli",
-                "dev",
-                "--data-dir",
-                data_dir,
-                "--base-port",
-                str(base),
-            ],
-            cwd=REPO_ROOT,
-            # The example's notifications go to a database of the test's own.
-            env={**os.environ, "PERDURE_EXAMPLE_DB": str(tmp_path / "research_agent.sqlite3")},
-            stdout=sink,
-            stderr=subprocess.STDOUT,
-        )
-    try:
-        wait_until(
-            lambda: "perdure dev is up" in log.read_text() or dev.poll() is not None,
-            120,
-            "perdure dev to come up",
-        )
-        assert dev.poll() is None, log.read_text()
-        wait_until(
-            lambda: "worker" in log.read_text() and "connected:" in log.read_text(),
-            60,
-            "the example worker to connect",
-        )
-        yield f"localhost:{base}", dev, log
-    finally:
-        if dev.poll() is None:  # SIGTERM, so that dev stops its children and its database
-            dev.send_signal(signal.SIGTERM)
-            try:
-                dev.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                dev.kill()
-                dev.wait()
-
-
-def perdure(address: str, *args: str) -> subprocess.CompletedProcess[str]:
-    """Run `perdure workflow --address ADDRESS ARGS...`."""
-    return subprocess.run(
-        [sys.executable, "-m", "perdure.cli", "workflow", "--address", address, *args],
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    with running_dev(tmp_path) as running:
+        yield running
 
 
 def approve(address: str, workflow_id: str) -> None:
