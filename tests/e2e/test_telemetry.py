@@ -3,9 +3,12 @@ receiver the test runs, across a worker's kill -9."""
 
 from __future__ import annotations
 
+import os
 import signal
 from collections.abc import Callable
 from pathlib import Path
+
+import pytest
 
 from perdure.api.workflow.v1 import workflow_pb2 as wf
 from tests.e2e.blocking import WAIT, start_blocked, started
@@ -144,8 +147,14 @@ def test_a_workflow_across_a_crash_is_one_trace(
     }
     assert set(fired) == {"retry", "timer"}
     assert all(s.attributes["perdure.timer.lateness_ms"] >= 0 for s in fired.values())
-    waits = {s.attributes["perdure.wait.kind"] for s in in_trace if s.name == "perdure.wait"}
-    assert waits == {"retry", "signal", "timer"}
+    suspended = {s.attributes["perdure.wait.kind"] for s in in_trace if s.name == "perdure.suspend"}
+    assert suspended == {"retry", "signal", "timer"}
+    # Each wait is a span from the suspension to the run that ended it, in that run.
+    waits = {s.attributes["perdure.wait.kind"]: s for s in in_trace if s.name == "perdure.wait"}
+    assert set(waits) == {"retry", "signal", "timer"}
+    assert all(by_id[s.parent_span_id].name == "perdure.task.run" for s in waits.values())
+    assert waits["timer"].end_ns - waits["timer"].start_ns >= 200_000_000  # slept 0.2 s
+    assert waits["signal"].attributes["perdure.wait.name"] == "approve"
 
     # The signal was received in the signaller's trace, linked to the workflow's; the span
     # that consumed it, in the workflow's trace, links back.
@@ -356,18 +365,18 @@ def test_timer_lateness_is_measured(
             client.wait(f"nap-{index}", timeout=WAIT)
 
     timers = {"perdure.wait.kind": "timer"}
-    otlp_receiver.wait_for_metric(
-        "perdure.timer.lateness", lambda _: True, WAIT, "timer lateness", where=timers
+    wait_until(
+        lambda: otlp_receiver.latest_count("perdure.timer.lateness", where=timers) == 3,
+        WAIT,
+        "three timers measured",
     )
-    points = otlp_receiver.metric_points("perdure.timer.lateness", "perdure-scheduler")
-    latest = max(points, key=lambda p: p.time_ns)
-    assert latest.count == 3 and latest.value >= 0  # three timers, none early
+    assert otlp_receiver.latest("perdure.timer.lateness", where=timers) >= 0  # none early
 
 
 def test_perdure_dev_sends_every_process_to_one_collector(
     otlp_receiver: OtlpReceiver, tmp_path: Path
 ) -> None:
-    with running_dev(tmp_path, "--otlp", otlp_receiver.grpc_endpoint) as (address, _, log):
+    with running_dev(tmp_path, "--otlp", otlp_receiver.grpc_endpoint) as (address, dev, log):
         assert f"telemetry  traces and metrics to {otlp_receiver.grpc_endpoint}" in log.read_text()
         started_run = perdure(
             address, "start", "research_agent", "--input", '{"topic": "traces"}', "--id", "t-1"
@@ -381,3 +390,30 @@ def test_perdure_dev_sends_every_process_to_one_collector(
     assert {s.protocol for s in spans} == {"grpc"}
     start = one(of_workflow(spans, "perdure.workflow.start", "t-1"), "start span")
     assert {s.service for s in spans if s.trace_id == start.trace_id} >= SERVICES
+    # Every process flushed its telemetry and stopped cleanly on SIGTERM.
+    assert dev.returncode == 0
+    assert "Traceback" not in log.read_text() and " ERROR " not in log.read_text()
+
+
+def test_with_telemetry_off_nothing_is_exported_and_nothing_complains(
+    monkeypatch: pytest.MonkeyPatch, start_cluster: Callable[..., Cluster], tmp_path: Path
+) -> None:
+    for name in [n for n in os.environ if n.startswith("OTEL_")]:
+        monkeypatch.delenv(name)
+    cluster = start_cluster()  # the default: no OTEL_* variable at all
+    cluster.start_worker("quiet", module="tests.e2e.waiting_workflows")
+    ledger = tmp_path / "ledger"
+    with cluster.client() as client:
+        client.start_workflow("napper", {"ledger": str(ledger), "seconds": 0.1}, workflow_id="n")
+        assert client.wait("n", timeout=WAIT).workflow.status == wf.WORKFLOW_STATUS_COMPLETED
+        events = list(client.history("n"))
+
+    # No trace context is stored or sent, no exporter tried the default endpoint and failed.
+    assert not any(event.trace_context for event in events)
+    for process in cluster.processes:
+        complaints = [
+            line
+            for line in process.output().splitlines()
+            if " WARNING " in line or " ERROR " in line or "Traceback" in line
+        ]
+        assert not complaints, (process.name, complaints)

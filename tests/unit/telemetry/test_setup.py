@@ -155,3 +155,17 @@ def test_log_lines_inside_a_span_carry_its_ids(
     assert inside.endswith(f"during trace_id={trace_id} span_id={span_id}")
     assert entry["message"] == "as json" and entry["service"] == "perdure-test"
     assert (entry["trace_id"], entry["span_id"]) == (trace_id, span_id)
+
+
+def test_sampling_follows_the_standard_variables(
+    monkeypatch: pytest.MonkeyPatch, built: list[Telemetry]
+) -> None:
+    monkeypatch.setenv("OTEL_TRACES_EXPORTER", "console")
+    monkeypatch.setenv("OTEL_TRACES_SAMPLER", "traceidratio")
+    monkeypatch.setenv("OTEL_TRACES_SAMPLER_ARG", "0")
+    telemetry = build_telemetry("perdure-test")
+    built.append(telemetry)
+    assert telemetry.tracer_provider is not None
+
+    with telemetry.tracer_provider.get_tracer("t").start_as_current_span("dropped") as span:
+        assert not span.is_recording()

@@ -46,6 +46,8 @@ def observe_backlog(store: TaskStore, loop: asyncio.AbstractEventLoop) -> None:
     runs on the exporter's thread; the query runs on the service's event loop)."""
 
     def observe(options: CallbackOptions) -> Iterable[Observation]:
+        if not loop.is_running():  # the final collection, after the service stopped
+            return []
         future = asyncio.run_coroutine_threadsafe(_backlog(store), loop)
         try:
             counts = future.result(timeout=BACKLOG_QUERY_TIMEOUT)

@@ -16,7 +16,7 @@ from perdure.worker._context import JournalClient, Suspended, WorkflowContext, c
 from perdure.worker._errors import NonDeterminismError, WorkflowCancelledError
 from perdure.worker._payload import failure_from, from_value, to_value
 from perdure.worker._registry import WorkflowFunction, workflow_retry
-from perdure.worker._telemetry import tracer
+from perdure.worker._telemetry import trace_ended_wait, tracer, wait_attributes
 
 log = logging.getLogger("perdure.worker")
 
@@ -41,22 +41,21 @@ async def run_task(
         )
         await journal.call(journal.stub.FinishWorkflow, finish)
         return
+    trace_ended_wait(loaded)
     ctx = WorkflowContext(loaded, journal, workflow_retry(fn))
     outcome, value = await _execute(fn, ctx, from_value(loaded.workflow.input))
     run_span = trace.get_current_span()
     run_span.set_attribute("perdure.task.outcome", outcome)
     if outcome == "suspend":
-        kind = wf.WaitKind.Name(value.kind).removeprefix("WAIT_KIND_").lower()
-        until = value.until.ToJsonString() if value.HasField("until") else "no deadline"
+        wait = wait_attributes(value)
+        until = wait.get("perdure.wait.until", "no deadline")
+        kind = wait["perdure.wait.kind"]
         log.info(
             "workflow %s waiting for %s %s (until %s)", task.workflow_id, kind, value.name, until
         )
         request = jpb.SuspendWorkflowRequest(workflow_id=task.workflow_id, fence=task.fence)
         request.wait.CopyFrom(value)
-        wait = {"perdure.wait.kind": kind, "perdure.wait.name": value.name}
-        if value.HasField("until"):
-            wait["perdure.wait.until"] = until
-        with tracer.start_as_current_span("perdure.wait", attributes=wait):
+        with tracer.start_as_current_span("perdure.suspend", attributes=wait):
             await journal.call(journal.stub.SuspendWorkflow, request)
         return
     if outcome == "result":

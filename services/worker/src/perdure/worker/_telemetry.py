@@ -6,7 +6,10 @@ from datetime import datetime
 
 from opentelemetry import metrics, trace
 from opentelemetry.trace import Status, StatusCode
+from opentelemetry.util.types import AttributeValue
 
+from perdure.api.worker.v1 import journal_service_pb2 as jpb
+from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.telemetry.setup import DURATION_BUCKETS
 
 tracer = trace.get_tracer("perdure.worker")
@@ -49,3 +52,28 @@ def step_attempt_ended(
     }
     _STEP_ATTEMPTS.add(1, attributes)
     _STEP_DURATION.record(seconds, attributes)
+
+
+def wait_attributes(wait: wf.Wait) -> dict[str, AttributeValue]:
+    """What a wait is for, as span attributes."""
+    attributes: dict[str, AttributeValue] = {
+        "perdure.wait.kind": wf.WaitKind.Name(wait.kind).removeprefix("WAIT_KIND_").lower(),
+        "perdure.wait.name": wait.name,
+    }
+    if wait.HasField("until"):
+        attributes["perdure.wait.until"] = wait.until.ToJsonString()
+    return attributes
+
+
+def trace_ended_wait(loaded: jpb.LoadJournalResponse) -> None:
+    """If this run ends a wait, a span of the whole wait: from the suspension to the load,
+    both on the database clock (no process was running meanwhile)."""
+    last = next((e for e in reversed(loaded.events) if e.fence > 0), None)  # the last run's
+    if last is None or last.event_type != wf.EVENT_TYPE_WORKFLOW_SUSPENDED:
+        return
+    span = tracer.start_span(
+        "perdure.wait",
+        attributes=wait_attributes(last.wait),
+        start_time=last.event_time.ToNanoseconds(),
+    )
+    span.end(end_time=loaded.now.ToNanoseconds())
