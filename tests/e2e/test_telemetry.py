@@ -89,6 +89,8 @@ def test_a_workflow_across_a_crash_is_one_trace(
     trace_id = start.trace_id
     in_trace = [s for s in spans if s.trace_id == trace_id]
 
+    # Describe names the trace, for an operator to look it up.
+    assert described.workflow.trace_id == trace_id
     # Every service took part in the one trace.
     assert {s.service for s in in_trace} >= SERVICES
     assert start.service == "perdure-gateway"
@@ -405,8 +407,10 @@ def test_with_telemetry_off_nothing_is_exported_and_nothing_complains(
     ledger = tmp_path / "ledger"
     with cluster.client() as client:
         client.start_workflow("napper", {"ledger": str(ledger), "seconds": 0.1}, workflow_id="n")
-        assert client.wait("n", timeout=WAIT).workflow.status == wf.WORKFLOW_STATUS_COMPLETED
+        described = client.wait("n", timeout=WAIT)
         events = list(client.history("n"))
+    assert described.workflow.status == wf.WORKFLOW_STATUS_COMPLETED
+    assert described.workflow.trace_id == ""
 
     # No trace context is stored or sent, no exporter tried the default endpoint and failed.
     assert not any(event.trace_context for event in events)

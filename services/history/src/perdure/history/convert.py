@@ -8,6 +8,7 @@ from typing import Any
 from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.common.convert import python_to_value, timestamp
 from perdure.history.store import OPEN_STATUSES, PAYLOAD_EVENTS, Row
+from perdure.telemetry.propagation import trace_id_of
 
 
 def failure_to_dict(failure: wf.Failure) -> dict[str, str]:
@@ -43,6 +44,7 @@ def workflow_info(row: Row) -> wf.WorkflowInfo:
         event_count=row["event_count"],
         wait=_wait(row["wait_kind"], row["wait_name"], row["wait_until"]),
         cancel_requested=row["cancel_requested"],
+        trace_id=trace_id_of(row["trace_context"] or {}),
     )
 
 

@@ -8,6 +8,8 @@ from contextlib import contextmanager
 
 from opentelemetry import metrics
 
+from perdure.telemetry.setup import DURATION_BUCKETS
+
 _meter = metrics.get_meter("perdure.history")
 
 WORKFLOWS_STARTED = _meter.create_counter(
@@ -28,6 +30,7 @@ _WRITE_DURATION = _meter.create_histogram(
     "perdure.journal.write.duration",
     unit="s",
     description="Time to commit one journal write, by operation.",
+    explicit_bucket_boundaries_advisory=DURATION_BUCKETS,
 )
 
 

@@ -28,6 +28,12 @@ def context_from(carrier: Mapping[str, str]) -> Context:
     return propagate.extract(dict(carrier))
 
 
+def trace_id_of(carrier: Mapping[str, str]) -> str:
+    """The trace id (32 hex digits) a carrier names, or ""."""
+    span_context = trace.get_current_span(context_from(carrier)).get_span_context()
+    return trace.format_trace_id(span_context.trace_id) if span_context.is_valid else ""
+
+
 def links_to(*carriers: Mapping[str, str]) -> list[trace.Link]:
     """Links to the spans the carriers name, skipping empty ones."""
     links = []
