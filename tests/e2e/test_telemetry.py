@@ -421,3 +421,29 @@ def test_with_telemetry_off_nothing_is_exported_and_nothing_complains(
             if " WARNING " in line or " ERROR " in line or "Traceback" in line
         ]
         assert not complaints, (process.name, complaints)
+
+
+def test_a_cancel_request_links_to_the_workflow_trace(
+    otlp_receiver: OtlpReceiver, start_cluster: Callable[..., Cluster]
+) -> None:
+    cluster = start_cluster(**otlp_env(otlp_receiver))
+    cluster.start_worker("waiter", module="tests.e2e.waiting_workflows")
+    with cluster.client() as client:
+        client.start_workflow("two_signals", workflow_id="cancel-me")
+        wait_until(
+            lambda: client.describe("cancel-me").workflow.status == wf.WORKFLOW_STATUS_WAITING,
+            WAIT,
+            "the run to wait",
+        )
+        client.cancel("cancel-me", "no longer needed")
+        described = client.wait("cancel-me", timeout=WAIT)
+    assert described.workflow.status == wf.WORKFLOW_STATUS_CANCELLED
+
+    spans = otlp_receiver.wait_for_spans(
+        lambda spans: bool(of_workflow(spans, "perdure.cancel.request", "cancel-me")),
+        WAIT,
+        "the cancel request's span",
+    )
+    request = one(of_workflow(spans, "perdure.cancel.request", "cancel-me"), "cancel request")
+    assert request.trace_id != described.workflow.trace_id  # the caller's own trace...
+    assert described.workflow.trace_id in {trace for trace, _ in request.links}  # ...linked

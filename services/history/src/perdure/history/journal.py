@@ -173,11 +173,15 @@ class Journal:
             failure={"type": "CancelRequested", "message": reason, "stack_trace": ""},
             wake=True,
         )
-        async with self._pool.connection() as conn:
-            if await store.fetch_one(conn, store.REQUEST_CANCEL, params) is not None:
-                self._on_scheduled()
-                return
-            row = await self._require(conn, workflow_id)
+        attributes = {"perdure.workflow.id": workflow_id}
+        with tracer.start_as_current_span("perdure.cancel.request", attributes=attributes) as span:
+            async with self._pool.connection() as conn:
+                requested = await store.fetch_one(conn, store.REQUEST_CANCEL, params)
+                if requested is not None:
+                    _link_workflow(span, requested)
+                    self._on_scheduled()
+                    return
+                row = await self._require(conn, workflow_id)
         if row["status"] not in store.OPEN_STATUSES:
             raise _closed(workflow_id, row["status"])
 
@@ -422,8 +426,7 @@ class Journal:
             except UniqueViolation:
                 return False  # the same id, sent concurrently
             if row is not None:
-                for link in links_to(row["workflow_trace_context"] or {}):
-                    span.add_link(link.context, {"perdure.link": "workflow"})
+                _link_workflow(span, row)
                 self._on_scheduled()
                 return True
             span.set_attribute("perdure.signal.accepted", False)
@@ -487,6 +490,12 @@ class Journal:
                 f"{row['fence']}) owns it; stop working on it",
             )
         return _closed(workflow_id, row["status"])
+
+
+def _link_workflow(span: trace.Span, appended: Row) -> None:
+    """Link a request's span (in its caller's trace) to the trace of the workflow it reached."""
+    for link in links_to(appended["workflow_trace_context"] or {}):
+        span.add_link(link.context, {"perdure.link": "workflow"})
 
 
 def _count_closed(row: Row, status: str) -> None:
