@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 PACKAGES := -e proto -e services/telemetry -e services/common -e services/history -e services/scheduler \
             -e services/gateway -e services/worker -e services/cli
 
-.PHONY: install run demo test pytest lint typecheck proto proto-check fmt clean
+.PHONY: install run demo bench test pytest lint typecheck proto proto-check fmt clean
 
 $(STAMP): pyproject.toml proto/pyproject.toml services/*/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -27,6 +27,10 @@ run: install
 # directory, free ports): approval, kill -9, durable retry, full restart, crash after notify.
 demo: install
 	$(PY) -m examples.research_agent.demo
+
+# Perdure against the physical limit on this machine: table, bench-results/results.json, chart.
+bench: install
+	$(PY) -m bench
 
 test: install lint typecheck proto-check pytest
 
@@ -52,4 +56,4 @@ proto-check: proto
 	git diff --exit-code -- proto/ || (echo "generated stubs are stale: run 'make proto' and commit" >&2; exit 1)
 
 clean:
-	rm -rf $(VENV) .perdure .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .perdure .pytest_cache .mypy_cache .ruff_cache bench-results

@@ -1,0 +1,1 @@
+"""Perdure's benchmark suite: `make bench` or `python -m bench` (see bench/__main__.py)."""

@@ -1,0 +1,110 @@
+"""Perdure's benchmark: `make bench` or `python -m bench [--quick] [--out DIR]`.
+
+In one invocation, on one embedded PostgreSQL: the ceiling (raw commits, a gRPC round trip),
+then Perdure's latency, throughput, timers, signals, recovery and scale. Prints a table and
+writes results.json and chart.png (default: bench-results/).
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bench import ceiling, report, shapes
+from bench.cluster import Cluster
+from perdure.client import Client
+
+
+@dataclass(frozen=True)
+class Profile:
+    """How big each shape is."""
+
+    commits: int
+    grpc_calls: int
+    latency_runs: int
+    workflows: int
+    concurrency: int
+    timers: int
+    timer_seconds: float
+    signals: int
+    recovery: int
+    scale_workers: tuple[int, ...]
+
+
+FULL = Profile(1000, 2000, 50, 1000, 50, 200, 1.0, 50, 50, (1, 2, 4))
+QUICK = Profile(50, 100, 3, 20, 10, 5, 0.2, 3, 3, (1, 2))  # checks the suite runs, not speed
+
+
+def run(profile: Profile, scratch: Path) -> dict[str, Any]:
+    """Every shape, in order, on one fresh cluster."""
+    results: dict[str, Any] = {
+        "machine": {"python": platform.python_version(), "platform": platform.platform()},
+        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
+    cluster = Cluster(scratch)
+    print("starting PostgreSQL and the services ...", flush=True)
+    cluster.start()
+    try:
+        print("ceiling", flush=True)
+        results["ceiling"] = {
+            "commit_1": ceiling.commits(cluster.dsn, 1, profile.commits),
+            "commit_16": ceiling.commits(cluster.dsn, 16, max(1, profile.commits // 16)),
+            "grpc": ceiling.grpc_round_trips(profile.grpc_calls),
+        }
+        commit_ms = results["ceiling"]["commit_1"]["median_ms"]
+        print("perdure", flush=True)
+        with Client(cluster.gateway, timeout=60) as client:
+            cluster.start_workers(2, profile.concurrency)
+            results["latency"] = shapes.latency(cluster, client, profile.latency_runs, commit_ms)
+            results["throughput"] = {}
+            results["throughput"]["2wx10"] = shapes.throughput(
+                cluster, client, profile.workflows, 10, "2wx10"
+            )
+            results["timers"] = shapes.timers(
+                cluster, client, profile.timers, profile.timer_seconds
+            )
+            results["signals"] = shapes.signals(cluster, client, profile.signals)
+            results["recovery"] = shapes.recovery(cluster, client, profile.recovery, scratch)
+            for workers in profile.scale_workers:
+                cluster.stop_workers()
+                cluster.start_workers(workers, profile.concurrency)
+                key = f"{workers}wx10"
+                if key not in results["throughput"]:
+                    results["throughput"][key] = shapes.throughput(
+                        cluster, client, profile.workflows, 10, key
+                    )
+            cluster.stop_workers()
+            cluster.start_workers(2, profile.concurrency)
+            # The same number of steps, ten times longer workflows: per-step cost should hold.
+            results["throughput"]["2wx100"] = shapes.throughput(
+                cluster, client, max(1, profile.workflows // 10), 100, "2wx100"
+            )
+    finally:
+        cluster.close()
+    return results
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the suite and report."""
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="tiny sizes: a smoke run")
+    parser.add_argument("--out", type=Path, default=Path("bench-results"), help="output folder")
+    args = parser.parse_args(argv)
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="pb") as scratch:  # short: a socket lives in it
+        results = run(QUICK if args.quick else FULL, Path(scratch))
+    results["seconds"] = round(time.monotonic() - started, 1)
+    report.print_table(results)
+    data, chart = report.write(results, args.out)
+    print(f"\nwrote {data} and {chart} in {results['seconds']:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

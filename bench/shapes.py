@@ -1,0 +1,229 @@
+"""Perdure's shapes: each starts workflows on a running cluster and reads the outcome from the
+journal (database clock), so that polling by the benchmark never inflates a figure."""
+
+from __future__ import annotations
+
+import signal
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+from bench.cluster import Cluster
+from bench.stats import summary_ms
+from perdure.client import Client
+
+TIMEOUT = 300.0
+STARTERS = 16  # threads starting workflows "at once"
+
+
+class Progress:
+    """One line per phase, rewritten in place on a terminal."""
+
+    def __init__(self, phase: str) -> None:
+        self.phase = phase
+        self._tty = sys.stdout.isatty()
+        self._last = 0.0
+
+    def update(self, done: int, total: int) -> None:
+        """Show how far the phase is (at most every 0.2 s, and at the end)."""
+        now = time.monotonic()
+        if done < total and now - self._last < (0.2 if self._tty else 5.0):  # a log: fewer lines
+            return
+        self._last = now
+        line = f"  {self.phase}: {done}/{total}"
+        print(f"\r{line}" if self._tty else line, end="" if self._tty else "\n", flush=True)
+
+    def done(self, summary: str) -> None:
+        """End the phase with its headline figure."""
+        print(f"\r  {self.phase}: {summary}" + " " * 20, flush=True)
+
+
+def _query(dsn: str, sql: str, params: list[Any]) -> list[tuple[Any, ...]]:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        return conn.execute(sql, params).fetchall()
+
+
+def _wait_closed(dsn: str, prefix: str, total: int, progress: Progress) -> None:
+    deadline = time.monotonic() + TIMEOUT
+    while True:
+        [(closed,)] = _query(
+            dsn,
+            "SELECT count(*) FROM history.workflows WHERE workflow_id LIKE %s"
+            " AND status NOT IN ('RUNNING', 'WAITING')",
+            [f"{prefix}%"],
+        )
+        progress.update(closed, total)
+        if closed >= total:
+            return
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{prefix}: only {closed}/{total} workflows closed")
+        time.sleep(0.05)
+
+
+def _start_all(client: Client, workflow_type: str, inputs: dict[str, Any]) -> None:
+    """Start one workflow per id, from several threads at once."""
+    with ThreadPoolExecutor(STARTERS) as pool:
+        list(
+            pool.map(
+                lambda item: client.start_workflow(workflow_type, item[1], workflow_id=item[0]),
+                inputs.items(),
+            )
+        )
+
+
+def latency(cluster: Cluster, client: Client, runs: int, commit_ms: float) -> dict[str, Any]:
+    """One workflow at a time: 10 no-op steps, and 0 steps for the start/complete cost."""
+    progress = Progress("latency")
+    durations: dict[int, list[float]] = {0: [], 10: []}
+    for index in range(runs * 2):
+        steps = 10 if index % 2 else 0
+        workflow_id = f"lat{steps}-{index}"
+        client.start_workflow("noop_steps", steps, workflow_id=workflow_id)
+        run = client.wait(workflow_id, timeout=TIMEOUT).workflow
+        durations[steps].append(
+            (run.close_time.ToNanoseconds() - run.create_time.ToNanoseconds()) / 1e9
+        )
+        progress.update(index + 1, runs * 2)
+    ten, empty = summary_ms(durations[10]), summary_ms(durations[0])
+    per_step = (ten["median_ms"] - empty["median_ms"]) / 10
+    progress.done(f"10 steps {ten['median_ms']:.1f} ms median, {per_step:.2f} ms per step")
+    return {
+        "runs": runs,
+        "ten_steps": ten,
+        "start_complete": empty,
+        "per_step_ms": round(per_step, 3),
+        "per_step_vs_commit": round(per_step / commit_ms, 2) if commit_ms else None,
+    }
+
+
+def throughput(
+    cluster: Cluster, client: Client, workflows: int, steps: int, tag: str
+) -> dict[str, Any]:
+    """`workflows` workflows of `steps` no-op steps started at once; workflows/s, steps/s and
+    schedule-to-start (creation to the first step's start)."""
+    prefix = f"tp-{tag}-"
+    progress = Progress(f"throughput {tag}")
+    _start_all(client, "noop_steps", {f"{prefix}{i}": steps for i in range(workflows)})
+    _wait_closed(cluster.dsn, prefix, workflows, progress)
+    rows = _query(
+        cluster.dsn,
+        """SELECT w.created_at, w.closed_at, (SELECT min(e.started_at) FROM history.events e
+                WHERE e.workflow_id = w.workflow_id AND e.event_type = 'STEP_COMPLETED')
+           FROM history.workflows w WHERE w.workflow_id LIKE %s""",
+        [f"{prefix}%"],
+    )
+    span = (max(r[1] for r in rows) - min(r[0] for r in rows)).total_seconds()
+    to_start = [(r[2] - r[0]).total_seconds() for r in rows if r[2] is not None]
+    result = {
+        "workflows": workflows,
+        "steps": steps,
+        "seconds": round(span, 3),
+        "workflows_per_s": round(workflows / span, 1),
+        "steps_per_s": round(workflows * steps / span, 1),
+        "per_step_ms": round(span * 1000 / (workflows * steps), 3),
+        "schedule_to_start": summary_ms(to_start),
+    }
+    progress.done(
+        f"{result['steps_per_s']:.0f} steps/s, {result['workflows_per_s']:.0f} workflows/s"
+    )
+    return result
+
+
+def timers(cluster: Cluster, client: Client, workflows: int, seconds: float) -> dict[str, Any]:
+    """Workflows that each sleep `seconds`: how late the code resumed after the fire time."""
+    progress = Progress("timers")
+    _start_all(client, "sleeper", {f"tm-{i}": seconds for i in range(workflows)})
+    _wait_closed(cluster.dsn, "tm-", workflows, progress)
+    rows = _query(
+        cluster.dsn,
+        """SELECT w.result #>> '{}', e.due_at FROM history.workflows w
+           JOIN history.events e USING (workflow_id)
+           WHERE w.workflow_id LIKE 'tm-%%' AND e.event_type = 'TIMER_STARTED'""",
+        [],
+    )
+    lateness = [(datetime.fromisoformat(r[0]) - r[1]).total_seconds() for r in rows]
+    result = {"workflows": workflows, "sleep_s": seconds, **summary_ms(lateness)}
+    result["early"] = sum(1 for value in lateness if value < 0)
+    result["min_ms"] = round(min(lateness) * 1000, 3)
+    progress.done(f"lateness {result['median_ms']:.1f} ms median, {result['p99_ms']:.1f} ms p99")
+    return result
+
+
+def signals(cluster: Cluster, client: Client, workflows: int) -> dict[str, Any]:
+    """One waiting workflow signalled at a time: signal sent to the next step's start."""
+    progress = Progress("signals")
+    ids = [f"sg-{i}" for i in range(workflows)]
+    _start_all(client, "signalled", {workflow_id: None for workflow_id in ids})
+    deadline = time.monotonic() + TIMEOUT
+    while client.describe(ids[-1]).workflow.wait.name != "go" or any(
+        client.describe(w).workflow.wait.name != "go" for w in ids
+    ):
+        if time.monotonic() > deadline:
+            raise TimeoutError("signal workflows never waited")
+        time.sleep(0.05)
+    latencies = []
+    for index, workflow_id in enumerate(ids):
+        sent = time.time()
+        client.signal(workflow_id, "go")
+        resumed = client.wait(workflow_id, timeout=TIMEOUT).workflow.result.string_value
+        latencies.append(datetime.fromisoformat(resumed).timestamp() - sent)
+        progress.update(index + 1, workflows)
+    result = {"workflows": workflows, **summary_ms(latencies)}
+    progress.done(f"{result['median_ms']:.1f} ms median, {result['p99_ms']:.1f} ms p99")
+    return result
+
+
+def recovery(cluster: Cluster, client: Client, workflows: int, scratch: Path) -> dict[str, Any]:
+    """SIGKILL a worker holding `workflows` running steps: time until every one of them made
+    progress again on the other worker."""
+    progress = Progress("recovery")
+    cluster.stop_workers()
+    [victim] = cluster.start_workers(1, concurrency=workflows)
+    gate = scratch / "recovery-gate"
+    _start_all(client, "held", {f"rc-{i}": str(gate) for i in range(workflows)})
+    _wait_until(
+        lambda: (
+            _query(
+                cluster.dsn,
+                "SELECT count(*) FROM scheduler.tasks WHERE lease_owner IS NOT NULL",
+                [],
+            )[0][0]
+            >= workflows
+        ),
+        "the victim to hold every workflow",
+    )
+    cluster.start_workers(1, concurrency=workflows)
+    killed = time.time()
+    victim.send_signal(signal.SIGKILL)
+    victim.wait()
+    gate.touch()
+    _wait_closed(cluster.dsn, "rc-", workflows, progress)
+    rows = _query(
+        cluster.dsn,
+        "SELECT result #>> '{}' FROM history.workflows WHERE workflow_id LIKE 'rc-%%'",
+        [],
+    )
+    delays = [datetime.fromisoformat(r[0]).timestamp() - killed for r in rows]
+    cluster.stop_workers()
+    result = {
+        "workflows": workflows,
+        "all_s": round(max(delays), 3),
+        "median_s": round(statistics.median(delays), 3),
+    }
+    progress.done(f"all {workflows} going again after {result['all_s']:.2f} s")
+    return result
+
+
+def _wait_until(condition: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + TIMEOUT
+    while not condition():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out waiting for {what}")
+        time.sleep(0.05)

@@ -1,0 +1,52 @@
+"""The workflows the benchmark runs: no-op steps, a timer, a signal, a step held by a gate."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime
+from pathlib import Path
+
+from perdure.worker import WorkflowContext, workflow
+
+
+def _noop() -> int:
+    return 1
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat()
+
+
+async def _until_exists(gate: str) -> None:
+    """Wait for the gate file without holding a thread (fifty of these run at once)."""
+    while not Path(gate).exists():  # noqa: ASYNC110, ASYNC240 - a file, not an event
+        await asyncio.sleep(0.005)
+
+
+@workflow
+async def noop_steps(ctx: WorkflowContext, count: int) -> int:
+    """`count` steps that do nothing: what remains is Perdure's own cost."""
+    for _ in range(count):
+        await ctx.step("noop", _noop)
+    return count
+
+
+@workflow
+async def sleeper(ctx: WorkflowContext, seconds: float) -> str:
+    """Sleeps, then records when the code resumed."""
+    await ctx.sleep(seconds)
+    return str(await ctx.step("resumed", _now))
+
+
+@workflow
+async def signalled(ctx: WorkflowContext) -> str:
+    """Waits for "go", then records when the code resumed."""
+    await ctx.wait_for_signal("go")
+    return str(await ctx.step("resumed", _now))
+
+
+@workflow
+async def held(ctx: WorkflowContext, gate: str) -> str:
+    """A step that runs until the gate file exists, then records when the code went on."""
+    await ctx.step("hold", _until_exists, gate)
+    return str(await ctx.step("resumed", _now))

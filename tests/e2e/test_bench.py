@@ -1,0 +1,42 @@
+"""The benchmark suite's smoke run: every shape completes and reports well-formed figures.
+Speed is never asserted here: `make bench` measures it."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.fixtures.cluster import REPO_ROOT
+
+
+def numbers(value: object) -> list[float]:
+    """Every number in a JSON value."""
+    if isinstance(value, dict):
+        return [n for item in value.values() for n in numbers(item)]
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return [float(value)]
+    return []
+
+
+def test_the_quick_profile_runs_every_shape(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "bench", "--quick", "--out", str(tmp_path)],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert {"ceiling", "latency", "throughput", "timers", "signals", "recovery"} <= set(results)
+    assert {"commit_1", "commit_16", "grpc"} == set(results["ceiling"])
+    assert {"2wx10", "1wx10", "2wx100"} <= set(results["throughput"])
+    assert results["timers"]["early"] == 0
+    figures = numbers({k: v for k, v in results.items() if k != "machine"})
+    assert figures and all(math.isfinite(n) and n >= 0 for n in figures)
+    assert (tmp_path / "chart.png").read_bytes().startswith(b"\x89PNG")
+    assert "per-step overhead" in done.stdout and "recovery after SIGKILL" in done.stdout
