@@ -28,8 +28,10 @@ run: install
 demo: install
 	$(PY) -m examples.research_agent.demo
 
-# Perdure against the physical limit on this machine: table, bench-results/results.json, chart.
+# Perdure against the physical limit and its peers (DBOS, Temporal) on this machine: a table,
+# bench-results/results.json and chart.png.
 bench: install
+	$(PY) -m pip install --quiet --group bench
 	$(PY) -m bench
 
 test: install lint typecheck proto-check pytest

@@ -1,8 +1,9 @@
 """Perdure's benchmark: `make bench` or `python -m bench [--quick] [--out DIR]`.
 
 In one invocation, on one embedded PostgreSQL: the ceiling (raw commits, a gRPC round trip),
-then Perdure's latency, throughput, timers, signals, recovery and scale. Prints a table and
-writes results.json and chart.png (default: bench-results/).
+then Perdure's latency, throughput, timers, signals, recovery and scale, then the peers (DBOS
+and Temporal, when installed: `pip install --group bench`) on the same shapes. Prints a table
+with ratios and writes results.json and chart.png (default: bench-results/).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any
 
 from bench import ceiling, report, shapes
 from bench.cluster import Cluster
+from bench.peer_runs import PEERS, run_peer
 from perdure.client import Client
 
 
@@ -41,8 +43,9 @@ FULL = Profile(1000, 2000, 50, 1000, 50, 200, 1.0, 50, 50, (1, 2, 4))
 QUICK = Profile(50, 100, 3, 20, 10, 5, 0.2, 3, 3, (1, 2))  # checks the suite runs, not speed
 
 
-def run(profile: Profile, scratch: Path) -> dict[str, Any]:
-    """Every shape, in order, on one fresh cluster."""
+def run(profile: Profile, scratch: Path, *, peers: bool) -> dict[str, Any]:
+    """Every shape, in order, on one fresh cluster; then the peers on the same database
+    server."""
     results: dict[str, Any] = {
         "machine": {"python": platform.python_version(), "platform": platform.platform()},
         "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
@@ -85,6 +88,14 @@ def run(profile: Profile, scratch: Path) -> dict[str, Any]:
             results["throughput"]["2wx100"] = shapes.throughput(
                 cluster, client, max(1, profile.workflows // 10), 100, "2wx100"
             )
+        if peers:
+            cluster.stop_workers()  # idle, but the peers get the machine to themselves
+            print("peers", flush=True)
+            results["peers"] = {}
+            for name in PEERS:
+                measured = run_peer(name, "quick" if profile is QUICK else "full", cluster.dsn)
+                if measured is not None:
+                    results["peers"][name] = measured
     finally:
         cluster.close()
     return results
@@ -95,11 +106,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="tiny sizes: a smoke run")
     parser.add_argument("--out", type=Path, default=Path("bench-results"), help="output folder")
+    parser.add_argument("--no-peers", action="store_true", help="measure Perdure only")
     args = parser.parse_args(argv)
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="pb") as scratch:  # short: a socket lives in it
-        results = run(QUICK if args.quick else FULL, Path(scratch))
+        results = run(QUICK if args.quick else FULL, Path(scratch), peers=not args.no_peers)
     results["seconds"] = round(time.monotonic() - started, 1)
+    results["ratios"] = report.ratios(results)
     report.print_table(results)
     data, chart = report.write(results, args.out)
     print(f"\nwrote {data} and {chart} in {results['seconds']:.0f} s")

@@ -98,6 +98,64 @@ def rows(results: Results) -> list[tuple[str, str, str]]:
                 "target ≤ 1 s",
             )
         )
+    return lines + _peer_rows(results)
+
+
+def _variants(peer: Results) -> list[tuple[str, str, str]]:
+    """(label, latency key, throughput key) of each way a peer ran the steps."""
+    found = [("", "latency", "throughput")]
+    if "latency_local" in peer:
+        found.append((" (local activities)", "latency_local", "throughput_local"))
+    return found
+
+
+def ratios(results: Results) -> dict[str, dict[str, float]]:
+    """Perdure ÷ peer for each peer and shape: latency and timer p99 (below 1: Perdure is
+    faster), throughput (above 1: Perdure is faster)."""
+    ours_latency = results["latency"]["ten_steps"]["median_ms"]
+    ours_throughput = results["throughput"]["2wx10"]["steps_per_s"]
+    ours_timers = results["timers"]["p99_ms"]
+    found: dict[str, dict[str, float]] = {}
+    for name, peer in results.get("peers", {}).items():
+        for label, latency_key, throughput_key in _variants(peer):
+            found[name + label] = {
+                "latency": round(ours_latency / peer[latency_key]["ten_steps"]["median_ms"], 2),
+                "throughput": round(ours_throughput / peer[throughput_key]["steps_per_s"], 2),
+                "timer_p99": round(ours_timers / peer["timers"]["p99_ms"], 2),
+            }
+    return found
+
+
+def _peer_rows(results: Results) -> list[tuple[str, str, str]]:
+    lines = []
+    compared = ratios(results)
+    for name, peer in results.get("peers", {}).items():
+        for label, latency_key, throughput_key in _variants(peer):
+            ratio = compared[name + label]
+            latency = peer[latency_key]["ten_steps"]
+            lines.append(
+                (
+                    f"{name}{label}: 10-step workflow",
+                    f"{latency['median_ms']:.1f} ms median, {latency['p99_ms']:.1f} ms p99",
+                    f"Perdure ÷ {name} = {ratio['latency']} (lower is better)",
+                )
+            )
+            rate = peer[throughput_key]
+            lines.append(
+                (
+                    f"{name}{label}: throughput {rate['workflows']}x{rate['steps']}",
+                    f"{rate['steps_per_s']:.0f} steps/s",
+                    f"Perdure ÷ {name} = {ratio['throughput']} (higher is better)",
+                )
+            )
+        timers = peer["timers"]
+        lines.append(
+            (
+                f"{name}: timers ({timers['workflows']} x {timers['sleep_s']} s)",
+                f"lateness {timers['median_ms']:.1f} median, {timers['p99_ms']:.1f} p99 ms",
+                f"p99: Perdure ÷ {name} = {compared[name]['timer_p99']}",
+            )
+        )
     return lines
 
 
@@ -123,28 +181,29 @@ def write(results: Results, out: Path) -> tuple[Path, Path]:
 def _chart(results: Results, path: Path) -> None:
     import matplotlib
 
-    matplotlib.use("Agg")
+    matplotlib.use("Agg")  # files only, no display
     import matplotlib.pyplot as plt
 
-    runs = results.get("throughput", {})
-    figure, (per_step, rates) = plt.subplots(1, 2, figsize=(11, 4))
-    labels = ["commit (ceiling)"] + [f"tp {key}" for key in runs]
-    values = [results["ceiling"]["commit_1"]["median_ms"]] + [
-        run["per_step_ms"] for run in runs.values()
-    ]
-    if "latency" in results:
-        labels.insert(1, "sequential")
-        values.insert(1, results["latency"]["per_step_ms"])
-    per_step.bar(labels, values, color="#4a7ab5")
-    per_step.set_title("cost per step (ms)")
-    per_step.tick_params(axis="x", rotation=30)
-    rates.bar(
-        [f"tp {key}" for key in runs],
-        [run["steps_per_s"] for run in runs.values()],
-        color="#5a9e6f",
-    )
-    rates.set_title("throughput (steps/s)")
-    rates.tick_params(axis="x", rotation=30)
+    runs = results["throughput"]
+    figure, (per_step, rates, latency) = plt.subplots(1, 3, figsize=(15, 4))
+    per_step_bars = {
+        "commit (ceiling)": results["ceiling"]["commit_1"]["median_ms"],
+        "sequential": results["latency"]["per_step_ms"],
+        **{f"tp {key}": run["per_step_ms"] for key, run in runs.items()},
+    }
+    _bars(per_step, "cost per step (ms)", per_step_bars, "#4a7ab5")
+    _bars(rates, "throughput (steps/s)", {k: r["steps_per_s"] for k, r in runs.items()}, "#5a9e6f")
+    latencies = {"perdure": results["latency"]["ten_steps"]["median_ms"]}
+    for name, peer in results.get("peers", {}).items():
+        for label, latency_key, _ in _variants(peer):
+            latencies[name + label] = peer[latency_key]["ten_steps"]["median_ms"]
+    _bars(latency, "10-step workflow, median (ms)", latencies, "#b5834a")
     figure.tight_layout()
     figure.savefig(path, dpi=100)
     plt.close(figure)
+
+
+def _bars(axes: Any, title: str, bars: dict[str, float], color: str) -> None:
+    axes.bar(list(bars), list(bars.values()), color=color)
+    axes.set_title(title)
+    axes.tick_params(axis="x", rotation=30)

@@ -9,6 +9,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+from bench import peer_runs
 from tests.fixtures.cluster import REPO_ROOT
 
 
@@ -23,7 +26,7 @@ def numbers(value: object) -> list[float]:
 
 def test_the_quick_profile_runs_every_shape(tmp_path: Path) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "bench", "--quick", "--out", str(tmp_path)],
+        [sys.executable, "-m", "bench", "--quick", "--no-peers", "--out", str(tmp_path)],
         cwd=REPO_ROOT,
         capture_output=True,
         text=True,
@@ -40,3 +43,12 @@ def test_the_quick_profile_runs_every_shape(tmp_path: Path) -> None:
     assert figures and all(math.isfinite(n) and n >= 0 for n in figures)
     assert (tmp_path / "chart.png").read_bytes().startswith(b"\x89PNG")
     assert "per-step overhead" in done.stdout and "recovery after SIGKILL" in done.stdout
+
+
+def test_a_peer_that_is_not_installed_is_skipped_with_a_clear_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setitem(peer_runs.PEERS, "absent", ("no_such_package_xyz", "bench.peers.x", False))
+
+    assert peer_runs.run_peer("absent", "quick", "") is None
+    assert "skipped: `no_such_package_xyz` is not installed" in capsys.readouterr().out
