@@ -1,0 +1,1 @@
+"""Peers measured beside Perdure, each in a process of its own (optional extras)."""
