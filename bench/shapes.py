@@ -16,7 +16,7 @@ from typing import Any
 import psycopg
 
 from bench.cluster import Cluster
-from bench.stats import summary_ms
+from bench.stats import rates, summary_ms
 from perdure.client import Client
 
 TIMEOUT = 300.0
@@ -121,15 +121,7 @@ def throughput(
     )
     span = (max(r[1] for r in rows) - min(r[0] for r in rows)).total_seconds()
     to_start = [(r[2] - r[0]).total_seconds() for r in rows if r[2] is not None]
-    result = {
-        "workflows": workflows,
-        "steps": steps,
-        "seconds": round(span, 3),
-        "workflows_per_s": round(workflows / span, 1),
-        "steps_per_s": round(workflows * steps / span, 1),
-        "per_step_ms": round(span * 1000 / (workflows * steps), 3),
-        "schedule_to_start": summary_ms(to_start),
-    }
+    result = {**rates(workflows, steps, span), "schedule_to_start": summary_ms(to_start)}
     progress.done(
         f"{result['steps_per_s']:.0f} steps/s, {result['workflows_per_s']:.0f} workflows/s"
     )

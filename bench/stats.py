@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import statistics
+from typing import Any
 
 
 def percentile(values: list[float], fraction: float) -> float:
@@ -19,4 +20,16 @@ def summary_ms(seconds: list[float]) -> dict[str, float]:
         "median_ms": round(statistics.median(seconds) * 1000, 3),
         "p99_ms": round(percentile(seconds, 0.99) * 1000, 3),
         "max_ms": round(max(seconds) * 1000, 3),
+    }
+
+
+def rates(workflows: int, steps: int, seconds: float) -> dict[str, Any]:
+    """The throughput figures of `workflows` workflows of `steps` steps done in `seconds`."""
+    return {
+        "workflows": workflows,
+        "steps": steps,
+        "seconds": round(seconds, 3),
+        "workflows_per_s": round(workflows / seconds, 1),
+        "steps_per_s": round(workflows * steps / seconds, 1),
+        "per_step_ms": round(seconds * 1000 / (workflows * steps), 3),
     }

@@ -40,7 +40,7 @@ from dbos import DBOS, DBOSConfig
 from psycopg import sql
 from sqlalchemy import make_url
 
-from bench.stats import summary_ms
+from bench.stats import rates, summary_ms
 
 STEPS = 10
 WARMUP = 2
@@ -116,14 +116,7 @@ async def throughput(workflows: int) -> dict[str, Any]:
     )
     await asyncio.gather(*(handle.get_result() for handle in handles))
     seconds = time.perf_counter() - started
-    return {
-        "workflows": workflows,
-        "steps": STEPS,
-        "seconds": round(seconds, 3),
-        "workflows_per_s": round(workflows / seconds, 1),
-        "steps_per_s": round(workflows * STEPS / seconds, 1),
-        "per_step_ms": round(seconds * 1000 / (workflows * STEPS), 3),
-    }
+    return rates(workflows, STEPS, seconds)
 
 
 async def timers(workflows: int, seconds: float) -> dict[str, Any]:

@@ -45,7 +45,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
 from temporalio.worker import PollerBehaviorAutoscaling, UnsandboxedWorkflowRunner, Worker
 
-from bench.stats import summary_ms
+from bench.stats import rates, summary_ms
 
 TASK_QUEUE = "bench"
 STEPS = 10
@@ -186,14 +186,7 @@ async def throughput(client: Client, workflow_run: Any, workflows: int, tag: str
     )
     await asyncio.gather(*(handle.result() for handle in handles))
     span = time.perf_counter() - began
-    result = {
-        "workflows": workflows,
-        "steps": STEPS,
-        "seconds": round(span, 3),
-        "workflows_per_s": round(workflows / span, 1),
-        "steps_per_s": round(workflows * STEPS / span, 1),
-        "per_step_ms": round(span * 1000 / (workflows * STEPS), 3),
-    }
+    result = rates(workflows, STEPS, span)
     progress(f"throughput {tag}: {result['steps_per_s']:.0f} steps/s in {span:.1f} s")
     return result
 
