@@ -251,7 +251,10 @@ def test_a_takeover_is_traced_and_counted(
     otlp_receiver.wait_for_metric(
         "perdure.fence.rejections", lambda n: n >= 1, WAIT, "a stale-fence rejection"
     )
-    assert otlp_receiver.latest("perdure.lease.expirations", "perdure-scheduler") == 1
+    expirations = otlp_receiver.wait_for_metric(
+        "perdure.lease.expirations", lambda n: n >= 1, WAIT, "the expiry", "perdure-scheduler"
+    )
+    assert expirations == 1
     spans = otlp_receiver.wait_for_spans(
         lambda spans: bool(of_workflow(spans, "perdure.lease.expire", "fence-1")),
         WAIT,
@@ -342,12 +345,20 @@ def test_metrics_add_up_after_a_scripted_run(
     assert otlp_receiver.latest_count("perdure.step.duration", where=five) == attempts
     failed_charge = {"perdure.step.name": "charge", "perdure.step.outcome": "failed"}
     assert otlp_receiver.latest("perdure.step.attempts", where=failed_charge) == 1
-    assert otlp_receiver.latest_count("perdure.task.schedule_to_start") >= 7
-    assert (
-        otlp_receiver.latest_count(
-            "perdure.journal.write.duration", where={"perdure.journal.operation": "step_completed"}
-        )
-        >= 25 + 3 + 1
+    # Other processes export on their own schedule: wait for their figures too.
+    wait_until(
+        lambda: otlp_receiver.latest_count("perdure.task.schedule_to_start") >= 7,
+        WAIT,
+        "7 grants measured",
+    )
+    step_writes = {"perdure.journal.operation": "step_completed"}
+    wait_until(
+        lambda: (
+            otlp_receiver.latest_count("perdure.journal.write.duration", where=step_writes)
+            >= 25 + 3 + 1
+        ),
+        WAIT,
+        "the step writes measured",
     )
     assert otlp_receiver.latest("perdure.worker.streams", "perdure-scheduler") == 1
     assert {p.protocol for p in otlp_receiver.metric_points("perdure.workflow.started")} == {"http"}
