@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 from collections.abc import Sequence
 
 import grpc
+import uvloop
 
 from perdure.api.workflow.v1 import workflow_service_pb2, workflow_service_pb2_grpc
 from perdure.common.flags import add_address_flag, add_listen_flag
@@ -59,7 +59,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     """Run the gateway."""
     args = parse_args(argv)
     with telemetry_for("perdure-gateway"):
-        asyncio.run(run(args))
+        uvloop.run(run(args))
 
 
 if __name__ == "__main__":

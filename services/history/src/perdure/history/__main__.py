@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 from collections.abc import Sequence
 
 import grpc
+import uvloop
 
 from perdure.api.worker.v1 import journal_service_pb2, journal_service_pb2_grpc
 from perdure.common.db import instrument_database, open_migrated_pool
@@ -74,7 +74,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     """Run the history service."""
     args = parse_args(argv)
     with telemetry_for("perdure-history", on_enabled=instrument_database):
-        asyncio.run(run(args))
+        uvloop.run(run(args))
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ import os
 from collections.abc import Sequence
 
 import grpc
+import uvloop
 
 from perdure.api.worker.v1 import task_service_pb2, task_service_pb2_grpc
 from perdure.common.db import instrument_database, open_migrated_pool
@@ -78,7 +79,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     """Run the scheduler service."""
     args = parse_args(argv)
     with telemetry_for("perdure-scheduler", on_enabled=instrument_database):
-        asyncio.run(run(args))
+        uvloop.run(run(args))
 
 
 if __name__ == "__main__":
