@@ -122,6 +122,7 @@ class Journal:
         async with self._pool.connection() as conn:
             created = await self._create(conn, workflow_id, workflow_type, task_queue, input_value)
             if created:
+                _count_started(workflow_type)
                 return True, "RUNNING"
             existing = await self._require(conn, workflow_id)
         mismatch = [
@@ -163,6 +164,8 @@ class Journal:
             started = await self._create(conn, workflow_id, workflow_type, task_queue, input_value)
             accepted = await self._signal(conn, workflow_id, name, payload, signal_id)
         self._on_scheduled()  # again, now that the transaction has committed
+        if started:
+            _count_started(workflow_type)  # counted once committed: started = closed + open
         return started, accepted
 
     async def cancel(self, workflow_id: str, reason: str) -> None:
@@ -393,7 +396,6 @@ class Journal:
             created = await store.fetch_one(conn, store.START_WORKFLOW, params)
         if created is None:
             return False
-        WORKFLOWS_STARTED.add(1, {"perdure.workflow.type": workflow_type})
         self._on_scheduled()
         return True
 
@@ -496,6 +498,10 @@ def _link_workflow(span: trace.Span, appended: Row) -> None:
     """Link a request's span (in its caller's trace) to the trace of the workflow it reached."""
     for link in links_to(appended["workflow_trace_context"] or {}):
         span.add_link(link.context, {"perdure.link": "workflow"})
+
+
+def _count_started(workflow_type: str) -> None:
+    WORKFLOWS_STARTED.add(1, {"perdure.workflow.type": workflow_type})
 
 
 def _count_closed(row: Row, status: str) -> None:

@@ -69,13 +69,12 @@ RETURNING {WORKFLOW_COLUMNS}, now() AS db_now, {_PROGRESS}
 """
 
 # Every journal append is one statement: an UPDATE of the run (`appended`, which must return
-# workflow_id, workflow_type, task_queue, event_count and cancel_requested) reserves the next
+# workflow_id, workflow_type, task_queue, event_count, cancel_requested and, for the statements
+# of requests from outside the run, trace_context) reserves the next
 # event id, and the INSERT below writes the event from it. When the UPDATE matches no row (a
 # stale fence, a closed run) nothing is written; a step id, position or signal id already
 # taken raises UniqueViolation and the whole statement, the UPDATE included, is undone.
-_APPENDED_COLUMNS = (
-    "workflow_id, workflow_type, task_queue, event_count, cancel_requested, trace_context"
-)
+_APPENDED_COLUMNS = "workflow_id, workflow_type, task_queue, event_count, cancel_requested"
 _INSERT_EVENT = """, inserted AS (
     INSERT INTO history.events (workflow_id, event_id, event_type, fence, step_id, step_name,
                                 position, attempt, payload, failure, due_at, name, signal_id,
@@ -95,18 +94,22 @@ _SCHEDULE = """, scheduled AS (
     WHERE %(wake)s::boolean
 )"""
 _RESULT = """
-SELECT inserted.event_id, inserted.due_at, appended.cancel_requested, appended.workflow_type,
-       appended.trace_context AS workflow_trace_context
-FROM inserted, appended
+SELECT inserted.event_id, inserted.due_at, appended.cancel_requested, appended.workflow_type
 """
+# A request from outside the run (a signal, a cancel) links its span to the run's trace. The
+# worker's records, every step of every run, do without the column.
+_LINKED_RESULT = ", appended.trace_context AS workflow_trace_context"
 
 
-def _append(update: str, *, schedule: bool = False) -> str:
+def _append(update: str, *, schedule: bool = False, linked: bool = False) -> str:
+    returning = _APPENDED_COLUMNS + (", trace_context" if linked else "")
     return (
-        f"WITH appended AS ({update} RETURNING {_APPENDED_COLUMNS})"
+        f"WITH appended AS ({update} RETURNING {returning})"
         + _INSERT_EVENT
         + (_SCHEDULE if schedule else "")
         + _RESULT
+        + (_LINKED_RESULT if linked else "")
+        + " FROM inserted, appended"
     )
 
 
@@ -143,6 +146,7 @@ SIGNAL = _append(
     f"""UPDATE history.workflows SET event_count = event_count + 1, updated_at = now()
     {_OPEN_RUN}""",
     schedule=True,
+    linked=True,
 )
 
 REQUEST_CANCEL = _append(
@@ -150,6 +154,7 @@ REQUEST_CANCEL = _append(
     SET event_count = event_count + 1, updated_at = now(), cancel_requested = true
     {_OPEN_RUN} AND NOT cancel_requested""",
     schedule=True,
+    linked=True,
 )
 
 TERMINATE = _append(

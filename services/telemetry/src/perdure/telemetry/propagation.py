@@ -28,20 +28,20 @@ def context_from(carrier: Mapping[str, str]) -> Context:
     return propagate.extract(dict(carrier))
 
 
+def _span_context(carrier: Mapping[str, str]) -> trace.SpanContext:
+    return trace.get_current_span(context_from(carrier)).get_span_context()
+
+
 def trace_id_of(carrier: Mapping[str, str]) -> str:
     """The trace id (32 hex digits) a carrier names, or ""."""
-    span_context = trace.get_current_span(context_from(carrier)).get_span_context()
+    span_context = _span_context(carrier)
     return trace.format_trace_id(span_context.trace_id) if span_context.is_valid else ""
 
 
 def links_to(*carriers: Mapping[str, str]) -> list[trace.Link]:
     """Links to the spans the carriers name, skipping empty ones."""
-    links = []
-    for carrier in carriers:
-        span_context = trace.get_current_span(context_from(carrier)).get_span_context()
-        if span_context.is_valid:
-            links.append(trace.Link(span_context))
-    return links
+    contexts = [_span_context(carrier) for carrier in carriers]
+    return [trace.Link(context) for context in contexts if context.is_valid]
 
 
 @contextmanager
