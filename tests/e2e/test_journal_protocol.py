@@ -96,3 +96,30 @@ def test_unknown_workflows_are_not_found(journal: jgrpc.JournalServiceStub) -> N
         journal.LoadJournal(jpb.LoadJournalRequest(workflow_id="nope", fence=1), timeout=30)
     assert caught.value.code() == grpc.StatusCode.NOT_FOUND
     assert error_reason(caught.value) == "WORKFLOW_NOT_FOUND"
+
+
+def test_a_session_answers_calls_by_id_with_the_unary_methods_answers(
+    journal: jgrpc.JournalServiceStub,
+) -> None:
+    """Several calls on one Session stream: answered by id, errors as SessionError."""
+    loaded = jpb.SessionRequest(
+        id=7, load_journal=jpb.LoadJournalRequest(workflow_id="raw-1", fence=3)
+    )
+    recorded = jpb.SessionRequest(id=8, record_step=step(3, "a", 0, "one"))
+    stale = jpb.SessionRequest(id=9, record_step=step(2, "b", 1, "two"))
+    empty = jpb.SessionRequest(id=10)
+    # The load must land first: the record and the stale write depend on its fence mark.
+    first = next(journal.Session(iter([loaded]), timeout=30))
+    assert first.id == 7 and first.load_journal.workflow.fence == 3
+    answers = {a.id: a for a in journal.Session(iter([recorded, stale, empty]), timeout=30)}
+    assert set(answers) == {8, 9, 10}
+    assert answers[8].record_step.event_id == 2
+    assert (answers[9].error.code, answers[9].error.reason) == (
+        grpc.StatusCode.FAILED_PRECONDITION.value[0],
+        "STALE_FENCE",
+    )
+    assert answers[10].error.code == grpc.StatusCode.INVALID_ARGUMENT.value[0]
+    assert "needs one call" in answers[10].error.message
+    # What the session wrote is what a unary load sees.
+    reloaded = journal.LoadJournal(jpb.LoadJournalRequest(workflow_id="raw-1", fence=4))
+    assert [e.step_id for e in reloaded.events if e.step_id] == ["a"]

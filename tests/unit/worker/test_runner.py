@@ -9,12 +9,12 @@ import pytest
 
 from perdure.api.worker.v1 import journal_service_pb2 as jpb
 from perdure.api.workflow.v1 import workflow_pb2 as wf
-from perdure.common.errors import ApiError
 from perdure.worker import WorkflowContext
 from perdure.worker._context import JournalClient
 from perdure.worker._errors import JournalUnavailableError, LeaseLostError
 from perdure.worker._payload import to_value
 from perdure.worker._runner import _execute
+from perdure.worker._session import JournalCallError
 from tests.unit.worker.fake_journal import FakeJournal, make_context
 
 
@@ -104,38 +104,38 @@ async def test_a_non_finite_result_is_a_failure_not_a_result() -> None:
     assert outcome == "failure"
 
 
-class FailingStub:
-    """A JournalService stub whose calls fail with a given status."""
+class FailingSession:
+    """A journal session whose calls fail with a given status."""
 
-    def __init__(self, error: grpc.aio.AioRpcError) -> None:
+    def __init__(self, error: JournalCallError) -> None:
         self.error = error
 
-    async def RecordStep(self, request: object, **options: object) -> None:
+    async def call(self, request: object, timeout: float) -> None:  # noqa: ASYNC109
         raise self.error
-
-
-def rpc_error(code: grpc.StatusCode, reason: str = "") -> grpc.aio.AioRpcError:
-    trailing = grpc.aio.Metadata()
-    if reason:
-        trailing = grpc.aio.Metadata(*ApiError(code, reason, "x").to_status().trailing_metadata)
-    return grpc.aio.AioRpcError(code, grpc.aio.Metadata(), trailing, "details")
 
 
 @pytest.mark.parametrize(
     ("error", "expected"),
     [
-        (rpc_error(grpc.StatusCode.UNAVAILABLE), JournalUnavailableError),
-        (rpc_error(grpc.StatusCode.FAILED_PRECONDITION, "STALE_FENCE"), LeaseLostError),
-        (rpc_error(grpc.StatusCode.FAILED_PRECONDITION, "WORKFLOW_CLOSED"), LeaseLostError),
-        (rpc_error(grpc.StatusCode.FAILED_PRECONDITION, "STEP_CONFLICT"), JournalUnavailableError),
+        (JournalCallError(grpc.StatusCode.UNAVAILABLE, "x"), JournalUnavailableError),
+        (
+            JournalCallError(grpc.StatusCode.FAILED_PRECONDITION, "x", "STALE_FENCE"),
+            LeaseLostError,
+        ),
+        (
+            JournalCallError(grpc.StatusCode.FAILED_PRECONDITION, "x", "WORKFLOW_CLOSED"),
+            LeaseLostError,
+        ),
+        (
+            JournalCallError(grpc.StatusCode.FAILED_PRECONDITION, "x", "STEP_CONFLICT"),
+            JournalUnavailableError,
+        ),
     ],
     ids=["unavailable", "stale-fence", "closed", "conflict"],
 )
 async def test_journal_errors_become_interruptions_not_workflow_errors(
-    error: grpc.aio.AioRpcError, expected: type[BaseException]
+    error: JournalCallError, expected: type[BaseException]
 ) -> None:
-    client = JournalClient(cast(Any, FailingStub(error)), "wf-1", 3)
+    client = JournalClient(cast(Any, FailingSession(error)), "wf-1", 3)
     with pytest.raises(expected):
-        await client.call(
-            client.stub.RecordStep, jpb.RecordStepRequest(workflow_id="wf-1", fence=3)
-        )
+        await client.call(jpb.RecordStepRequest(workflow_id="wf-1", fence=3))

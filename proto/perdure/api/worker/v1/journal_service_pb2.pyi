@@ -229,3 +229,72 @@ class FinishWorkflowResponse(_message.Message):
     STATUS_FIELD_NUMBER: _ClassVar[int]
     status: _workflow_pb2.WorkflowStatus
     def __init__(self, status: _Optional[_Union[_workflow_pb2.WorkflowStatus, str]] = ...) -> None: ...
+
+class SessionRequest(_message.Message):
+    __slots__ = ("id", "trace_context", "load_journal", "record_step", "finish_workflow", "start_timer", "consume_signals", "set_state", "record_cancellation", "record_heartbeat", "suspend_workflow")
+    class TraceContextEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    ID_FIELD_NUMBER: _ClassVar[int]
+    TRACE_CONTEXT_FIELD_NUMBER: _ClassVar[int]
+    LOAD_JOURNAL_FIELD_NUMBER: _ClassVar[int]
+    RECORD_STEP_FIELD_NUMBER: _ClassVar[int]
+    FINISH_WORKFLOW_FIELD_NUMBER: _ClassVar[int]
+    START_TIMER_FIELD_NUMBER: _ClassVar[int]
+    CONSUME_SIGNALS_FIELD_NUMBER: _ClassVar[int]
+    SET_STATE_FIELD_NUMBER: _ClassVar[int]
+    RECORD_CANCELLATION_FIELD_NUMBER: _ClassVar[int]
+    RECORD_HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
+    SUSPEND_WORKFLOW_FIELD_NUMBER: _ClassVar[int]
+    id: int
+    trace_context: _containers.ScalarMap[str, str]
+    load_journal: LoadJournalRequest
+    record_step: RecordStepRequest
+    finish_workflow: FinishWorkflowRequest
+    start_timer: StartTimerRequest
+    consume_signals: ConsumeSignalsRequest
+    set_state: SetStateRequest
+    record_cancellation: RecordCancellationRequest
+    record_heartbeat: RecordHeartbeatRequest
+    suspend_workflow: SuspendWorkflowRequest
+    def __init__(self, id: _Optional[int] = ..., trace_context: _Optional[_Mapping[str, str]] = ..., load_journal: _Optional[_Union[LoadJournalRequest, _Mapping]] = ..., record_step: _Optional[_Union[RecordStepRequest, _Mapping]] = ..., finish_workflow: _Optional[_Union[FinishWorkflowRequest, _Mapping]] = ..., start_timer: _Optional[_Union[StartTimerRequest, _Mapping]] = ..., consume_signals: _Optional[_Union[ConsumeSignalsRequest, _Mapping]] = ..., set_state: _Optional[_Union[SetStateRequest, _Mapping]] = ..., record_cancellation: _Optional[_Union[RecordCancellationRequest, _Mapping]] = ..., record_heartbeat: _Optional[_Union[RecordHeartbeatRequest, _Mapping]] = ..., suspend_workflow: _Optional[_Union[SuspendWorkflowRequest, _Mapping]] = ...) -> None: ...
+
+class SessionResponse(_message.Message):
+    __slots__ = ("id", "error", "load_journal", "record_step", "finish_workflow", "start_timer", "consume_signals", "set_state", "record_cancellation", "record_heartbeat", "suspend_workflow")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    LOAD_JOURNAL_FIELD_NUMBER: _ClassVar[int]
+    RECORD_STEP_FIELD_NUMBER: _ClassVar[int]
+    FINISH_WORKFLOW_FIELD_NUMBER: _ClassVar[int]
+    START_TIMER_FIELD_NUMBER: _ClassVar[int]
+    CONSUME_SIGNALS_FIELD_NUMBER: _ClassVar[int]
+    SET_STATE_FIELD_NUMBER: _ClassVar[int]
+    RECORD_CANCELLATION_FIELD_NUMBER: _ClassVar[int]
+    RECORD_HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
+    SUSPEND_WORKFLOW_FIELD_NUMBER: _ClassVar[int]
+    id: int
+    error: SessionError
+    load_journal: LoadJournalResponse
+    record_step: RecordStepResponse
+    finish_workflow: FinishWorkflowResponse
+    start_timer: StartTimerResponse
+    consume_signals: ConsumeSignalsResponse
+    set_state: SetStateResponse
+    record_cancellation: RecordCancellationResponse
+    record_heartbeat: RecordHeartbeatResponse
+    suspend_workflow: SuspendWorkflowResponse
+    def __init__(self, id: _Optional[int] = ..., error: _Optional[_Union[SessionError, _Mapping]] = ..., load_journal: _Optional[_Union[LoadJournalResponse, _Mapping]] = ..., record_step: _Optional[_Union[RecordStepResponse, _Mapping]] = ..., finish_workflow: _Optional[_Union[FinishWorkflowResponse, _Mapping]] = ..., start_timer: _Optional[_Union[StartTimerResponse, _Mapping]] = ..., consume_signals: _Optional[_Union[ConsumeSignalsResponse, _Mapping]] = ..., set_state: _Optional[_Union[SetStateResponse, _Mapping]] = ..., record_cancellation: _Optional[_Union[RecordCancellationResponse, _Mapping]] = ..., record_heartbeat: _Optional[_Union[RecordHeartbeatResponse, _Mapping]] = ..., suspend_workflow: _Optional[_Union[SuspendWorkflowResponse, _Mapping]] = ...) -> None: ...
+
+class SessionError(_message.Message):
+    __slots__ = ("code", "message", "reason")
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    code: int
+    message: str
+    reason: str
+    def __init__(self, code: _Optional[int] = ..., message: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...

@@ -82,6 +82,11 @@ class JournalServiceStub:
                 request_serializer=perdure_dot_api_dot_worker_dot_v1_dot_journal__service__pb2.SuspendWorkflowRequest.SerializeToString,
                 response_deserializer=perdure_dot_api_dot_worker_dot_v1_dot_journal__service__pb2.SuspendWorkflowResponse.FromString,
                 _registered_method=True)
+        self.Session = channel.stream_stream(
+                '/perdure.api.worker.v1.JournalService/Session',
+                request_serializer=perdure_dot_api_dot_worker_dot_v1_dot_journal__service__pb2.SessionRequest.SerializeToString,
+                response_deserializer=perdure_dot_api_dot_worker_dot_v1_dot_journal__service__pb2.SessionResponse.FromString,
+                _registered_method=True)
 
 
 class JournalServiceServicer:
@@ -166,6 +171,17 @@ class JournalServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Session(self, request_iterator, context):
+        """Any number of the calls above on one long-lived stream, answered as they complete and
+        matched by id: the same requests, answers and errors as the unary methods, for a fraction
+        of a unary call's cost per call. A worker opens one per process and sends every journal
+        call of every lease on it. Calls are idempotent: those unanswered when a stream breaks
+        may be sent again on a new one.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_JournalServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -213,6 +229,11 @@ def add_JournalServiceServicer_to_server(servicer, server):
                     servicer.SuspendWorkflow,
                     request_deserializer=perdure_dot_api_dot_worker_dot_v1_dot_journal__service__pb2.SuspendWorkflowRequest.FromString,
                     response_serializer=perdure_dot_api_dot_worker_dot_v1_dot_journal__service__pb2.SuspendWorkflowResponse.SerializeToString,
+            ),
+            'Session': grpc.stream_stream_rpc_method_handler(
+                    servicer.Session,
+                    request_deserializer=perdure_dot_api_dot_worker_dot_v1_dot_journal__service__pb2.SessionRequest.FromString,
+                    response_serializer=perdure_dot_api_dot_worker_dot_v1_dot_journal__service__pb2.SessionResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -461,6 +482,33 @@ class JournalService:
             '/perdure.api.worker.v1.JournalService/SuspendWorkflow',
             perdure_dot_api_dot_worker_dot_v1_dot_journal__service__pb2.SuspendWorkflowRequest.SerializeToString,
             perdure_dot_api_dot_worker_dot_v1_dot_journal__service__pb2.SuspendWorkflowResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Session(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/perdure.api.worker.v1.JournalService/Session',
+            perdure_dot_api_dot_worker_dot_v1_dot_journal__service__pb2.SessionRequest.SerializeToString,
+            perdure_dot_api_dot_worker_dot_v1_dot_journal__service__pb2.SessionResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -36,19 +36,19 @@ async def run(args: argparse.Namespace) -> None:
     channel = aio_channel(args.scheduler)
     relay = OutboxRelay(pool, scheduler_service_pb2_grpc.SchedulerServiceStub(channel))
     journal = Journal(pool, relay.notify)
+    journal_servicer = JournalServicer(journal)
 
     def register(server: grpc.aio.Server) -> None:
         history_service_pb2_grpc.add_HistoryServiceServicer_to_server(
             HistoryServicer(journal), server
         )
-        journal_service_pb2_grpc.add_JournalServiceServicer_to_server(
-            JournalServicer(journal), server
-        )
+        journal_service_pb2_grpc.add_JournalServiceServicer_to_server(journal_servicer, server)
 
     async def started() -> None:
         relay.start()
 
     async def stopping() -> None:
+        journal_servicer.close_sessions()  # workers' long-lived streams would hold the stop
         await relay.stop()
 
     try:

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
+import inspect
+import logging
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
 import grpc
+from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from perdure.api.worker.v1 import journal_service_pb2 as jpb
 from perdure.api.worker.v1 import journal_service_pb2_grpc as jgrpc
@@ -18,8 +23,13 @@ from perdure.history.convert import failure_to_dict
 from perdure.history.journal import Call, Journal
 from perdure.internal.history.v1 import history_service_pb2 as hpb
 from perdure.internal.history.v1 import history_service_pb2_grpc as hgrpc
+from perdure.telemetry.propagation import context_from
+from perdure.telemetry.rpc import multiplexed_call_span
+
+log = logging.getLogger(__name__)
 
 Context = grpc.aio.ServicerContext[Any, Any]
+JOURNAL_SERVICE = "perdure.api.worker.v1.JournalService"
 MAX_KEY_LENGTH = 200
 
 
@@ -189,6 +199,13 @@ class JournalServicer(jgrpc.JournalServiceServicer):
 
     def __init__(self, journal: Journal) -> None:
         self._journal = journal
+        self._session_readers: set[asyncio.Task[None]] = set()
+
+    def close_sessions(self) -> None:
+        """Stop taking calls on open sessions; each ends once its calls taken are answered.
+        Workers send what is left on a new stream (to another replica, or after a restart)."""
+        for reader in self._session_readers:
+            reader.cancel()
 
     @errors.unary
     async def LoadJournal(
@@ -364,3 +381,66 @@ class JournalServicer(jgrpc.JournalServiceServicer):
         )
         status = await self._journal.finish(request.workflow_id, request.fence, outcome, value)
         return jpb.FinishWorkflowResponse(status=f"WORKFLOW_STATUS_{status}")
+
+    async def Session(
+        self, request_iterator: Any, context: Context
+    ) -> AsyncIterator[jpb.SessionResponse]:
+        """The calls above on one stream: each runs as its unary method, concurrently with
+        the others, and is answered as soon as it completes."""
+        answers: asyncio.Queue[jpb.SessionResponse | None] = asyncio.Queue()
+        calls: set[asyncio.Task[None]] = set()
+
+        async def answer(request: jpb.SessionRequest) -> None:
+            answers.put_nowait(await self._answer(request, context))
+
+        async def read() -> None:
+            try:
+                while (request := await context.read()) is not grpc.aio.EOF:
+                    call = asyncio.create_task(answer(request))
+                    calls.add(call)
+                    call.add_done_callback(calls.discard)
+            except asyncio.CancelledError:
+                pass  # closing: answer the calls taken, then end the stream
+            if calls:
+                await asyncio.wait(set(calls))
+            answers.put_nowait(None)
+
+        reader = asyncio.create_task(read())
+        self._session_readers.add(reader)
+        reader.add_done_callback(self._session_readers.discard)
+        try:
+            while (response := await answers.get()) is not None:
+                yield response
+        finally:
+            reader.cancel()
+            for call in calls:
+                call.cancel()
+
+    async def _answer(self, request: jpb.SessionRequest, context: Context) -> jpb.SessionResponse:
+        response = jpb.SessionResponse(id=request.id)
+        field = request.WhichOneof("call")
+        if field is None:
+            error = errors.invalid_argument("a session request needs one call, e.g. record_step")
+            response.error.CopyFrom(_session_error(error))
+            return response
+        call = getattr(request, field)
+        method = call.DESCRIPTOR.name.removesuffix("Request")
+        # The unary method without its status mapping: errors are answered on the stream.
+        handler = inspect.unwrap(getattr(JournalServicer, method))
+        parent = context_from(request.trace_context)
+        with multiplexed_call_span(JOURNAL_SERVICE, method, SpanKind.SERVER, parent) as span:
+            try:
+                getattr(response, field).CopyFrom(await handler(self, call, context))
+            except errors.ApiError as error:
+                response.error.CopyFrom(_session_error(error))
+            except Exception as error:
+                log.exception("journal call %s failed", method)
+                unknown = errors.ApiError(grpc.StatusCode.UNKNOWN, "", f"{method} failed: {error}")
+                response.error.CopyFrom(_session_error(unknown))
+            if response.HasField("error"):
+                span.set_status(Status(StatusCode.ERROR, response.error.message))
+        return response
+
+
+def _session_error(error: errors.ApiError) -> jpb.SessionError:
+    return jpb.SessionError(code=error.code.value[0], message=error.message, reason=error.reason)

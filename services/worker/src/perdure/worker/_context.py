@@ -20,7 +20,6 @@ from opentelemetry import trace
 from opentelemetry.util.types import AttributeValue
 
 from perdure.api.worker.v1 import journal_service_pb2 as jpb
-from perdure.api.worker.v1 import journal_service_pb2_grpc as jgrpc
 from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.telemetry.propagation import links_to
 from perdure.worker._errors import (
@@ -34,7 +33,7 @@ from perdure.worker._errors import (
 )
 from perdure.worker._payload import failure_from, from_value, to_value
 from perdure.worker._retry import NO_RETRY, RetryPolicy
-from perdure.worker._rpc import error_reason
+from perdure.worker._session import JournalCallError, JournalSession
 from perdure.worker._telemetry import step_attempt_ended, tracer
 
 log = logging.getLogger("perdure.worker")
@@ -100,27 +99,27 @@ def _wait(kind: wf.WaitKind, name: str, until: datetime | None) -> Suspended:
 class JournalClient:
     """The journal calls of one lease; a stale fence becomes LeaseLostError."""
 
-    def __init__(self, stub: jgrpc.JournalServiceStub, workflow_id: str, fence: int) -> None:
-        self.stub = stub
+    def __init__(self, session: JournalSession, workflow_id: str, fence: int) -> None:
+        self.session = session
         self.workflow_id = workflow_id
         self.fence = fence
 
-    async def call(self, method: Callable[..., Any], request: Any) -> Any:
-        """Call a JournalService method of `stub` with this lease's request."""
+    async def call(self, request: Any) -> Any:
+        """Send a JournalService request of this lease; return its response."""
         try:
-            return await method(request, timeout=JOURNAL_TIMEOUT)
-        except grpc.aio.AioRpcError as error:
-            if error.code() == grpc.StatusCode.FAILED_PRECONDITION and error_reason(error) in (
+            return await self.session.call(request, JOURNAL_TIMEOUT)
+        except JournalCallError as error:
+            if error.code == grpc.StatusCode.FAILED_PRECONDITION and error.reason in (
                 "STALE_FENCE",
                 "WORKFLOW_CLOSED",
             ):
-                raise LeaseLostError(error.details() or "stale fence") from None
-            raise JournalUnavailableError(f"{error.code().name}: {error.details()}") from error
+                raise LeaseLostError(error.message or "stale fence") from None
+            raise JournalUnavailableError(str(error)) from error
 
     async def load(self) -> jpb.LoadJournalResponse:
         """Load the journal, fencing out every earlier holder."""
         request = jpb.LoadJournalRequest(workflow_id=self.workflow_id, fence=self.fence)
-        loaded: jpb.LoadJournalResponse = await self.call(self.stub.LoadJournal, request)
+        loaded: jpb.LoadJournalResponse = await self.call(request)
         return loaded
 
 
@@ -256,7 +255,7 @@ class WorkflowContext:
             return from_value(taken[0].payload)
         if deadline is not None and deadline <= self._now:
             request = jpb.ConsumeSignalsRequest(signal_name=name, timed_out=True, **call.ref())
-            await self._record(self._journal.stub.ConsumeSignals, request)
+            await self._record(request)
             raise SignalTimeoutError(f"no signal {name!r} within {timeout}s")
         raise _wait(wf.WAIT_KIND_SIGNAL, name, deadline)
 
@@ -279,7 +278,7 @@ class WorkflowContext:
         call = await self._begin(f"$state:{key}")
         if call.recorded is None:
             request = jpb.SetStateRequest(key=key, value=to_value(value), **call.ref())
-            await self._record(self._journal.stub.SetState, request)
+            await self._record(request)
 
     def heartbeat(self, details: Any = None) -> None:
         """From inside a running step (sync or async): record progress `details` (JSON). The
@@ -317,7 +316,7 @@ class WorkflowContext:
             return call
         if self._cancel_requested and not self._cancel_delivered:
             request = jpb.RecordCancellationRequest(**call.ref())
-            await self._record(self._journal.stub.RecordCancellation, request)
+            await self._record(request)
             self._cancel_delivered = True
             raise self._cancellation()
         return call
@@ -326,11 +325,11 @@ class WorkflowContext:
         reason = f": {self._cancel_reason}" if self._cancel_reason else ""
         return WorkflowCancelledError(f"workflow {self.workflow_id!r} was cancelled{reason}")
 
-    async def _record(self, method: Callable[..., Any], request: Any) -> Any:
+    async def _record(self, request: Any) -> Any:
         """Send a record of this lease; note a cancel request the answer reports."""
         request.workflow_id = self.workflow_id
         request.fence = self.fence
-        response = await self._journal.call(method, request)
+        response = await self._journal.call(request)
         if getattr(response, "cancel_requested", False):
             self._cancel_requested = True
         return response
@@ -346,7 +345,7 @@ class WorkflowContext:
             request.fire_time.FromDatetime(until)
         else:
             request.delay.FromTimedelta(timedelta(seconds=delay or 0))
-        started: jpb.StartTimerResponse = await self._record(self._journal.stub.StartTimer, request)
+        started: jpb.StartTimerResponse = await self._record(request)
         return call, started.fire_time.ToDatetime(tzinfo=UTC)
 
     async def _sleep(self, call: _Call, fire: datetime) -> None:
@@ -384,7 +383,7 @@ class WorkflowContext:
             links=links_to(*(event.trace_context for event in taken)),
             attributes={"perdure.signal.name": name, "perdure.signal.count": len(taken)},
         ):
-            await self._record(self._journal.stub.ConsumeSignals, request)
+            await self._record(request)
 
     async def _durable(
         self,
@@ -458,7 +457,7 @@ class WorkflowContext:
                 if announce is not None:
                     announce.cancel()
             request.output.CopyFrom(encoded)
-            await self._record(self._journal.stub.RecordStep, request)
+            await self._record(request)
             step_attempt_ended(span, self.workflow_type, name, time.perf_counter() - started)
         # Return the decoded JSON, exactly what a replay will return (tuples become lists).
         return from_value(encoded)
@@ -477,9 +476,7 @@ class WorkflowContext:
         request.failure.CopyFrom(failure_from(error))
         if retry.retries(error, request.attempt):
             request.retry_delay.FromTimedelta(timedelta(seconds=retry.delay(request.attempt)))
-            answer: jpb.RecordStepResponse = await self._record(
-                self._journal.stub.RecordStep, request
-            )
+            answer: jpb.RecordStepResponse = await self._record(request)
             retry_at = answer.retry_time.ToDatetime(tzinfo=UTC)
             step_attempt_ended(span, self.workflow_type, call.name, seconds, error, retry_at)
             log.warning(
@@ -491,7 +488,7 @@ class WorkflowContext:
                 retry_at.isoformat(),
             )
             raise _wait(wf.WAIT_KIND_RETRY, call.step_id, retry_at) from error
-        await self._record(self._journal.stub.RecordStep, request)
+        await self._record(request)
         step_attempt_ended(span, self.workflow_type, call.name, seconds, error)
         raise StepFailedError(call.step_id, request.failure) from error
 
@@ -515,7 +512,7 @@ class WorkflowContext:
                 step_id=step.step_id, attempt=step.attempt, details=details
             )
             try:
-                await self._record(self._journal.stub.RecordHeartbeat, request)
+                await self._record(request)
             except (LeaseLostError, JournalUnavailableError) as error:
                 # Progress is best effort; the step's own record decides.
                 log.warning("heartbeat of step %s not recorded: %s", step.step_id, error)

@@ -9,23 +9,23 @@ from opentelemetry import trace
 from opentelemetry.trace import Status, StatusCode
 
 from perdure.api.worker.v1 import journal_service_pb2 as jpb
-from perdure.api.worker.v1 import journal_service_pb2_grpc as jgrpc
 from perdure.api.worker.v1 import task_service_pb2 as tpb
 from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.worker._context import JournalClient, Suspended, WorkflowContext, call_workflow
 from perdure.worker._errors import NonDeterminismError, WorkflowCancelledError
 from perdure.worker._payload import failure_from, from_value, to_value
 from perdure.worker._registry import WorkflowFunction, workflow_retry
+from perdure.worker._session import JournalSession
 from perdure.worker._telemetry import trace_ended_wait, tracer, wait_attributes
 
 log = logging.getLogger("perdure.worker")
 
 
 async def run_task(
-    task: tpb.Task, journal_stub: jgrpc.JournalServiceStub, workflows: dict[str, WorkflowFunction]
+    task: tpb.Task, session: JournalSession, workflows: dict[str, WorkflowFunction]
 ) -> None:
     """Advance the task's workflow as far as it goes. Raises LeaseLostError if fenced out."""
-    journal = JournalClient(journal_stub, task.workflow_id, task.fence)
+    journal = JournalClient(session, task.workflow_id, task.fence)
     loaded = await journal.load()
     if loaded.workflow.status != wf.WORKFLOW_STATUS_RUNNING:
         return  # closed already: an extra dispatch after a crash; nothing to do
@@ -39,7 +39,7 @@ async def run_task(
                 f"this worker (it serves {', '.join(sorted(workflows))})",
             )
         )
-        await journal.call(journal.stub.FinishWorkflow, finish)
+        await journal.call(finish)
         return
     trace_ended_wait(loaded)
     ctx = WorkflowContext(loaded, journal, workflow_retry(fn))
@@ -56,7 +56,7 @@ async def run_task(
         request = jpb.SuspendWorkflowRequest(workflow_id=task.workflow_id, fence=task.fence)
         request.wait.CopyFrom(value)
         with tracer.start_as_current_span("perdure.suspend", attributes=wait):
-            await journal.call(journal.stub.SuspendWorkflow, request)
+            await journal.call(request)
         return
     if outcome == "result":
         finish.result.CopyFrom(value)
@@ -74,7 +74,7 @@ async def run_task(
             "exception", {"exception.type": value.type, "exception.message": value.message}
         )
         log.error("workflow %s parked: %s", task.workflow_id, value.message)
-    await journal.call(journal.stub.FinishWorkflow, finish)
+    await journal.call(finish)
 
 
 async def _execute(fn: WorkflowFunction, ctx: WorkflowContext, arg: Any) -> tuple[str, Any]:

@@ -23,6 +23,7 @@ from perdure.worker._errors import JournalUnavailableError, LeaseLostError
 from perdure.worker._registry import WorkflowFunction, workflow_name
 from perdure.worker._rpc import CHANNEL_OPTIONS
 from perdure.worker._runner import run_task
+from perdure.worker._session import JournalSession
 from perdure.worker._telemetry import tracer
 
 log = logging.getLogger("perdure.worker")
@@ -90,7 +91,7 @@ class Worker:
         """Serve until stopped, reconnecting to the scheduler whenever the stream breaks."""
         async with (
             aio_channel(self._scheduler_address, CHANNEL_OPTIONS) as tasks,
-            aio_channel(self._history_address, CHANNEL_OPTIONS) as journal,
+            aio_channel(self._history_address, CHANNEL_OPTIONS) as history,
         ):
             log.info(
                 "worker %s starting: queue %s, scheduler %s, history %s",
@@ -99,8 +100,9 @@ class Worker:
                 self._scheduler_address,
                 self._history_address,
             )
+            journal_session = JournalSession(jgrpc.JournalServiceStub(history))
             serving = asyncio.create_task(
-                self._serve(tgrpc.TaskServiceStub(tasks), jgrpc.JournalServiceStub(journal))
+                self._serve(tgrpc.TaskServiceStub(tasks), journal_session)
             )
             try:
                 await self._stopping.wait()
@@ -109,16 +111,15 @@ class Worker:
                 serving.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await serving
+                await journal_session.close()
             log.info("worker %s stopped", self.identity)
 
-    async def _serve(
-        self, task_stub: tgrpc.TaskServiceStub, journal_stub: jgrpc.JournalServiceStub
-    ) -> None:
+    async def _serve(self, task_stub: tgrpc.TaskServiceStub, journal: JournalSession) -> None:
         """Hold a session with the scheduler, reconnecting with backoff, until cancelled."""
         delay = 0.1
         while True:
             try:
-                await self._session(task_stub, journal_stub)
+                await self._session(task_stub, journal)
                 delay = 0.1
             except (grpc.aio.AioRpcError, _StreamClosedError) as error:
                 reason = error.code().name if isinstance(error, grpc.aio.AioRpcError) else error
@@ -126,9 +127,7 @@ class Worker:
             await asyncio.sleep(delay)
             delay = min(delay * 2, RECONNECT_MAX_SECONDS)
 
-    async def _session(
-        self, task_stub: tgrpc.TaskServiceStub, journal_stub: jgrpc.JournalServiceStub
-    ) -> None:
+    async def _session(self, task_stub: tgrpc.TaskServiceStub, journal: JournalSession) -> None:
         call = task_stub.Connect(wait_for_ready=True)
         hello = tpb.Hello(
             identity=self.identity,
@@ -157,7 +156,7 @@ class Worker:
                     raise _StreamClosedError("the scheduler closed the stream")
                 kind = message.WhichOneof("message")
                 if kind == "task":
-                    self._start(message.task, journal_stub)
+                    self._start(message.task, journal)
                 elif kind == "lease_revoked":
                     lease = message.lease_revoked.lease
                     if self._leases.get(lease.workflow_id) == lease.fence:
@@ -174,13 +173,13 @@ class Worker:
             # Closing the stream hands unfinished leases back at once.
             call.cancel()
 
-    def _start(self, task: tpb.Task, journal_stub: jgrpc.JournalServiceStub) -> None:
+    def _start(self, task: tpb.Task, journal: JournalSession) -> None:
         self._leases[task.workflow_id] = task.fence
-        running = asyncio.create_task(self._run_one(task, journal_stub))
+        running = asyncio.create_task(self._run_one(task, journal))
         self._running.add(running)
         running.add_done_callback(self._running.discard)
 
-    async def _run_one(self, task: tpb.Task, journal_stub: jgrpc.JournalServiceStub) -> None:
+    async def _run_one(self, task: tpb.Task, journal: JournalSession) -> None:
         attributes: dict[str, AttributeValue] = {
             "perdure.workflow.id": task.workflow_id,
             "perdure.workflow.type": task.workflow_type,
@@ -194,7 +193,7 @@ class Worker:
         ) as span:
             log.info("running %s %s (fence %d)", task.workflow_type, task.workflow_id, task.fence)
             try:
-                await run_task(task, journal_stub, self._workflows)
+                await run_task(task, journal, self._workflows)
             except LeaseLostError as error:
                 _failed(span, error)
                 log.warning(
