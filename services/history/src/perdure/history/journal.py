@@ -18,6 +18,7 @@ from psycopg_pool import AsyncConnectionPool
 from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.common import errors
 from perdure.history import convert, store
+from perdure.history.group_commit import GroupCommit
 from perdure.history.metrics import (
     FENCE_REJECTIONS,
     WORKFLOWS_CLOSED,
@@ -112,6 +113,7 @@ class Journal:
     def __init__(self, pool: AsyncConnectionPool, on_scheduled: Callable[[], None]) -> None:
         self._pool = pool
         self._on_scheduled = on_scheduled  # wakes the outbox relay after a commit
+        self._records = GroupCommit(pool)  # the workers' records, many in one commit
 
     # -- the public API's calls ------------------------------------------------------------
 
@@ -438,13 +440,14 @@ class Journal:
         raise _closed(workflow_id, current["status"])
 
     async def _append(self, call: Call, params: dict[str, Any]) -> Appended:
-        async with self._pool.connection() as conn:
-            try:
-                with timed_write(params["event_type"].lower()):
-                    row = await store.fetch_one(conn, store.RECORD_EVENT, params)
-            except UniqueViolation:
+        try:
+            with timed_write(params["event_type"].lower()):
+                row = await self._records.append(params)
+        except UniqueViolation:
+            async with self._pool.connection() as conn:
                 return await self._existing_call(conn, call, params)
-            if row is None:
+        if row is None:
+            async with self._pool.connection() as conn:
                 raise await self._rejection(conn, call.workflow_id, call.fence)
         return Appended(row["event_id"], row["due_at"], row["cancel_requested"])
 

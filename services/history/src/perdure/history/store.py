@@ -122,6 +122,61 @@ RECORD_EVENT = _append(
     {_FENCED}"""
 )
 
+# Many workers' records in one statement and one commit (group commit): the same append as
+# RECORD_EVENT for each input row, at most one row per run. A row whose run matches no update
+# (a stale fence, a closed run) gets no result row. Any error undoes the whole statement.
+RECORD_EVENTS = f"""
+WITH input AS (
+    SELECT * FROM unnest(
+        %(workflow_id)s::text[], %(fence)s::bigint[], %(event_type)s::text[],
+        %(step_id)s::text[], %(step_name)s::text[], %(position)s::bigint[], %(attempt)s::int[],
+        %(payload)s::jsonb[], %(failure)s::jsonb[], %(due_at)s::timestamptz[],
+        %(due_in)s::float8[], %(name)s::text[], %(consumed)s::jsonb[],
+        %(started_at)s::timestamptz[]
+    ) WITH ORDINALITY AS i(workflow_id, fence, event_type, step_id, step_name, position,
+                           attempt, payload, failure, due_at, due_in, name, consumed,
+                           started_at, ord)
+), appended AS (
+    UPDATE history.workflows w
+    SET fence = i.fence, event_count = w.event_count + 1, updated_at = now()
+    FROM input i
+    WHERE w.workflow_id = i.workflow_id AND w.fence <= i.fence AND w.status IN {OPEN}
+    RETURNING i.ord, w.workflow_id, w.workflow_type, w.event_count, w.cancel_requested
+), inserted AS (
+    INSERT INTO history.events (workflow_id, event_id, event_type, fence, step_id, step_name,
+                                position, attempt, payload, failure, due_at, name, consumed,
+                                started_at)
+    SELECT a.workflow_id, a.event_count, i.event_type, i.fence, i.step_id, i.step_name,
+           i.position, i.attempt, i.payload, i.failure,
+           COALESCE(i.due_at, now() + make_interval(secs => i.due_in)), i.name,
+           CASE WHEN i.consumed IS NOT NULL
+                THEN ARRAY(SELECT jsonb_array_elements_text(i.consumed)::bigint) END,
+           i.started_at
+    FROM appended a JOIN input i USING (ord)
+    RETURNING workflow_id, event_id, due_at
+)
+SELECT a.ord, inserted.event_id, inserted.due_at, a.cancel_requested, a.workflow_type
+FROM appended a JOIN inserted
+  ON inserted.workflow_id = a.workflow_id AND inserted.event_id = a.event_count
+"""
+# The columns of RECORD_EVENTS's arrays, one element per record.
+RECORD_EVENTS_COLUMNS = (
+    "workflow_id",
+    "fence",
+    "event_type",
+    "step_id",
+    "step_name",
+    "position",
+    "attempt",
+    "payload",
+    "failure",
+    "due_at",
+    "due_in",
+    "name",
+    "consumed",
+    "started_at",
+)
+
 SUSPEND = _append(
     f"""UPDATE history.workflows
     SET fence = %(fence)s, event_count = event_count + 1, updated_at = now(),

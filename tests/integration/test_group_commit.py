@@ -1,0 +1,130 @@
+"""History's group commit against a real PostgreSQL: records arriving together are written in
+one statement, each gets the answer it would get alone, and one bad record spoils no other."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg.errors import UniqueViolation
+from psycopg_pool import AsyncConnectionPool
+
+from perdure.common.migrate import apply_migrations
+from perdure.history import store
+from perdure.history.group_commit import GroupCommit
+
+
+@pytest.fixture
+async def pool(database_dsn: str) -> AsyncIterator[AsyncConnectionPool]:
+    async with await psycopg.AsyncConnection.connect(database_dsn, autocommit=True) as conn:
+        await apply_migrations(conn, "history", "perdure.history")
+        for run in ("a", "b", "c", "closed"):
+            await conn.execute(
+                "INSERT INTO history.workflows (workflow_id, workflow_type, task_queue, status,"
+                " input, event_count, fence) VALUES (%s, 'flow', 'q', %s, 'null', 1, 2)",
+                [run, "COMPLETED" if run == "closed" else "RUNNING"],
+            )
+    pool = AsyncConnectionPool(
+        database_dsn, min_size=1, max_size=4, kwargs={"autocommit": True}, open=False
+    )
+    await pool.open(wait=True, timeout=30)
+    try:
+        yield pool
+    finally:
+        await pool.close()
+
+
+def record(run: str, step_id: str, position: int, fence: int = 2, **fields: Any) -> dict[str, Any]:
+    return store.event_params(
+        workflow_id=run,
+        fence=fence,
+        event_type=fields.pop("event_type", "STEP_COMPLETED"),
+        step_id=step_id,
+        step_name=step_id,
+        position=position,
+        attempt=1,
+        **fields,
+    )
+
+
+async def events(pool: AsyncConnectionPool) -> list[tuple[Any, ...]]:
+    async with pool.connection() as conn:
+        cursor = await conn.execute(
+            "SELECT workflow_id, event_id, step_id, payload, consumed FROM history.events"
+            " ORDER BY workflow_id, event_id"
+        )
+        return await cursor.fetchall()
+
+
+async def transactions(pool: AsyncConnectionPool) -> dict[tuple[str, str], str]:
+    """The transaction that wrote each run's step."""
+    async with pool.connection() as conn:
+        cursor = await conn.execute("SELECT workflow_id, step_id, xmin::text FROM history.events")
+        return {(run, step): xid for run, step, xid in await cursor.fetchall()}
+
+
+async def test_records_arriving_together_share_one_commit(pool: AsyncConnectionPool) -> None:
+    group = GroupCommit(pool)
+    first = asyncio.create_task(group.append(record("a", "s1", 0, payload=1)))
+    await asyncio.sleep(0)  # the first goes alone; the next three arrive while it is written
+    rest = [
+        group.append(record("b", "s1", 0, payload={"x": [1, 2]})),
+        group.append(record("c", "w", 0, event_type="SIGNAL_CONSUMED", consumed=[3, 4])),
+        group.append(record("a", "s2", 1, payload=None)),
+        group.append(record("a", "s3", 2, payload=3)),  # the same run again: the next batch
+    ]
+    rows = [await first, *await asyncio.gather(*rest)]
+    assert [(r["event_id"], r["cancel_requested"]) for r in rows if r] == [
+        (2, False),
+        (2, False),
+        (2, False),
+        (3, False),
+        (4, False),
+    ]
+    assert await events(pool) == [
+        ("a", 2, "s1", 1, None),
+        ("a", 3, "s2", None, None),
+        ("a", 4, "s3", 3, None),
+        ("b", 2, "s1", {"x": [1, 2]}, None),
+        ("c", 2, "w", None, [3, 4]),
+    ]
+    written = await transactions(pool)
+    # Alone at an idle journal; then together; then the second record of a run, after.
+    assert written[("b", "s1")] == written[("c", "w")] == written[("a", "s2")]
+    assert len({written[("a", "s1")], written[("b", "s1")], written[("a", "s3")]}) == 3
+
+
+async def test_a_stale_or_closed_record_gets_no_row_and_spoils_nothing(
+    pool: AsyncConnectionPool,
+) -> None:
+    group = GroupCommit(pool)
+    rows = await asyncio.gather(
+        group.append(record("a", "s1", 0)),
+        group.append(record("b", "s1", 0, fence=1)),  # stale
+        group.append(record("closed", "s1", 0)),
+        group.append(record("c", "t", 0, event_type="TIMER_STARTED", due_in=5.0)),
+    )
+    assert [row is not None for row in rows] == [True, False, False, True]
+    assert rows[3] is not None and rows[3]["due_at"] is not None
+    assert [(run, step) for run, _, step, _, _ in await events(pool)] == [("a", "s1"), ("c", "t")]
+
+
+async def test_a_conflicting_record_fails_alone(pool: AsyncConnectionPool) -> None:
+    group = GroupCommit(pool)
+    await group.append(record("a", "s1", 0, payload=1))
+    results = await asyncio.gather(
+        group.append(record("b", "s1", 0)),
+        group.append(record("a", "s1", 0, payload=2)),  # step s1 is recorded already
+        group.append(record("c", "s1", 0)),
+        return_exceptions=True,
+    )
+    assert isinstance(results[1], UniqueViolation)
+    assert all(isinstance(r, dict) and r["event_id"] == 2 for r in (results[0], results[2]))
+    assert [(run, step) for run, _, step, _, _ in await events(pool)] == [
+        ("a", "s1"),
+        ("b", "s1"),
+        ("c", "s1"),
+    ]
