@@ -14,8 +14,9 @@ from pathlib import Path
 
 import grpc
 
+from bench import cpu
 from perdure.cli.dev_cmd import free_base_port
-from perdure.common.embedded_db import start_embedded_postgres
+from perdure.common.embedded_db import start_embedded_postgres, stop_embedded_postgres
 from perdure.common.health import wait_serving
 from perdure.internal.scheduler.v1 import scheduler_service_pb2 as spb
 from perdure.internal.scheduler.v1 import scheduler_service_pb2_grpc as sgrpc
@@ -98,7 +99,7 @@ class Cluster:
         self.workers.clear()
 
     def close(self) -> None:
-        """Stop everything (the database stops with the last process using it)."""
+        """Stop everything, the database last (now: its data directory is about to go)."""
         self.stop_workers()
         for process in reversed(self.services):
             if process.poll() is None:
@@ -108,6 +109,16 @@ class Cluster:
                 process.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 process.kill()
+        if self.dsn:
+            stop_embedded_postgres(self.workdir / "db")
+
+    def cpu(self) -> cpu.Sample:
+        """CPU seconds spent so far by each part of the cluster (workers: those running)."""
+        parts = {name: [process.pid] for name, process in zip(SERVICES, self.services, strict=True)}
+        parts["workers"] = [worker.pid for worker in self.workers]
+        pid_file = self.workdir / "db" / "pgdata" / "postmaster.pid"
+        postmaster = int(pid_file.read_text().split()[0]) if pid_file.exists() else None
+        return cpu.sample(parts, postmaster)
 
 
 def process_running(process: subprocess.Popen[bytes]) -> Callable[[], bool]:

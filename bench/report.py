@@ -67,7 +67,18 @@ def rows(results: Results) -> list[tuple[str, str, str]]:
                 f"{run['steps_per_s']:.0f} steps/s, {run['workflows_per_s']:.0f} wf/s, "
                 f"start p50 {run['schedule_to_start']['median_ms']:.1f} / p99 "
                 f"{run['schedule_to_start']['p99_ms']:.1f} ms",
-                f"{run['per_step_ms']:.2f} ms/step",
+                f"{run['per_step_ms']:.2f} ms/step, "
+                f"CPU {sum(run['cpu_ms_per_step'].values()):.2f} ms/step",
+            )
+        )
+    if "2wx10" in results.get("throughput", {}):
+        run = results["throughput"]["2wx10"]
+        parts = sorted(run["cpu_ms_per_step"].items(), key=lambda item: -item[1])
+        lines.append(
+            (
+                "CPU per step, 2wx10",
+                ", ".join(f"{part} {ms:.2f}" for part, ms in parts) + " ms",
+                f"{run['stolen_share']:.0%} of CPU time stolen by the host",
             )
         )
     if "timers" in results:

@@ -110,8 +110,10 @@ def throughput(
     schedule-to-start (creation to the first step's start)."""
     prefix = f"tp-{tag}-"
     progress = Progress(f"throughput {tag}")
+    before = cluster.cpu()
     _start_all(client, "noop_steps", {f"{prefix}{i}": steps for i in range(workflows)})
     _wait_closed(cluster.dsn, prefix, workflows, progress)
+    spent, stolen = cluster.cpu().since(before)
     rows = _query(
         cluster.dsn,
         """SELECT w.created_at, w.closed_at, (SELECT min(e.started_at) FROM history.events e
@@ -121,7 +123,15 @@ def throughput(
     )
     span = (max(r[1] for r in rows) - min(r[0] for r in rows)).total_seconds()
     to_start = [(r[2] - r[0]).total_seconds() for r in rows if r[2] is not None]
-    result = {**rates(workflows, steps, span), "schedule_to_start": summary_ms(to_start)}
+    result = {
+        **rates(workflows, steps, span),
+        "schedule_to_start": summary_ms(to_start),
+        # CPU per step by part of the cluster: steady when the neighbours are not.
+        "cpu_ms_per_step": {
+            part: round(seconds * 1000 / (workflows * steps), 3) for part, seconds in spent.items()
+        },
+        "stolen_share": round(stolen, 3),
+    }
     progress.done(
         f"{result['steps_per_s']:.0f} steps/s, {result['workflows_per_s']:.0f} workflows/s"
     )
