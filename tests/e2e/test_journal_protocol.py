@@ -102,16 +102,21 @@ def test_a_session_answers_calls_by_id_with_the_unary_methods_answers(
     journal: jgrpc.JournalServiceStub,
 ) -> None:
     """Several calls on one Session stream: answered by id, errors as SessionError."""
-    loaded = jpb.SessionRequest(
+    loaded = jpb.JournalCall(
         id=7, load_journal=jpb.LoadJournalRequest(workflow_id="raw-1", fence=3)
     )
-    recorded = jpb.SessionRequest(id=8, record_step=step(3, "a", 0, "one"))
-    stale = jpb.SessionRequest(id=9, record_step=step(2, "b", 1, "two"))
-    empty = jpb.SessionRequest(id=10)
+    recorded = jpb.JournalCall(id=8, record_step=step(3, "a", 0, "one"))
+    stale = jpb.JournalCall(id=9, record_step=step(2, "b", 1, "two"))
+    empty = jpb.JournalCall(id=10)
     # The load must land first: the record and the stale write depend on its fence mark.
-    first = next(journal.Session(iter([loaded]), timeout=30))
+    [first] = next(journal.Session(iter([jpb.SessionRequest(calls=[loaded])]), timeout=30)).answers
     assert first.id == 7 and first.load_journal.workflow.fence == 3
-    answers = {a.id: a for a in journal.Session(iter([recorded, stale, empty]), timeout=30)}
+    together = jpb.SessionRequest(calls=[recorded, stale, empty])
+    answers = {
+        answer.id: answer
+        for message in journal.Session(iter([together]), timeout=30)
+        for answer in message.answers
+    }
     assert set(answers) == {8, 9, 10}
     assert answers[8].record_step.event_id == 2
     assert (answers[9].error.code, answers[9].error.reason) == (
@@ -119,7 +124,7 @@ def test_a_session_answers_calls_by_id_with_the_unary_methods_answers(
         "STALE_FENCE",
     )
     assert answers[10].error.code == grpc.StatusCode.INVALID_ARGUMENT.value[0]
-    assert "needs one call" in answers[10].error.message
+    assert "needs one request" in answers[10].error.message
     # What the session wrote is what a unary load sees.
     reloaded = journal.LoadJournal(jpb.LoadJournalRequest(workflow_id="raw-1", fence=4))
     assert [e.step_id for e in reloaded.events if e.step_id] == ["a"]

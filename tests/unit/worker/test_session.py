@@ -1,5 +1,6 @@
 """The worker's journal session over real gRPC, against a scripted JournalService server:
-answers matched by id, errors as statuses, calls sent again when a stream breaks."""
+answers matched by id, calls ready together in one message, errors as statuses, calls sent
+again when a stream breaks."""
 
 from __future__ import annotations
 
@@ -15,35 +16,31 @@ from perdure.api.worker.v1 import journal_service_pb2_grpc as jgrpc
 from perdure.worker import _session
 from perdure.worker._session import JournalCallError, JournalSession
 
-Answer = Callable[[jpb.SessionRequest, int], jpb.SessionResponse | None]
+Answer = Callable[[jpb.JournalCall, int], jpb.JournalAnswer | None]
 
 
 class ScriptedJournal(jgrpc.JournalServiceServicer):
-    """Answers each session request with `answer(request, stream number)`; None breaks the
-    stream without answering."""
+    """Answers each call with `answer(call, stream number)`, the answers of one message
+    together and in reverse order; None breaks the stream without answering."""
 
     def __init__(self, answer: Answer) -> None:
         self.answer = answer
         self.streams = 0
-        self.received: list[tuple[int, jpb.SessionRequest]] = []
+        self.received: list[tuple[int, jpb.JournalCall]] = []
+        self.messages = 0
 
     async def Session(
         self, request_iterator: Any, context: grpc.aio.ServicerContext[Any, Any]
     ) -> AsyncIterator[jpb.SessionResponse]:
         self.streams += 1
         stream = self.streams
-        batch: list[jpb.SessionRequest] = []
         async for request in request_iterator:
-            self.received.append((stream, request))
-            batch.append(request)
-            if len(batch) < 3 and request.record_step.step_id.startswith("batch"):
-                continue  # hold the first ones, to answer out of order
-            for held in reversed(batch):
-                response = self.answer(held, stream)
-                if response is None:
-                    await context.abort(grpc.StatusCode.UNAVAILABLE, "going away")
-                yield response
-            batch.clear()
+            self.messages += 1
+            self.received.extend((stream, call) for call in request.calls)
+            answers = [self.answer(call, stream) for call in reversed(request.calls)]
+            if any(answer is None for answer in answers):
+                await context.abort(grpc.StatusCode.UNAVAILABLE, "going away")
+            yield jpb.SessionResponse(answers=[a for a in answers if a is not None])
 
 
 async def serve(journal: ScriptedJournal) -> tuple[grpc.aio.Server, JournalSession]:
@@ -59,27 +56,28 @@ def record(step_id: str) -> jpb.RecordStepRequest:
     return jpb.RecordStepRequest(workflow_id="wf", fence=1, step_id=step_id, step_name="s")
 
 
-def event_id_of(request: jpb.SessionRequest, stream: int) -> jpb.SessionResponse:
-    event_id = int(request.record_step.step_id.removeprefix("batch"))
-    return jpb.SessionResponse(id=request.id, record_step=jpb.RecordStepResponse(event_id=event_id))
+def event_id_of(call: jpb.JournalCall, stream: int) -> jpb.JournalAnswer:
+    event_id = int(call.record_step.step_id.removeprefix("step"))
+    return jpb.JournalAnswer(id=call.id, record_step=jpb.RecordStepResponse(event_id=event_id))
 
 
 async def test_answers_reach_their_callers_whatever_their_order() -> None:
     journal = ScriptedJournal(event_id_of)
     server, session = await serve(journal)
     try:
-        answers = await asyncio.gather(*(session.call(record(f"batch{n}"), 10) for n in (1, 2, 3)))
+        answers = await asyncio.gather(*(session.call(record(f"step{n}"), 10) for n in (1, 2, 3)))
         assert [a.event_id for a in answers] == [1, 2, 3]
         assert journal.streams == 1  # one stream for every call
+        assert journal.messages == 1  # made together, sent together
     finally:
         await session.close()
         await server.stop(None)
 
 
 async def test_an_error_answer_raises_its_status_and_reason() -> None:
-    def stale(request: jpb.SessionRequest, stream: int) -> jpb.SessionResponse:
+    def stale(call: jpb.JournalCall, stream: int) -> jpb.JournalAnswer:
         error = jpb.SessionError(code=9, message="stale fence 1", reason="STALE_FENCE")
-        return jpb.SessionResponse(id=request.id, error=error)
+        return jpb.JournalAnswer(id=call.id, error=error)
 
     server, session = await serve(ScriptedJournal(stale))
     try:
@@ -93,10 +91,10 @@ async def test_an_error_answer_raises_its_status_and_reason() -> None:
 
 
 async def test_a_call_cut_off_by_a_broken_stream_is_sent_again_on_a_new_one() -> None:
-    def first_stream_breaks(request: jpb.SessionRequest, stream: int) -> jpb.SessionResponse | None:
+    def first_stream_breaks(call: jpb.JournalCall, stream: int) -> jpb.JournalAnswer | None:
         if stream == 1:
             return None
-        return jpb.SessionResponse(id=request.id, record_step=jpb.RecordStepResponse(event_id=5))
+        return jpb.JournalAnswer(id=call.id, record_step=jpb.RecordStepResponse(event_id=5))
 
     journal = ScriptedJournal(first_stream_breaks)
     server, session = await serve(journal)
@@ -114,7 +112,7 @@ async def test_a_journal_that_stays_away_fails_the_call_as_unavailable(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(_session, "FIRST_BACKOFF_SECONDS", 0.01)
-    journal = ScriptedJournal(lambda request, stream: None)
+    journal = ScriptedJournal(lambda call, stream: None)
     server, session = await serve(journal)
     try:
         with pytest.raises(JournalCallError) as caught:

@@ -231,6 +231,18 @@ class FinishWorkflowResponse(_message.Message):
     def __init__(self, status: _Optional[_Union[_workflow_pb2.WorkflowStatus, str]] = ...) -> None: ...
 
 class SessionRequest(_message.Message):
+    __slots__ = ("calls",)
+    CALLS_FIELD_NUMBER: _ClassVar[int]
+    calls: _containers.RepeatedCompositeFieldContainer[JournalCall]
+    def __init__(self, calls: _Optional[_Iterable[_Union[JournalCall, _Mapping]]] = ...) -> None: ...
+
+class SessionResponse(_message.Message):
+    __slots__ = ("answers",)
+    ANSWERS_FIELD_NUMBER: _ClassVar[int]
+    answers: _containers.RepeatedCompositeFieldContainer[JournalAnswer]
+    def __init__(self, answers: _Optional[_Iterable[_Union[JournalAnswer, _Mapping]]] = ...) -> None: ...
+
+class JournalCall(_message.Message):
     __slots__ = ("id", "trace_context", "load_journal", "record_step", "finish_workflow", "start_timer", "consume_signals", "set_state", "record_cancellation", "record_heartbeat", "suspend_workflow")
     class TraceContextEntry(_message.Message):
         __slots__ = ("key", "value")
@@ -263,7 +275,7 @@ class SessionRequest(_message.Message):
     suspend_workflow: SuspendWorkflowRequest
     def __init__(self, id: _Optional[int] = ..., trace_context: _Optional[_Mapping[str, str]] = ..., load_journal: _Optional[_Union[LoadJournalRequest, _Mapping]] = ..., record_step: _Optional[_Union[RecordStepRequest, _Mapping]] = ..., finish_workflow: _Optional[_Union[FinishWorkflowRequest, _Mapping]] = ..., start_timer: _Optional[_Union[StartTimerRequest, _Mapping]] = ..., consume_signals: _Optional[_Union[ConsumeSignalsRequest, _Mapping]] = ..., set_state: _Optional[_Union[SetStateRequest, _Mapping]] = ..., record_cancellation: _Optional[_Union[RecordCancellationRequest, _Mapping]] = ..., record_heartbeat: _Optional[_Union[RecordHeartbeatRequest, _Mapping]] = ..., suspend_workflow: _Optional[_Union[SuspendWorkflowRequest, _Mapping]] = ...) -> None: ...
 
-class SessionResponse(_message.Message):
+class JournalAnswer(_message.Message):
     __slots__ = ("id", "error", "load_journal", "record_step", "finish_workflow", "start_timer", "consume_signals", "set_state", "record_cancellation", "record_heartbeat", "suspend_workflow")
     ID_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]

@@ -175,8 +175,8 @@ class JournalServiceServicer:
         """Any number of the calls above on one long-lived stream, answered as they complete and
         matched by id: the same requests, answers and errors as the unary methods, for a fraction
         of a unary call's cost per call. A worker opens one per process and sends every journal
-        call of every lease on it. Calls are idempotent: those unanswered when a stream breaks
-        may be sent again on a new one.
+        call of every lease on it; calls ready together travel in one message, and so do answers.
+        Calls are idempotent: those unanswered when a stream breaks may be sent again on a new one.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

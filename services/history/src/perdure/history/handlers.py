@@ -386,19 +386,20 @@ class JournalServicer(jgrpc.JournalServiceServicer):
         self, request_iterator: Any, context: Context
     ) -> AsyncIterator[jpb.SessionResponse]:
         """The calls above on one stream: each runs as its unary method, concurrently with
-        the others, and is answered as soon as it completes."""
-        answers: asyncio.Queue[jpb.SessionResponse | None] = asyncio.Queue()
+        the others; the answers ready together leave in one message."""
+        answers: asyncio.Queue[jpb.JournalAnswer | None] = asyncio.Queue()
         calls: set[asyncio.Task[None]] = set()
 
-        async def answer(request: jpb.SessionRequest) -> None:
-            answers.put_nowait(await self._answer(request, context))
+        async def answer(call: jpb.JournalCall) -> None:
+            answers.put_nowait(await self._answer(call, context))
 
         async def read() -> None:
             try:
                 while (request := await context.read()) is not grpc.aio.EOF:
-                    call = asyncio.create_task(answer(request))
-                    calls.add(call)
-                    call.add_done_callback(calls.discard)
+                    for call in request.calls:
+                        task = asyncio.create_task(answer(call))
+                        calls.add(task)
+                        task.add_done_callback(calls.discard)
             except asyncio.CancelledError:
                 pass  # closing: answer the calls taken, then end the stream
             if calls:
@@ -409,37 +410,44 @@ class JournalServicer(jgrpc.JournalServiceServicer):
         self._session_readers.add(reader)
         reader.add_done_callback(self._session_readers.discard)
         try:
-            while (response := await answers.get()) is not None:
-                yield response
+            finished = False
+            while not finished:
+                ready = [await answers.get()]
+                while not answers.empty():
+                    ready.append(answers.get_nowait())
+                finished = ready[-1] is None  # the reader's last word
+                sent = [answer for answer in ready if answer is not None]
+                if sent:
+                    yield jpb.SessionResponse(answers=sent)
         finally:
             reader.cancel()
-            for call in calls:
-                call.cancel()
+            for task in calls:
+                task.cancel()
 
-    async def _answer(self, request: jpb.SessionRequest, context: Context) -> jpb.SessionResponse:
-        response = jpb.SessionResponse(id=request.id)
-        field = request.WhichOneof("call")
+    async def _answer(self, call: jpb.JournalCall, context: Context) -> jpb.JournalAnswer:
+        answer = jpb.JournalAnswer(id=call.id)
+        field = call.WhichOneof("call")
         if field is None:
-            error = errors.invalid_argument("a session request needs one call, e.g. record_step")
-            response.error.CopyFrom(_session_error(error))
-            return response
-        call = getattr(request, field)
-        method = call.DESCRIPTOR.name.removesuffix("Request")
+            error = errors.invalid_argument("a journal call needs one request, e.g. record_step")
+            answer.error.CopyFrom(_session_error(error))
+            return answer
+        request = getattr(call, field)
+        method = request.DESCRIPTOR.name.removesuffix("Request")
         # The unary method without its status mapping: errors are answered on the stream.
         handler = inspect.unwrap(getattr(JournalServicer, method))
-        parent = context_from(request.trace_context)
+        parent = context_from(call.trace_context)
         with multiplexed_call_span(JOURNAL_SERVICE, method, SpanKind.SERVER, parent) as span:
             try:
-                getattr(response, field).CopyFrom(await handler(self, call, context))
+                getattr(answer, field).CopyFrom(await handler(self, request, context))
             except errors.ApiError as error:
-                response.error.CopyFrom(_session_error(error))
+                answer.error.CopyFrom(_session_error(error))
             except Exception as error:
                 log.exception("journal call %s failed", method)
                 unknown = errors.ApiError(grpc.StatusCode.UNKNOWN, "", f"{method} failed: {error}")
-                response.error.CopyFrom(_session_error(unknown))
-            if response.HasField("error"):
-                span.set_status(Status(StatusCode.ERROR, response.error.message))
-        return response
+                answer.error.CopyFrom(_session_error(unknown))
+            if answer.HasField("error"):
+                span.set_status(Status(StatusCode.ERROR, answer.error.message))
+        return answer
 
 
 def _session_error(error: errors.ApiError) -> jpb.SessionError:

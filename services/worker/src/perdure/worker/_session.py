@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import grpc
@@ -26,11 +26,11 @@ from perdure.telemetry.rpc import multiplexed_call_span
 SERVICE = "perdure.api.worker.v1.JournalService"
 ATTEMPTS = 5
 FIRST_BACKOFF_SECONDS = 0.1
-# Request message name -> its field in SessionRequest (and its answer's in SessionResponse).
+# Request message name -> its field in JournalCall (and its answer's in JournalAnswer).
 _FIELDS = {
-    field.message_type.full_name: field.name
-    for field in jpb.SessionRequest.DESCRIPTOR.oneofs_by_name["call"].fields
-    if field.message_type is not None
+    request.message_type.full_name: request.name
+    for request in jpb.JournalCall.DESCRIPTOR.oneofs_by_name["call"].fields
+    if request.message_type is not None
 }
 _Stream = grpc.aio.StreamStreamCall[jpb.SessionRequest, jpb.SessionResponse]
 
@@ -50,33 +50,38 @@ class _StreamBrokenError(Exception):
 
 
 @dataclass(eq=False)
-class _Pending:
+class _Connection:
+    """One Session stream: the calls waiting to be written, and those waiting for answers."""
+
     stream: _Stream
-    answer: asyncio.Future[jpb.SessionResponse]
+    outgoing: list[jpb.JournalCall] = field(default_factory=list)
+    unanswered: dict[int, asyncio.Future[jpb.JournalAnswer]] = field(default_factory=dict)
+    writer: asyncio.Task[None] | None = None
+    reader: asyncio.Task[None] | None = None
 
 
 class JournalSession:
-    """Sends journal calls on one stream, opening a new one whenever the last one broke."""
+    """Sends journal calls on one stream, opening a new one whenever the last one broke.
+
+    Calls made while a message is being written go together in the next message.
+    """
 
     def __init__(self, stub: jgrpc.JournalServiceStub) -> None:
         self._stub = stub
-        self._stream: _Stream | None = None
-        self._reader: asyncio.Task[None] | None = None
-        self._pending: dict[int, _Pending] = {}
+        self._connection: _Connection | None = None
         self._ids = itertools.count(1)
-        self._write_lock = asyncio.Lock()
 
     async def call(self, request: Message, timeout: float) -> Any:  # noqa: ASYNC109
         """Send `request` (a JournalService request message) and return its answer; raise
         JournalCallError with the status the unary method would have failed with."""
-        field = _FIELDS[request.DESCRIPTOR.full_name]
+        field_name = _FIELDS[request.DESCRIPTOR.full_name]
         method = request.DESCRIPTOR.name.removesuffix("Request")
         with multiplexed_call_span(SERVICE, method, SpanKind.CLIENT):
-            message = jpb.SessionRequest(trace_context=current_carrier())
-            getattr(message, field).CopyFrom(request)
+            call = jpb.JournalCall(trace_context=current_carrier())
+            getattr(call, field_name).CopyFrom(request)
             try:
                 async with asyncio.timeout(timeout):
-                    answer = await self._send_with_retries(message)
+                    answer = await self._send_with_retries(call)
             except TimeoutError:
                 raise JournalCallError(
                     grpc.StatusCode.DEADLINE_EXCEEDED, f"no answer to {method} in {timeout}s"
@@ -84,65 +89,81 @@ class JournalSession:
         if answer.HasField("error"):
             error = answer.error
             raise JournalCallError(_status_code(error.code), error.message, error.reason)
-        return getattr(answer, field)
+        return getattr(answer, field_name)
 
     async def close(self) -> None:
         """End the stream; calls still unanswered fail."""
-        if self._stream is not None:
-            self._stream.cancel()
-        if self._reader is not None:
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._reader
+        connection = self._connection
+        if connection is not None:
+            connection.stream.cancel()
+            if connection.reader is not None:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await connection.reader
 
-    async def _send_with_retries(self, message: jpb.SessionRequest) -> jpb.SessionResponse:
+    async def _send_with_retries(self, call: jpb.JournalCall) -> jpb.JournalAnswer:
         backoff = FIRST_BACKOFF_SECONDS
         for _ in range(ATTEMPTS - 1):
             with contextlib.suppress(_StreamBrokenError):
-                return await self._send(message)
+                return await self._send(call)
             await asyncio.sleep(backoff)
             backoff *= 2
         try:
-            return await self._send(message)
+            return await self._send(call)
         except _StreamBrokenError as error:
             raise JournalCallError(grpc.StatusCode.UNAVAILABLE, str(error)) from None
 
-    async def _send(self, message: jpb.SessionRequest) -> jpb.SessionResponse:
-        stream = self._open()
-        message.id = next(self._ids)
-        pending = _Pending(stream, asyncio.get_running_loop().create_future())
-        self._pending[message.id] = pending
+    async def _send(self, call: jpb.JournalCall) -> jpb.JournalAnswer:
+        connection = self._open()
+        call.id = next(self._ids)
+        answer: asyncio.Future[jpb.JournalAnswer] = asyncio.get_running_loop().create_future()
+        connection.unanswered[call.id] = answer
+        connection.outgoing.append(call)
+        if connection.writer is None or connection.writer.done():
+            connection.writer = asyncio.create_task(self._write(connection))
         try:
-            async with self._write_lock:
-                try:
-                    await stream.write(message)
-                except (grpc.aio.AioRpcError, grpc.aio.UsageError, asyncio.InvalidStateError):
-                    raise _StreamBrokenError("the journal stream to history broke") from None
-            return await pending.answer
+            return await answer
         finally:
-            del self._pending[message.id]
+            connection.unanswered.pop(call.id, None)
 
-    def _open(self) -> _Stream:
-        if self._stream is None:
-            self._stream = self._stub.Session()
-            self._reader = asyncio.create_task(self._read(self._stream))
-        return self._stream
+    def _open(self) -> _Connection:
+        if self._connection is None:
+            connection = _Connection(self._stub.Session())
+            connection.reader = asyncio.create_task(self._read(connection))
+            self._connection = connection
+        return self._connection
 
-    async def _read(self, stream: _Stream) -> None:
+    async def _write(self, connection: _Connection) -> None:
+        while connection.outgoing:
+            calls, connection.outgoing = connection.outgoing, []
+            try:
+                await connection.stream.write(jpb.SessionRequest(calls=calls))
+            except (grpc.aio.AioRpcError, grpc.aio.UsageError, asyncio.InvalidStateError):
+                self._broken(connection, "the journal stream to history broke")
+                return
+
+    async def _read(self, connection: _Connection) -> None:
         """Hand each answer to its caller until the stream ends; then fail the rest."""
         reason = "history closed the journal stream"
         try:
-            while isinstance(answer := await stream.read(), jpb.SessionResponse):
-                pending = self._pending.get(answer.id)
-                if pending is not None and not pending.answer.done():
-                    pending.answer.set_result(answer)
+            while isinstance(message := await connection.stream.read(), jpb.SessionResponse):
+                for answer in message.answers:
+                    waiting = connection.unanswered.get(answer.id)
+                    if waiting is not None and not waiting.done():
+                        waiting.set_result(answer)
         except grpc.aio.AioRpcError as error:
             reason = f"the journal stream to history broke: {error.code().name}"
         finally:
-            if self._stream is stream:
-                self._stream = None
-            for pending in list(self._pending.values()):
-                if pending.stream is stream and not pending.answer.done():
-                    pending.answer.set_exception(_StreamBrokenError(reason))
+            self._broken(connection, reason)
+
+    def _broken(self, connection: _Connection, reason: str) -> None:
+        """Give up on a stream: its unanswered calls fail (to be sent again on a new one)."""
+        if self._connection is connection:
+            self._connection = None
+        connection.stream.cancel()  # ends the reader, if the writer noticed first
+        connection.outgoing.clear()
+        for waiting in connection.unanswered.values():
+            if not waiting.done():
+                waiting.set_exception(_StreamBrokenError(reason))
 
 
 def _status_code(number: int) -> grpc.StatusCode:
