@@ -230,6 +230,20 @@ async def test_an_earlier_run_at_wins_on_duplicate_enqueue(
     assert sorted(g.workflow_id for g in await claim(store, "s1")) == ["a", "b"]
 
 
+async def test_one_batch_naming_a_run_twice_keeps_its_earliest_request(
+    store: TaskStore, pool: AsyncConnectionPool
+) -> None:
+    soon, later = hours(-0.5), hours(2)
+    await store.enqueue(
+        [task("a", later, reason="timer"), task("a", soon, reason="retry"), task("b", later)]
+    )
+
+    assert (await row(pool, "a"))["run_at"] == soon
+    assert (await row(pool, "b"))["run_at"] == later
+    grants = await claim_grants(store, "s1")
+    assert [(g.workflow_id, g.due_reason) for g in grants] == [("a", "retry")]
+
+
 async def test_now_wins_over_a_future_run_at(store: TaskStore) -> None:
     await store.enqueue([task("a", hours(3))])
     assert await claim(store, "s1") == []

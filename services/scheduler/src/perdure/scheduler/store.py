@@ -8,12 +8,18 @@ from datetime import datetime
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
-# LEAST ignores NULL, so an earlier due time always wins and a request is never lost; the
-# reason of the winning due time comes with it (SET sees the row as it was).
+# One statement for a whole batch. LEAST ignores NULL, so an earlier due time always wins and a
+# request is never lost; the reason of the winning due time comes with it (SET sees the row as
+# it was). A batch naming a run twice keeps its earliest request; rows are locked in id order,
+# so concurrent batches cannot deadlock.
 ENQUEUE = """
 INSERT INTO scheduler.tasks
     (workflow_id, workflow_type, task_queue, run_at, due_reason, trace_context)
-VALUES (%s, %s, %s, COALESCE(%s, now()), %s, %s)
+SELECT DISTINCT ON (workflow_id) workflow_id, workflow_type, task_queue,
+       COALESCE(run_at, now()), due_reason, trace_context
+FROM unnest(%s::text[], %s::text[], %s::text[], %s::timestamptz[], %s::text[], %s::jsonb[])
+     AS t(workflow_id, workflow_type, task_queue, run_at, due_reason, trace_context)
+ORDER BY workflow_id, COALESCE(run_at, now())
 ON CONFLICT (workflow_id) DO UPDATE
 SET run_at = LEAST(scheduler.tasks.run_at, EXCLUDED.run_at),
     due_reason = CASE
@@ -123,9 +129,12 @@ class TaskStore:
         self._pool = pool
 
     async def enqueue(self, tasks: list[Enqueued]) -> None:
-        """Make workflows due at their time (now when None)."""
-        async with self._pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
-            await cur.executemany(ENQUEUE, tasks)
+        """Make workflows due at their time (now when None), in one statement."""
+        if not tasks:
+            return
+        columns = [list(column) for column in zip(*tasks, strict=True)]
+        async with self._pool.connection() as conn:
+            await conn.execute(ENQUEUE, columns)
 
     async def claim(
         self, session: str, task_queue: str, types: list[str], limit: int, ttl: float
