@@ -12,6 +12,7 @@ import pytest
 from psycopg.errors import UniqueViolation
 from psycopg_pool import AsyncConnectionPool
 
+from perdure.common.db import open_pool
 from perdure.common.migrate import apply_migrations
 from perdure.history import store
 from perdure.history.group_commit import GroupCommit
@@ -27,10 +28,7 @@ async def pool(database_dsn: str) -> AsyncIterator[AsyncConnectionPool]:
                 " input, event_count, fence) VALUES (%s, 'flow', 'q', %s, 'null', 1, 2)",
                 [run, "COMPLETED" if run == "closed" else "RUNNING"],
             )
-    pool = AsyncConnectionPool(
-        database_dsn, min_size=1, max_size=4, kwargs={"autocommit": True}, open=False
-    )
-    await pool.open(wait=True, timeout=30)
+    pool = await open_pool(database_dsn, max_size=4)
     try:
         yield pool
     finally:

@@ -13,6 +13,7 @@ import pytest
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
+from perdure.common.db import open_pool
 from perdure.common.migrate import apply_migrations
 from perdure.scheduler.store import Enqueued, Grant, TaskStore
 
@@ -27,10 +28,7 @@ PAST_EXPIRY = 0.25  # comfortably longer than SHORT_TTL
 async def pool(database_dsn: str) -> AsyncIterator[AsyncConnectionPool]:
     async with await psycopg.AsyncConnection.connect(database_dsn, autocommit=True) as conn:
         await apply_migrations(conn, "scheduler", "perdure.scheduler")
-    pool = AsyncConnectionPool(
-        database_dsn, min_size=2, max_size=4, kwargs={"autocommit": True}, open=False
-    )
-    await pool.open(wait=True, timeout=30)
+    pool = await open_pool(database_dsn, max_size=4)
     try:
         yield pool
     finally:
