@@ -83,13 +83,18 @@ def test_a_workflow_across_a_crash_is_one_trace(
         assert client.signal("traced-1", "approve", {"by": "ops"}, signal_id="approval-1")
         wait_until(lambda: started(ledger, "slow"), WAIT, "the slow step to start")
         # The killed worker's buffered spans die with it: wait until its finished runs
-        # (the retry, the signal, the timer's suspension) are exported.
+        # (the retry, the signal, the timer's suspension) are exported, and the timer's firing
+        # (by this worker when the task was granted ahead of the timer).
         otlp_receiver.wait_for_spans(
             lambda spans: (
                 {"retry", "signal"}
                 <= {s.attributes["perdure.wait.kind"] for s in spans if s.name == "perdure.wait"}
                 and any(s.name == "perdure.signal.consume" for s in spans)
                 and any(s.attributes.get("perdure.wait.kind") == "timer" for s in spans)
+                and any(
+                    s.name == "perdure.timer.fire" and s.attributes["perdure.wait.kind"] == "timer"
+                    for s in spans
+                )
             ),
             WAIT,
             "the first worker's finished runs",

@@ -23,6 +23,6 @@ async def traced(ctx: WorkflowContext, params: dict[str, Any]) -> dict[str, Any]
     """Every kind of span: a failed attempt and its retry, a signal, a timer, a long step."""
     fetched = await ctx.step("flaky", flaky, params["ledger"], retry=RetryPolicy(0.2))
     approval = await ctx.wait_for_signal("approve")
-    await ctx.sleep(0.2)
+    await ctx.sleep(0.4)  # longer than a local wait: suspended, then granted ahead
     pid = await ctx.step("slow", blocking, params["ledger"], "slow", params["gate"])
     return {"fetched": fetched, "approval": approval, "slow_pid": pid}

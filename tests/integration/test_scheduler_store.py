@@ -242,6 +242,21 @@ async def test_one_batch_naming_a_run_twice_keeps_its_earliest_request(
     assert [(g.workflow_id, g.due_reason) for g in grants] == [("a", "retry")]
 
 
+async def test_only_timers_are_granted_ahead_and_only_to_a_worker_that_asks(
+    store: TaskStore,
+) -> None:
+    soon = hours(30 / 3600)  # in 30 s
+    await store.enqueue([task("timer", soon, reason="timer"), task("retry", soon, reason="retry")])
+
+    assert await store.claim("s1", QUEUE, [TYPE], 10, TTL) == []  # no lookahead: not due
+    assert await store.claim("s1", QUEUE, [TYPE], 10, TTL, timer_lookahead=5) == []  # too soon
+    assert 24 < (await store.next_due([QUEUE], timer_lookahead=5) or 0) <= 25
+    [grant] = await store.claim("s1", QUEUE, [TYPE], 10, TTL, timer_lookahead=31)
+    assert (grant.workflow_id, grant.due_reason) == ("timer", "timer")
+    assert -30 < grant.late_by < -29  # granted ahead: the worker waits out the rest
+    assert await store.claim("s2", QUEUE, [TYPE], 10, TTL, timer_lookahead=31) == []
+
+
 async def test_now_wins_over_a_future_run_at(store: TaskStore) -> None:
     await store.enqueue([task("a", hours(3))])
     assert await claim(store, "s1") == []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from datetime import timedelta
 from typing import Any
 
@@ -18,7 +19,7 @@ from perdure.worker import (
     WorkflowCancelledError,
     current_step,
 )
-from perdure.worker._context import Suspended
+from perdure.worker._context import LOCAL_WAIT_SECONDS, Suspended
 from perdure.worker._payload import to_value
 from tests.unit.worker.fake_journal import NOW, FakeJournal, make_context
 
@@ -167,6 +168,24 @@ async def test_a_fired_timer_replays_without_waiting() -> None:
     ctx = make_context(journal, [timer])
     await ctx.sleep(30)
     assert journal.recorded == []
+
+
+async def test_a_timer_due_soon_is_waited_out_here_and_never_early() -> None:
+    """A task granted ahead of its timer (or a short sleep) waits in the worker, with the lease,
+    until the timer is due by a clock never ahead of the database's: no suspension."""
+    journal = FakeJournal()
+    before_load = time.monotonic()
+    ctx = make_context(journal, [timer_started(0.08)])  # due 80 ms after the load's db time
+    await ctx.sleep(600)  # the recorded timer decides, not the argument
+    assert time.monotonic() - before_load >= 0.08
+    assert journal.recorded == []  # nothing to record: the timer is in the journal already
+
+
+async def test_a_timer_beyond_the_local_wait_suspends() -> None:
+    ctx = make_context(FakeJournal(), [timer_started(LOCAL_WAIT_SECONDS + 0.05)])
+    with pytest.raises(Suspended) as suspended:
+        await ctx.sleep(600)
+    assert suspended.value.wait.kind == wf.WAIT_KIND_TIMER
 
 
 async def test_signals_are_consumed_oldest_first_and_drained() -> None:

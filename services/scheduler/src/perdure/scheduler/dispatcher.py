@@ -21,6 +21,7 @@ from perdure.scheduler.metrics import (
 )
 from perdure.scheduler.store import Grant, TaskStore
 from perdure.telemetry.propagation import Carrier, context_from, current_carrier, untraced
+from perdure.telemetry.timers import record_fire
 
 log = logging.getLogger(__name__)
 tracer = trace.get_tracer("perdure.scheduler")
@@ -41,6 +42,7 @@ class Session:
     task_queue: str
     workflow_types: list[str]
     capacity: int
+    timer_lookahead: float = 0.0  # how early the worker takes timer tasks, in seconds
     session_id: str = field(default_factory=lambda: uuid.uuid4().hex)
     # workflow id -> (fence, when the lease was granted or last renewed, monotonic clock)
     leases: dict[str, tuple[int, float]] = field(default_factory=dict)
@@ -179,8 +181,12 @@ class Dispatcher:
         return [s for s in self._sessions.values() if s.free > 0 and s.responsive(self.lease_ttl)]
 
     async def _next_due(self) -> float | None:
-        queues = sorted({session.task_queue for session in self._ready()})
-        return await self._store.next_due(queues) if queues else None
+        ready = self._ready()
+        queues = sorted({session.task_queue for session in ready})
+        if not queues:
+            return None
+        lookahead = max(session.timer_lookahead for session in ready)
+        return await self._store.next_due(queues, lookahead)
 
     async def _grant_round(self) -> int:
         """Grant due tasks to every ready session; return how many were granted."""
@@ -192,6 +198,7 @@ class Dispatcher:
                 session.workflow_types,
                 session.free,
                 self.lease_ttl,
+                session.timer_lookahead,
             )
             if grants and session.session_id not in self._sessions:
                 # The worker left while we claimed: hand the grants straight back.
@@ -223,8 +230,11 @@ def _traced_grant(session: Session, grant: Grant) -> Carrier:
         **queue,
         "perdure.fence": grant.fence,
     }
-    SCHEDULE_TO_START.record(grant.late_by, queue)
-    if grant.previous_owner is not None:
+    SCHEDULE_TO_START.record(max(grant.late_by, 0.0), queue)
+    if grant.late_by < 0:
+        # Granted ahead of its timer: the worker fires it, and measures how late, itself.
+        attributes["perdure.timer.ahead_ms"] = round(-grant.late_by * 1000, 3)
+    elif grant.previous_owner is not None:
         log.info(
             "lease of %s expired (holder %s); taking over with fence %d",
             grant.workflow_id,
@@ -236,12 +246,15 @@ def _traced_grant(session: Session, grant: Grant) -> Carrier:
         expired["perdure.lease.owner"] = grant.previous_owner
         tracer.start_span("perdure.lease.expire", workflow, attributes=expired).end()
     elif grant.due_reason:
-        TIMER_LATENESS.record(grant.late_by, {"perdure.wait.kind": grant.due_reason})
-        # From the due time to now: the span's length is how late the wake-up is.
-        fired = {**attributes, "perdure.wait.kind": grant.due_reason}
-        fired["perdure.timer.lateness_ms"] = round(grant.late_by * 1000, 3)
-        due_ns = int(grant.due_at.timestamp() * 1e9)
-        tracer.start_span("perdure.timer.fire", workflow, attributes=fired, start_time=due_ns).end()
+        record_fire(
+            tracer,
+            TIMER_LATENESS,
+            grant.due_reason,
+            grant.due_at,
+            grant.late_by,
+            attributes,
+            workflow,
+        )
     granted = {
         **attributes,
         "perdure.worker.identity": session.identity,

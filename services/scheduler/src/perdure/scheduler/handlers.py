@@ -26,6 +26,7 @@ log = logging.getLogger(__name__)
 
 Context = grpc.aio.ServicerContext[Any, Any]
 MAX_CAPACITY = 10_000
+MAX_TIMER_LOOKAHEAD_SECONDS = 1.0
 
 
 def _session_from_hello(message: tpb.ConnectRequest) -> Session:
@@ -38,11 +39,17 @@ def _session_from_hello(message: tpb.ConnectRequest) -> Session:
         raise errors.invalid_argument("hello.workflow_types must list at least one type name")
     if not 1 <= hello.capacity <= MAX_CAPACITY:
         raise errors.invalid_argument(f"hello.capacity must be between 1 and {MAX_CAPACITY}")
+    lookahead = hello.timer_lookahead.ToTimedelta().total_seconds()
+    if not 0 <= lookahead <= MAX_TIMER_LOOKAHEAD_SECONDS:
+        raise errors.invalid_argument(
+            f"hello.timer_lookahead must be between 0 and {MAX_TIMER_LOOKAHEAD_SECONDS} s"
+        )
     return Session(
         identity=hello.identity or "unnamed-worker",
         task_queue=hello.task_queue,
         workflow_types=sorted(set(hello.workflow_types)),
         capacity=hello.capacity,
+        timer_lookahead=lookahead,
     )
 
 

@@ -12,6 +12,7 @@ from opentelemetry.metrics import CallbackOptions, Observation
 from perdure.scheduler.store import TaskStore
 from perdure.telemetry.propagation import untraced
 from perdure.telemetry.setup import DURATION_BUCKETS
+from perdure.telemetry.timers import timer_lateness
 
 log = logging.getLogger(__name__)
 _meter = metrics.get_meter("perdure.scheduler")
@@ -22,12 +23,7 @@ SCHEDULE_TO_START = _meter.create_histogram(
     description="Time from a task being due to its grant to a worker, by task queue.",
     explicit_bucket_boundaries_advisory=DURATION_BUCKETS,
 )
-TIMER_LATENESS = _meter.create_histogram(
-    "perdure.timer.lateness",
-    unit="s",
-    description="How late timed wake-ups (timer, signal timeout, retry) fire, by kind.",
-    explicit_bucket_boundaries_advisory=DURATION_BUCKETS,
-)
+TIMER_LATENESS = timer_lateness(_meter)
 LEASE_EXPIRIES = _meter.create_counter(
     "perdure.lease.expirations",
     unit="{lease}",

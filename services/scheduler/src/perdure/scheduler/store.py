@@ -30,14 +30,17 @@ SET run_at = LEAST(scheduler.tasks.run_at, EXCLUDED.run_at),
 """
 
 # A task is grantable when it is due and unleased, or when its lease has expired: a worker
-# that is paused or cut off keeps its connection, so only the deadline decides. SKIP LOCKED
-# lets scheduler replicas grant side by side without granting one task twice.
+# that is paused or cut off keeps its connection, so only the deadline decides. A task woken by
+# a timer is grantable `timer_lookahead` early, to a worker that waits out the rest itself.
+# SKIP LOCKED lets scheduler replicas grant side by side without granting one task twice.
 CLAIM = """
 WITH due AS (
     SELECT workflow_id, lease_owner AS previous_owner,
            COALESCE(run_at, lease_expires_at) AS due_at, due_reason FROM scheduler.tasks
     WHERE task_queue = %(task_queue)s AND workflow_type = ANY(%(types)s)
       AND ((lease_owner IS NULL AND run_at <= now())
+           OR (lease_owner IS NULL AND due_reason = 'timer'
+               AND run_at <= now() + make_interval(secs => %(timer_lookahead)s))
            OR (lease_owner IS NOT NULL AND lease_expires_at <= now()))
     ORDER BY run_at NULLS FIRST
     LIMIT %(limit)s
@@ -73,11 +76,14 @@ WHERE lease_owner = %s
 RETURNING workflow_id
 """
 
-# Seconds until the next task of these queues becomes grantable (a due time or a lease expiry);
-# negative when one is overdue, NULL when none is scheduled.
+# Seconds until the next task of these queues becomes grantable (a due time, less the timer
+# lookahead for a timer, or a lease expiry); negative when one is overdue, NULL when none is.
 NEXT_DUE = """
 SELECT EXTRACT(EPOCH FROM min(due) - now())::float8 FROM (
-    SELECT min(run_at) AS due FROM scheduler.tasks
+    SELECT min(CASE WHEN due_reason = 'timer'
+                    THEN run_at - make_interval(secs => %(timer_lookahead)s)
+                    ELSE run_at END) AS due
+    FROM scheduler.tasks
     WHERE task_queue = ANY(%(queues)s) AND lease_owner IS NULL AND run_at IS NOT NULL
     UNION ALL
     SELECT min(lease_expires_at) FROM scheduler.tasks
@@ -117,7 +123,7 @@ class Grant:
     fence: int
     previous_owner: str | None  # set when the lease expired and this grant takes over
     due_at: datetime
-    late_by: float  # seconds from due to granted, on the database clock
+    late_by: float  # seconds from due to granted, on the database clock (< 0: granted ahead)
     due_reason: str | None  # timer, signal, retry: a timed wake-up firing
     trace_context: dict[str, str] | None
 
@@ -137,9 +143,16 @@ class TaskStore:
             await conn.execute(ENQUEUE, columns)
 
     async def claim(
-        self, session: str, task_queue: str, types: list[str], limit: int, ttl: float
+        self,
+        session: str,
+        task_queue: str,
+        types: list[str],
+        limit: int,
+        ttl: float,
+        timer_lookahead: float = 0.0,
     ) -> list[Grant]:
-        """Lease up to `limit` grantable tasks to a session, each with a fresh fence."""
+        """Lease up to `limit` grantable tasks to a session, each with a fresh fence (timer
+        tasks up to `timer_lookahead` seconds before they are due)."""
         async with self._pool.connection() as conn:
             cur = await conn.execute(
                 CLAIM,
@@ -149,6 +162,7 @@ class TaskStore:
                     "limit": limit,
                     "session": session,
                     "ttl": ttl,
+                    "timer_lookahead": timer_lookahead,
                 },
             )
             return [Grant(*row) for row in await cur.fetchall()]
@@ -182,10 +196,12 @@ class TaskStore:
             cur = await conn.execute(RELEASE_SESSION, [session])
             return [str(row[0]) for row in await cur.fetchall()]
 
-    async def next_due(self, queues: list[str]) -> float | None:
+    async def next_due(self, queues: list[str], timer_lookahead: float = 0.0) -> float | None:
         """Seconds until the next task of `queues` is grantable (<= 0: overdue; None: none)."""
         async with self._pool.connection() as conn:
-            cur = await conn.execute(NEXT_DUE, {"queues": queues})
+            cur = await conn.execute(
+                NEXT_DUE, {"queues": queues, "timer_lookahead": timer_lookahead}
+            )
             row = await cur.fetchone()
         return None if row is None or row[0] is None else float(row[0])
 

@@ -22,6 +22,7 @@ from opentelemetry.util.types import AttributeValue
 from perdure.api.worker.v1 import journal_service_pb2 as jpb
 from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.telemetry.propagation import links_to
+from perdure.telemetry.timers import record_fire
 from perdure.worker._errors import (
     JournalUnavailableError,
     LeaseLostError,
@@ -34,7 +35,7 @@ from perdure.worker._errors import (
 from perdure.worker._payload import failure_from, from_value, to_value
 from perdure.worker._retry import NO_RETRY, RetryPolicy
 from perdure.worker._session import JournalCallError, JournalSession
-from perdure.worker._telemetry import step_attempt_ended, tracer
+from perdure.worker._telemetry import TIMER_LATENESS, step_attempt_ended, tracer
 
 log = logging.getLogger("perdure.worker")
 
@@ -56,6 +57,10 @@ _POSITIONED = frozenset(
 _INTERNAL_PREFIX = "$"
 # A step still running after this long reports itself, so that describe shows it.
 ANNOUNCE_AFTER_SECONDS = 1.0
+# A timer due within this long is waited out in the worker rather than suspended. It is more
+# than the lookahead with which the worker accepts timer tasks (see Worker), so that a task
+# granted ahead of its timer never suspends again.
+LOCAL_WAIT_SECONDS = 0.25
 
 
 @dataclass(frozen=True)
@@ -154,6 +159,7 @@ class WorkflowContext:
         self._loop = asyncio.get_running_loop()
         # What the database clock said at load: a timer or retry later than this is not due.
         self._now = loaded.now.ToDatetime(tzinfo=UTC)
+        self._loaded_at = time.monotonic()  # the load's answer came at least this late
         events = list(loaded.events)
         self._recorded = {e.position: e for e in events if e.event_type in _POSITIONED}
         self._failed_attempts: dict[str, list[wf.HistoryEvent]] = {}
@@ -362,8 +368,25 @@ class WorkflowContext:
         pending = fire > self._now and self._cancel_requested and not self._cancel_delivered
         if delivered_here or pending:
             await self._begin(interrupt)  # records or replays the delivery, and raises it
-        if fire > self._now:
+        if fire <= self._now:
+            return
+        if (fire - self._database_now()).total_seconds() > LOCAL_WAIT_SECONDS:
             raise _wait(wf.WAIT_KIND_TIMER, call.step_id, fire)
+        # Due soon (a short sleep, or a task granted ahead of its timer): wait here, with the
+        # lease, and go on at the due time, judged by a clock never ahead of the database's.
+        # An asyncio timer may fire a little early: look at the clock again after it.
+        while (remaining := (fire - self._database_now()).total_seconds()) > 0:  # noqa: ASYNC110
+            await asyncio.sleep(remaining)
+        attributes: dict[str, AttributeValue] = {
+            "perdure.workflow.id": self.workflow_id,
+            "perdure.step.id": call.step_id,
+        }
+        late_by = (self._database_now() - fire).total_seconds()
+        record_fire(tracer, TIMER_LATENESS, "timer", fire, late_by, attributes)
+
+    def _database_now(self) -> datetime:
+        """The database clock now, never ahead of it: its time at load, plus the time since."""
+        return self._now + timedelta(seconds=time.monotonic() - self._loaded_at)
 
     def _take_signals(self, name: str, limit: int | None) -> list[wf.HistoryEvent]:
         matching = [event for event in self._signals if event.name == name][:limit]

@@ -11,6 +11,7 @@ from opentelemetry.util.types import AttributeValue
 from perdure.api.worker.v1 import journal_service_pb2 as jpb
 from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.telemetry.setup import DURATION_BUCKETS
+from perdure.telemetry.timers import timer_lateness
 
 tracer = trace.get_tracer("perdure.worker")
 _meter = metrics.get_meter("perdure.worker")
@@ -21,6 +22,8 @@ _STEP_ATTEMPTS = _meter.create_counter(
     description="Step attempts run, by workflow type, step name and outcome "
     "(completed, retrying, failed).",
 )
+# Timers this worker waited out (granted ahead of time) fire here, and are measured here.
+TIMER_LATENESS = timer_lateness(_meter)
 _STEP_DURATION = _meter.create_histogram(
     "perdure.step.duration",
     unit="s",

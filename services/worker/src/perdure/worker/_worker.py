@@ -8,6 +8,7 @@ import logging
 import os
 import socket
 from collections.abc import Iterable
+from datetime import timedelta
 
 import grpc
 from opentelemetry import trace
@@ -29,6 +30,9 @@ from perdure.worker._telemetry import tracer
 log = logging.getLogger("perdure.worker")
 
 RECONNECT_MAX_SECONDS = 5.0
+# Timer tasks may come this early: the run is loaded and replayed before its timer is due, and
+# waits out the rest (less than LOCAL_WAIT_SECONDS) in the workflow context.
+TIMER_LOOKAHEAD_SECONDS = 0.1
 
 
 class _StreamClosedError(Exception):
@@ -134,6 +138,7 @@ class Worker:
             task_queue=self.task_queue,
             workflow_types=self.workflow_types,
             capacity=self.concurrency,
+            timer_lookahead=timedelta(seconds=TIMER_LOOKAHEAD_SECONDS),
             leases=[tpb.LeaseRef(workflow_id=w, fence=f) for w, f in self._leases.items()],
         )
         await call.write(tpb.ConnectRequest(hello=hello))
