@@ -5,11 +5,15 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
+from datetime import timedelta
 from pathlib import Path
 
 import grpc
+import pytest
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
+from perdure.api.worker.v1 import task_service_pb2 as tpb
+from perdure.api.worker.v1 import task_service_pb2_grpc as tgrpc
 from perdure.api.workflow.v1 import workflow_pb2 as wf
 from tests.e2e.blocking import start_blocked
 from tests.fixtures.cluster import REPO_ROOT, Cluster, free_port, wait_until
@@ -98,3 +102,36 @@ def test_a_worker_that_never_reached_a_scheduler_stops_on_sigterm(tmp_path: Path
             worker.kill()
             worker.wait()
     assert "worker lonely stopped" in log.read_text()
+
+
+@pytest.mark.parametrize(
+    ("hello", "field"),
+    [
+        (tpb.Hello(workflow_types=["t"], capacity=1), "hello.task_queue"),
+        (tpb.Hello(task_queue="q", workflow_types=["t"], capacity=0), "hello.capacity"),
+        (
+            tpb.Hello(
+                task_queue="q", workflow_types=["t"], capacity=1, timer_lookahead=timedelta(-1)
+            ),
+            "hello.timer_lookahead",
+        ),
+        (
+            tpb.Hello(
+                task_queue="q", workflow_types=["t"], capacity=1, timer_lookahead=timedelta(2)
+            ),
+            "hello.timer_lookahead",
+        ),
+    ],
+    ids=["no-queue", "no-capacity", "negative-lookahead", "lookahead-too-long"],
+)
+def test_a_bad_hello_is_refused_naming_the_field(
+    cluster: Cluster, hello: tpb.Hello, field: str
+) -> None:
+    with grpc.insecure_channel(cluster.address("scheduler")) as channel:
+        stream = tgrpc.TaskServiceStub(channel).Connect(
+            iter([tpb.ConnectRequest(hello=hello)]), timeout=30
+        )
+        with pytest.raises(grpc.RpcError) as caught:
+            list(stream)
+    assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert field in (caught.value.details() or "")
