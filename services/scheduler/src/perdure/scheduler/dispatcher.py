@@ -185,7 +185,9 @@ class Dispatcher:
         queues = sorted({session.task_queue for session in ready})
         if not queues:
             return None
-        lookahead = max(session.timer_lookahead for session in ready)
+        # The least lookahead: waking for a timer that no ready session may take yet would
+        # leave it to the idle look, late.
+        lookahead = min(session.timer_lookahead for session in ready)
         return await self._store.next_due(queues, lookahead)
 
     async def _grant_round(self) -> int:
