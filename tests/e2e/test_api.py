@@ -15,8 +15,8 @@ from perdure.api.worker.v1 import journal_service_pb2_grpc as jgrpc
 from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.api.workflow.v1 import workflow_service_pb2 as api
 from perdure.api.workflow.v1 import workflow_service_pb2_grpc as apigrpc
-from perdure.worker._rpc import error_reason
 from tests.fixtures.cluster import Cluster
+from tests.fixtures.rpc import error_reason
 
 
 @pytest.fixture

@@ -12,8 +12,8 @@ from google.protobuf import struct_pb2
 from perdure.api.worker.v1 import journal_service_pb2 as jpb
 from perdure.api.worker.v1 import journal_service_pb2_grpc as jgrpc
 from perdure.api.workflow.v1 import workflow_pb2 as wf
-from perdure.worker._rpc import error_reason
 from tests.fixtures.cluster import Cluster
+from tests.fixtures.rpc import error_reason
 
 QUEUE = "hand-driven"
 

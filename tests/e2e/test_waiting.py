@@ -28,9 +28,9 @@ from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.api.workflow.v1 import workflow_service_pb2 as api
 from perdure.client import Client
 from perdure.worker._payload import from_value
-from perdure.worker._rpc import error_reason
 from tests.fixtures.cluster import Cluster, Process, wait_until
 from tests.fixtures.postgres import with_database
+from tests.fixtures.rpc import error_reason
 
 MODULE = "tests.e2e.waiting_workflows"
 WAIT = 90.0  # upper bound of any wait for a workflow to get somewhere

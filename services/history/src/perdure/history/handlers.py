@@ -29,7 +29,7 @@ from perdure.telemetry.rpc import multiplexed_call_span
 log = logging.getLogger(__name__)
 
 Context = grpc.aio.ServicerContext[Any, Any]
-JOURNAL_SERVICE = "perdure.api.worker.v1.JournalService"
+JOURNAL_SERVICE = jpb.DESCRIPTOR.services_by_name["JournalService"].full_name
 MAX_KEY_LENGTH = 200
 
 
@@ -431,10 +431,8 @@ class JournalServicer(jgrpc.JournalServiceServicer):
             error = errors.invalid_argument("a journal call needs one request, e.g. record_step")
             answer.error.CopyFrom(_session_error(error))
             return answer
+        method, handler = _SESSION_CALLS[field]
         request = getattr(call, field)
-        method = request.DESCRIPTOR.name.removesuffix("Request")
-        # The unary method without its status mapping: errors are answered on the stream.
-        handler = inspect.unwrap(getattr(JournalServicer, method))
         parent = context_from(call.trace_context)
         with multiplexed_call_span(JOURNAL_SERVICE, method, SpanKind.SERVER, parent) as span:
             try:
@@ -448,6 +446,21 @@ class JournalServicer(jgrpc.JournalServiceServicer):
             if answer.HasField("error"):
                 span.set_status(Status(StatusCode.ERROR, answer.error.message))
         return answer
+
+
+def _session_calls() -> dict[str, tuple[str, Any]]:
+    """JournalCall's field -> the method it calls and that method's unary handler, without its
+    status mapping (errors are answered on the stream): looked up once, not per call."""
+    calls = {}
+    for request in jpb.JournalCall.DESCRIPTOR.oneofs_by_name["call"].fields:
+        if request.message_type is None:
+            continue  # every field of the oneof is a request message
+        method = request.message_type.name.removesuffix("Request")
+        calls[request.name] = (method, inspect.unwrap(getattr(JournalServicer, method)))
+    return calls
+
+
+_SESSION_CALLS = _session_calls()
 
 
 def _session_error(error: errors.ApiError) -> jpb.SessionError:

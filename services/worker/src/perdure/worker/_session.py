@@ -23,7 +23,7 @@ from perdure.api.worker.v1 import journal_service_pb2_grpc as jgrpc
 from perdure.telemetry.propagation import current_carrier
 from perdure.telemetry.rpc import multiplexed_call_span
 
-SERVICE = "perdure.api.worker.v1.JournalService"
+SERVICE = jpb.DESCRIPTOR.services_by_name["JournalService"].full_name
 ATTEMPTS = 5
 FIRST_BACKOFF_SECONDS = 0.1
 # Request message name -> its field in JournalCall (and its answer's in JournalAnswer).
