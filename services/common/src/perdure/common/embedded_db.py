@@ -35,9 +35,10 @@ def start_embedded_postgres(data_dir: str | pathlib.Path, *, keep_running: bool)
     return dsn
 
 
-def stop_embedded_postgres(data_dir: str | pathlib.Path) -> None:
-    """Stop the embedded server of `data_dir` (a fast shutdown: connections are cut)."""
+def stop_embedded_postgres(data_dir: str | pathlib.Path, mode: str = "fast") -> None:
+    """Stop the embedded server of `data_dir`: "fast" cuts connections and checkpoints,
+    "immediate" quits at once, as a crash would (recovery replays the WAL at the next start)."""
     pgdata = pathlib.Path(data_dir).expanduser().resolve() / "pgdata"
     # As root, pgserver runs PostgreSQL as its own "pgserver" user.
     user = "pgserver" if os.geteuid() == 0 else None
-    _pgserver().pg_ctl(["-m", "fast", "-w", "stop"], pgdata=pgdata, user=user)
+    _pgserver().pg_ctl(["-m", mode, "-w", "stop"], pgdata=pgdata, user=user)

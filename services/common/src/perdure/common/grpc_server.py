@@ -77,7 +77,10 @@ async def serve(spec: ServerSpec) -> None:
 
     log.info("%s shutting down", spec.name)
     await health.enter_graceful_shutdown()
+    # New calls are refused from here on, calls under way go on for the grace period: a stream
+    # opened while the service winds its work down would hold the stop for the whole grace.
+    stopped = asyncio.create_task(server.stop(spec.grace_seconds))
     if spec.on_stopping is not None:
         await spec.on_stopping()
-    await server.stop(spec.grace_seconds)
+    await stopped
     log.info("%s stopped", spec.name)

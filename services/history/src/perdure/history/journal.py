@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -28,6 +29,7 @@ from perdure.history.metrics import (
 from perdure.history.store import Row
 from perdure.telemetry.propagation import current_carrier, links_to
 
+log = logging.getLogger(__name__)
 tracer = trace.get_tracer("perdure.history")
 
 MAX_PAGE_SIZE = 1000
@@ -489,6 +491,12 @@ class Journal:
         row = await self._require(conn, workflow_id)
         if row["fence"] > fence:
             FENCE_REJECTIONS.add(1)
+            log.warning(
+                "refused a write with stale fence %d to workflow %s (fence mark %d)",
+                fence,
+                workflow_id,
+                row["fence"],
+            )
             return errors.failed_precondition(
                 "STALE_FENCE",
                 f"stale fence {fence} for workflow {workflow_id!r}: a newer lease (fence "

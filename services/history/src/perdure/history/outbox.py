@@ -10,6 +10,7 @@ import grpc
 from opentelemetry import trace
 from psycopg_pool import AsyncConnectionPool
 
+from perdure.common.aio import wait_event
 from perdure.common.convert import timestamp
 from perdure.history import store
 from perdure.internal.scheduler.v1 import scheduler_service_pb2 as sched
@@ -55,8 +56,7 @@ class OutboxRelay:
 
     async def _run(self) -> None:
         while True:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), POLL_SECONDS)
+            await wait_event(self._wake, POLL_SECONDS)
             self._wake.clear()
             try:
                 while await self._relay_batch() == BATCH:

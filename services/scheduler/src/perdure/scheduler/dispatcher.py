@@ -13,6 +13,7 @@ from opentelemetry import trace
 from opentelemetry.util.types import AttributeValue
 
 from perdure.api.worker.v1 import task_service_pb2 as tpb
+from perdure.common.aio import wait_event
 from perdure.scheduler.metrics import (
     LEASE_EXPIRIES,
     SCHEDULE_TO_START,
@@ -153,8 +154,7 @@ class Dispatcher:
         delay = 0.0
         overdue_rounds = 0
         while True:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), delay)
+            await wait_event(self._wake, delay)
             self._wake.clear()
             try:
                 with untraced():  # polls; each grant gets a span in its workflow's trace

@@ -561,7 +561,10 @@ async def _invoke(
     else:
         running = asyncio.to_thread(fn, *args, **kwargs)
     try:
-        result = await (running if limit is None else asyncio.wait_for(running, limit))
+        # asyncio.timeout, not wait_for: before Python 3.12 wait_for can swallow a cancellation
+        # (a lease lost, a drain) that arrives as the attempt ends.
+        async with asyncio.timeout(limit):
+            result = await running
     except TimeoutError:
         # A thread cannot be stopped; its late result is ignored.
         raise StepTimeoutError(f"the attempt ran longer than its {limit}s timeout") from None
