@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 PACKAGES := -e proto -e services/telemetry -e services/common -e services/history -e services/scheduler \
             -e services/gateway -e services/worker -e services/cli
 
-.PHONY: install run demo bench test pytest lint typecheck proto proto-check fmt clean
+.PHONY: install run demo bench chaos test pytest lint typecheck proto proto-check fmt clean
 
 $(STAMP): pyproject.toml proto/pyproject.toml services/*/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -33,6 +33,11 @@ demo: install
 bench: install
 	$(PY) -m pip install --quiet --group bench
 	$(PY) -m bench
+
+# Every fault-injection scenario and a long random schedule against a cluster behind a proxy
+# (a few minutes); `make test` runs a short random schedule. PERDURE_CHAOS_SEED=N replays one.
+chaos: install
+	$(BIN)/pytest tests/chaos --chaos -s
 
 test: install lint typecheck proto-check pytest
 

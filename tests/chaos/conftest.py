@@ -1,0 +1,44 @@
+"""The chaos suite's cluster (one per module) and its seed. `make test` runs the quick profile;
+`make chaos` (pytest --chaos) runs every scenario and the full random schedule."""
+
+from __future__ import annotations
+
+import os
+import random
+from collections.abc import Iterator
+
+import pytest
+
+from tests.chaos.harness import ChaosCluster
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--chaos", action="store_true", help="run every chaos scenario (slow)")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if config.getoption("--chaos"):
+        return
+    skip = pytest.mark.skip(reason="a full chaos scenario: run `make chaos`")
+    for item in items:
+        if item.get_closest_marker("chaos"):
+            item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def chaos_seed() -> int:
+    """PERDURE_CHAOS_SEED, or a fresh one; printed so a failure can be replayed."""
+    seed = int(os.environ.get("PERDURE_CHAOS_SEED") or random.randrange(1, 10**6))
+    print(f"\nchaos seed {seed} (replay: PERDURE_CHAOS_SEED={seed} make chaos)")
+    return seed
+
+
+@pytest.fixture(scope="module")
+def chaos_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ChaosCluster]:
+    """The whole cluster behind the proxy, started once for the module's scenarios."""
+    cluster = ChaosCluster(tmp_path_factory.mktemp("chaos"), seed=0)
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.close()

@@ -1,0 +1,93 @@
+"""The workflow the fault-injection suite runs. Its steps act on the outside world: a ledger in
+the chaos schema, written straight to PostgreSQL (never through the proxy), which makes each
+effect idempotent by the step's idempotency key, as a payment provider would."""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+from psycopg_pool import ConnectionPool
+
+from perdure.worker import RetryPolicy, WorkflowContext, current_step, workflow
+
+LEDGER_DSN_VARIABLE = "PERDURE_CHAOS_LEDGER_DSN"
+SCHEMA = """
+CREATE SCHEMA IF NOT EXISTS chaos;
+-- Every execution of a step body, by whoever ran it: at-least-once shows here.
+CREATE TABLE IF NOT EXISTS chaos.executions (
+    key         text NOT NULL,
+    workflow_id text NOT NULL,
+    step        text NOT NULL,
+    pid         int NOT NULL,
+    at          timestamptz NOT NULL DEFAULT clock_timestamp()
+);
+-- The effects: at most one per idempotency key, whoever runs the step and however often.
+CREATE TABLE IF NOT EXISTS chaos.effects (
+    key         text PRIMARY KEY,
+    workflow_id text NOT NULL,
+    step        text NOT NULL,
+    amount      int NOT NULL,
+    applied_at  timestamptz NOT NULL DEFAULT clock_timestamp()
+);
+"""
+# Retries come quickly: the faults are short and the suite waits for every run to end.
+RETRY = RetryPolicy(initial_interval=0.2, maximum_interval=2.0, maximum_attempts=0)
+
+_pool: ConnectionPool | None = None
+
+
+def _ledger() -> ConnectionPool:
+    global _pool  # one pool per worker process, opened by its first step
+    if _pool is None:
+        _pool = ConnectionPool(
+            os.environ[LEDGER_DSN_VARIABLE],
+            min_size=1,
+            max_size=4,
+            kwargs={"autocommit": True},
+            timeout=5,
+        )
+    return _pool
+
+
+def apply_effect(step: str, amount: int, work_seconds: float) -> dict[str, Any]:
+    """Log the execution, do some work, then apply the effect once per idempotency key; return
+    the effect that stands (this execution's or an earlier one's)."""
+    key = current_step().idempotency_key
+    workflow_id = key.split(":", 1)[0]
+    with _ledger().connection() as conn:
+        conn.execute(
+            "INSERT INTO chaos.executions (key, workflow_id, step, pid) VALUES (%s, %s, %s, %s)",
+            [key, workflow_id, step, os.getpid()],
+        )
+    time.sleep(work_seconds)  # a fault can land while the step is in flight
+    with _ledger().connection() as conn:
+        conn.execute(
+            "INSERT INTO chaos.effects (key, workflow_id, step, amount) VALUES (%s, %s, %s, %s)"
+            " ON CONFLICT (key) DO NOTHING",
+            [key, workflow_id, step, amount],
+        )
+        row = conn.execute(
+            "SELECT amount, applied_at FROM chaos.effects WHERE key = %s", [key]
+        ).fetchone()
+    assert row is not None
+    return {"key": key, "amount": row[0], "applied_at": row[1].isoformat()}
+
+
+@workflow
+async def ledger_run(ctx: WorkflowContext, params: dict[str, Any]) -> dict[str, Any]:
+    """`steps` effects of amounts 1..steps, then an optional timer followed by one more effect,
+    then `signals` signals "tick" taken one by one."""
+    work = float(params.get("work_seconds", 0.05))
+    total = 0
+    for index in range(1, int(params["steps"]) + 1):
+        effect = await ctx.step(
+            f"effect-{index}", apply_effect, f"effect-{index}", index, work, retry=RETRY
+        )
+        total += effect["amount"]
+    if params.get("sleep"):
+        await ctx.sleep(float(params["sleep"]))
+        await ctx.step("after-timer", apply_effect, "after-timer", 0, work, retry=RETRY)
+    ticks = [await ctx.wait_for_signal("tick") for _ in range(int(params.get("signals", 0)))]
+    return {"total": total, "ticks": ticks}

@@ -1,0 +1,198 @@
+"""The client side: drivers start ledger workflows through both gateways, signal them with ids,
+duplicate some starts and signals, cancel some, and log every operation's outcome. A call the
+server answered with a decision is ok or failed; anything else (a timeout, a lost connection)
+is indeterminate, and is retried with the same ids until it is decided."""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+
+from perdure.client import Client
+
+OK, FAILED, INDETERMINATE = "ok", "failed", "indeterminate"
+FAULTS, HEALED = "faults", "healed"
+# Codes a server sends only after deciding: the operation did not happen.
+DECIDED = {
+    grpc.StatusCode.INVALID_ARGUMENT,
+    grpc.StatusCode.NOT_FOUND,
+    grpc.StatusCode.ALREADY_EXISTS,
+    grpc.StatusCode.FAILED_PRECONDITION,
+    grpc.StatusCode.OUT_OF_RANGE,
+}
+CALL_TIMEOUT = 5.0
+SIGNAL, STRAY = "tick", "stray"  # workflows wait for ticks; strays are received, never taken
+
+
+@dataclass(frozen=True)
+class Op:
+    """One call and what came of it."""
+
+    kind: str  # start, signal, cancel
+    workflow_id: str
+    outcome: str
+    phase: str
+    signal_id: str = ""
+    signal_name: str = ""
+    code: str = ""
+    duplicate: bool = False  # sent again on purpose after it was acknowledged
+
+
+class Workload:
+    """Driver threads with their own seeded choices; `ops` is the history the checker reads."""
+
+    def __init__(self, gateways: list[str], prefix: str, seed: int, drivers: int = 4) -> None:
+        self.prefix = prefix
+        self.phase = FAULTS
+        self.ops: list[Op] = []
+        self.shapes: dict[str, dict[str, Any]] = {}
+        self._gateways = gateways
+        self._seed = seed
+        self._stop = threading.Event()
+        self._give_up = threading.Event()
+        self._lock = threading.Lock()
+        self._threads = [
+            threading.Thread(target=self._drive, args=(index,), daemon=True)
+            for index in range(drivers)
+        ]
+
+    def start(self) -> None:
+        """Start the drivers."""
+        for thread in self._threads:
+            thread.start()
+
+    def stop(self, timeout: float) -> None:
+        """No new workflows; let the drivers decide what they have in flight, for `timeout`."""
+        self._stop.set()
+        deadline = time.monotonic() + timeout
+        for thread in self._threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        self._give_up.set()
+        for thread in self._threads:
+            thread.join(CALL_TIMEOUT * 2)
+
+    def count(self, kind: str, outcome: str | None = None) -> int:
+        """How many operations of a kind (with an outcome) were logged."""
+        return sum(1 for op in self.ops if op.kind == kind and outcome in (None, op.outcome))
+
+    def _log(self, op: Op) -> None:
+        with self._lock:
+            self.ops.append(op)
+
+    def _drive(self, index: int) -> None:
+        rng = random.Random(f"{self._seed}:{index}")
+        clients = [Client(address, timeout=CALL_TIMEOUT) for address in self._gateways]
+        previous: list[str] = []
+        number = 0
+        try:
+            while not self._stop.is_set():
+                number += 1
+                workflow_id = f"{self.prefix}-{index}-{number}"
+                self._one_workflow(rng, clients, workflow_id, previous)
+                previous.append(workflow_id)
+                time.sleep(rng.uniform(0.02, 0.15))
+        finally:
+            for client in clients:
+                client.close()
+
+    def _one_workflow(
+        self, rng: random.Random, clients: list[Client], workflow_id: str, previous: list[str]
+    ) -> None:
+        shape = {
+            "steps": rng.randint(1, 4),
+            "sleep": rng.choice([0, 0, 0.4, 1.5]),
+            "signals": rng.choice([0, 0, 1, 2]),
+            "work_seconds": rng.choice([0.01, 0.05, 0.3]),
+        }
+        with self._lock:
+            self.shapes[workflow_id] = shape
+
+        def start(client: Client) -> None:
+            client.start_workflow("ledger_run", shape, workflow_id=workflow_id)
+
+        self._decide(rng, clients, "start", workflow_id, start)
+        if rng.random() < 0.15:
+            self._decide(rng, clients, "start", workflow_id, start, duplicate=True)
+        for number in range(int(shape["signals"])):
+            self._signal(rng, clients, workflow_id, SIGNAL, f"{workflow_id}-tick-{number}", number)
+        if rng.random() < 0.1:
+            self._decide(rng, clients, "cancel", workflow_id, lambda c: c.cancel(workflow_id))
+        if previous and rng.random() < 0.2:
+            # To a run that may have ended (failed: never applied) or still runs (applied once).
+            target = rng.choice(previous[-5:])
+            self._signal(rng, clients, target, STRAY, f"{workflow_id}-stray", "stray")
+
+    def _signal(
+        self,
+        rng: random.Random,
+        clients: list[Client],
+        workflow_id: str,
+        name: str,
+        signal_id: str,
+        payload: Any,
+    ) -> None:
+        def send(client: Client) -> None:
+            client.signal(workflow_id, name, payload, signal_id=signal_id)
+
+        if (
+            self._decide(
+                rng, clients, "signal", workflow_id, send, signal_id=signal_id, signal_name=name
+            )
+            and rng.random() < 0.3
+        ):
+            self._decide(
+                rng,
+                clients,
+                "signal",
+                workflow_id,
+                send,
+                duplicate=True,
+                signal_id=signal_id,
+                signal_name=name,
+            )
+
+    def _decide(
+        self,
+        rng: random.Random,
+        clients: list[Client],
+        kind: str,
+        workflow_id: str,
+        call: Callable[[Client], None],
+        *,
+        duplicate: bool = False,
+        signal_id: str = "",
+        signal_name: str = "",
+    ) -> bool:
+        """Call through a random gateway until the answer is a decision (or the run gives up);
+        log every attempt; return whether it ended ok."""
+        while True:
+            phase = self.phase
+            try:
+                call(rng.choice(clients))
+            except grpc.RpcError as error:
+                code = error.code()
+                outcome = FAILED if code in DECIDED else INDETERMINATE
+                self._log(
+                    Op(
+                        kind,
+                        workflow_id,
+                        outcome,
+                        phase,
+                        signal_id,
+                        signal_name,
+                        code.name,
+                        duplicate,
+                    )
+                )
+                if outcome == FAILED or self._give_up.is_set():
+                    return False
+                time.sleep(rng.uniform(0.1, 0.4))
+                continue
+            self._log(Op(kind, workflow_id, OK, phase, signal_id, signal_name, "", duplicate))
+            return True
