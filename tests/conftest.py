@@ -1,3 +1,22 @@
-"""Shared fixtures: PostgreSQL and a cluster of real service processes."""
+"""Shared fixtures: PostgreSQL and a cluster of real service processes. `--chaos` adds the full
+fault-injection scenarios (`make chaos`) to the quick profile `make test` runs."""
+
+from __future__ import annotations
+
+import pytest
 
 pytest_plugins = ("tests.fixtures.postgres", "tests.fixtures.cluster", "tests.fixtures.otlp")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--chaos", action="store_true", help="run every chaos scenario (slow)")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Without --chaos, the full scenarios are left out (the quick profile stays)."""
+    if config.getoption("--chaos"):
+        return
+    full = [item for item in items if item.get_closest_marker("chaos")]
+    if full:
+        config.hook.pytest_deselected(items=full)
+        items[:] = [item for item in items if not item.get_closest_marker("chaos")]

@@ -1,5 +1,4 @@
-"""The chaos suite's cluster (one per module) and its seed. `make test` runs the quick profile;
-`make chaos` (pytest --chaos) runs every scenario and the full random schedule."""
+"""The chaos suite's cluster (one per module) and its seed."""
 
 from __future__ import annotations
 
@@ -10,19 +9,6 @@ from collections.abc import Iterator
 import pytest
 
 from tests.chaos.harness import ChaosCluster
-
-
-def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.addoption("--chaos", action="store_true", help="run every chaos scenario (slow)")
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if config.getoption("--chaos"):
-        return
-    skip = pytest.mark.skip(reason="a full chaos scenario: run `make chaos`")
-    for item in items:
-        if item.get_closest_marker("chaos"):
-            item.add_marker(skip)
 
 
 @pytest.fixture(scope="session")

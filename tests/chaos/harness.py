@@ -91,7 +91,7 @@ class ChaosCluster:
     def start(self) -> None:
         """Database, ledger schema, links, services, then workers; return when all are up."""
         self.start_database()
-        with psycopg.connect(self.dsn, autocommit=True) as conn:
+        with self.connect() as conn:
             conn.execute(SCHEMA)
         socket = self._socket_path()
         for name in (*HISTORIES, *SCHEDULERS, *GATEWAYS):

@@ -89,7 +89,15 @@ def pause_worker(cluster: ChaosCluster, rng: random.Random, log: FaultLog, durat
     """SIGSTOP a worker in the middle of a step for longer than its lease, then SIGCONT: its
     work goes to another worker with a higher fence, and its late writes must be refused."""
     running = _until(duration)
-    while running():
+    refused_before = cluster.logs("history").count(STALE_REFUSED)
+    cycles = 0
+    # Until the time is up, and until a late write was refused (a few tries at most): the
+    # worker may finish its step before it is paused, or learn of its lost lease before it
+    # writes again.
+    while running() or (
+        cycles < 3 and cluster.logs("history").count(STALE_REFUSED) == refused_before
+    ):
+        cycles += 1
         name = _busy_worker(cluster)
         cluster.pause(name)
         log.note("SIGSTOP worker past its lease")
@@ -157,6 +165,18 @@ def flapping(source_kind: str, target_kind: str) -> Scenario:
             _pause(rng, 0.2, 1.0)
 
     return scenario
+
+
+def slow_network(cluster: ChaosCluster, rng: random.Random, log: FaultLog, duration: float) -> None:
+    """Every link between services and to the database adds a delay to each chunk, changing
+    every few seconds (the client's links stay fast: its calls would just time out)."""
+    links = [link for link in cluster.proxy.links if link.source != "client"]
+    running = _until(duration)
+    while running():
+        delay = rng.choice((0.02, 0.1, 0.3))
+        with cluster.faulted(links, Fault(delay=delay)):
+            log.note(f"delay {delay:g}s on every link")
+            _pause(rng, 2.0, 4.0)
 
 
 def lost_replies(cluster: ChaosCluster, rng: random.Random, log: FaultLog, duration: float) -> None:
@@ -303,6 +323,8 @@ SCENARIOS: dict[str, Scenario] = {
     ),
     "flapping-history-scheduler": flapping("history", "scheduler"),
     "flapping-worker-history": flapping("worker", "history"),
+    "flapping-worker-scheduler": flapping("worker", "scheduler"),
+    "slow-network": slow_network,
     "lost-database-replies": lost_replies,
     "duplicate-completions": duplicate_completions,
     "sigterm-worker": sigterm_worker,

@@ -16,7 +16,7 @@ from tests.chaos.scenarios import (
 )
 
 pytestmark = pytest.mark.e2e
-SCENARIO_SECONDS = 20.0
+SCENARIO_SECONDS = 12.0
 
 
 def assert_clean(outcome: Outcome) -> None:
@@ -48,7 +48,7 @@ def test_scenario(chaos_cluster: ChaosCluster, chaos_seed: int, name: str) -> No
 @pytest.mark.timeout(900)
 def test_full_random_schedule(chaos_cluster: ChaosCluster, chaos_seed: int) -> None:
     outcome = run_scenario(
-        chaos_cluster, "random", random_schedule(slice_seconds=6.0), chaos_seed, duration=120.0
+        chaos_cluster, "random", random_schedule(slice_seconds=5.0), chaos_seed, duration=90.0
     )
     assert_clean(outcome)
     assert outcome.stale_refused > 0

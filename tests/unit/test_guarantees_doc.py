@@ -6,7 +6,13 @@ import re
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-TEST_DIRS = ("tests/e2e", "tests/integration", "tests/unit/worker")
+TEST_DIRS = (
+    "tests/e2e",
+    "tests/integration",
+    "tests/unit/worker",
+    "tests/unit/common",
+    "tests/chaos",
+)
 
 
 def test_every_test_the_guarantees_name_exists() -> None:
