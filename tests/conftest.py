@@ -3,7 +3,14 @@ fault-injection scenarios (`make chaos`) to the quick profile `make test` runs."
 
 from __future__ import annotations
 
+import os
+
 import pytest
+
+# Set before anything imports grpc. The suite forks (to exec services and workers) while its
+# own threads make gRPC calls; gRPC's fork handlers are for forks that do not exec, and
+# running them then can crash the child before its exec.
+os.environ["GRPC_ENABLE_FORK_SUPPORT"] = "false"
 
 pytest_plugins = ("tests.fixtures.postgres", "tests.fixtures.cluster", "tests.fixtures.otlp")
 
