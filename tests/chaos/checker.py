@@ -111,9 +111,17 @@ GROUP BY w.workflow_id, w.event_count
 """
 
 
+_ATTEMPTS_TWICE = """
+SELECT workflow_id, step_id, attempt, count(*) FROM history.events
+WHERE workflow_id LIKE %s AND event_type = 'STEP_ATTEMPT_FAILED'
+GROUP BY workflow_id, step_id, attempt HAVING count(*) > 1
+"""
+
+
 def _check_journals(report: Report, conn: psycopg.Connection, like: str) -> None:
     """Event ids 1..n without gaps; one closing event; a lease's writes never follow a newer
-    lease's (the fences of worker-written events never go down)."""
+    lease's (the fences of worker-written events never go down); a failed attempt is
+    journaled once, however often its record was sent."""
     rows = conn.execute(_JOURNALS, [list(CLOSING_EVENTS), like, like, like]).fetchall()
     for workflow_id, event_count, events, highest, closings, regressions in rows:
         if not event_count == events == highest:
@@ -128,6 +136,10 @@ def _check_journals(report: Report, conn: psycopg.Connection, like: str) -> None
                 f"{workflow_id}: {regressions} events written with a fence older than an "
                 "earlier event's (a stale lease's write was accepted)"
             )
+    for workflow_id, step_id, attempt, copies in conn.execute(_ATTEMPTS_TWICE, [like]):
+        report.violations.append(
+            f"{workflow_id}: failed attempt {attempt} of {step_id} journaled {copies} times"
+        )
 
 
 _EFFECTS = """

@@ -51,10 +51,14 @@ def _ledger() -> ConnectionPool:
     return _pool
 
 
-def apply_effect(step: str, amount: int, work_seconds: float) -> dict[str, Any]:
+def apply_effect(step: str, amount: int, work_seconds: float, flaky: bool) -> dict[str, Any]:
     """Log the execution, do some work, then apply the effect once per idempotency key; return
-    the effect that stands (this execution's or an earlier one's)."""
-    key = current_step().idempotency_key
+    the effect that stands (this execution's or an earlier one's). A `flaky` step fails its
+    first attempt at once: the journal gets failed attempts to record (and resend)."""
+    running = current_step()
+    if flaky and running.attempt == 1:
+        raise RuntimeError(f"{step}: the first attempt fails")
+    key = running.idempotency_key
     workflow_id = key.split(":", 1)[0]
     with _ledger().connection() as conn:
         conn.execute(
@@ -77,17 +81,19 @@ def apply_effect(step: str, amount: int, work_seconds: float) -> dict[str, Any]:
 
 @workflow
 async def ledger_run(ctx: WorkflowContext, params: dict[str, Any]) -> dict[str, Any]:
-    """`steps` effects of amounts 1..steps, then an optional timer followed by one more effect,
-    then `signals` signals "tick" taken one by one."""
+    """`steps` effects of amounts 1..steps (each failing once first if `flaky`), then an
+    optional timer followed by one more effect, then `signals` signals "tick" taken one by
+    one."""
     work = float(params.get("work_seconds", 0.05))
+    flaky = bool(params.get("flaky"))
     total = 0
     for index in range(1, int(params["steps"]) + 1):
         effect = await ctx.step(
-            f"effect-{index}", apply_effect, f"effect-{index}", index, work, retry=RETRY
+            f"effect-{index}", apply_effect, f"effect-{index}", index, work, flaky, retry=RETRY
         )
         total += effect["amount"]
     if params.get("sleep"):
         await ctx.sleep(float(params["sleep"]))
-        await ctx.step("after-timer", apply_effect, "after-timer", 0, work, retry=RETRY)
+        await ctx.step("after-timer", apply_effect, "after-timer", 0, work, False, retry=RETRY)
     ticks = [await ctx.wait_for_signal("tick") for _ in range(int(params.get("signals", 0)))]
     return {"total": total, "ticks": ticks}

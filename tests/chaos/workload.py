@@ -109,6 +109,7 @@ class Workload:
             "sleep": rng.choice([0, 0, 0.4, 1.5]),
             "signals": rng.choice([0, 0, 1, 2]),
             "work_seconds": rng.choice([0.01, 0.05, 0.3]),
+            "flaky": rng.random() < 0.3,
         }
         with self._lock:
             self.shapes[workflow_id] = shape

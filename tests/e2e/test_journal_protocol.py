@@ -91,6 +91,34 @@ def test_a_hand_driven_run_follows_the_journal_rules(journal: jgrpc.JournalServi
     assert final.workflow.result.number_value == 42
 
 
+def test_a_failed_attempt_sent_again_is_journaled_once(
+    journal: jgrpc.JournalServiceStub,
+) -> None:
+    journal.LoadJournal(jpb.LoadJournalRequest(workflow_id="raw-1", fence=1))
+    failed = jpb.RecordStepRequest(
+        workflow_id="raw-1",
+        fence=1,
+        step_id="flaky",
+        step_name="flaky",
+        position=0,
+        attempt=1,
+        failure=wf.Failure(type="IOError", message="try again"),
+    )
+    failed.retry_delay.FromSeconds(30)
+    first = journal.RecordStep(failed)
+    again = journal.RecordStep(failed)  # its answer was lost: sent again
+    assert (again.event_id, again.retry_time) == (first.event_id, first.retry_time)
+    other = jpb.RecordStepRequest()
+    other.CopyFrom(failed)
+    other.failure.message = "another failure"
+    assert reason_of(journal.RecordStep, other) == "STEP_CONFLICT"
+    other.attempt = 2  # the next attempt is a new event
+    assert journal.RecordStep(other).event_id == first.event_id + 1
+    events = journal.LoadJournal(jpb.LoadJournalRequest(workflow_id="raw-1", fence=1)).events
+    attempts = [e.attempt for e in events if e.event_type == wf.EVENT_TYPE_STEP_ATTEMPT_FAILED]
+    assert attempts == [1, 2]
+
+
 def test_unknown_workflows_are_not_found(journal: jgrpc.JournalServiceStub) -> None:
     with pytest.raises(grpc.RpcError) as caught:
         journal.LoadJournal(jpb.LoadJournalRequest(workflow_id="nope", fence=1), timeout=30)

@@ -18,7 +18,12 @@ from perdure.common.migrate import MigrationError, apply_migrations
 
 HISTORY_TABLES = {"schema_migrations", "workflows", "events", "outbox", "step_progress"}
 FILES = {
-    "perdure.history": ["0001_init.sql", "0002_waiting.sql", "0003_tracing.sql"],
+    "perdure.history": [
+        "0001_init.sql",
+        "0002_waiting.sql",
+        "0003_tracing.sql",
+        "0004_attempts.sql",
+    ],
     "perdure.scheduler": ["0001_init.sql", "0002_tracing.sql"],
 }
 SCHEDULER_TABLES = {"schema_migrations", "tasks", "workflow_types"}

@@ -456,13 +456,14 @@ class Journal:
     async def _existing_call(
         self, conn: AsyncConnection, call: Call, params: dict[str, Any]
     ) -> Appended:
-        """The identical event already recorded at this call (a retried request), else
-        STEP_CONFLICT."""
-        row = await store.fetch_one(
-            conn,
-            store.SELECT_STEP_EVENT,
-            {"workflow_id": call.workflow_id, "step_id": call.step_id, "position": call.position},
-        )
+        """The identical event already recorded at this call, or this failed attempt (a
+        retried request), else STEP_CONFLICT."""
+        keys: dict[str, Any] = {"workflow_id": call.workflow_id, "step_id": call.step_id}
+        if params["position"] is None:  # a failed attempt, found by its number
+            query, keys["attempt"] = store.SELECT_ATTEMPT_EVENT, params["attempt"]
+        else:
+            query, keys["position"] = store.SELECT_STEP_EVENT, call.position
+        row = await store.fetch_one(conn, query, keys)
         same = row is not None and all(
             row[column] == _plain(params[column])
             for column in ("step_id", "position", "event_type", "payload", "failure", "consumed")

@@ -243,6 +243,12 @@ WHERE workflow_id = %(workflow_id)s AND position IS NOT NULL
   AND (step_id = %(step_id)s OR position = %(position)s)
 """
 
+SELECT_ATTEMPT_EVENT = f"""
+SELECT {EVENT_COLUMNS} FROM history.events
+WHERE workflow_id = %(workflow_id)s AND step_id = %(step_id)s AND attempt = %(attempt)s
+  AND event_type = 'STEP_ATTEMPT_FAILED'
+"""
+
 SELECT_EVENTS = f"""
 SELECT {EVENT_COLUMNS} FROM history.events
 WHERE workflow_id = %(workflow_id)s AND event_id > %(after)s
