@@ -67,6 +67,26 @@ def test_a_failing_step_is_journaled_and_fails_the_workflow(
     assert [line.split()[0] for line in ledger_lines(ledger)] == ["compensate"]
 
 
+def test_results_over_the_payload_limit_fail_instead_of_running_again(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    # History refuses them (RESOURCE_EXHAUSTED): the step fails at once, the workflow code
+    # catches that; the run's own oversized result fails the run. Nothing runs twice.
+    cluster.start_worker("w1")
+    ledger = tmp_path / "ledger"
+    with cluster.client() as client:
+        client.start_workflow("oversized_result", {"ledger": str(ledger)}, workflow_id="big-1")
+        described = client.wait("big-1", timeout=60)
+    assert described.workflow.status == wf.WORKFLOW_STATUS_FAILED
+    assert described.workflow.failure.type == "JournalRejectedError"
+    assert "PAYLOAD_TOO_LARGE" in described.workflow.failure.message
+    oversized, after = described.steps
+    assert not oversized.succeeded and oversized.failure.type == "JournalRejectedError"
+    assert "the limit is 2097152 bytes" in oversized.failure.message
+    assert after.succeeded
+    assert [line.split()[0] for line in ledger_lines(ledger)] == ["oversized", "after"]
+
+
 def test_recorded_values_are_journaled(cluster: Cluster) -> None:
     cluster.start_worker("w1")
     with cluster.client() as client:

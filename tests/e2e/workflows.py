@@ -109,3 +109,20 @@ async def clock(ctx: WorkflowContext) -> dict[str, str]:
     moment = await ctx.now()
     ident = await ctx.uuid4()
     return {"now": moment.isoformat(), "uuid": ident}
+
+
+def oversized(ledger: str) -> str:
+    """A step body whose result is over history's payload limit (2 MiB)."""
+    note(ledger, f"oversized {os.getpid()}")
+    return "x" * (3 * 1024 * 1024)
+
+
+@workflow
+async def oversized_result(ctx: WorkflowContext, params: dict[str, Any]) -> dict[str, Any]:
+    """A step whose result history refuses, caught; then a result history refuses too."""
+    try:
+        await ctx.step("oversized", oversized, params["ledger"])
+    except StepFailedError as error:
+        caught = error.message
+    await ctx.step("after", counted, params["ledger"], "after", 1)
+    return {"caught": caught, "padding": "y" * (3 * 1024 * 1024)}

@@ -24,6 +24,7 @@ from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.telemetry.propagation import links_to
 from perdure.telemetry.timers import record_fire
 from perdure.worker._errors import (
+    JournalRejectedError,
     JournalUnavailableError,
     LeaseLostError,
     NonDeterminismError,
@@ -119,6 +120,8 @@ class JournalClient:
                 "WORKFLOW_CLOSED",
             ):
                 raise LeaseLostError(error.message or "stale fence") from None
+            if error.code in _REJECTED:
+                raise JournalRejectedError(f"{error.reason}: {error.message}") from None
             raise JournalUnavailableError(str(error)) from error
 
     async def load(self) -> jpb.LoadJournalResponse:
@@ -480,7 +483,10 @@ class WorkflowContext:
                 if announce is not None:
                     announce.cancel()
             request.output.CopyFrom(encoded)
-            await self._record(request)
+            try:
+                await self._record(request)
+            except JournalRejectedError as error:  # the result breaks the payload limits
+                await self._attempt_failed(call, request, error, NO_RETRY, span, started)
             step_attempt_ended(span, self.workflow_type, name, time.perf_counter() - started)
         # Return the decoded JSON, exactly what a replay will return (tuples become lists).
         return from_value(encoded)
@@ -542,6 +548,8 @@ class WorkflowContext:
 
 
 _STEP_OUTCOMES = (wf.EVENT_TYPE_STEP_COMPLETED, wf.EVENT_TYPE_STEP_FAILED)
+# History decided the request itself is wrong: the same request would be refused again.
+_REJECTED = (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.RESOURCE_EXHAUSTED)
 
 
 def _kind(event: wf.HistoryEvent) -> str:

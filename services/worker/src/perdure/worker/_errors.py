@@ -53,3 +53,9 @@ class LeaseLostError(BaseException):
 class JournalUnavailableError(BaseException):
     """History could not be reached: the run stops and its lease is left to expire, so it is
     retried later. A BaseException so that workflow code cannot mistake it for its own error."""
+
+
+class JournalRejectedError(Exception):
+    """History refused a journal call as invalid (a value over the payload limits, say):
+    sending it again cannot help. In a step it fails the step; elsewhere the workflow code
+    gets it, and unhandled it fails the workflow."""

@@ -12,7 +12,11 @@ from perdure.api.worker.v1 import journal_service_pb2 as jpb
 from perdure.api.worker.v1 import task_service_pb2 as tpb
 from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.worker._context import JournalClient, Suspended, WorkflowContext, call_workflow
-from perdure.worker._errors import NonDeterminismError, WorkflowCancelledError
+from perdure.worker._errors import (
+    JournalRejectedError,
+    NonDeterminismError,
+    WorkflowCancelledError,
+)
 from perdure.worker._payload import failure_from, from_value, to_value
 from perdure.worker._registry import WorkflowFunction, workflow_retry
 from perdure.worker._session import JournalSession
@@ -74,7 +78,15 @@ async def run_task(
             "exception", {"exception.type": value.type, "exception.message": value.message}
         )
         log.error("workflow %s parked: %s", task.workflow_id, value.message)
-    await journal.call(finish)
+    try:
+        await journal.call(finish)
+    except JournalRejectedError as error:
+        if outcome != "result":
+            raise
+        # The result breaks the payload limits: the run fails, saying so.
+        log.error("workflow %s failed: its result was refused: %s", task.workflow_id, error)
+        finish.failure.CopyFrom(failure_from(error))
+        await journal.call(finish)
 
 
 async def _execute(fn: WorkflowFunction, ctx: WorkflowContext, arg: Any) -> tuple[str, Any]:

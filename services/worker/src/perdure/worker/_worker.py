@@ -20,7 +20,7 @@ from perdure.api.worker.v1 import task_service_pb2 as tpb
 from perdure.api.worker.v1 import task_service_pb2_grpc as tgrpc
 from perdure.telemetry.propagation import context_from
 from perdure.telemetry.rpc import aio_channel
-from perdure.worker._errors import JournalUnavailableError, LeaseLostError
+from perdure.worker._errors import JournalRejectedError, JournalUnavailableError, LeaseLostError
 from perdure.worker._registry import WorkflowFunction, workflow_name
 from perdure.worker._rpc import CHANNEL_OPTIONS
 from perdure.worker._runner import run_task
@@ -210,7 +210,7 @@ class Worker:
                 # Still say we are done with it: the scheduler counts the lease against this
                 # session's capacity until then, and its release is fenced, so a newer
                 # holder's lease is untouched.
-            except JournalUnavailableError as error:
+            except (JournalUnavailableError, JournalRejectedError) as error:
                 _failed(span, error)
                 # Keep the lease from being renewed so that it expires and the workflow is
                 # retried, here or elsewhere.
