@@ -98,12 +98,7 @@ def pause_worker(cluster: ChaosCluster, rng: random.Random, log: FaultLog, durat
         cycles < 3 and cluster.logs("history").count(STALE_REFUSED) == refused_before
     ):
         cycles += 1
-        name = _busy_worker(cluster)
-        cluster.pause(name)
-        log.note("SIGSTOP worker past its lease")
-        time.sleep(cluster.lease_ttl * 1.5 + rng.uniform(0, 1))
-        cluster.resume(name)
-        _pause(rng, 0.5, 1.5)
+        _stop_past_lease(cluster, _busy_worker(cluster), rng, log)
 
 
 def pause_scheduler(
@@ -112,12 +107,16 @@ def pause_scheduler(
     """SIGSTOP a scheduler replica for longer than a lease, then SIGCONT."""
     running = _until(duration)
     while running():
-        name = rng.choice(SCHEDULERS)
-        cluster.pause(name)
-        log.note("SIGSTOP scheduler")
-        time.sleep(cluster.lease_ttl * 1.5 + rng.uniform(0, 1))
-        cluster.resume(name)
-        _pause(rng, 0.5, 1.5)
+        _stop_past_lease(cluster, rng.choice(SCHEDULERS), rng, log)
+
+
+def _stop_past_lease(cluster: ChaosCluster, name: str, rng: random.Random, log: FaultLog) -> None:
+    """SIGSTOP one process for longer than a lease lasts, then SIGCONT."""
+    cluster.pause(name)
+    log.note(f"SIGSTOP {cluster.members[name].kind} past a lease")
+    time.sleep(cluster.lease_ttl * 1.5 + rng.uniform(0, 1))
+    cluster.resume(name)
+    _pause(rng, 0.5, 1.5)
 
 
 def database_crash(

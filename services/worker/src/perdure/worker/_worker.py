@@ -80,6 +80,7 @@ class Worker:
         self._running: set[asyncio.Task[None]] = set()
         self._stopping = asyncio.Event()
         self._call: grpc.aio.StreamStreamCall[tpb.ConnectRequest, tpb.ConnectResponse] | None = None
+        self._welcomes = 0  # sessions the scheduler welcomed, so far
         self._write_lock = asyncio.Lock()
 
     @property
@@ -122,10 +123,15 @@ class Worker:
         """Hold a session with the scheduler, reconnecting with backoff, until cancelled."""
         delay = 0.1
         while True:
+            welcomed = self._welcomes
             try:
                 await self._session(task_stub, journal)
-                delay = 0.1
             except (grpc.aio.AioRpcError, _StreamClosedError) as error:
+                if self._welcomes > welcomed:
+                    # A session was up: back off afresh. Otherwise every stream lost after a
+                    # few failed connects would wait the longest delay, and leases held
+                    # meanwhile would expire before the worker is back to renew them.
+                    delay = 0.1
                 reason = error.code().name if isinstance(error, grpc.aio.AioRpcError) else error
                 log.warning("scheduler stream lost (%s); reconnecting in %.1fs", reason, delay)
             await asyncio.sleep(delay)
@@ -153,6 +159,7 @@ class Worker:
             ", ".join(self.workflow_types),
         )
         self._call = call  # only a welcomed stream carries heartbeats, results and Drain
+        self._welcomes += 1
         heartbeats = asyncio.create_task(self._heartbeat(interval))
         try:
             while True:
