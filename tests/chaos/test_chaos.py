@@ -15,7 +15,8 @@ from tests.chaos.scenarios import (
     run_scenario,
 )
 
-pytestmark = pytest.mark.e2e
+# Generous bounds: a scenario waits up to 3 minutes for its runs to end, more on a slow machine.
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 SCENARIO_SECONDS = 12.0
 
 
@@ -45,7 +46,6 @@ def test_scenario(chaos_cluster: ChaosCluster, chaos_seed: int, name: str) -> No
 
 
 @pytest.mark.chaos
-@pytest.mark.timeout(900)
 def test_full_random_schedule(chaos_cluster: ChaosCluster, chaos_seed: int) -> None:
     outcome = run_scenario(
         chaos_cluster, "random", random_schedule(slice_seconds=5.0), chaos_seed, duration=90.0
