@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import signal
 import subprocess
 import sys
@@ -215,6 +216,29 @@ def test_history_killed_mid_step_loses_nothing(
     assert runs["step_1"] == 1 and runs["step_2"] == 1 and runs["step_4"] == 1
     assert runs["step_3"] == 2  # its first result was never recorded, so it ran again
     assert "Skipping completed step: step_2" in worker.output()
+
+
+def test_each_scheduler_restart_is_met_with_a_prompt_reconnect(
+    start_cluster: Callable[..., Cluster],
+) -> None:
+    # The worker's backoff starts afresh after every welcomed session: restarts in a row (a
+    # rolling deploy) never leave it waiting the longest delay, longer than a short lease.
+    cluster = start_cluster()
+    worker = cluster.start_worker("w1")
+    restarts = 6
+    for restart in range(1, restarts + 1):
+        scheduler = next(p for p in reversed(cluster.processes) if p.name == "scheduler")
+        scheduler.kill()
+        cluster.start_service("scheduler")
+        connected = restart + 1  # its first session, then one per restart
+        wait_until(
+            lambda n=connected: worker.output().count("connected:") >= n,
+            WAIT,
+            "the worker to reconnect",
+        )
+    delays = re.findall(r"scheduler stream lost \(.*\); reconnecting in (\S+)s", worker.output())
+    assert len(delays) >= restarts
+    assert max(float(delay) for delay in delays) < 0.8, delays
 
 
 def test_scheduler_restart_mid_step_keeps_the_lease(
