@@ -20,9 +20,11 @@ def chaos_seed() -> int:
 
 
 @pytest.fixture(scope="module")
-def chaos_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ChaosCluster]:
+def chaos_cluster(
+    tmp_path_factory: pytest.TempPathFactory, chaos_seed: int
+) -> Iterator[ChaosCluster]:
     """The whole cluster behind the proxy, started once for the module's scenarios."""
-    cluster = ChaosCluster(tmp_path_factory.mktemp("chaos"), seed=0)
+    cluster = ChaosCluster(tmp_path_factory.mktemp("chaos"), seed=chaos_seed)
     try:
         cluster.start()
         yield cluster

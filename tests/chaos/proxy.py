@@ -59,7 +59,6 @@ def _abort(writer: asyncio.StreamWriter) -> None:
 class Link:
     """One listening port in front of one upstream, between a source and a target process."""
 
-    name: str
     source: str
     target: str
     upstream: tuple[str, int] | str  # host and port, or a Unix socket path
@@ -68,7 +67,6 @@ class Link:
     rng: random.Random = field(default_factory=random.Random)
     connections: set[tuple[asyncio.StreamWriter, asyncio.StreamWriter]] = field(default_factory=set)
     flowing: dict[str, asyncio.Event] = field(default_factory=dict)
-    resets: int = 0
     lost_replies: int = 0
 
     async def serve(self) -> asyncio.Server:
@@ -92,15 +90,12 @@ class Link:
                 self._cut(pair)
 
     def _cut(self, pair: tuple[asyncio.StreamWriter, asyncio.StreamWriter]) -> None:
-        if pair in self.connections:
-            self.connections.discard(pair)
-            self.resets += 1
+        self.connections.discard(pair)
         for writer in pair:
             _abort(writer)
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         if self.fault.reset:
-            self.resets += 1
             _abort(writer)
             return
         try:
@@ -166,7 +161,6 @@ class Proxy:
     def link(self, source: str, target: str, upstream: tuple[str, int] | str) -> Link:
         """A new link from `source` to `target`; connect to 127.0.0.1:<link.port>."""
         link = Link(
-            f"{source}->{target}",
             source,
             target,
             upstream,

@@ -77,10 +77,6 @@ class Workload:
         for thread in self._threads:
             thread.join(CALL_TIMEOUT * 2)
 
-    def count(self, kind: str, outcome: str | None = None) -> int:
-        """How many operations of a kind (with an outcome) were logged."""
-        return sum(1 for op in self.ops if op.kind == kind and outcome in (None, op.outcome))
-
     def _log(self, op: Op) -> None:
         with self._lock:
             self.ops.append(op)
