@@ -7,7 +7,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -130,10 +129,8 @@ class ChaosCluster:
 
     def close(self) -> None:
         """Kill every process, stop the database and the proxy."""
-        for member in self.members.values():
-            if member.alive():
-                member.current.signal(signal.SIGCONT)
-                member.current.kill()
+        for name in self.members:
+            self.kill(name)
         if self.database_up:
             stop_embedded_postgres(self.workdir / "pg")
         self.proxy.close()
@@ -180,12 +177,10 @@ class ChaosCluster:
     # --- faults ------------------------------------------------------------------------------
 
     def kill(self, name: str) -> None:
-        """kill -9."""
-        member = self.members[name]
+        """kill -9 (a paused process too)."""
         self.paused.discard(name)
-        if member.alive():
-            member.current.signal(signal.SIGCONT)
-            member.current.kill()
+        if self.members[name].alive():
+            self.members[name].current.kill()
 
     def restart(self, name: str) -> None:
         """Start a process that is not running again; return once it serves (or connects)."""
@@ -265,15 +260,3 @@ class ChaosCluster:
     def logs(self, kind: str) -> str:
         """Everything the processes of one kind logged."""
         return "".join(m.output() for m in self.members.values() if m.kind == kind)
-
-    def wait_database(self, timeout: float = 60.0) -> None:
-        """Block until the database accepts connections again."""
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                with self.connect():
-                    return
-            except psycopg.OperationalError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.2)

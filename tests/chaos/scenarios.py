@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import grpc
+import psycopg
 from google.protobuf import struct_pb2
 
 from perdure.api.worker.v1 import journal_service_pb2 as jpb
@@ -129,8 +130,7 @@ def database_crash(
         cluster.stop_database()
         log.note("PostgreSQL stop -m immediate")
         _pause(rng, 0.5, 3.0)
-        cluster.start_database()
-        cluster.wait_database()
+        cluster.start_database()  # returns once it accepts connections
 
 
 def partition(source_kind: str, target_kind: str, faults: tuple[Fault, ...]) -> Scenario:
@@ -402,15 +402,15 @@ def run_scenario(
     )
 
 
-def _quiesce(conn: object, prefix: str) -> None:
+def _quiesce(conn: psycopg.Connection, prefix: str) -> None:
     """Wait until no run of the workload is open (the checker reports those that stay open)."""
     deadline = time.monotonic() + QUIESCE_TIMEOUT
     while time.monotonic() < deadline:
-        row = conn.execute(  # type: ignore[attr-defined]
+        row = conn.execute(
             "SELECT count(*) FROM history.workflows WHERE workflow_id LIKE %s"
             " AND status IN ('RUNNING', 'WAITING')",
             [f"{prefix}-%"],
         ).fetchone()
-        if row[0] == 0:
+        if row is not None and row[0] == 0:
             return
         time.sleep(0.5)

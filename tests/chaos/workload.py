@@ -5,6 +5,7 @@ is indeterminate, and is retried with the same ids until it is decided."""
 
 from __future__ import annotations
 
+import functools
 import random
 import threading
 import time
@@ -137,22 +138,18 @@ class Workload:
         def send(client: Client) -> None:
             client.signal(workflow_id, name, payload, signal_id=signal_id)
 
-        if (
-            self._decide(
-                rng, clients, "signal", workflow_id, send, signal_id=signal_id, signal_name=name
-            )
-            and rng.random() < 0.3
-        ):
-            self._decide(
-                rng,
-                clients,
-                "signal",
-                workflow_id,
-                send,
-                duplicate=True,
-                signal_id=signal_id,
-                signal_name=name,
-            )
+        decide = functools.partial(
+            self._decide,
+            rng,
+            clients,
+            "signal",
+            workflow_id,
+            send,
+            signal_id=signal_id,
+            signal_name=name,
+        )
+        if decide() and rng.random() < 0.3:
+            decide(duplicate=True)
 
     def _decide(
         self,
