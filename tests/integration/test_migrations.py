@@ -16,15 +16,23 @@ from psycopg import AsyncConnection
 
 from perdure.common.migrate import MigrationError, apply_migrations
 
-HISTORY_TABLES = {"schema_migrations", "workflows", "events", "outbox", "step_progress"}
+HISTORY_TABLES = {
+    "schema_migrations",
+    "workflows",
+    "events",
+    "outbox",
+    "step_progress",
+    "step_tasks",
+}
 FILES = {
     "perdure.history": [
         "0001_init.sql",
         "0002_waiting.sql",
         "0003_tracing.sql",
         "0004_attempts.sql",
+        "0005_remote_steps.sql",
     ],
-    "perdure.scheduler": ["0001_init.sql", "0002_tracing.sql"],
+    "perdure.scheduler": ["0001_init.sql", "0002_tracing.sql", "0003_step_tasks.sql"],
 }
 SCHEDULER_TABLES = {"schema_migrations", "tasks", "workflow_types"}
 

@@ -64,6 +64,7 @@ def task(
 ) -> Enqueued:
     return (
         workflow_id,
+        "",
         workflow_type,
         queue,
         run_at,
@@ -85,14 +86,14 @@ class Leased:
 async def claim_grants(
     store: TaskStore, session: str, *, limit: int = 10, ttl: float = TTL
 ) -> list[Grant]:
-    return await store.claim(session, QUEUE, [TYPE], limit, ttl)
+    return await store.claim(session, QUEUE, [TYPE], [], limit, ttl)
 
 
 async def claim(
     store: TaskStore, session: str, *, limit: int = 10, ttl: float = TTL
 ) -> list[Leased]:
     grants = await claim_grants(store, session, limit=limit, ttl=ttl)
-    return [Leased(g.workflow_id, g.workflow_type, g.fence, g.previous_owner) for g in grants]
+    return [Leased(g.workflow_id, g.task_type, g.fence, g.previous_owner) for g in grants]
 
 
 def hours(n: float) -> datetime:
@@ -131,14 +132,14 @@ async def test_new_work_during_a_lease_waits_for_the_release(store: TaskStore) -
     await store.enqueue([task("wf-1")])  # e.g. a timer fired while the worker runs it
 
     assert await claim(store, "s2") == []
-    await store.release("wf-1", first.fence)
+    await store.release(("wf-1", "", first.fence))
     assert await claim(store, "s2") == [Leased("wf-1", TYPE, 2, None)]
 
 
 async def test_release_and_enqueue_again_grants_fence_2(store: TaskStore) -> None:
     await store.enqueue([task("wf-1")])
     [first] = await claim(store, "s1")
-    await store.release("wf-1", first.fence)
+    await store.release(("wf-1", "", first.fence))
 
     assert await claim(store, "s1") == []  # released with no new work: nothing is due
 
@@ -152,7 +153,7 @@ async def test_fences_only_grow(store: TaskStore) -> None:
         await store.enqueue([task("wf-1")])
         [grant] = await claim(store, "s1")
         fences.append(grant.fence)
-        await store.release("wf-1", grant.fence)
+        await store.release(("wf-1", "", grant.fence))
     assert fences == [1, 2, 3, 4]
 
 
@@ -164,7 +165,7 @@ async def test_release_with_a_stale_fence_does_nothing(
     await asyncio.sleep(PAST_EXPIRY)
     [taken] = await claim(store, "s2")
 
-    await store.release("wf-1", 1)  # the first holder finishing late
+    await store.release(("wf-1", "", 1))  # the first holder finishing late
 
     assert (await row(pool, "wf-1"))["lease_owner"] == "s2"
     assert taken.fence == 2
@@ -248,13 +249,13 @@ async def test_only_timers_are_granted_ahead_and_only_to_a_worker_that_asks(
     soon = hours(30 / 3600)  # in 30 s
     await store.enqueue([task("timer", soon, reason="timer"), task("retry", soon, reason="retry")])
 
-    assert await store.claim("s1", QUEUE, [TYPE], 10, TTL) == []  # no lookahead: not due
-    assert await store.claim("s1", QUEUE, [TYPE], 10, TTL, timer_lookahead=5) == []  # too soon
+    assert await store.claim("s1", QUEUE, [TYPE], [], 10, TTL) == []  # no lookahead: not due
+    assert await store.claim("s1", QUEUE, [TYPE], [], 10, TTL, timer_lookahead=5) == []  # too soon
     assert 24 < (await store.next_due([QUEUE], timer_lookahead=5) or 0) <= 25
-    [grant] = await store.claim("s1", QUEUE, [TYPE], 10, TTL, timer_lookahead=31)
+    [grant] = await store.claim("s1", QUEUE, [TYPE], [], 10, TTL, timer_lookahead=31)
     assert (grant.workflow_id, grant.due_reason) == ("timer", "timer")
     assert -30 < grant.late_by < -29  # granted ahead: the worker waits out the rest
-    assert await store.claim("s2", QUEUE, [TYPE], 10, TTL, timer_lookahead=31) == []
+    assert await store.claim("s2", QUEUE, [TYPE], [], 10, TTL, timer_lookahead=31) == []
 
 
 async def test_now_wins_over_a_future_run_at(store: TaskStore) -> None:
@@ -292,7 +293,7 @@ async def test_an_expired_lease_goes_to_another_session_with_a_higher_fence(
     await asyncio.sleep(PAST_EXPIRY)
 
     assert await claim(store, "s2") == [Leased("wf-1", TYPE, 2, "s1")]
-    assert await store.renew("s1", [("wf-1", 1)], TTL) == set()  # the old holder is out
+    assert await store.renew("s1", [("wf-1", "", 1)], TTL) == set()  # the old holder is out
 
 
 async def test_renew_only_renews_matching_fences(
@@ -302,9 +303,9 @@ async def test_renew_only_renews_matching_fences(
     grants = {g.workflow_id: g.fence for g in await claim(store, "s1", ttl=SHORT_TTL)}
     assert grants == {"a": 1, "b": 1}
 
-    renewed = await store.renew("s1", [("a", 1), ("b", 7), ("unknown", 1)], TTL)
+    renewed = await store.renew("s1", [("a", "", 1), ("b", "", 7), ("unknown", "", 1)], TTL)
 
-    assert renewed == {("a", 1)}
+    assert renewed == {("a", "", 1)}
     await asyncio.sleep(PAST_EXPIRY)
     # "a" was extended and stays with s1; "b" kept its short lease and is taken over.
     assert await claim(store, "s2") == [Leased("b", TYPE, 2, "s1")]
@@ -314,8 +315,8 @@ async def test_renew_only_renews_matching_fences(
 async def test_renew_of_a_released_lease_does_nothing(store: TaskStore) -> None:
     await store.enqueue([task("a")])
     await claim(store, "s1")
-    await store.release("a", 1)
-    assert await store.renew("s1", [("a", 1)], TTL) == set()
+    await store.release(("a", "", 1))
+    assert await store.renew("s1", [("a", "", 1)], TTL) == set()
 
 
 async def test_renew_of_nothing_is_empty(store: TaskStore) -> None:
@@ -327,7 +328,7 @@ async def test_renew_by_a_reconnected_session_adopts_the_lease(
 ) -> None:
     await store.enqueue([task("a")])
     await claim(store, "old-session")
-    assert await store.renew("new-session", [("a", 1)], TTL) == {("a", 1)}
+    assert await store.renew("new-session", [("a", "", 1)], TTL) == {("a", "", 1)}
     assert (await row(pool, "a"))["lease_owner"] == "new-session"
 
 
@@ -342,7 +343,7 @@ async def test_release_session_makes_its_tasks_due_again(
     await store.enqueue([task("c")])
     await claim(store, "s2")
 
-    assert sorted(await store.release_session("s1")) == ["a", "b"]
+    assert sorted(await store.release_session("s1")) == [("a", ""), ("b", "")]
 
     state = await row(pool, "a")
     assert state["lease_owner"] is None and state["lease_expires_at"] is None
@@ -374,15 +375,17 @@ async def test_claims_only_return_the_requested_types_and_queue(store: TaskStore
         ]
     )
 
-    assert await store.claim("s", "q1", ["t3"], 10, TTL) == []
-    assert await store.claim("s", "q3", ["t1", "t2"], 10, TTL) == []
-    assert await store.claim("s", "q1", [], 10, TTL) == []
-    assert [g.workflow_id for g in await store.claim("s", "q1", ["t1"], 10, TTL)] == ["q1-t1"]
+    assert await store.claim("s", "q1", ["t3"], [], 10, TTL) == []
+    assert await store.claim("s", "q3", ["t1", "t2"], [], 10, TTL) == []
+    assert await store.claim("s", "q1", [], [], 10, TTL) == []
+    assert [g.workflow_id for g in await store.claim("s", "q1", ["t1"], [], 10, TTL)] == ["q1-t1"]
     assert [
-        (g.workflow_id, g.workflow_type)
-        for g in await store.claim("s", "q1", ["t2", "t9"], 10, TTL)
+        (g.workflow_id, g.task_type)
+        for g in await store.claim("s", "q1", ["t2", "t9"], [], 10, TTL)
     ] == [("q1-t2", "t2")]
-    assert [g.workflow_id for g in await store.claim("s", "q2", ["t1", "t2"], 10, TTL)] == ["q2-t1"]
+    assert [g.workflow_id for g in await store.claim("s", "q2", ["t1", "t2"], [], 10, TTL)] == [
+        "q2-t1"
+    ]
 
 
 # --- contention ----------------------------------------------------------------------------------
@@ -429,3 +432,27 @@ async def test_registered_types_are_per_queue_sorted_and_deduplicated(store: Tas
     assert await store.registered_types("q1") == ["alpha", "mid", "zeta"]
     assert await store.registered_types("q2") == ["other"]
     assert await store.registered_types("q3") == []
+
+
+async def test_step_tasks_have_their_own_lease_and_go_to_sessions_serving_their_step_type(
+    store: TaskStore,
+) -> None:
+    step_task: Enqueued = ("wf-1", "charge", "charge", QUEUE, None, None, None)
+    await store.enqueue([task("wf-1"), step_task])
+
+    # A session serving the step type only gets the step task, and a workflow's session only
+    # the workflow task: the same workflow id, two tasks, two fences.
+    [step] = await store.claim("steps", QUEUE, [], ["charge"], 10, TTL)
+    [run] = await store.claim("runs", QUEUE, [TYPE, "charge"], [], 10, TTL)
+    assert (step.workflow_id, step.step_id, step.task_type, step.fence) == (
+        "wf-1",
+        "charge",
+        "charge",
+        1,
+    )
+    assert (run.workflow_id, run.step_id, run.task_type, run.fence) == ("wf-1", "", TYPE, 1)
+
+    # Renewal and release name the step: the workflow's lease is untouched by the step's.
+    assert await store.renew("steps", [("wf-1", "charge", 1)], TTL) == {("wf-1", "charge", 1)}
+    await store.release(("wf-1", "charge", 1))
+    assert await store.renew("runs", [("wf-1", "", 1)], TTL) == {("wf-1", "", 1)}

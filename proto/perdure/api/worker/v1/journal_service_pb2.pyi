@@ -45,7 +45,7 @@ class StepProgress(_message.Message):
     def __init__(self, step_id: _Optional[str] = ..., attempt: _Optional[int] = ..., details: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class RecordStepRequest(_message.Message):
-    __slots__ = ("workflow_id", "fence", "step_id", "step_name", "position", "attempt", "output", "failure", "start_time", "retry_delay")
+    __slots__ = ("workflow_id", "fence", "step_id", "step_name", "position", "attempt", "output", "failure", "start_time", "retry_delay", "step_task")
     WORKFLOW_ID_FIELD_NUMBER: _ClassVar[int]
     FENCE_FIELD_NUMBER: _ClassVar[int]
     STEP_ID_FIELD_NUMBER: _ClassVar[int]
@@ -56,6 +56,7 @@ class RecordStepRequest(_message.Message):
     FAILURE_FIELD_NUMBER: _ClassVar[int]
     START_TIME_FIELD_NUMBER: _ClassVar[int]
     RETRY_DELAY_FIELD_NUMBER: _ClassVar[int]
+    STEP_TASK_FIELD_NUMBER: _ClassVar[int]
     workflow_id: str
     fence: int
     step_id: str
@@ -66,7 +67,8 @@ class RecordStepRequest(_message.Message):
     failure: _workflow_pb2.Failure
     start_time: _timestamp_pb2.Timestamp
     retry_delay: _duration_pb2.Duration
-    def __init__(self, workflow_id: _Optional[str] = ..., fence: _Optional[int] = ..., step_id: _Optional[str] = ..., step_name: _Optional[str] = ..., position: _Optional[int] = ..., attempt: _Optional[int] = ..., output: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., failure: _Optional[_Union[_workflow_pb2.Failure, _Mapping]] = ..., start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., retry_delay: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+    step_task: bool
+    def __init__(self, workflow_id: _Optional[str] = ..., fence: _Optional[int] = ..., step_id: _Optional[str] = ..., step_name: _Optional[str] = ..., position: _Optional[int] = ..., attempt: _Optional[int] = ..., output: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., failure: _Optional[_Union[_workflow_pb2.Failure, _Mapping]] = ..., start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., retry_delay: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., step_task: _Optional[bool] = ...) -> None: ...
 
 class RecordStepResponse(_message.Message):
     __slots__ = ("event_id", "retry_time", "cancel_requested")
@@ -175,18 +177,20 @@ class RecordCancellationResponse(_message.Message):
     def __init__(self) -> None: ...
 
 class RecordHeartbeatRequest(_message.Message):
-    __slots__ = ("workflow_id", "fence", "step_id", "attempt", "details")
+    __slots__ = ("workflow_id", "fence", "step_id", "attempt", "details", "step_task")
     WORKFLOW_ID_FIELD_NUMBER: _ClassVar[int]
     FENCE_FIELD_NUMBER: _ClassVar[int]
     STEP_ID_FIELD_NUMBER: _ClassVar[int]
     ATTEMPT_FIELD_NUMBER: _ClassVar[int]
     DETAILS_FIELD_NUMBER: _ClassVar[int]
+    STEP_TASK_FIELD_NUMBER: _ClassVar[int]
     workflow_id: str
     fence: int
     step_id: str
     attempt: int
     details: _struct_pb2.Value
-    def __init__(self, workflow_id: _Optional[str] = ..., fence: _Optional[int] = ..., step_id: _Optional[str] = ..., attempt: _Optional[int] = ..., details: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ...) -> None: ...
+    step_task: bool
+    def __init__(self, workflow_id: _Optional[str] = ..., fence: _Optional[int] = ..., step_id: _Optional[str] = ..., attempt: _Optional[int] = ..., details: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., step_task: _Optional[bool] = ...) -> None: ...
 
 class RecordHeartbeatResponse(_message.Message):
     __slots__ = ("cancel_requested",)
@@ -207,6 +211,78 @@ class SuspendWorkflowRequest(_message.Message):
 class SuspendWorkflowResponse(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
+
+class RetryPolicy(_message.Message):
+    __slots__ = ("initial_interval", "backoff_coefficient", "maximum_interval", "maximum_attempts", "non_retryable_error_types")
+    INITIAL_INTERVAL_FIELD_NUMBER: _ClassVar[int]
+    BACKOFF_COEFFICIENT_FIELD_NUMBER: _ClassVar[int]
+    MAXIMUM_INTERVAL_FIELD_NUMBER: _ClassVar[int]
+    MAXIMUM_ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
+    NON_RETRYABLE_ERROR_TYPES_FIELD_NUMBER: _ClassVar[int]
+    initial_interval: _duration_pb2.Duration
+    backoff_coefficient: float
+    maximum_interval: _duration_pb2.Duration
+    maximum_attempts: int
+    non_retryable_error_types: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, initial_interval: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., backoff_coefficient: _Optional[float] = ..., maximum_interval: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., maximum_attempts: _Optional[int] = ..., non_retryable_error_types: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class ScheduleStepRequest(_message.Message):
+    __slots__ = ("workflow_id", "fence", "step_id", "step_name", "position", "task_queue", "input", "retry", "timeout")
+    WORKFLOW_ID_FIELD_NUMBER: _ClassVar[int]
+    FENCE_FIELD_NUMBER: _ClassVar[int]
+    STEP_ID_FIELD_NUMBER: _ClassVar[int]
+    STEP_NAME_FIELD_NUMBER: _ClassVar[int]
+    POSITION_FIELD_NUMBER: _ClassVar[int]
+    TASK_QUEUE_FIELD_NUMBER: _ClassVar[int]
+    INPUT_FIELD_NUMBER: _ClassVar[int]
+    RETRY_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_FIELD_NUMBER: _ClassVar[int]
+    workflow_id: str
+    fence: int
+    step_id: str
+    step_name: str
+    position: int
+    task_queue: str
+    input: _struct_pb2.Value
+    retry: RetryPolicy
+    timeout: _duration_pb2.Duration
+    def __init__(self, workflow_id: _Optional[str] = ..., fence: _Optional[int] = ..., step_id: _Optional[str] = ..., step_name: _Optional[str] = ..., position: _Optional[int] = ..., task_queue: _Optional[str] = ..., input: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., retry: _Optional[_Union[RetryPolicy, _Mapping]] = ..., timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+
+class ScheduleStepResponse(_message.Message):
+    __slots__ = ("event_id", "cancel_requested")
+    EVENT_ID_FIELD_NUMBER: _ClassVar[int]
+    CANCEL_REQUESTED_FIELD_NUMBER: _ClassVar[int]
+    event_id: int
+    cancel_requested: bool
+    def __init__(self, event_id: _Optional[int] = ..., cancel_requested: _Optional[bool] = ...) -> None: ...
+
+class LoadStepRequest(_message.Message):
+    __slots__ = ("workflow_id", "step_id", "fence")
+    WORKFLOW_ID_FIELD_NUMBER: _ClassVar[int]
+    STEP_ID_FIELD_NUMBER: _ClassVar[int]
+    FENCE_FIELD_NUMBER: _ClassVar[int]
+    workflow_id: str
+    step_id: str
+    fence: int
+    def __init__(self, workflow_id: _Optional[str] = ..., step_id: _Optional[str] = ..., fence: _Optional[int] = ...) -> None: ...
+
+class LoadStepResponse(_message.Message):
+    __slots__ = ("workflow_type", "step_type", "input", "attempt", "retry", "timeout", "heartbeat_details")
+    WORKFLOW_TYPE_FIELD_NUMBER: _ClassVar[int]
+    STEP_TYPE_FIELD_NUMBER: _ClassVar[int]
+    INPUT_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    RETRY_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_DETAILS_FIELD_NUMBER: _ClassVar[int]
+    workflow_type: str
+    step_type: str
+    input: _struct_pb2.Value
+    attempt: int
+    retry: RetryPolicy
+    timeout: _duration_pb2.Duration
+    heartbeat_details: _struct_pb2.Value
+    def __init__(self, workflow_type: _Optional[str] = ..., step_type: _Optional[str] = ..., input: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., attempt: _Optional[int] = ..., retry: _Optional[_Union[RetryPolicy, _Mapping]] = ..., timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., heartbeat_details: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ...) -> None: ...
 
 class FinishWorkflowRequest(_message.Message):
     __slots__ = ("workflow_id", "fence", "result", "failure", "park", "cancelled")
@@ -243,7 +319,7 @@ class SessionResponse(_message.Message):
     def __init__(self, answers: _Optional[_Iterable[_Union[JournalAnswer, _Mapping]]] = ...) -> None: ...
 
 class JournalCall(_message.Message):
-    __slots__ = ("id", "trace_context", "load_journal", "record_step", "finish_workflow", "start_timer", "consume_signals", "set_state", "record_cancellation", "record_heartbeat", "suspend_workflow")
+    __slots__ = ("id", "trace_context", "load_journal", "record_step", "finish_workflow", "start_timer", "consume_signals", "set_state", "record_cancellation", "record_heartbeat", "suspend_workflow", "schedule_step", "load_step")
     class TraceContextEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -262,6 +338,8 @@ class JournalCall(_message.Message):
     RECORD_CANCELLATION_FIELD_NUMBER: _ClassVar[int]
     RECORD_HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
     SUSPEND_WORKFLOW_FIELD_NUMBER: _ClassVar[int]
+    SCHEDULE_STEP_FIELD_NUMBER: _ClassVar[int]
+    LOAD_STEP_FIELD_NUMBER: _ClassVar[int]
     id: int
     trace_context: _containers.ScalarMap[str, str]
     load_journal: LoadJournalRequest
@@ -273,10 +351,12 @@ class JournalCall(_message.Message):
     record_cancellation: RecordCancellationRequest
     record_heartbeat: RecordHeartbeatRequest
     suspend_workflow: SuspendWorkflowRequest
-    def __init__(self, id: _Optional[int] = ..., trace_context: _Optional[_Mapping[str, str]] = ..., load_journal: _Optional[_Union[LoadJournalRequest, _Mapping]] = ..., record_step: _Optional[_Union[RecordStepRequest, _Mapping]] = ..., finish_workflow: _Optional[_Union[FinishWorkflowRequest, _Mapping]] = ..., start_timer: _Optional[_Union[StartTimerRequest, _Mapping]] = ..., consume_signals: _Optional[_Union[ConsumeSignalsRequest, _Mapping]] = ..., set_state: _Optional[_Union[SetStateRequest, _Mapping]] = ..., record_cancellation: _Optional[_Union[RecordCancellationRequest, _Mapping]] = ..., record_heartbeat: _Optional[_Union[RecordHeartbeatRequest, _Mapping]] = ..., suspend_workflow: _Optional[_Union[SuspendWorkflowRequest, _Mapping]] = ...) -> None: ...
+    schedule_step: ScheduleStepRequest
+    load_step: LoadStepRequest
+    def __init__(self, id: _Optional[int] = ..., trace_context: _Optional[_Mapping[str, str]] = ..., load_journal: _Optional[_Union[LoadJournalRequest, _Mapping]] = ..., record_step: _Optional[_Union[RecordStepRequest, _Mapping]] = ..., finish_workflow: _Optional[_Union[FinishWorkflowRequest, _Mapping]] = ..., start_timer: _Optional[_Union[StartTimerRequest, _Mapping]] = ..., consume_signals: _Optional[_Union[ConsumeSignalsRequest, _Mapping]] = ..., set_state: _Optional[_Union[SetStateRequest, _Mapping]] = ..., record_cancellation: _Optional[_Union[RecordCancellationRequest, _Mapping]] = ..., record_heartbeat: _Optional[_Union[RecordHeartbeatRequest, _Mapping]] = ..., suspend_workflow: _Optional[_Union[SuspendWorkflowRequest, _Mapping]] = ..., schedule_step: _Optional[_Union[ScheduleStepRequest, _Mapping]] = ..., load_step: _Optional[_Union[LoadStepRequest, _Mapping]] = ...) -> None: ...
 
 class JournalAnswer(_message.Message):
-    __slots__ = ("id", "error", "load_journal", "record_step", "finish_workflow", "start_timer", "consume_signals", "set_state", "record_cancellation", "record_heartbeat", "suspend_workflow")
+    __slots__ = ("id", "error", "load_journal", "record_step", "finish_workflow", "start_timer", "consume_signals", "set_state", "record_cancellation", "record_heartbeat", "suspend_workflow", "schedule_step", "load_step")
     ID_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
     LOAD_JOURNAL_FIELD_NUMBER: _ClassVar[int]
@@ -288,6 +368,8 @@ class JournalAnswer(_message.Message):
     RECORD_CANCELLATION_FIELD_NUMBER: _ClassVar[int]
     RECORD_HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
     SUSPEND_WORKFLOW_FIELD_NUMBER: _ClassVar[int]
+    SCHEDULE_STEP_FIELD_NUMBER: _ClassVar[int]
+    LOAD_STEP_FIELD_NUMBER: _ClassVar[int]
     id: int
     error: SessionError
     load_journal: LoadJournalResponse
@@ -299,7 +381,9 @@ class JournalAnswer(_message.Message):
     record_cancellation: RecordCancellationResponse
     record_heartbeat: RecordHeartbeatResponse
     suspend_workflow: SuspendWorkflowResponse
-    def __init__(self, id: _Optional[int] = ..., error: _Optional[_Union[SessionError, _Mapping]] = ..., load_journal: _Optional[_Union[LoadJournalResponse, _Mapping]] = ..., record_step: _Optional[_Union[RecordStepResponse, _Mapping]] = ..., finish_workflow: _Optional[_Union[FinishWorkflowResponse, _Mapping]] = ..., start_timer: _Optional[_Union[StartTimerResponse, _Mapping]] = ..., consume_signals: _Optional[_Union[ConsumeSignalsResponse, _Mapping]] = ..., set_state: _Optional[_Union[SetStateResponse, _Mapping]] = ..., record_cancellation: _Optional[_Union[RecordCancellationResponse, _Mapping]] = ..., record_heartbeat: _Optional[_Union[RecordHeartbeatResponse, _Mapping]] = ..., suspend_workflow: _Optional[_Union[SuspendWorkflowResponse, _Mapping]] = ...) -> None: ...
+    schedule_step: ScheduleStepResponse
+    load_step: LoadStepResponse
+    def __init__(self, id: _Optional[int] = ..., error: _Optional[_Union[SessionError, _Mapping]] = ..., load_journal: _Optional[_Union[LoadJournalResponse, _Mapping]] = ..., record_step: _Optional[_Union[RecordStepResponse, _Mapping]] = ..., finish_workflow: _Optional[_Union[FinishWorkflowResponse, _Mapping]] = ..., start_timer: _Optional[_Union[StartTimerResponse, _Mapping]] = ..., consume_signals: _Optional[_Union[ConsumeSignalsResponse, _Mapping]] = ..., set_state: _Optional[_Union[SetStateResponse, _Mapping]] = ..., record_cancellation: _Optional[_Union[RecordCancellationResponse, _Mapping]] = ..., record_heartbeat: _Optional[_Union[RecordHeartbeatResponse, _Mapping]] = ..., suspend_workflow: _Optional[_Union[SuspendWorkflowResponse, _Mapping]] = ..., schedule_step: _Optional[_Union[ScheduleStepResponse, _Mapping]] = ..., load_step: _Optional[_Union[LoadStepResponse, _Mapping]] = ...) -> None: ...
 
 class SessionError(_message.Message):
     __slots__ = ("code", "message", "reason")

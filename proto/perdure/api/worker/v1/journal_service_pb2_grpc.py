@@ -82,6 +82,16 @@ class JournalServiceStub:
                 request_serializer=perdure_dot_api_dot_worker_dot_v1_dot_journal__service__pb2.SuspendWorkflowRequest.SerializeToString,
                 response_deserializer=perdure_dot_api_dot_worker_dot_v1_dot_journal__service__pb2.SuspendWorkflowResponse.FromString,
                 _registered_method=True)
+        self.ScheduleStep = channel.unary_unary(
+                '/perdure.api.worker.v1.JournalService/ScheduleStep',
+                request_serializer=perdure_dot_api_dot_worker_dot_v1_dot_journal__service__pb2.ScheduleStepRequest.SerializeToString,
+                response_deserializer=perdure_dot_api_dot_worker_dot_v1_dot_journal__service__pb2.ScheduleStepResponse.FromString,
+                _registered_method=True)
+        self.LoadStep = channel.unary_unary(
+                '/perdure.api.worker.v1.JournalService/LoadStep',
+                request_serializer=perdure_dot_api_dot_worker_dot_v1_dot_journal__service__pb2.LoadStepRequest.SerializeToString,
+                response_deserializer=perdure_dot_api_dot_worker_dot_v1_dot_journal__service__pb2.LoadStepResponse.FromString,
+                _registered_method=True)
         self.Session = channel.stream_stream(
                 '/perdure.api.worker.v1.JournalService/Session',
                 request_serializer=perdure_dot_api_dot_worker_dot_v1_dot_journal__service__pb2.SessionRequest.SerializeToString,
@@ -171,6 +181,26 @@ class JournalServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ScheduleStep(self, request, context):
+        """Records that the code called a remote step (ctx.call) at this call: journals
+        STEP_SCHEDULED and, in the same transaction, makes a step task due on `task_queue`. The
+        run then suspends (WAIT_KIND_STEP) until the step's outcome wakes it.
+        Errors: as RecordStep.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def LoadStep(self, request, context):
+        """Takes up a step task: raises the step's own fence mark to `fence` (fencing out earlier
+        holders of the step task, not the workflow's lease) and returns what to execute.
+        Errors: NOT_FOUND (WORKFLOW_NOT_FOUND, STEP_NOT_FOUND), FAILED_PRECONDITION (STALE_FENCE,
+        WORKFLOW_CLOSED, STEP_CLOSED: the step has its outcome already; report TaskDone).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Session(self, request_iterator, context):
         """Any number of the calls above on one long-lived stream, answered as they complete and
         matched by id: the same requests, answers and errors as the unary methods, for a fraction
@@ -229,6 +259,16 @@ def add_JournalServiceServicer_to_server(servicer, server):
                     servicer.SuspendWorkflow,
                     request_deserializer=perdure_dot_api_dot_worker_dot_v1_dot_journal__service__pb2.SuspendWorkflowRequest.FromString,
                     response_serializer=perdure_dot_api_dot_worker_dot_v1_dot_journal__service__pb2.SuspendWorkflowResponse.SerializeToString,
+            ),
+            'ScheduleStep': grpc.unary_unary_rpc_method_handler(
+                    servicer.ScheduleStep,
+                    request_deserializer=perdure_dot_api_dot_worker_dot_v1_dot_journal__service__pb2.ScheduleStepRequest.FromString,
+                    response_serializer=perdure_dot_api_dot_worker_dot_v1_dot_journal__service__pb2.ScheduleStepResponse.SerializeToString,
+            ),
+            'LoadStep': grpc.unary_unary_rpc_method_handler(
+                    servicer.LoadStep,
+                    request_deserializer=perdure_dot_api_dot_worker_dot_v1_dot_journal__service__pb2.LoadStepRequest.FromString,
+                    response_serializer=perdure_dot_api_dot_worker_dot_v1_dot_journal__service__pb2.LoadStepResponse.SerializeToString,
             ),
             'Session': grpc.stream_stream_rpc_method_handler(
                     servicer.Session,
@@ -482,6 +522,60 @@ class JournalService:
             '/perdure.api.worker.v1.JournalService/SuspendWorkflow',
             perdure_dot_api_dot_worker_dot_v1_dot_journal__service__pb2.SuspendWorkflowRequest.SerializeToString,
             perdure_dot_api_dot_worker_dot_v1_dot_journal__service__pb2.SuspendWorkflowResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ScheduleStep(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/perdure.api.worker.v1.JournalService/ScheduleStep',
+            perdure_dot_api_dot_worker_dot_v1_dot_journal__service__pb2.ScheduleStepRequest.SerializeToString,
+            perdure_dot_api_dot_worker_dot_v1_dot_journal__service__pb2.ScheduleStepResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def LoadStep(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/perdure.api.worker.v1.JournalService/LoadStep',
+            perdure_dot_api_dot_worker_dot_v1_dot_journal__service__pb2.LoadStepRequest.SerializeToString,
+            perdure_dot_api_dot_worker_dot_v1_dot_journal__service__pb2.LoadStepResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -32,20 +32,22 @@ class ConnectResponse(_message.Message):
     def __init__(self, welcome: _Optional[_Union[Welcome, _Mapping]] = ..., task: _Optional[_Union[Task, _Mapping]] = ..., lease_revoked: _Optional[_Union[LeaseRevoked, _Mapping]] = ...) -> None: ...
 
 class Hello(_message.Message):
-    __slots__ = ("identity", "task_queue", "workflow_types", "capacity", "leases", "timer_lookahead")
+    __slots__ = ("identity", "task_queue", "workflow_types", "capacity", "leases", "timer_lookahead", "step_types")
     IDENTITY_FIELD_NUMBER: _ClassVar[int]
     TASK_QUEUE_FIELD_NUMBER: _ClassVar[int]
     WORKFLOW_TYPES_FIELD_NUMBER: _ClassVar[int]
     CAPACITY_FIELD_NUMBER: _ClassVar[int]
     LEASES_FIELD_NUMBER: _ClassVar[int]
     TIMER_LOOKAHEAD_FIELD_NUMBER: _ClassVar[int]
+    STEP_TYPES_FIELD_NUMBER: _ClassVar[int]
     identity: str
     task_queue: str
     workflow_types: _containers.RepeatedScalarFieldContainer[str]
     capacity: int
     leases: _containers.RepeatedCompositeFieldContainer[LeaseRef]
     timer_lookahead: _duration_pb2.Duration
-    def __init__(self, identity: _Optional[str] = ..., task_queue: _Optional[str] = ..., workflow_types: _Optional[_Iterable[str]] = ..., capacity: _Optional[int] = ..., leases: _Optional[_Iterable[_Union[LeaseRef, _Mapping]]] = ..., timer_lookahead: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+    step_types: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, identity: _Optional[str] = ..., task_queue: _Optional[str] = ..., workflow_types: _Optional[_Iterable[str]] = ..., capacity: _Optional[int] = ..., leases: _Optional[_Iterable[_Union[LeaseRef, _Mapping]]] = ..., timer_lookahead: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., step_types: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class Welcome(_message.Message):
     __slots__ = ("session_id", "lease_ttl", "heartbeat_interval")
@@ -58,12 +60,14 @@ class Welcome(_message.Message):
     def __init__(self, session_id: _Optional[str] = ..., lease_ttl: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., heartbeat_interval: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
 
 class LeaseRef(_message.Message):
-    __slots__ = ("workflow_id", "fence")
+    __slots__ = ("workflow_id", "fence", "step_id")
     WORKFLOW_ID_FIELD_NUMBER: _ClassVar[int]
     FENCE_FIELD_NUMBER: _ClassVar[int]
+    STEP_ID_FIELD_NUMBER: _ClassVar[int]
     workflow_id: str
     fence: int
-    def __init__(self, workflow_id: _Optional[str] = ..., fence: _Optional[int] = ...) -> None: ...
+    step_id: str
+    def __init__(self, workflow_id: _Optional[str] = ..., fence: _Optional[int] = ..., step_id: _Optional[str] = ...) -> None: ...
 
 class Heartbeat(_message.Message):
     __slots__ = ("leases",)
@@ -82,7 +86,7 @@ class Drain(_message.Message):
     def __init__(self) -> None: ...
 
 class Task(_message.Message):
-    __slots__ = ("workflow_id", "workflow_type", "fence", "trace_context")
+    __slots__ = ("workflow_id", "workflow_type", "fence", "trace_context", "step_id", "step_type")
     class TraceContextEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -94,11 +98,15 @@ class Task(_message.Message):
     WORKFLOW_TYPE_FIELD_NUMBER: _ClassVar[int]
     FENCE_FIELD_NUMBER: _ClassVar[int]
     TRACE_CONTEXT_FIELD_NUMBER: _ClassVar[int]
+    STEP_ID_FIELD_NUMBER: _ClassVar[int]
+    STEP_TYPE_FIELD_NUMBER: _ClassVar[int]
     workflow_id: str
     workflow_type: str
     fence: int
     trace_context: _containers.ScalarMap[str, str]
-    def __init__(self, workflow_id: _Optional[str] = ..., workflow_type: _Optional[str] = ..., fence: _Optional[int] = ..., trace_context: _Optional[_Mapping[str, str]] = ...) -> None: ...
+    step_id: str
+    step_type: str
+    def __init__(self, workflow_id: _Optional[str] = ..., workflow_type: _Optional[str] = ..., fence: _Optional[int] = ..., trace_context: _Optional[_Mapping[str, str]] = ..., step_id: _Optional[str] = ..., step_type: _Optional[str] = ...) -> None: ...
 
 class LeaseRevoked(_message.Message):
     __slots__ = ("lease", "reason")

@@ -28,6 +28,7 @@ class WaitKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     WAIT_KIND_TIMER: _ClassVar[WaitKind]
     WAIT_KIND_SIGNAL: _ClassVar[WaitKind]
     WAIT_KIND_RETRY: _ClassVar[WaitKind]
+    WAIT_KIND_STEP: _ClassVar[WaitKind]
 
 class StepStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -57,6 +58,7 @@ class EventType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     EVENT_TYPE_CANCELLATION_DELIVERED: _ClassVar[EventType]
     EVENT_TYPE_WORKFLOW_CANCELLED: _ClassVar[EventType]
     EVENT_TYPE_WORKFLOW_TERMINATED: _ClassVar[EventType]
+    EVENT_TYPE_STEP_SCHEDULED: _ClassVar[EventType]
 WORKFLOW_STATUS_UNSPECIFIED: WorkflowStatus
 WORKFLOW_STATUS_RUNNING: WorkflowStatus
 WORKFLOW_STATUS_COMPLETED: WorkflowStatus
@@ -69,6 +71,7 @@ WAIT_KIND_UNSPECIFIED: WaitKind
 WAIT_KIND_TIMER: WaitKind
 WAIT_KIND_SIGNAL: WaitKind
 WAIT_KIND_RETRY: WaitKind
+WAIT_KIND_STEP: WaitKind
 STEP_STATUS_UNSPECIFIED: StepStatus
 STEP_STATUS_RUNNING: StepStatus
 STEP_STATUS_RETRYING: StepStatus
@@ -92,6 +95,7 @@ EVENT_TYPE_CANCEL_REQUESTED: EventType
 EVENT_TYPE_CANCELLATION_DELIVERED: EventType
 EVENT_TYPE_WORKFLOW_CANCELLED: EventType
 EVENT_TYPE_WORKFLOW_TERMINATED: EventType
+EVENT_TYPE_STEP_SCHEDULED: EventType
 
 class Wait(_message.Message):
     __slots__ = ("kind", "name", "until")
@@ -194,7 +198,7 @@ class PendingSignal(_message.Message):
     def __init__(self, name: _Optional[str] = ..., signal_id: _Optional[str] = ..., payload: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., receive_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., event_id: _Optional[int] = ...) -> None: ...
 
 class HistoryEvent(_message.Message):
-    __slots__ = ("event_id", "event_type", "event_time", "fence", "step_id", "step_name", "position", "payload", "failure", "attempt", "due_time", "name", "signal_id", "consumed_event_ids", "start_time", "wait", "trace_context")
+    __slots__ = ("event_id", "event_type", "event_time", "fence", "step_id", "step_name", "position", "payload", "failure", "attempt", "due_time", "name", "signal_id", "consumed_event_ids", "start_time", "wait", "trace_context", "task_queue")
     class TraceContextEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -219,6 +223,7 @@ class HistoryEvent(_message.Message):
     START_TIME_FIELD_NUMBER: _ClassVar[int]
     WAIT_FIELD_NUMBER: _ClassVar[int]
     TRACE_CONTEXT_FIELD_NUMBER: _ClassVar[int]
+    TASK_QUEUE_FIELD_NUMBER: _ClassVar[int]
     event_id: int
     event_type: EventType
     event_time: _timestamp_pb2.Timestamp
@@ -236,4 +241,5 @@ class HistoryEvent(_message.Message):
     start_time: _timestamp_pb2.Timestamp
     wait: Wait
     trace_context: _containers.ScalarMap[str, str]
-    def __init__(self, event_id: _Optional[int] = ..., event_type: _Optional[_Union[EventType, str]] = ..., event_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., fence: _Optional[int] = ..., step_id: _Optional[str] = ..., step_name: _Optional[str] = ..., position: _Optional[int] = ..., payload: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., failure: _Optional[_Union[Failure, _Mapping]] = ..., attempt: _Optional[int] = ..., due_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., name: _Optional[str] = ..., signal_id: _Optional[str] = ..., consumed_event_ids: _Optional[_Iterable[int]] = ..., start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., wait: _Optional[_Union[Wait, _Mapping]] = ..., trace_context: _Optional[_Mapping[str, str]] = ...) -> None: ...
+    task_queue: str
+    def __init__(self, event_id: _Optional[int] = ..., event_type: _Optional[_Union[EventType, str]] = ..., event_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., fence: _Optional[int] = ..., step_id: _Optional[str] = ..., step_name: _Optional[str] = ..., position: _Optional[int] = ..., payload: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., failure: _Optional[_Union[Failure, _Mapping]] = ..., attempt: _Optional[int] = ..., due_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., name: _Optional[str] = ..., signal_id: _Optional[str] = ..., consumed_event_ids: _Optional[_Iterable[int]] = ..., start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., wait: _Optional[_Union[Wait, _Mapping]] = ..., trace_context: _Optional[_Mapping[str, str]] = ..., task_queue: _Optional[str] = ...) -> None: ...

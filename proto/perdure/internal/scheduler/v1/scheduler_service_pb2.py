@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n5perdure/internal/scheduler/v1/scheduler_service.proto\x12\x1dperdure.internal.scheduler.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x9a\x02\n\x0bTaskRequest\x12\x13\n\x0bworkflow_id\x18\x01 \x01(\t\x12\x15\n\rworkflow_type\x18\x02 \x01(\t\x12\x12\n\ntask_queue\x18\x03 \x01(\t\x12,\n\x08run_time\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12S\n\rtrace_context\x18\x05 \x03(\x0b\x32<.perdure.internal.scheduler.v1.TaskRequest.TraceContextEntry\x12\x13\n\x0bwake_reason\x18\x06 \x01(\t\x1a\x33\n\x11TraceContextEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"P\n\x13\x45nqueueTasksRequest\x12\x39\n\x05tasks\x18\x01 \x03(\x0b\x32*.perdure.internal.scheduler.v1.TaskRequest\"\x16\n\x14\x45nqueueTasksResponse\".\n\x18\x44\x65scribeTaskQueueRequest\x12\x12\n\ntask_queue\x18\x01 \x01(\t\"N\n\x19\x44\x65scribeTaskQueueResponse\x12\x16\n\x0eworkflow_types\x18\x01 \x03(\t\x12\x19\n\x11\x63onnected_workers\x18\x02 \x01(\x05\x32\x94\x02\n\x10SchedulerService\x12w\n\x0c\x45nqueueTasks\x12\x32.perdure.internal.scheduler.v1.EnqueueTasksRequest\x1a\x33.perdure.internal.scheduler.v1.EnqueueTasksResponse\x12\x86\x01\n\x11\x44\x65scribeTaskQueue\x12\x37.perdure.internal.scheduler.v1.DescribeTaskQueueRequest\x1a\x38.perdure.internal.scheduler.v1.DescribeTaskQueueResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n5perdure/internal/scheduler/v1/scheduler_service.proto\x12\x1dperdure.internal.scheduler.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xab\x02\n\x0bTaskRequest\x12\x13\n\x0bworkflow_id\x18\x01 \x01(\t\x12\x15\n\rworkflow_type\x18\x02 \x01(\t\x12\x12\n\ntask_queue\x18\x03 \x01(\t\x12,\n\x08run_time\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12S\n\rtrace_context\x18\x05 \x03(\x0b\x32<.perdure.internal.scheduler.v1.TaskRequest.TraceContextEntry\x12\x13\n\x0bwake_reason\x18\x06 \x01(\t\x12\x0f\n\x07step_id\x18\x07 \x01(\t\x1a\x33\n\x11TraceContextEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"P\n\x13\x45nqueueTasksRequest\x12\x39\n\x05tasks\x18\x01 \x03(\x0b\x32*.perdure.internal.scheduler.v1.TaskRequest\"\x16\n\x14\x45nqueueTasksResponse\".\n\x18\x44\x65scribeTaskQueueRequest\x12\x12\n\ntask_queue\x18\x01 \x01(\t\"N\n\x19\x44\x65scribeTaskQueueResponse\x12\x16\n\x0eworkflow_types\x18\x01 \x03(\t\x12\x19\n\x11\x63onnected_workers\x18\x02 \x01(\x05\x32\x94\x02\n\x10SchedulerService\x12w\n\x0c\x45nqueueTasks\x12\x32.perdure.internal.scheduler.v1.EnqueueTasksRequest\x1a\x33.perdure.internal.scheduler.v1.EnqueueTasksResponse\x12\x86\x01\n\x11\x44\x65scribeTaskQueue\x12\x37.perdure.internal.scheduler.v1.DescribeTaskQueueRequest\x1a\x38.perdure.internal.scheduler.v1.DescribeTaskQueueResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -35,17 +35,17 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_TASKREQUEST_TRACECONTEXTENTRY']._loaded_options = None
   _globals['_TASKREQUEST_TRACECONTEXTENTRY']._serialized_options = b'8\001'
   _globals['_TASKREQUEST']._serialized_start=122
-  _globals['_TASKREQUEST']._serialized_end=404
-  _globals['_TASKREQUEST_TRACECONTEXTENTRY']._serialized_start=353
-  _globals['_TASKREQUEST_TRACECONTEXTENTRY']._serialized_end=404
-  _globals['_ENQUEUETASKSREQUEST']._serialized_start=406
-  _globals['_ENQUEUETASKSREQUEST']._serialized_end=486
-  _globals['_ENQUEUETASKSRESPONSE']._serialized_start=488
-  _globals['_ENQUEUETASKSRESPONSE']._serialized_end=510
-  _globals['_DESCRIBETASKQUEUEREQUEST']._serialized_start=512
-  _globals['_DESCRIBETASKQUEUEREQUEST']._serialized_end=558
-  _globals['_DESCRIBETASKQUEUERESPONSE']._serialized_start=560
-  _globals['_DESCRIBETASKQUEUERESPONSE']._serialized_end=638
-  _globals['_SCHEDULERSERVICE']._serialized_start=641
-  _globals['_SCHEDULERSERVICE']._serialized_end=917
+  _globals['_TASKREQUEST']._serialized_end=421
+  _globals['_TASKREQUEST_TRACECONTEXTENTRY']._serialized_start=370
+  _globals['_TASKREQUEST_TRACECONTEXTENTRY']._serialized_end=421
+  _globals['_ENQUEUETASKSREQUEST']._serialized_start=423
+  _globals['_ENQUEUETASKSREQUEST']._serialized_end=503
+  _globals['_ENQUEUETASKSRESPONSE']._serialized_start=505
+  _globals['_ENQUEUETASKSRESPONSE']._serialized_end=527
+  _globals['_DESCRIBETASKQUEUEREQUEST']._serialized_start=529
+  _globals['_DESCRIBETASKQUEUEREQUEST']._serialized_end=575
+  _globals['_DESCRIBETASKQUEUERESPONSE']._serialized_start=577
+  _globals['_DESCRIBETASKQUEUERESPONSE']._serialized_end=655
+  _globals['_SCHEDULERSERVICE']._serialized_start=658
+  _globals['_SCHEDULERSERVICE']._serialized_end=934
 # @@protoc_insertion_point(module_scope)

@@ -10,7 +10,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class TaskRequest(_message.Message):
-    __slots__ = ("workflow_id", "workflow_type", "task_queue", "run_time", "trace_context", "wake_reason")
+    __slots__ = ("workflow_id", "workflow_type", "task_queue", "run_time", "trace_context", "wake_reason", "step_id")
     class TraceContextEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -24,13 +24,15 @@ class TaskRequest(_message.Message):
     RUN_TIME_FIELD_NUMBER: _ClassVar[int]
     TRACE_CONTEXT_FIELD_NUMBER: _ClassVar[int]
     WAKE_REASON_FIELD_NUMBER: _ClassVar[int]
+    STEP_ID_FIELD_NUMBER: _ClassVar[int]
     workflow_id: str
     workflow_type: str
     task_queue: str
     run_time: _timestamp_pb2.Timestamp
     trace_context: _containers.ScalarMap[str, str]
     wake_reason: str
-    def __init__(self, workflow_id: _Optional[str] = ..., workflow_type: _Optional[str] = ..., task_queue: _Optional[str] = ..., run_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., trace_context: _Optional[_Mapping[str, str]] = ..., wake_reason: _Optional[str] = ...) -> None: ...
+    step_id: str
+    def __init__(self, workflow_id: _Optional[str] = ..., workflow_type: _Optional[str] = ..., task_queue: _Optional[str] = ..., run_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., trace_context: _Optional[_Mapping[str, str]] = ..., wake_reason: _Optional[str] = ..., step_id: _Optional[str] = ...) -> None: ...
 
 class EnqueueTasksRequest(_message.Message):
     __slots__ = ("tasks",)

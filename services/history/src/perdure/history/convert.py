@@ -74,6 +74,7 @@ def history_event(row: Row) -> wf.HistoryEvent:
         start_time=timestamp(row["started_at"]),
         wait=_wait_from_json(row["wait"]),
         trace_context=row["trace_context"] or {},
+        task_queue=row["task_queue"] or "",
     )
 
 
@@ -84,7 +85,7 @@ def _wait_from_json(data: dict[str, Any] | None) -> wf.Wait | None:
     return _wait(data["kind"], data.get("name"), until)
 
 
-_STEP_EVENTS = frozenset({"STEP_COMPLETED", "STEP_FAILED", "STEP_ATTEMPT_FAILED"})
+_STEP_EVENTS = frozenset({"STEP_SCHEDULED", "STEP_COMPLETED", "STEP_FAILED", "STEP_ATTEMPT_FAILED"})
 
 
 def step_infos(events: list[Row], progress: list[Row]) -> list[wf.StepInfo]:
@@ -95,6 +96,10 @@ def step_infos(events: list[Row], progress: list[Row]) -> list[wf.StepInfo]:
         if row["event_type"] not in _STEP_EVENTS or row["step_name"].startswith("$"):
             continue
         step = steps.setdefault(row["step_id"], _new_step(row["step_id"], row["step_name"]))
+        if row["event_type"] == "STEP_SCHEDULED":  # a remote step, until its worker reports
+            step.position = row["position"]
+            step.status = wf.STEP_STATUS_RUNNING
+            continue
         if not step.HasField("start_time") and row["started_at"] is not None:
             step.start_time.FromDatetime(row["started_at"])
         step.attempts = row["attempt"] or 1
@@ -105,7 +110,8 @@ def step_infos(events: list[Row], progress: list[Row]) -> list[wf.StepInfo]:
             step.status = wf.STEP_STATUS_RETRYING
             step.next_retry_time.FromDatetime(row["due_at"])
             continue
-        step.position = row["position"]
+        if row["position"] is not None:  # a remote step's outcome keeps its call's position
+            step.position = row["position"]
         step.complete_time.FromDatetime(row["created_at"])
         step.succeeded = row["event_type"] == "STEP_COMPLETED"
         if step.succeeded:

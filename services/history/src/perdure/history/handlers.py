@@ -6,7 +6,7 @@ import asyncio
 import inspect
 import logging
 from collections.abc import AsyncIterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
 import grpc
@@ -20,7 +20,7 @@ from perdure.common import errors
 from perdure.common.convert import python_to_value, timestamp, value_to_python
 from perdure.common.payload import validate_payload
 from perdure.history.convert import failure_to_dict
-from perdure.history.journal import Call, Journal
+from perdure.history.journal import Appended, Call, Journal, RemoteStep, StepAttempt
 from perdure.internal.history.v1 import history_service_pb2 as hpb
 from perdure.internal.history.v1 import history_service_pb2_grpc as hgrpc
 from perdure.telemetry.propagation import context_from
@@ -31,6 +31,14 @@ log = logging.getLogger(__name__)
 Context = grpc.aio.ServicerContext[Any, Any]
 JOURNAL_SERVICE = jpb.DESCRIPTOR.services_by_name["JournalService"].full_name
 MAX_KEY_LENGTH = 200
+MAX_TASK_QUEUE_LENGTH = 200
+# A remote step's retry policy when its call sets none (as the SDKs' default).
+DEFAULT_RETRY = jpb.RetryPolicy(
+    initial_interval=timedelta(seconds=1),
+    backoff_coefficient=2.0,
+    maximum_interval=timedelta(seconds=60),
+    maximum_attempts=5,
+)
 
 
 def _require_workflow_id(workflow_id: str) -> None:
@@ -194,6 +202,55 @@ def _started(request: jpb.RecordStepRequest) -> datetime | None:
     return request.start_time.ToDatetime(tzinfo=UTC) if request.HasField("start_time") else None
 
 
+def _retry_policy(request: jpb.ScheduleStepRequest) -> dict[str, Any]:
+    """The call's retry policy (the default when unset), validated, as stored."""
+    retry = request.retry if request.HasField("retry") else DEFAULT_RETRY
+    initial = retry.initial_interval.ToTimedelta().total_seconds()
+    maximum = retry.maximum_interval.ToTimedelta().total_seconds()
+    if initial < 0 or maximum < 0:
+        raise errors.invalid_argument("retry intervals must not be negative")
+    if not retry.backoff_coefficient >= 1:
+        raise errors.invalid_argument("retry.backoff_coefficient must be at least 1")
+    if retry.maximum_attempts < 0:
+        raise errors.invalid_argument("retry.maximum_attempts must be >= 0 (0: no limit)")
+    return {
+        "initial_interval": initial,
+        "backoff_coefficient": retry.backoff_coefficient,
+        "maximum_interval": maximum,
+        "maximum_attempts": retry.maximum_attempts,
+        "non_retryable_error_types": list(retry.non_retryable_error_types),
+    }
+
+
+def _retry_message(stored: dict[str, Any]) -> jpb.RetryPolicy:
+    return jpb.RetryPolicy(
+        initial_interval=timedelta(seconds=stored["initial_interval"]),
+        backoff_coefficient=stored["backoff_coefficient"],
+        maximum_interval=timedelta(seconds=stored["maximum_interval"]),
+        maximum_attempts=stored["maximum_attempts"],
+        non_retryable_error_types=stored["non_retryable_error_types"],
+    )
+
+
+def _outcome(request: jpb.RecordStepRequest) -> tuple[str, dict[str, Any], float | None]:
+    """A step record's event type, its payload or failure, and its retry delay (a failed
+    attempt), validated."""
+    outcome = request.WhichOneof("outcome")
+    if outcome is None:
+        raise errors.invalid_argument("one of output or failure is required")
+    if outcome == "output":
+        validate_payload("output", request.output)
+        fields: dict[str, Any] = {"payload": value_to_python(request.output)}
+    else:
+        fields = {"failure": failure_to_dict(request.failure)}
+    if not request.HasField("retry_delay"):
+        return ("STEP_COMPLETED" if outcome == "output" else "STEP_FAILED"), fields, None
+    delay = request.retry_delay.ToTimedelta().total_seconds()
+    if outcome != "failure" or delay < 0:
+        raise errors.invalid_argument("retry_delay goes with a failure and must not be negative")
+    return "STEP_ATTEMPT_FAILED", fields, delay
+
+
 class JournalServicer(jgrpc.JournalServiceServicer):
     """The worker protocol's journal calls, each checked against the lease's fence."""
 
@@ -233,35 +290,89 @@ class JournalServicer(jgrpc.JournalServiceServicer):
     async def RecordStep(
         self, request: jpb.RecordStepRequest, context: Context
     ) -> jpb.RecordStepResponse:
-        call = _call(request)
-        outcome = request.WhichOneof("outcome")
-        if outcome is None:
-            raise errors.invalid_argument("one of output or failure is required")
-        fields: dict[str, Any] = {
-            "attempt": max(request.attempt, 1),
-            "started_at": _started(request),
-        }
-        if outcome == "output":
-            validate_payload("output", request.output)
-            fields["payload"] = value_to_python(request.output)
+        if request.step_task:
+            appended = await self._record_step_task(request)
         else:
-            fields["failure"] = failure_to_dict(request.failure)
-        event_type = "STEP_COMPLETED" if outcome == "output" else "STEP_FAILED"
-        if request.HasField("retry_delay"):
-            delay = request.retry_delay.ToTimedelta().total_seconds()
-            if outcome != "failure" or delay < 0:
-                raise errors.invalid_argument(
-                    "retry_delay goes with a failure and must not be negative"
-                )
-            # A failed attempt: the call's position stays free for its final outcome.
-            event_type = "STEP_ATTEMPT_FAILED"
-            fields.update(positioned=False, due_in=delay)
-        appended = await self._journal.record(call, event_type, **fields)
+            call = _call(request)
+            event_type, fields, retry_in = _outcome(request)
+            fields.update(attempt=max(request.attempt, 1), started_at=_started(request))
+            if retry_in is not None:
+                # A failed attempt: the call's position stays free for its final outcome.
+                fields.update(positioned=False, due_in=retry_in)
+            appended = await self._journal.record(call, event_type, **fields)
         return jpb.RecordStepResponse(
             event_id=appended.event_id,
             retry_time=timestamp(appended.due_at),
             cancel_requested=appended.cancel_requested,
         )
+
+    async def _record_step_task(self, request: jpb.RecordStepRequest) -> Appended:
+        _require_workflow_id(request.workflow_id)
+        _require_fence(request.fence)
+        if not request.step_id:
+            raise errors.invalid_argument("step_id is required")
+        event_type, fields, retry_in = _outcome(request)
+        attempt = StepAttempt(
+            workflow_id=request.workflow_id,
+            step_id=request.step_id,
+            fence=request.fence,
+            attempt=max(request.attempt, 1),
+            event_type=event_type,
+            payload=fields.get("payload"),
+            failure=fields.get("failure"),
+            retry_in=retry_in,
+            started_at=_started(request),
+        )
+        return await self._journal.record_step_attempt(attempt)
+
+    @errors.unary
+    async def ScheduleStep(
+        self, request: jpb.ScheduleStepRequest, context: Context
+    ) -> jpb.ScheduleStepResponse:
+        call = _call(request)
+        if not 0 < len(request.task_queue) <= MAX_TASK_QUEUE_LENGTH:
+            raise errors.invalid_argument(
+                f"task_queue must have 1 to {MAX_TASK_QUEUE_LENGTH} characters"
+            )
+        validate_payload("input", request.input)
+        timeout = None
+        if request.HasField("timeout"):
+            timeout = request.timeout.ToTimedelta().total_seconds()
+            if timeout <= 0:
+                raise errors.invalid_argument("timeout must be positive (unset: no limit)")
+        step = RemoteStep(
+            step_type=request.step_name,
+            task_queue=request.task_queue,
+            input_value=value_to_python(request.input),
+            retry=_retry_policy(request),
+            timeout_seconds=timeout,
+        )
+        appended = await self._journal.schedule_step(call, step)
+        return jpb.ScheduleStepResponse(
+            event_id=appended.event_id, cancel_requested=appended.cancel_requested
+        )
+
+    @errors.unary
+    async def LoadStep(
+        self, request: jpb.LoadStepRequest, context: Context
+    ) -> jpb.LoadStepResponse:
+        _require_workflow_id(request.workflow_id)
+        _require_fence(request.fence)
+        if not request.step_id:
+            raise errors.invalid_argument("step_id is required")
+        row = await self._journal.load_step(request.workflow_id, request.step_id, request.fence)
+        response = jpb.LoadStepResponse(
+            workflow_type=row["workflow_type"],
+            step_type=row["step_type"],
+            input=python_to_value(row["input"]),
+            attempt=row["attempt"],
+            retry=_retry_message(row["retry"]),
+        )
+        if row["timeout_seconds"] is not None:
+            response.timeout.FromTimedelta(timedelta(seconds=row["timeout_seconds"]))
+        if row["heartbeat_details"] is not None:
+            response.heartbeat_details.CopyFrom(python_to_value(row["heartbeat_details"]))
+        return response
 
     @errors.unary
     async def StartTimer(
@@ -340,7 +451,12 @@ class JournalServicer(jgrpc.JournalServiceServicer):
             validate_payload("details", request.details)
             details = value_to_python(request.details)
         cancel_requested = await self._journal.heartbeat(
-            request.workflow_id, request.fence, request.step_id, max(request.attempt, 1), details
+            request.workflow_id,
+            request.fence,
+            request.step_id,
+            max(request.attempt, 1),
+            details,
+            step_task=request.step_task,
         )
         return jpb.RecordHeartbeatResponse(cancel_requested=cancel_requested)
 

@@ -89,6 +89,32 @@ class Appended:
 
 
 @dataclass(frozen=True)
+class RemoteStep:
+    """What a remote step's call asks for: where it runs and how its attempts go."""
+
+    step_type: str
+    task_queue: str
+    input_value: Any
+    retry: dict[str, Any]  # the RetryPolicy message as JSON
+    timeout_seconds: float | None
+
+
+@dataclass(frozen=True)
+class StepAttempt:
+    """A step task's record of one attempt of its remote step."""
+
+    workflow_id: str
+    step_id: str
+    fence: int
+    attempt: int
+    event_type: str  # STEP_COMPLETED, STEP_FAILED or STEP_ATTEMPT_FAILED
+    payload: Any
+    failure: dict[str, str] | None
+    retry_in: float | None  # STEP_ATTEMPT_FAILED: seconds until the next attempt
+    started_at: datetime | None
+
+
+@dataclass(frozen=True)
 class Described:
     """Everything DescribeWorkflow shows."""
 
@@ -316,9 +342,16 @@ class Journal:
         return await self._append(call, params)
 
     async def heartbeat(
-        self, workflow_id: str, fence: int, step_id: str, attempt: int, details: Any
+        self,
+        workflow_id: str,
+        fence: int,
+        step_id: str,
+        attempt: int,
+        details: Any,
+        step_task: bool = False,
     ) -> bool:
-        """Keep a step attempt's latest progress; returns whether a cancel was requested."""
+        """Keep a step attempt's latest progress; returns whether a cancel was requested. With
+        `step_task`, `fence` is the remote step's own lease."""
         params = {
             "workflow_id": workflow_id,
             "fence": fence,
@@ -326,12 +359,91 @@ class Journal:
             "attempt": attempt,
             "details": store.json_or_none(details),
         }
+        query = store.RECORD_STEP_HEARTBEAT if step_task else store.RECORD_HEARTBEAT
         async with self._pool.connection() as conn:
             with timed_write("heartbeat"):
-                row = await store.fetch_one(conn, store.RECORD_HEARTBEAT, params)
+                row = await store.fetch_one(conn, query, params)
             if row is None:
+                if step_task:
+                    raise await self._step_rejection(conn, workflow_id, step_id, fence)
                 raise await self._rejection(conn, workflow_id, fence)
         return bool(row["cancel_requested"])
+
+    async def schedule_step(self, call: Call, step: RemoteStep) -> Appended:
+        """Journal a remote step's call and make its step task due, in one transaction; the
+        same call sent again is a no-op."""
+        params = store.event_params(
+            workflow_id=call.workflow_id,
+            fence=call.fence,
+            event_type="STEP_SCHEDULED",
+            step_id=call.step_id,
+            step_name=call.step_name,
+            position=call.position,
+            payload=step.input_value,
+            name=step.step_type,
+            task_queue=step.task_queue,
+        )
+        params.update(retry=Jsonb(step.retry), timeout_seconds=step.timeout_seconds)
+        async with self._pool.connection() as conn:
+            try:
+                with timed_write("step_scheduled"):
+                    row = await store.fetch_one(conn, store.SCHEDULE_STEP, params)
+            except UniqueViolation:
+                return await self._existing_call(conn, call, params)
+            if row is None:
+                raise await self._rejection(conn, call.workflow_id, call.fence)
+        self._on_scheduled()
+        return Appended(row["event_id"], None, row["cancel_requested"])
+
+    async def load_step(self, workflow_id: str, step_id: str, fence: int) -> Row:
+        """Raise a remote step's fence mark to `fence` and return what to execute (columns of
+        store.LOAD_STEP). A closed step or run is FAILED_PRECONDITION: nothing to do."""
+        params = {"workflow_id": workflow_id, "step_id": step_id, "fence": fence}
+        async with self._pool.connection() as conn:
+            row = await store.fetch_one(conn, store.LOAD_STEP, params)
+            if row is None:
+                raise await self._step_rejection(conn, workflow_id, step_id, fence)
+        if row["status"] not in store.OPEN_STATUSES:
+            raise _closed(workflow_id, row["status"])
+        if row["closed"]:
+            raise _step_closed(workflow_id, step_id)
+        return row
+
+    async def record_step_attempt(self, attempt: StepAttempt) -> Appended:
+        """Record an attempt of a remote step under its step task's fence: a failed attempt
+        makes the step task due at the retry; a final outcome closes the step and wakes the
+        run. The same record sent again (its answer was lost) is a no-op."""
+        final = attempt.event_type != "STEP_ATTEMPT_FAILED"
+        params = store.event_params(
+            workflow_id=attempt.workflow_id,
+            fence=attempt.fence,
+            event_type=attempt.event_type,
+            step_id=attempt.step_id,
+            attempt=attempt.attempt,
+            payload=attempt.payload,
+            failure=attempt.failure,
+            due_in=attempt.retry_in,
+            started_at=attempt.started_at,
+        )
+        params["final"] = final
+        call = Call(attempt.workflow_id, attempt.fence, attempt.step_id, "", 0)
+        async with self._pool.connection() as conn:
+            try:
+                with timed_write(attempt.event_type.lower()):
+                    row = await store.fetch_one(conn, store.RECORD_STEP_TASK, params)
+            except UniqueViolation:  # this failed attempt is recorded already
+                return await self._existing_call(conn, call, params)
+            if row is None:
+                rejection = await self._step_rejection(
+                    conn, attempt.workflow_id, attempt.step_id, attempt.fence
+                )
+                if final and rejection.reason == "STEP_CLOSED":
+                    # Recorded already, if it is this very outcome (a retried request).
+                    return await self._existing_call(conn, call, params, remote_outcome=True)
+                raise rejection
+        if final:
+            self._on_scheduled()
+        return Appended(row["event_id"], row["due_at"], row["cancel_requested"])
 
     async def suspend(
         self, workflow_id: str, fence: int, kind: str, name: str, until: datetime | None
@@ -454,12 +566,19 @@ class Journal:
         return Appended(row["event_id"], row["due_at"], row["cancel_requested"])
 
     async def _existing_call(
-        self, conn: AsyncConnection, call: Call, params: dict[str, Any]
+        self,
+        conn: AsyncConnection,
+        call: Call,
+        params: dict[str, Any],
+        *,
+        remote_outcome: bool = False,
     ) -> Appended:
-        """The identical event already recorded at this call, or this failed attempt (a
-        retried request), else STEP_CONFLICT."""
+        """The identical event already recorded at this call, or this failed attempt, or this
+        remote step's outcome (a retried request), else STEP_CONFLICT."""
         keys: dict[str, Any] = {"workflow_id": call.workflow_id, "step_id": call.step_id}
-        if params["position"] is None:  # a failed attempt, found by its number
+        if remote_outcome:
+            query = store.SELECT_REMOTE_OUTCOME
+        elif params["position"] is None:  # a failed attempt, found by its number
             query, keys["attempt"] = store.SELECT_ATTEMPT_EVENT, params["attempt"]
         else:
             query, keys["position"] = store.SELECT_STEP_EVENT, call.position
@@ -491,19 +610,25 @@ class Journal:
         """Why a fenced write matched no row: unknown run, stale fence or closed run."""
         row = await self._require(conn, workflow_id)
         if row["fence"] > fence:
-            FENCE_REJECTIONS.add(1)
-            log.warning(
-                "refused a write with stale fence %d to workflow %s (fence mark %d)",
-                fence,
-                workflow_id,
-                row["fence"],
-            )
-            return errors.failed_precondition(
-                "STALE_FENCE",
-                f"stale fence {fence} for workflow {workflow_id!r}: a newer lease (fence "
-                f"{row['fence']}) owns it; stop working on it",
-            )
+            return _stale(f"workflow {workflow_id}", fence, row["fence"])
         return _closed(workflow_id, row["status"])
+
+    async def _step_rejection(
+        self, conn: AsyncConnection, workflow_id: str, step_id: str, fence: int
+    ) -> errors.ApiError:
+        """Why a step task's write matched no row: unknown run or step, stale fence, closed
+        run or step."""
+        row = await store.fetch_one(conn, store.SELECT_STEP_TASK, [workflow_id, step_id])
+        if row is None:
+            await self._require(conn, workflow_id)
+            return errors.not_found(
+                "STEP_NOT_FOUND", f"workflow {workflow_id!r} has no remote step {step_id!r}"
+            )
+        if row["fence"] > fence:
+            return _stale(f"step {step_id} of workflow {workflow_id}", fence, row["fence"])
+        if row["status"] not in store.OPEN_STATUSES:
+            return _closed(workflow_id, row["status"])
+        return _step_closed(workflow_id, step_id)
 
 
 def _link_workflow(span: trace.Span, appended: Row) -> None:
@@ -522,6 +647,23 @@ def _count_closed(row: Row, status: str) -> None:
         "perdure.workflow.outcome": status.lower(),
     }
     WORKFLOWS_CLOSED.add(1, attributes)
+
+
+def _stale(what: str, fence: int, mark: int) -> errors.ApiError:
+    FENCE_REJECTIONS.add(1)
+    log.warning("refused a write with stale fence %d to %s (fence mark %d)", fence, what, mark)
+    return errors.failed_precondition(
+        "STALE_FENCE",
+        f"stale fence {fence} for {what}: a newer lease (fence {mark}) owns it; stop working on it",
+    )
+
+
+def _step_closed(workflow_id: str, step_id: str) -> errors.ApiError:
+    return errors.failed_precondition(
+        "STEP_CLOSED",
+        f"step {step_id!r} of workflow {workflow_id!r} has its outcome already; report the task "
+        "done",
+    )
 
 
 def _closed(workflow_id: str, status: str) -> errors.ApiError:

@@ -80,6 +80,7 @@ class OutboxRelay:
                     run_time=timestamp(row["run_at"]),
                     trace_context=row["trace_context"] or {},
                     wake_reason=row["wake_reason"] or "",
+                    step_id=row["step_id"] or "",
                 )
                 for row in rows
             ]

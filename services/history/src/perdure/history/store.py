@@ -18,7 +18,8 @@ WORKFLOW_COLUMNS = (
 )
 EVENT_COLUMNS = (
     "event_id, event_type, fence, step_id, step_name, position, attempt, payload, failure,"
-    " created_at, due_at, name, signal_id, consumed, started_at, wait, trace_context"
+    " created_at, due_at, name, signal_id, consumed, started_at, wait, trace_context,"
+    " task_queue"
 )
 OPEN_STATUSES = ("RUNNING", "WAITING")
 OPEN = f"{OPEN_STATUSES}"  # as SQL: ('RUNNING', 'WAITING')
@@ -78,11 +79,12 @@ _APPENDED_COLUMNS = "workflow_id, workflow_type, task_queue, event_count, cancel
 _INSERT_EVENT = """, inserted AS (
     INSERT INTO history.events (workflow_id, event_id, event_type, fence, step_id, step_name,
                                 position, attempt, payload, failure, due_at, name, signal_id,
-                                consumed, started_at, wait, trace_context)
+                                consumed, started_at, wait, trace_context, task_queue)
     SELECT workflow_id, event_count, %(event_type)s, %(fence)s, %(step_id)s, %(step_name)s,
            %(position)s, %(attempt)s, %(payload)s, %(failure)s,
            COALESCE(%(due_at)s::timestamptz, now() + make_interval(secs => %(due_in)s::float8)),
-           %(name)s, %(signal_id)s, %(consumed)s, %(started_at)s, %(wait)s, %(trace_context)s
+           %(name)s, %(signal_id)s, %(consumed)s, %(started_at)s, %(wait)s, %(trace_context)s,
+           %(task_queue)s
     FROM appended
     RETURNING event_id, due_at
 )"""
@@ -101,12 +103,14 @@ SELECT inserted.event_id, inserted.due_at, appended.cancel_requested, appended.w
 _LINKED_RESULT = ", appended.trace_context AS workflow_trace_context"
 
 
-def _append(update: str, *, schedule: bool = False, linked: bool = False) -> str:
+def _append(update: str, *, schedule: bool = False, linked: bool = False, also: str = "") -> str:
+    """The append statement of `update`; `also` adds writes (CTEs) that read `appended`."""
     returning = _APPENDED_COLUMNS + (", trace_context" if linked else "")
     return (
         f"WITH appended AS ({update} RETURNING {returning})"
         + _INSERT_EVENT
         + (_SCHEDULE if schedule else "")
+        + also
         + _RESULT
         + (_LINKED_RESULT if linked else "")
         + " FROM inserted, appended"
@@ -116,11 +120,10 @@ def _append(update: str, *, schedule: bool = False, linked: bool = False) -> str
 _FENCED = f"WHERE workflow_id = %(workflow_id)s AND fence <= %(fence)s AND status IN {OPEN}"
 
 # A worker's record of one call of the code (a step outcome, timer, signal consumption...).
-RECORD_EVENT = _append(
-    f"""UPDATE history.workflows
+_RECORD = f"""UPDATE history.workflows
     SET fence = %(fence)s, event_count = event_count + 1, updated_at = now()
     {_FENCED}"""
-)
+RECORD_EVENT = _append(_RECORD)
 
 # Many workers' records in one statement and one commit (group commit): the same append as
 # RECORD_EVENT for each input row, at most one row per run. A row whose run matches no update
@@ -233,6 +236,100 @@ WITH live AS (
 SELECT cancel_requested FROM live
 """
 
+# A remote step's call: its STEP_SCHEDULED event, its step task's row (the spec its executor
+# loads, and its own fence mark) and the step task's scheduling request, in one statement.
+SCHEDULE_STEP = _append(
+    _RECORD,
+    also=""", step_task AS (
+    INSERT INTO history.step_tasks
+        (workflow_id, step_id, step_type, task_queue, input, retry, timeout_seconds)
+    SELECT workflow_id, %(step_id)s, %(name)s, %(task_queue)s, %(payload)s, %(retry)s,
+           %(timeout_seconds)s
+    FROM appended
+), scheduled AS (
+    INSERT INTO history.outbox (workflow_id, workflow_type, task_queue, step_id)
+    SELECT workflow_id, %(name)s, %(task_queue)s, %(step_id)s FROM appended
+)""",
+)
+
+# Takes up a step task: raises the step's fence mark (a lower fence matches no row) and
+# returns what to execute, the attempt it is at and the last progress of an earlier attempt.
+LOAD_STEP = """
+UPDATE history.step_tasks s SET fence = %(fence)s
+FROM history.workflows w
+WHERE s.workflow_id = %(workflow_id)s AND s.step_id = %(step_id)s AND s.fence <= %(fence)s
+  AND w.workflow_id = s.workflow_id
+RETURNING s.step_type, s.input, s.retry, s.timeout_seconds, s.closed, w.status,
+          w.workflow_type,
+          (SELECT count(*) + 1 FROM history.events e
+           WHERE e.workflow_id = s.workflow_id AND e.step_id = s.step_id
+             AND e.event_type = 'STEP_ATTEMPT_FAILED') AS attempt,
+          (SELECT p.details FROM history.step_progress p
+           WHERE p.workflow_id = s.workflow_id AND p.step_id = s.step_id) AS heartbeat_details
+"""
+
+SELECT_STEP_TASK = """
+SELECT s.fence, s.closed, w.status FROM history.step_tasks s
+JOIN history.workflows w USING (workflow_id)
+WHERE s.workflow_id = %s AND s.step_id = %s
+"""
+
+# A step task's record of one attempt of its remote step, fenced by the step's own mark. A
+# failed attempt (due_in set) makes the step task due again at the retry time; a final outcome
+# closes the step and wakes the workflow, which finds it on replay.
+RECORD_STEP_TASK = f"""
+WITH task AS (
+    UPDATE history.step_tasks SET fence = %(fence)s, closed = %(final)s
+    WHERE workflow_id = %(workflow_id)s AND step_id = %(step_id)s AND fence <= %(fence)s
+      AND NOT closed
+    RETURNING workflow_id, step_type, task_queue
+), appended AS (
+    UPDATE history.workflows w SET event_count = event_count + 1, updated_at = now()
+    FROM task WHERE w.workflow_id = task.workflow_id AND w.status IN {OPEN}
+    RETURNING w.workflow_id, w.workflow_type, w.task_queue, w.event_count, w.cancel_requested,
+              task.step_type, task.task_queue AS step_queue
+), inserted AS (
+    INSERT INTO history.events (workflow_id, event_id, event_type, fence, step_id, step_name,
+                                attempt, payload, failure, due_at, started_at)
+    SELECT workflow_id, event_count, %(event_type)s, %(fence)s, %(step_id)s, step_type,
+           %(attempt)s, %(payload)s, %(failure)s,
+           now() + make_interval(secs => %(due_in)s::float8), %(started_at)s
+    FROM appended
+    RETURNING event_id, due_at
+), scheduled AS (
+    INSERT INTO history.outbox (workflow_id, workflow_type, task_queue, run_at, wake_reason,
+                                step_id)
+    SELECT a.workflow_id, a.workflow_type, a.task_queue, NULL, NULL, NULL
+    FROM appended a WHERE %(final)s
+    UNION ALL
+    SELECT a.workflow_id, a.step_type, a.step_queue, i.due_at, 'retry', %(step_id)s
+    FROM appended a, inserted i WHERE NOT %(final)s
+)
+SELECT inserted.event_id, inserted.due_at, appended.cancel_requested FROM inserted, appended
+"""
+
+SELECT_REMOTE_OUTCOME = f"""
+SELECT {EVENT_COLUMNS} FROM history.events
+WHERE workflow_id = %(workflow_id)s AND step_id = %(step_id)s AND position IS NULL
+  AND event_type IN ('STEP_COMPLETED', 'STEP_FAILED')
+"""
+
+RECORD_STEP_HEARTBEAT = f"""
+WITH live AS (
+    SELECT w.workflow_id, w.cancel_requested FROM history.step_tasks s
+    JOIN history.workflows w USING (workflow_id)
+    WHERE s.workflow_id = %(workflow_id)s AND s.step_id = %(step_id)s AND s.fence <= %(fence)s
+      AND NOT s.closed AND w.status IN {OPEN}
+), upserted AS (
+    INSERT INTO history.step_progress (workflow_id, step_id, attempt, details)
+    SELECT workflow_id, %(step_id)s, %(attempt)s, %(details)s FROM live
+    ON CONFLICT (workflow_id, step_id) DO UPDATE
+    SET attempt = EXCLUDED.attempt, updated_at = now(),
+        details = COALESCE(EXCLUDED.details, history.step_progress.details)
+)
+SELECT cancel_requested FROM live
+"""
+
 SELECT_SIGNAL = """
 SELECT event_id FROM history.events WHERE workflow_id = %s AND signal_id = %s
 """
@@ -260,7 +357,7 @@ LIMIT %(limit)s
 SELECT_DESCRIBED_EVENTS = f"""
 SELECT {EVENT_COLUMNS} FROM history.events
 WHERE workflow_id = %s AND event_type IN (
-    'STEP_COMPLETED', 'STEP_FAILED', 'STEP_ATTEMPT_FAILED', 'SIGNAL_RECEIVED',
+    'STEP_SCHEDULED', 'STEP_COMPLETED', 'STEP_FAILED', 'STEP_ATTEMPT_FAILED', 'SIGNAL_RECEIVED',
     'SIGNAL_CONSUMED', 'STATE_UPDATED')
 ORDER BY event_id
 """
@@ -285,7 +382,7 @@ LIMIT %(limit)s
 # harmless because the scheduler's enqueue is idempotent.
 CLAIM_OUTBOX = """
 SELECT o.id, o.workflow_id, o.workflow_type, o.task_queue, o.run_at, o.wake_reason,
-       w.trace_context
+       o.step_id, w.trace_context
 FROM history.outbox o LEFT JOIN history.workflows w USING (workflow_id)
 ORDER BY o.id LIMIT %s FOR UPDATE OF o SKIP LOCKED
 """
@@ -321,6 +418,7 @@ PAYLOAD_EVENTS = frozenset(
         "SIGNAL_RECEIVED",
         "SIGNAL_CONSUMED",
         "STATE_UPDATED",
+        "STEP_SCHEDULED",
     }
 )
 
@@ -347,6 +445,7 @@ def event_params(
     wake: bool = False,
     wake_reason: str | None = None,
     trace_context: dict[str, str] | None = None,
+    task_queue: str | None = None,
 ) -> dict[str, Any]:
     """Parameters of the append statements for one event (and the wake-up it schedules)."""
     return {
@@ -370,4 +469,5 @@ def event_params(
         "wake": wake,
         "wake_reason": wake_reason,
         "trace_context": json_or_none(trace_context or None),
+        "task_queue": task_queue,
     }

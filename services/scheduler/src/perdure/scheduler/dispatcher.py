@@ -20,7 +20,7 @@ from perdure.scheduler.metrics import (
     TIMER_LATENESS,
     WORKER_STREAMS,
 )
-from perdure.scheduler.store import Grant, TaskStore
+from perdure.scheduler.store import Grant, Lease, TaskKey, TaskStore
 from perdure.telemetry.propagation import Carrier, context_from, current_carrier, untraced
 from perdure.telemetry.timers import record_fire
 
@@ -42,11 +42,12 @@ class Session:
     identity: str
     task_queue: str
     workflow_types: list[str]
+    step_types: list[str]
     capacity: int
     timer_lookahead: float = 0.0  # how early the worker takes timer tasks, in seconds
     session_id: str = field(default_factory=lambda: uuid.uuid4().hex)
-    # workflow id -> (fence, when the lease was granted or last renewed, monotonic clock)
-    leases: dict[str, tuple[int, float]] = field(default_factory=dict)
+    # task -> (fence, when the lease was granted or last renewed, monotonic clock)
+    leases: dict[TaskKey, tuple[int, float]] = field(default_factory=dict)
     outgoing: asyncio.Queue[tpb.ConnectResponse | None] = field(default_factory=asyncio.Queue)
     last_heard: float = field(default_factory=time.monotonic)
 
@@ -64,24 +65,26 @@ class Session:
         """How many more tasks the worker can take."""
         return self.capacity - len(self.leases)
 
-    def hold(self, workflow_id: str, fence: int) -> None:
+    def hold(self, lease: Lease) -> None:
         """Count a lease as this worker's, as of now."""
-        self.leases[workflow_id] = (fence, time.monotonic())
+        workflow_id, step_id, fence = lease
+        self.leases[workflow_id, step_id] = (fence, time.monotonic())
 
-    def drop(self, workflow_id: str, fence: int) -> None:
+    def drop(self, lease: Lease) -> None:
         """Stop counting a lease, if its fence matches."""
-        held = self.leases.get(workflow_id)
+        workflow_id, step_id, fence = lease
+        held = self.leases.get((workflow_id, step_id))
         if held is not None and held[0] == fence:
-            del self.leases[workflow_id]
+            del self.leases[workflow_id, step_id]
 
-    def drop_unreported(self, reported: set[str], ttl: float) -> None:
+    def drop_unreported(self, reported: set[TaskKey], ttl: float) -> None:
         """Forget leases the worker stopped reporting a TTL ago: it let them expire (say, after
         a journal outage), so they must not hold its capacity forever. A grant still in flight
         is younger than that and stays."""
         stale_before = time.monotonic() - ttl
-        for workflow_id, (_, renewed) in list(self.leases.items()):
-            if workflow_id not in reported and renewed < stale_before:
-                del self.leases[workflow_id]
+        for task, (_, renewed) in list(self.leases.items()):
+            if task not in reported and renewed < stale_before:
+                del self.leases[task]
 
 
 class Dispatcher:
@@ -113,26 +116,30 @@ class Dispatcher:
         """Look for grantable tasks now rather than at the next tick."""
         self._wake.set()
 
-    async def task_done(self, session: Session, workflow_id: str, fence: int) -> None:
+    async def task_done(self, session: Session, lease: Lease) -> None:
         """The worker is finished with a lease."""
-        session.drop(workflow_id, fence)
-        await self._store.release(workflow_id, fence)
+        session.drop(lease)
+        await self._store.release(lease)
         self.wake()
 
-    async def heartbeat(self, session: Session, held: list[tuple[str, int]]) -> None:
+    async def heartbeat(self, session: Session, held: list[Lease]) -> None:
         """Renew the leases the worker holds; tell it about those it no longer holds."""
         renewed = await self._store.renew(session.session_id, held, self.lease_ttl)
-        session.drop_unreported({workflow_id for workflow_id, _ in held}, self.lease_ttl)
-        for workflow_id, fence in held:
-            if (workflow_id, fence) in renewed:
-                session.hold(workflow_id, fence)  # adopts leases after a reconnect
+        session.drop_unreported({(w, s) for w, s, _ in held}, self.lease_ttl)
+        for lease in held:
+            if lease in renewed:
+                session.hold(lease)  # adopts leases after a reconnect
                 continue
-            session.drop(workflow_id, fence)
+            session.drop(lease)
+            workflow_id, step_id, fence = lease
             log.info(
-                "lease of %s (fence %d) is gone; telling %s", workflow_id, fence, session.identity
+                "lease of %s (fence %d) is gone; telling %s",
+                _task_name(workflow_id, step_id),
+                fence,
+                session.identity,
             )
             revoked = tpb.LeaseRevoked(
-                lease=tpb.LeaseRef(workflow_id=workflow_id, fence=fence),
+                lease=tpb.LeaseRef(workflow_id=workflow_id, fence=fence, step_id=step_id),
                 reason="the lease expired and the workflow was granted to another worker",
             )
             await session.outgoing.put(tpb.ConnectResponse(lease_revoked=revoked))
@@ -198,6 +205,7 @@ class Dispatcher:
                 session.session_id,
                 session.task_queue,
                 session.workflow_types,
+                session.step_types,
                 session.free,
                 self.lease_ttl,
                 session.timer_lookahead,
@@ -208,13 +216,16 @@ class Dispatcher:
                 continue
             granted += len(grants)
             for grant in grants:
-                session.hold(grant.workflow_id, grant.fence)
+                session.hold((grant.workflow_id, grant.step_id, grant.fence))
                 task = tpb.Task(
                     workflow_id=grant.workflow_id,
-                    workflow_type=grant.workflow_type,
                     fence=grant.fence,
                     trace_context=_traced_grant(session, grant),
                 )
+                if grant.step_id:
+                    task.step_id, task.step_type = grant.step_id, grant.task_type
+                else:
+                    task.workflow_type = grant.task_type
                 await session.outgoing.put(tpb.ConnectResponse(task=task))
             if grants and session.free > 0:
                 self.wake()  # more may be due
@@ -228,10 +239,13 @@ def _traced_grant(session: Session, grant: Grant) -> Carrier:
     queue = {"perdure.task_queue": session.task_queue}
     attributes: dict[str, AttributeValue] = {
         "perdure.workflow.id": grant.workflow_id,
-        "perdure.workflow.type": grant.workflow_type,
         **queue,
         "perdure.fence": grant.fence,
     }
+    if grant.step_id:
+        attributes.update({"perdure.step.id": grant.step_id, "perdure.step.type": grant.task_type})
+    else:
+        attributes["perdure.workflow.type"] = grant.task_type
     SCHEDULE_TO_START.record(max(grant.late_by, 0.0), queue)
     if grant.late_by < 0:
         # Granted ahead of its timer: the worker fires it, and measures how late, itself.
@@ -239,7 +253,7 @@ def _traced_grant(session: Session, grant: Grant) -> Carrier:
     elif grant.previous_owner is not None:
         log.info(
             "lease of %s expired (holder %s); taking over with fence %d",
-            grant.workflow_id,
+            _task_name(grant.workflow_id, grant.step_id),
             grant.previous_owner,
             grant.fence,
         )
@@ -264,3 +278,8 @@ def _traced_grant(session: Session, grant: Grant) -> Carrier:
     }
     with tracer.start_as_current_span("perdure.lease.grant", workflow, attributes=granted):
         return current_carrier()
+
+
+def _task_name(workflow_id: str, step_id: str) -> str:
+    """A task as logs name it: the workflow, or "<workflow>/<step>" for a step task."""
+    return f"{workflow_id}/{step_id}" if step_id else workflow_id

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from datetime import UTC
 from typing import Any
 
@@ -19,7 +19,7 @@ from perdure.common import errors
 from perdure.internal.scheduler.v1 import scheduler_service_pb2 as spb
 from perdure.internal.scheduler.v1 import scheduler_service_pb2_grpc as sgrpc
 from perdure.scheduler.dispatcher import Dispatcher, Session
-from perdure.scheduler.store import Enqueued, TaskStore
+from perdure.scheduler.store import Enqueued, Lease, TaskStore
 from perdure.telemetry.propagation import untraced
 
 log = logging.getLogger(__name__)
@@ -35,8 +35,12 @@ def _session_from_hello(message: tpb.ConnectRequest) -> Session:
     hello = message.hello
     if not hello.task_queue:
         raise errors.invalid_argument("hello.task_queue is required")
-    if not hello.workflow_types or any(not t for t in hello.workflow_types):
-        raise errors.invalid_argument("hello.workflow_types must list at least one type name")
+    types = [*hello.workflow_types, *hello.step_types]
+    if not types or any(not t for t in types):
+        raise errors.invalid_argument(
+            "hello must list at least one workflow or step type (workflow_types, step_types), "
+            "none of them empty"
+        )
     if not 1 <= hello.capacity <= MAX_CAPACITY:
         raise errors.invalid_argument(f"hello.capacity must be between 1 and {MAX_CAPACITY}")
     lookahead = hello.timer_lookahead.ToTimedelta().total_seconds()
@@ -48,9 +52,14 @@ def _session_from_hello(message: tpb.ConnectRequest) -> Session:
         identity=hello.identity or "unnamed-worker",
         task_queue=hello.task_queue,
         workflow_types=sorted(set(hello.workflow_types)),
+        step_types=sorted(set(hello.step_types)),
         capacity=hello.capacity,
         timer_lookahead=lookahead,
     )
+
+
+def _leases(refs: Iterable[tpb.LeaseRef]) -> list[Lease]:
+    return [(ref.workflow_id, ref.step_id, ref.fence) for ref in refs]
 
 
 def _duration(seconds: float) -> duration_pb2.Duration:
@@ -87,13 +96,14 @@ class TaskServicer(tgrpc.TaskServiceServicer):
             )
         )
         log.info(
-            "worker %s connected (queue %s, types %s, capacity %d)",
+            "worker %s connected (queue %s, workflow types %s, step types %s, capacity %d)",
             session.identity,
             session.task_queue,
-            ",".join(session.workflow_types),
+            ",".join(session.workflow_types) or "-",
+            ",".join(session.step_types) or "-",
             session.capacity,
         )
-        held = [(lease.workflow_id, lease.fence) for lease in first.hello.leases]
+        held = _leases(first.hello.leases)
         await self._dispatcher.heartbeat(session, held)
         reader = asyncio.create_task(self._read(session, context))
         outgoing: asyncio.Future[tpb.ConnectResponse | None] | None = None
@@ -129,11 +139,10 @@ class TaskServicer(tgrpc.TaskServiceServicer):
     async def _handle(self, session: Session, message: tpb.ConnectRequest) -> None:
         kind = message.WhichOneof("message")
         if kind == "heartbeat":
-            held = [(lease.workflow_id, lease.fence) for lease in message.heartbeat.leases]
-            await self._dispatcher.heartbeat(session, held)
+            await self._dispatcher.heartbeat(session, _leases(message.heartbeat.leases))
         elif kind == "task_done":
-            lease = message.task_done.lease
-            await self._dispatcher.task_done(session, lease.workflow_id, lease.fence)
+            [lease] = _leases([message.task_done.lease])
+            await self._dispatcher.task_done(session, lease)
         elif kind == "drain":
             session.capacity = 0
             log.info("worker %s is draining", session.identity)
@@ -166,6 +175,7 @@ class SchedulerServicer(sgrpc.SchedulerServiceServicer):
         rows: list[Enqueued] = [
             (
                 t.workflow_id,
+                t.step_id,
                 t.workflow_type,
                 t.task_queue,
                 t.run_time.ToDatetime(tzinfo=UTC) if t.HasField("run_time") else None,
@@ -174,7 +184,7 @@ class SchedulerServicer(sgrpc.SchedulerServiceServicer):
             )
             for t in request.tasks
         ]
-        for workflow_id, workflow_type, task_queue, *_ in rows:
+        for workflow_id, _, workflow_type, task_queue, *_ in rows:
             if not (workflow_id and workflow_type and task_queue):
                 raise errors.invalid_argument("every task needs workflow_id, type and task_queue")
         await self._store.enqueue(rows)

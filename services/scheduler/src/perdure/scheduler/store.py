@@ -8,19 +8,21 @@ from datetime import datetime
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
-# One statement for a whole batch. LEAST ignores NULL, so an earlier due time always wins and a
-# request is never lost; the reason of the winning due time comes with it (SET sees the row as
-# it was). A batch naming a run twice keeps its earliest request; rows are locked in id order,
-# so concurrent batches cannot deadlock.
+# A task is a workflow's own (step_id '') or one of its remote steps' (step_id set, and
+# workflow_type holding the step type). One statement for a whole batch. LEAST ignores NULL,
+# so an earlier due time always wins and a request is never lost; the reason of the winning
+# due time comes with it (SET sees the row as it was). A batch naming a task twice keeps its
+# earliest request; rows are locked in key order, so concurrent batches cannot deadlock.
 ENQUEUE = """
 INSERT INTO scheduler.tasks
-    (workflow_id, workflow_type, task_queue, run_at, due_reason, trace_context)
-SELECT DISTINCT ON (workflow_id) workflow_id, workflow_type, task_queue,
+    (workflow_id, step_id, workflow_type, task_queue, run_at, due_reason, trace_context)
+SELECT DISTINCT ON (workflow_id, step_id) workflow_id, step_id, workflow_type, task_queue,
        COALESCE(run_at, now()), due_reason, trace_context
-FROM unnest(%s::text[], %s::text[], %s::text[], %s::timestamptz[], %s::text[], %s::jsonb[])
-     AS t(workflow_id, workflow_type, task_queue, run_at, due_reason, trace_context)
-ORDER BY workflow_id, COALESCE(run_at, now())
-ON CONFLICT (workflow_id) DO UPDATE
+FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[], %s::timestamptz[], %s::text[],
+            %s::jsonb[])
+     AS t(workflow_id, step_id, workflow_type, task_queue, run_at, due_reason, trace_context)
+ORDER BY workflow_id, step_id, COALESCE(run_at, now())
+ON CONFLICT (workflow_id, step_id) DO UPDATE
 SET run_at = LEAST(scheduler.tasks.run_at, EXCLUDED.run_at),
     due_reason = CASE
         WHEN scheduler.tasks.run_at IS NULL OR EXCLUDED.run_at < scheduler.tasks.run_at
@@ -33,11 +35,15 @@ SET run_at = LEAST(scheduler.tasks.run_at, EXCLUDED.run_at),
 # that is paused or cut off keeps its connection, so only the deadline decides. A task woken by
 # a timer is grantable `timer_lookahead` early, to a worker that waits out the rest itself.
 # SKIP LOCKED lets scheduler replicas grant side by side without granting one task twice.
+# Workflow tasks go to sessions declaring their workflow type, step tasks to those declaring
+# their step type.
 CLAIM = """
 WITH due AS (
-    SELECT workflow_id, lease_owner AS previous_owner,
+    SELECT workflow_id, step_id, lease_owner AS previous_owner,
            COALESCE(run_at, lease_expires_at) AS due_at, due_reason FROM scheduler.tasks
-    WHERE task_queue = %(task_queue)s AND workflow_type = ANY(%(types)s)
+    WHERE task_queue = %(task_queue)s
+      AND CASE WHEN step_id = '' THEN workflow_type = ANY(%(types)s)
+               ELSE workflow_type = ANY(%(step_types)s) END
       AND ((lease_owner IS NULL AND run_at <= now())
            OR (lease_owner IS NULL AND due_reason = 'timer'
                AND run_at <= now() + make_interval(secs => %(timer_lookahead)s))
@@ -49,8 +55,8 @@ WITH due AS (
 UPDATE scheduler.tasks t
 SET fence = t.fence + 1, lease_owner = %(session)s, run_at = NULL, due_reason = NULL,
     updated_at = now(), lease_expires_at = now() + make_interval(secs => %(ttl)s)
-FROM due WHERE t.workflow_id = due.workflow_id
-RETURNING t.workflow_id, t.workflow_type, t.fence, due.previous_owner, due.due_at,
+FROM due WHERE t.workflow_id = due.workflow_id AND t.step_id = due.step_id
+RETURNING t.workflow_id, t.step_id, t.workflow_type, t.fence, due.previous_owner, due.due_at,
           EXTRACT(EPOCH FROM now() - due.due_at)::float8 AS late_by, due.due_reason,
           t.trace_context
 """
@@ -58,14 +64,16 @@ RETURNING t.workflow_id, t.workflow_type, t.fence, due.previous_owner, due.due_a
 RENEW = """
 UPDATE scheduler.tasks t
 SET lease_owner = %(session)s, lease_expires_at = now() + make_interval(secs => %(ttl)s)
-FROM unnest(%(ids)s::text[], %(fences)s::bigint[]) AS held(workflow_id, fence)
-WHERE t.workflow_id = held.workflow_id AND t.fence = held.fence AND t.lease_owner IS NOT NULL
-RETURNING t.workflow_id, t.fence
+FROM unnest(%(ids)s::text[], %(step_ids)s::text[], %(fences)s::bigint[])
+     AS held(workflow_id, step_id, fence)
+WHERE t.workflow_id = held.workflow_id AND t.step_id = held.step_id AND t.fence = held.fence
+  AND t.lease_owner IS NOT NULL
+RETURNING t.workflow_id, t.step_id, t.fence
 """
 
 RELEASE = """
 UPDATE scheduler.tasks SET lease_owner = NULL, lease_expires_at = NULL, updated_at = now()
-WHERE workflow_id = %s AND fence = %s AND lease_owner IS NOT NULL
+WHERE workflow_id = %s AND step_id = %s AND fence = %s AND lease_owner IS NOT NULL
 """
 
 # The session's worker is gone mid-task: its work is due again at once.
@@ -73,7 +81,7 @@ RELEASE_SESSION = """
 UPDATE scheduler.tasks
 SET lease_owner = NULL, lease_expires_at = NULL, run_at = now(), updated_at = now()
 WHERE lease_owner = %s
-RETURNING workflow_id
+RETURNING workflow_id, step_id
 """
 
 # Seconds until the next task of these queues becomes grantable (a due time, less the timer
@@ -109,9 +117,14 @@ SELECT workflow_type FROM scheduler.workflow_types WHERE task_queue = %s ORDER B
 """
 
 
-# A task to make due: workflow id, type, task queue, due time (None: now), what a timed due
-# time waits for (None: nothing), the workflow's trace context.
-Enqueued = tuple[str, str, str, datetime | None, str | None, Jsonb | None]
+# A task to make due: workflow id, step id ('' for the workflow's own task), workflow or step
+# type, task queue, due time (None: now), what a timed due time waits for (None: nothing), the
+# workflow's trace context.
+Enqueued = tuple[str, str, str, str, datetime | None, str | None, Jsonb | None]
+# A task's identity: its workflow id and step id ('' for the workflow's own task).
+TaskKey = tuple[str, str]
+# A lease a worker reports: its task and fence.
+Lease = tuple[str, str, int]
 
 
 @dataclass(frozen=True)
@@ -119,7 +132,8 @@ class Grant:
     """A lease just granted."""
 
     workflow_id: str
-    workflow_type: str
+    step_id: str  # '' for a workflow task
+    task_type: str  # the workflow type, or a step task's step type
     fence: int
     previous_owner: str | None  # set when the lease expired and this grant takes over
     due_at: datetime
@@ -147,18 +161,21 @@ class TaskStore:
         session: str,
         task_queue: str,
         types: list[str],
+        step_types: list[str],
         limit: int,
         ttl: float,
         timer_lookahead: float = 0.0,
     ) -> list[Grant]:
-        """Lease up to `limit` grantable tasks to a session, each with a fresh fence (timer
-        tasks up to `timer_lookahead` seconds before they are due)."""
+        """Lease up to `limit` grantable tasks of these workflow and step types to a session,
+        each with a fresh fence (timer tasks up to `timer_lookahead` seconds before they are
+        due)."""
         async with self._pool.connection() as conn:
             cur = await conn.execute(
                 CLAIM,
                 {
                     "task_queue": task_queue,
                     "types": types,
+                    "step_types": step_types,
                     "limit": limit,
                     "session": session,
                     "ttl": ttl,
@@ -167,9 +184,7 @@ class TaskStore:
             )
             return [Grant(*row) for row in await cur.fetchall()]
 
-    async def renew(
-        self, session: str, leases: list[tuple[str, int]], ttl: float
-    ) -> set[tuple[str, int]]:
+    async def renew(self, session: str, leases: list[Lease], ttl: float) -> set[Lease]:
         """Extend the leases whose fence still matches; return those renewed."""
         if not leases:
             return set()
@@ -179,22 +194,23 @@ class TaskStore:
                 {
                     "session": session,
                     "ttl": ttl,
-                    "ids": [w for w, _ in leases],
-                    "fences": [f for _, f in leases],
+                    "ids": [w for w, _, _ in leases],
+                    "step_ids": [s for _, s, _ in leases],
+                    "fences": [f for _, _, f in leases],
                 },
             )
-            return {(str(w), int(f)) for w, f in await cur.fetchall()}
+            return {(str(w), str(s), int(f)) for w, s, f in await cur.fetchall()}
 
-    async def release(self, workflow_id: str, fence: int) -> None:
+    async def release(self, lease: Lease) -> None:
         """End a lease the worker is done with."""
         async with self._pool.connection() as conn:
-            await conn.execute(RELEASE, [workflow_id, fence])
+            await conn.execute(RELEASE, list(lease))
 
-    async def release_session(self, session: str) -> list[str]:
-        """End every lease of a departed session and make its workflows due now."""
+    async def release_session(self, session: str) -> list[TaskKey]:
+        """End every lease of a departed session and make its tasks due now."""
         async with self._pool.connection() as conn:
             cur = await conn.execute(RELEASE_SESSION, [session])
-            return [str(row[0]) for row in await cur.fetchall()]
+            return [(str(w), str(s)) for w, s in await cur.fetchall()]
 
     async def next_due(self, queues: list[str], timer_lookahead: float = 0.0) -> float | None:
         """Seconds until the next task of `queues` is grantable (<= 0: overdue; None: none)."""

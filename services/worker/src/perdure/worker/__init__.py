@@ -9,9 +9,14 @@ Waiting is state: failed steps are retried on a journaled schedule (`RetryPolicy
 consume signals, and a waiting workflow holds no worker. `ctx.set_state` publishes values for
 DescribeWorkflow and QueryWorkflow; `ctx.heartbeat` records a long step's progress; a cancel
 request arrives as `WorkflowCancelledError` at the next durable call.
+
+Remote steps: `await ctx.call(step_type, input, task_queue=...)` (several at once with
+`ctx.gather`) has a step executed by a worker serving that type, in any language; a Python
+worker serves the functions marked `@remote_step` that it is given.
 """
 
-from perdure.worker._context import StepContext, WorkflowContext, current_step
+from perdure.worker._attempt import StepContext, current_step, heartbeat
+from perdure.worker._context import RemoteCall, WorkflowContext
 from perdure.worker._errors import (
     LeaseLostError,
     NonDeterminismError,
@@ -20,13 +25,14 @@ from perdure.worker._errors import (
     StepTimeoutError,
     WorkflowCancelledError,
 )
-from perdure.worker._registry import workflow
+from perdure.worker._registry import remote_step, workflow
 from perdure.worker._retry import RetryPolicy
 from perdure.worker._worker import Worker
 
 __all__ = [
     "LeaseLostError",
     "NonDeterminismError",
+    "RemoteCall",
     "RetryPolicy",
     "SignalTimeoutError",
     "StepContext",
@@ -36,5 +42,7 @@ __all__ = [
     "WorkflowCancelledError",
     "WorkflowContext",
     "current_step",
+    "heartbeat",
+    "remote_step",
     "workflow",
 ]

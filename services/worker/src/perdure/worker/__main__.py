@@ -1,4 +1,5 @@
-"""Run a worker for the workflows of a module: `perdure worker --module your.module`."""
+"""Run a worker for the workflows and remote steps of a module: `perdure worker --module
+your.module`."""
 
 from __future__ import annotations
 
@@ -8,11 +9,12 @@ import importlib
 import os
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from types import ModuleType
+from typing import Any
 
 from perdure.telemetry import telemetry_for
-from perdure.worker._registry import WorkflowFunction, workflow_name
+from perdure.worker._registry import remote_step_name, workflow_name
 from perdure.worker._worker import Worker
 
 try:  # a faster event loop where it exists (not on Windows); measured with make bench
@@ -28,7 +30,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--module",
         action="append",
         required=True,
-        help="module whose @workflow functions to serve (repeatable); "
+        help="module whose @workflow and @remote_step functions to serve (repeatable); "
         "the current directory is importable",
     )
     parser.add_argument(
@@ -66,23 +68,30 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def find_workflows(module: ModuleType) -> list[WorkflowFunction]:
-    """Every @workflow function defined or imported at the module's top level."""
-    found = [value for value in vars(module).values() if workflow_name(value) is not None]
+def find_marked(module: ModuleType, name_of: Callable[[Any], str | None]) -> list[Any]:
+    """Every function defined or imported at the module's top level that `name_of` names."""
+    found = [value for value in vars(module).values() if name_of(value) is not None]
     return list(dict.fromkeys(found))  # a function imported under two names counts once
 
 
 async def run(args: argparse.Namespace) -> None:
     """Serve until SIGTERM or SIGINT, then drain."""
     sys.path.insert(0, os.getcwd())
-    workflows: list[WorkflowFunction] = []
+    workflows: list[Any] = []
+    steps: list[Any] = []
     for name in args.module:
-        found = find_workflows(importlib.import_module(name))
-        if not found:
-            raise SystemExit(f"perdure worker: module {name!r} defines no @workflow functions")
-        workflows.extend(found)
+        module = importlib.import_module(name)
+        found_workflows = find_marked(module, workflow_name)
+        found_steps = find_marked(module, remote_step_name)
+        if not found_workflows and not found_steps:
+            raise SystemExit(
+                f"perdure worker: module {name!r} defines no @workflow or @remote_step functions"
+            )
+        workflows.extend(found_workflows)
+        steps.extend(found_steps)
     worker = Worker(
         workflows,
+        steps=steps,
         task_queue=args.task_queue,
         concurrency=args.concurrency,
         scheduler=args.scheduler,

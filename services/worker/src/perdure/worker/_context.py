@@ -3,26 +3,32 @@
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import inspect
 import logging
 import math
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Generator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, NoReturn
+from typing import Any
 
 import grpc
 from google.protobuf import struct_pb2
-from opentelemetry import trace
 from opentelemetry.util.types import AttributeValue
 
 from perdure.api.worker.v1 import journal_service_pb2 as jpb
 from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.telemetry.propagation import links_to
 from perdure.telemetry.timers import record_fire
+from perdure.worker._attempt import (
+    INTERNAL_PREFIX,
+    Attempt,
+    Heartbeats,
+    StepContext,
+    heartbeat,
+    run_attempt,
+)
 from perdure.worker._errors import (
     JournalRejectedError,
     JournalUnavailableError,
@@ -30,22 +36,23 @@ from perdure.worker._errors import (
     NonDeterminismError,
     SignalTimeoutError,
     StepFailedError,
-    StepTimeoutError,
     WorkflowCancelledError,
 )
-from perdure.worker._payload import failure_from, from_value, to_value
+from perdure.worker._payload import from_value, to_value
 from perdure.worker._retry import NO_RETRY, RetryPolicy
 from perdure.worker._session import JournalCallError, JournalSession
-from perdure.worker._telemetry import TIMER_LATENESS, step_attempt_ended, tracer
+from perdure.worker._telemetry import TIMER_LATENESS, tracer
 
 log = logging.getLogger("perdure.worker")
 
 JOURNAL_TIMEOUT = 30.0
-# Calls of the code that hold a position in the journal; replay walks them in order.
+# Calls of the code that hold a position in the journal; replay walks them in order. (The
+# outcome of a remote step holds none: its STEP_SCHEDULED holds the call's.)
 _POSITIONED = frozenset(
     {
         wf.EVENT_TYPE_STEP_COMPLETED,
         wf.EVENT_TYPE_STEP_FAILED,
+        wf.EVENT_TYPE_STEP_SCHEDULED,
         wf.EVENT_TYPE_TIMER_STARTED,
         wf.EVENT_TYPE_SIGNAL_CONSUMED,
         wf.EVENT_TYPE_SIGNAL_TIMED_OUT,
@@ -53,38 +60,13 @@ _POSITIONED = frozenset(
         wf.EVENT_TYPE_CANCELLATION_DELIVERED,
     }
 )
-# Names of calls the SDK records itself (ctx.now(), timers, signals...); user steps may not
-# use "$".
-_INTERNAL_PREFIX = "$"
-# A step still running after this long reports itself, so that describe shows it.
-ANNOUNCE_AFTER_SECONDS = 1.0
+_STEP_OUTCOMES = (wf.EVENT_TYPE_STEP_COMPLETED, wf.EVENT_TYPE_STEP_FAILED)
 # A timer due within this long is waited out in the worker rather than suspended. It is more
 # than the lookahead with which the worker accepts timer tasks (see Worker), so that a task
 # granted ahead of its timer never suspends again.
 LOCAL_WAIT_SECONDS = 0.25
-
-
-@dataclass(frozen=True)
-class StepContext:
-    """What a running step may hand to the outside world."""
-
-    workflow_id: str
-    step_id: str
-    idempotency_key: str
-    fence: int
-    attempt: int
-    heartbeat_details: Any = None  # the last ctx.heartbeat details of an earlier attempt
-
-
-_current_step: contextvars.ContextVar[StepContext] = contextvars.ContextVar("perdure_step")
-
-
-def current_step() -> StepContext:
-    """The step being executed: call from inside a step function for its idempotency key."""
-    try:
-        return _current_step.get()
-    except LookupError:
-        raise RuntimeError("current_step() is only available inside a running step") from None
+# History's answers that mean this lease (or step) is not ours to write any more.
+_LEASE_LOST = ("STALE_FENCE", "WORKFLOW_CLOSED", "STEP_CLOSED")
 
 
 class Suspended(BaseException):
@@ -115,10 +97,7 @@ class JournalClient:
         try:
             return await self.session.call(request, JOURNAL_TIMEOUT)
         except JournalCallError as error:
-            if error.code == grpc.StatusCode.FAILED_PRECONDITION and error.reason in (
-                "STALE_FENCE",
-                "WORKFLOW_CLOSED",
-            ):
+            if error.code == grpc.StatusCode.FAILED_PRECONDITION and error.reason in _LEASE_LOST:
                 raise LeaseLostError(error.message or "stale fence") from None
             if error.code in _REJECTED:
                 raise JournalRejectedError(f"{error.reason}: {error.message}") from None
@@ -159,12 +138,23 @@ class WorkflowContext:
         self.fence = journal.fence
         self._journal = journal
         self._retry = retry
-        self._loop = asyncio.get_running_loop()
         # What the database clock said at load: a timer or retry later than this is not due.
         self._now = loaded.now.ToDatetime(tzinfo=UTC)
         self._loaded_at = time.monotonic()  # the load's answer came at least this late
+        self._task_queue = loaded.workflow.task_queue
         events = list(loaded.events)
-        self._recorded = {e.position: e for e in events if e.event_type in _POSITIONED}
+        scheduled = {e.step_id for e in events if e.event_type == wf.EVENT_TYPE_STEP_SCHEDULED}
+        # The outcomes of remote steps, by step id; they hold no position.
+        self._remote_outcomes = {
+            e.step_id: e
+            for e in events
+            if e.event_type in _STEP_OUTCOMES and e.step_id in scheduled
+        }
+        self._recorded = {
+            e.position: e
+            for e in events
+            if e.event_type in _POSITIONED and self._remote_outcomes.get(e.step_id) is not e
+        }
         self._failed_attempts: dict[str, list[wf.HistoryEvent]] = {}
         consumed: set[int] = set()
         for event in events:
@@ -188,8 +178,7 @@ class WorkflowContext:
         )
         self._position = 0
         self._occurrences: dict[str, int] = {}
-        self._heartbeat: tuple[StepContext, struct_pb2.Value | None] | None = None
-        self._heartbeat_sender: asyncio.Task[None] | None = None
+        self._heartbeats = Heartbeats(self._record)
 
     async def step(
         self,
@@ -293,9 +282,47 @@ class WorkflowContext:
         """From inside a running step (sync or async): record progress `details` (JSON). The
         next attempt of the step, after a failure or a crash, finds the last details in
         `current_step().heartbeat_details`. Sent in the background; never blocks."""
-        step = current_step()
-        encoded = to_value(details)
-        self._loop.call_soon_threadsafe(self._queue_heartbeat, step, encoded)
+        heartbeat(details)
+
+    def call(
+        self,
+        step_type: str,
+        input: Any = None,
+        *,
+        task_queue: str | None = None,
+        retry: RetryPolicy | None = None,
+        timeout: float | None = None,
+    ) -> RemoteCall:
+        """A remote step: `step_type` executed by a worker (in any language) that serves it on
+        `task_queue` (default: this workflow's). Await it for its JSON result, or pass several
+        to `gather`. The call is journaled; the workflow holds no worker while the step runs,
+        and replay returns the recorded outcome. Failed attempts are retried on the durable
+        schedule of `retry` (default: the workflow's policy); `timeout` bounds each attempt.
+        When attempts run out, StepFailedError is raised where the call is awaited."""
+        _check_name(step_type, "step type")
+        if timeout is not None and not timeout > 0:
+            raise ValueError("timeout must be a positive number of seconds")
+        queue = task_queue or self._task_queue
+        return RemoteCall(self, step_type, to_value(input), queue, retry or self._retry, timeout)
+
+    async def gather(self, *calls: RemoteCall) -> list[Any]:
+        """Run remote steps side by side; their results, in call order. Each is journaled in
+        the order given, so replay is deterministic. Once all have their outcomes, the first
+        failed one (in call order) raises StepFailedError."""
+        scheduled = [await self._schedule(call) for call in calls]
+        if not scheduled:
+            return []
+        pending = [call for call in scheduled if call.step_id not in self._remote_outcomes]
+        await self._interruptible(scheduled[0], waiting=bool(pending))
+        if pending:
+            raise _wait(wf.WAIT_KIND_STEP, pending[0].step_id, None)
+        results = []
+        for call in scheduled:
+            outcome = self._remote_outcomes[call.step_id]
+            if outcome.event_type == wf.EVENT_TYPE_STEP_FAILED:
+                raise StepFailedError(call.step_id, outcome.failure)
+            results.append(from_value(outcome.payload))
+        return results
 
     def unconsumed_steps(self) -> list[str]:
         """Recorded calls the code has not reached: non-deterministic if the run is ending."""
@@ -361,16 +388,7 @@ class WorkflowContext:
         """Wait for the timer of `call`. A cancellation requested before it fires ends the wait:
         it is delivered at the call right after the timer, "<timer step id>:cancelled", and
         replay raises it there again, whatever the time by then."""
-        interrupt = f"{call.step_id}:cancelled"
-        following = self._recorded.get(self._position)
-        delivered_here = (
-            following is not None
-            and following.event_type == wf.EVENT_TYPE_CANCELLATION_DELIVERED
-            and following.step_id == interrupt
-        )
-        pending = fire > self._now and self._cancel_requested and not self._cancel_delivered
-        if delivered_here or pending:
-            await self._begin(interrupt)  # records or replays the delivery, and raises it
+        await self._interruptible(call, waiting=fire > self._now)
         if fire <= self._now:
             return
         if (fire - self._database_now()).total_seconds() > LOCAL_WAIT_SECONDS:
@@ -386,6 +404,42 @@ class WorkflowContext:
         }
         late_by = (self._database_now() - fire).total_seconds()
         record_fire(tracer, TIMER_LATENESS, "timer", fire, late_by, attributes)
+
+    async def _interruptible(self, call: _Call, waiting: bool) -> None:
+        """A cancellation requested while the code waits at `call` (a timer, remote steps)
+        ends the wait: it is delivered at the call right after it, "<step id>:cancelled", and
+        replay raises it there again, whatever happened to the wait since."""
+        interrupt = f"{call.step_id}:cancelled"
+        following = self._recorded.get(self._position)
+        delivered_here = (
+            following is not None
+            and following.event_type == wf.EVENT_TYPE_CANCELLATION_DELIVERED
+            and following.step_id == interrupt
+        )
+        pending = waiting and self._cancel_requested and not self._cancel_delivered
+        if delivered_here or pending:
+            await self._begin(interrupt)  # records or replays the delivery, and raises it
+
+    async def _schedule(self, remote: RemoteCall) -> _Call:
+        """Journal a remote step's call at the next position (once: replay finds it)."""
+        call = await self._begin(remote.step_type)
+        if call.recorded is not None:
+            if call.recorded.event_type != wf.EVENT_TYPE_STEP_SCHEDULED:
+                raise NonDeterminismError(
+                    f"workflow {self.workflow_id!r}: call #{call.position} is remote step "
+                    f"{call.step_id!r}, but the journal recorded a {_kind(call.recorded)} there"
+                )
+            return call
+        request = jpb.ScheduleStepRequest(
+            task_queue=remote.task_queue,
+            input=remote.input,
+            retry=remote.retry.to_message(),
+            **call.ref(),
+        )
+        if remote.timeout is not None:
+            request.timeout.FromTimedelta(timedelta(seconds=remote.timeout))
+        await self._record(request)
+        return call
 
     def _database_now(self) -> datetime:
         """The database clock now, never ahead of it: its time at load, plus the time since."""
@@ -428,7 +482,7 @@ class WorkflowContext:
                     f"workflow {self.workflow_id!r}: call #{call.position} is step "
                     f"{call.step_id!r}, but the journal recorded a {_kind(recorded)} there"
                 )
-            if not name.startswith(_INTERNAL_PREFIX):
+            if not name.startswith(INTERNAL_PREFIX):
                 log.info("Skipping completed step: %s", call.step_id)
             if recorded.event_type == wf.EVENT_TYPE_STEP_FAILED:
                 raise StepFailedError(call.step_id, recorded.failure)
@@ -439,115 +493,43 @@ class WorkflowContext:
             retry_at = failures[-1].due_time.ToDatetime(tzinfo=UTC)
             if retry_at > self._now:  # woken early (a signal, a cancel request): wait on
                 raise _wait(wf.WAIT_KIND_RETRY, call.step_id, retry_at)
-        attempt = len(failures) + 1
         progress = self._progress.get(call.step_id)
         step = StepContext(
             workflow_id=self.workflow_id,
             step_id=call.step_id,
             idempotency_key=f"{self.workflow_id}:{call.step_id}",
             fence=self.fence,
-            attempt=attempt,
+            attempt=len(failures) + 1,
             heartbeat_details=from_value(progress.details) if progress else None,
         )
-        request = jpb.RecordStepRequest(attempt=attempt, **call.ref())
-        request.start_time.GetCurrentTime()
-        attributes: dict[str, AttributeValue] = {
-            "perdure.step.name": name,
-            "perdure.step.id": call.step_id,
-            "perdure.step.attempt": attempt,
-            "perdure.step.idempotency_key": step.idempotency_key,
-        }
-        # The attempt's span is current while the step runs: the step's own calls nest in it.
-        with tracer.start_as_current_span(
-            f"perdure.step {name}",
-            attributes=attributes,
-            record_exception=False,
-            set_status_on_exception=False,
-        ) as span:
-            started = time.perf_counter()
-            token = _current_step.set(step)
-            announce = None
-            if not name.startswith(_INTERNAL_PREFIX):
-                announce = self._loop.call_later(ANNOUNCE_AFTER_SECONDS, self._announce, step)
-            try:
-                try:
-                    result = await _invoke(fn, args, kwargs, attempt_timeout)
-                except Exception as error:
-                    await self._attempt_failed(call, request, error, retry, span, started)
-                try:
-                    encoded = to_value(result)
-                except TypeError as error:  # retrying would return the same value: fail now
-                    await self._attempt_failed(call, request, error, NO_RETRY, span, started)
-            finally:
-                _current_step.reset(token)
-                if announce is not None:
-                    announce.cancel()
-            request.output.CopyFrom(encoded)
-            try:
-                await self._record(request)
-            except JournalRejectedError as error:  # the result breaks the payload limits
-                await self._attempt_failed(call, request, error, NO_RETRY, span, started)
-            step_attempt_ended(span, self.workflow_type, name, time.perf_counter() - started)
-        # Return the decoded JSON, exactly what a replay will return (tuples become lists).
-        return from_value(encoded)
-
-    async def _attempt_failed(
-        self,
-        call: _Call,
-        request: jpb.RecordStepRequest,
-        error: Exception,
-        retry: RetryPolicy,
-        span: trace.Span,
-        started: float,
-    ) -> NoReturn:
-        """Journal a failed attempt; suspend until the retry, or raise StepFailedError."""
-        seconds = time.perf_counter() - started
-        request.failure.CopyFrom(failure_from(error))
-        if retry.retries(error, request.attempt):
-            request.retry_delay.FromTimedelta(timedelta(seconds=retry.delay(request.attempt)))
-            answer: jpb.RecordStepResponse = await self._record(request)
-            retry_at = answer.retry_time.ToDatetime(tzinfo=UTC)
-            step_attempt_ended(span, self.workflow_type, call.name, seconds, error, retry_at)
-            log.warning(
-                "step %s attempt %d failed (%s: %s); next attempt at %s",
-                call.step_id,
-                request.attempt,
-                request.failure.type,
-                request.failure.message,
-                retry_at.isoformat(),
-            )
-            raise _wait(wf.WAIT_KIND_RETRY, call.step_id, retry_at) from error
-        await self._record(request)
-        step_attempt_ended(span, self.workflow_type, call.name, seconds, error)
-        raise StepFailedError(call.step_id, request.failure) from error
-
-    def _announce(self, step: StepContext) -> None:
-        """Report a long-running step once, so that describe shows it as the current step
-        (unless heartbeat details of it are about to be sent, which report it as well)."""
-        if self._heartbeat is None:
-            self._queue_heartbeat(step, None)
-
-    def _queue_heartbeat(self, step: StepContext, details: struct_pb2.Value | None) -> None:
-        # Only the latest details matter: one sender per workflow sends them one at a time.
-        self._heartbeat = (step, details)
-        if self._heartbeat_sender is None or self._heartbeat_sender.done():
-            self._heartbeat_sender = asyncio.create_task(self._send_heartbeats())
-
-    async def _send_heartbeats(self) -> None:
-        while self._heartbeat is not None:
-            step, details = self._heartbeat
-            self._heartbeat = None
-            request = jpb.RecordHeartbeatRequest(
-                step_id=step.step_id, attempt=step.attempt, details=details
-            )
-            try:
-                await self._record(request)
-            except (LeaseLostError, JournalUnavailableError) as error:
-                # Progress is best effort; the step's own record decides.
-                log.warning("heartbeat of step %s not recorded: %s", step.step_id, error)
+        attempt = Attempt(step, name, fn, args, kwargs, retry, attempt_timeout, self.workflow_type)
+        request = jpb.RecordStepRequest(**call.ref())
+        attempted = await run_attempt(attempt, request, self._record, self._heartbeats)
+        if attempted.error is None:
+            # The decoded JSON, exactly what a replay will return (tuples become lists).
+            return from_value(attempted.request.output)
+        if attempted.retrying:
+            retry_at = attempted.response.retry_time.ToDatetime(tzinfo=UTC)
+            raise _wait(wf.WAIT_KIND_RETRY, call.step_id, retry_at) from attempted.error
+        raise StepFailedError(call.step_id, attempted.request.failure) from attempted.error
 
 
-_STEP_OUTCOMES = (wf.EVENT_TYPE_STEP_COMPLETED, wf.EVENT_TYPE_STEP_FAILED)
+@dataclass(frozen=True)
+class RemoteCall:
+    """A remote step not yet journaled: await it, or pass it to `ctx.gather`."""
+
+    ctx: WorkflowContext
+    step_type: str
+    input: struct_pb2.Value
+    task_queue: str
+    retry: RetryPolicy
+    timeout: float | None
+
+    def __await__(self) -> Generator[Any, None, Any]:
+        results = yield from self.ctx.gather(self).__await__()
+        return results[0]
+
+
 # History decided the request itself is wrong: the same request would be refused again.
 _REJECTED = (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.RESOURCE_EXHAUSTED)
 
@@ -557,28 +539,8 @@ def _kind(event: wf.HistoryEvent) -> str:
 
 
 def _check_name(name: Any, what: str = "step name") -> None:
-    if not isinstance(name, str) or not name or name.startswith(_INTERNAL_PREFIX):
+    if not isinstance(name, str) or not name or name.startswith(INTERNAL_PREFIX):
         raise ValueError(f"{what} must be a non-empty string not starting with '$': {name!r}")
-
-
-async def _invoke(
-    fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], limit: float | None
-) -> Any:
-    if inspect.iscoroutinefunction(fn):
-        running: Awaitable[Any] = fn(*args, **kwargs)
-    else:
-        running = asyncio.to_thread(fn, *args, **kwargs)
-    try:
-        # asyncio.timeout, not wait_for: before Python 3.12 wait_for can swallow a cancellation
-        # (a lease lost, a drain) that arrives as the attempt ends.
-        async with asyncio.timeout(limit):
-            result = await running
-    except TimeoutError:
-        # A thread cannot be stopped; its late result is ignored.
-        raise StepTimeoutError(f"the attempt ran longer than its {limit}s timeout") from None
-    if inspect.isawaitable(result):
-        return await result
-    return result
 
 
 async def call_workflow(fn: Callable[..., Awaitable[Any]], ctx: WorkflowContext, arg: Any) -> Any:

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from datetime import timedelta
+
+from perdure.api.worker.v1 import journal_service_pb2 as jpb
 
 
 @dataclass(frozen=True)
@@ -48,6 +51,27 @@ class RetryPolicy:
             return False
         names = {cls.__name__ for cls in type(error).__mro__}
         return names.isdisjoint(self.non_retryable_error_types)
+
+    def to_message(self) -> jpb.RetryPolicy:
+        """The policy as the worker protocol carries it (a remote step's call)."""
+        return jpb.RetryPolicy(
+            initial_interval=timedelta(seconds=self.initial_interval),
+            backoff_coefficient=self.backoff_coefficient,
+            maximum_interval=timedelta(seconds=self.maximum_interval),
+            maximum_attempts=self.maximum_attempts,
+            non_retryable_error_types=list(self.non_retryable_error_types),
+        )
+
+    @classmethod
+    def from_message(cls, message: jpb.RetryPolicy) -> RetryPolicy:
+        """The policy a remote step was called with (LoadStepResponse.retry)."""
+        return cls(
+            initial_interval=message.initial_interval.ToTimedelta().total_seconds(),
+            backoff_coefficient=message.backoff_coefficient,
+            maximum_interval=message.maximum_interval.ToTimedelta().total_seconds(),
+            maximum_attempts=message.maximum_attempts,
+            non_retryable_error_types=tuple(message.non_retryable_error_types),
+        )
 
 
 NO_RETRY = RetryPolicy(maximum_attempts=1)

@@ -1,4 +1,5 @@
-"""Worker: holds a stream to the scheduler, runs leased tasks, heartbeats, drains on stop."""
+"""Worker: holds a stream to the scheduler, runs leased tasks (workflows and remote steps),
+heartbeats, drains on stop."""
 
 from __future__ import annotations
 
@@ -21,10 +22,11 @@ from perdure.api.worker.v1 import task_service_pb2_grpc as tgrpc
 from perdure.telemetry.propagation import context_from
 from perdure.telemetry.rpc import aio_channel
 from perdure.worker._errors import JournalRejectedError, JournalUnavailableError, LeaseLostError
-from perdure.worker._registry import WorkflowFunction, workflow_name
+from perdure.worker._registry import StepFunction, WorkflowFunction, remote_step_name, workflow_name
 from perdure.worker._rpc import CHANNEL_OPTIONS
 from perdure.worker._runner import run_task
 from perdure.worker._session import JournalSession
+from perdure.worker._step_task import run_step_task
 from perdure.worker._telemetry import tracer
 
 log = logging.getLogger("perdure.worker")
@@ -40,7 +42,8 @@ class _StreamClosedError(Exception):
 
 
 class Worker:
-    """Runs workflows from one task queue, at most `concurrency` at a time.
+    """Runs workflows and remote steps (`steps`, marked @remote_step) from one task queue, at
+    most `concurrency` tasks at a time.
 
     Use `await worker.run()` in your program. `worker.stop()` drains: no new tasks, running ones
     get `shutdown_grace` seconds to finish, the rest are released. Cancelling `run` releases
@@ -49,8 +52,9 @@ class Worker:
 
     def __init__(
         self,
-        workflows: Iterable[WorkflowFunction],
+        workflows: Iterable[WorkflowFunction] = (),
         *,
+        steps: Iterable[StepFunction] = (),
         task_queue: str = "default",
         concurrency: int = 10,
         scheduler: str = "localhost:7402",
@@ -66,8 +70,16 @@ class Worker:
             if name in self._workflows:
                 raise ValueError(f"two workflows are registered as {name!r}")
             self._workflows[name] = fn
-        if not self._workflows:
-            raise ValueError("a worker needs at least one workflow")
+        self._steps: dict[str, StepFunction] = {}
+        for fn in steps:
+            name = remote_step_name(fn)
+            if name is None:
+                raise ValueError(f"{fn!r} is not a remote step: decorate it with @remote_step")
+            if name in self._steps:
+                raise ValueError(f"two remote steps are registered as {name!r}")
+            self._steps[name] = fn
+        if not self._workflows and not self._steps:
+            raise ValueError("a worker needs at least one workflow or remote step")
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
         self.task_queue = task_queue
@@ -76,7 +88,7 @@ class Worker:
         self._scheduler_address = scheduler
         self._history_address = history
         self._shutdown_grace = shutdown_grace
-        self._leases: dict[str, int] = {}  # workflow id -> fence of leases held now
+        self._leases: dict[tuple[str, str], int] = {}  # (workflow id, step id) -> fence
         self._running: set[asyncio.Task[None]] = set()
         self._stopping = asyncio.Event()
         self._call: grpc.aio.StreamStreamCall[tpb.ConnectRequest, tpb.ConnectResponse] | None = None
@@ -87,6 +99,11 @@ class Worker:
     def workflow_types(self) -> list[str]:
         """The workflow types this worker serves."""
         return sorted(self._workflows)
+
+    @property
+    def step_types(self) -> list[str]:
+        """The remote step types this worker executes."""
+        return sorted(self._steps)
 
     def stop(self) -> None:
         """Begin a graceful shutdown; `run()` returns once it is done."""
@@ -143,9 +160,10 @@ class Worker:
             identity=self.identity,
             task_queue=self.task_queue,
             workflow_types=self.workflow_types,
+            step_types=self.step_types,
             capacity=self.concurrency,
             timer_lookahead=timedelta(seconds=TIMER_LOOKAHEAD_SECONDS),
-            leases=[tpb.LeaseRef(workflow_id=w, fence=f) for w, f in self._leases.items()],
+            leases=self._lease_refs(),
         )
         await call.write(tpb.ConnectRequest(hello=hello))
         first = await call.read()
@@ -153,10 +171,11 @@ class Worker:
             raise _StreamClosedError("the scheduler did not welcome this worker")
         interval = first.welcome.heartbeat_interval.ToTimedelta().total_seconds()
         log.info(
-            "worker %s connected: queue %s, workflows %s",
+            "worker %s connected: queue %s, workflows %s, remote steps %s",
             self.identity,
             self.task_queue,
-            ", ".join(self.workflow_types),
+            ", ".join(self.workflow_types) or "-",
+            ", ".join(self.step_types) or "-",
         )
         self._call = call  # only a welcomed stream carries heartbeats, results and Drain
         self._welcomes += 1
@@ -171,11 +190,10 @@ class Worker:
                     self._start(message.task, journal)
                 elif kind == "lease_revoked":
                     lease = message.lease_revoked.lease
-                    if self._leases.get(lease.workflow_id) == lease.fence:
-                        del self._leases[lease.workflow_id]
+                    self._forget(lease)
                     log.warning(
                         "lease of %s (fence %d) revoked: %s",
-                        lease.workflow_id,
+                        _task_name(lease),
                         lease.fence,
                         message.lease_revoked.reason,
                     )
@@ -186,7 +204,7 @@ class Worker:
             call.cancel()
 
     def _start(self, task: tpb.Task, journal: JournalSession) -> None:
-        self._leases[task.workflow_id] = task.fence
+        self._leases[task.workflow_id, task.step_id] = task.fence
         running = asyncio.create_task(self._run_one(task, journal))
         self._running.add(running)
         running.add_done_callback(self._running.discard)
@@ -194,23 +212,33 @@ class Worker:
     async def _run_one(self, task: tpb.Task, journal: JournalSession) -> None:
         attributes: dict[str, AttributeValue] = {
             "perdure.workflow.id": task.workflow_id,
-            "perdure.workflow.type": task.workflow_type,
             "perdure.task_queue": self.task_queue,
             "perdure.fence": task.fence,
             "perdure.worker.identity": self.identity,
         }
+        if task.step_id:
+            attributes.update(
+                {"perdure.step.id": task.step_id, "perdure.step.type": task.step_type}
+            )
+        else:
+            attributes["perdure.workflow.type"] = task.workflow_type
+        lease = tpb.LeaseRef(workflow_id=task.workflow_id, fence=task.fence, step_id=task.step_id)
         # A child of the lease grant, in the workflow's one trace, whichever worker runs it.
         with tracer.start_as_current_span(
             "perdure.task.run", context_from(task.trace_context), attributes=attributes
         ) as span:
-            log.info("running %s %s (fence %d)", task.workflow_type, task.workflow_id, task.fence)
+            kind = task.step_type or task.workflow_type
+            log.info("running %s %s (fence %d)", kind, _task_name(lease), task.fence)
             try:
-                await run_task(task, journal, self._workflows)
+                if task.step_id:
+                    await run_step_task(task, journal, self._steps)
+                else:
+                    await run_task(task, journal, self._workflows)
             except LeaseLostError as error:
                 _failed(span, error)
                 log.warning(
-                    "workflow %s: lease with fence %d lost, abandoning: %s",
-                    task.workflow_id,
+                    "%s: lease with fence %d lost, abandoning: %s",
+                    _task_name(lease),
                     task.fence,
                     error,
                 )
@@ -222,30 +250,31 @@ class Worker:
                 # Keep the lease from being renewed so that it expires and the workflow is
                 # retried, here or elsewhere.
                 log.error(
-                    "workflow %s: journal call failed (%s); leaving it to lease expiry",
-                    task.workflow_id,
+                    "%s: journal call failed (%s); leaving it to lease expiry",
+                    _task_name(lease),
                     error,
                 )
-                self._forget(task)
+                self._forget(lease)
                 return
-        self._forget(task)
-        await self._send(
-            tpb.ConnectRequest(
-                task_done=tpb.TaskDone(
-                    lease=tpb.LeaseRef(workflow_id=task.workflow_id, fence=task.fence)
-                )
-            )
-        )
+        self._forget(lease)
+        await self._send(tpb.ConnectRequest(task_done=tpb.TaskDone(lease=lease)))
 
-    def _forget(self, task: tpb.Task) -> None:
-        if self._leases.get(task.workflow_id) == task.fence:
-            del self._leases[task.workflow_id]
+    def _forget(self, lease: tpb.LeaseRef) -> None:
+        key = (lease.workflow_id, lease.step_id)
+        if self._leases.get(key) == lease.fence:
+            del self._leases[key]
+
+    def _lease_refs(self) -> list[tpb.LeaseRef]:
+        return [
+            tpb.LeaseRef(workflow_id=workflow_id, step_id=step_id, fence=fence)
+            for (workflow_id, step_id), fence in self._leases.items()
+        ]
 
     async def _heartbeat(self, interval: float) -> None:
         while True:
             await asyncio.sleep(interval)
-            leases = [tpb.LeaseRef(workflow_id=w, fence=f) for w, f in self._leases.items()]
-            await self._send(tpb.ConnectRequest(heartbeat=tpb.Heartbeat(leases=leases)))
+            heartbeat = tpb.Heartbeat(leases=self._lease_refs())
+            await self._send(tpb.ConnectRequest(heartbeat=heartbeat))
 
     async def _send(self, message: tpb.ConnectRequest) -> None:
         call = self._call
@@ -273,6 +302,13 @@ class Worker:
                 task.cancel()
             if pending:
                 await asyncio.wait(pending)
+
+
+def _task_name(lease: tpb.LeaseRef) -> str:
+    """A task as logs name it: "workflow <id>", or "step <step> of <id>"."""
+    if lease.step_id:
+        return f"step {lease.step_id} of {lease.workflow_id}"
+    return f"workflow {lease.workflow_id}"
 
 
 def _failed(span: trace.Span, error: BaseException) -> None:

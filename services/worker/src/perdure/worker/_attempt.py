@@ -1,0 +1,233 @@
+"""One attempt of a step, run here (ctx.step) or for another worker's workflow (a remote
+step): run it, journal its outcome, and say whether another attempt follows."""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import inspect
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import UTC, timedelta
+from typing import Any
+
+from google.protobuf import struct_pb2
+from opentelemetry.util.types import AttributeValue
+
+from perdure.api.worker.v1 import journal_service_pb2 as jpb
+from perdure.worker._errors import (
+    JournalRejectedError,
+    JournalUnavailableError,
+    LeaseLostError,
+    StepTimeoutError,
+)
+from perdure.worker._payload import failure_from, to_value
+from perdure.worker._retry import NO_RETRY, RetryPolicy
+from perdure.worker._telemetry import step_attempt_ended, tracer
+
+log = logging.getLogger("perdure.worker")
+
+# A step still running after this long reports itself, so that describe shows it.
+ANNOUNCE_AFTER_SECONDS = 1.0
+# Names of calls the SDK records itself (ctx.now(), timers, signals...); user steps may not
+# use "$".
+INTERNAL_PREFIX = "$"
+
+Record = Callable[[Any], Awaitable[Any]]
+
+
+@dataclass(frozen=True)
+class StepContext:
+    """What a running step may hand to the outside world."""
+
+    workflow_id: str
+    step_id: str
+    idempotency_key: str
+    fence: int
+    attempt: int
+    heartbeat_details: Any = None  # the last heartbeat details of an earlier attempt
+
+
+_current_step: contextvars.ContextVar[StepContext] = contextvars.ContextVar("perdure_step")
+_current_heartbeats: contextvars.ContextVar[Heartbeats] = contextvars.ContextVar(
+    "perdure_heartbeats"
+)
+
+
+def current_step() -> StepContext:
+    """The step being executed: call from inside a step function for its idempotency key."""
+    try:
+        return _current_step.get()
+    except LookupError:
+        raise RuntimeError("current_step() is only available inside a running step") from None
+
+
+def heartbeat(details: Any = None) -> None:
+    """From inside a running step (sync or async, local or remote): record progress `details`
+    (JSON). The next attempt of the step, after a failure or a crash, finds the last details in
+    `current_step().heartbeat_details`. Sent in the background; never blocks."""
+    step = current_step()
+    _current_heartbeats.get().report_threadsafe(step, to_value(details))
+
+
+class Heartbeats:
+    """Sends the progress of running steps: only the latest, one at a time."""
+
+    def __init__(self, record: Record, step_task: bool = False) -> None:
+        self._record = record
+        self._step_task = step_task  # the records go under a step task's lease
+        self._loop = asyncio.get_running_loop()
+        self._latest: tuple[StepContext, struct_pb2.Value | None] | None = None
+        self._sender: asyncio.Task[None] | None = None
+
+    def report_threadsafe(self, step: StepContext, details: struct_pb2.Value | None) -> None:
+        """Queue progress from any thread."""
+        self._loop.call_soon_threadsafe(self.report, step, details)
+
+    def report(self, step: StepContext, details: struct_pb2.Value | None) -> None:
+        """Queue progress (on the event loop)."""
+        self._latest = (step, details)
+        if self._sender is None or self._sender.done():
+            self._sender = asyncio.create_task(self._send())
+
+    def announce(self, step: StepContext) -> None:
+        """Report a long-running step once, so that describe shows it as the current step
+        (unless heartbeat details of it are about to be sent, which report it as well)."""
+        if self._latest is None:
+            self.report(step, None)
+
+    async def _send(self) -> None:
+        while self._latest is not None:
+            step, details = self._latest
+            self._latest = None
+            request = jpb.RecordHeartbeatRequest(
+                step_id=step.step_id,
+                attempt=step.attempt,
+                details=details,
+                step_task=self._step_task,
+            )
+            try:
+                await self._record(request)
+            except (LeaseLostError, JournalUnavailableError) as error:
+                # Progress is best effort; the step's own record decides.
+                log.warning("heartbeat of step %s not recorded: %s", step.step_id, error)
+
+
+@dataclass(frozen=True)
+class Attempted:
+    """How an attempt ended, as journaled."""
+
+    request: jpb.RecordStepRequest  # the record sent: output, or failure (and retry delay)
+    response: jpb.RecordStepResponse
+    error: Exception | None = None  # None: the step completed
+    retrying: bool = False  # a failed attempt with another one to come
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One attempt to run: the step, the code, and where its outcome goes."""
+
+    step: StepContext
+    name: str
+    fn: Callable[..., Any]
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    retry: RetryPolicy
+    timeout: float | None
+    workflow_type: str
+
+
+async def run_attempt(
+    attempt: Attempt, request: jpb.RecordStepRequest, record: Record, heartbeats: Heartbeats
+) -> Attempted:
+    """Run the attempt under its span and journal its outcome with `record` (the output, or
+    the failure with a retry delay while `retry` allows another attempt)."""
+    step = attempt.step
+    request.attempt = step.attempt
+    request.start_time.GetCurrentTime()
+    attributes: dict[str, AttributeValue] = {
+        "perdure.step.name": attempt.name,
+        "perdure.step.id": step.step_id,
+        "perdure.step.attempt": step.attempt,
+        "perdure.step.idempotency_key": step.idempotency_key,
+    }
+    # The attempt's span is current while the step runs: the step's own calls nest in it.
+    with tracer.start_as_current_span(
+        f"perdure.step {attempt.name}",
+        attributes=attributes,
+        record_exception=False,
+        set_status_on_exception=False,
+    ) as span:
+        started = time.perf_counter()
+
+        async def failed(error: Exception, retry: RetryPolicy) -> Attempted:
+            seconds = time.perf_counter() - started
+            request.ClearField("output")
+            request.failure.CopyFrom(failure_from(error))
+            retrying = retry.retries(error, step.attempt)
+            if retrying:
+                request.retry_delay.FromTimedelta(timedelta(seconds=retry.delay(step.attempt)))
+            response = await record(request)
+            retry_at = response.retry_time.ToDatetime(tzinfo=UTC) if retrying else None
+            step_attempt_ended(span, attempt.workflow_type, attempt.name, seconds, error, retry_at)
+            if retry_at is not None:
+                log.warning(
+                    "step %s attempt %d failed (%s: %s); next attempt at %s",
+                    step.step_id,
+                    step.attempt,
+                    request.failure.type,
+                    request.failure.message,
+                    retry_at.isoformat(),
+                )
+            return Attempted(request, response, error, retrying)
+
+        steps = _current_step.set(step)
+        beats = _current_heartbeats.set(heartbeats)
+        announce = None
+        if not attempt.name.startswith(INTERNAL_PREFIX):
+            announce = asyncio.get_running_loop().call_later(
+                ANNOUNCE_AFTER_SECONDS, heartbeats.announce, step
+            )
+        try:
+            try:
+                result = await _invoke(attempt.fn, attempt.args, attempt.kwargs, attempt.timeout)
+            except Exception as error:
+                return await failed(error, attempt.retry)
+            try:
+                encoded = to_value(result)
+            except TypeError as error:  # retrying would return the same value: fail now
+                return await failed(error, NO_RETRY)
+        finally:
+            _current_step.reset(steps)
+            _current_heartbeats.reset(beats)
+            if announce is not None:
+                announce.cancel()
+        request.output.CopyFrom(encoded)
+        try:
+            response = await record(request)
+        except JournalRejectedError as error:  # the result breaks the payload limits
+            return await failed(error, NO_RETRY)
+        step_attempt_ended(span, attempt.workflow_type, attempt.name, time.perf_counter() - started)
+        return Attempted(request, response)
+
+
+async def _invoke(
+    fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], limit: float | None
+) -> Any:
+    if inspect.iscoroutinefunction(fn):
+        running: Awaitable[Any] = fn(*args, **kwargs)
+    else:
+        running = asyncio.to_thread(fn, *args, **kwargs)
+    try:
+        # asyncio.timeout, not wait_for: before Python 3.12 wait_for can swallow a cancellation
+        # (a lease lost, a drain) that arrives as the attempt ends.
+        async with asyncio.timeout(limit):
+            result = await running
+    except TimeoutError:
+        # A thread cannot be stopped; its late result is ignored.
+        raise StepTimeoutError(f"the attempt ran longer than its {limit}s timeout") from None
+    if inspect.isawaitable(result):
+        return await result
+    return result

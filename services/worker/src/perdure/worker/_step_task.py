@@ -1,0 +1,74 @@
+"""Execute one attempt of a remote step under its step task's lease."""
+
+from __future__ import annotations
+
+import logging
+
+from perdure.api.worker.v1 import journal_service_pb2 as jpb
+from perdure.api.worker.v1 import task_service_pb2 as tpb
+from perdure.worker._attempt import Attempt, Heartbeats, StepContext, run_attempt
+from perdure.worker._context import JournalClient
+from perdure.worker._payload import from_value
+from perdure.worker._registry import StepFunction
+from perdure.worker._retry import RetryPolicy
+from perdure.worker._session import JournalSession
+
+log = logging.getLogger("perdure.worker")
+
+
+async def run_step_task(
+    task: tpb.Task, session: JournalSession, steps: dict[str, StepFunction]
+) -> None:
+    """Load the step (fencing out earlier holders of its task), run the attempt due, and
+    journal its outcome; a failed attempt with retries left is made due again by history.
+    Raises LeaseLostError if fenced out, or if the step or its workflow is closed already."""
+    journal = StepJournal(session, task.workflow_id, task.fence)
+    request = jpb.LoadStepRequest(
+        workflow_id=task.workflow_id, step_id=task.step_id, fence=task.fence
+    )
+    loaded: jpb.LoadStepResponse = await journal.call(request)
+    fn = steps[loaded.step_type]  # the scheduler grants only the types this worker declared
+    step = StepContext(
+        workflow_id=task.workflow_id,
+        step_id=task.step_id,
+        idempotency_key=f"{task.workflow_id}:{task.step_id}",
+        fence=task.fence,
+        attempt=loaded.attempt,
+        heartbeat_details=(
+            from_value(loaded.heartbeat_details) if loaded.HasField("heartbeat_details") else None
+        ),
+    )
+    timeout = loaded.timeout.ToTimedelta().total_seconds() if loaded.HasField("timeout") else None
+    attempt = Attempt(
+        step,
+        loaded.step_type,
+        fn,
+        (from_value(loaded.input),),
+        {},
+        RetryPolicy.from_message(loaded.retry),
+        timeout,
+        loaded.workflow_type,
+    )
+    record = jpb.RecordStepRequest(step_id=task.step_id, step_task=True)
+    attempted = await run_attempt(attempt, record, journal.record, Heartbeats(journal.record, True))
+    outcome = (
+        "completed" if attempted.error is None else "retrying" if attempted.retrying else "failed"
+    )
+    log.info(
+        "remote step %s of %s (attempt %d, fence %d): %s",
+        task.step_id,
+        task.workflow_id,
+        loaded.attempt,
+        task.fence,
+        outcome,
+    )
+
+
+class StepJournal(JournalClient):
+    """The journal calls of one step task's lease."""
+
+    async def record(self, request: jpb.RecordStepRequest | jpb.RecordHeartbeatRequest) -> object:
+        """Send a record under the step task's lease."""
+        request.workflow_id = self.workflow_id
+        request.fence = self.fence
+        return await self.call(request)
