@@ -22,6 +22,9 @@ Input (JSON object; every field optional):
 - `crash_after_notification`: the worker process exits right after the notification was
   really sent, before the notify step is recorded; the replay finds the reservation `sent`,
   sends nothing and does not crash again.
+- `notify_queue`: the notification is a remote step `notify` executed by a worker serving
+  this task queue, in any language (`examples/node_notify` serves it in Node.js on
+  `node-tools`), instead of the local step above.
 """
 
 from __future__ import annotations
@@ -78,6 +81,7 @@ class AgentInput:
     slow_seconds: float = 0.0
     fail_step_once: str | None = None
     crash_after_notification: bool = False
+    notify_queue: str | None = None
 
     @classmethod
     def parse(cls, raw: Any) -> AgentInput:
@@ -114,12 +118,18 @@ class AgentInput:
         crash = raw.get("crash_after_notification", False)
         if not isinstance(crash, bool):
             raise ValueError(f"crash_after_notification must be true or false, not {crash!r}")
+        notify_queue = raw.get("notify_queue")
+        if notify_queue is not None and (not isinstance(notify_queue, str) or not notify_queue):
+            raise ValueError(f"notify_queue must be a task queue name, not {notify_queue!r}")
+        if notify_queue is not None and crash:
+            raise ValueError("crash_after_notification applies to the local notify step only")
         return cls(
             topic=topic.strip(),
             slow_step=slow_step,
             slow_seconds=float(slow_seconds),
             fail_step_once=_step_name("fail_step_once", raw.get("fail_step_once")),
             crash_after_notification=crash,
+            notify_queue=notify_queue,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -131,6 +141,8 @@ class AgentInput:
             value["fail_step_once"] = self.fail_step_once
         if self.crash_after_notification:
             value["crash_after_notification"] = True
+        if self.notify_queue is not None:
+            value["notify_queue"] = self.notify_queue
         return value
 
 
@@ -310,7 +322,11 @@ async def _research(ctx: WorkflowContext, spec: AgentInput) -> dict[str, Any]:
     )
 
     await ctx.set_state("phase", "notifying")
-    notification = await ctx.step("notify", notify, spec, report)
+    if spec.notify_queue is None:
+        notification = await ctx.step("notify", notify, spec, report)
+    else:  # executed by another worker, perhaps in another language
+        message = {"recipient": RECIPIENT, "subject": report["title"], "message": report["body"]}
+        notification = await ctx.call("notify", message, task_queue=spec.notify_queue)
     await ctx.set_state("phase", "done")
     return {
         "topic": spec.topic,

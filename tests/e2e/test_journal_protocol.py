@@ -4,10 +4,12 @@ would: fences, idempotent writes, conflicts and closed runs."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import grpc
 import pytest
 from google.protobuf import struct_pb2
+from google.protobuf.duration_pb2 import Duration
 
 from perdure.api.worker.v1 import journal_service_pb2 as jpb
 from perdure.api.worker.v1 import journal_service_pb2_grpc as jgrpc
@@ -156,3 +158,98 @@ def test_a_session_answers_calls_by_id_with_the_unary_methods_answers(
     # What the session wrote is what a unary load sees.
     reloaded = journal.LoadJournal(jpb.LoadJournalRequest(workflow_id="raw-1", fence=4))
     assert [e.step_id for e in reloaded.events if e.step_id] == ["a"]
+
+
+def schedule(fence: int, step_id: str, position: int, **fields: object) -> jpb.ScheduleStepRequest:
+    request = jpb.ScheduleStepRequest(
+        workflow_id="raw-1",
+        fence=fence,
+        step_id=step_id,
+        step_name=step_id.split("#")[0],
+        position=position,
+        task_queue="tools",
+        input=struct_pb2.Value(string_value="in"),
+    )
+    for name, value in fields.items():
+        field = getattr(request, name)
+        if isinstance(value, int):
+            setattr(request, name, value)
+        else:
+            field.CopyFrom(value)
+    return request
+
+
+def attempt_of(fence: int, step_id: str, attempt: int, **outcome: Any) -> jpb.RecordStepRequest:
+    return jpb.RecordStepRequest(
+        workflow_id="raw-1",
+        fence=fence,
+        step_id=step_id,
+        attempt=attempt,
+        step_task=True,
+        **outcome,
+    )
+
+
+def invalid(call: object, request: object) -> str:
+    """Send a request that must fail with INVALID_ARGUMENT; return its message."""
+    with pytest.raises(grpc.RpcError) as caught:
+        call(request, timeout=30)  # type: ignore[operator]
+    assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    return str(caught.value.details())
+
+
+def test_a_remote_step_has_a_fence_of_its_own(journal: jgrpc.JournalServiceStub) -> None:
+    journal.LoadJournal(jpb.LoadJournalRequest(workflow_id="raw-1", fence=3))
+    first = journal.ScheduleStep(schedule(3, "charge", 0))
+    assert journal.ScheduleStep(schedule(3, "charge", 0)).event_id == first.event_id  # resent
+    other_input = schedule(3, "charge", 0, input=struct_pb2.Value(string_value="other"))
+    assert reason_of(journal.ScheduleStep, other_input) == "STEP_CONFLICT"
+
+    # The step task's fences count apart from the workflow's (3): 1 is not stale for it.
+    load = jpb.LoadStepRequest(workflow_id="raw-1", step_id="charge", fence=1)
+    loaded = journal.LoadStep(load)
+    assert (loaded.step_type, loaded.input.string_value, loaded.attempt) == ("charge", "in", 1)
+    assert loaded.retry.maximum_attempts == 5  # the default policy: the call set none
+    failed = attempt_of(
+        1, "charge", 1, failure=wf.Failure(type="E", message="once"), retry_delay=Duration()
+    )
+    assert journal.RecordStep(failed).event_id == journal.RecordStep(failed).event_id  # resent
+
+    # A newer step task fences out the older one; the workflow's lease is untouched.
+    retried = journal.LoadStep(jpb.LoadStepRequest(workflow_id="raw-1", step_id="charge", fence=2))
+    assert retried.attempt == 2
+    late = attempt_of(1, "charge", 2, output=struct_pb2.Value(string_value="late"))
+    assert reason_of(journal.RecordStep, late) == "STALE_FENCE"
+    done = attempt_of(2, "charge", 2, output=struct_pb2.Value(string_value="ok"))
+    assert journal.RecordStep(done).event_id == journal.RecordStep(done).event_id  # resent
+    different = attempt_of(2, "charge", 2, output=struct_pb2.Value(string_value="other"))
+    assert reason_of(journal.RecordStep, different) == "STEP_CONFLICT"
+    closed = jpb.LoadStepRequest(workflow_id="raw-1", step_id="charge", fence=3)
+    assert reason_of(journal.LoadStep, closed) == "STEP_CLOSED"
+    assert journal.RecordStep(step(3, "after", 1, "x")).event_id > 0  # still the run's lease
+
+    reloaded = journal.LoadJournal(jpb.LoadJournalRequest(workflow_id="raw-1", fence=4))
+    kinds = [(e.event_type, e.step_id, e.fence) for e in reloaded.events if e.step_id]
+    assert kinds == [
+        (wf.EVENT_TYPE_STEP_SCHEDULED, "charge", 3),
+        (wf.EVENT_TYPE_STEP_ATTEMPT_FAILED, "charge", 1),
+        (wf.EVENT_TYPE_STEP_COMPLETED, "charge", 2),
+        (wf.EVENT_TYPE_STEP_COMPLETED, "after", 3),
+    ]
+
+
+def test_remote_step_calls_are_validated(journal: jgrpc.JournalServiceStub) -> None:
+    journal.LoadJournal(jpb.LoadJournalRequest(workflow_id="raw-1", fence=1))
+    no_queue = schedule(1, "charge", 0)
+    no_queue.task_queue = ""
+    assert "task_queue" in invalid(journal.ScheduleStep, no_queue)
+    slow_backoff = schedule(1, "charge", 0, retry=jpb.RetryPolicy(backoff_coefficient=0.5))
+    assert "backoff_coefficient" in invalid(journal.ScheduleStep, slow_backoff)
+    negative = schedule(1, "charge", 0, timeout=Duration(seconds=-1))
+    assert "timeout" in invalid(journal.ScheduleStep, negative)
+    load = jpb.LoadStepRequest(workflow_id="raw-1", step_id="", fence=1)
+    assert "step_id" in invalid(journal.LoadStep, load)
+    with pytest.raises(grpc.RpcError) as caught:
+        journal.LoadStep(jpb.LoadStepRequest(workflow_id="raw-1", step_id="nope", fence=1))
+    assert caught.value.code() == grpc.StatusCode.NOT_FOUND
+    assert error_reason(caught.value) == "STEP_NOT_FOUND"

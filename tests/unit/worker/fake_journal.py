@@ -62,6 +62,9 @@ class FakeJournal:
     def RecordHeartbeat(self, request: Any) -> jpb.RecordHeartbeatResponse:
         return jpb.RecordHeartbeatResponse()
 
+    def ScheduleStep(self, request: Any) -> jpb.ScheduleStepResponse:
+        return jpb.ScheduleStepResponse()
+
 
 def make_context(
     journal: FakeJournal,
