@@ -4,6 +4,9 @@ retried durably, re-leased with a higher fence when their worker dies."""
 from __future__ import annotations
 
 import json
+import signal
+from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +14,7 @@ from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.api.workflow.v1 import workflow_service_pb2 as api
 from perdure.client import Client
 from perdure.worker._payload import from_value
-from tests.fixtures.cluster import Cluster
+from tests.fixtures.cluster import Cluster, wait_until
 
 MODULE = "tests.e2e.remote_workflows"
 WAIT = 90.0
@@ -61,6 +64,145 @@ def test_a_remote_step_runs_on_the_worker_serving_its_queue(
     assert execution["pid"] == tools.popen.pid  # the tools worker, not the runner
     [outcome] = remote_outcomes(client, "remote-1")
     assert outcome.fence == 1 and outcome.step_name == "charge"
+    # The workflow waited for the step holding no worker: suspended, then woken by its outcome.
+    waits = [
+        (e.wait.kind, e.wait.name)
+        for e in client.history("remote-1")
+        if e.event_type == wf.EVENT_TYPE_WORKFLOW_SUSPENDED
+    ]
+    assert waits == [(wf.WAIT_KIND_STEP, "charge")]
     steps = {step.step_id: step for step in described.steps}
     assert steps["charge"].status == wf.STEP_STATUS_COMPLETED
     assert steps["after"].position == steps["charge"].position + 1
+
+
+def test_a_failing_remote_step_is_retried_on_the_durable_schedule(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    ledger = tmp_path / "ledger"
+    cluster.start_worker("runner", MODULE, task_queue="runs")
+    cluster.start_worker("tools", MODULE, task_queue="tools")
+    client = cluster.client()
+    step_input = {"fail_times": 2, "ledger": str(ledger)}
+    client.start_workflow(
+        "calls_remote",
+        {"step": "flaky_py", "input": step_input, "queue": "tools"},
+        workflow_id="flaky-1",
+        task_queue="runs",
+    )
+
+    described = client.wait("flaky-1", timeout=WAIT)
+
+    assert result_of(described)["remote"] == {"attempts": 3}
+    events = list(client.history("flaky-1"))
+    failed = [e for e in events if e.event_type == wf.EVENT_TYPE_STEP_ATTEMPT_FAILED]
+    assert [(e.attempt, e.failure.type) for e in failed] == [(1, "FlakyError"), (2, "FlakyError")]
+    [outcome] = remote_outcomes(client, "flaky-1")
+    # Each retry waited for its journaled due time, on the database clock.
+    for attempt_failed, next_event in zip(failed, [*failed[1:], outcome], strict=True):
+        assert next_event.event_time.ToDatetime() >= attempt_failed.due_time.ToDatetime()
+    assert [line["attempt"] for line in ledger_lines(ledger)] == [1, 2, 3]
+    # Every attempt went through a fresh step task, hence a higher fence.
+    assert [e.fence for e in [*failed, outcome]] == [1, 2, 3]
+
+
+def test_a_remote_step_that_runs_out_of_attempts_fails_where_it_is_awaited(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    cluster.start_worker("both", MODULE, task_queue="both")
+    client = cluster.client()
+    client.start_workflow(
+        "calls_remote",
+        {"step": "flaky_py", "input": {"fail_times": 99}, "queue": "both"},
+        workflow_id="flaky-forever",
+        task_queue="both",
+    )
+
+    described = client.wait("flaky-forever", timeout=WAIT)
+
+    assert described.workflow.status == wf.WORKFLOW_STATUS_FAILED
+    assert described.workflow.failure.type == "StepFailedError"
+    assert "FlakyError" in described.workflow.failure.message
+    [outcome] = remote_outcomes(client, "flaky-forever")
+    assert (outcome.event_type, outcome.attempt) == (wf.EVENT_TYPE_STEP_FAILED, 5)
+
+
+def test_fan_out_of_20_remote_steps_survives_a_killed_worker(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    ledger = tmp_path / "ledger"
+    cluster.start_worker("runner", MODULE, task_queue="runs")
+    first = cluster.start_worker("tools-1", MODULE, concurrency=3, task_queue="tools")
+    second = cluster.start_worker("tools-2", MODULE, concurrency=3, task_queue="tools")
+    client = cluster.client()
+    step_input = {"delay_ms": 300, "ledger": str(ledger)}
+    client.start_workflow(
+        "fans_out",
+        {"n": 20, "queue": "tools", "step_input": step_input},
+        workflow_id="fan-1",
+        task_queue="runs",
+    )
+    wait_until(
+        lambda: sum(line["pid"] == first.popen.pid for line in ledger_lines(ledger)) >= 3,
+        WAIT,
+        "the first tools worker to run some steps",
+    )
+    first.kill()
+
+    described = client.wait("fan-1", timeout=WAIT)
+
+    assert result_of(described) == [n * n for n in range(20)]
+    outcomes = remote_outcomes(client, "fan-1")
+    recorded = Counter(e.step_id for e in outcomes)
+    assert len(recorded) == 20 and set(recorded.values()) == {1}, recorded
+    assert all(e.event_type == wf.EVENT_TYPE_STEP_COMPLETED for e in outcomes)
+    # Both workers executed steps; what the killed one left unfinished ran again elsewhere.
+    pids = Counter(line["pid"] for line in ledger_lines(ledger))
+    assert pids[first.popen.pid] >= 3 and pids[second.popen.pid] >= 1, pids
+    # The calls were journaled in call order: square, square#2, ... square#20.
+    events = list(client.history("fan-1"))
+    scheduled = [e for e in events if e.event_type == wf.EVENT_TYPE_STEP_SCHEDULED]
+    assert [e.step_id for e in scheduled] == ["square"] + [f"square#{n}" for n in range(2, 21)]
+    assert [e.position for e in scheduled] == list(range(20))
+
+
+def test_a_paused_remote_worker_is_fenced_out_and_its_late_result_refused(
+    start_cluster: Callable[..., Cluster], tmp_path: Path
+) -> None:
+    cluster = start_cluster(PERDURE_LEASE_TTL="2")
+    ledger, gate = tmp_path / "ledger", tmp_path / "gate"
+    cluster.start_worker("runner", MODULE, task_queue="runs")
+    stalled = cluster.start_worker("tools-1", MODULE, task_queue="tools")
+    client = cluster.client()
+    step_input = {"gate": str(gate), "ledger": str(ledger)}
+    client.start_workflow(
+        "calls_remote",
+        {"step": "gated_py", "input": step_input, "queue": "tools"},
+        workflow_id="fenced-1",
+        task_queue="runs",
+    )
+    wait_until(lambda: ledger_lines(ledger), WAIT, "the step to start on the first worker")
+    stalled.signal(signal.SIGSTOP)  # alive to the kernel, silent to the scheduler
+    taker = cluster.start_worker("tools-2", MODULE, task_queue="tools")
+    wait_until(lambda: len(ledger_lines(ledger)) == 2, WAIT, "the step task to be re-leased")
+    gate.touch()
+    described = client.wait("fenced-1", timeout=WAIT)
+    stalled.signal(signal.SIGCONT)  # it finishes its attempt and reports, too late
+
+    wait_until(
+        lambda: "refused a write with stale fence 1 to step gated_py" in history_logs(cluster),
+        WAIT,
+        "history to refuse the paused worker's late result",
+    )
+    assert result_of(described)["remote"] == {"by": taker.popen.pid}
+    first_run, second_run = ledger_lines(ledger)
+    assert (first_run["pid"], first_run["fence"]) == (stalled.popen.pid, 1)
+    assert (second_run["pid"], second_run["fence"]) == (taker.popen.pid, 2)
+    [outcome] = remote_outcomes(client, "fenced-1")
+    assert outcome.fence == 2
+    assert "lease lost" in stalled.output() or "lease with fence 1 lost" in stalled.output()
+
+
+def history_logs(cluster: Cluster) -> str:
+    """Everything the cluster's history processes logged."""
+    return "".join(p.output() for p in cluster.processes if p.name == "history")

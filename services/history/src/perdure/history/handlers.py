@@ -32,6 +32,7 @@ Context = grpc.aio.ServicerContext[Any, Any]
 JOURNAL_SERVICE = jpb.DESCRIPTOR.services_by_name["JournalService"].full_name
 MAX_KEY_LENGTH = 200
 MAX_TASK_QUEUE_LENGTH = 200
+_TIMED_WAITS = (wf.WAIT_KIND_TIMER, wf.WAIT_KIND_RETRY)  # their `until` wakes them
 # A remote step's retry policy when its call sets none (as the SDKs' default).
 DEFAULT_RETRY = jpb.RetryPolicy(
     initial_interval=timedelta(seconds=1),
@@ -469,7 +470,7 @@ class JournalServicer(jgrpc.JournalServiceServicer):
         wait = request.wait
         if wait.kind == wf.WAIT_KIND_UNSPECIFIED or not wait.name:
             raise errors.invalid_argument("wait.kind and wait.name are required")
-        if wait.kind != wf.WAIT_KIND_SIGNAL and not wait.HasField("until"):
+        if wait.kind in _TIMED_WAITS and not wait.HasField("until"):
             raise errors.invalid_argument("timers and retries need wait.until")
         until = wait.until.ToDatetime(tzinfo=UTC) if wait.HasField("until") else None
         await self._journal.suspend(
