@@ -1,6 +1,6 @@
 """Workflows that call remote steps, and the remote steps a Python worker serves for them (and
 for the Node.js test workflows). Each step execution appends a JSON line to the ledger named
-in its input."""
+in its input, with the worker's identity (as tests/e2e/node_worker.mjs does)."""
 
 from __future__ import annotations
 
@@ -25,11 +25,16 @@ def note(input: dict[str, Any], kind: str) -> None:
         "workflow_id": step.workflow_id,
         "step_id": step.step_id,
         "attempt": step.attempt,
-        "pid": os.getpid(),
+        "identity": identity(),
         "fence": step.fence,
     }
     with Path(input["ledger"]).open("a") as ledger:
         ledger.write(json.dumps(line) + "\n")
+
+
+def identity() -> str:
+    """The identity of this worker process (the test cluster sets it for each)."""
+    return os.environ.get("PERDURE_WORKER_IDENTITY", str(os.getpid()))
 
 
 @workflow
@@ -82,9 +87,9 @@ def flaky_py(input: dict[str, Any]) -> dict[str, int]:
 
 
 @remote_step
-def gated_py(input: dict[str, Any]) -> dict[str, int]:
-    """Wait until the file `gate` exists; say which process finished."""
+def gated_py(input: dict[str, Any]) -> dict[str, str]:
+    """Wait until the file `gate` exists; say which worker finished."""
     note(input, "gated_py")
     while not Path(input["gate"]).exists():
         time.sleep(0.05)
-    return {"by": os.getpid()}
+    return {"by": identity()}

@@ -10,11 +10,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.api.workflow.v1 import workflow_service_pb2 as api
 from perdure.client import Client
 from perdure.worker._payload import from_value
-from tests.fixtures.cluster import Cluster, wait_until
+from tests.fixtures.cluster import Cluster, Process, wait_until
 
 MODULE = "tests.e2e.remote_workflows"
 WAIT = 90.0
@@ -47,7 +49,7 @@ def test_a_remote_step_runs_on_the_worker_serving_its_queue(
 ) -> None:
     ledger = tmp_path / "ledger"
     cluster.start_worker("runner", MODULE, task_queue="runs")
-    tools = cluster.start_worker("tools", MODULE, task_queue="tools")
+    cluster.start_worker("tools", MODULE, task_queue="tools")
     client = cluster.client()
     client.start_workflow(
         "calls_remote",
@@ -61,7 +63,7 @@ def test_a_remote_step_runs_on_the_worker_serving_its_queue(
     assert described.workflow.status == wf.WORKFLOW_STATUS_COMPLETED, described
     assert result_of(described) == {"remote": {"charged": 7, "by": "python"}, "after": "done"}
     [execution] = ledger_lines(ledger)
-    assert execution["pid"] == tools.popen.pid  # the tools worker, not the runner
+    assert execution["identity"] == "tools"  # the tools worker, not the runner
     [outcome] = remote_outcomes(client, "remote-1")
     assert outcome.fence == 1 and outcome.step_name == "charge"
     # The workflow waited for the step holding no worker: suspended, then woken by its outcome.
@@ -133,7 +135,7 @@ def test_fan_out_of_20_remote_steps_survives_a_killed_worker(
     ledger = tmp_path / "ledger"
     cluster.start_worker("runner", MODULE, task_queue="runs")
     first = cluster.start_worker("tools-1", MODULE, concurrency=3, task_queue="tools")
-    second = cluster.start_worker("tools-2", MODULE, concurrency=3, task_queue="tools")
+    cluster.start_worker("tools-2", MODULE, concurrency=3, task_queue="tools")
     client = cluster.client()
     step_input = {"delay_ms": 300, "ledger": str(ledger)}
     client.start_workflow(
@@ -143,7 +145,7 @@ def test_fan_out_of_20_remote_steps_survives_a_killed_worker(
         task_queue="runs",
     )
     wait_until(
-        lambda: sum(line["pid"] == first.popen.pid for line in ledger_lines(ledger)) >= 3,
+        lambda: sum(line["identity"] == "tools-1" for line in ledger_lines(ledger)) >= 3,
         WAIT,
         "the first tools worker to run some steps",
     )
@@ -157,8 +159,8 @@ def test_fan_out_of_20_remote_steps_survives_a_killed_worker(
     assert len(recorded) == 20 and set(recorded.values()) == {1}, recorded
     assert all(e.event_type == wf.EVENT_TYPE_STEP_COMPLETED for e in outcomes)
     # Both workers executed steps; what the killed one left unfinished ran again elsewhere.
-    pids = Counter(line["pid"] for line in ledger_lines(ledger))
-    assert pids[first.popen.pid] >= 3 and pids[second.popen.pid] >= 1, pids
+    ran = Counter(line["identity"] for line in ledger_lines(ledger))
+    assert ran["tools-1"] >= 3 and ran["tools-2"] >= 1, ran
     # The calls were journaled in call order: square, square#2, ... square#20.
     events = list(client.history("fan-1"))
     scheduled = [e for e in events if e.event_type == wf.EVENT_TYPE_STEP_SCHEDULED]
@@ -166,41 +168,46 @@ def test_fan_out_of_20_remote_steps_survives_a_killed_worker(
     assert [e.position for e in scheduled] == list(range(20))
 
 
+@pytest.mark.parametrize("language", ["python", "node"])
 def test_a_paused_remote_worker_is_fenced_out_and_its_late_result_refused(
-    start_cluster: Callable[..., Cluster], tmp_path: Path
+    start_cluster: Callable[..., Cluster], tmp_path: Path, language: str
 ) -> None:
     cluster = start_cluster(PERDURE_LEASE_TTL="2")
     ledger, gate = tmp_path / "ledger", tmp_path / "gate"
     cluster.start_worker("runner", MODULE, task_queue="runs")
-    stalled = cluster.start_worker("tools-1", MODULE, task_queue="tools")
+
+    def start_tools(identity: str) -> Process:
+        if language == "node":
+            return cluster.start_node_worker(identity, "tools", ledger)
+        return cluster.start_worker(identity, MODULE, task_queue="tools")
+
+    step = {"python": "gated_py", "node": "gated"}[language]
+    stalled = start_tools("tools-1")
     client = cluster.client()
     step_input = {"gate": str(gate), "ledger": str(ledger)}
     client.start_workflow(
         "calls_remote",
-        {"step": "gated_py", "input": step_input, "queue": "tools"},
+        {"step": step, "input": step_input, "queue": "tools"},
         workflow_id="fenced-1",
         task_queue="runs",
     )
     wait_until(lambda: ledger_lines(ledger), WAIT, "the step to start on the first worker")
     stalled.signal(signal.SIGSTOP)  # alive to the kernel, silent to the scheduler
-    taker = cluster.start_worker("tools-2", MODULE, task_queue="tools")
+    start_tools("tools-2")
     wait_until(lambda: len(ledger_lines(ledger)) == 2, WAIT, "the step task to be re-leased")
     gate.touch()
     described = client.wait("fenced-1", timeout=WAIT)
     stalled.signal(signal.SIGCONT)  # it finishes its attempt and reports, too late
 
     wait_until(
-        lambda: "refused a write with stale fence 1 to step gated_py" in history_logs(cluster),
+        lambda: f"refused a write with stale fence 1 to step {step} " in history_logs(cluster),
         WAIT,
         "history to refuse the paused worker's late result",
     )
-    assert result_of(described)["remote"] == {"by": taker.popen.pid}
-    first_run, second_run = ledger_lines(ledger)
-    assert (first_run["pid"], first_run["fence"]) == (stalled.popen.pid, 1)
-    assert (second_run["pid"], second_run["fence"]) == (taker.popen.pid, 2)
+    assert result_of(described)["remote"] == {"by": "tools-2"}
+    assert [line["identity"] for line in ledger_lines(ledger)] == ["tools-1", "tools-2"]
     [outcome] = remote_outcomes(client, "fenced-1")
     assert outcome.fence == 2
-    assert "lease lost" in stalled.output() or "lease with fence 1 lost" in stalled.output()
 
 
 def history_logs(cluster: Cluster) -> str:

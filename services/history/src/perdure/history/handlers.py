@@ -52,6 +52,20 @@ def _require_fence(fence: int) -> None:
         raise errors.invalid_argument("fence must be the positive token of a lease")
 
 
+class _StepLeaseRequest(Protocol):
+    workflow_id: str
+    fence: int
+    step_id: str
+
+
+def _require_step_lease(request: _StepLeaseRequest) -> None:
+    """A request naming a step under a lease: the workflow's (a heartbeat) or its own."""
+    _require_workflow_id(request.workflow_id)
+    _require_fence(request.fence)
+    if not request.step_id:
+        raise errors.invalid_argument("step_id is required")
+
+
 class HistoryServicer(hgrpc.HistoryServiceServicer):
     """What the gateway asks of history, after it has validated the request."""
 
@@ -308,10 +322,7 @@ class JournalServicer(jgrpc.JournalServiceServicer):
         )
 
     async def _record_step_task(self, request: jpb.RecordStepRequest) -> Appended:
-        _require_workflow_id(request.workflow_id)
-        _require_fence(request.fence)
-        if not request.step_id:
-            raise errors.invalid_argument("step_id is required")
+        _require_step_lease(request)
         event_type, fields, retry_in = _outcome(request)
         attempt = StepAttempt(
             workflow_id=request.workflow_id,
@@ -357,10 +368,7 @@ class JournalServicer(jgrpc.JournalServiceServicer):
     async def LoadStep(
         self, request: jpb.LoadStepRequest, context: Context
     ) -> jpb.LoadStepResponse:
-        _require_workflow_id(request.workflow_id)
-        _require_fence(request.fence)
-        if not request.step_id:
-            raise errors.invalid_argument("step_id is required")
+        _require_step_lease(request)
         row = await self._journal.load_step(request.workflow_id, request.step_id, request.fence)
         response = jpb.LoadStepResponse(
             workflow_type=row["workflow_type"],
@@ -443,10 +451,7 @@ class JournalServicer(jgrpc.JournalServiceServicer):
     async def RecordHeartbeat(
         self, request: jpb.RecordHeartbeatRequest, context: Context
     ) -> jpb.RecordHeartbeatResponse:
-        _require_workflow_id(request.workflow_id)
-        _require_fence(request.fence)
-        if not request.step_id:
-            raise errors.invalid_argument("step_id is required")
+        _require_step_lease(request)
         details = None
         if request.HasField("details"):
             validate_payload("details", request.details)

@@ -223,10 +223,12 @@ TERMINATE = _append(
     {_OPEN_RUN}"""
 )
 
-RECORD_HEARTBEAT = f"""
-WITH live AS (
-    SELECT workflow_id, cancel_requested FROM history.workflows {_FENCED}
-), upserted AS (
+
+def _heartbeat(live: str) -> str:
+    """Keep a step attempt's progress if `live` (a query of workflow_id and cancel_requested)
+    finds the lease good; answer whether a cancel was requested."""
+    return f"""
+WITH live AS ({live}), upserted AS (
     INSERT INTO history.step_progress (workflow_id, step_id, attempt, details)
     SELECT workflow_id, %(step_id)s, %(attempt)s, %(details)s FROM live
     ON CONFLICT (workflow_id, step_id) DO UPDATE
@@ -235,6 +237,11 @@ WITH live AS (
 )
 SELECT cancel_requested FROM live
 """
+
+
+RECORD_HEARTBEAT = _heartbeat(
+    f"SELECT workflow_id, cancel_requested FROM history.workflows {_FENCED}"
+)
 
 # A remote step's call: its STEP_SCHEDULED event, its step task's row (the spec its executor
 # loads, and its own fence mark) and the step task's scheduling request, in one statement.
@@ -314,21 +321,13 @@ WHERE workflow_id = %(workflow_id)s AND step_id = %(step_id)s AND position IS NU
   AND event_type IN ('STEP_COMPLETED', 'STEP_FAILED')
 """
 
-RECORD_STEP_HEARTBEAT = f"""
-WITH live AS (
-    SELECT w.workflow_id, w.cancel_requested FROM history.step_tasks s
+# A remote step's progress, under its step task's fence.
+RECORD_STEP_HEARTBEAT = _heartbeat(
+    f"""SELECT w.workflow_id, w.cancel_requested FROM history.step_tasks s
     JOIN history.workflows w USING (workflow_id)
     WHERE s.workflow_id = %(workflow_id)s AND s.step_id = %(step_id)s AND s.fence <= %(fence)s
-      AND NOT s.closed AND w.status IN {OPEN}
-), upserted AS (
-    INSERT INTO history.step_progress (workflow_id, step_id, attempt, details)
-    SELECT workflow_id, %(step_id)s, %(attempt)s, %(details)s FROM live
-    ON CONFLICT (workflow_id, step_id) DO UPDATE
-    SET attempt = EXCLUDED.attempt, updated_at = now(),
-        details = COALESCE(EXCLUDED.details, history.step_progress.details)
+      AND NOT s.closed AND w.status IN {OPEN}"""
 )
-SELECT cancel_requested FROM live
-"""
 
 SELECT_SIGNAL = """
 SELECT event_id FROM history.events WHERE workflow_id = %s AND signal_id = %s
