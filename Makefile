@@ -9,7 +9,9 @@ STAMP := $(VENV)/.installed
 PACKAGES := -e proto -e services/telemetry -e services/common -e services/history -e services/scheduler \
             -e services/gateway -e services/worker -e services/cli
 
-.PHONY: install run demo bench chaos test pytest lint typecheck proto proto-check fmt clean
+NODE_SDK := sdk/node
+
+.PHONY: install node-install run demo bench chaos test pytest lint typecheck proto proto-check fmt clean
 
 $(STAMP): pyproject.toml proto/pyproject.toml services/*/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -19,6 +21,16 @@ $(STAMP): pyproject.toml proto/pyproject.toml services/*/pyproject.toml
 	touch $(STAMP)
 
 install: $(STAMP)
+
+# The Node.js SDK's packages, for its tests and the Node.js examples. Without npm the Node.js
+# tests say so and skip, unless PERDURE_REQUIRE_NODE is set (CI), where they fail.
+node-install:
+	@if command -v npm >/dev/null 2>&1; then \
+		[ $(NODE_SDK)/node_modules/.package-lock.json -nt $(NODE_SDK)/package-lock.json ] || \
+		(cd $(NODE_SDK) && npm ci --no-audit --no-fund --loglevel=error); \
+	else \
+		echo "npm not found: the Node.js SDK's tests will be skipped (install Node.js 20+)"; \
+	fi
 
 run: install
 	$(BIN)/perdure dev
@@ -41,7 +53,7 @@ chaos: install
 
 test: install lint typecheck proto-check pytest
 
-pytest: install
+pytest: install node-install
 	$(BIN)/pytest
 
 lint: install
@@ -63,4 +75,4 @@ proto-check: proto
 	git diff --exit-code -- proto/ || (echo "generated stubs are stale: run 'make proto' and commit" >&2; exit 1)
 
 clean:
-	rm -rf $(VENV) .perdure .pytest_cache .mypy_cache .ruff_cache bench-results
+	rm -rf $(VENV) .perdure .pytest_cache .mypy_cache .ruff_cache bench-results $(NODE_SDK)/node_modules

@@ -1,0 +1,807 @@
+// WorkflowContext: the durable calls workflow code makes, and their replay from the journal.
+//
+// Same rules as the Python SDK (services/worker/src/perdure/worker/_context.py): each durable
+// call takes the next position and a step id ("name", "name#2", ...) at the moment it is made
+// (synchronously, so that concurrent calls are numbered in call order), is matched against the
+// journal's event at that position, and is executed and recorded only if the journal has none.
+//
+// Control flow that workflow code must not catch (suspending, non-determinism, a lost lease)
+// never throws into the code: the call's promise simply never settles, and the run is halted
+// through a promise the runner races against the workflow function. A run suspends once every
+// durable call in progress is blocked (on a timer, a signal, a retry or a remote step), so
+// that calls made together (ctx.gather) are all scheduled before the run lets go.
+
+import {
+  JournalRejectedError,
+  LeaseLostError,
+  NonDeterminismError,
+  SignalTimeoutError,
+  StepFailedError,
+  WorkflowCancelledError,
+  classifyJournalError,
+} from './errors.js';
+import { failureFrom, fromValue, hasValue, timestampMs, toDuration, toTimestamp, toValue } from './payload.js';
+import { NO_RETRY, RetryPolicy } from './retry.js';
+import { ANNOUNCE_AFTER_MS, HeartbeatSender, StepInfo, invokeWithTimeout } from './step-info.js';
+
+export const EVENT = Object.freeze({
+  STEP_COMPLETED: 'EVENT_TYPE_STEP_COMPLETED',
+  STEP_FAILED: 'EVENT_TYPE_STEP_FAILED',
+  STEP_ATTEMPT_FAILED: 'EVENT_TYPE_STEP_ATTEMPT_FAILED',
+  TIMER_STARTED: 'EVENT_TYPE_TIMER_STARTED',
+  SIGNAL_RECEIVED: 'EVENT_TYPE_SIGNAL_RECEIVED',
+  SIGNAL_CONSUMED: 'EVENT_TYPE_SIGNAL_CONSUMED',
+  SIGNAL_TIMED_OUT: 'EVENT_TYPE_SIGNAL_TIMED_OUT',
+  STATE_UPDATED: 'EVENT_TYPE_STATE_UPDATED',
+  CANCEL_REQUESTED: 'EVENT_TYPE_CANCEL_REQUESTED',
+  CANCELLATION_DELIVERED: 'EVENT_TYPE_CANCELLATION_DELIVERED',
+  STEP_SCHEDULED: 'EVENT_TYPE_STEP_SCHEDULED',
+});
+
+export const WAIT = Object.freeze({
+  TIMER: 'WAIT_KIND_TIMER',
+  SIGNAL: 'WAIT_KIND_SIGNAL',
+  RETRY: 'WAIT_KIND_RETRY',
+  STEP: 'WAIT_KIND_STEP',
+});
+
+// Calls of the code that hold a position in the journal; replay walks them in order.
+const POSITIONED = new Set([
+  EVENT.STEP_COMPLETED,
+  EVENT.STEP_FAILED,
+  EVENT.TIMER_STARTED,
+  EVENT.SIGNAL_CONSUMED,
+  EVENT.SIGNAL_TIMED_OUT,
+  EVENT.STATE_UPDATED,
+  EVENT.CANCELLATION_DELIVERED,
+  EVENT.STEP_SCHEDULED,
+]);
+const STEP_OUTCOMES = new Set([EVENT.STEP_COMPLETED, EVENT.STEP_FAILED]);
+const INTERNAL_PREFIX = '$';
+/** A timer due within this long is waited out in the worker (more than the timer lookahead). */
+export const LOCAL_WAIT_MS = 250;
+
+/** A promise that never settles: what a halted or blocked call returns. */
+const NEVER = new Promise(() => {});
+
+/**
+ * @typedef {{stepId: string, name: string, position: number, recorded: any}} Call
+ * @typedef {{kind: string, name: string, until: any}} Wait
+ * @typedef {{kind: 'suspend', wait: Wait} | {kind: 'park', failure: any} | {kind: 'lost', error: Error}
+ *   | {kind: 'unavailable', error: Error} | {kind: 'done'}} Halt
+ */
+
+/** The journal calls of one lease: `call(method, request)` → response (JournalCallError). */
+/** @typedef {{call: (method: string, request: object) => Promise<any>}} Journal */
+
+export class WorkflowContext {
+  /**
+   * @param {any} loaded a LoadJournalResponse
+   * @param {Journal} journal
+   * @param {{fence: number, retry?: RetryPolicy, log?: any}} options
+   */
+  constructor(loaded, journal, { fence, retry = new RetryPolicy(), log = quietLog }) {
+    const workflow = loaded.workflow ?? {};
+    /** The workflow's id. */
+    this.workflowId = workflow.workflow_id;
+    /** The workflow's registered type. */
+    this.workflowType = workflow.workflow_type;
+    /** The lease's fencing token. */
+    this.fence = fence;
+    this._taskQueue = workflow.task_queue ?? '';
+    this._journal = journal;
+    this._retry = retry;
+    this._log = log;
+    // What the database clock said at load: a timer or retry later than this is not due.
+    this._nowMs = timestampMs(loaded.now) ?? Date.now();
+    this._loadedAt = performance.now();
+    const events = loaded.events ?? [];
+    // Remote steps: their outcomes carry no position; they are known by step id.
+    const scheduled = new Set(events.filter((e) => e.event_type === EVENT.STEP_SCHEDULED).map((e) => e.step_id));
+    /** @type {Map<number, any>} position -> event */
+    this._recorded = new Map();
+    /** @type {Map<string, any>} step id -> STEP_COMPLETED/STEP_FAILED of a remote step */
+    this._remoteOutcomes = new Map();
+    /** @type {Map<string, any[]>} */
+    this._failedAttempts = new Map();
+    const consumed = new Set();
+    for (const event of events) {
+      const type = event.event_type;
+      if (STEP_OUTCOMES.has(type) && scheduled.has(event.step_id)) {
+        this._remoteOutcomes.set(event.step_id, event);
+      } else if (POSITIONED.has(type)) {
+        this._recorded.set(Number(event.position), event);
+      }
+      if (type === EVENT.STEP_ATTEMPT_FAILED) {
+        if (!this._failedAttempts.has(event.step_id)) this._failedAttempts.set(event.step_id, []);
+        this._failedAttempts.get(event.step_id).push(event);
+      } else if (type === EVENT.SIGNAL_CONSUMED) {
+        for (const id of event.consumed_event_ids ?? []) consumed.add(Number(id));
+      }
+    }
+    this._signals = events.filter((e) => e.event_type === EVENT.SIGNAL_RECEIVED && !consumed.has(Number(e.event_id)));
+    this._progress = new Map((loaded.progress ?? []).map((p) => [p.step_id, p]));
+    this._cancelRequested = Boolean(workflow.cancel_requested);
+    this._cancelReason = events.find((e) => e.event_type === EVENT.CANCEL_REQUESTED)?.failure?.message ?? '';
+    this._cancelDelivered = events.some((e) => e.event_type === EVENT.CANCELLATION_DELIVERED);
+    this._position = 0;
+    /** @type {Map<string, number>} */
+    this._occurrences = new Map();
+    // Journal records of this lease go one at a time (heartbeats aside).
+    this._queue = Promise.resolve();
+    // Halting: the runner races the workflow function against this promise.
+    /** @type {Halt|null} */
+    this._halted = null;
+    this.halted = new Promise((resolve) => {
+      this._resolveHalt = resolve;
+    });
+    // Quiescence: calls in progress, and calls blocked until the run is woken again.
+    this._active = 0;
+    /** @type {{wait: Wait, position: number, stepId: string, remote: any, reject?: (e: Error) => void}[]} */
+    this._blocked = [];
+    /** @type {WeakMap<Promise<any>, {stepId: string, position: number, ready: Promise<void>, gathered: boolean}>} */
+    this._remoteCalls = new WeakMap();
+    this._quietCheck = false;
+    this._steps = new Set(); // AbortControllers of local step attempts running now
+    this._heartbeats = new HeartbeatSender(
+      (stepId, attempt, details) =>
+        this._send('RecordHeartbeat', { step_id: stepId, attempt, ...(details === undefined ? {} : { details }) }),
+      log,
+    );
+  }
+
+  // -- the durable calls -------------------------------------------------------------------
+
+  /**
+   * Run `fn(info)` and journal its JSON result. On replay a completed step returns its
+   * recorded result without running. A failed attempt is retried on the durable schedule of
+   * `retry` (default: the workflow's policy); `timeout` (seconds) bounds each attempt. When
+   * attempts run out, or the error is not retryable, StepFailedError is thrown here (and again
+   * on every replay).
+   * @template T
+   * @param {string} name
+   * @param {(info: StepInfo) => T | Promise<T>} fn
+   * @param {{retry?: RetryPolicy, timeout?: number}} [options]
+   * @returns {Promise<any>}
+   */
+  step(name, fn, options = {}) {
+    checkName(name);
+    if (typeof fn !== 'function') throw new TypeError('step needs a function');
+    const timeout = checkTimeout(options.timeout);
+    const retry = options.retry ?? this._retry;
+    if (!(retry instanceof RetryPolicy)) throw new TypeError('retry must be a RetryPolicy');
+    const call = this._allocate(name);
+    return this._op((op) => this._durable(op, call, fn, retry, timeout));
+  }
+
+  /**
+   * The current time, recorded once so that replay sees the same instant.
+   * @returns {Promise<Date>}
+   */
+  async now() {
+    const call = this._allocate('$now');
+    const iso = await this._op((op) => this._durable(op, call, () => new Date().toISOString(), NO_RETRY, null));
+    return new Date(iso);
+  }
+
+  /**
+   * A random UUID, recorded once so that replay sees the same value.
+   * @returns {Promise<string>}
+   */
+  uuid4() {
+    const call = this._allocate('$uuid');
+    return this._op((op) => this._durable(op, call, () => crypto.randomUUID(), NO_RETRY, null));
+  }
+
+  /**
+   * Suspend the workflow for `seconds` (a durable timer on the database clock): no worker
+   * holds it meanwhile, and it resumes on any worker, even after restarts.
+   * @param {number} seconds
+   * @returns {Promise<void>}
+   */
+  sleep(seconds) {
+    if (!(typeof seconds === 'number' && Number.isFinite(seconds) && seconds >= 0)) {
+      throw new RangeError(`sleep needs a finite number of seconds >= 0, not ${seconds}`);
+    }
+    const call = this._allocate('$sleep');
+    return this._op(async (op) => {
+      const fire = await this._timer(call, seconds);
+      return this._sleep(op, call, fire);
+    });
+  }
+
+  /**
+   * Consume the oldest signal `name` not consumed yet and return its payload, or suspend until
+   * one arrives. With `timeout` (seconds), throw SignalTimeoutError if none arrived in time.
+   * @param {string} name
+   * @param {{timeout?: number}} [options]
+   * @returns {Promise<any>}
+   */
+  waitForSignal(name, options = {}) {
+    checkName(name, 'signal name');
+    const timeout = options.timeout;
+    if (timeout !== undefined && timeout !== null && !(typeof timeout === 'number' && timeout >= 0 && Number.isFinite(timeout))) {
+      throw new RangeError('timeout must be a number of seconds >= 0');
+    }
+    const timerCall = timeout == null ? null : this._allocate(`$timeout:${name}`);
+    return this._op(async (op) => {
+      let deadline = null;
+      if (timerCall) deadline = await this._timer(timerCall, timeout);
+      const call = await this._begin(`$signal:${name}`);
+      if (call.recorded) {
+        if (call.recorded.event_type === EVENT.SIGNAL_TIMED_OUT) {
+          throw new SignalTimeoutError(`no signal '${name}' within ${timeout}s`);
+        }
+        return fromValue(call.recorded.payload);
+      }
+      const taken = this._takeSignals(name, 1);
+      if (taken.length) {
+        const payload = fromValue(taken[0].payload);
+        await this._consume(call, name, taken, toValue(payload));
+        return payload;
+      }
+      if (deadline && deadline.ms <= this._nowMs) {
+        await this._record('ConsumeSignals', { ...ref(call), signal_name: name, timed_out: true });
+        throw new SignalTimeoutError(`no signal '${name}' within ${timeout}s`);
+      }
+      return this._block(op, call, { kind: WAIT.SIGNAL, name, until: deadline ? deadline.ts : null });
+    });
+  }
+
+  /**
+   * Take every pending signal `name` without waiting (possibly none), oldest first.
+   * @param {string} name
+   * @returns {Promise<any[]>}
+   */
+  drainSignals(name) {
+    checkName(name, 'signal name');
+    const call = this._allocate(`$drain:${name}`);
+    return this._op(async () => {
+      await this._check(call);
+      if (call.recorded) return fromValue(call.recorded.payload) ?? [];
+      const taken = this._takeSignals(name, Infinity);
+      const payloads = taken.map((event) => fromValue(event.payload));
+      await this._consume(call, name, taken, toValue(payloads));
+      return payloads;
+    });
+  }
+
+  /**
+   * Publish `value` under `key`: DescribeWorkflow and QueryWorkflow show the latest one.
+   * @param {string} key
+   * @param {any} value
+   * @returns {Promise<void>}
+   */
+  setState(key, value) {
+    if (typeof key !== 'string' || !key || key.length > 200) {
+      throw new RangeError('key must be a string of 1 to 200 characters');
+    }
+    const encoded = toValue(value);
+    const call = this._allocate(`$state:${key}`);
+    return this._op(async () => {
+      await this._check(call);
+      if (!call.recorded) await this._record('SetState', { ...ref(call), key, value: encoded });
+    });
+  }
+
+  /**
+   * Call a remote step: a worker serving `stepType` on `taskQueue` (default: this workflow's
+   * queue) executes it, with retries per `retry` (default: the workflow's policy) and `timeout`
+   * seconds per attempt. The call takes its position when made; the run suspends until the
+   * outcome arrives. Resolves with the step's result, or rejects with StepFailedError.
+   * @param {string} stepType
+   * @param {any} input
+   * @param {{taskQueue?: string, retry?: RetryPolicy, timeout?: number}} [options]
+   * @returns {Promise<any>}
+   */
+  call(stepType, input, options = {}) {
+    checkName(stepType, 'step type');
+    const timeout = checkTimeout(options.timeout);
+    const retry = options.retry ?? this._retry;
+    if (!(retry instanceof RetryPolicy)) throw new TypeError('retry must be a RetryPolicy');
+    const taskQueue = options.taskQueue ?? this._taskQueue;
+    if (typeof taskQueue !== 'string' || !taskQueue) throw new TypeError('taskQueue must be a non-empty string');
+    const encoded = toValue(input);
+    const call = this._allocate(stepType);
+    // Settles once the call is journaled (or found in the journal): what gather waits for.
+    let scheduled;
+    const ready = new Promise((resolve, reject) => {
+      scheduled = { resolve, reject };
+    });
+    ready.catch(() => {});
+    const remote = { stepId: call.stepId, position: call.position, ready, gathered: false };
+    const promise = this._op(async (op) => {
+      try {
+        await this._check(call);
+        if (call.recorded) {
+          if (call.recorded.event_type !== EVENT.STEP_SCHEDULED) {
+            return this._nondeterminism(
+              `workflow '${this.workflowId}': call #${call.position} is remote step '${call.stepId}', but the journal recorded a ${kindName(call.recorded)} there`,
+            );
+          }
+        } else {
+          const request = { ...ref(call), task_queue: taskQueue, input: encoded, retry: retry.toProto() };
+          if (timeout !== null) request.timeout = toDuration(timeout);
+          await this._record('ScheduleStep', request);
+        }
+      } catch (error) {
+        scheduled.reject(error);
+        throw error;
+      }
+      scheduled.resolve();
+      const outcome = this._remoteOutcomes.get(call.stepId);
+      // A cancellation delivered while this call waited is thrown here again on replay, even
+      // if the outcome came since (a call in a gather: the gather does it; a pending call:
+      // when the run would suspend, see _onQuiet).
+      if (outcome && !remote.gathered) await this._interruptible(call.stepId, false);
+      if (outcome) {
+        if (outcome.event_type === EVENT.STEP_FAILED) throw new StepFailedError(call.stepId, outcome.failure ?? {});
+        return fromValue(outcome.payload);
+      }
+      return this._block(op, call, { kind: WAIT.STEP, name: call.stepId, until: null }, remote);
+    });
+    this._remoteCalls.set(promise, remote);
+    return promise;
+  }
+
+  /**
+   * Wait for all of `calls` (promises of ctx.call, ctx.step...; they took their positions when
+   * made, in call order) and return their results in that order. All settle first; then the
+   * first failure in call order is thrown. A cancellation delivered to any of them is thrown
+   * at once.
+   * @param {Iterable<Promise<any>>} calls
+   * @returns {Promise<any[]>}
+   */
+  gather(calls) {
+    const list = [...calls];
+    const remotes = list.map((promise) => this._remoteCalls.get(promise));
+    if (list.length && remotes.every(Boolean)) return this._gatherRemote(list, remotes);
+    return settleAll(list);
+  }
+
+  /**
+   * Remote calls side by side, as the Python SDK's gather: once all are journaled, a
+   * cancellation requested while any is pending is delivered at the next position as
+   * "<first call's step id>:cancelled" (replay throws it there again); otherwise the run waits
+   * for the first pending one; with all outcomes in, results in call order.
+   */
+  _gatherRemote(list, remotes) {
+    for (const remote of remotes) remote.gathered = true; // their interruption is ours
+    return this._op(async (op) => {
+      await Promise.all(remotes.map((remote) => remote.ready));
+      const pending = remotes.filter((remote) => !this._remoteOutcomes.has(remote.stepId));
+      await this._interruptible(remotes[0].stepId, pending.length > 0);
+      if (pending.length) {
+        const first = pending[0];
+        return this._block(op, { position: first.position, stepId: first.stepId }, { kind: WAIT.STEP, name: first.stepId, until: null });
+      }
+      return settleAll(list);
+    });
+  }
+
+  /**
+   * A cancellation requested while the code waits at the call `stepId` (a timer, remote steps)
+   * ends the wait: it is delivered at the next position, "<step id>:cancelled", and replay
+   * throws it there again, whatever happened to the wait since.
+   */
+  async _interruptible(stepId, waiting) {
+    const interrupt = `${stepId}:cancelled`;
+    const following = this._recorded.get(this._position);
+    const deliveredHere =
+      following && following.event_type === EVENT.CANCELLATION_DELIVERED && following.step_id === interrupt;
+    if (deliveredHere || (waiting && this._cancelRequested && !this._cancelDelivered)) {
+      await this._begin(interrupt); // records or replays the delivery, and throws it
+      throw this._cancellation();
+    }
+  }
+
+  /** Recorded calls the code has not reached: non-deterministic if the run is ending. */
+  unconsumedSteps() {
+    return [...this._recorded.entries()].sort((a, b) => a[0] - b[0]).map(([, event]) => event.step_id);
+  }
+
+  // -- internals ---------------------------------------------------------------------------
+
+  /** Take the next position and step id for a call named `name` (synchronously). */
+  _allocate(name) {
+    const occurrence = (this._occurrences.get(name) ?? 0) + 1;
+    this._occurrences.set(name, occurrence);
+    const stepId = occurrence === 1 ? name : `${name}#${occurrence}`;
+    const position = this._position++;
+    const recorded = this._recorded.get(position) ?? null;
+    this._recorded.delete(position);
+    return { stepId, name, position, recorded };
+  }
+
+  /** Allocate a call and check it against the journal. */
+  async _begin(name) {
+    const call = this._allocate(name);
+    await this._check(call);
+    return call;
+  }
+
+  /**
+   * Check a call against the journal; deliver a pending cancellation here if the code has not
+   * seen it yet (the call is then not executed).
+   * @param {Call} call
+   */
+  async _check(call) {
+    const recorded = call.recorded;
+    if (recorded) {
+      if (recorded.step_id !== call.stepId) {
+        return this._nondeterminism(
+          `workflow '${this.workflowId}': call #${call.position} of the code is '${call.stepId}', but the journal recorded '${recorded.step_id}' there; the code changed in a way that does not replay`,
+        );
+      }
+      if (recorded.event_type === EVENT.CANCELLATION_DELIVERED) throw this._cancellation();
+      return undefined;
+    }
+    if (this._cancelRequested && !this._cancelDelivered) {
+      this._cancelDelivered = true;
+      await this._record('RecordCancellation', ref(call));
+      throw this._cancellation();
+    }
+    return undefined;
+  }
+
+  _cancellation() {
+    const reason = this._cancelReason ? `: ${this._cancelReason}` : '';
+    return new WorkflowCancelledError(`workflow '${this.workflowId}' was cancelled${reason}`);
+  }
+
+  _nondeterminism(message) {
+    return this._halt({ kind: 'park', failure: failureFrom(new NonDeterminismError(message)) });
+  }
+
+  /**
+   * Stop the run: every call of the code still going never settles, and the runner acts on
+   * `outcome`. The first halt wins. Returns a promise that never settles.
+   * @param {Halt} outcome
+   */
+  _halt(outcome) {
+    if (!this._halted) {
+      this._halted = outcome;
+      for (const controller of this._steps) controller.abort(new Error('the workflow run stopped'));
+      this._resolveHalt(outcome);
+    }
+    return NEVER;
+  }
+
+  /**
+   * Track one durable call: the run suspends only when none is in progress.
+   * @param {(op: {done: boolean}) => Promise<any>} fn
+   */
+  _op(fn) {
+    const op = { done: false };
+    this._active++;
+    const promise = fn(op);
+    const finish = () => this._opDone(op);
+    promise.then(finish, finish);
+    promise.catch(() => {}); // a call the code never awaits must not crash the process
+    return promise;
+  }
+
+  _opDone(op) {
+    if (op.done) return;
+    op.done = true;
+    this._active--;
+    this._scheduleQuietCheck();
+  }
+
+  /**
+   * The call cannot go on until the run is woken again: it never settles (unless it is a remote
+   * step that a cancellation interrupts), and the run suspends once nothing else is going on.
+   * @param {{done: boolean}} op
+   * @param {Call} call
+   * @param {Wait} wait
+   * @param {{gathered: boolean}} [remote] a remote call, which a cancellation may interrupt
+   */
+  _block(op, call, wait, remote = null) {
+    if (this._halted) return NEVER;
+    let promise = NEVER;
+    const entry = { wait, position: call.position, stepId: call.stepId, remote };
+    if (remote) {
+      promise = new Promise((_, reject) => {
+        entry.reject = reject;
+      });
+    }
+    this._blocked.push(entry);
+    this._opDone(op);
+    return promise;
+  }
+
+  _scheduleQuietCheck() {
+    if (this._halted || this._active > 0 || this._blocked.length === 0 || this._quietCheck) return;
+    this._quietCheck = true;
+    // After every continuation the code has queued: one of them may make another call.
+    setImmediate(() => {
+      this._quietCheck = false;
+      if (this._halted || this._active > 0 || this._blocked.length === 0) return;
+      this._onQuiet();
+    });
+  }
+
+  /** Every call in progress is blocked: deliver a cancellation to a remote step, or suspend. */
+  _onQuiet() {
+    const blocked = [...this._blocked].sort((a, b) => a.position - b.position);
+    const remote = blocked.filter((entry) => entry.reject && !entry.remote.gathered);
+    if (remote.length) {
+      // As a timer that has not fired (Python's _sleep): a cancellation pending while remote
+      // steps are outstanding is delivered at the next position, "<step id>:cancelled".
+      const following = this._recorded.get(this._position);
+      let target = null;
+      if (following && following.event_type === EVENT.CANCELLATION_DELIVERED) {
+        target = remote.find((entry) => following.step_id === `${entry.stepId}:cancelled`) ?? null;
+      }
+      if (!target && this._cancelRequested && !this._cancelDelivered) target = remote[0];
+      if (target) {
+        this._blocked.splice(this._blocked.indexOf(target), 1);
+        const reject = target.reject;
+        this._op(async () => {
+          try {
+            await this._begin(`${target.stepId}:cancelled`); // records or replays it, and throws
+            reject(this._cancellation());
+          } catch (error) {
+            reject(error);
+          }
+        });
+        return;
+      }
+    }
+    this._halt({ kind: 'suspend', wait: chooseWait(blocked) });
+  }
+
+  /**
+   * Send a journal record of this lease, one at a time; note a cancel request the answer
+   * reports. A lost lease or an unreachable history halts the run; a refused request throws
+   * JournalRejectedError.
+   * @param {string} method
+   * @param {object} request
+   */
+  async _record(method, request) {
+    if (this._halted) return NEVER;
+    const sent = this._queue.then(() => (this._halted ? NEVER : this._send(method, request)));
+    this._queue = sent.catch(() => {});
+    let response;
+    try {
+      response = await sent;
+    } catch (error) {
+      const classified = classifyJournalError(error);
+      if (classified instanceof JournalRejectedError) throw classified;
+      if (classified instanceof LeaseLostError) return this._halt({ kind: 'lost', error: classified });
+      return this._halt({ kind: 'unavailable', error: classified });
+    }
+    if (this._halted) return NEVER;
+    return response;
+  }
+
+  /** Send one journal call of this lease now. */
+  async _send(method, request) {
+    const response = await this._journal.call(method, { ...request, workflow_id: this.workflowId, fence: this.fence });
+    if (response?.cancel_requested) this._cancelRequested = true;
+    return response;
+  }
+
+  /**
+   * Start (or replay) a timer; its fire time as {ms, ts}.
+   * @param {Call} call
+   * @param {number} seconds
+   */
+  async _timer(call, seconds) {
+    await this._check(call);
+    if (call.recorded) return { ms: timestampMs(call.recorded.due_time), ts: call.recorded.due_time };
+    const started = await this._record('StartTimer', { ...ref(call), delay: toDuration(seconds) });
+    return { ms: timestampMs(started.fire_time), ts: started.fire_time };
+  }
+
+  /**
+   * Wait for the timer of `call`. A cancellation requested before it fires ends the wait: it
+   * is delivered at the call right after the timer, "<timer step id>:cancelled", and replay
+   * throws it there again, whatever the time by then.
+   */
+  async _sleep(op, call, fire) {
+    await this._interruptible(call.stepId, fire.ms > this._nowMs);
+    if (fire.ms <= this._nowMs) return undefined;
+    if (fire.ms - this._databaseNow() > LOCAL_WAIT_MS) {
+      return this._block(op, call, { kind: WAIT.TIMER, name: call.stepId, until: fire.ts });
+    }
+    // Due soon: wait here, with the lease, on a clock never ahead of the database's; a timer
+    // may fire a little early, so look at the clock again after it.
+    for (let remaining = fire.ms - this._databaseNow(); remaining > 0; remaining = fire.ms - this._databaseNow()) {
+      await new Promise((resolve) => setTimeout(resolve, Math.ceil(remaining)));
+      if (this._halted) return NEVER;
+    }
+    return undefined;
+  }
+
+  /** The database clock now, never ahead of it: its time at load, plus the time since. */
+  _databaseNow() {
+    return this._nowMs + (performance.now() - this._loadedAt);
+  }
+
+  _takeSignals(name, limit) {
+    const taken = [];
+    for (const event of this._signals) {
+      if (taken.length >= limit) break;
+      if (event.name === name) taken.push(event);
+    }
+    this._signals = this._signals.filter((event) => !taken.includes(event));
+    return taken;
+  }
+
+  async _consume(call, name, taken, result) {
+    await this._record('ConsumeSignals', {
+      ...ref(call),
+      signal_name: name,
+      event_ids: taken.map((event) => Number(event.event_id)),
+      result,
+    });
+  }
+
+  /**
+   * A local step: replay it, or run an attempt and record its outcome.
+   * @param {{done: boolean}} op
+   * @param {Call} call
+   * @param {(info: StepInfo) => any} fn
+   * @param {RetryPolicy} retry
+   * @param {number|null} timeout
+   */
+  async _durable(op, call, fn, retry, timeout) {
+    await this._check(call);
+    const recorded = call.recorded;
+    const internal = call.name.startsWith(INTERNAL_PREFIX);
+    if (recorded) {
+      if (!STEP_OUTCOMES.has(recorded.event_type)) {
+        return this._nondeterminism(
+          `workflow '${this.workflowId}': call #${call.position} is step '${call.stepId}', but the journal recorded a ${kindName(recorded)} there`,
+        );
+      }
+      if (!internal) this._log.info(`Skipping completed step: ${call.stepId}`);
+      if (recorded.event_type === EVENT.STEP_FAILED) throw new StepFailedError(call.stepId, recorded.failure ?? {});
+      return fromValue(recorded.payload);
+    }
+    const failures = this._failedAttempts.get(call.stepId) ?? [];
+    if (failures.length) {
+      const last = failures[failures.length - 1];
+      if (timestampMs(last.due_time) > this._nowMs) {
+        // woken early (a signal, a cancel request): wait on
+        return this._block(op, call, { kind: WAIT.RETRY, name: call.stepId, until: last.due_time });
+      }
+    }
+    const attempt = failures.length + 1;
+    const progress = this._progress.get(call.stepId);
+    const controller = new AbortController();
+    const info = new StepInfo({
+      workflowId: this.workflowId,
+      stepId: call.stepId,
+      attempt,
+      fence: this.fence,
+      heartbeatDetails: progress && hasValue(progress.details) ? fromValue(progress.details) : null,
+      workflowType: this.workflowType,
+      stepType: call.name,
+      signal: controller.signal,
+      onHeartbeat: (details) => this._heartbeats.queue(call.stepId, attempt, details),
+    });
+    const request = { ...ref(call), attempt, start_time: toTimestamp(Date.now()) };
+    const announce = internal ? null : setTimeout(() => this._heartbeats.queue(call.stepId, attempt, undefined), ANNOUNCE_AFTER_MS);
+    this._steps.add(controller);
+    let result;
+    try {
+      result = await invokeWithTimeout(() => fn(info), timeout, controller);
+    } catch (error) {
+      if (this._halted) return NEVER;
+      return this._attemptFailed(op, call, request, error, retry);
+    } finally {
+      if (announce) clearTimeout(announce);
+      this._steps.delete(controller);
+    }
+    if (this._halted) return NEVER;
+    let encoded;
+    try {
+      encoded = toValue(result);
+    } catch (error) {
+      // retrying would return the same value: fail now
+      return this._attemptFailed(op, call, request, error, NO_RETRY);
+    }
+    try {
+      await this._record('RecordStep', { ...request, output: encoded });
+    } catch (error) {
+      if (!(error instanceof JournalRejectedError)) throw error;
+      // the result breaks the payload limits
+      return this._attemptFailed(op, call, request, error, NO_RETRY);
+    }
+    // The decoded JSON, exactly what a replay will return.
+    return fromValue(encoded);
+  }
+
+  /** Journal a failed attempt; block until the retry, or throw StepFailedError. */
+  async _attemptFailed(op, call, request, error, retry) {
+    const failure = failureFrom(error);
+    const failed = { ...request, failure };
+    if (retry.retries(error, request.attempt)) {
+      failed.retry_delay = toDuration(retry.delay(request.attempt));
+      const answer = await this._record('RecordStep', failed);
+      this._log.warn(
+        `step ${call.stepId} attempt ${request.attempt} failed (${failure.type}: ${failure.message}); next attempt at ${isoOf(answer.retry_time)}`,
+      );
+      return this._block(op, call, { kind: WAIT.RETRY, name: call.stepId, until: answer.retry_time });
+    }
+    await this._record('RecordStep', failed);
+    throw new StepFailedError(call.stepId, failure);
+  }
+}
+
+/** The wait to suspend with: the earliest one that ends by itself, else the first call's. */
+function chooseWait(blocked) {
+  let best = null;
+  for (const entry of blocked) {
+    const until = timestampMs(entry.wait.until);
+    if (until !== null && (best === null || until < best.until)) best = { until, wait: entry.wait };
+  }
+  return best ? best.wait : blocked[0].wait;
+}
+
+/** The fields every record of a call carries. */
+function ref(call) {
+  return { step_id: call.stepId, step_name: call.name, position: call.position };
+}
+
+function kindName(event) {
+  return String(event.event_type).replace(/^EVENT_TYPE_/, '').toLowerCase();
+}
+
+function isoOf(ts) {
+  const ms = timestampMs(ts);
+  return ms === null ? '?' : new Date(ms).toISOString();
+}
+
+function checkName(name, what = 'step name') {
+  if (typeof name !== 'string' || !name || name.startsWith(INTERNAL_PREFIX)) {
+    throw new TypeError(`${what} must be a non-empty string not starting with '$': ${JSON.stringify(name)}`);
+  }
+}
+
+function checkTimeout(timeout) {
+  if (timeout === undefined || timeout === null) return null;
+  if (!(typeof timeout === 'number' && Number.isFinite(timeout) && timeout > 0)) {
+    throw new RangeError('timeout must be a positive number of seconds');
+  }
+  return timeout;
+}
+
+const quietLog = { info() {}, warn() {}, error() {} };
+
+
+/** Wait for every promise; results in order, or the first failure in order (a cancellation
+ * at once). */
+function settleAll(list) {
+  return new Promise((resolve, reject) => {
+    const results = new Array(list.length);
+    /** @type {({error: unknown}|undefined)[]} */
+    const errors = new Array(list.length);
+    let left = list.length;
+    if (left === 0) resolve([]);
+    const settled = () => {
+      if (--left > 0) return;
+      const first = errors.find(Boolean);
+      if (first) reject(first.error);
+      else resolve(results);
+    };
+    list.forEach((promise, i) => {
+      Promise.resolve(promise).then(
+        (value) => {
+          results[i] = value;
+          settled();
+        },
+        (error) => {
+          if (error instanceof WorkflowCancelledError) {
+            reject(error);
+            return;
+          }
+          errors[i] = { error };
+          settled();
+        },
+      );
+    });
+  });
+}

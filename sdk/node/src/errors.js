@@ -1,0 +1,122 @@
+// Errors the SDK raises into workflow and step code, and its own control-flow errors.
+
+/** A step failed for good (attempts exhausted or not retryable); raised again on replay. */
+export class StepFailedError extends Error {
+  /**
+   * @param {string} stepId
+   * @param {{type?: string, message?: string, stack_trace?: string}} failure
+   */
+  constructor(stepId, failure) {
+    super(`step '${stepId}' failed: ${failure.type}: ${failure.message}`);
+    this.name = 'StepFailedError';
+    this.stepId = stepId;
+    /** The failed attempt's error type name (the thrown error's `name`). */
+    this.errorType = failure.type ?? '';
+    /** The failed attempt's error message. */
+    this.errorMessage = failure.message ?? '';
+    this.failure = failure;
+  }
+}
+
+/** A step attempt ran longer than its `timeout`; counts as a failed attempt. */
+export class StepTimeoutError extends Error {
+  constructor(message) {
+    super(message);
+    this.name = 'StepTimeoutError';
+  }
+}
+
+/** `ctx.waitForSignal(name, {timeout})` reached its timeout without a signal. */
+export class SignalTimeoutError extends Error {
+  constructor(message) {
+    super(message);
+    this.name = 'SignalTimeoutError';
+  }
+}
+
+/**
+ * Raised into the workflow at its next durable call after CancelWorkflow. Catch it to run
+ * compensating steps, then rethrow it to end the run as CANCELLED; returning normally
+ * completes the run instead.
+ */
+export class WorkflowCancelledError extends Error {
+  constructor(message) {
+    super(message);
+    this.name = 'WorkflowCancelledError';
+  }
+}
+
+/**
+ * The workflow code no longer matches its journal. Never thrown into workflow code (it could
+ * be caught there): the SDK stops the run and parks it with this error's message.
+ */
+export class NonDeterminismError extends Error {
+  constructor(message) {
+    super(message);
+    this.name = 'NonDeterminismError';
+  }
+}
+
+/** A journal call failed: the gRPC status code (name), message and ErrorInfo reason. */
+export class JournalCallError extends Error {
+  /**
+   * @param {string} code e.g. "FAILED_PRECONDITION"
+   * @param {string} message
+   * @param {string} [reason] e.g. "STALE_FENCE"
+   */
+  constructor(code, message, reason = '') {
+    super(`${code}${reason ? ` (${reason})` : ''}: ${message}`);
+    this.name = 'JournalCallError';
+    this.code = code;
+    this.reason = reason;
+    this.detail = message;
+  }
+}
+
+/** Another worker holds the lease now (STALE_FENCE, WORKFLOW_CLOSED, STEP_CLOSED). */
+export class LeaseLostError extends Error {
+  constructor(message) {
+    super(message);
+    this.name = 'LeaseLostError';
+  }
+}
+
+/** History refused a request as invalid or too large: sending it again cannot help. */
+export class JournalRejectedError extends Error {
+  constructor(message) {
+    super(message);
+    this.name = 'JournalRejectedError';
+  }
+}
+
+/** History could not be reached, or answered unexpectedly: leave the lease to expire. */
+export class JournalUnavailableError extends Error {
+  constructor(message) {
+    super(message);
+    this.name = 'JournalUnavailableError';
+  }
+}
+
+const LEASE_LOST_REASONS = new Set(['STALE_FENCE', 'WORKFLOW_CLOSED', 'STEP_CLOSED']);
+const REJECTED_CODES = new Set(['INVALID_ARGUMENT', 'RESOURCE_EXHAUSTED']);
+
+/**
+ * Classify a failed journal call as the SDK handles it.
+ * @param {unknown} error
+ * @returns {Error}
+ */
+export function classifyJournalError(error) {
+  if (error instanceof JournalCallError) {
+    if (error.code === 'FAILED_PRECONDITION' && LEASE_LOST_REASONS.has(error.reason)) {
+      return new LeaseLostError(error.detail || error.reason);
+    }
+    if (REJECTED_CODES.has(error.code)) {
+      return new JournalRejectedError(`${error.reason}: ${error.detail}`);
+    }
+    return new JournalUnavailableError(error.message);
+  }
+  if (error instanceof LeaseLostError || error instanceof JournalRejectedError || error instanceof JournalUnavailableError) {
+    return error;
+  }
+  return new JournalUnavailableError(String(error?.message ?? error));
+}

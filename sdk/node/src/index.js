@@ -1,0 +1,16 @@
+// @perdure/worker: the Node.js worker SDK of Perdure.
+
+export { Worker, consoleLogger } from './worker.js';
+export { WorkflowContext } from './context.js';
+export { StepInfo } from './step-info.js';
+export { RetryPolicy, NO_RETRY } from './retry.js';
+export {
+  StepFailedError,
+  StepTimeoutError,
+  SignalTimeoutError,
+  WorkflowCancelledError,
+  NonDeterminismError,
+  JournalRejectedError,
+} from './errors.js';
+export { toValue, fromValue } from './payload.js';
+export { loadProtos, protoDir } from './proto.js';

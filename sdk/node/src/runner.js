@@ -1,0 +1,246 @@
+// Advance one workflow under one lease (load, replay, run, close), or execute one remote step
+// under a step task's lease (LoadStep, run, RecordStep).
+
+import { WorkflowContext } from './context.js';
+import {
+  JournalRejectedError,
+  JournalUnavailableError,
+  NonDeterminismError,
+  WorkflowCancelledError,
+  classifyJournalError,
+} from './errors.js';
+import { failureFrom, fromDuration, fromValue, hasValue, toDuration, toTimestamp, toValue } from './payload.js';
+import { NO_RETRY, RetryPolicy } from './retry.js';
+import { ANNOUNCE_AFTER_MS, HeartbeatSender, StepInfo, invokeWithTimeout } from './step-info.js';
+
+/**
+ * @typedef {{fn: (ctx: WorkflowContext, input: any) => Promise<any>, retry: RetryPolicy}} WorkflowEntry
+ * @typedef {{call: (method: string, request: object) => Promise<any>}} Journal
+ */
+
+/**
+ * Send one journal call; classify its failure (LeaseLostError, JournalRejectedError,
+ * JournalUnavailableError).
+ */
+async function journalCall(journal, method, request) {
+  try {
+    return await journal.call(method, request);
+  } catch (error) {
+    throw classifyJournalError(error);
+  }
+}
+
+/**
+ * Advance the task's workflow as far as it goes. Resolves when the run was suspended, finished
+ * or found closed (send TaskDone); throws LeaseLostError (send TaskDone) or
+ * JournalUnavailableError / JournalRejectedError (let the lease expire).
+ * @param {any} task
+ * @param {Journal} journal
+ * @param {Map<string, WorkflowEntry>} workflows
+ * @param {{log: any, abort?: AbortSignal, onContext?: (ctx: WorkflowContext) => void}} options
+ */
+export async function runWorkflowTask(task, journal, workflows, { log, abort, onContext }) {
+  const lease = { workflow_id: task.workflow_id, fence: Number(task.fence) };
+  const loaded = await journalCall(journal, 'LoadJournal', lease);
+  const workflow = loaded.workflow ?? {};
+  if (workflow.status !== 'WORKFLOW_STATUS_RUNNING') return 'closed'; // an extra dispatch
+  const entry = workflows.get(workflow.workflow_type);
+  if (!entry) {
+    const served = [...workflows.keys()].sort().join(', ');
+    await journalCall(journal, 'FinishWorkflow', {
+      ...lease,
+      park: {
+        type: 'UnknownWorkflowType',
+        message: `workflow type '${workflow.workflow_type}' is not registered on this worker (it serves ${served})`,
+        stack_trace: '',
+      },
+    });
+    return 'parked';
+  }
+  const ctx = new WorkflowContext(loaded, journal, { fence: lease.fence, retry: entry.retry, log });
+  onContext?.(ctx);
+  const onAbort = () => ctx._halt({ kind: 'unavailable', error: new JournalUnavailableError('the worker is shutting down') });
+  if (abort) {
+    if (abort.aborted) onAbort();
+    else abort.addEventListener('abort', onAbort, { once: true });
+  }
+  try {
+    const outcome = await execute(entry.fn, ctx, fromValue(workflow.input));
+    if (outcome.kind === 'lost') throw outcome.error;
+    if (outcome.kind === 'unavailable') throw outcome.error;
+    if (outcome.kind === 'suspend') {
+      const wait = { kind: outcome.wait.kind, name: outcome.wait.name };
+      if (outcome.wait.until) wait.until = outcome.wait.until;
+      log.info(`workflow ${task.workflow_id} waiting for ${wait.kind} ${wait.name}`);
+      await journalCall(journal, 'SuspendWorkflow', { ...lease, wait });
+      return 'suspended';
+    }
+    const finish = { ...lease, [outcome.kind]: outcome.value };
+    if (outcome.kind === 'result') log.info(`workflow ${task.workflow_id} completed`);
+    else if (outcome.kind === 'cancelled') log.info(`workflow ${task.workflow_id} cancelled`);
+    else if (outcome.kind === 'failure') log.info(`workflow ${task.workflow_id} failed: ${outcome.value.type}: ${outcome.value.message}`);
+    else log.error(`workflow ${task.workflow_id} parked: ${outcome.value.message}`);
+    try {
+      await journalCall(journal, 'FinishWorkflow', finish);
+    } catch (error) {
+      if (!(error instanceof JournalRejectedError) || outcome.kind !== 'result') throw error;
+      // The result breaks the payload limits: the run fails, saying so.
+      log.error(`workflow ${task.workflow_id} failed: its result was refused: ${error.message}`);
+      await journalCall(journal, 'FinishWorkflow', { ...lease, failure: failureFrom(error) });
+    }
+    return outcome.kind;
+  } finally {
+    abort?.removeEventListener('abort', onAbort);
+    ctx._halt({ kind: 'done' }); // whatever the code still runs may no longer write
+  }
+}
+
+/**
+ * Run the workflow function against its context.
+ * @returns {Promise<{kind: 'result'|'failure'|'park'|'cancelled', value: any} | {kind: 'suspend', wait: any}
+ *   | {kind: 'lost'|'unavailable', error: Error}>}
+ */
+export async function execute(fn, ctx, input) {
+  const running = (async () => fn(ctx, input))();
+  running.catch(() => {});
+  const ended = await Promise.race([
+    running.then(
+      (value) => ({ kind: 'return', value }),
+      (error) => ({ kind: 'throw', error }),
+    ),
+    ctx.halted,
+  ]);
+  switch (ended.kind) {
+    case 'return': {
+      const leftover = ctx.unconsumedSteps();
+      if (leftover.length) {
+        const error = new NonDeterminismError(
+          `workflow '${ctx.workflowId}' returned without calling recorded step(s) ${leftover.join(', ')}; the code changed in a way that does not replay`,
+        );
+        return { kind: 'park', value: failureFrom(error) };
+      }
+      try {
+        return { kind: 'result', value: toValue(ended.value) };
+      } catch (error) {
+        return { kind: 'failure', value: failureFrom(error) };
+      }
+    }
+    case 'throw':
+      if (ended.error instanceof WorkflowCancelledError) return { kind: 'cancelled', value: failureFrom(ended.error) };
+      if (ended.error instanceof NonDeterminismError) return { kind: 'park', value: failureFrom(ended.error) };
+      return { kind: 'failure', value: failureFrom(ended.error) };
+    case 'suspend':
+      return { kind: 'suspend', wait: ended.wait };
+    case 'park':
+      return { kind: 'park', value: ended.failure };
+    case 'lost':
+    case 'unavailable':
+      return { kind: ended.kind, error: ended.error };
+    default:
+      return { kind: 'unavailable', error: new JournalUnavailableError('the run was stopped') };
+  }
+}
+
+/**
+ * Execute one remote step under a step task's lease: LoadStep, run the handler with the
+ * per-attempt timeout, RecordStep{step_task}. Resolves when done (send TaskDone); throws
+ * LeaseLostError (send TaskDone) or JournalUnavailableError (let the lease expire).
+ * @param {any} task
+ * @param {Journal} journal
+ * @param {Map<string, (input: any, info: StepInfo) => any>} steps
+ * @param {{log: any, abort?: AbortSignal}} options
+ */
+export async function runStepTask(task, journal, steps, { log, abort }) {
+  const lease = { workflow_id: task.workflow_id, fence: Number(task.fence), step_id: task.step_id };
+  // STALE_FENCE, WORKFLOW_CLOSED, STEP_CLOSED: LeaseLostError (TaskDone); anything else,
+  // NOT_FOUND included, leaves the lease to expire, as the Python SDK does.
+  const loaded = await journalCall(journal, 'LoadStep', lease);
+  const stepType = loaded.step_type || task.step_type;
+  const attempt = Number(loaded.attempt) || 1;
+  const retry = RetryPolicy.fromProto(loaded.retry);
+  const timeout = fromDuration(loaded.timeout) || null;
+  const base = {
+    workflow_id: lease.workflow_id,
+    fence: lease.fence,
+    step_id: lease.step_id,
+    step_name: stepType,
+    position: 0,
+    attempt,
+    start_time: toTimestamp(Date.now()),
+    step_task: true,
+  };
+  const heartbeats = new HeartbeatSender(
+    (stepId, n, details) =>
+      journalCall(journal, 'RecordHeartbeat', {
+        workflow_id: lease.workflow_id,
+        fence: lease.fence,
+        step_id: stepId,
+        attempt: n,
+        step_task: true,
+        ...(details === undefined ? {} : { details }),
+      }),
+    log,
+  );
+  const record = async (request) => journalCall(journal, 'RecordStep', request);
+  const fail = async (error, policy) => {
+    const failure = failureFrom(error);
+    const request = { ...base, failure };
+    if (policy.retries(error, attempt)) {
+      request.retry_delay = toDuration(policy.delay(attempt));
+      const answer = await record(request);
+      log.warn(`step ${lease.step_id} of ${lease.workflow_id} attempt ${attempt} failed (${failure.type}: ${failure.message}); retried at ${answer?.retry_time ? new Date(Number(answer.retry_time.seconds) * 1000).toISOString() : '?'}`);
+      return 'retrying';
+    }
+    await record(request);
+    log.warn(`step ${lease.step_id} of ${lease.workflow_id} failed: ${failure.type}: ${failure.message}`);
+    return 'failed';
+  };
+
+  const handler = steps.get(stepType);
+  if (!handler) {
+    const error = new Error(`step type '${stepType}' is not registered on this worker`);
+    error.name = 'UnknownStepType';
+    return fail(error, NO_RETRY);
+  }
+  const controller = new AbortController();
+  const onAbort = () => controller.abort(new Error('the worker is shutting down'));
+  if (abort) {
+    if (abort.aborted) onAbort();
+    else abort.addEventListener('abort', onAbort, { once: true });
+  }
+  const info = new StepInfo({
+    workflowId: lease.workflow_id,
+    stepId: lease.step_id,
+    attempt,
+    fence: lease.fence,
+    heartbeatDetails: hasValue(loaded.heartbeat_details) ? fromValue(loaded.heartbeat_details) : null,
+    workflowType: loaded.workflow_type ?? '',
+    stepType,
+    signal: controller.signal,
+    onHeartbeat: (details) => heartbeats.queue(lease.step_id, attempt, details),
+  });
+  const announce = setTimeout(() => heartbeats.queue(lease.step_id, attempt, undefined), ANNOUNCE_AFTER_MS);
+  let result;
+  try {
+    result = await invokeWithTimeout(() => handler(fromValue(loaded.input), info), timeout, controller);
+  } catch (error) {
+    if (abort?.aborted) throw new JournalUnavailableError('the worker is shutting down');
+    return fail(error, retry);
+  } finally {
+    clearTimeout(announce);
+    abort?.removeEventListener('abort', onAbort);
+  }
+  let encoded;
+  try {
+    encoded = toValue(result);
+  } catch (error) {
+    return fail(error, NO_RETRY); // retrying would return the same value
+  }
+  try {
+    await record({ ...base, output: encoded });
+  } catch (error) {
+    if (!(error instanceof JournalRejectedError)) throw error;
+    return fail(error, NO_RETRY); // the result breaks the payload limits
+  }
+  return 'completed';
+}

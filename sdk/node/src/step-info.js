@@ -1,0 +1,115 @@
+// StepInfo: what a running step (local or remote) may hand to the outside world.
+
+import { StepTimeoutError } from './errors.js';
+import { toValue } from './payload.js';
+
+/** A step still running after this long reports itself, so that describe shows it. */
+export const ANNOUNCE_AFTER_MS = 1000;
+
+export class StepInfo {
+  /**
+   * @param {{workflowId: string, stepId: string, attempt: number, fence: number,
+   *   heartbeatDetails?: any, workflowType?: string, stepType?: string,
+   *   signal?: AbortSignal, onHeartbeat: (details: any) => void}} fields
+   */
+  constructor({ workflowId, stepId, attempt, fence, heartbeatDetails = null, workflowType = '', stepType = '', signal, onHeartbeat }) {
+    /** The workflow that runs (or called) the step. */
+    this.workflowId = workflowId;
+    /** The step's id in the workflow: its name, then "#N" for its N-th occurrence. */
+    this.stepId = stepId;
+    /** The attempt running now, from 1. */
+    this.attempt = attempt;
+    /** The lease's fencing token. */
+    this.fence = fence;
+    /** `workflowId + ":" + stepId`: the same on every attempt and every replay. */
+    this.idempotencyKey = `${workflowId}:${stepId}`;
+    /** The last `heartbeat(details)` of an earlier attempt, or null. */
+    this.heartbeatDetails = heartbeatDetails;
+    /** The calling workflow's type (remote steps; for logs). */
+    this.workflowType = workflowType;
+    /** The step type (remote steps) or name (local steps). */
+    this.stepType = stepType;
+    /** Aborted when the attempt times out or the worker shuts down. */
+    this.signal = signal ?? new AbortController().signal;
+    this._onHeartbeat = onHeartbeat;
+    Object.freeze(this);
+  }
+
+  /**
+   * Record progress `details` (JSON; omit them to only say "still running"). The next attempt
+   * of the step, after a failure or a crash, finds the last details in `heartbeatDetails`.
+   * Sent in the background; never blocks. Throws TypeError if `details` is not JSON.
+   * @param {any} [details]
+   */
+  heartbeat(details) {
+    this._onHeartbeat(details === undefined ? undefined : toValue(details));
+  }
+}
+
+/**
+ * Sends the latest progress of each step, one RecordHeartbeat at a time; errors are logged
+ * and dropped (progress is best effort: the step's own record decides).
+ */
+export class HeartbeatSender {
+  /**
+   * @param {(stepId: string, attempt: number, details: any) => Promise<any>} send
+   * @param {{warn: Function}} log
+   */
+  constructor(send, log) {
+    this._send = send;
+    this._log = log;
+    /** @type {Map<string, {attempt: number, details: any}>} */
+    this._pending = new Map();
+    this._running = false;
+  }
+
+  queue(stepId, attempt, details) {
+    const earlier = this._pending.get(stepId);
+    // "still running" never replaces details not sent yet
+    if (details === undefined && earlier && earlier.attempt === attempt) return;
+    this._pending.set(stepId, { attempt, details });
+    if (!this._running) this._drain();
+  }
+
+  async _drain() {
+    this._running = true;
+    try {
+      while (this._pending.size) {
+        const [stepId, { attempt, details }] = this._pending.entries().next().value;
+        this._pending.delete(stepId);
+        try {
+          await this._send(stepId, attempt, details);
+        } catch (error) {
+          this._log.warn(`heartbeat of step ${stepId} not recorded: ${error?.message ?? error}`);
+        }
+      }
+    } finally {
+      this._running = false;
+    }
+  }
+}
+
+/**
+ * Run `fn()` with an optional per-attempt time limit (seconds); over it, abort `controller`
+ * and throw StepTimeoutError (the late result of the function is ignored).
+ * @param {() => any} fn
+ * @param {number|null} limit
+ * @param {AbortController} controller
+ */
+export async function invokeWithTimeout(fn, limit, controller) {
+  const running = (async () => fn())();
+  if (!(limit > 0)) return running;
+  running.catch(() => {}); // a late failure after the timeout is ignored
+  let timer;
+  const expired = new Promise((_, reject) => {
+    timer = setTimeout(() => {
+      controller.abort(new StepTimeoutError(`the attempt ran longer than its ${limit}s timeout`));
+      reject(new StepTimeoutError(`the attempt ran longer than its ${limit}s timeout`));
+    }, limit * 1000);
+  });
+  try {
+    return await Promise.race([running, expired]);
+  } finally {
+    clearTimeout(timer);
+  }
+}

@@ -1,0 +1,316 @@
+// Worker: holds a stream to the scheduler, runs leased workflow and step tasks, heartbeats,
+// drains on stop.
+
+import os from 'node:os';
+import grpc from '@grpc/grpc-js';
+import { JournalRejectedError, JournalUnavailableError, LeaseLostError } from './errors.js';
+import { JournalClient } from './journal.js';
+import { fromDuration, toDuration } from './payload.js';
+import { CHANNEL_OPTIONS, loadProtos, statusName } from './proto.js';
+import { RetryPolicy } from './retry.js';
+import { runStepTask, runWorkflowTask } from './runner.js';
+
+const RECONNECT_FIRST_MS = 100;
+const RECONNECT_MAX_MS = 5000;
+/** Timer tasks may come this early; the run waits out the rest (< LOCAL_WAIT_MS) itself. */
+const TIMER_LOOKAHEAD_SECONDS = 0.1;
+
+/** A logger printing to the console with a timestamp. */
+export const consoleLogger = {
+  info: (message) => console.log(`${new Date().toISOString()} INFO perdure.worker: ${message}`),
+  warn: (message) => console.warn(`${new Date().toISOString()} WARNING perdure.worker: ${message}`),
+  error: (message) => console.error(`${new Date().toISOString()} ERROR perdure.worker: ${message}`),
+};
+
+/**
+ * @typedef {(ctx: import('./context.js').WorkflowContext, input: any) => Promise<any>} WorkflowFn
+ * @typedef {(input: any, info: import('./step-info.js').StepInfo) => any} StepFn
+ * @typedef {{
+ *   scheduler?: string, history?: string, taskQueue?: string, concurrency?: number,
+ *   identity?: string, workflows?: Record<string, WorkflowFn | {run: WorkflowFn, retry?: RetryPolicy}>,
+ *   steps?: Record<string, StepFn>, retry?: RetryPolicy, shutdownGraceMs?: number,
+ *   logger?: {info: Function, warn: Function, error: Function} | null,
+ *   onConnected?: (session: {sessionId: string, heartbeatIntervalMs: number}) => void,
+ * }} WorkerOptions
+ */
+
+/**
+ * Runs workflows and remote steps from one task queue, at most `concurrency` tasks at a time.
+ * `await worker.run()` serves until `worker.stop()` drains it: no new tasks, running ones get
+ * `shutdownGraceMs` to finish, the rest are released.
+ */
+export class Worker {
+  /** @param {WorkerOptions} options */
+  constructor(options = {}) {
+    const env = process.env;
+    this.schedulerAddress = options.scheduler ?? env.PERDURE_SCHEDULER_ADDRESS ?? 'localhost:7402';
+    this.historyAddress = options.history ?? env.PERDURE_HISTORY_ADDRESS ?? 'localhost:7401';
+    this.taskQueue = options.taskQueue ?? env.PERDURE_TASK_QUEUE ?? 'default';
+    this.concurrency = options.concurrency ?? (env.PERDURE_WORKER_CONCURRENCY ? Number(env.PERDURE_WORKER_CONCURRENCY) : 10);
+    this.identity = options.identity ?? env.PERDURE_WORKER_IDENTITY ?? `${os.hostname()}:${process.pid}`;
+    this.shutdownGraceMs = options.shutdownGraceMs ?? 10_000;
+    const retry = options.retry ?? new RetryPolicy();
+    if (!(retry instanceof RetryPolicy)) throw new TypeError('retry must be a RetryPolicy');
+    if (!(Number.isInteger(this.concurrency) && this.concurrency >= 1 && this.concurrency <= 10_000)) {
+      throw new RangeError('concurrency must be an integer from 1 to 10,000');
+    }
+    if (typeof this.taskQueue !== 'string' || !this.taskQueue) throw new TypeError('taskQueue must be a non-empty string');
+    /** @type {Map<string, {fn: WorkflowFn, retry: RetryPolicy}>} */
+    this._workflows = new Map();
+    for (const [name, value] of Object.entries(options.workflows ?? {})) {
+      if (!name) throw new TypeError('a workflow type name must not be empty');
+      if (typeof value === 'function') this._workflows.set(name, { fn: value, retry });
+      else if (value && typeof value.run === 'function') {
+        if (value.retry !== undefined && !(value.retry instanceof RetryPolicy)) throw new TypeError(`retry of ${name} must be a RetryPolicy`);
+        this._workflows.set(name, { fn: value.run, retry: value.retry ?? retry });
+      } else throw new TypeError(`workflow ${name} must be a function or {run, retry}`);
+    }
+    /** @type {Map<string, StepFn>} */
+    this._steps = new Map();
+    for (const [name, fn] of Object.entries(options.steps ?? {})) {
+      if (!name || name.startsWith('$')) throw new TypeError(`step type must be non-empty and not start with '$': ${name}`);
+      if (typeof fn !== 'function') throw new TypeError(`step ${name} must be a function`);
+      this._steps.set(name, fn);
+    }
+    if (this._workflows.size === 0 && this._steps.size === 0) {
+      throw new TypeError('a worker needs at least one workflow or step type');
+    }
+    this._log = options.logger === null ? { info() {}, warn() {}, error() {} } : (options.logger ?? consoleLogger);
+    this._onConnected = options.onConnected;
+    /** @type {Map<string, {workflow_id: string, fence: number, step_id: string}>} leases held now */
+    this._leases = new Map();
+    /** @type {Set<Promise<void>>} */
+    this._running = new Set();
+    this._call = null; // the welcomed Connect stream
+    this._welcomes = 0;
+    this._stopRequested = false;
+    this._closing = false;
+    this._abort = new AbortController(); // aborted when running tasks are given up
+    this._stopped = new Promise((resolve) => {
+      this._requestStop = resolve;
+    });
+    this._wakeReconnect = () => {};
+  }
+
+  /** The workflow types this worker serves, sorted. */
+  get workflowTypes() {
+    return [...this._workflows.keys()].sort();
+  }
+
+  /** The remote step types this worker executes, sorted. */
+  get stepTypes() {
+    return [...this._steps.keys()].sort();
+  }
+
+  /** Begin a graceful shutdown; `run()` resolves once it is done. */
+  stop() {
+    this._stopRequested = true;
+    this._requestStop();
+  }
+
+  /** Serve until stopped, reconnecting to the scheduler whenever the stream breaks. */
+  async run() {
+    if (this._runCalled) throw new Error('run() may be called once');
+    this._runCalled = true;
+    const { TaskService } = loadProtos();
+    this._journal = new JournalClient(this.historyAddress);
+    this._tasks = new TaskService(this.schedulerAddress, grpc.credentials.createInsecure(), CHANNEL_OPTIONS);
+    this._log.info(
+      `worker ${this.identity} starting: queue ${this.taskQueue}, scheduler ${this.schedulerAddress}, history ${this.historyAddress}`,
+    );
+    const serving = this._serve();
+    try {
+      await this._stopped;
+      await this._drain(); // on the live stream, which keeps carrying heartbeats and TaskDone
+    } finally {
+      this._closing = true;
+      this._abort.abort();
+      this._wakeReconnect();
+      this._endStream?.();
+      await serving;
+      this._tasks.close();
+      this._journal.close();
+    }
+    this._log.info(`worker ${this.identity} stopped`);
+  }
+
+  async _serve() {
+    let delay = RECONNECT_FIRST_MS;
+    while (!this._closing) {
+      const welcomed = this._welcomes;
+      try {
+        await this._session();
+      } catch (error) {
+        if (this._closing) break;
+        if (this._welcomes > welcomed) delay = RECONNECT_FIRST_MS; // a session was up: afresh
+        const reason = error?.code !== undefined ? statusName(error.code) : error?.message;
+        this._log.warn(`scheduler stream lost (${reason}); reconnecting in ${(delay / 1000).toFixed(1)}s`);
+      }
+      if (this._closing) break;
+      await new Promise((resolve) => {
+        const timer = setTimeout(resolve, delay);
+        this._wakeReconnect = () => {
+          clearTimeout(timer);
+          resolve();
+        };
+      });
+      delay = Math.min(delay * 2, RECONNECT_MAX_MS);
+    }
+  }
+
+  /** One Connect stream: hello, welcome, then tasks and revocations until it ends (rejects). */
+  _session() {
+    return new Promise((_, reject) => {
+      const call = this._tasks.Connect();
+      let welcomed = false;
+      let heartbeats = null;
+      let ended = false;
+      const end = (error) => {
+        if (ended) return;
+        ended = true;
+        if (heartbeats) clearInterval(heartbeats);
+        if (this._call === call) this._call = null;
+        this._endStream = null;
+        call.removeAllListeners('data');
+        try {
+          call.cancel(); // closing the stream hands unfinished leases back at once
+        } catch {
+          // already closed
+        }
+        reject(error);
+      };
+      this._endStream = () => end(new Error('the worker stopped'));
+      call.on('data', (message) => {
+        if (!welcomed) {
+          if (message.message !== 'welcome') {
+            end(new Error('the scheduler did not welcome this worker'));
+            return;
+          }
+          welcomed = true;
+          this._call = call;
+          this._welcomes += 1;
+          const intervalMs = Math.max(50, (fromDuration(message.welcome.heartbeat_interval) ?? 3.333) * 1000);
+          heartbeats = setInterval(() => this._send({ heartbeat: { leases: [...this._leases.values()] } }), intervalMs);
+          this._log.info(
+            `worker ${this.identity} connected: queue ${this.taskQueue}, workflows ${this.workflowTypes.join(', ') || '-'}, steps ${this.stepTypes.join(', ') || '-'}`,
+          );
+          if (this._stopRequested) this._send({ drain: {} }); // reconnected while draining
+          try {
+            this._onConnected?.({ sessionId: message.welcome.session_id, heartbeatIntervalMs: intervalMs });
+          } catch (error) {
+            this._log.error(`onConnected failed: ${error?.message ?? error}`);
+          }
+          return;
+        }
+        if (message.message === 'task') this._start(message.task);
+        else if (message.message === 'lease_revoked') {
+          const lease = message.lease_revoked.lease ?? {};
+          const key = leaseKey(lease.workflow_id, lease.step_id);
+          if (this._leases.get(key)?.fence === Number(lease.fence)) this._leases.delete(key);
+          this._log.warn(
+            `lease of ${lease.workflow_id}${lease.step_id ? ` step ${lease.step_id}` : ''} (fence ${lease.fence}) revoked: ${message.lease_revoked.reason}`,
+          );
+        }
+      });
+      call.on('error', (error) => end(error));
+      call.on('end', () => end(new Error('the scheduler closed the stream')));
+      call.on('status', (status) => {
+        if (status.code !== grpc.status.OK) end(Object.assign(new Error(status.details), { code: status.code }));
+      });
+      const hello = {
+        identity: this.identity,
+        task_queue: this.taskQueue,
+        workflow_types: this.workflowTypes,
+        step_types: this.stepTypes,
+        capacity: this.concurrency,
+        leases: [...this._leases.values()],
+        timer_lookahead: toDuration(TIMER_LOOKAHEAD_SECONDS),
+      };
+      try {
+        call.write({ hello });
+      } catch (error) {
+        end(error);
+      }
+    });
+  }
+
+  _start(task) {
+    const stepTask = Boolean(task.step_id);
+    const lease = { workflow_id: task.workflow_id, fence: Number(task.fence), step_id: task.step_id ?? '' };
+    const key = leaseKey(lease.workflow_id, lease.step_id);
+    this._leases.set(key, lease);
+    const job = (stepTask ? this._runStep(task, lease) : this._runWorkflow(task, lease))
+      .catch((error) => this._log.error(`task of ${task.workflow_id} crashed: ${error?.stack ?? error}`))
+      .finally(() => this._running.delete(job));
+    this._running.add(job);
+  }
+
+  async _runWorkflow(task, lease) {
+    this._log.info(`running ${task.workflow_type} ${task.workflow_id} (fence ${task.fence})`);
+    await this._finishTask(lease, () =>
+      runWorkflowTask(task, this._journal, this._workflows, { log: this._log, abort: this._abort.signal }),
+    );
+  }
+
+  async _runStep(task, lease) {
+    this._log.info(`running step ${task.step_type} ${task.step_id} of ${task.workflow_id} (fence ${task.fence})`);
+    await this._finishTask(lease, () => runStepTask(task, this._journal, this._steps, { log: this._log, abort: this._abort.signal }));
+  }
+
+  /** Run a task; send TaskDone unless the lease is left to expire. */
+  async _finishTask(lease, run) {
+    const what = `${lease.workflow_id}${lease.step_id ? ` step ${lease.step_id}` : ''}`;
+    try {
+      await run();
+    } catch (error) {
+      if (error instanceof LeaseLostError) {
+        // Still say we are done with it: the release is fenced, a newer holder is untouched.
+        this._log.warn(`${what}: lease with fence ${lease.fence} lost, abandoning: ${error.message}`);
+      } else if (error instanceof JournalUnavailableError || error instanceof JournalRejectedError) {
+        this._log.error(`${what}: journal call failed (${error.message}); leaving it to lease expiry`);
+        this._forget(lease);
+        return;
+      } else {
+        this._log.error(`${what}: unexpected error (${error?.stack ?? error}); leaving it to lease expiry`);
+        this._forget(lease);
+        return;
+      }
+    }
+    this._forget(lease);
+    this._send({ task_done: { lease } });
+  }
+
+  _forget(lease) {
+    const key = leaseKey(lease.workflow_id, lease.step_id);
+    if (this._leases.get(key)?.fence === lease.fence) this._leases.delete(key);
+  }
+
+  _send(message) {
+    const call = this._call;
+    if (!call) return; // the lease was released with the stream, or expires
+    try {
+      call.write(message);
+    } catch {
+      // a broken stream is noticed by its listeners, which reconnect
+    }
+  }
+
+  async _drain() {
+    this._send({ drain: {} });
+    if (this._running.size === 0) return;
+    this._log.info(`draining: waiting up to ${Math.round(this.shutdownGraceMs / 1000)}s for ${this._running.size} running task(s)`);
+    let timer;
+    await Promise.race([
+      Promise.allSettled([...this._running]),
+      new Promise((resolve) => {
+        timer = setTimeout(resolve, this.shutdownGraceMs);
+      }),
+    ]);
+    clearTimeout(timer);
+    if (this._running.size) this._log.warn(`giving up ${this._running.size} running task(s); their leases are released`);
+  }
+}
+
+function leaseKey(workflowId, stepId) {
+  return `${workflowId}\u0000${stepId ?? ''}`;
+}

@@ -1,0 +1,139 @@
+// Fakes for unit tests: a hand-built journal (LoadJournalResponse) and a journal client that
+// records every call and answers like history would.
+
+import { toValue, toTimestamp, timestampMs, fromDuration } from '../src/payload.js';
+import { WorkflowContext } from '../src/context.js';
+import { RetryPolicy } from '../src/retry.js';
+
+export const NOW = Date.parse('2026-11-30T08:00:00Z');
+
+/** Builds a journal event by event; positions and ids as history assigns them. */
+export class JournalBuilder {
+  constructor({ workflowId = 'wf-1', workflowType = 'order', input = null, cancelRequested = false } = {}) {
+    this.workflow = {
+      workflow_id: workflowId,
+      workflow_type: workflowType,
+      task_queue: 'q',
+      status: 'WORKFLOW_STATUS_RUNNING',
+      input: toValue(input),
+      cancel_requested: cancelRequested,
+    };
+    this.events = [];
+    this.progress = [];
+    this.add('EVENT_TYPE_WORKFLOW_STARTED', {});
+  }
+
+  add(type, fields) {
+    this.events.push({ event_id: this.events.length + 1, event_type: type, position: 0, step_id: '', step_name: '', ...fields });
+    return this;
+  }
+
+  completed(position, stepId, payload, name = stepId.replace(/#\d+$/, '')) {
+    return this.add('EVENT_TYPE_STEP_COMPLETED', { position, step_id: stepId, step_name: name, payload: toValue(payload) });
+  }
+
+  failed(position, stepId, type, message) {
+    return this.add('EVENT_TYPE_STEP_FAILED', { position, step_id: stepId, step_name: stepId, failure: { type, message } });
+  }
+
+  attemptFailed(stepId, attempt, dueMs) {
+    return this.add('EVENT_TYPE_STEP_ATTEMPT_FAILED', {
+      step_id: stepId,
+      attempt,
+      failure: { type: 'Error', message: 'boom' },
+      due_time: toTimestamp(dueMs),
+    });
+  }
+
+  timer(position, stepId, dueMs) {
+    return this.add('EVENT_TYPE_TIMER_STARTED', { position, step_id: stepId, step_name: stepId, due_time: toTimestamp(dueMs) });
+  }
+
+  signal(name, payload) {
+    return this.add('EVENT_TYPE_SIGNAL_RECEIVED', { name, payload: toValue(payload) });
+  }
+
+  scheduled(position, stepId, input, taskQueue = 'tools') {
+    return this.add('EVENT_TYPE_STEP_SCHEDULED', {
+      position,
+      step_id: stepId,
+      step_name: stepId.replace(/#\d+$/, ''),
+      name: stepId.replace(/#\d+$/, ''),
+      payload: toValue(input),
+      task_queue: taskQueue,
+    });
+  }
+
+  /** A remote step's outcome: no position. */
+  remoteCompleted(stepId, payload) {
+    return this.add('EVENT_TYPE_STEP_COMPLETED', { step_id: stepId, step_name: stepId, payload: toValue(payload) });
+  }
+
+  remoteFailed(stepId, type, message) {
+    return this.add('EVENT_TYPE_STEP_FAILED', { step_id: stepId, step_name: stepId, failure: { type, message } });
+  }
+
+  cancelRequested(reason = 'stop') {
+    this.workflow.cancel_requested = true;
+    return this.add('EVENT_TYPE_CANCEL_REQUESTED', { failure: { type: 'Cancel', message: reason } });
+  }
+
+  cancellationDelivered(position, stepId) {
+    return this.add('EVENT_TYPE_CANCELLATION_DELIVERED', { position, step_id: stepId, step_name: stepId });
+  }
+
+  state(position, key) {
+    return this.add('EVENT_TYPE_STATE_UPDATED', { position, step_id: `$state:${key}`, step_name: `$state:${key}` });
+  }
+
+  loaded(nowMs = NOW) {
+    return { workflow: this.workflow, events: this.events, now: toTimestamp(nowMs), progress: this.progress };
+  }
+}
+
+/** A journal client answering like history; `calls` lists [method, request]. */
+export class FakeJournal {
+  constructor({ nowMs = NOW, cancelAfter = Infinity, errors = {} } = {}) {
+    this.nowMs = nowMs;
+    this.calls = [];
+    this.cancelAfter = cancelAfter; // answers report cancel_requested from this call on
+    this.errors = errors; // method -> error to throw (once)
+  }
+
+  async call(method, request) {
+    this.calls.push([method, structuredClone(request)]);
+    await new Promise((resolve) => setImmediate(resolve)); // answers come later
+    const error = this.errors[method];
+    if (error) {
+      delete this.errors[method];
+      throw error;
+    }
+    const cancel_requested = this.calls.length >= this.cancelAfter;
+    switch (method) {
+      case 'RecordStep':
+        return {
+          event_id: this.calls.length,
+          retry_time: request.retry_delay ? toTimestamp(this.nowMs + fromDuration(request.retry_delay) * 1000) : null,
+          cancel_requested,
+        };
+      case 'StartTimer':
+        return { fire_time: toTimestamp(this.nowMs + fromDuration(request.delay) * 1000), cancel_requested };
+      default:
+        return { cancel_requested };
+    }
+  }
+
+  methods() {
+    return this.calls.map(([method]) => method);
+  }
+
+  recorded(method) {
+    return this.calls.filter(([m]) => m === method).map(([, request]) => request);
+  }
+}
+
+export function context(builder, journal = new FakeJournal(), retry = new RetryPolicy()) {
+  return new WorkflowContext(builder.loaded(), journal, { fence: 7, retry });
+}
+
+export { timestampMs };

@@ -1,0 +1,201 @@
+// The Worker against an in-process fake scheduler (TaskService) and fake history
+// (JournalService): the hello, heartbeats of step leases, TaskDone, reconnects, drain.
+
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import grpc from '@grpc/grpc-js';
+import { Worker } from '../src/index.js';
+import { loadProtos } from '../src/proto.js';
+import { fromValue, toValue } from '../src/payload.js';
+import { RetryPolicy } from '../src/retry.js';
+
+class FakeCluster {
+  constructor() {
+    this.hellos = [];
+    this.messages = []; // everything workers sent after their hello
+    this.journalCalls = [];
+    this.streams = [];
+    this.loadStep = {
+      workflow_type: 'order',
+      step_type: 'charge',
+      input: toValue({ amount: 2 }),
+      attempt: 1,
+      retry: new RetryPolicy().toProto(),
+    };
+    this.waiters = [];
+  }
+
+  async start() {
+    const { TaskService, JournalService } = loadProtos();
+    this.server = new grpc.Server();
+    this.server.addService(TaskService.service, {
+      Connect: (stream) => {
+        this.streams.push(stream);
+        let first = true;
+        stream.on('data', (message) => {
+          if (first) {
+            first = false;
+            this.hellos.push(message.hello);
+            stream.write({ welcome: { session_id: 'abc', lease_ttl: { seconds: 1 }, heartbeat_interval: { nanos: 100_000_000 } } });
+          } else {
+            this.messages.push(message);
+          }
+          this._notify();
+        });
+        stream.on('end', () => stream.end());
+        stream.on('error', () => {});
+      },
+    });
+    const journal = {};
+    for (const method of Object.keys(JournalService.service)) {
+      journal[method] = (call, callback) => {
+        this.journalCalls.push([method, call.request]);
+        this._notify();
+        if (method === 'LoadStep') callback(null, this.loadStep);
+        else callback(null, {});
+      };
+    }
+    this.server.addService(JournalService.service, journal);
+    this.port = await new Promise((resolve, reject) =>
+      this.server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (error, port) => (error ? reject(error) : resolve(port))),
+    );
+    this.address = `127.0.0.1:${this.port}`;
+  }
+
+  _notify() {
+    for (const waiter of [...this.waiters]) waiter();
+  }
+
+  /** Resolve once `predicate()` holds (checked on every message); bounded. */
+  until(predicate, what, ms = 5000) {
+    return new Promise((resolve, reject) => {
+      const check = () => {
+        if (predicate()) {
+          this.waiters = this.waiters.filter((w) => w !== check);
+          clearTimeout(timer);
+          resolve();
+        }
+      };
+      const timer = setTimeout(() => {
+        this.waiters = this.waiters.filter((w) => w !== check);
+        reject(new Error(`timed out waiting for ${what}`));
+      }, ms);
+      this.waiters.push(check);
+      check();
+    });
+  }
+
+  push(task, stream = this.streams[this.streams.length - 1]) {
+    stream.write({ task });
+  }
+
+  stop() {
+    this.server.forceShutdown();
+  }
+}
+
+test('a worker says hello, executes a pushed step task, heartbeats its lease and reports TaskDone', { timeout: 20_000 }, async () => {
+  const cluster = new FakeCluster();
+  await cluster.start();
+  let release;
+  const gate = new Promise((resolve) => {
+    release = resolve;
+  });
+  const worker = new Worker({
+    scheduler: cluster.address,
+    history: cluster.address,
+    taskQueue: 'tools',
+    identity: 'test-worker',
+    concurrency: 3,
+    logger: null,
+    steps: {
+      refund: () => null,
+      charge: async (input, info) => {
+        await gate;
+        return { charged: input.amount, key: info.idempotencyKey };
+      },
+    },
+    workflows: { order: async () => null },
+  });
+  const running = worker.run();
+  try {
+    await cluster.until(() => cluster.hellos.length === 1, 'the hello');
+    const [hello] = cluster.hellos;
+    assert.equal(hello.identity, 'test-worker');
+    assert.equal(hello.task_queue, 'tools');
+    assert.deepEqual(hello.workflow_types, ['order']);
+    assert.deepEqual(hello.step_types, ['charge', 'refund']);
+    assert.equal(hello.capacity, 3);
+    assert.deepEqual(hello.timer_lookahead, { seconds: 0, nanos: 100_000_000 });
+    assert.deepEqual(hello.leases, []);
+
+    cluster.push({ workflow_id: 'wf-1', workflow_type: '', fence: 4, step_id: 'charge', step_type: 'charge' });
+    await cluster.until(() => cluster.journalCalls.some(([m]) => m === 'LoadStep'), 'LoadStep');
+    const lease = { workflow_id: 'wf-1', fence: 4, step_id: 'charge' };
+    await cluster.until(
+      () => cluster.messages.some((m) => m.message === 'heartbeat' && m.heartbeat.leases.some((l) => l.step_id === 'charge' && Number(l.fence) === 4)),
+      'a heartbeat listing the step lease',
+    );
+    release();
+    await cluster.until(() => cluster.messages.some((m) => m.message === 'task_done'), 'TaskDone');
+    const done = cluster.messages.find((m) => m.message === 'task_done').task_done.lease;
+    assert.deepEqual({ ...done, fence: Number(done.fence) }, lease);
+    const [, record] = cluster.journalCalls.find(([m]) => m === 'RecordStep');
+    assert.equal(record.step_task, true);
+    assert.equal(record.step_id, 'charge');
+    assert.deepEqual(fromValue(record.output), { charged: 2, key: 'wf-1:charge' });
+    // the lease is no longer listed
+    const count = cluster.messages.length;
+    await cluster.until(() => cluster.messages.slice(count).some((m) => m.message === 'heartbeat'), 'the next heartbeat');
+    const last = cluster.messages.filter((m) => m.message === 'heartbeat').at(-1);
+    assert.deepEqual(last.heartbeat.leases, []);
+  } finally {
+    release();
+    worker.stop();
+    await running;
+    cluster.stop();
+  }
+});
+
+test('leases still held are sent in the hello after a reconnect; stop() drains', { timeout: 20_000 }, async () => {
+  const cluster = new FakeCluster();
+  await cluster.start();
+  let release;
+  const gate = new Promise((resolve) => {
+    release = resolve;
+  });
+  const worker = new Worker({
+    scheduler: cluster.address,
+    history: cluster.address,
+    taskQueue: 'tools',
+    logger: null,
+    shutdownGraceMs: 5000,
+    steps: { charge: async () => { await gate; return 1; } },
+  });
+  const running = worker.run();
+  try {
+    await cluster.until(() => cluster.hellos.length === 1, 'the hello');
+    assert.deepEqual(cluster.hellos[0].workflow_types, []);
+    cluster.push({ workflow_id: 'wf-2', fence: 9, step_id: 'charge#3', step_type: 'charge' });
+    await cluster.until(() => cluster.journalCalls.some(([m]) => m === 'LoadStep'), 'LoadStep');
+    cluster.streams[0].end(); // the scheduler ends the stream (as a replica shutting down does)
+    await cluster.until(() => cluster.hellos.length === 2, 'a second hello', 3000);
+    const leases = cluster.hellos[1].leases.map((l) => ({ ...l, fence: Number(l.fence) }));
+    assert.deepEqual(leases, [{ workflow_id: 'wf-2', fence: 9, step_id: 'charge#3' }]);
+    worker.stop();
+    await cluster.until(() => cluster.messages.some((m) => m.message === 'drain'), 'Drain');
+    release();
+    await cluster.until(() => cluster.messages.some((m) => m.message === 'task_done'), 'TaskDone after the drain');
+  } finally {
+    release();
+    worker.stop();
+    await running;
+    cluster.stop();
+  }
+});
+
+test('a worker with neither workflows nor steps is refused', () => {
+  assert.throws(() => new Worker({ logger: null }), TypeError);
+  assert.throws(() => new Worker({ steps: { $x: () => 1 } }), TypeError);
+  assert.throws(() => new Worker({ steps: { x: () => 1 }, concurrency: 0 }), RangeError);
+});

@@ -1,0 +1,37 @@
+"""The Node.js SDK's own suite (`node --test` in sdk/node), against a real cluster."""
+
+from __future__ import annotations
+
+import subprocess
+
+from tests.fixtures.cluster import NODE_SDK, Cluster, require_node
+
+SUITE_TIMEOUT = 600.0
+
+
+def test_the_node_sdk_suite_passes_against_a_live_cluster(cluster: Cluster) -> None:
+    node = require_node()
+    env = {
+        **cluster.env(),
+        "PERDURE_GATEWAY": cluster.gateway,
+        "PERDURE_HISTORY": cluster.address("history"),
+        "PERDURE_SCHEDULER": cluster.address("scheduler"),
+    }
+    tests = sorted(
+        str(path.relative_to(NODE_SDK)) for path in (NODE_SDK / "test").glob("*.test.js")
+    )
+    assert tests, "sdk/node/test has no *.test.js files"
+
+    finished = subprocess.run(
+        [node, "--test", *tests],
+        cwd=NODE_SDK,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=SUITE_TIMEOUT,
+        check=False,
+    )
+
+    report = finished.stdout + finished.stderr
+    assert finished.returncode == 0, report
+    assert "# fail 0" in report and "# skipped 0" in report, report
