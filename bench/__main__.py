@@ -65,6 +65,9 @@ def run(profile: Profile, scratch: Path, *, peers: bool) -> dict[str, Any]:
         with Client(cluster.gateway, timeout=60) as client:
             cluster.start_workers(2, profile.concurrency)
             results["latency"] = shapes.latency(cluster, client, profile.latency_runs, commit_ms)
+            results["remote"] = shapes.remote_latency(
+                client, profile.latency_runs, results["latency"]["per_step_ms"]
+            )
             results["throughput"] = {}
             results["throughput"]["2wx10"] = shapes.throughput(
                 cluster, client, profile.workflows, 10, "2wx10"

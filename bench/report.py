@@ -60,6 +60,37 @@ def rows(results: Results) -> list[tuple[str, str, str]]:
                 f"{lat['per_step_vs_commit']}x commit (target ≤ 5x)",
             )
         )
+    if "remote" in results:
+        remote = results["remote"]
+        lines.append(
+            (
+                "10 remote steps (ctx.call), start → result",
+                f"{remote['ten_remote_steps']['median_ms']:.1f} ms median, "
+                f"{remote['per_remote_step_ms']:.1f} ms per step",
+                f"{remote['remote_vs_local_step']}x a local step",
+            )
+        )
+        for name, peer in results.get("peers", {}).items():
+            if "latency_local" in peer:  # its `latency` ran regular (task-queue) activities
+                ratio = (
+                    remote["ten_remote_steps"]["median_ms"]
+                    / peer["latency"]["ten_steps"]["median_ms"]
+                )
+                lines.append(
+                    (
+                        f"{name}: 10 activities vs 10 remote steps",
+                        f"{peer['latency']['ten_steps']['median_ms']:.1f} ms median",
+                        f"Perdure ÷ {name} = {ratio:.2f} (lower is better)",
+                    )
+                )
+        lines.append(
+            (
+                "10 remote steps side by side (ctx.gather)",
+                f"{remote['ten_side_by_side']['median_ms']:.1f} ms median, "
+                f"{remote['ten_side_by_side']['p99_ms']:.1f} ms p99",
+                "",
+            )
+        )
     for key, run in results.get("throughput", {}).items():
         lines.append(
             (

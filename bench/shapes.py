@@ -103,6 +103,39 @@ def latency(cluster: Cluster, client: Client, runs: int, commit_ms: float) -> di
     }
 
 
+def remote_latency(client: Client, runs: int, local_per_step_ms: float) -> dict[str, Any]:
+    """One workflow at a time: 10 remote steps one after the other (ctx.call), and 10 awaited
+    together (ctx.gather); per remote step against a local one."""
+    progress = Progress("remote steps")
+    durations: dict[str, list[float]] = {"remote_steps": [], "remote_fan_out": []}
+    for index in range(runs * 2):
+        workflow_type = "remote_fan_out" if index % 2 else "remote_steps"
+        workflow_id = f"{workflow_type}-{index}"
+        client.start_workflow(workflow_type, 10, workflow_id=workflow_id)
+        run = client.wait(workflow_id, timeout=TIMEOUT).workflow
+        durations[workflow_type].append(
+            (run.close_time.ToNanoseconds() - run.create_time.ToNanoseconds()) / 1e9
+        )
+        progress.update(index + 1, runs * 2)
+    sequential, fan_out = (
+        summary_ms(durations["remote_steps"]),
+        summary_ms(durations["remote_fan_out"]),
+    )
+    per_step = sequential["median_ms"] / 10
+    progress.done(
+        f"{per_step:.1f} ms per remote step, 10 side by side {fan_out['median_ms']:.1f} ms"
+    )
+    return {
+        "runs": runs,
+        "ten_remote_steps": sequential,
+        "ten_side_by_side": fan_out,
+        "per_remote_step_ms": round(per_step, 3),
+        "remote_vs_local_step": round(per_step / local_per_step_ms, 1)
+        if local_per_step_ms
+        else None,
+    }
+
+
 def throughput(
     cluster: Cluster, client: Client, workflows: int, steps: int, tag: str
 ) -> dict[str, Any]:

@@ -1,12 +1,14 @@
-"""The workflows the benchmark runs: no-op steps, a timer, a signal, a step held by a gate."""
+"""The workflows the benchmark runs: no-op steps (local and remote), a timer, a signal, a step
+held by a gate."""
 
 from __future__ import annotations
 
 import asyncio
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
-from perdure.worker import WorkflowContext, workflow
+from perdure.worker import WorkflowContext, remote_step, workflow
 
 
 def _noop() -> int:
@@ -29,6 +31,27 @@ async def noop_steps(ctx: WorkflowContext, count: int) -> int:
     for _ in range(count):
         await ctx.step("noop", _noop)
     return count
+
+
+@remote_step
+async def remote_noop(_: Any) -> int:
+    """A remote step that does nothing, executed by whichever worker takes its step task."""
+    return 1
+
+
+@workflow
+async def remote_steps(ctx: WorkflowContext, count: int) -> int:
+    """`count` remote no-op steps one after the other: each is a step task of its own, and
+    the workflow is suspended and replayed between them."""
+    for _ in range(count):
+        await ctx.call("remote_noop")
+    return count
+
+
+@workflow
+async def remote_fan_out(ctx: WorkflowContext, count: int) -> int:
+    """`count` remote no-op steps side by side, awaited together."""
+    return len(await ctx.gather(*(ctx.call("remote_noop") for _ in range(count))))
 
 
 @workflow
