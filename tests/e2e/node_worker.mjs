@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 // A Node worker for Python end-to-end tests: the workflow `node_order` and the remote step
-// types `notify`, `flaky`, `gated` and `square`. Every step execution appends one JSON line to
+// types `notify`, `flaky`, `gated` and `square` (which never ends on the worker named in its
+// input's `stall_on`). Every step execution appends one JSON line to
 // the ledger file. Prints "connected" once welcomed; drains on SIGTERM/SIGINT.
 //
 //   node tests/e2e/node_worker.mjs --scheduler HOST:PORT --history HOST:PORT --task-queue Q \
@@ -91,6 +92,7 @@ const steps = {
   },
   square: async (input, info) => {
     ledger('square', info);
+    if (input?.stall_on === identity) await new Promise(() => {}); // until the process dies
     await pause(input?.delay_ms ?? 0);
     return input.n * input.n;
   },

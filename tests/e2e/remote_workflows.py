@@ -59,8 +59,10 @@ async def fans_out(ctx: WorkflowContext, input: dict[str, Any]) -> list[Any]:
 
 @remote_step
 def square(input: dict[str, Any]) -> int:
-    """n * n, after `delay_ms`."""
+    """n * n, after `delay_ms`; on the worker named `stall_on`, never (until it is killed)."""
     note(input, "square")
+    while identity() == input.get("stall_on"):
+        time.sleep(0.05)
     time.sleep(input.get("delay_ms", 0) / 1000)
     return int(input["n"]) ** 2
 
