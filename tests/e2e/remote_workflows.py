@@ -4,13 +4,21 @@ in its input, with the worker's identity (as tests/e2e/node_worker.mjs does)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import time
 from pathlib import Path
 from typing import Any
 
-from perdure.worker import RetryPolicy, WorkflowContext, current_step, remote_step, workflow
+from perdure.worker import (
+    RetryPolicy,
+    WorkflowContext,
+    current_step,
+    heartbeat,
+    remote_step,
+    workflow,
+)
 
 FAST_RETRY = RetryPolicy(initial_interval=0.2, backoff_coefficient=1.0, maximum_attempts=5)
 
@@ -41,7 +49,11 @@ def identity() -> str:
 async def calls_remote(ctx: WorkflowContext, input: dict[str, Any]) -> dict[str, Any]:
     """Call one remote step, then a local one."""
     result = await ctx.call(
-        input["step"], input["input"], task_queue=input["queue"], retry=FAST_RETRY
+        input["step"],
+        input["input"],
+        task_queue=input["queue"],
+        retry=FAST_RETRY,
+        timeout=input.get("timeout"),
     )
     after = await ctx.step("after", lambda: "done")
     return {"remote": result, "after": after}
@@ -95,3 +107,16 @@ def gated_py(input: dict[str, Any]) -> dict[str, str]:
     while not Path(input["gate"]).exists():
         time.sleep(0.05)
     return {"by": identity()}
+
+
+@remote_step
+async def resumable(input: dict[str, Any]) -> Any:
+    """Report progress, then fail the first attempt; later attempts return what the last
+    attempt reported."""
+    note(input, "resumable")
+    step = current_step()
+    if step.attempt == 1:
+        heartbeat({"done": 41})
+        await asyncio.sleep(0.5)  # the heartbeat is sent in the background
+        raise FlakyError("lost the connection half way")
+    return step.heartbeat_details

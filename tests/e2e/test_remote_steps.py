@@ -129,6 +129,35 @@ def test_a_remote_step_that_runs_out_of_attempts_fails_where_it_is_awaited(
     assert (outcome.event_type, outcome.attempt) == (wf.EVENT_TYPE_STEP_FAILED, 5)
 
 
+def test_remote_steps_have_timeouts_and_heartbeats_like_local_ones(cluster: Cluster) -> None:
+    cluster.start_worker("runner", MODULE, task_queue="runs")
+    cluster.start_worker("tools", MODULE, task_queue="tools")
+    client = cluster.client()
+    client.start_workflow(
+        "calls_remote",
+        {"step": "square", "input": {"n": 3, "delay_ms": 5000}, "queue": "tools", "timeout": 0.3},
+        workflow_id="too-slow",
+        task_queue="runs",
+    )
+    client.start_workflow(
+        "calls_remote",
+        {"step": "resumable", "input": {}, "queue": "tools"},
+        workflow_id="resumed",
+        task_queue="runs",
+    )
+
+    too_slow = client.wait("too-slow", timeout=WAIT)
+    resumed = client.wait("resumed", timeout=WAIT)
+
+    # Each attempt was cut at its timeout, and the failure reached the awaiting workflow.
+    assert too_slow.workflow.status == wf.WORKFLOW_STATUS_FAILED
+    assert "StepTimeoutError" in too_slow.workflow.failure.message
+    [outcome] = remote_outcomes(client, "too-slow")
+    assert (outcome.failure.type, outcome.attempt) == ("StepTimeoutError", 5)
+    # The second attempt found the progress the first one reported.
+    assert result_of(resumed)["remote"] == {"done": 41}
+
+
 def test_fan_out_of_20_remote_steps_survives_a_killed_worker(
     cluster: Cluster, tmp_path: Path
 ) -> None:
