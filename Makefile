@@ -11,7 +11,7 @@ PACKAGES := -e proto -e services/telemetry -e services/common -e services/histor
 
 NODE_SDK := sdk/node
 
-.PHONY: install node-install run demo bench chaos test pytest lint typecheck proto proto-check fmt clean
+.PHONY: install node-install run demo bench chaos fuzz test pytest lint typecheck proto proto-check fmt clean
 
 $(STAMP): pyproject.toml proto/pyproject.toml services/*/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -51,6 +51,11 @@ bench: install
 chaos: install
 	$(BIN)/pytest tests/chaos --chaos -s
 
+# Generated and mutated requests at every public RPC and the worker protocol, 2,000 per RPC (a
+# few minutes); `make test` sends 25 per RPC. A failure prints how to reproduce it.
+fuzz: install
+	PERDURE_FUZZ_EXAMPLES=2000 $(BIN)/pytest tests/fuzz
+
 test: install lint typecheck proto-check pytest
 
 pytest: install node-install
@@ -75,4 +80,5 @@ proto-check: proto
 	git diff --exit-code -- proto/ || (echo "generated stubs are stale: run 'make proto' and commit" >&2; exit 1)
 
 clean:
-	rm -rf $(VENV) .perdure .pytest_cache .mypy_cache .ruff_cache bench-results $(NODE_SDK)/node_modules
+	rm -rf $(VENV) .perdure .pytest_cache .mypy_cache .ruff_cache .hypothesis bench-results \
+		$(NODE_SDK)/node_modules

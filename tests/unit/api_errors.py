@@ -10,7 +10,7 @@ import pytest
 from perdure.common.errors import ApiError
 
 
-def rejected(check: Callable[[], None]) -> ApiError:
+def rejected(check: Callable[[], object]) -> ApiError:
     """Run a check that must fail and return its error."""
     with pytest.raises(ApiError) as caught:
         check()

@@ -153,3 +153,11 @@ def test_size_is_checked_before_content() -> None:
     value = as_list(string_of_size(MAX_PAYLOAD_BYTES), number(float("nan")))
     error = rejected(lambda: validate_payload("input", value))
     assert error.code == grpc.StatusCode.RESOURCE_EXHAUSTED
+
+
+def test_a_nul_in_a_string_or_a_key_is_rejected_with_its_path() -> None:
+    in_string = as_struct(a=as_list(struct_pb2.Value(string_value="x\x00y")))
+    assert_invalid(rejected(lambda: validate_payload("input", in_string)), "input.a[0]", "NUL")
+    in_key = struct_pb2.Value()
+    in_key.struct_value.fields["k\x00"].string_value = "fine"
+    assert_invalid(rejected(lambda: validate_payload("result", in_key)), "result key", "NUL")

@@ -110,3 +110,8 @@ def test_known_statuses_pass(good: int) -> None:
 def test_unknown_status_is_rejected(bad: int) -> None:
     error = rejected(lambda: validate.status_filter(bad))
     assert_invalid(error, f"status {bad} is not a known WorkflowStatus")
+
+
+def test_a_nul_in_a_reason_or_a_key_is_refused() -> None:
+    assert_invalid(rejected(lambda: validate.reason("stop\x00")), "reason", "NUL")
+    assert_invalid(rejected(lambda: validate.state_key("ph\x00ase")), "key", "NUL")

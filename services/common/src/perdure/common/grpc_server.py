@@ -13,6 +13,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1._async import HealthServicer
 from grpc_reflection.v1alpha import reflection
 
+from perdure.common.decoding import TolerantServer
 from perdure.telemetry.rpc import server_interceptors
 
 log = logging.getLogger(__name__)
@@ -45,7 +46,7 @@ class ServerSpec:
 async def serve(spec: ServerSpec) -> None:
     """Run the server until SIGTERM or SIGINT, then drain: NOT_SERVING, stop work, stop."""
     server = grpc.aio.server(options=SERVER_OPTIONS, interceptors=server_interceptors())
-    spec.register(server)
+    spec.register(TolerantServer(server))  # type: ignore[arg-type]
     health = HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health, server)
     reflection.enable_server_reflection(

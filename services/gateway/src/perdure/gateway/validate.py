@@ -6,6 +6,7 @@ import re
 
 from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.common import errors
+from perdure.common.text import require_storable
 
 NAME_PATTERN = re.compile(r"[A-Za-z_][A-Za-z0-9_.:/-]{0,199}")
 MAX_ID_LENGTH = 255
@@ -70,6 +71,7 @@ def reason(value: str) -> None:
         raise errors.invalid_argument(
             f"reason is {len(value)} characters long; the limit is {MAX_REASON_LENGTH}"
         )
+    require_storable("reason", value)
 
 
 def state_key(value: str) -> None:
@@ -78,3 +80,4 @@ def state_key(value: str) -> None:
         raise errors.invalid_argument("key is required")
     if len(value) > MAX_KEY_LENGTH:
         raise errors.invalid_argument(f"key is longer than {MAX_KEY_LENGTH} characters")
+    require_storable("key", value)

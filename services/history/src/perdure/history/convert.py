@@ -7,13 +7,19 @@ from typing import Any
 
 from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.common.convert import python_to_value, timestamp
+from perdure.common.text import storable
 from perdure.history.store import OPEN_STATUSES, PAYLOAD_EVENTS, Row
 from perdure.telemetry.propagation import trace_id_of
 
 
 def failure_to_dict(failure: wf.Failure) -> dict[str, str]:
-    """A Failure as a jsonb-ready dict."""
-    return {"type": failure.type, "message": failure.message, "stack_trace": failure.stack_trace}
+    """A Failure as a jsonb-ready dict (its text made storable: it is a diagnosis, refusing
+    it would lose the failure)."""
+    return {
+        "type": storable(failure.type),
+        "message": storable(failure.message),
+        "stack_trace": storable(failure.stack_trace),
+    }
 
 
 def dict_to_failure(data: dict[str, str] | None) -> wf.Failure | None:

@@ -6,7 +6,7 @@ import asyncio
 import inspect
 import logging
 from collections.abc import AsyncIterator
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 import grpc
@@ -17,8 +17,15 @@ from perdure.api.worker.v1 import journal_service_pb2_grpc as jgrpc
 from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.api.workflow.v1 import workflow_service_pb2 as api
 from perdure.common import errors
-from perdure.common.convert import python_to_value, timestamp, value_to_python
+from perdure.common.convert import (
+    datetime_of,
+    python_to_value,
+    seconds_of,
+    timestamp,
+    value_to_python,
+)
 from perdure.common.payload import validate_payload
+from perdure.common.text import require_storable
 from perdure.history.convert import failure_to_dict
 from perdure.history.journal import Appended, Call, Journal, RemoteStep, StepAttempt
 from perdure.internal.history.v1 import history_service_pb2 as hpb
@@ -45,6 +52,7 @@ DEFAULT_RETRY = jpb.RetryPolicy(
 def _require_workflow_id(workflow_id: str) -> None:
     if not workflow_id:
         raise errors.invalid_argument("workflow_id is required")
+    require_storable("workflow_id", workflow_id)
 
 
 def _require_fence(fence: int) -> None:
@@ -64,6 +72,7 @@ def _require_step_lease(request: _StepLeaseRequest) -> None:
     _require_fence(request.fence)
     if not request.step_id:
         raise errors.invalid_argument("step_id is required")
+    require_storable("step_id", request.step_id)
 
 
 class HistoryServicer(hgrpc.HistoryServiceServicer):
@@ -206,6 +215,8 @@ def _call(request: _CallRequest) -> Call:
     _require_fence(request.fence)
     if not request.step_id or not request.step_name:
         raise errors.invalid_argument("step_id and step_name are required")
+    require_storable("step_id", request.step_id)
+    require_storable("step_name", request.step_name)
     if request.position < 0:
         raise errors.invalid_argument("position must be zero or more")
     return Call(
@@ -214,14 +225,14 @@ def _call(request: _CallRequest) -> Call:
 
 
 def _started(request: jpb.RecordStepRequest) -> datetime | None:
-    return request.start_time.ToDatetime(tzinfo=UTC) if request.HasField("start_time") else None
+    return datetime_of("start_time", request.start_time) if request.HasField("start_time") else None
 
 
 def _retry_policy(request: jpb.ScheduleStepRequest) -> dict[str, Any]:
     """The call's retry policy (the default when unset), validated, as stored."""
     retry = request.retry if request.HasField("retry") else DEFAULT_RETRY
-    initial = retry.initial_interval.ToTimedelta().total_seconds()
-    maximum = retry.maximum_interval.ToTimedelta().total_seconds()
+    initial = seconds_of("retry.initial_interval", retry.initial_interval)
+    maximum = seconds_of("retry.maximum_interval", retry.maximum_interval)
     if initial < 0 or maximum < 0:
         raise errors.invalid_argument("retry intervals must not be negative")
     if not retry.backoff_coefficient >= 1:
@@ -260,7 +271,7 @@ def _outcome(request: jpb.RecordStepRequest) -> tuple[str, dict[str, Any], float
         fields = {"failure": failure_to_dict(request.failure)}
     if not request.HasField("retry_delay"):
         return ("STEP_COMPLETED" if outcome == "output" else "STEP_FAILED"), fields, None
-    delay = request.retry_delay.ToTimedelta().total_seconds()
+    delay = seconds_of("retry_delay", request.retry_delay)
     if outcome != "failure" or delay < 0:
         raise errors.invalid_argument("retry_delay goes with a failure and must not be negative")
     return "STEP_ATTEMPT_FAILED", fields, delay
@@ -346,10 +357,11 @@ class JournalServicer(jgrpc.JournalServiceServicer):
             raise errors.invalid_argument(
                 f"task_queue must have 1 to {MAX_TASK_QUEUE_LENGTH} characters"
             )
+        require_storable("task_queue", request.task_queue)
         validate_payload("input", request.input)
         timeout = None
         if request.HasField("timeout"):
-            timeout = request.timeout.ToTimedelta().total_seconds()
+            timeout = seconds_of("timeout", request.timeout)
             if timeout <= 0:
                 raise errors.invalid_argument("timeout must be positive (unset: no limit)")
         step = RemoteStep(
@@ -393,11 +405,11 @@ class JournalServicer(jgrpc.JournalServiceServicer):
             raise errors.invalid_argument("one of delay or fire_time is required")
         if fire == "delay":
             appended = await self._journal.record(
-                call, "TIMER_STARTED", due_in=request.delay.ToTimedelta().total_seconds()
+                call, "TIMER_STARTED", due_in=seconds_of("delay", request.delay)
             )
         else:
             appended = await self._journal.record(
-                call, "TIMER_STARTED", due_at=request.fire_time.ToDatetime(tzinfo=UTC)
+                call, "TIMER_STARTED", due_at=datetime_of("fire_time", request.fire_time)
             )
         return jpb.StartTimerResponse(
             fire_time=timestamp(appended.due_at), cancel_requested=appended.cancel_requested
@@ -410,6 +422,7 @@ class JournalServicer(jgrpc.JournalServiceServicer):
         call = _call(request)
         if not request.signal_name:
             raise errors.invalid_argument("signal_name is required")
+        require_storable("signal_name", request.signal_name)
         if request.timed_out:
             if request.event_ids:
                 raise errors.invalid_argument("a timed-out wait consumes no signals")
@@ -434,6 +447,7 @@ class JournalServicer(jgrpc.JournalServiceServicer):
         call = _call(request)
         if not request.key or len(request.key) > MAX_KEY_LENGTH:
             raise errors.invalid_argument(f"key must have 1 to {MAX_KEY_LENGTH} characters")
+        require_storable("key", request.key)
         validate_payload("value", request.value)
         appended = await self._journal.record(
             call, "STATE_UPDATED", name=request.key, payload=value_to_python(request.value)
@@ -475,9 +489,12 @@ class JournalServicer(jgrpc.JournalServiceServicer):
         wait = request.wait
         if wait.kind == wf.WAIT_KIND_UNSPECIFIED or not wait.name:
             raise errors.invalid_argument("wait.kind and wait.name are required")
+        if wait.kind not in wf.WaitKind.values():
+            raise errors.invalid_argument(f"wait.kind {wait.kind} is not a known WaitKind")
+        require_storable("wait.name", wait.name)
         if wait.kind in _TIMED_WAITS and not wait.HasField("until"):
             raise errors.invalid_argument("timers and retries need wait.until")
-        until = wait.until.ToDatetime(tzinfo=UTC) if wait.HasField("until") else None
+        until = datetime_of("wait.until", wait.until) if wait.HasField("until") else None
         await self._journal.suspend(
             request.workflow_id,
             request.fence,
@@ -511,6 +528,7 @@ class JournalServicer(jgrpc.JournalServiceServicer):
         the others; the answers ready together leave in one message."""
         answers: asyncio.Queue[jpb.JournalAnswer | None] = asyncio.Queue()
         calls: set[asyncio.Task[None]] = set()
+        refused: list[errors.ApiError] = []  # a message that is not a SessionRequest
 
         async def answer(call: jpb.JournalCall) -> None:
             answers.put_nowait(await self._answer(call, context))
@@ -524,6 +542,8 @@ class JournalServicer(jgrpc.JournalServiceServicer):
                         task.add_done_callback(calls.discard)
             except asyncio.CancelledError:
                 pass  # closing: answer the calls taken, then end the stream
+            except errors.ApiError as error:
+                refused.append(error)  # answer the calls taken, then end with the error
             if calls:
                 await asyncio.wait(set(calls))
             answers.put_nowait(None)
@@ -541,6 +561,8 @@ class JournalServicer(jgrpc.JournalServiceServicer):
                 sent = [answer for answer in ready if answer is not None]
                 if sent:
                     yield jpb.SessionResponse(answers=sent)
+            if refused:
+                await errors.abort_with(context, refused[0])
         finally:
             reader.cancel()
             for task in calls:

@@ -16,6 +16,8 @@ from psycopg.types.json import Jsonb
 from perdure.api.worker.v1 import task_service_pb2 as tpb
 from perdure.api.worker.v1 import task_service_pb2_grpc as tgrpc
 from perdure.common import errors
+from perdure.common.convert import seconds_of
+from perdure.common.text import require_storable
 from perdure.internal.scheduler.v1 import scheduler_service_pb2 as spb
 from perdure.internal.scheduler.v1 import scheduler_service_pb2_grpc as sgrpc
 from perdure.scheduler.dispatcher import Dispatcher, Session
@@ -41,9 +43,13 @@ def _session_from_hello(message: tpb.ConnectRequest) -> Session:
             "hello must list at least one workflow or step type (workflow_types, step_types), "
             "none of them empty"
         )
+    require_storable("hello.identity", hello.identity)
+    require_storable("hello.task_queue", hello.task_queue)
+    for type_name in types:
+        require_storable("a declared type name", type_name)
     if not 1 <= hello.capacity <= MAX_CAPACITY:
         raise errors.invalid_argument(f"hello.capacity must be between 1 and {MAX_CAPACITY}")
-    lookahead = hello.timer_lookahead.ToTimedelta().total_seconds()
+    lookahead = seconds_of("hello.timer_lookahead", hello.timer_lookahead)
     if not 0 <= lookahead <= MAX_TIMER_LOOKAHEAD_SECONDS:
         raise errors.invalid_argument(
             f"hello.timer_lookahead must be between 0 and {MAX_TIMER_LOOKAHEAD_SECONDS} s"
@@ -59,7 +65,11 @@ def _session_from_hello(message: tpb.ConnectRequest) -> Session:
 
 
 def _leases(refs: Iterable[tpb.LeaseRef]) -> list[Lease]:
-    return [(ref.workflow_id, ref.step_id, ref.fence) for ref in refs]
+    leases = [(ref.workflow_id, ref.step_id, ref.fence) for ref in refs]
+    for workflow_id, step_id, _ in leases:
+        require_storable("a lease's workflow_id", workflow_id)
+        require_storable("a lease's step_id", step_id)
+    return leases
 
 
 def _duration(seconds: float) -> duration_pb2.Duration:
@@ -83,6 +93,7 @@ class TaskServicer(tgrpc.TaskServiceServicer):
             if first is grpc.aio.EOF:
                 return
             session = _session_from_hello(first)
+            held = _leases(first.hello.leases)
         except errors.ApiError as error:
             await errors.abort_with(context, error)
             return
@@ -103,7 +114,6 @@ class TaskServicer(tgrpc.TaskServiceServicer):
             ",".join(session.step_types) or "-",
             session.capacity,
         )
-        held = _leases(first.hello.leases)
         await self._dispatcher.heartbeat(session, held)
         reader = asyncio.create_task(self._read(session, context))
         outgoing: asyncio.Future[tpb.ConnectResponse | None] | None = None
@@ -114,7 +124,10 @@ class TaskServicer(tgrpc.TaskServiceServicer):
                 outgoing = asyncio.ensure_future(session.outgoing.get())
                 await asyncio.wait({outgoing, reader}, return_when=asyncio.FIRST_COMPLETED)
                 if not outgoing.done():
-                    reader.result()  # the worker closed the stream (or reading it failed)
+                    try:
+                        reader.result()  # the worker closed the stream (or reading it failed)
+                    except errors.ApiError as error:  # a malformed heartbeat or TaskDone
+                        await errors.abort_with(context, error)
                     return
                 message = outgoing.result()
                 if message is None:  # this replica is shutting down: the worker keeps its leases

@@ -1,0 +1,50 @@
+"""One cluster (the real services and a worker) for the whole fuzzing module, on a database of
+its own; PERDURE_FUZZ_EXAMPLES sets how many requests each test generates."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+
+import psycopg
+import pytest
+from hypothesis import HealthCheck, settings
+from psycopg import sql
+
+from tests.fixtures.cluster import Cluster
+from tests.fixtures.postgres import with_database
+
+SEEDED_RUNS = ("fuzz", "fuzz-1", "default", "go")
+
+settings.register_profile(
+    "perdure",
+    max_examples=int(os.environ.get("PERDURE_FUZZ_EXAMPLES", "25")),
+    deadline=None,  # real processes answer; their speed is not what is tested here
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    print_blob=True,  # a failure prints how to reproduce it
+)
+settings.load_profile("perdure")
+
+
+@pytest.fixture(scope="module")
+def fuzz_cluster(server_dsn: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """Gateway, history and scheduler, a worker serving the e2e waiting workflows on `default`,
+    and runs of `two_signals` (waiting for signal "go") under ids the strategies use."""
+    name = f"fuzz_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(server_dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    cluster = Cluster(with_database(server_dsn, name), tmp_path_factory.mktemp("fuzz"))
+    try:
+        cluster.start_services()
+        cluster.start_worker("fuzz-worker", module="tests.e2e.waiting_workflows")
+        with cluster.client() as client:
+            for workflow_id in SEEDED_RUNS:
+                client.start_workflow("two_signals", workflow_id=workflow_id)
+        yield cluster
+    finally:
+        cluster.stop()
+        with psycopg.connect(server_dsn, autocommit=True) as conn:
+            conn.execute(
+                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+            )
