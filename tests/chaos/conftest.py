@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import os
 import random
+import shutil
+import tempfile
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -20,13 +23,15 @@ def chaos_seed() -> int:
 
 
 @pytest.fixture(scope="module")
-def chaos_cluster(
-    tmp_path_factory: pytest.TempPathFactory, chaos_seed: int
-) -> Iterator[ChaosCluster]:
-    """The whole cluster behind the proxy, started once for the module's scenarios."""
-    cluster = ChaosCluster(tmp_path_factory.mktemp("chaos"), seed=chaos_seed)
+def chaos_cluster(chaos_seed: int) -> Iterator[ChaosCluster]:
+    """The whole cluster behind the proxy, started once for the module's scenarios. Its
+    directory is its own, not under pytest's base temp, which another pytest session on the
+    machine may delete (pytest keeps only the last three) while the database runs in it."""
+    workdir = Path(tempfile.mkdtemp(prefix="perdure-chaos-"))
+    cluster = ChaosCluster(workdir, seed=chaos_seed)
     try:
         cluster.start()
         yield cluster
     finally:
         cluster.close()
+        shutil.rmtree(workdir, ignore_errors=True)

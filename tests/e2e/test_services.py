@@ -5,6 +5,7 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 
@@ -40,6 +41,16 @@ def test_reflection_lists_each_service(cluster: Cluster) -> None:
     } <= listed_services(cluster.address("scheduler"))
     for address in (cluster.gateway, cluster.address("history"), cluster.address("scheduler")):
         assert "grpc.health.v1.Health" in listed_services(address)
+
+
+def test_reflection_can_be_switched_off(start_cluster: Callable[..., Cluster]) -> None:
+    cluster = start_cluster(PERDURE_REFLECTION="off")
+    for address in (cluster.gateway, cluster.address("history"), cluster.address("scheduler")):
+        with pytest.raises(grpc.RpcError) as caught:
+            listed_services(address)
+        assert caught.value.code() == grpc.StatusCode.UNIMPLEMENTED
+    with cluster.client() as client:  # the services themselves still answer
+        assert client.list().workflows == []
 
 
 def test_sigterm_lets_a_worker_finish_what_it_holds(cluster: Cluster, tmp_path: Path) -> None:

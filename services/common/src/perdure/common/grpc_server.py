@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import signal
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -30,6 +31,15 @@ SERVER_OPTIONS = [
 ]
 
 
+def reflection_enabled() -> bool:
+    """Server reflection (what `grpcurl list` and `describe` use): PERDURE_REFLECTION=on, the
+    default, or off, for deployments that should not describe themselves to anyone."""
+    setting = os.environ.get("PERDURE_REFLECTION", "on").strip().lower()
+    if setting not in ("on", "off"):
+        raise SystemExit(f"PERDURE_REFLECTION must be on or off, not {setting!r}")
+    return setting == "on"
+
+
 @dataclass
 class ServerSpec:
     """What one service process serves and how it starts and stops its own work."""
@@ -49,14 +59,15 @@ async def serve(spec: ServerSpec) -> None:
     spec.register(TolerantServer(server))  # type: ignore[arg-type]
     health = HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health, server)
-    reflection.enable_server_reflection(
-        [
-            *spec.service_names,
-            health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
-            reflection.SERVICE_NAME,
-        ],
-        server,
-    )
+    if reflection_enabled():
+        reflection.enable_server_reflection(
+            [
+                *spec.service_names,
+                health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
+                reflection.SERVICE_NAME,
+            ],
+            server,
+        )
     try:
         port = server.add_insecure_port(spec.listen)
     except RuntimeError:
