@@ -9,19 +9,19 @@ from perdure.api.worker.v1 import journal_service_pb2 as jpb
 from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.worker._context import JournalClient, WorkflowContext
 from perdure.worker._retry import RetryPolicy
+from perdure.worker._session import JournalSession
 
 NOW = datetime(2030, 1, 1, tzinfo=UTC)
 
 
-class FakeJournal:
-    """Records every request; the methods named as JournalService's answer like history
-    would, minus the database."""
+class FakeJournal(JournalClient):
+    """A lease's journal client that records every request instead of sending it; the
+    methods named as JournalService's answer like history would, minus the database."""
 
     def __init__(
         self, workflow_id: str = "wf-1", fence: int = 2, error: BaseException | None = None
     ) -> None:
-        self.workflow_id = workflow_id
-        self.fence = fence
+        super().__init__(cast(JournalSession, None), workflow_id, fence)
         self.error = error
         self.recorded: list[Any] = []
 
@@ -87,4 +87,4 @@ def make_context(
         events=events,
     )
     loaded.now.FromDatetime(NOW)
-    return WorkflowContext(loaded, cast(JournalClient, journal), retry or RetryPolicy())
+    return WorkflowContext(loaded, journal, retry or RetryPolicy())

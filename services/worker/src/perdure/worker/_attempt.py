@@ -83,14 +83,28 @@ class Heartbeats:
         self._sender: asyncio.Task[None] | None = None
 
     def report_threadsafe(self, step: StepContext, details: struct_pb2.Value | None) -> None:
-        """Queue progress from any thread."""
-        self._loop.call_soon_threadsafe(self.report, step, details)
+        """Queue progress from any thread (a sync step's, or the event loop's own)."""
+        try:
+            on_loop = asyncio.get_running_loop() is self._loop
+        except RuntimeError:  # a worker thread
+            on_loop = False
+        if on_loop:
+            self.report(step, details)
+        else:
+            # Queued before the thread's result reaches the loop, so before the flush below.
+            self._loop.call_soon_threadsafe(self.report, step, details)
 
     def report(self, step: StepContext, details: struct_pb2.Value | None) -> None:
         """Queue progress (on the event loop)."""
         self._latest = (step, details)
         if self._sender is None or self._sender.done():
             self._sender = asyncio.create_task(self._send())
+
+    async def flush(self) -> None:
+        """Wait until the progress queued so far is sent: an attempt's outcome is recorded
+        after it, so the next attempt always finds the last details reported."""
+        if self._sender is not None:
+            await asyncio.wait([self._sender])  # its failures are its own: progress is best effort
 
     def announce(self, step: StepContext) -> None:
         """Report a long-running step once, so that describe shows it as the current step
@@ -169,6 +183,7 @@ async def run_attempt(
             retrying = retry.retries(error, step.attempt)
             if retrying:
                 request.retry_delay.FromTimedelta(timedelta(seconds=retry.delay(step.attempt)))
+            await heartbeats.flush()
             response = await record(request)
             retry_at = response.retry_time.ToDatetime(tzinfo=UTC) if retrying else None
             step_attempt_ended(span, attempt.workflow_type, attempt.name, seconds, error, retry_at)
@@ -205,6 +220,7 @@ async def run_attempt(
             if announce is not None:
                 announce.cancel()
         request.output.CopyFrom(encoded)
+        await heartbeats.flush()
         try:
             response = await record(request)
         except JournalRejectedError as error:  # the result breaks the payload limits

@@ -103,6 +103,12 @@ class JournalClient:
                 raise JournalRejectedError(f"{error.reason}: {error.message}") from None
             raise JournalUnavailableError(str(error)) from error
 
+    async def record(self, request: Any) -> Any:
+        """Send a record under this lease (its workflow id and fence filled in)."""
+        request.workflow_id = self.workflow_id
+        request.fence = self.fence
+        return await self.call(request)
+
     async def load(self) -> jpb.LoadJournalResponse:
         """Load the journal, fencing out every earlier holder."""
         request = jpb.LoadJournalRequest(workflow_id=self.workflow_id, fence=self.fence)
@@ -363,9 +369,7 @@ class WorkflowContext:
 
     async def _record(self, request: Any) -> Any:
         """Send a record of this lease; note a cancel request the answer reports."""
-        request.workflow_id = self.workflow_id
-        request.fence = self.fence
-        response = await self._journal.call(request)
+        response = await self._journal.record(request)
         if getattr(response, "cancel_requested", False):
             self._cancel_requested = True
         return response

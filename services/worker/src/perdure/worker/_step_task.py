@@ -22,7 +22,7 @@ async def run_step_task(
     """Load the step (fencing out earlier holders of its task), run the attempt due, and
     journal its outcome; a failed attempt with retries left is made due again by history.
     Raises LeaseLostError if fenced out, or if the step or its workflow is closed already."""
-    journal = StepJournal(session, task.workflow_id, task.fence)
+    journal = JournalClient(session, task.workflow_id, task.fence)
     request = jpb.LoadStepRequest(
         workflow_id=task.workflow_id, step_id=task.step_id, fence=task.fence
     )
@@ -62,13 +62,3 @@ async def run_step_task(
         task.fence,
         outcome,
     )
-
-
-class StepJournal(JournalClient):
-    """The journal calls of one step task's lease."""
-
-    async def record(self, request: jpb.RecordStepRequest | jpb.RecordHeartbeatRequest) -> object:
-        """Send a record under the step task's lease."""
-        request.workflow_id = self.workflow_id
-        request.fence = self.fence
-        return await self.call(request)
