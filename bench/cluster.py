@@ -51,6 +51,8 @@ class Cluster:
             "PERDURE_DATABASE_URL": self.dsn,
             "PERDURE_HISTORY_ADDRESS": self.address("history"),
             "PERDURE_SCHEDULER_ADDRESS": self.address("scheduler"),
+            # A local harness: no API keys (the services warn about it).
+            "PERDURE_AUTH": "off",
             "PERDURE_LOG_LEVEL": "WARNING",
             "PYTHONPATH": str(REPO),
         }

@@ -22,6 +22,7 @@ import grpc
 
 from examples.research_agent.notifications import database_path, delivered_notifications
 from examples.research_agent.workflow import STEPS, AgentInput
+from perdure.cli.workflow_cmd import api_key
 from perdure.client import Client
 
 
@@ -96,7 +97,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         _say(f"error: {error}", file=sys.stderr)
         return 2
     try:
-        with Client(args.address) as client:
+        with Client(args.address, api_key=api_key()) as client:  # PERDURE_API_KEY or dev's key
             started = client.start_workflow("research_agent", value, workflow_id=args.id)
     except grpc.RpcError as error:
         _say(f"error: {error.code().name}: {error.details()}", file=sys.stderr)

@@ -53,6 +53,7 @@ from examples.research_agent.workflow import CRASH_EXIT_CODE, STEPS
 from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.api.workflow.v1 import workflow_service_pb2 as api
 from perdure.cli.dev_cmd import free_base_port
+from perdure.cli.workflow_cmd import DEV_KEY_FILE
 from perdure.client import Client
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -152,6 +153,10 @@ class LocalCluster:
     def address(self) -> str:
         """The gateway."""
         return f"localhost:{self.base_port}"
+
+    def api_key(self) -> str:
+        """The admin key `perdure dev` keeps in its data directory."""
+        return (self.data_dir / DEV_KEY_FILE).read_text().strip()
 
     @property
     def database(self) -> Path:
@@ -312,11 +317,17 @@ def _port_free(port: int) -> bool:
 # -- talking to the cluster -----------------------------------------------------------------------
 
 
-def run_command(argv: Sequence[str], shown: str) -> str:
-    """Run a command as a person would type it (`shown`); print it and its output."""
+def run_command(cluster: LocalCluster, argv: Sequence[str], shown: str) -> str:
+    """Run a command as a person would type it (`shown`) beside the cluster's `perdure dev`,
+    whose admin key it finds in the data directory; print it and its output."""
     say(f"  $ {shown}")
     done = subprocess.run(
-        [sys.executable, *argv], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60
+        [sys.executable, *argv],
+        cwd=REPO_ROOT,
+        env={**os.environ, "PERDURE_DATA_DIR": str(cluster.data_dir)},
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     output = (done.stdout + done.stderr).strip()
     if output:
@@ -330,6 +341,7 @@ def start_run(cluster: LocalCluster, workflow_id: str, *flags: str) -> None:
     """`python -m examples.research_agent start ...`."""
     args = ["start", "--topic", "durable agents", "--id", workflow_id, *flags]
     run_command(
+        cluster,
         ["-m", "examples.research_agent", *args, "--address", cluster.address],
         "python -m examples.research_agent " + shlex.join(args),
     )
@@ -338,6 +350,7 @@ def start_run(cluster: LocalCluster, workflow_id: str, *flags: str) -> None:
 def approve(cluster: LocalCluster, workflow_id: str, comment: str) -> None:
     """`perdure approve ID --comment ...`."""
     run_command(
+        cluster,
         [
             *("-m", "perdure.cli", "approve", "--address", cluster.address),
             *(workflow_id, "--comment", comment),
@@ -453,6 +466,7 @@ def phase_approval(cluster: LocalCluster, client: Client) -> None:
     start_run(cluster, "demo-approve")
     wait_for_approval_request(client, "demo-approve")
     run_command(
+        cluster,
         [
             *("-m", "perdure.cli", "workflow", "--address", cluster.address),
             *("query", "demo-approve", "phase"),
@@ -580,7 +594,7 @@ def phase_restart(cluster: LocalCluster, client: Client) -> None:
         f"PostgreSQL (pid {postgres}) is stopped",
     )
     cluster.start()
-    client = Client(cluster.address)
+    client = Client(cluster.address, api_key=cluster.api_key())
     try:
         after = client.describe(workflow_id)
         evidence(
@@ -714,7 +728,7 @@ def _run_phase(
         if not cluster.running():
             say("  (perdure dev is not running: starting it again)")
             cluster.start()
-        with Client(cluster.address) as client:
+        with Client(cluster.address, api_key=cluster.api_key()) as client:
             phase(cluster, client)
     except Exception as error:  # a failed phase is reported; the next one still runs
         say(f"  [FAIL] {type(error).__name__}: {error}")

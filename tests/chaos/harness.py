@@ -140,6 +140,8 @@ class ChaosCluster:
     def _env(self, extra: dict[str, str]) -> dict[str, str]:
         return {
             **os.environ,
+            # A local harness: no API keys (the services warn about it).
+            "PERDURE_AUTH": "off",
             "PERDURE_LOG_LEVEL": "INFO",
             "PERDURE_LEASE_TTL": f"{self.lease_ttl:g}",
             "PYTHONUNBUFFERED": "1",

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.fixtures.cluster import REPO_ROOT, wait_until
-from tests.fixtures.dev import perdure, running_dev
+from tests.fixtures.dev import cli_env, perdure, running_dev
 
 
 @pytest.fixture
@@ -29,6 +29,7 @@ def approve(address: str, workflow_id: str) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "perdure.cli", "approve", "--address", address, workflow_id],
         cwd=REPO_ROOT,
+        env=cli_env(address),
         capture_output=True,
         text=True,
         timeout=120,
@@ -41,6 +42,16 @@ def test_dev_cluster_runs_the_example_from_the_cli(
     dev_cluster: tuple[str, subprocess.Popen[bytes], Path],
 ) -> None:
     address, dev, log = dev_cluster
+    assert "API key    prd_" in log.read_text()  # dev made an admin key and said so
+    keyless = subprocess.run(
+        [sys.executable, "-m", "perdure.cli", "workflow", "--address", address, "list"],
+        cwd=REPO_ROOT,
+        env={**cli_env(address), "PERDURE_DATA_DIR": str(log.parent)},  # a directory with none
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert keyless.returncode == 1 and "UNAUTHENTICATED" in keyless.stderr
     start = ("start", "research_agent", "--input", '{"topic": "fencing"}', "--id", "cli-1")
     started = perdure(address, *start)
     assert started.returncode == 0, started.stderr
@@ -123,3 +134,18 @@ def test_dev_restarts_a_killed_worker_which_resumes_the_workflow(
     assert fences["create_plan"] == 1 and fences["notify"] == 2
     assert "the worker exited with -9; starting it again" in log.read_text()
     assert "Skipping completed step: create_plan" in log.read_text()
+
+
+def test_dev_runs_open_only_when_asked_and_says_so_loudly(tmp_path: Path) -> None:
+    with running_dev(tmp_path, "--insecure") as (address, _, log):
+        assert "INSECURE: no API keys" in log.read_text()
+        assert "AUTHENTICATION IS OFF" in log.read_text()  # each service warns too
+        listed = subprocess.run(
+            [sys.executable, "-m", "perdure.cli", "workflow", "--address", address, "list"],
+            cwd=REPO_ROOT,
+            env={**os.environ, "PERDURE_DATA_DIR": str(tmp_path)},  # no key anywhere
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    assert listed.returncode == 0, listed.stderr

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 import psycopg
 import pytest
@@ -27,20 +28,19 @@ settings.register_profile(
 settings.load_profile("perdure")
 
 
-@pytest.fixture(scope="module")
-def fuzz_cluster(server_dsn: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    """Gateway, history and scheduler, a worker serving the e2e waiting workflows on `default`,
-    and runs of `two_signals` (waiting for signal "go") under ids the strategies use."""
+@contextmanager
+def cluster_of_its_own(
+    server_dsn: str, tmp_path_factory: pytest.TempPathFactory, **env: str
+) -> Iterator[Cluster]:
+    """Gateway, history and scheduler on a database of their own, dropped afterwards."""
     name = f"fuzz_{uuid.uuid4().hex[:12]}"
     with psycopg.connect(server_dsn, autocommit=True) as conn:
         conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    cluster = Cluster(with_database(server_dsn, name), tmp_path_factory.mktemp("fuzz"))
+    cluster = Cluster(
+        with_database(server_dsn, name), tmp_path_factory.mktemp("fuzz"), env_overrides=env
+    )
     try:
         cluster.start_services()
-        cluster.start_worker("fuzz-worker", module="tests.e2e.waiting_workflows")
-        with cluster.client() as client:
-            for workflow_id in SEEDED_RUNS:
-                client.start_workflow("two_signals", workflow_id=workflow_id)
         yield cluster
     finally:
         cluster.stop()
@@ -48,3 +48,22 @@ def fuzz_cluster(server_dsn: str, tmp_path_factory: pytest.TempPathFactory) -> I
             conn.execute(
                 sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
             )
+
+
+@pytest.fixture(scope="module")
+def fuzz_cluster(server_dsn: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """A worker serving the e2e waiting workflows on `default`, and runs of `two_signals`
+    (waiting for signal "go") under ids the strategies use."""
+    with cluster_of_its_own(server_dsn, tmp_path_factory) as cluster:
+        cluster.start_worker("fuzz-worker", module="tests.e2e.waiting_workflows")
+        with cluster.client() as client:
+            for workflow_id in SEEDED_RUNS:
+                client.start_workflow("two_signals", workflow_id=workflow_id)
+        yield cluster
+
+
+@pytest.fixture(scope="module")
+def secured_cluster(server_dsn: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """A cluster requiring API keys (and holding none)."""
+    with cluster_of_its_own(server_dsn, tmp_path_factory, PERDURE_AUTH="on") as cluster:
+        yield cluster

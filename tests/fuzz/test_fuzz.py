@@ -15,6 +15,7 @@ from google.protobuf.message import Message
 from hypothesis import given
 from hypothesis import strategies as st
 
+from perdure.api.admin.v1 import admin_service_pb2 as admin
 from perdure.api.worker.v1 import journal_service_pb2 as jpb
 from perdure.api.worker.v1 import task_service_pb2 as tpb
 from perdure.api.workflow.v1 import workflow_service_pb2 as api
@@ -41,7 +42,9 @@ def unary_methods(service: d.ServiceDescriptor) -> list[d.MethodDescriptor]:
     return [m for m in service.methods if not (m.client_streaming or m.server_streaming)]
 
 
-PUBLIC = unary_methods(api.DESCRIPTOR.services_by_name["WorkflowService"])
+PUBLIC = unary_methods(api.DESCRIPTOR.services_by_name["WorkflowService"]) + unary_methods(
+    admin.DESCRIPTOR.services_by_name["AdminService"]
+)
 JOURNAL = unary_methods(jpb.DESCRIPTOR.services_by_name["JournalService"])
 TARGETS = [("gateway", m) for m in PUBLIC] + [("history", m) for m in JOURNAL]
 
@@ -204,3 +207,30 @@ def test_the_fuzzed_journal_is_consistent(fuzz_cluster: Cluster) -> None:
     assert runs is not None and runs[0] > 0  # the fuzzing reached the journal
     assert gaps == [] and starts == [] and closes == []
     assert_alive(fuzz_cluster)
+
+
+TOKENS = st.one_of(
+    st.text(st.characters(min_codepoint=33, max_codepoint=126), max_size=200),
+    st.builds(lambda middle: f"prd_{middle}", st.text("0123456789abcdef_-xyz", max_size=80)),
+)
+SECURED = [("gateway", m) for m in PUBLIC] + [("history", m) for m in JOURNAL]
+
+
+@pytest.mark.parametrize(("service", "method"), SECURED, ids=lambda t: getattr(t, "name", t))
+def test_made_up_keys_are_unauthenticated(
+    secured_cluster: Cluster, service: str, method: d.MethodDescriptor
+) -> None:
+    """With keys required and none made, whatever token a call carries (or none) it is refused
+    UNAUTHENTICATED before its request is even looked at."""
+    channel = grpc.insecure_channel(secured_cluster.address(service))
+    send: Any = channel.unary_unary(f"/{method.containing_service.full_name}/{method.name}")
+
+    @given(request=messages(method.input_type), token=st.none() | TOKENS)
+    def check(request: Message, token: str | None) -> None:
+        metadata = None if token is None else (("authorization", f"Bearer {token}"),)
+        with pytest.raises(grpc.RpcError) as caught:
+            send(request.SerializeToString(), metadata=metadata, timeout=CALL_TIMEOUT)
+        assert caught.value.code() == grpc.StatusCode.UNAUTHENTICATED, caught.value.details()
+        assert_alive(secured_cluster)
+
+    check()

@@ -3,7 +3,7 @@
 
 import grpc from '@grpc/grpc-js';
 import { JournalCallError } from './errors.js';
-import { CHANNEL_OPTIONS, errorReason, loadProtos, statusName } from './proto.js';
+import { clientOptions, errorReason, loadProtos, statusName } from './proto.js';
 
 export const JOURNAL_TIMEOUT_MS = 30_000;
 const ATTEMPTS = 5;
@@ -14,10 +14,13 @@ const FIRST_BACKOFF_MS = 100;
  * with JournalCallError carrying the status name and ErrorInfo reason.
  */
 export class JournalClient {
-  /** @param {string} address */
-  constructor(address) {
+  /**
+   * @param {string} address
+   * @param {string} [apiKey] a worker key, sent with every call
+   */
+  constructor(address, apiKey) {
     const { JournalService } = loadProtos();
-    this._client = new JournalService(address, grpc.credentials.createInsecure(), CHANNEL_OPTIONS);
+    this._client = new JournalService(address, grpc.credentials.createInsecure(), clientOptions(apiKey));
   }
 
   /**

@@ -58,6 +58,23 @@ export const CHANNEL_OPTIONS = Object.freeze({
   'grpc.max_receive_message_length': 64 * 1024 * 1024,
 });
 
+/**
+ * Client options for a channel: CHANNEL_OPTIONS, plus an interceptor that sends `apiKey` as
+ * `authorization: Bearer <key>` on every call (unary and streaming) when one is given.
+ * @param {string | undefined} apiKey
+ */
+export function clientOptions(apiKey) {
+  if (!apiKey) return CHANNEL_OPTIONS;
+  const bearer = (options, nextCall) =>
+    new grpc.InterceptingCall(nextCall(options), {
+      start(metadata, listener, next) {
+        metadata.set('authorization', `Bearer ${apiKey}`);
+        next(metadata, listener);
+      },
+    });
+  return { ...CHANNEL_OPTIONS, interceptors: [bearer] };
+}
+
 /** The name of a numeric gRPC status code ("UNAVAILABLE"...). */
 export function statusName(code) {
   for (const [name, value] of Object.entries(grpc.status)) {

@@ -6,7 +6,7 @@ import grpc from '@grpc/grpc-js';
 import { JournalRejectedError, JournalUnavailableError, LeaseLostError } from './errors.js';
 import { JournalClient } from './journal.js';
 import { fromDuration, toDuration } from './payload.js';
-import { CHANNEL_OPTIONS, loadProtos, statusName } from './proto.js';
+import { clientOptions, loadProtos, statusName } from './proto.js';
 import { RetryPolicy } from './retry.js';
 import { runStepTask, runWorkflowTask } from './runner.js';
 
@@ -49,6 +49,9 @@ export class Worker {
     this.concurrency = options.concurrency ?? (env.PERDURE_WORKER_CONCURRENCY ? Number(env.PERDURE_WORKER_CONCURRENCY) : 10);
     this.identity = options.identity ?? env.PERDURE_WORKER_IDENTITY ?? `${os.hostname()}:${process.pid}`;
     this.shutdownGraceMs = options.shutdownGraceMs ?? 10_000;
+    // A worker key (scoped to a namespace and task queues); sent on every call when set.
+    this._apiKey = options.apiKey ?? env.PERDURE_API_KEY;
+    this.namespace = options.namespace ?? env.PERDURE_NAMESPACE ?? '';
     const retry = options.retry ?? new RetryPolicy();
     if (!(retry instanceof RetryPolicy)) throw new TypeError('retry must be a RetryPolicy');
     if (!(Number.isInteger(this.concurrency) && this.concurrency >= 1 && this.concurrency <= 10_000)) {
@@ -113,8 +116,8 @@ export class Worker {
     if (this._runCalled) throw new Error('run() may be called once');
     this._runCalled = true;
     const { TaskService } = loadProtos();
-    this._journal = new JournalClient(this.historyAddress);
-    this._tasks = new TaskService(this.schedulerAddress, grpc.credentials.createInsecure(), CHANNEL_OPTIONS);
+    this._journal = new JournalClient(this.historyAddress, this._apiKey);
+    this._tasks = new TaskService(this.schedulerAddress, grpc.credentials.createInsecure(), clientOptions(this._apiKey));
     this._log.info(
       `worker ${this.identity} starting: queue ${this.taskQueue}, scheduler ${this.schedulerAddress}, history ${this.historyAddress}`,
     );
@@ -225,6 +228,7 @@ export class Worker {
         capacity: this.concurrency,
         leases: [...this._leases.values()],
         timer_lookahead: toDuration(TIMER_LOOKAHEAD_SECONDS),
+        namespace: this.namespace,
       };
       try {
         call.write({ hello });

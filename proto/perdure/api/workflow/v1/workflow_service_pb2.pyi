@@ -12,16 +12,18 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class StartWorkflowRequest(_message.Message):
-    __slots__ = ("workflow_type", "workflow_id", "task_queue", "input")
+    __slots__ = ("workflow_type", "workflow_id", "task_queue", "input", "namespace")
     WORKFLOW_TYPE_FIELD_NUMBER: _ClassVar[int]
     WORKFLOW_ID_FIELD_NUMBER: _ClassVar[int]
     TASK_QUEUE_FIELD_NUMBER: _ClassVar[int]
     INPUT_FIELD_NUMBER: _ClassVar[int]
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
     workflow_type: str
     workflow_id: str
     task_queue: str
     input: _struct_pb2.Value
-    def __init__(self, workflow_type: _Optional[str] = ..., workflow_id: _Optional[str] = ..., task_queue: _Optional[str] = ..., input: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ...) -> None: ...
+    namespace: str
+    def __init__(self, workflow_type: _Optional[str] = ..., workflow_id: _Optional[str] = ..., task_queue: _Optional[str] = ..., input: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., namespace: _Optional[str] = ...) -> None: ...
 
 class StartWorkflowResponse(_message.Message):
     __slots__ = ("workflow_id", "started", "status")
@@ -34,10 +36,12 @@ class StartWorkflowResponse(_message.Message):
     def __init__(self, workflow_id: _Optional[str] = ..., started: _Optional[bool] = ..., status: _Optional[_Union[_workflow_pb2.WorkflowStatus, str]] = ...) -> None: ...
 
 class DescribeWorkflowRequest(_message.Message):
-    __slots__ = ("workflow_id",)
+    __slots__ = ("workflow_id", "namespace")
     WORKFLOW_ID_FIELD_NUMBER: _ClassVar[int]
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
     workflow_id: str
-    def __init__(self, workflow_id: _Optional[str] = ...) -> None: ...
+    namespace: str
+    def __init__(self, workflow_id: _Optional[str] = ..., namespace: _Optional[str] = ...) -> None: ...
 
 class DescribeWorkflowResponse(_message.Message):
     __slots__ = ("workflow", "steps", "current_step", "pending_signals", "state")
@@ -61,14 +65,16 @@ class DescribeWorkflowResponse(_message.Message):
     def __init__(self, workflow: _Optional[_Union[_workflow_pb2.WorkflowInfo, _Mapping]] = ..., steps: _Optional[_Iterable[_Union[_workflow_pb2.StepInfo, _Mapping]]] = ..., current_step: _Optional[str] = ..., pending_signals: _Optional[_Iterable[_Union[_workflow_pb2.PendingSignal, _Mapping]]] = ..., state: _Optional[_Mapping[str, _struct_pb2.Value]] = ...) -> None: ...
 
 class GetWorkflowHistoryRequest(_message.Message):
-    __slots__ = ("workflow_id", "page_size", "page_token")
+    __slots__ = ("workflow_id", "page_size", "page_token", "namespace")
     WORKFLOW_ID_FIELD_NUMBER: _ClassVar[int]
     PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
     PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
     workflow_id: str
     page_size: int
     page_token: str
-    def __init__(self, workflow_id: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+    namespace: str
+    def __init__(self, workflow_id: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., namespace: _Optional[str] = ...) -> None: ...
 
 class GetWorkflowHistoryResponse(_message.Message):
     __slots__ = ("events", "next_page_token")
@@ -79,16 +85,18 @@ class GetWorkflowHistoryResponse(_message.Message):
     def __init__(self, events: _Optional[_Iterable[_Union[_workflow_pb2.HistoryEvent, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class ListWorkflowsRequest(_message.Message):
-    __slots__ = ("page_size", "page_token", "status", "workflow_type")
+    __slots__ = ("page_size", "page_token", "status", "workflow_type", "namespace")
     PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
     PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
     WORKFLOW_TYPE_FIELD_NUMBER: _ClassVar[int]
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
     page_size: int
     page_token: str
     status: _workflow_pb2.WorkflowStatus
     workflow_type: str
-    def __init__(self, page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., status: _Optional[_Union[_workflow_pb2.WorkflowStatus, str]] = ..., workflow_type: _Optional[str] = ...) -> None: ...
+    namespace: str
+    def __init__(self, page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., status: _Optional[_Union[_workflow_pb2.WorkflowStatus, str]] = ..., workflow_type: _Optional[str] = ..., namespace: _Optional[str] = ...) -> None: ...
 
 class ListWorkflowsResponse(_message.Message):
     __slots__ = ("workflows", "next_page_token")
@@ -99,16 +107,18 @@ class ListWorkflowsResponse(_message.Message):
     def __init__(self, workflows: _Optional[_Iterable[_Union[_workflow_pb2.WorkflowInfo, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class SignalWorkflowRequest(_message.Message):
-    __slots__ = ("workflow_id", "signal_name", "payload", "signal_id")
+    __slots__ = ("workflow_id", "signal_name", "payload", "signal_id", "namespace")
     WORKFLOW_ID_FIELD_NUMBER: _ClassVar[int]
     SIGNAL_NAME_FIELD_NUMBER: _ClassVar[int]
     PAYLOAD_FIELD_NUMBER: _ClassVar[int]
     SIGNAL_ID_FIELD_NUMBER: _ClassVar[int]
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
     workflow_id: str
     signal_name: str
     payload: _struct_pb2.Value
     signal_id: str
-    def __init__(self, workflow_id: _Optional[str] = ..., signal_name: _Optional[str] = ..., payload: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., signal_id: _Optional[str] = ...) -> None: ...
+    namespace: str
+    def __init__(self, workflow_id: _Optional[str] = ..., signal_name: _Optional[str] = ..., payload: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., signal_id: _Optional[str] = ..., namespace: _Optional[str] = ...) -> None: ...
 
 class SignalWorkflowResponse(_message.Message):
     __slots__ = ("accepted",)
@@ -137,36 +147,42 @@ class SignalWithStartWorkflowResponse(_message.Message):
     def __init__(self, started: _Optional[bool] = ..., accepted: _Optional[bool] = ...) -> None: ...
 
 class CancelWorkflowRequest(_message.Message):
-    __slots__ = ("workflow_id", "reason")
+    __slots__ = ("workflow_id", "reason", "namespace")
     WORKFLOW_ID_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
     workflow_id: str
     reason: str
-    def __init__(self, workflow_id: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+    namespace: str
+    def __init__(self, workflow_id: _Optional[str] = ..., reason: _Optional[str] = ..., namespace: _Optional[str] = ...) -> None: ...
 
 class CancelWorkflowResponse(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
 
 class TerminateWorkflowRequest(_message.Message):
-    __slots__ = ("workflow_id", "reason")
+    __slots__ = ("workflow_id", "reason", "namespace")
     WORKFLOW_ID_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
     workflow_id: str
     reason: str
-    def __init__(self, workflow_id: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+    namespace: str
+    def __init__(self, workflow_id: _Optional[str] = ..., reason: _Optional[str] = ..., namespace: _Optional[str] = ...) -> None: ...
 
 class TerminateWorkflowResponse(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
 
 class QueryWorkflowRequest(_message.Message):
-    __slots__ = ("workflow_id", "key")
+    __slots__ = ("workflow_id", "key", "namespace")
     WORKFLOW_ID_FIELD_NUMBER: _ClassVar[int]
     KEY_FIELD_NUMBER: _ClassVar[int]
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
     workflow_id: str
     key: str
-    def __init__(self, workflow_id: _Optional[str] = ..., key: _Optional[str] = ...) -> None: ...
+    namespace: str
+    def __init__(self, workflow_id: _Optional[str] = ..., key: _Optional[str] = ..., namespace: _Optional[str] = ...) -> None: ...
 
 class QueryWorkflowResponse(_message.Message):
     __slots__ = ("value", "update_time")

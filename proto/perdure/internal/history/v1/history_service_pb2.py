@@ -22,52 +22,75 @@ _runtime_version.ValidateProtobufRuntimeVersion(
 _sym_db = _symbol_database.Default()
 
 
+from perdure.api.admin.v1 import admin_service_pb2 as perdure_dot_api_dot_admin_dot_v1_dot_admin__service__pb2
 from perdure.api.workflow.v1 import workflow_service_pb2 as perdure_dot_api_dot_workflow_dot_v1_dot_workflow__service__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n1perdure/internal/history/v1/history_service.proto\x12\x1bperdure.internal.history.v1\x1a.perdure/api/workflow/v1/workflow_service.proto\"V\n\x14StartWorkflowRequest\x12>\n\x07request\x18\x01 \x01(\x0b\x32-.perdure.api.workflow.v1.StartWorkflowRequest\"Y\n\x15StartWorkflowResponse\x12@\n\x08response\x18\x01 \x01(\x0b\x32..perdure.api.workflow.v1.StartWorkflowResponse\"\\\n\x17\x44\x65scribeWorkflowRequest\x12\x41\n\x07request\x18\x01 \x01(\x0b\x32\x30.perdure.api.workflow.v1.DescribeWorkflowRequest\"_\n\x18\x44\x65scribeWorkflowResponse\x12\x43\n\x08response\x18\x01 \x01(\x0b\x32\x31.perdure.api.workflow.v1.DescribeWorkflowResponse\"`\n\x19GetWorkflowHistoryRequest\x12\x43\n\x07request\x18\x01 \x01(\x0b\x32\x32.perdure.api.workflow.v1.GetWorkflowHistoryRequest\"c\n\x1aGetWorkflowHistoryResponse\x12\x45\n\x08response\x18\x01 \x01(\x0b\x32\x33.perdure.api.workflow.v1.GetWorkflowHistoryResponse\"V\n\x14ListWorkflowsRequest\x12>\n\x07request\x18\x01 \x01(\x0b\x32-.perdure.api.workflow.v1.ListWorkflowsRequest\"Y\n\x15ListWorkflowsResponse\x12@\n\x08response\x18\x01 \x01(\x0b\x32..perdure.api.workflow.v1.ListWorkflowsResponse\"X\n\x15SignalWorkflowRequest\x12?\n\x07request\x18\x01 \x01(\x0b\x32..perdure.api.workflow.v1.SignalWorkflowRequest\"[\n\x16SignalWorkflowResponse\x12\x41\n\x08response\x18\x01 \x01(\x0b\x32/.perdure.api.workflow.v1.SignalWorkflowResponse\"j\n\x1eSignalWithStartWorkflowRequest\x12H\n\x07request\x18\x01 \x01(\x0b\x32\x37.perdure.api.workflow.v1.SignalWithStartWorkflowRequest\"m\n\x1fSignalWithStartWorkflowResponse\x12J\n\x08response\x18\x01 \x01(\x0b\x32\x38.perdure.api.workflow.v1.SignalWithStartWorkflowResponse\"X\n\x15\x43\x61ncelWorkflowRequest\x12?\n\x07request\x18\x01 \x01(\x0b\x32..perdure.api.workflow.v1.CancelWorkflowRequest\"[\n\x16\x43\x61ncelWorkflowResponse\x12\x41\n\x08response\x18\x01 \x01(\x0b\x32/.perdure.api.workflow.v1.CancelWorkflowResponse\"^\n\x18TerminateWorkflowRequest\x12\x42\n\x07request\x18\x01 \x01(\x0b\x32\x31.perdure.api.workflow.v1.TerminateWorkflowRequest\"a\n\x19TerminateWorkflowResponse\x12\x44\n\x08response\x18\x01 \x01(\x0b\x32\x32.perdure.api.workflow.v1.TerminateWorkflowResponse\"V\n\x14QueryWorkflowRequest\x12>\n\x07request\x18\x01 \x01(\x0b\x32-.perdure.api.workflow.v1.QueryWorkflowRequest\"Y\n\x15QueryWorkflowResponse\x12@\n\x08response\x18\x01 \x01(\x0b\x32..perdure.api.workflow.v1.QueryWorkflowResponse2\x93\t\n\x0eHistoryService\x12v\n\rStartWorkflow\x12\x31.perdure.internal.history.v1.StartWorkflowRequest\x1a\x32.perdure.internal.history.v1.StartWorkflowResponse\x12\x7f\n\x10\x44\x65scribeWorkflow\x12\x34.perdure.internal.history.v1.DescribeWorkflowRequest\x1a\x35.perdure.internal.history.v1.DescribeWorkflowResponse\x12\x85\x01\n\x12GetWorkflowHistory\x12\x36.perdure.internal.history.v1.GetWorkflowHistoryRequest\x1a\x37.perdure.internal.history.v1.GetWorkflowHistoryResponse\x12v\n\rListWorkflows\x12\x31.perdure.internal.history.v1.ListWorkflowsRequest\x1a\x32.perdure.internal.history.v1.ListWorkflowsResponse\x12y\n\x0eSignalWorkflow\x12\x32.perdure.internal.history.v1.SignalWorkflowRequest\x1a\x33.perdure.internal.history.v1.SignalWorkflowResponse\x12\x94\x01\n\x17SignalWithStartWorkflow\x12;.perdure.internal.history.v1.SignalWithStartWorkflowRequest\x1a<.perdure.internal.history.v1.SignalWithStartWorkflowResponse\x12y\n\x0e\x43\x61ncelWorkflow\x12\x32.perdure.internal.history.v1.CancelWorkflowRequest\x1a\x33.perdure.internal.history.v1.CancelWorkflowResponse\x12\x82\x01\n\x11TerminateWorkflow\x12\x35.perdure.internal.history.v1.TerminateWorkflowRequest\x1a\x36.perdure.internal.history.v1.TerminateWorkflowResponse\x12v\n\rQueryWorkflow\x12\x31.perdure.internal.history.v1.QueryWorkflowRequest\x1a\x32.perdure.internal.history.v1.QueryWorkflowResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n1perdure/internal/history/v1/history_service.proto\x12\x1bperdure.internal.history.v1\x1a(perdure/api/admin/v1/admin_service.proto\x1a.perdure/api/workflow/v1/workflow_service.proto\"+\n\x06\x43\x61ller\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x0e\n\x06key_id\x18\x02 \x01(\t\"V\n\x14StartWorkflowRequest\x12>\n\x07request\x18\x01 \x01(\x0b\x32-.perdure.api.workflow.v1.StartWorkflowRequest\"Y\n\x15StartWorkflowResponse\x12@\n\x08response\x18\x01 \x01(\x0b\x32..perdure.api.workflow.v1.StartWorkflowResponse\"\\\n\x17\x44\x65scribeWorkflowRequest\x12\x41\n\x07request\x18\x01 \x01(\x0b\x32\x30.perdure.api.workflow.v1.DescribeWorkflowRequest\"_\n\x18\x44\x65scribeWorkflowResponse\x12\x43\n\x08response\x18\x01 \x01(\x0b\x32\x31.perdure.api.workflow.v1.DescribeWorkflowResponse\"`\n\x19GetWorkflowHistoryRequest\x12\x43\n\x07request\x18\x01 \x01(\x0b\x32\x32.perdure.api.workflow.v1.GetWorkflowHistoryRequest\"c\n\x1aGetWorkflowHistoryResponse\x12\x45\n\x08response\x18\x01 \x01(\x0b\x32\x33.perdure.api.workflow.v1.GetWorkflowHistoryResponse\"V\n\x14ListWorkflowsRequest\x12>\n\x07request\x18\x01 \x01(\x0b\x32-.perdure.api.workflow.v1.ListWorkflowsRequest\"Y\n\x15ListWorkflowsResponse\x12@\n\x08response\x18\x01 \x01(\x0b\x32..perdure.api.workflow.v1.ListWorkflowsResponse\"X\n\x15SignalWorkflowRequest\x12?\n\x07request\x18\x01 \x01(\x0b\x32..perdure.api.workflow.v1.SignalWorkflowRequest\"[\n\x16SignalWorkflowResponse\x12\x41\n\x08response\x18\x01 \x01(\x0b\x32/.perdure.api.workflow.v1.SignalWorkflowResponse\"j\n\x1eSignalWithStartWorkflowRequest\x12H\n\x07request\x18\x01 \x01(\x0b\x32\x37.perdure.api.workflow.v1.SignalWithStartWorkflowRequest\"m\n\x1fSignalWithStartWorkflowResponse\x12J\n\x08response\x18\x01 \x01(\x0b\x32\x38.perdure.api.workflow.v1.SignalWithStartWorkflowResponse\"\x8d\x01\n\x15\x43\x61ncelWorkflowRequest\x12?\n\x07request\x18\x01 \x01(\x0b\x32..perdure.api.workflow.v1.CancelWorkflowRequest\x12\x33\n\x06\x63\x61ller\x18\x02 \x01(\x0b\x32#.perdure.internal.history.v1.Caller\"[\n\x16\x43\x61ncelWorkflowResponse\x12\x41\n\x08response\x18\x01 \x01(\x0b\x32/.perdure.api.workflow.v1.CancelWorkflowResponse\"\x93\x01\n\x18TerminateWorkflowRequest\x12\x42\n\x07request\x18\x01 \x01(\x0b\x32\x31.perdure.api.workflow.v1.TerminateWorkflowRequest\x12\x33\n\x06\x63\x61ller\x18\x02 \x01(\x0b\x32#.perdure.internal.history.v1.Caller\"a\n\x19TerminateWorkflowResponse\x12\x44\n\x08response\x18\x01 \x01(\x0b\x32\x32.perdure.api.workflow.v1.TerminateWorkflowResponse\"V\n\x14QueryWorkflowRequest\x12>\n\x07request\x18\x01 \x01(\x0b\x32-.perdure.api.workflow.v1.QueryWorkflowRequest\"Y\n\x15QueryWorkflowResponse\x12@\n\x08response\x18\x01 \x01(\x0b\x32..perdure.api.workflow.v1.QueryWorkflowResponse\"\x86\x01\n\x13\x43reateApiKeyRequest\x12:\n\x07request\x18\x01 \x01(\x0b\x32).perdure.api.admin.v1.CreateApiKeyRequest\x12\x33\n\x06\x63\x61ller\x18\x02 \x01(\x0b\x32#.perdure.internal.history.v1.Caller\"T\n\x14\x43reateApiKeyResponse\x12<\n\x08response\x18\x01 \x01(\x0b\x32*.perdure.api.admin.v1.CreateApiKeyResponse\"\x86\x01\n\x13RevokeApiKeyRequest\x12:\n\x07request\x18\x01 \x01(\x0b\x32).perdure.api.admin.v1.RevokeApiKeyRequest\x12\x33\n\x06\x63\x61ller\x18\x02 \x01(\x0b\x32#.perdure.internal.history.v1.Caller\"T\n\x14RevokeApiKeyResponse\x12<\n\x08response\x18\x01 \x01(\x0b\x32*.perdure.api.admin.v1.RevokeApiKeyResponse\"\x84\x01\n\x12ListApiKeysRequest\x12\x39\n\x07request\x18\x01 \x01(\x0b\x32(.perdure.api.admin.v1.ListApiKeysRequest\x12\x33\n\x06\x63\x61ller\x18\x02 \x01(\x0b\x32#.perdure.internal.history.v1.Caller\"R\n\x13ListApiKeysResponse\x12;\n\x08response\x18\x01 \x01(\x0b\x32).perdure.api.admin.v1.ListApiKeysResponse\"\x8c\x01\n\x16ListAuditEventsRequest\x12=\n\x07request\x18\x01 \x01(\x0b\x32,.perdure.api.admin.v1.ListAuditEventsRequest\x12\x33\n\x06\x63\x61ller\x18\x02 \x01(\x0b\x32#.perdure.internal.history.v1.Caller\"Z\n\x17ListAuditEventsResponse\x12?\n\x08response\x18\x01 \x01(\x0b\x32-.perdure.api.admin.v1.ListAuditEventsResponse\"$\n\x13\x41uthenticateRequest\x12\r\n\x05token\x18\x01 \x01(\t\"x\n\x14\x41uthenticateResponse\x12\x0e\n\x06key_id\x18\x01 \x01(\t\x12\x11\n\tnamespace\x18\x02 \x01(\t\x12(\n\x04role\x18\x03 \x01(\x0e\x32\x1a.perdure.api.admin.v1.Role\x12\x13\n\x0btask_queues\x18\x04 \x03(\t2\xe2\r\n\x0eHistoryService\x12v\n\rStartWorkflow\x12\x31.perdure.internal.history.v1.StartWorkflowRequest\x1a\x32.perdure.internal.history.v1.StartWorkflowResponse\x12\x7f\n\x10\x44\x65scribeWorkflow\x12\x34.perdure.internal.history.v1.DescribeWorkflowRequest\x1a\x35.perdure.internal.history.v1.DescribeWorkflowResponse\x12\x85\x01\n\x12GetWorkflowHistory\x12\x36.perdure.internal.history.v1.GetWorkflowHistoryRequest\x1a\x37.perdure.internal.history.v1.GetWorkflowHistoryResponse\x12v\n\rListWorkflows\x12\x31.perdure.internal.history.v1.ListWorkflowsRequest\x1a\x32.perdure.internal.history.v1.ListWorkflowsResponse\x12y\n\x0eSignalWorkflow\x12\x32.perdure.internal.history.v1.SignalWorkflowRequest\x1a\x33.perdure.internal.history.v1.SignalWorkflowResponse\x12\x94\x01\n\x17SignalWithStartWorkflow\x12;.perdure.internal.history.v1.SignalWithStartWorkflowRequest\x1a<.perdure.internal.history.v1.SignalWithStartWorkflowResponse\x12y\n\x0e\x43\x61ncelWorkflow\x12\x32.perdure.internal.history.v1.CancelWorkflowRequest\x1a\x33.perdure.internal.history.v1.CancelWorkflowResponse\x12\x82\x01\n\x11TerminateWorkflow\x12\x35.perdure.internal.history.v1.TerminateWorkflowRequest\x1a\x36.perdure.internal.history.v1.TerminateWorkflowResponse\x12v\n\rQueryWorkflow\x12\x31.perdure.internal.history.v1.QueryWorkflowRequest\x1a\x32.perdure.internal.history.v1.QueryWorkflowResponse\x12s\n\x0c\x41uthenticate\x12\x30.perdure.internal.history.v1.AuthenticateRequest\x1a\x31.perdure.internal.history.v1.AuthenticateResponse\x12s\n\x0c\x43reateApiKey\x12\x30.perdure.internal.history.v1.CreateApiKeyRequest\x1a\x31.perdure.internal.history.v1.CreateApiKeyResponse\x12s\n\x0cRevokeApiKey\x12\x30.perdure.internal.history.v1.RevokeApiKeyRequest\x1a\x31.perdure.internal.history.v1.RevokeApiKeyResponse\x12p\n\x0bListApiKeys\x12/.perdure.internal.history.v1.ListApiKeysRequest\x1a\x30.perdure.internal.history.v1.ListApiKeysResponse\x12|\n\x0fListAuditEvents\x12\x33.perdure.internal.history.v1.ListAuditEventsRequest\x1a\x34.perdure.internal.history.v1.ListAuditEventsResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'perdure.internal.history.v1.history_service_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_STARTWORKFLOWREQUEST']._serialized_start=130
-  _globals['_STARTWORKFLOWREQUEST']._serialized_end=216
-  _globals['_STARTWORKFLOWRESPONSE']._serialized_start=218
-  _globals['_STARTWORKFLOWRESPONSE']._serialized_end=307
-  _globals['_DESCRIBEWORKFLOWREQUEST']._serialized_start=309
-  _globals['_DESCRIBEWORKFLOWREQUEST']._serialized_end=401
-  _globals['_DESCRIBEWORKFLOWRESPONSE']._serialized_start=403
-  _globals['_DESCRIBEWORKFLOWRESPONSE']._serialized_end=498
-  _globals['_GETWORKFLOWHISTORYREQUEST']._serialized_start=500
-  _globals['_GETWORKFLOWHISTORYREQUEST']._serialized_end=596
-  _globals['_GETWORKFLOWHISTORYRESPONSE']._serialized_start=598
-  _globals['_GETWORKFLOWHISTORYRESPONSE']._serialized_end=697
-  _globals['_LISTWORKFLOWSREQUEST']._serialized_start=699
-  _globals['_LISTWORKFLOWSREQUEST']._serialized_end=785
-  _globals['_LISTWORKFLOWSRESPONSE']._serialized_start=787
-  _globals['_LISTWORKFLOWSRESPONSE']._serialized_end=876
-  _globals['_SIGNALWORKFLOWREQUEST']._serialized_start=878
-  _globals['_SIGNALWORKFLOWREQUEST']._serialized_end=966
-  _globals['_SIGNALWORKFLOWRESPONSE']._serialized_start=968
-  _globals['_SIGNALWORKFLOWRESPONSE']._serialized_end=1059
-  _globals['_SIGNALWITHSTARTWORKFLOWREQUEST']._serialized_start=1061
-  _globals['_SIGNALWITHSTARTWORKFLOWREQUEST']._serialized_end=1167
-  _globals['_SIGNALWITHSTARTWORKFLOWRESPONSE']._serialized_start=1169
-  _globals['_SIGNALWITHSTARTWORKFLOWRESPONSE']._serialized_end=1278
-  _globals['_CANCELWORKFLOWREQUEST']._serialized_start=1280
-  _globals['_CANCELWORKFLOWREQUEST']._serialized_end=1368
-  _globals['_CANCELWORKFLOWRESPONSE']._serialized_start=1370
-  _globals['_CANCELWORKFLOWRESPONSE']._serialized_end=1461
-  _globals['_TERMINATEWORKFLOWREQUEST']._serialized_start=1463
-  _globals['_TERMINATEWORKFLOWREQUEST']._serialized_end=1557
-  _globals['_TERMINATEWORKFLOWRESPONSE']._serialized_start=1559
-  _globals['_TERMINATEWORKFLOWRESPONSE']._serialized_end=1656
-  _globals['_QUERYWORKFLOWREQUEST']._serialized_start=1658
-  _globals['_QUERYWORKFLOWREQUEST']._serialized_end=1744
-  _globals['_QUERYWORKFLOWRESPONSE']._serialized_start=1746
-  _globals['_QUERYWORKFLOWRESPONSE']._serialized_end=1835
-  _globals['_HISTORYSERVICE']._serialized_start=1838
-  _globals['_HISTORYSERVICE']._serialized_end=3009
+  _globals['_CALLER']._serialized_start=172
+  _globals['_CALLER']._serialized_end=215
+  _globals['_STARTWORKFLOWREQUEST']._serialized_start=217
+  _globals['_STARTWORKFLOWREQUEST']._serialized_end=303
+  _globals['_STARTWORKFLOWRESPONSE']._serialized_start=305
+  _globals['_STARTWORKFLOWRESPONSE']._serialized_end=394
+  _globals['_DESCRIBEWORKFLOWREQUEST']._serialized_start=396
+  _globals['_DESCRIBEWORKFLOWREQUEST']._serialized_end=488
+  _globals['_DESCRIBEWORKFLOWRESPONSE']._serialized_start=490
+  _globals['_DESCRIBEWORKFLOWRESPONSE']._serialized_end=585
+  _globals['_GETWORKFLOWHISTORYREQUEST']._serialized_start=587
+  _globals['_GETWORKFLOWHISTORYREQUEST']._serialized_end=683
+  _globals['_GETWORKFLOWHISTORYRESPONSE']._serialized_start=685
+  _globals['_GETWORKFLOWHISTORYRESPONSE']._serialized_end=784
+  _globals['_LISTWORKFLOWSREQUEST']._serialized_start=786
+  _globals['_LISTWORKFLOWSREQUEST']._serialized_end=872
+  _globals['_LISTWORKFLOWSRESPONSE']._serialized_start=874
+  _globals['_LISTWORKFLOWSRESPONSE']._serialized_end=963
+  _globals['_SIGNALWORKFLOWREQUEST']._serialized_start=965
+  _globals['_SIGNALWORKFLOWREQUEST']._serialized_end=1053
+  _globals['_SIGNALWORKFLOWRESPONSE']._serialized_start=1055
+  _globals['_SIGNALWORKFLOWRESPONSE']._serialized_end=1146
+  _globals['_SIGNALWITHSTARTWORKFLOWREQUEST']._serialized_start=1148
+  _globals['_SIGNALWITHSTARTWORKFLOWREQUEST']._serialized_end=1254
+  _globals['_SIGNALWITHSTARTWORKFLOWRESPONSE']._serialized_start=1256
+  _globals['_SIGNALWITHSTARTWORKFLOWRESPONSE']._serialized_end=1365
+  _globals['_CANCELWORKFLOWREQUEST']._serialized_start=1368
+  _globals['_CANCELWORKFLOWREQUEST']._serialized_end=1509
+  _globals['_CANCELWORKFLOWRESPONSE']._serialized_start=1511
+  _globals['_CANCELWORKFLOWRESPONSE']._serialized_end=1602
+  _globals['_TERMINATEWORKFLOWREQUEST']._serialized_start=1605
+  _globals['_TERMINATEWORKFLOWREQUEST']._serialized_end=1752
+  _globals['_TERMINATEWORKFLOWRESPONSE']._serialized_start=1754
+  _globals['_TERMINATEWORKFLOWRESPONSE']._serialized_end=1851
+  _globals['_QUERYWORKFLOWREQUEST']._serialized_start=1853
+  _globals['_QUERYWORKFLOWREQUEST']._serialized_end=1939
+  _globals['_QUERYWORKFLOWRESPONSE']._serialized_start=1941
+  _globals['_QUERYWORKFLOWRESPONSE']._serialized_end=2030
+  _globals['_CREATEAPIKEYREQUEST']._serialized_start=2033
+  _globals['_CREATEAPIKEYREQUEST']._serialized_end=2167
+  _globals['_CREATEAPIKEYRESPONSE']._serialized_start=2169
+  _globals['_CREATEAPIKEYRESPONSE']._serialized_end=2253
+  _globals['_REVOKEAPIKEYREQUEST']._serialized_start=2256
+  _globals['_REVOKEAPIKEYREQUEST']._serialized_end=2390
+  _globals['_REVOKEAPIKEYRESPONSE']._serialized_start=2392
+  _globals['_REVOKEAPIKEYRESPONSE']._serialized_end=2476
+  _globals['_LISTAPIKEYSREQUEST']._serialized_start=2479
+  _globals['_LISTAPIKEYSREQUEST']._serialized_end=2611
+  _globals['_LISTAPIKEYSRESPONSE']._serialized_start=2613
+  _globals['_LISTAPIKEYSRESPONSE']._serialized_end=2695
+  _globals['_LISTAUDITEVENTSREQUEST']._serialized_start=2698
+  _globals['_LISTAUDITEVENTSREQUEST']._serialized_end=2838
+  _globals['_LISTAUDITEVENTSRESPONSE']._serialized_start=2840
+  _globals['_LISTAUDITEVENTSRESPONSE']._serialized_end=2930
+  _globals['_AUTHENTICATEREQUEST']._serialized_start=2932
+  _globals['_AUTHENTICATEREQUEST']._serialized_end=2968
+  _globals['_AUTHENTICATERESPONSE']._serialized_start=2970
+  _globals['_AUTHENTICATERESPONSE']._serialized_end=3090
+  _globals['_HISTORYSERVICE']._serialized_start=3093
+  _globals['_HISTORYSERVICE']._serialized_end=4855
 # @@protoc_insertion_point(module_scope)

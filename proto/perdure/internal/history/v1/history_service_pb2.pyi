@@ -1,10 +1,20 @@
+from perdure.api.admin.v1 import admin_service_pb2 as _admin_service_pb2
 from perdure.api.workflow.v1 import workflow_service_pb2 as _workflow_service_pb2
+from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
-from collections.abc import Mapping as _Mapping
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
 from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
+
+class Caller(_message.Message):
+    __slots__ = ("namespace", "key_id")
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    KEY_ID_FIELD_NUMBER: _ClassVar[int]
+    namespace: str
+    key_id: str
+    def __init__(self, namespace: _Optional[str] = ..., key_id: _Optional[str] = ...) -> None: ...
 
 class StartWorkflowRequest(_message.Message):
     __slots__ = ("request",)
@@ -79,10 +89,12 @@ class SignalWithStartWorkflowResponse(_message.Message):
     def __init__(self, response: _Optional[_Union[_workflow_service_pb2.SignalWithStartWorkflowResponse, _Mapping]] = ...) -> None: ...
 
 class CancelWorkflowRequest(_message.Message):
-    __slots__ = ("request",)
+    __slots__ = ("request", "caller")
     REQUEST_FIELD_NUMBER: _ClassVar[int]
+    CALLER_FIELD_NUMBER: _ClassVar[int]
     request: _workflow_service_pb2.CancelWorkflowRequest
-    def __init__(self, request: _Optional[_Union[_workflow_service_pb2.CancelWorkflowRequest, _Mapping]] = ...) -> None: ...
+    caller: Caller
+    def __init__(self, request: _Optional[_Union[_workflow_service_pb2.CancelWorkflowRequest, _Mapping]] = ..., caller: _Optional[_Union[Caller, _Mapping]] = ...) -> None: ...
 
 class CancelWorkflowResponse(_message.Message):
     __slots__ = ("response",)
@@ -91,10 +103,12 @@ class CancelWorkflowResponse(_message.Message):
     def __init__(self, response: _Optional[_Union[_workflow_service_pb2.CancelWorkflowResponse, _Mapping]] = ...) -> None: ...
 
 class TerminateWorkflowRequest(_message.Message):
-    __slots__ = ("request",)
+    __slots__ = ("request", "caller")
     REQUEST_FIELD_NUMBER: _ClassVar[int]
+    CALLER_FIELD_NUMBER: _ClassVar[int]
     request: _workflow_service_pb2.TerminateWorkflowRequest
-    def __init__(self, request: _Optional[_Union[_workflow_service_pb2.TerminateWorkflowRequest, _Mapping]] = ...) -> None: ...
+    caller: Caller
+    def __init__(self, request: _Optional[_Union[_workflow_service_pb2.TerminateWorkflowRequest, _Mapping]] = ..., caller: _Optional[_Union[Caller, _Mapping]] = ...) -> None: ...
 
 class TerminateWorkflowResponse(_message.Message):
     __slots__ = ("response",)
@@ -113,3 +127,77 @@ class QueryWorkflowResponse(_message.Message):
     RESPONSE_FIELD_NUMBER: _ClassVar[int]
     response: _workflow_service_pb2.QueryWorkflowResponse
     def __init__(self, response: _Optional[_Union[_workflow_service_pb2.QueryWorkflowResponse, _Mapping]] = ...) -> None: ...
+
+class CreateApiKeyRequest(_message.Message):
+    __slots__ = ("request", "caller")
+    REQUEST_FIELD_NUMBER: _ClassVar[int]
+    CALLER_FIELD_NUMBER: _ClassVar[int]
+    request: _admin_service_pb2.CreateApiKeyRequest
+    caller: Caller
+    def __init__(self, request: _Optional[_Union[_admin_service_pb2.CreateApiKeyRequest, _Mapping]] = ..., caller: _Optional[_Union[Caller, _Mapping]] = ...) -> None: ...
+
+class CreateApiKeyResponse(_message.Message):
+    __slots__ = ("response",)
+    RESPONSE_FIELD_NUMBER: _ClassVar[int]
+    response: _admin_service_pb2.CreateApiKeyResponse
+    def __init__(self, response: _Optional[_Union[_admin_service_pb2.CreateApiKeyResponse, _Mapping]] = ...) -> None: ...
+
+class RevokeApiKeyRequest(_message.Message):
+    __slots__ = ("request", "caller")
+    REQUEST_FIELD_NUMBER: _ClassVar[int]
+    CALLER_FIELD_NUMBER: _ClassVar[int]
+    request: _admin_service_pb2.RevokeApiKeyRequest
+    caller: Caller
+    def __init__(self, request: _Optional[_Union[_admin_service_pb2.RevokeApiKeyRequest, _Mapping]] = ..., caller: _Optional[_Union[Caller, _Mapping]] = ...) -> None: ...
+
+class RevokeApiKeyResponse(_message.Message):
+    __slots__ = ("response",)
+    RESPONSE_FIELD_NUMBER: _ClassVar[int]
+    response: _admin_service_pb2.RevokeApiKeyResponse
+    def __init__(self, response: _Optional[_Union[_admin_service_pb2.RevokeApiKeyResponse, _Mapping]] = ...) -> None: ...
+
+class ListApiKeysRequest(_message.Message):
+    __slots__ = ("request", "caller")
+    REQUEST_FIELD_NUMBER: _ClassVar[int]
+    CALLER_FIELD_NUMBER: _ClassVar[int]
+    request: _admin_service_pb2.ListApiKeysRequest
+    caller: Caller
+    def __init__(self, request: _Optional[_Union[_admin_service_pb2.ListApiKeysRequest, _Mapping]] = ..., caller: _Optional[_Union[Caller, _Mapping]] = ...) -> None: ...
+
+class ListApiKeysResponse(_message.Message):
+    __slots__ = ("response",)
+    RESPONSE_FIELD_NUMBER: _ClassVar[int]
+    response: _admin_service_pb2.ListApiKeysResponse
+    def __init__(self, response: _Optional[_Union[_admin_service_pb2.ListApiKeysResponse, _Mapping]] = ...) -> None: ...
+
+class ListAuditEventsRequest(_message.Message):
+    __slots__ = ("request", "caller")
+    REQUEST_FIELD_NUMBER: _ClassVar[int]
+    CALLER_FIELD_NUMBER: _ClassVar[int]
+    request: _admin_service_pb2.ListAuditEventsRequest
+    caller: Caller
+    def __init__(self, request: _Optional[_Union[_admin_service_pb2.ListAuditEventsRequest, _Mapping]] = ..., caller: _Optional[_Union[Caller, _Mapping]] = ...) -> None: ...
+
+class ListAuditEventsResponse(_message.Message):
+    __slots__ = ("response",)
+    RESPONSE_FIELD_NUMBER: _ClassVar[int]
+    response: _admin_service_pb2.ListAuditEventsResponse
+    def __init__(self, response: _Optional[_Union[_admin_service_pb2.ListAuditEventsResponse, _Mapping]] = ...) -> None: ...
+
+class AuthenticateRequest(_message.Message):
+    __slots__ = ("token",)
+    TOKEN_FIELD_NUMBER: _ClassVar[int]
+    token: str
+    def __init__(self, token: _Optional[str] = ...) -> None: ...
+
+class AuthenticateResponse(_message.Message):
+    __slots__ = ("key_id", "namespace", "role", "task_queues")
+    KEY_ID_FIELD_NUMBER: _ClassVar[int]
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    ROLE_FIELD_NUMBER: _ClassVar[int]
+    TASK_QUEUES_FIELD_NUMBER: _ClassVar[int]
+    key_id: str
+    namespace: str
+    role: _admin_service_pb2.Role
+    task_queues: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, key_id: _Optional[str] = ..., namespace: _Optional[str] = ..., role: _Optional[_Union[_admin_service_pb2.Role, str]] = ..., task_queues: _Optional[_Iterable[str]] = ...) -> None: ...

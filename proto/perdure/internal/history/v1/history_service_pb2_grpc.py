@@ -80,6 +80,31 @@ class HistoryServiceStub:
                 request_serializer=perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.QueryWorkflowRequest.SerializeToString,
                 response_deserializer=perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.QueryWorkflowResponse.FromString,
                 _registered_method=True)
+        self.Authenticate = channel.unary_unary(
+                '/perdure.internal.history.v1.HistoryService/Authenticate',
+                request_serializer=perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.AuthenticateRequest.SerializeToString,
+                response_deserializer=perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.AuthenticateResponse.FromString,
+                _registered_method=True)
+        self.CreateApiKey = channel.unary_unary(
+                '/perdure.internal.history.v1.HistoryService/CreateApiKey',
+                request_serializer=perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.CreateApiKeyRequest.SerializeToString,
+                response_deserializer=perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.CreateApiKeyResponse.FromString,
+                _registered_method=True)
+        self.RevokeApiKey = channel.unary_unary(
+                '/perdure.internal.history.v1.HistoryService/RevokeApiKey',
+                request_serializer=perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.RevokeApiKeyRequest.SerializeToString,
+                response_deserializer=perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.RevokeApiKeyResponse.FromString,
+                _registered_method=True)
+        self.ListApiKeys = channel.unary_unary(
+                '/perdure.internal.history.v1.HistoryService/ListApiKeys',
+                request_serializer=perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.ListApiKeysRequest.SerializeToString,
+                response_deserializer=perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.ListApiKeysResponse.FromString,
+                _registered_method=True)
+        self.ListAuditEvents = channel.unary_unary(
+                '/perdure.internal.history.v1.HistoryService/ListAuditEvents',
+                request_serializer=perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.ListAuditEventsRequest.SerializeToString,
+                response_deserializer=perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.ListAuditEventsResponse.FromString,
+                _registered_method=True)
 
 
 class HistoryServiceServicer:
@@ -156,6 +181,42 @@ class HistoryServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Authenticate(self, request, context):
+        """Checks a bearer token: the key it names exists, is not revoked and the secret matches.
+        Errors: UNAUTHENTICATED (API_KEY_INVALID, API_KEY_REVOKED).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CreateApiKey(self, request, context):
+        """AdminService.CreateApiKey, in the caller's namespace.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RevokeApiKey(self, request, context):
+        """AdminService.RevokeApiKey, in the caller's namespace.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListApiKeys(self, request, context):
+        """AdminService.ListApiKeys, in the caller's namespace.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListAuditEvents(self, request, context):
+        """AdminService.ListAuditEvents, in the caller's namespace.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_HistoryServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -203,6 +264,31 @@ def add_HistoryServiceServicer_to_server(servicer, server):
                     servicer.QueryWorkflow,
                     request_deserializer=perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.QueryWorkflowRequest.FromString,
                     response_serializer=perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.QueryWorkflowResponse.SerializeToString,
+            ),
+            'Authenticate': grpc.unary_unary_rpc_method_handler(
+                    servicer.Authenticate,
+                    request_deserializer=perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.AuthenticateRequest.FromString,
+                    response_serializer=perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.AuthenticateResponse.SerializeToString,
+            ),
+            'CreateApiKey': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateApiKey,
+                    request_deserializer=perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.CreateApiKeyRequest.FromString,
+                    response_serializer=perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.CreateApiKeyResponse.SerializeToString,
+            ),
+            'RevokeApiKey': grpc.unary_unary_rpc_method_handler(
+                    servicer.RevokeApiKey,
+                    request_deserializer=perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.RevokeApiKeyRequest.FromString,
+                    response_serializer=perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.RevokeApiKeyResponse.SerializeToString,
+            ),
+            'ListApiKeys': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListApiKeys,
+                    request_deserializer=perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.ListApiKeysRequest.FromString,
+                    response_serializer=perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.ListApiKeysResponse.SerializeToString,
+            ),
+            'ListAuditEvents': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListAuditEvents,
+                    request_deserializer=perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.ListAuditEventsRequest.FromString,
+                    response_serializer=perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.ListAuditEventsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -449,6 +535,141 @@ class HistoryService:
             '/perdure.internal.history.v1.HistoryService/QueryWorkflow',
             perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.QueryWorkflowRequest.SerializeToString,
             perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.QueryWorkflowResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Authenticate(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/perdure.internal.history.v1.HistoryService/Authenticate',
+            perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.AuthenticateRequest.SerializeToString,
+            perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.AuthenticateResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateApiKey(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/perdure.internal.history.v1.HistoryService/CreateApiKey',
+            perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.CreateApiKeyRequest.SerializeToString,
+            perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.CreateApiKeyResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RevokeApiKey(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/perdure.internal.history.v1.HistoryService/RevokeApiKey',
+            perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.RevokeApiKeyRequest.SerializeToString,
+            perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.RevokeApiKeyResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListApiKeys(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/perdure.internal.history.v1.HistoryService/ListApiKeys',
+            perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.ListApiKeysRequest.SerializeToString,
+            perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.ListApiKeysResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListAuditEvents(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/perdure.internal.history.v1.HistoryService/ListAuditEvents',
+            perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.ListAuditEventsRequest.SerializeToString,
+            perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.ListAuditEventsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -6,7 +6,7 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 
-from perdure.cli import dev_cmd, workflow_cmd
+from perdure.cli import certs_cmd, dev_cmd, keys_cmd, workflow_cmd
 
 SERVICES = ("gateway", "history", "scheduler", "worker")
 
@@ -45,10 +45,16 @@ def main(argv: Sequence[str] | None = None) -> None:
     for name in SERVICES:
         subparsers.add_parser(name, help=f"run the {name}", add_help=False)
     dev_cmd.add_parser(subparsers)
+    certs_cmd.add_parser(subparsers)
     workflow_cmd.add_parser(subparsers)
+    keys_cmd.add_parser(subparsers)
     args = parser.parse_args(args_list)
     if args.group == "dev":
         sys.exit(dev_cmd.run(args))
+    if args.group == "certs":
+        sys.exit(certs_cmd.run(args))
+    if args.group in ("keys", "audit"):
+        sys.exit(keys_cmd.run(args))
     sys.exit(workflow_cmd.run(args))
 
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
+import contextlib
 import ctypes
 import os
 import random
@@ -14,8 +16,13 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from psycopg import AsyncConnection
+
+from perdure.cli.workflow_cmd import DEV_KEY_FILE
 from perdure.common.embedded_db import DEFAULT_DATA_DIR, start_embedded_postgres
+from perdure.common.errors import ApiError
 from perdure.common.health import wait_serving
+from perdure.history import keys
 
 SERVICES = ("gateway", "history", "scheduler")  # their ports: base, base + 1, base + 2
 STARTUP_TIMEOUT = 60.0
@@ -43,6 +50,12 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         default=None,
         help="send every process's traces and metrics to this OTLP collector (for example "
         "http://localhost:4317; OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf for port 4318)",
+    )
+    parser.add_argument(
+        "--insecure",
+        action="store_true",
+        help="run with no API keys at all (PERDURE_AUTH=off): anyone who reaches a port can do "
+        "anything; for a laptop only",
     )
     parser.add_argument(
         "--worker-module",
@@ -110,6 +123,8 @@ def run(args: argparse.Namespace) -> int:
     }
     if args.otlp:
         env["OTEL_EXPORTER_OTLP_ENDPOINT"] = args.otlp  # exporters default to otlp when set
+    env["PERDURE_AUTH"] = "off" if args.insecure else "on"
+    env.pop("PERDURE_API_KEY", None)  # the worker gets a key of its own below
     children: list[Child] = []
     stopping = False
 
@@ -130,17 +145,31 @@ def run(args: argparse.Namespace) -> int:
             wait_serving(
                 f"localhost:{ports[service]}", STARTUP_TIMEOUT, still_running=child.running
             )
+        if args.insecure:
+            access = INSECURE_BANNER
+            worker_env = env
+        else:
+            admin_key = _dev_key(dsn, data_dir / DEV_KEY_FILE, "admin")
+            worker_key = _dev_key(dsn, data_dir / "worker.key", "worker", ["*"])
+            worker_env = {**env, "PERDURE_API_KEY": worker_key}
+            access = (
+                f"  API key    {admin_key}\n"
+                f"             (admin of namespace default; kept in {data_dir / DEV_KEY_FILE}, "
+                "which `perdure` run from here uses;\n"
+                "             elsewhere: export PERDURE_API_KEY=<the key>)\n"
+            )
         worker = [sys.executable, "-m", "perdure.worker", "--module", args.worker_module]
-        children.append(Child("worker", worker, env))
+        children.append(Child("worker", worker, worker_env))
         children[-1].start()
         print(
             "\nperdure dev is up:\n"
             f"  gateway    localhost:{ports['gateway']}   (WorkflowService; grpcurl -plaintext "
-            f"localhost:{ports['gateway']} list)\n"
+            f"localhost:{ports['gateway']} list; calls need -H 'authorization: Bearer <key>')\n"
             f"  history    localhost:{ports['history']}\n"
             f"  scheduler  localhost:{ports['scheduler']}\n"
             f"  worker     {args.worker_module}\n"
             f"  database   {dsn}\n"
+            + access
             + (f"  telemetry  traces and metrics to {args.otlp}\n" if args.otlp else "")
             + f"Try: perdure workflow --address localhost:{ports['gateway']} start research_agent "
             '--input \'{"topic": "durable agents"}\' --id demo-1\n'
@@ -171,6 +200,34 @@ def run(args: argparse.Namespace) -> int:
         return 1
     finally:
         _stop_all(children)
+
+
+INSECURE_BANNER = (
+    "  !!!!!!!!!  INSECURE: no API keys (--insecure). Anyone who can reach these ports can read\n"
+    "  !!!!!!!!!  and change every workflow. Never expose this cluster beyond this machine.\n"
+)
+
+
+def _dev_key(dsn: str, path: Path, role: str, task_queues: list[str] | None = None) -> str:
+    """The key kept in `path` while it still works, else a new one written there (0600)."""
+    kept = path.read_text().strip() if path.is_file() else None
+    token = asyncio.run(_working_key(dsn, kept, role, task_queues or []))
+    if token != kept:
+        path.touch(mode=0o600)
+        path.write_text(token + "\n")
+    return token
+
+
+async def _working_key(dsn: str, kept: str | None, role: str, task_queues: list[str]) -> str:
+    async with await AsyncConnection.connect(dsn, autocommit=True) as conn:
+        if kept is not None:
+            with contextlib.suppress(ApiError):
+                await keys.verify(conn, kept)
+                return kept
+        _, token = await keys.create(
+            conn, "default", role.upper(), task_queues, f"perdure dev {role}", ""
+        )
+        return token
 
 
 def _stop_all(children: list[Child]) -> None:

@@ -7,6 +7,7 @@ import argparse
 import json
 import os
 import sys
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -15,14 +16,32 @@ from google.protobuf.message import Message
 
 from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.client import Client
+from perdure.common.embedded_db import DEFAULT_DATA_DIR
+
+DEV_KEY_FILE = "admin.key"  # where `perdure dev` leaves its admin key, in its data directory
 
 
-def _add_address(parser: argparse.ArgumentParser) -> None:
+def add_gateway_flags(parser: argparse.ArgumentParser) -> None:
+    """--address and --namespace; the API key comes from the environment (see api_key)."""
     parser.add_argument(
         "--address",
         default=os.environ.get("PERDURE_GATEWAY_ADDRESS", "localhost:7400"),
         help="gateway address (PERDURE_GATEWAY_ADDRESS, default localhost:7400)",
     )
+    parser.add_argument(
+        "--namespace",
+        default=os.environ.get("PERDURE_NAMESPACE", ""),
+        help="namespace (PERDURE_NAMESPACE; default: the API key's, or 'default')",
+    )
+
+
+def api_key() -> str | None:
+    """PERDURE_API_KEY, else the key `perdure dev` made in PERDURE_DATA_DIR (./.perdure/).
+    Never a flag: `ps` would show it to everyone on the machine."""
+    if key := os.environ.get("PERDURE_API_KEY"):
+        return key
+    dev_key = Path(os.environ.get("PERDURE_DATA_DIR", DEFAULT_DATA_DIR)) / DEV_KEY_FILE
+    return dev_key.read_text().strip() if dev_key.is_file() else None
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -30,14 +49,14 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     approve = subparsers.add_parser(
         "approve", help="approve (or reject) a workflow waiting for the signal 'approval'"
     )
-    _add_address(approve)
+    add_gateway_flags(approve)
     approve.add_argument("workflow_id")
     approve.add_argument("--reject", action="store_true", help="reject instead of approving")
     approve.add_argument("--comment", default="", help="a comment for the workflow")
     approve.set_defaults(command="approve")
 
     parser = subparsers.add_parser("workflow", help="start, signal, cancel and inspect workflows")
-    _add_address(parser)
+    add_gateway_flags(parser)
     commands = parser.add_subparsers(dest="command", required=True)
 
     start = commands.add_parser("start", help="start a workflow")
@@ -90,7 +109,7 @@ def _print(message: Message) -> None:
 def run(args: argparse.Namespace) -> int:
     """Execute a `workflow` subcommand; return the exit code."""
     try:
-        with Client(args.address) as client:
+        with Client(args.address, api_key=api_key(), namespace=args.namespace) as client:
             return _dispatch(client, args)
     except grpc.RpcError as error:
         print(f"error: {error.code().name}: {error.details()}", file=sys.stderr)

@@ -19,6 +19,17 @@ def add_listen_flag(parser: argparse.ArgumentParser, service: str) -> None:
     )
 
 
+def add_health_listen_flag(parser: argparse.ArgumentParser, service: str) -> None:
+    """--health-listen host:port (PERDURE_<SERVICE>_HEALTH_LISTEN): a plaintext port serving
+    only grpc.health.v1, for probes that hold no certificate; none by default."""
+    variable = f"PERDURE_{service.upper()}_HEALTH_LISTEN"
+    parser.add_argument(
+        "--health-listen",
+        default=os.environ.get(variable) or None,
+        help=f"host:port of a plaintext health-only port ({variable}, default none)",
+    )
+
+
 def add_database_flag(parser: argparse.ArgumentParser, service: str) -> None:
     """--database-url (PERDURE_<SERVICE>_DATABASE_URL, PERDURE_DATABASE_URL, or embedded)."""
     parser.add_argument(

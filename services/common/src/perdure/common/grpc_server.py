@@ -15,6 +15,7 @@ from grpc_health.v1._async import HealthServicer
 from grpc_reflection.v1alpha import reflection
 
 from perdure.common.decoding import TolerantServer
+from perdure.common.tls import server_credentials
 from perdure.telemetry.rpc import server_interceptors
 
 log = logging.getLogger(__name__)
@@ -29,6 +30,10 @@ SERVER_OPTIONS = [
     ("grpc.max_receive_message_length", 16 * 1024 * 1024),
     ("grpc.max_send_message_length", 64 * 1024 * 1024),
 ]
+
+# A probe's Check under way when the service stops gets its answer; Watch streams get their
+# NOT_SERVING and are then cut.
+HEALTH_GRACE_SECONDS = 0.5
 
 
 def reflection_enabled() -> bool:
@@ -51,13 +56,45 @@ class ServerSpec:
     on_started: Callable[[], Awaitable[None]] | None = None
     on_stopping: Callable[[], Awaitable[None]] | None = None
     grace_seconds: float = 10.0
+    # With TLS on (PERDURE_TLS_CERT/KEY): refuse clients without a certificate the CA signed.
+    require_client_auth: bool = True
+    # host:port of a plaintext port serving only grpc.health.v1 (for probes), or None.
+    health_listen: str | None = None
+    # Checks after tracing's (an API key check, say): a refused call is traced too.
+    interceptors: Sequence[grpc.aio.ServerInterceptor] = ()
+
+
+def _add_port(
+    server: grpc.aio.Server, name: str, listen: str, credentials: grpc.ServerCredentials | None
+) -> int:
+    """Listen on `listen` (TLS with `credentials`, else plaintext); exit if the port is taken."""
+    try:
+        if credentials is None:
+            port = server.add_insecure_port(listen)
+        else:
+            port = server.add_secure_port(listen, credentials)
+    except RuntimeError:
+        port = 0
+    if port == 0:
+        raise SystemExit(f"{name}: cannot listen on {listen} (is the port in use?)")
+    return port
+
+
+def _shown(listen: str, port: int) -> str:
+    """`listen` with the port actually bound (`:0` asks for any free one)."""
+    return listen.rsplit(":", 1)[0] + f":{port}"
 
 
 async def serve(spec: ServerSpec) -> None:
     """Run the server until SIGTERM or SIGINT, then drain: NOT_SERVING, stop work, stop."""
-    server = grpc.aio.server(options=SERVER_OPTIONS, interceptors=server_interceptors())
+    credentials = server_credentials(spec.name, spec.require_client_auth)
+    server = grpc.aio.server(
+        options=SERVER_OPTIONS, interceptors=[*server_interceptors(), *spec.interceptors]
+    )
     spec.register(TolerantServer(server))  # type: ignore[arg-type]
     health = HealthServicer()
+    # The servicer starts out SERVING; probes must not see that before on_started is done.
+    await health.set("", health_pb2.HealthCheckResponse.NOT_SERVING)
     health_pb2_grpc.add_HealthServicer_to_server(health, server)
     if reflection_enabled():
         reflection.enable_server_reflection(
@@ -68,18 +105,27 @@ async def serve(spec: ServerSpec) -> None:
             ],
             server,
         )
-    try:
-        port = server.add_insecure_port(spec.listen)
-    except RuntimeError:
-        port = 0
-    if port == 0:
-        raise SystemExit(f"{spec.name}: cannot listen on {spec.listen} (is the port in use?)")
+    port = _add_port(server, spec.name, spec.listen, credentials)
+    # Probes reach the health port without certificates; it shares `health`, so it reports
+    # NOT_SERVING as soon as the service starts draining.
+    health_server: grpc.aio.Server | None = None
+    if spec.health_listen is not None:
+        health_server = grpc.aio.server()
+        health_pb2_grpc.add_HealthServicer_to_server(health, health_server)
+        health_port = _add_port(health_server, spec.name, spec.health_listen, None)
+        await health_server.start()
+        log.info("%s health on %s", spec.name, _shown(spec.health_listen, health_port))
     await server.start()
     if spec.on_started is not None:
         await spec.on_started()
     for name in ["", *spec.service_names]:
         await health.set(name, health_pb2.HealthCheckResponse.SERVING)
-    log.info("%s listening on %s", spec.name, spec.listen.rsplit(":", 1)[0] + f":{port}")
+    log.info(
+        "%s listening on %s (%s)",
+        spec.name,
+        _shown(spec.listen, port),
+        "plaintext" if credentials is None else "TLS",
+    )
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -95,4 +141,6 @@ async def serve(spec: ServerSpec) -> None:
     if spec.on_stopping is not None:
         await spec.on_stopping()
     await stopped
+    if health_server is not None:
+        await health_server.stop(HEALTH_GRACE_SECONDS)
     log.info("%s stopped", spec.name)

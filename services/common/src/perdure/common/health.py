@@ -8,16 +8,24 @@ from collections.abc import Callable
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from perdure.telemetry.rpc import sync_channel
 
-def wait_serving(address: str, timeout: float, *, still_running: Callable[[], bool]) -> None:
+
+def wait_serving(
+    address: str, timeout: float, *, still_running: Callable[[], bool], plaintext: bool = False
+) -> None:
     """Block until the server at `address` reports SERVING.
+
+    The channel is TLS when this process has PERDURE_TLS_CA set, like every other channel;
+    `plaintext=True` is for a service's plaintext health port (--health-listen).
 
     Raises:
         RuntimeError: as soon as `still_running()` is false (the process died starting up).
         TimeoutError: after `timeout` seconds.
     """
     deadline = time.monotonic() + timeout
-    with grpc.insecure_channel(address) as channel:
+    channel = grpc.insecure_channel(address) if plaintext else sync_channel(address)
+    with channel:
         stub = health_pb2_grpc.HealthStub(channel)
         while True:
             if not still_running():

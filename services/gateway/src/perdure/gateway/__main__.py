@@ -8,10 +8,20 @@ from collections.abc import Sequence
 import grpc
 import uvloop
 
+from perdure.api.admin.v1 import admin_service_pb2 as admin
+from perdure.api.admin.v1 import admin_service_pb2_grpc
 from perdure.api.workflow.v1 import workflow_service_pb2, workflow_service_pb2_grpc
-from perdure.common.flags import add_address_flag, add_listen_flag
+from perdure.common.auth import (
+    AuthInterceptor,
+    auth_enabled,
+    history_authenticator,
+    warn_if_open,
+)
+from perdure.common.flags import add_address_flag, add_health_listen_flag, add_listen_flag
 from perdure.common.grpc_server import ServerSpec, serve
-from perdure.gateway.handlers import WorkflowServicer
+from perdure.common.limits import KeyedLimits, rate_setting
+from perdure.common.tls import gateway_requires_client_cert
+from perdure.gateway.handlers import AdminServicer, Callers, WorkflowServicer
 from perdure.internal.history.v1 import history_service_pb2_grpc
 from perdure.internal.scheduler.v1 import scheduler_service_pb2_grpc
 from perdure.telemetry import telemetry_for
@@ -22,32 +32,61 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     """Flags win over PERDURE_* environment variables, which win over defaults."""
     parser = argparse.ArgumentParser(prog="perdure gateway", description=__doc__)
     add_listen_flag(parser, "gateway")
+    add_health_listen_flag(parser, "gateway")
     add_address_flag(parser, "history")
     add_address_flag(parser, "scheduler")
     return parser.parse_args(argv)
+
+
+WORKFLOW_SERVICE = workflow_service_pb2.DESCRIPTOR.services_by_name["WorkflowService"].full_name
+ADMIN_SERVICE = admin.DESCRIPTOR.services_by_name["AdminService"].full_name
+# Reading needs a reader key; changing a run an operator's; AdminService an admin's.
+OPERATOR_METHODS = (
+    "StartWorkflow",
+    "SignalWorkflow",
+    "SignalWithStartWorkflow",
+    "CancelWorkflow",
+    "TerminateWorkflow",
+)
+
+
+def guard(history: history_service_pb2_grpc.HistoryServiceStub) -> AuthInterceptor:
+    """Every call's API key checked against the role its method needs."""
+    roles = {
+        WORKFLOW_SERVICE: admin.ROLE_READER,
+        **{f"/{WORKFLOW_SERVICE}/{method}": admin.ROLE_OPERATOR for method in OPERATOR_METHODS},
+        ADMIN_SERVICE: admin.ROLE_ADMIN,
+    }
+    return AuthInterceptor(history_authenticator(history), roles)
 
 
 async def run(args: argparse.Namespace) -> None:
     """Serve until SIGTERM."""
     history = aio_channel(args.history)
     scheduler = aio_channel(args.scheduler)
+    history_stub = history_service_pb2_grpc.HistoryServiceStub(history)
+    callers = Callers(KeyedLimits(rate_setting("PERDURE_RATE_LIMIT", 500.0), "API key"))
     servicer = WorkflowServicer(
-        history_service_pb2_grpc.HistoryServiceStub(history),
-        scheduler_service_pb2_grpc.SchedulerServiceStub(scheduler),
+        history_stub, scheduler_service_pb2_grpc.SchedulerServiceStub(scheduler), callers
     )
+    warn_if_open("gateway")
 
     def register(server: grpc.aio.Server) -> None:
         workflow_service_pb2_grpc.add_WorkflowServiceServicer_to_server(servicer, server)
+        admin_service_pb2_grpc.add_AdminServiceServicer_to_server(
+            AdminServicer(history_stub, callers), server
+        )
 
     try:
         await serve(
             ServerSpec(
                 name="gateway",
                 listen=args.listen,
-                service_names=[
-                    workflow_service_pb2.DESCRIPTOR.services_by_name["WorkflowService"].full_name
-                ],
+                service_names=[WORKFLOW_SERVICE, ADMIN_SERVICE],
                 register=register,
+                interceptors=[guard(history_stub)] if auth_enabled() else [],
+                require_client_auth=gateway_requires_client_cert(),
+                health_listen=args.health_listen,
             )
         )
     finally:

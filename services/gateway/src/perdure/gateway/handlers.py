@@ -1,4 +1,5 @@
-"""The public WorkflowService: validate, then ask history (and the scheduler for types)."""
+"""The public WorkflowService and AdminService: check the caller's namespace and rate, validate,
+then ask history (and the scheduler for types)."""
 
 from __future__ import annotations
 
@@ -10,9 +11,13 @@ from google.protobuf import struct_pb2
 from google.protobuf.message import Message
 from opentelemetry import trace
 
+from perdure.api.admin.v1 import admin_service_pb2 as admin
+from perdure.api.admin.v1 import admin_service_pb2_grpc as admingrpc
 from perdure.api.workflow.v1 import workflow_service_pb2 as api
 from perdure.api.workflow.v1 import workflow_service_pb2_grpc as apigrpc
-from perdure.common import errors
+from perdure.common import errors, namespaces
+from perdure.common.auth import current_principal, permission_denied
+from perdure.common.limits import KeyedLimits
 from perdure.common.payload import validate_payload
 from perdure.gateway import validate
 from perdure.internal.history.v1 import history_service_pb2 as hpb
@@ -26,16 +31,52 @@ DOWNSTREAM_TIMEOUT = 30.0
 NULL = struct_pb2.Value(null_value=struct_pb2.NULL_VALUE)
 Answer = TypeVar("Answer", bound=Message)
 Signal = TypeVar("Signal", api.SignalWorkflowRequest, api.SignalWithStartWorkflowRequest)
+Request = TypeVar("Request", bound=Message)
+
+
+class Callers:
+    """Where a call acts and whether its caller may make it now: the API key's namespace
+    (a request naming another is refused), or the one named when authentication is off; one
+    rate limit per key (per peer address without keys)."""
+
+    def __init__(self, limits: KeyedLimits) -> None:
+        self._limits = limits
+
+    def admit(self, context: Context, requested: str) -> hpb.Caller:
+        """The caller of this call, counted against its rate limit."""
+        principal = current_principal.get()
+        if principal is None:
+            self._limits.take(context.peer())
+            return hpb.Caller(namespace=namespaces.resolve(requested))
+        self._limits.take(principal.key_id)
+        if requested and requested != principal.namespace:
+            raise permission_denied(
+                f"API key {principal.key_id} belongs to namespace {principal.namespace!r}; it "
+                f"cannot reach namespace {requested[:70]!r}"
+            )
+        return hpb.Caller(namespace=principal.namespace, key_id=principal.key_id)
+
+
+def _in_namespace(request: Request, namespace: str) -> Request:
+    """A copy of a public request naming the namespace it acts in."""
+    scoped = type(request)()
+    scoped.CopyFrom(request)
+    scoped.namespace = namespace  # type: ignore[attr-defined]
+    return scoped
 
 
 class WorkflowServicer(apigrpc.WorkflowServiceServicer):
     """Validates every request and answers bad input before anything is written."""
 
     def __init__(
-        self, history: hgrpc.HistoryServiceStub, scheduler: sgrpc.SchedulerServiceStub
+        self,
+        history: hgrpc.HistoryServiceStub,
+        scheduler: sgrpc.SchedulerServiceStub,
+        callers: Callers,
     ) -> None:
         self._history = history
         self._scheduler = scheduler
+        self._callers = callers
         # The scheduler never forgets a declared type, so a yes is remembered: a start of a
         # known type costs no call to the scheduler.
         self._registered: set[tuple[str, str]] = set()
@@ -44,8 +85,9 @@ class WorkflowServicer(apigrpc.WorkflowServiceServicer):
     async def StartWorkflow(
         self, request: api.StartWorkflowRequest, context: Context
     ) -> api.StartWorkflowResponse:
+        caller = self._callers.admit(context, request.namespace)
         with tracer.start_as_current_span("perdure.workflow.start") as span:
-            normalized = await self._normalized_start(request)
+            normalized = await self._normalized_start(request, caller.namespace)
             _describe_start(span, normalized)
             # History keeps this trace's context with the run: the workflow's every later
             # span, on any worker, after any crash, joins this trace.
@@ -57,47 +99,64 @@ class WorkflowServicer(apigrpc.WorkflowServiceServicer):
     async def DescribeWorkflow(
         self, request: api.DescribeWorkflowRequest, context: Context
     ) -> api.DescribeWorkflowResponse:
+        caller = self._callers.admit(context, request.namespace)
         validate.workflow_id(request.workflow_id)
-        return await self._forward("DescribeWorkflow", request, api.DescribeWorkflowResponse)
+        return await self._forward(
+            "DescribeWorkflow",
+            _in_namespace(request, caller.namespace),
+            api.DescribeWorkflowResponse,
+        )
 
     @errors.unary
     async def GetWorkflowHistory(
         self, request: api.GetWorkflowHistoryRequest, context: Context
     ) -> api.GetWorkflowHistoryResponse:
+        caller = self._callers.admit(context, request.namespace)
         validate.workflow_id(request.workflow_id)
         validate.page_size(request.page_size)
-        return await self._forward("GetWorkflowHistory", request, api.GetWorkflowHistoryResponse)
+        return await self._forward(
+            "GetWorkflowHistory",
+            _in_namespace(request, caller.namespace),
+            api.GetWorkflowHistoryResponse,
+        )
 
     @errors.unary
     async def ListWorkflows(
         self, request: api.ListWorkflowsRequest, context: Context
     ) -> api.ListWorkflowsResponse:
+        caller = self._callers.admit(context, request.namespace)
         validate.page_size(request.page_size)
         validate.status_filter(request.status)
         if request.workflow_type:
             validate.name("workflow_type", request.workflow_type)
-        return await self._forward("ListWorkflows", request, api.ListWorkflowsResponse)
+        return await self._forward(
+            "ListWorkflows", _in_namespace(request, caller.namespace), api.ListWorkflowsResponse
+        )
 
     @errors.unary
     async def SignalWorkflow(
         self, request: api.SignalWorkflowRequest, context: Context
     ) -> api.SignalWorkflowResponse:
+        caller = self._callers.admit(context, request.namespace)
         validate.workflow_id(request.workflow_id)
         _validate_signal(request)
         return await self._forward(
-            "SignalWorkflow", _with_payload(request), api.SignalWorkflowResponse
+            "SignalWorkflow",
+            _in_namespace(_with_payload(request), caller.namespace),
+            api.SignalWorkflowResponse,
         )
 
     @errors.unary
     async def SignalWithStartWorkflow(
         self, request: api.SignalWithStartWorkflowRequest, context: Context
     ) -> api.SignalWithStartWorkflowResponse:
+        caller = self._callers.admit(context, request.start.namespace)
         if not request.start.workflow_id:
             raise errors.invalid_argument("start.workflow_id is required for SignalWithStart")
         _validate_signal(request)
         with tracer.start_as_current_span("perdure.workflow.start") as span:
             normalized = _with_payload(request)
-            normalized.start.CopyFrom(await self._normalized_start(request.start))
+            normalized.start.CopyFrom(await self._normalized_start(request.start, caller.namespace))
             _describe_start(span, normalized.start)
             span.set_attribute("perdure.signal.name", request.signal_name)
             response = await self._forward(
@@ -110,36 +169,53 @@ class WorkflowServicer(apigrpc.WorkflowServiceServicer):
     async def CancelWorkflow(
         self, request: api.CancelWorkflowRequest, context: Context
     ) -> api.CancelWorkflowResponse:
+        caller = self._callers.admit(context, request.namespace)
         validate.workflow_id(request.workflow_id)
         validate.reason(request.reason)
-        return await self._forward("CancelWorkflow", request, api.CancelWorkflowResponse)
+        return await self._forward(
+            "CancelWorkflow",
+            _in_namespace(request, caller.namespace),
+            api.CancelWorkflowResponse,
+            caller,
+        )
 
     @errors.unary
     async def TerminateWorkflow(
         self, request: api.TerminateWorkflowRequest, context: Context
     ) -> api.TerminateWorkflowResponse:
+        caller = self._callers.admit(context, request.namespace)
         validate.workflow_id(request.workflow_id)
         validate.reason(request.reason)
-        return await self._forward("TerminateWorkflow", request, api.TerminateWorkflowResponse)
+        return await self._forward(
+            "TerminateWorkflow",
+            _in_namespace(request, caller.namespace),
+            api.TerminateWorkflowResponse,
+            caller,
+        )
 
     @errors.unary
     async def QueryWorkflow(
         self, request: api.QueryWorkflowRequest, context: Context
     ) -> api.QueryWorkflowResponse:
+        caller = self._callers.admit(context, request.namespace)
         validate.workflow_id(request.workflow_id)
         validate.state_key(request.key)
-        return await self._forward("QueryWorkflow", request, api.QueryWorkflowResponse)
+        return await self._forward(
+            "QueryWorkflow", _in_namespace(request, caller.namespace), api.QueryWorkflowResponse
+        )
 
-    async def _forward(self, rpc: str, request: Message, answer_type: type[Answer]) -> Answer:
+    async def _forward(
+        self,
+        rpc: str,
+        request: Message,
+        answer_type: type[Answer],
+        caller: hpb.Caller | None = None,
+    ) -> Answer:
         """Hand a validated request to history's call of the same name; return its answer."""
-        wrapped = getattr(hpb, f"{rpc}Request")(request=request)
-        answer = await getattr(self._history, rpc)(wrapped, timeout=DOWNSTREAM_TIMEOUT)
-        response = answer.response
-        assert isinstance(response, answer_type)
-        return response
+        return await forward(self._history, rpc, request, answer_type, caller)
 
     async def _normalized_start(
-        self, request: api.StartWorkflowRequest
+        self, request: api.StartWorkflowRequest, namespace: str
     ) -> api.StartWorkflowRequest:
         """The start request validated, with defaults filled in, for a registered type."""
         validate.name("workflow_type", request.workflow_type)
@@ -153,17 +229,21 @@ class WorkflowServicer(apigrpc.WorkflowServiceServicer):
             workflow_id=request.workflow_id or str(uuid.uuid4()),
             task_queue=request.task_queue or validate.DEFAULT_TASK_QUEUE,
             input=request.input if request.HasField("input") else NULL,
+            namespace=namespace,
         )
-        await self._require_registered(normalized.task_queue, normalized.workflow_type)
+        await self._require_registered(
+            namespaces.qualify(namespace, normalized.task_queue), normalized.workflow_type
+        )
         return normalized
 
-    async def _require_registered(self, task_queue: str, workflow_type: str) -> None:
-        if (task_queue, workflow_type) in self._registered:
+    async def _require_registered(self, qualified_queue: str, workflow_type: str) -> None:
+        if (qualified_queue, workflow_type) in self._registered:
             return
         queue = await self._scheduler.DescribeTaskQueue(
-            spb.DescribeTaskQueueRequest(task_queue=task_queue), timeout=DOWNSTREAM_TIMEOUT
+            spb.DescribeTaskQueueRequest(task_queue=qualified_queue), timeout=DOWNSTREAM_TIMEOUT
         )
-        self._registered.update((task_queue, known) for known in queue.workflow_types)
+        self._registered.update((qualified_queue, known) for known in queue.workflow_types)
+        task_queue = namespaces.split(qualified_queue)[1]
         if workflow_type in queue.workflow_types:
             return
         known = ", ".join(queue.workflow_types) or "none"
@@ -199,3 +279,64 @@ def _with_payload(request: Signal) -> Signal:
     if not request.HasField("payload"):
         normalized.payload.CopyFrom(NULL)
     return normalized
+
+
+async def forward(
+    history: hgrpc.HistoryServiceStub,
+    rpc: str,
+    request: Message,
+    answer_type: type[Answer],
+    caller: hpb.Caller | None = None,
+) -> Answer:
+    """Hand a validated request to history's call of the same name; return its answer."""
+    wrapped = getattr(hpb, f"{rpc}Request")(request=request)
+    if caller is not None:
+        wrapped.caller.CopyFrom(caller)
+    answer = await getattr(history, rpc)(wrapped, timeout=DOWNSTREAM_TIMEOUT)
+    response = answer.response
+    assert isinstance(response, answer_type)
+    return response
+
+
+class AdminServicer(admingrpc.AdminServiceServicer):
+    """Key management and the audit log of the admin key's namespace."""
+
+    def __init__(self, history: hgrpc.HistoryServiceStub, callers: Callers) -> None:
+        self._history = history
+        self._callers = callers
+
+    @errors.unary
+    async def CreateApiKey(
+        self, request: admin.CreateApiKeyRequest, context: Context
+    ) -> admin.CreateApiKeyResponse:
+        caller = self._callers.admit(context, "")
+        return await forward(
+            self._history, "CreateApiKey", request, admin.CreateApiKeyResponse, caller
+        )
+
+    @errors.unary
+    async def RevokeApiKey(
+        self, request: admin.RevokeApiKeyRequest, context: Context
+    ) -> admin.RevokeApiKeyResponse:
+        caller = self._callers.admit(context, "")
+        return await forward(
+            self._history, "RevokeApiKey", request, admin.RevokeApiKeyResponse, caller
+        )
+
+    @errors.unary
+    async def ListApiKeys(
+        self, request: admin.ListApiKeysRequest, context: Context
+    ) -> admin.ListApiKeysResponse:
+        caller = self._callers.admit(context, "")
+        return await forward(
+            self._history, "ListApiKeys", request, admin.ListApiKeysResponse, caller
+        )
+
+    @errors.unary
+    async def ListAuditEvents(
+        self, request: admin.ListAuditEventsRequest, context: Context
+    ) -> admin.ListAuditEventsResponse:
+        caller = self._callers.admit(context, "")
+        return await forward(
+            self._history, "ListAuditEvents", request, admin.ListAuditEventsResponse, caller
+        )

@@ -35,9 +35,10 @@ def workflow_id(value: str, *, required: bool = True) -> None:
         raise errors.invalid_argument(
             f"workflow_id is {len(value)} characters long; the limit is {MAX_ID_LENGTH}"
         )
-    if not value.isprintable() or value != value.strip():
+    if not value.isprintable() or value != value.strip() or value.startswith("@"):
         raise errors.invalid_argument(
-            "workflow_id must be printable and must not start or end with whitespace"
+            "workflow_id must be printable and must not start with '@' or start or end with "
+            "whitespace"
         )
 
 

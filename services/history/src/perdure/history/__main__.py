@@ -8,12 +8,21 @@ from collections.abc import Sequence
 import grpc
 import uvloop
 
+from perdure.api.admin.v1.admin_service_pb2 import ROLE_WORKER
 from perdure.api.worker.v1 import journal_service_pb2, journal_service_pb2_grpc
+from perdure.common.auth import AuthInterceptor, auth_enabled, warn_if_open
 from perdure.common.db import instrument_database, open_migrated_pool
-from perdure.common.flags import add_address_flag, add_database_flag, add_listen_flag
+from perdure.common.flags import (
+    add_address_flag,
+    add_database_flag,
+    add_health_listen_flag,
+    add_listen_flag,
+)
 from perdure.common.grpc_server import ServerSpec, serve
+from perdure.common.limits import rate_setting
 from perdure.history.handlers import HistoryServicer, JournalServicer
 from perdure.history.journal import Journal
+from perdure.history.keys import KeyRing
 from perdure.history.outbox import OutboxRelay
 from perdure.internal.history.v1 import history_service_pb2, history_service_pb2_grpc
 from perdure.internal.scheduler.v1 import scheduler_service_pb2_grpc
@@ -25,6 +34,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     """Flags win over PERDURE_* environment variables, which win over defaults."""
     parser = argparse.ArgumentParser(prog="perdure history", description=__doc__)
     add_listen_flag(parser, "history")
+    add_health_listen_flag(parser, "history")
     add_database_flag(parser, "history")
     add_address_flag(parser, "scheduler")
     return parser.parse_args(argv)
@@ -36,11 +46,20 @@ async def run(args: argparse.Namespace) -> None:
     channel = aio_channel(args.scheduler)
     relay = OutboxRelay(pool, scheduler_service_pb2_grpc.SchedulerServiceStub(channel))
     journal = Journal(pool, relay.notify)
-    journal_servicer = JournalServicer(journal)
+    journal_servicer = JournalServicer(journal, rate_setting("PERDURE_STREAM_MESSAGE_RATE", 5000.0))
+    key_ring = KeyRing(pool)
+    history_service = history_service_pb2.DESCRIPTOR.services_by_name["HistoryService"].full_name
+    journal_service = journal_service_pb2.DESCRIPTOR.services_by_name["JournalService"].full_name
+    warn_if_open("history")
+    # Workers' journal calls carry their key; the gateway and the scheduler (HistoryService)
+    # are reached through mTLS and network policy, and pass on what they verified.
+    guard = AuthInterceptor(
+        key_ring.authenticate, {journal_service: ROLE_WORKER}, internal=(history_service,)
+    )
 
     def register(server: grpc.aio.Server) -> None:
         history_service_pb2_grpc.add_HistoryServiceServicer_to_server(
-            HistoryServicer(journal), server
+            HistoryServicer(journal, key_ring), server
         )
         journal_service_pb2_grpc.add_JournalServiceServicer_to_server(journal_servicer, server)
 
@@ -56,11 +75,11 @@ async def run(args: argparse.Namespace) -> None:
             ServerSpec(
                 name="history",
                 listen=args.listen,
-                service_names=[
-                    history_service_pb2.DESCRIPTOR.services_by_name["HistoryService"].full_name,
-                    journal_service_pb2.DESCRIPTOR.services_by_name["JournalService"].full_name,
-                ],
+                service_names=[history_service, journal_service],
+                interceptors=[guard] if auth_enabled() else [],
                 register=register,
+                require_client_auth=True,  # only services and workers call it
+                health_listen=args.health_listen,
                 on_started=started,
                 on_stopping=stopping,
             )

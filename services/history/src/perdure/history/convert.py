@@ -6,6 +6,7 @@ from datetime import datetime
 from typing import Any
 
 from perdure.api.workflow.v1 import workflow_pb2 as wf
+from perdure.common import namespaces
 from perdure.common.convert import python_to_value, timestamp
 from perdure.common.text import storable
 from perdure.history.store import OPEN_STATUSES, PAYLOAD_EVENTS, Row
@@ -35,10 +36,12 @@ def dict_to_failure(data: dict[str, str] | None) -> wf.Failure | None:
 
 def workflow_info(row: Row) -> wf.WorkflowInfo:
     """A workflows row as WorkflowInfo."""
+    # Workers know a run by its qualified id; the public handlers show the public one.
     return wf.WorkflowInfo(
         workflow_id=row["workflow_id"],
+        namespace=namespaces.namespace_of(row["workflow_id"]),
         workflow_type=row["workflow_type"],
-        task_queue=row["task_queue"],
+        task_queue=namespaces.split(row["task_queue"])[1],
         status=f"WORKFLOW_STATUS_{row['status']}",
         input=python_to_value(row["input"]),
         result=python_to_value(row["result"]) if row["status"] == "COMPLETED" else None,
@@ -80,7 +83,7 @@ def history_event(row: Row) -> wf.HistoryEvent:
         start_time=timestamp(row["started_at"]),
         wait=_wait_from_json(row["wait"]),
         trace_context=row["trace_context"] or {},
-        task_queue=row["task_queue"] or "",
+        task_queue=namespaces.split(row["task_queue"] or "")[1],
     )
 
 

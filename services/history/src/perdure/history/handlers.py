@@ -12,11 +12,12 @@ from typing import Any, Protocol
 import grpc
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
+from perdure.api.admin.v1 import admin_service_pb2 as admin
 from perdure.api.worker.v1 import journal_service_pb2 as jpb
 from perdure.api.worker.v1 import journal_service_pb2_grpc as jgrpc
 from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.api.workflow.v1 import workflow_service_pb2 as api
-from perdure.common import errors
+from perdure.common import auth, errors, namespaces
 from perdure.common.convert import (
     datetime_of,
     python_to_value,
@@ -24,10 +25,12 @@ from perdure.common.convert import (
     timestamp,
     value_to_python,
 )
+from perdure.common.limits import StreamCap
 from perdure.common.payload import validate_payload
 from perdure.common.text import require_storable
+from perdure.history import keys
 from perdure.history.convert import failure_to_dict
-from perdure.history.journal import Appended, Call, Journal, RemoteStep, StepAttempt
+from perdure.history.journal import Appended, Call, Journal, RemoteStep, StepAttempt, page_size
 from perdure.internal.history.v1 import history_service_pb2 as hpb
 from perdure.internal.history.v1 import history_service_pb2_grpc as hgrpc
 from perdure.telemetry.propagation import context_from
@@ -53,6 +56,25 @@ def _require_workflow_id(workflow_id: str) -> None:
     if not workflow_id:
         raise errors.invalid_argument("workflow_id is required")
     require_storable("workflow_id", workflow_id)
+    auth.require_namespace(namespaces.namespace_of(workflow_id))
+
+
+class _Addressed(Protocol):
+    workflow_id: str
+    namespace: str
+
+
+def _run_key(request: _Addressed) -> str:
+    """The platform's id of the run a public request names in its namespace."""
+    _require_workflow_id(request.workflow_id)
+    namespaces.require_public("workflow_id", request.workflow_id)
+    return namespaces.qualify(namespaces.resolve(request.namespace), request.workflow_id)
+
+
+def _public(info: wf.WorkflowInfo) -> wf.WorkflowInfo:
+    """A run's summary as its namespace's callers know it."""
+    info.workflow_id = namespaces.split(info.workflow_id)[1]
+    return info
 
 
 def _require_fence(fence: int) -> None:
@@ -76,19 +98,24 @@ def _require_step_lease(request: _StepLeaseRequest) -> None:
 
 
 class HistoryServicer(hgrpc.HistoryServiceServicer):
-    """What the gateway asks of history, after it has validated the request."""
+    """What the gateway asks of history, after it has validated the request. Public names
+    arrive with their namespace and leave without it; inside, runs go by qualified ids."""
 
-    def __init__(self, journal: Journal) -> None:
+    def __init__(self, journal: Journal, key_ring: keys.KeyRing) -> None:
         self._journal = journal
+        self._keys = key_ring
 
     @errors.unary
     async def StartWorkflow(
         self, request: hpb.StartWorkflowRequest, context: Context
     ) -> hpb.StartWorkflowResponse:
         r = request.request
-        _require_workflow_id(r.workflow_id)
+        namespace = namespaces.resolve(r.namespace)
         started, status = await self._journal.start(
-            r.workflow_id, r.workflow_type, r.task_queue, value_to_python(r.input)
+            _run_key(r),
+            r.workflow_type,
+            namespaces.qualify(namespace, r.task_queue),
+            value_to_python(r.input),
         )
         return hpb.StartWorkflowResponse(
             response=api.StartWorkflowResponse(
@@ -102,11 +129,10 @@ class HistoryServicer(hgrpc.HistoryServiceServicer):
     async def DescribeWorkflow(
         self, request: hpb.DescribeWorkflowRequest, context: Context
     ) -> hpb.DescribeWorkflowResponse:
-        _require_workflow_id(request.request.workflow_id)
-        described = await self._journal.describe(request.request.workflow_id)
+        described = await self._journal.describe(_run_key(request.request))
         return hpb.DescribeWorkflowResponse(
             response=api.DescribeWorkflowResponse(
-                workflow=described.info,
+                workflow=_public(described.info),
                 steps=described.steps,
                 current_step=described.current_step,
                 pending_signals=described.pending_signals,
@@ -119,8 +145,7 @@ class HistoryServicer(hgrpc.HistoryServiceServicer):
         self, request: hpb.GetWorkflowHistoryRequest, context: Context
     ) -> hpb.GetWorkflowHistoryResponse:
         r = request.request
-        _require_workflow_id(r.workflow_id)
-        events, token = await self._journal.history_page(r.workflow_id, r.page_size, r.page_token)
+        events, token = await self._journal.history_page(_run_key(r), r.page_size, r.page_token)
         return hpb.GetWorkflowHistoryResponse(
             response=api.GetWorkflowHistoryResponse(events=events, next_page_token=token)
         )
@@ -136,10 +161,16 @@ class HistoryServicer(hgrpc.HistoryServiceServicer):
             else None
         )
         runs, token = await self._journal.list_page(
-            status, r.workflow_type or None, r.page_size, r.page_token
+            namespaces.resolve(r.namespace),
+            status,
+            r.workflow_type or None,
+            r.page_size,
+            r.page_token,
         )
         return hpb.ListWorkflowsResponse(
-            response=api.ListWorkflowsResponse(workflows=runs, next_page_token=token)
+            response=api.ListWorkflowsResponse(
+                workflows=[_public(run) for run in runs], next_page_token=token
+            )
         )
 
     @errors.unary
@@ -147,9 +178,8 @@ class HistoryServicer(hgrpc.HistoryServiceServicer):
         self, request: hpb.SignalWorkflowRequest, context: Context
     ) -> hpb.SignalWorkflowResponse:
         r = request.request
-        _require_workflow_id(r.workflow_id)
         accepted = await self._journal.signal(
-            r.workflow_id, r.signal_name, value_to_python(r.payload), r.signal_id or None
+            _run_key(r), r.signal_name, value_to_python(r.payload), r.signal_id or None
         )
         return hpb.SignalWorkflowResponse(response=api.SignalWorkflowResponse(accepted=accepted))
 
@@ -158,11 +188,10 @@ class HistoryServicer(hgrpc.HistoryServiceServicer):
         self, request: hpb.SignalWithStartWorkflowRequest, context: Context
     ) -> hpb.SignalWithStartWorkflowResponse:
         r = request.request
-        _require_workflow_id(r.start.workflow_id)
         started, accepted = await self._journal.signal_with_start(
-            r.start.workflow_id,
+            _run_key(r.start),
             r.start.workflow_type,
-            r.start.task_queue,
+            namespaces.qualify(namespaces.resolve(r.start.namespace), r.start.task_queue),
             value_to_python(r.start.input),
             r.signal_name,
             value_to_python(r.payload),
@@ -176,29 +205,112 @@ class HistoryServicer(hgrpc.HistoryServiceServicer):
     async def CancelWorkflow(
         self, request: hpb.CancelWorkflowRequest, context: Context
     ) -> hpb.CancelWorkflowResponse:
-        _require_workflow_id(request.request.workflow_id)
-        await self._journal.cancel(request.request.workflow_id, request.request.reason)
+        r = request.request
+        await self._journal.cancel(_run_key(r), r.reason)
+        await self._audit(request.caller.key_id, r, "WORKFLOW_CANCEL_REQUESTED")
         return hpb.CancelWorkflowResponse(response=api.CancelWorkflowResponse())
 
     @errors.unary
     async def TerminateWorkflow(
         self, request: hpb.TerminateWorkflowRequest, context: Context
     ) -> hpb.TerminateWorkflowResponse:
-        _require_workflow_id(request.request.workflow_id)
-        await self._journal.terminate(request.request.workflow_id, request.request.reason)
+        r = request.request
+        await self._journal.terminate(_run_key(r), r.reason)
+        await self._audit(request.caller.key_id, r, "WORKFLOW_TERMINATED")
         return hpb.TerminateWorkflowResponse(response=api.TerminateWorkflowResponse())
 
     @errors.unary
     async def QueryWorkflow(
         self, request: hpb.QueryWorkflowRequest, context: Context
     ) -> hpb.QueryWorkflowResponse:
-        _require_workflow_id(request.request.workflow_id)
-        row = await self._journal.query(request.request.workflow_id, request.request.key)
+        row = await self._journal.query(_run_key(request.request), request.request.key)
         return hpb.QueryWorkflowResponse(
             response=api.QueryWorkflowResponse(
                 value=python_to_value(row["payload"]), update_time=timestamp(row["created_at"])
             )
         )
+
+    @errors.unary
+    async def Authenticate(
+        self, request: hpb.AuthenticateRequest, context: Context
+    ) -> hpb.AuthenticateResponse:
+        principal = await self._keys.authenticate(request.token)
+        return hpb.AuthenticateResponse(
+            key_id=principal.key_id,
+            namespace=principal.namespace,
+            role=principal.role,  # type: ignore[arg-type]
+            task_queues=principal.task_queues,
+        )
+
+    @errors.unary
+    async def CreateApiKey(
+        self, request: hpb.CreateApiKeyRequest, context: Context
+    ) -> hpb.CreateApiKeyResponse:
+        r, caller = request.request, request.caller
+        async with self._keys.connection() as conn:
+            key, token = await keys.create(
+                conn,
+                namespaces.resolve(caller.namespace),
+                keys.role_of(r.role),
+                list(r.task_queues),
+                r.name,
+                caller.key_id,
+            )
+        return hpb.CreateApiKeyResponse(response=admin.CreateApiKeyResponse(key=key, token=token))
+
+    @errors.unary
+    async def RevokeApiKey(
+        self, request: hpb.RevokeApiKeyRequest, context: Context
+    ) -> hpb.RevokeApiKeyResponse:
+        r, caller = request.request, request.caller
+        if not r.key_id:
+            raise errors.invalid_argument("key_id is required")
+        require_storable("key_id", r.key_id)
+        async with self._keys.connection() as conn:
+            revoked = await keys.revoke(
+                conn, namespaces.resolve(caller.namespace), r.key_id, caller.key_id
+            )
+        self._keys.forget(r.key_id)
+        return hpb.RevokeApiKeyResponse(response=admin.RevokeApiKeyResponse(revoked=revoked))
+
+    @errors.unary
+    async def ListApiKeys(
+        self, request: hpb.ListApiKeysRequest, context: Context
+    ) -> hpb.ListApiKeysResponse:
+        namespace = namespaces.resolve(request.caller.namespace)
+        async with self._keys.connection() as conn:
+            listed = await keys.listed(conn, namespace, request.request.include_revoked)
+        return hpb.ListApiKeysResponse(response=admin.ListApiKeysResponse(keys=listed))
+
+    @errors.unary
+    async def ListAuditEvents(
+        self, request: hpb.ListAuditEventsRequest, context: Context
+    ) -> hpb.ListAuditEventsResponse:
+        r = request.request
+        if not 0 <= r.page_size <= 1000:
+            raise errors.invalid_argument("page_size must be between 0 and 1000")
+        async with self._keys.connection() as conn:
+            events, token = await keys.audit_page(
+                conn,
+                namespaces.resolve(request.caller.namespace),
+                page_size(r.page_size),
+                r.page_token,
+            )
+        return hpb.ListAuditEventsResponse(
+            response=admin.ListAuditEventsResponse(events=events, next_page_token=token)
+        )
+
+    async def _audit(
+        self,
+        key_id: str,
+        request: api.CancelWorkflowRequest | api.TerminateWorkflowRequest,
+        action: str,
+    ) -> None:
+        namespace = namespaces.resolve(request.namespace)
+        async with self._keys.connection() as conn:
+            await keys.audit(
+                conn, key_id, namespace, action, request.workflow_id, {"reason": request.reason}
+            )
 
 
 class _CallRequest(Protocol):
@@ -280,8 +392,9 @@ def _outcome(request: jpb.RecordStepRequest) -> tuple[str, dict[str, Any], float
 class JournalServicer(jgrpc.JournalServiceServicer):
     """The worker protocol's journal calls, each checked against the lease's fence."""
 
-    def __init__(self, journal: Journal) -> None:
+    def __init__(self, journal: Journal, call_rate: float) -> None:
         self._journal = journal
+        self._call_rate = call_rate  # per Session stream, calls per second
         self._session_readers: set[asyncio.Task[None]] = set()
 
     def close_sessions(self) -> None:
@@ -358,6 +471,7 @@ class JournalServicer(jgrpc.JournalServiceServicer):
                 f"task_queue must have 1 to {MAX_TASK_QUEUE_LENGTH} characters"
             )
         require_storable("task_queue", request.task_queue)
+        namespaces.require_public("task_queue", request.task_queue)
         validate_payload("input", request.input)
         timeout = None
         if request.HasField("timeout"):
@@ -366,7 +480,10 @@ class JournalServicer(jgrpc.JournalServiceServicer):
                 raise errors.invalid_argument("timeout must be positive (unset: no limit)")
         step = RemoteStep(
             step_type=request.step_name,
-            task_queue=request.task_queue,
+            # The queue is named in the run's namespace, whose workers alone serve it.
+            task_queue=namespaces.qualify(
+                namespaces.namespace_of(request.workflow_id), request.task_queue
+            ),
             input_value=value_to_python(request.input),
             retry=_retry_policy(request),
             timeout_seconds=timeout,
@@ -529,6 +646,7 @@ class JournalServicer(jgrpc.JournalServiceServicer):
         answers: asyncio.Queue[jpb.JournalAnswer | None] = asyncio.Queue()
         calls: set[asyncio.Task[None]] = set()
         refused: list[errors.ApiError] = []  # a message that is not a SessionRequest
+        cap = StreamCap(self._call_rate, "JournalService.Session")
 
         async def answer(call: jpb.JournalCall) -> None:
             answers.put_nowait(await self._answer(call, context))
@@ -537,6 +655,7 @@ class JournalServicer(jgrpc.JournalServiceServicer):
             try:
                 while (request := await context.read()) is not grpc.aio.EOF:
                     for call in request.calls:
+                        cap.count()
                         task = asyncio.create_task(answer(call))
                         calls.add(task)
                         task.add_done_callback(calls.discard)

@@ -17,7 +17,7 @@ from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
 from perdure.api.workflow.v1 import workflow_pb2 as wf
-from perdure.common import errors
+from perdure.common import errors, namespaces
 from perdure.history import convert, store
 from perdure.history.group_commit import GroupCommit
 from perdure.history.metrics import (
@@ -280,7 +280,12 @@ class Journal:
         return [convert.history_event(row) for row in rows], next_token
 
     async def list_page(
-        self, status: str | None, workflow_type: str | None, requested_size: int, token: str
+        self,
+        namespace: str,
+        status: str | None,
+        workflow_type: str | None,
+        requested_size: int,
+        token: str,
     ) -> tuple[list[wf.WorkflowInfo], str]:
         """One page of runs, newest first, and the token of the next."""
         before = decode_page_token(token)
@@ -290,6 +295,7 @@ class Journal:
                 conn,
                 store.LIST_WORKFLOWS,
                 {
+                    "namespace": namespace,
                     "status": status,
                     "workflow_type": workflow_type,
                     "before": before,
@@ -502,6 +508,7 @@ class Journal:
     ) -> bool:
         params = {
             "workflow_id": workflow_id,
+            "namespace": namespaces.namespace_of(workflow_id),
             "workflow_type": workflow_type,
             "task_queue": task_queue,
             "input": Jsonb(input_value),

@@ -37,9 +37,10 @@ _PROGRESS = """(
 START_WORKFLOW = """
 WITH run AS (
     INSERT INTO history.workflows
-        (workflow_id, workflow_type, task_queue, status, input, event_count, trace_context)
-    VALUES (%(workflow_id)s, %(workflow_type)s, %(task_queue)s, 'RUNNING', %(input)s, 1,
-            %(trace_context)s)
+        (workflow_id, namespace, workflow_type, task_queue, status, input, event_count,
+         trace_context)
+    VALUES (%(workflow_id)s, %(namespace)s, %(workflow_type)s, %(task_queue)s, 'RUNNING',
+            %(input)s, 1, %(trace_context)s)
     ON CONFLICT (workflow_id) DO NOTHING
     RETURNING workflow_id, workflow_type, task_queue, input
 ), started AS (
@@ -370,7 +371,8 @@ ORDER BY event_id DESC LIMIT 1
 
 LIST_WORKFLOWS = f"""
 SELECT run_seq, {WORKFLOW_COLUMNS} FROM history.workflows
-WHERE (%(status)s::text IS NULL OR status = %(status)s)
+WHERE namespace = %(namespace)s
+  AND (%(status)s::text IS NULL OR status = %(status)s)
   AND (%(workflow_type)s::text IS NULL OR workflow_type = %(workflow_type)s)
   AND (%(before)s::bigint IS NULL OR run_seq < %(before)s)
 ORDER BY run_seq DESC

@@ -10,23 +10,43 @@ from collections.abc import Sequence
 import grpc
 import uvloop
 
+from perdure.api.admin.v1.admin_service_pb2 import ROLE_WORKER
 from perdure.api.worker.v1 import task_service_pb2, task_service_pb2_grpc
+from perdure.common.auth import (
+    AuthInterceptor,
+    auth_enabled,
+    history_authenticator,
+    warn_if_open,
+)
 from perdure.common.db import instrument_database, open_migrated_pool
-from perdure.common.flags import add_database_flag, add_listen_flag
+from perdure.common.flags import (
+    add_address_flag,
+    add_database_flag,
+    add_health_listen_flag,
+    add_listen_flag,
+)
 from perdure.common.grpc_server import ServerSpec, serve
+from perdure.common.limits import rate_setting
+from perdure.internal.history.v1 import history_service_pb2_grpc
 from perdure.internal.scheduler.v1 import scheduler_service_pb2, scheduler_service_pb2_grpc
 from perdure.scheduler.dispatcher import Dispatcher
 from perdure.scheduler.handlers import SchedulerServicer, TaskServicer
 from perdure.scheduler.metrics import observe_backlog
 from perdure.scheduler.store import TaskStore
 from perdure.telemetry import telemetry_for
+from perdure.telemetry.rpc import aio_channel
+
+TASK_SERVICE = task_service_pb2.DESCRIPTOR.services_by_name["TaskService"].full_name
+SCHEDULER_SERVICE = scheduler_service_pb2.DESCRIPTOR.services_by_name["SchedulerService"].full_name
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     """Flags win over PERDURE_* environment variables, which win over defaults."""
     parser = argparse.ArgumentParser(prog="perdure scheduler", description=__doc__)
     add_listen_flag(parser, "scheduler")
+    add_health_listen_flag(parser, "scheduler")
     add_database_flag(parser, "scheduler")
+    add_address_flag(parser, "history")  # where worker keys are checked
     parser.add_argument(
         "--lease-ttl",
         type=float,
@@ -45,10 +65,25 @@ async def run(args: argparse.Namespace) -> None:
     store = TaskStore(pool)
     dispatcher = Dispatcher(store, args.lease_ttl)
     observe_backlog(store, asyncio.get_running_loop())
+    history = aio_channel(args.history)
+    authenticate = (
+        history_authenticator(history_service_pb2_grpc.HistoryServiceStub(history))
+        if auth_enabled()
+        else None
+    )
+    warn_if_open("scheduler")
+    # Workers connect with their key; history and the gateway (SchedulerService) are reached
+    # through mTLS and network policy.
+    guard = (
+        [AuthInterceptor(authenticate, {TASK_SERVICE: ROLE_WORKER}, internal=(SCHEDULER_SERVICE,))]
+        if authenticate is not None
+        else []
+    )
+    message_rate = rate_setting("PERDURE_STREAM_MESSAGE_RATE", 5000.0)
 
     def register(server: grpc.aio.Server) -> None:
         task_service_pb2_grpc.add_TaskServiceServicer_to_server(
-            TaskServicer(store, dispatcher), server
+            TaskServicer(store, dispatcher, authenticate, message_rate), server
         )
         scheduler_service_pb2_grpc.add_SchedulerServiceServicer_to_server(
             SchedulerServicer(store, dispatcher), server
@@ -62,16 +97,17 @@ async def run(args: argparse.Namespace) -> None:
             ServerSpec(
                 name="scheduler",
                 listen=args.listen,
-                service_names=[
-                    task_service_pb2.DESCRIPTOR.services_by_name["TaskService"].full_name,
-                    scheduler_service_pb2.DESCRIPTOR.services_by_name["SchedulerService"].full_name,
-                ],
+                service_names=[TASK_SERVICE, SCHEDULER_SERVICE],
                 register=register,
+                interceptors=guard,
+                require_client_auth=True,  # only services and workers call it
+                health_listen=args.health_listen,
                 on_started=started,
                 on_stopping=dispatcher.stop,
             )
         )
     finally:
+        await history.close()
         await pool.close()
 
 

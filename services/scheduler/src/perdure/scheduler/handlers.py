@@ -15,8 +15,16 @@ from psycopg.types.json import Jsonb
 
 from perdure.api.worker.v1 import task_service_pb2 as tpb
 from perdure.api.worker.v1 import task_service_pb2_grpc as tgrpc
-from perdure.common import errors
+from perdure.common import errors, namespaces
+from perdure.common.auth import (
+    Authenticate,
+    bearer_token,
+    current_principal,
+    permission_denied,
+    unauthenticated,
+)
 from perdure.common.convert import seconds_of
+from perdure.common.limits import StreamCap
 from perdure.common.text import require_storable
 from perdure.internal.scheduler.v1 import scheduler_service_pb2 as spb
 from perdure.internal.scheduler.v1 import scheduler_service_pb2_grpc as sgrpc
@@ -29,6 +37,25 @@ log = logging.getLogger(__name__)
 Context = grpc.aio.ServicerContext[Any, Any]
 MAX_CAPACITY = 10_000
 MAX_TIMER_LOOKAHEAD_SECONDS = 1.0
+KEY_RECHECK_SECONDS = 2.0  # how soon a revoked worker key loses its open stream
+
+
+def _namespace_of_session(hello: tpb.Hello) -> str:
+    """The namespace a session serves: its worker key's, or the one it names without keys."""
+    principal = current_principal.get()
+    if principal is None:
+        return namespaces.resolve(hello.namespace)
+    if hello.namespace and hello.namespace != principal.namespace:
+        raise permission_denied(
+            f"worker key {principal.key_id} belongs to namespace {principal.namespace!r}; it "
+            f"cannot serve namespace {hello.namespace[:70]!r}"
+        )
+    if not principal.serves(hello.task_queue):
+        raise permission_denied(
+            f"worker key {principal.key_id} may serve task queues "
+            f"{', '.join(principal.task_queues)}; not {hello.task_queue[:70]!r}"
+        )
+    return principal.namespace
 
 
 def _session_from_hello(message: tpb.ConnectRequest) -> Session:
@@ -37,6 +64,7 @@ def _session_from_hello(message: tpb.ConnectRequest) -> Session:
     hello = message.hello
     if not hello.task_queue:
         raise errors.invalid_argument("hello.task_queue is required")
+    namespaces.require_public("hello.task_queue", hello.task_queue)
     types = [*hello.workflow_types, *hello.step_types]
     if not types or any(not t for t in types):
         raise errors.invalid_argument(
@@ -56,7 +84,7 @@ def _session_from_hello(message: tpb.ConnectRequest) -> Session:
         )
     return Session(
         identity=hello.identity or "unnamed-worker",
-        task_queue=hello.task_queue,
+        task_queue=namespaces.qualify(_namespace_of_session(hello), hello.task_queue),
         workflow_types=sorted(set(hello.workflow_types)),
         step_types=sorted(set(hello.step_types)),
         capacity=hello.capacity,
@@ -64,11 +92,17 @@ def _session_from_hello(message: tpb.ConnectRequest) -> Session:
     )
 
 
-def _leases(refs: Iterable[tpb.LeaseRef]) -> list[Lease]:
+def _leases(session: Session, refs: Iterable[tpb.LeaseRef]) -> list[Lease]:
+    """The leases a message names, each of the session's namespace."""
     leases = [(ref.workflow_id, ref.step_id, ref.fence) for ref in refs]
+    namespace = namespaces.namespace_of(session.task_queue)
     for workflow_id, step_id, _ in leases:
         require_storable("a lease's workflow_id", workflow_id)
         require_storable("a lease's step_id", step_id)
+        if namespaces.namespace_of(workflow_id) != namespace:
+            raise permission_denied(
+                f"lease of {workflow_id[:100]!r} is outside this session's namespace {namespace!r}"
+            )
     return leases
 
 
@@ -81,9 +115,17 @@ def _duration(seconds: float) -> duration_pb2.Duration:
 class TaskServicer(tgrpc.TaskServiceServicer):
     """One bidirectional stream per worker: tasks out, heartbeats and results in."""
 
-    def __init__(self, store: TaskStore, dispatcher: Dispatcher) -> None:
+    def __init__(
+        self,
+        store: TaskStore,
+        dispatcher: Dispatcher,
+        authenticate: Authenticate | None,
+        message_rate: float,
+    ) -> None:
         self._store = store
         self._dispatcher = dispatcher
+        self._authenticate = authenticate  # None: authentication is off
+        self._message_rate = message_rate
 
     async def Connect(
         self, request_iterator: Any, context: Context
@@ -93,7 +135,7 @@ class TaskServicer(tgrpc.TaskServiceServicer):
             if first is grpc.aio.EOF:
                 return
             session = _session_from_hello(first)
-            held = _leases(first.hello.leases)
+            held = _leases(session, first.hello.leases)
         except errors.ApiError as error:
             await errors.abort_with(context, error)
             return
@@ -116,17 +158,20 @@ class TaskServicer(tgrpc.TaskServiceServicer):
         )
         await self._dispatcher.heartbeat(session, held)
         reader = asyncio.create_task(self._read(session, context))
+        watch = asyncio.create_task(self._watch_key(context))
         outgoing: asyncio.Future[tpb.ConnectResponse | None] | None = None
         self._dispatcher.add(session)
         worker_left = True
         try:
             while True:
                 outgoing = asyncio.ensure_future(session.outgoing.get())
-                await asyncio.wait({outgoing, reader}, return_when=asyncio.FIRST_COMPLETED)
+                await asyncio.wait({outgoing, reader, watch}, return_when=asyncio.FIRST_COMPLETED)
                 if not outgoing.done():
                     try:
-                        reader.result()  # the worker closed the stream (or reading it failed)
-                    except errors.ApiError as error:  # a malformed heartbeat or TaskDone
+                        # The worker closed the stream, reading it failed, or its key was
+                        # revoked.
+                        (reader if reader.done() else watch).result()
+                    except errors.ApiError as error:  # a malformed message, a revoked key
                         await errors.abort_with(context, error)
                     return
                 message = outgoing.result()
@@ -136,6 +181,7 @@ class TaskServicer(tgrpc.TaskServiceServicer):
                 yield message
         finally:
             reader.cancel()
+            watch.cancel()
             if outgoing is not None:
                 outgoing.cancel()
             # Shielded: the stream may be cancelled because the worker died, and the release
@@ -144,17 +190,35 @@ class TaskServicer(tgrpc.TaskServiceServicer):
 
     async def _read(self, session: Session, context: Context) -> None:
         """Handle what the worker sends until it closes the stream."""
+        cap = StreamCap(self._message_rate, "TaskService.Connect")
         with untraced():  # heartbeats every few seconds would bury the stream's span
             while (message := await context.read()) is not grpc.aio.EOF:
+                cap.count()
                 session.heard()
                 await self._handle(session, message)
+
+    async def _watch_key(self, context: Context) -> None:
+        """Raise once the stream's worker key is revoked (checked every KEY_RECHECK_SECONDS);
+        without authentication, never return."""
+        token = bearer_token(context.invocation_metadata())
+        if self._authenticate is None or token is None:
+            await asyncio.Future()
+            return
+        while True:
+            await asyncio.sleep(KEY_RECHECK_SECONDS)
+            try:
+                await self._authenticate(token)
+            except grpc.aio.AioRpcError as error:
+                if error.code() == grpc.StatusCode.UNAUTHENTICATED:
+                    raise unauthenticated("API_KEY_REVOKED", error.details() or "") from None
+                log.warning("could not recheck a worker key: %s", error.details())
 
     async def _handle(self, session: Session, message: tpb.ConnectRequest) -> None:
         kind = message.WhichOneof("message")
         if kind == "heartbeat":
-            await self._dispatcher.heartbeat(session, _leases(message.heartbeat.leases))
+            await self._dispatcher.heartbeat(session, _leases(session, message.heartbeat.leases))
         elif kind == "task_done":
-            [lease] = _leases([message.task_done.lease])
+            [lease] = _leases(session, [message.task_done.lease])
             await self._dispatcher.task_done(session, lease)
         elif kind == "drain":
             session.capacity = 0

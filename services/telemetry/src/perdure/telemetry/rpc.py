@@ -3,12 +3,18 @@
 Client interceptors put the caller's trace context in the request metadata; server
 interceptors continue it, so a call across services is one trace. Health checks are left
 out: probes would bury the traces that matter.
+
+Channels are TLS when PERDURE_TLS_CA is set: they trust that CA, and present the certificate
+in PERDURE_TLS_CERT/PERDURE_TLS_KEY when those are set (mutual TLS).
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -22,6 +28,7 @@ from opentelemetry.instrumentation.grpc import (
 )
 from opentelemetry.trace import Span, SpanKind
 
+from perdure.telemetry.credentials import aio_bearer, sync_bearer
 from perdure.telemetry.setup import tracing_enabled
 
 _NOT_HEALTH = filters.negate(filters.health_check())
@@ -33,15 +40,94 @@ def server_interceptors() -> list[grpc.aio.ServerInterceptor]:
     return [aio_server_interceptor(filter_=_NOT_HEALTH)] if tracing_enabled() else []
 
 
-def aio_channel(address: str, options: Sequence[tuple[str, Any]] = ()) -> grpc.aio.Channel:
-    """An insecure grpc.aio channel whose calls carry the trace context."""
-    interceptors = aio_client_interceptors(filter_=_NOT_HEALTH) if tracing_enabled() else None
-    return grpc.aio.insecure_channel(address, options=options, interceptors=interceptors)
+class TLSConfigError(ValueError):
+    """PERDURE_TLS_* names a file that cannot be read, or only half of a certificate."""
 
 
-def sync_channel(address: str, options: Sequence[tuple[str, Any]] = ()) -> grpc.Channel:
-    """An insecure blocking channel whose calls carry the trace context."""
-    channel = grpc.insecure_channel(address, options=options)
+@dataclass(frozen=True)
+class TLSFiles:
+    """The PERDURE_TLS_* paths of this process (None where unset)."""
+
+    ca: Path | None
+    cert: Path | None
+    key: Path | None
+
+    @classmethod
+    def from_env(cls) -> TLSFiles:
+        """The paths as set, unchecked."""
+        paths = [
+            Path(value) if (value := os.environ.get(variable, "").strip()) else None
+            for variable in ("PERDURE_TLS_CA", "PERDURE_TLS_CERT", "PERDURE_TLS_KEY")
+        ]
+        return cls(*paths)
+
+    def check_pair(self) -> None:
+        """A certificate without its key (or the reverse) is an error, not plaintext."""
+        if self.cert is not None and self.key is None:
+            raise TLSConfigError(
+                f"PERDURE_TLS_CERT is set ({self.cert}) but PERDURE_TLS_KEY is not: "
+                "set both or neither"
+            )
+        if self.key is not None and self.cert is None:
+            raise TLSConfigError(
+                f"PERDURE_TLS_KEY is set ({self.key}) but PERDURE_TLS_CERT is not: "
+                "set both or neither"
+            )
+
+
+def read_pem(variable: str, path: Path) -> bytes:
+    """The contents of the file a PERDURE_TLS_* variable names, or an error naming both."""
+    try:
+        return path.read_bytes()
+    except OSError as error:
+        raise TLSConfigError(f"{variable}={path}: cannot read it ({error.strerror})") from None
+
+
+def channel_credentials() -> grpc.ChannelCredentials | None:
+    """TLS credentials from PERDURE_TLS_*, or None (plaintext) when PERDURE_TLS_CA is unset."""
+    files = TLSFiles.from_env()
+    if files.ca is None:
+        return None
+    files.check_pair()
+    key = cert = None
+    if files.cert is not None and files.key is not None:
+        cert = read_pem("PERDURE_TLS_CERT", files.cert)
+        key = read_pem("PERDURE_TLS_KEY", files.key)
+    return grpc.ssl_channel_credentials(
+        root_certificates=read_pem("PERDURE_TLS_CA", files.ca),
+        private_key=key,
+        certificate_chain=cert,
+    )
+
+
+def aio_channel(
+    address: str, options: Sequence[tuple[str, Any]] = (), *, api_key: str | None = None
+) -> grpc.aio.Channel:
+    """A grpc.aio channel (TLS per PERDURE_TLS_*) whose calls carry the trace context, and
+    `api_key` as a bearer token when given."""
+    interceptors = [
+        *(aio_client_interceptors(filter_=_NOT_HEALTH) if tracing_enabled() else []),
+        *(aio_bearer(api_key) if api_key else []),
+    ]
+    credentials = channel_credentials()
+    if credentials is None:
+        return grpc.aio.insecure_channel(address, options=options, interceptors=interceptors)
+    return grpc.aio.secure_channel(address, credentials, options=options, interceptors=interceptors)
+
+
+def sync_channel(
+    address: str, options: Sequence[tuple[str, Any]] = (), *, api_key: str | None = None
+) -> grpc.Channel:
+    """A blocking channel (TLS per PERDURE_TLS_*) whose calls carry the trace context, and
+    `api_key` as a bearer token when given."""
+    credentials = channel_credentials()
+    channel = (
+        grpc.insecure_channel(address, options=options)
+        if credentials is None
+        else grpc.secure_channel(address, credentials, options=options)
+    )
+    if api_key:
+        channel = sync_bearer(channel, api_key)
     if not tracing_enabled():
         return channel
     return grpc.intercept_channel(channel, client_interceptor(filter_=_NOT_HEALTH))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -27,10 +28,21 @@ CLOSED = frozenset(
 class Client:
     """Start workflows and read their state through the gateway."""
 
-    def __init__(self, address: str = "localhost:7400", *, timeout: float = 30.0) -> None:
+    def __init__(
+        self,
+        address: str = "localhost:7400",
+        *,
+        timeout: float = 30.0,
+        api_key: str | None = None,
+        namespace: str = "",
+    ) -> None:
+        """`api_key` defaults to PERDURE_API_KEY; `namespace` to the key's (or "default")."""
         # Carries the caller's trace context when the program traces (an SDK tracer provider
         # is installed): a workflow started inside a request's span joins that trace.
-        self._channel = sync_channel(address, CHANNEL_OPTIONS)
+        self._channel = sync_channel(
+            address, CHANNEL_OPTIONS, api_key=api_key or os.environ.get("PERDURE_API_KEY")
+        )
+        self.namespace = namespace
         self._stub = apigrpc.WorkflowServiceStub(self._channel)
         self._timeout = timeout
 
@@ -54,6 +66,7 @@ class Client:
     ) -> api.StartWorkflowResponse:
         """Start a run (idempotent by workflow id)."""
         request = api.StartWorkflowRequest(
+            namespace=self.namespace,
             workflow_type=workflow_type,
             workflow_id=workflow_id,
             task_queue=task_queue,
@@ -70,6 +83,7 @@ class Client:
         """Send a signal; False when a signal with the same id was already received."""
         response: api.SignalWorkflowResponse = self._stub.SignalWorkflow(
             api.SignalWorkflowRequest(
+                namespace=self.namespace,
                 workflow_id=workflow_id,
                 signal_name=signal_name,
                 payload=to_value(payload),
@@ -94,6 +108,7 @@ class Client:
         response: api.SignalWithStartWorkflowResponse = self._stub.SignalWithStartWorkflow(
             api.SignalWithStartWorkflowRequest(
                 start=api.StartWorkflowRequest(
+                    namespace=self.namespace,
                     workflow_type=workflow_type,
                     workflow_id=workflow_id,
                     task_queue=task_queue,
@@ -110,28 +125,34 @@ class Client:
     def cancel(self, workflow_id: str, reason: str = "") -> None:
         """Ask the run to cancel (it may run compensating steps first)."""
         self._stub.CancelWorkflow(
-            api.CancelWorkflowRequest(workflow_id=workflow_id, reason=reason),
+            api.CancelWorkflowRequest(
+                namespace=self.namespace, workflow_id=workflow_id, reason=reason
+            ),
             timeout=self._timeout,
         )
 
     def terminate(self, workflow_id: str, reason: str = "") -> None:
         """End the run at once, without running its code."""
         self._stub.TerminateWorkflow(
-            api.TerminateWorkflowRequest(workflow_id=workflow_id, reason=reason),
+            api.TerminateWorkflowRequest(
+                namespace=self.namespace, workflow_id=workflow_id, reason=reason
+            ),
             timeout=self._timeout,
         )
 
     def query(self, workflow_id: str, key: str) -> Any:
         """The latest value the run published under `key` with ctx.set_state."""
         response: api.QueryWorkflowResponse = self._stub.QueryWorkflow(
-            api.QueryWorkflowRequest(workflow_id=workflow_id, key=key), timeout=self._timeout
+            api.QueryWorkflowRequest(namespace=self.namespace, workflow_id=workflow_id, key=key),
+            timeout=self._timeout,
         )
         return from_value(response.value)
 
     def describe(self, workflow_id: str) -> api.DescribeWorkflowResponse:
         """The run's state and its recorded steps."""
         response: api.DescribeWorkflowResponse = self._stub.DescribeWorkflow(
-            api.DescribeWorkflowRequest(workflow_id=workflow_id), timeout=self._timeout
+            api.DescribeWorkflowRequest(namespace=self.namespace, workflow_id=workflow_id),
+            timeout=self._timeout,
         )
         return response
 
@@ -141,7 +162,10 @@ class Client:
         while True:
             page: api.GetWorkflowHistoryResponse = self._stub.GetWorkflowHistory(
                 api.GetWorkflowHistoryRequest(
-                    workflow_id=workflow_id, page_size=page_size, page_token=token
+                    namespace=self.namespace,
+                    workflow_id=workflow_id,
+                    page_size=page_size,
+                    page_token=token,
                 ),
                 timeout=self._timeout,
             )
@@ -156,6 +180,7 @@ class Client:
         """One page of runs, newest first."""
         response: api.ListWorkflowsResponse = self._stub.ListWorkflows(
             api.ListWorkflowsRequest(
+                namespace=self.namespace,
                 status=status,  # type: ignore[arg-type]
                 workflow_type=workflow_type,
                 page_size=page_size,

@@ -60,6 +60,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="name shown to operators (PERDURE_WORKER_IDENTITY, default host:pid)",
     )
     parser.add_argument(
+        "--namespace",
+        default=os.environ.get("PERDURE_NAMESPACE", ""),
+        help="namespace to serve (PERDURE_NAMESPACE; default: the worker key's, or 'default'); "
+        "the worker key itself is read from PERDURE_API_KEY only, never from a flag that "
+        "`ps` would show",
+    )
+    parser.add_argument(
         "--shutdown-grace",
         type=float,
         default=10.0,
@@ -98,6 +105,8 @@ async def run(args: argparse.Namespace) -> None:
         history=args.history,
         identity=args.identity,
         shutdown_grace=args.shutdown_grace,
+        api_key=os.environ.get("PERDURE_API_KEY") or None,
+        namespace=args.namespace,
     )
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):

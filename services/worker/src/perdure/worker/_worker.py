@@ -61,6 +61,8 @@ class Worker:
         history: str = "localhost:7401",
         identity: str | None = None,
         shutdown_grace: float = 10.0,
+        api_key: str | None = None,
+        namespace: str = "",
     ) -> None:
         self._workflows: dict[str, WorkflowFunction] = {}
         for fn in workflows:
@@ -88,6 +90,8 @@ class Worker:
         self._scheduler_address = scheduler
         self._history_address = history
         self._shutdown_grace = shutdown_grace
+        self._api_key = api_key  # a worker key, sent on every call when set
+        self.namespace = namespace  # empty: the key's (or "default" without keys)
         self._leases: dict[tuple[str, str], int] = {}  # (workflow id, step id) -> fence
         self._running: set[asyncio.Task[None]] = set()
         self._stopping = asyncio.Event()
@@ -112,8 +116,8 @@ class Worker:
     async def run(self) -> None:
         """Serve until stopped, reconnecting to the scheduler whenever the stream breaks."""
         async with (
-            aio_channel(self._scheduler_address, CHANNEL_OPTIONS) as tasks,
-            aio_channel(self._history_address, CHANNEL_OPTIONS) as history,
+            aio_channel(self._scheduler_address, CHANNEL_OPTIONS, api_key=self._api_key) as tasks,
+            aio_channel(self._history_address, CHANNEL_OPTIONS, api_key=self._api_key) as history,
         ):
             log.info(
                 "worker %s starting: queue %s, scheduler %s, history %s",
@@ -149,7 +153,11 @@ class Worker:
                     # few failed connects would wait the longest delay, and leases held
                     # meanwhile would expire before the worker is back to renew them.
                     delay = 0.1
-                reason = error.code().name if isinstance(error, grpc.aio.AioRpcError) else error
+                reason = (
+                    f"{error.code().name}: {error.details()}"
+                    if isinstance(error, grpc.aio.AioRpcError)
+                    else error
+                )
                 log.warning("scheduler stream lost (%s); reconnecting in %.1fs", reason, delay)
             await asyncio.sleep(delay)
             delay = min(delay * 2, RECONNECT_MAX_SECONDS)
@@ -164,6 +172,7 @@ class Worker:
             capacity=self.concurrency,
             timer_lookahead=timedelta(seconds=TIMER_LOOKAHEAD_SECONDS),
             leases=self._lease_refs(),
+            namespace=self.namespace,
         )
         await call.write(tpb.ConnectRequest(hello=hello))
         first = await call.read()

@@ -1,0 +1,253 @@
+"""API keys on every call: bearer tokens in gRPC metadata, checked by a server interceptor that
+covers unary and streaming calls alike, default deny.
+
+A token is `prd_<key_id>_<secret>`. The key id is public (it names the key in lists and the
+audit log); the secret is 32 random bytes, stored only as its SHA-256: a token that random
+cannot be guessed from its hash, so a slow password hash would add latency and no safety.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import hashlib
+import hmac
+import logging
+import os
+import secrets
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import grpc
+
+from perdure.api.admin.v1 import admin_service_pb2 as admin
+from perdure.common import errors
+from perdure.internal.history.v1 import history_service_pb2 as hpb
+from perdure.internal.history.v1 import history_service_pb2_grpc as hgrpc
+
+log = logging.getLogger(__name__)
+
+TOKEN_PREFIX = "prd_"
+ALL_QUEUES = "*"
+# Callers with more rights include the lesser roles: an operator may do what a reader may.
+_INCLUDES: dict[int, set[int]] = {
+    admin.ROLE_READER: {admin.ROLE_READER, admin.ROLE_OPERATOR, admin.ROLE_ADMIN},
+    admin.ROLE_OPERATOR: {admin.ROLE_OPERATOR, admin.ROLE_ADMIN},
+    admin.ROLE_ADMIN: {admin.ROLE_ADMIN},
+    admin.ROLE_WORKER: {admin.ROLE_WORKER},
+}
+# Probes and `grpcurl list` need no key (reflection can be switched off instead).
+OPEN_SERVICES = ("grpc.health.v1.Health", "grpc.reflection.v1alpha.ServerReflection")
+
+
+def auth_enabled() -> bool:
+    """PERDURE_AUTH=on (the default) or off. Off is for local development only: anyone who
+    reaches a port can do anything, and every service says so loudly at start."""
+    setting = os.environ.get("PERDURE_AUTH", "on").strip().lower()
+    if setting not in ("on", "off"):
+        raise SystemExit(f"PERDURE_AUTH must be on or off, not {setting!r}")
+    return setting == "on"
+
+
+def warn_if_open(service: str) -> None:
+    """Log, at start, that authentication is off."""
+    if not auth_enabled():
+        log.warning(
+            "%s: AUTHENTICATION IS OFF (PERDURE_AUTH=off): anyone who can reach this port can "
+            "read and change every workflow; never run like this outside a laptop",
+            service,
+        )
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Who a verified token belongs to."""
+
+    key_id: str
+    namespace: str
+    role: int  # an admin.Role value
+    task_queues: tuple[str, ...] = field(default=())
+
+    def serves(self, task_queue: str) -> bool:
+        """Whether a worker key may take this queue's tasks."""
+        return ALL_QUEUES in self.task_queues or task_queue in self.task_queues
+
+
+current_principal: contextvars.ContextVar[Principal | None] = contextvars.ContextVar(
+    "perdure_principal", default=None
+)
+
+
+def new_token() -> tuple[str, str]:
+    """A fresh key id and its token."""
+    key_id = secrets.token_hex(6)
+    return key_id, f"{TOKEN_PREFIX}{key_id}_{secrets.token_urlsafe(32)}"
+
+
+def parse_token(token: str) -> tuple[str, str]:
+    """The key id and secret of a token; UNAUTHENTICATED when it is not one."""
+    key_id, _, secret = token.removeprefix(TOKEN_PREFIX).partition("_")
+    if not token.startswith(TOKEN_PREFIX) or not key_id or not secret:
+        raise unauthenticated(
+            "API_KEY_INVALID", "the bearer token is not a Perdure API key (prd_<id>_<secret>)"
+        )
+    return key_id, secret
+
+
+def secret_digest(token: str) -> bytes:
+    """What is stored of a token: the SHA-256 of its secret."""
+    return hashlib.sha256(parse_token(token)[1].encode()).digest()
+
+
+def digest_matches(token: str, stored: bytes) -> bool:
+    """Compare in constant time."""
+    return hmac.compare_digest(secret_digest(token), stored)
+
+
+def unauthenticated(reason: str, message: str) -> errors.ApiError:
+    """No valid credentials."""
+    return errors.ApiError(grpc.StatusCode.UNAUTHENTICATED, reason, message)
+
+
+def permission_denied(message: str) -> errors.ApiError:
+    """Valid credentials that do not allow this call."""
+    return errors.ApiError(grpc.StatusCode.PERMISSION_DENIED, "PERMISSION_DENIED", message)
+
+
+def role_name(role: int) -> str:
+    """reader, operator, admin or worker."""
+    return admin.Role.Name(role).removeprefix("ROLE_").lower()
+
+
+def bearer_metadata(token: str) -> tuple[tuple[str, str], ...]:
+    """Call metadata carrying a token."""
+    return (("authorization", f"Bearer {token}"),)
+
+
+def bearer_token(metadata: Any) -> str | None:
+    """The token of an `authorization: Bearer <token>` entry, if any."""
+    for key, value in metadata or ():
+        if key == "authorization" and isinstance(value, str):
+            scheme, _, token = value.partition(" ")
+            if scheme.lower() == "bearer" and token.strip():
+                return token.strip()
+    return None
+
+
+def require_namespace(namespace: str) -> None:
+    """Refuse a workflow outside the caller's namespace (when a key is in force)."""
+    principal = current_principal.get()
+    if principal is not None and principal.namespace != namespace:
+        raise permission_denied(
+            f"API key {principal.key_id} belongs to namespace {principal.namespace!r}; it "
+            f"cannot reach namespace {namespace!r}"
+        )
+
+
+Authenticate = Callable[[str], Awaitable[Principal]]
+CHECK_TIMEOUT = 10.0
+
+
+def history_authenticator(history: hgrpc.HistoryServiceStub) -> Authenticate:
+    """Token checks by history, which keeps the keys (gateway and scheduler use this)."""
+
+    async def authenticate(token: str) -> Principal:
+        proof = await history.Authenticate(
+            hpb.AuthenticateRequest(token=token), timeout=CHECK_TIMEOUT
+        )
+        return Principal(proof.key_id, proof.namespace, proof.role, tuple(proof.task_queues))
+
+    return authenticate
+
+
+class AuthInterceptor(grpc.aio.ServerInterceptor):
+    """Checks the bearer token of every call against the role its method needs.
+
+    `roles` maps full method names (`/package.Service/Method`) and service names to the least
+    role allowed; methods of `internal` services (called between services, protected by mTLS
+    and network policy) need no key; anything else is refused.
+    """
+
+    def __init__(
+        self,
+        authenticate: Authenticate,
+        roles: Mapping[str, int],
+        internal: tuple[str, ...] = (),
+    ) -> None:
+        self._authenticate = authenticate
+        self._roles = roles
+        self._open = (*OPEN_SERVICES, *internal)
+
+    async def intercept_service(
+        self,
+        continuation: Callable[
+            [grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler[Any, Any] | None]
+        ],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler[Any, Any] | None:
+        handler = await continuation(handler_call_details)
+        method = handler_call_details.method
+        service = method.strip("/").partition("/")[0]
+        if handler is None or service in self._open:
+            return handler
+        needed = self._roles.get(method, self._roles.get(service))
+        check = self._checker(method, needed, handler_call_details.invocation_metadata)
+        return _guarded(handler, check)
+
+    def _checker(
+        self, method: str, needed: int | None, metadata: Any
+    ) -> Callable[[], Awaitable[Principal]]:
+        async def check() -> Principal:
+            if needed is None:
+                raise permission_denied(f"{method} is not open to API keys")
+            token = bearer_token(metadata)
+            if token is None:
+                raise unauthenticated(
+                    "API_KEY_MISSING",
+                    "this call needs an API key: send `authorization: Bearer <token>` "
+                    "(create one with `perdure keys create`)",
+                )
+            principal = await self._authenticate(token)
+            if principal.role not in _INCLUDES[needed]:
+                raise permission_denied(
+                    f"API key {principal.key_id} has role {role_name(principal.role)}; "
+                    f"{method} needs role {role_name(needed)}"
+                )
+            return principal
+
+        return check
+
+
+def _guarded(
+    handler: grpc.RpcMethodHandler[Any, Any], check: Callable[[], Awaitable[Principal]]
+) -> grpc.RpcMethodHandler[Any, Any]:
+    """The handler, run only once `check` passes, with the principal in `current_principal`."""
+    decode, encode = handler.request_deserializer, handler.response_serializer
+    if handler.unary_unary is not None:
+        unary: Any = handler.unary_unary
+
+        async def unary_unary(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
+            try:
+                principal = await check()
+            except (errors.ApiError, grpc.aio.AioRpcError) as error:
+                await errors.abort_with(context, error)
+            current_principal.set(principal)
+            return await unary(request, context)
+
+        return grpc.unary_unary_rpc_method_handler(unary_unary, decode, encode)
+    if handler.stream_stream is not None:
+        stream: Any = handler.stream_stream
+
+        async def stream_stream(
+            requests: Any, context: grpc.aio.ServicerContext[Any, Any]
+        ) -> AsyncIterator[Any]:
+            try:
+                principal = await check()
+            except (errors.ApiError, grpc.aio.AioRpcError) as error:
+                await errors.abort_with(context, error)
+            current_principal.set(principal)
+            async for response in stream(requests, context):
+                yield response
+
+        return grpc.stream_stream_rpc_method_handler(stream_stream, decode, encode)
+    raise TypeError(f"no guard for this handler shape: {handler}")
