@@ -53,6 +53,7 @@ class Cluster:
             "PERDURE_SCHEDULER_ADDRESS": self.address("scheduler"),
             # A local harness: no API keys (the services warn about it).
             "PERDURE_AUTH": "off",
+            "PERDURE_RATE_LIMIT": "0",  # measured and stressed flat out, not throttled
             "PERDURE_LOG_LEVEL": "WARNING",
             "PYTHONPATH": str(REPO),
         }

@@ -142,6 +142,7 @@ class ChaosCluster:
             **os.environ,
             # A local harness: no API keys (the services warn about it).
             "PERDURE_AUTH": "off",
+            "PERDURE_RATE_LIMIT": "0",  # measured and stressed flat out, not throttled
             "PERDURE_LOG_LEVEL": "INFO",
             "PERDURE_LEASE_TTL": f"{self.lease_ttl:g}",
             "PYTHONUNBUFFERED": "1",

@@ -64,6 +64,9 @@ def test_a_hand_driven_run_follows_the_journal_rules(journal: jgrpc.JournalServi
     assert reason_of(journal.RecordStep, step(5, "b", 0, "two")) == "STEP_CONFLICT"
     assert journal.RecordStep(step(5, "a#2", 1, "two")).event_id == 3
 
+    # Only a load takes a lease up: a write under a fence never loaded is refused, and
+    # raises nothing.
+    assert reason_of(journal.RecordStep, step(9, "b", 2, "unloaded")) == "FENCE_NOT_LOADED"
     # A newer lease fences out the older one, in the same transaction as the write.
     journal.LoadJournal(jpb.LoadJournalRequest(workflow_id="raw-1", fence=6))
     assert reason_of(journal.RecordStep, step(5, "c", 2, "late")) == "STALE_FENCE"

@@ -3,8 +3,6 @@ messages, payloads, call rates and streams: real services, real gRPC, real keys.
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -24,36 +22,9 @@ from perdure.api.workflow.v1 import workflow_service_pb2 as api
 from perdure.api.workflow.v1 import workflow_service_pb2_grpc as apigrpc
 from perdure.client import Client
 from perdure.common.auth import bearer_metadata
-from tests.fixtures.cluster import REPO_ROOT, Cluster, wait_until
+from tests.fixtures.cluster import Cluster, wait_until
+from tests.fixtures.keys import make_key
 from tests.fixtures.rpc import error_reason
-
-
-def make_key(cluster: Cluster, namespace: str, role: str, *queues: str) -> str:
-    """`perdure keys create --database-url`: a key made straight in the database (how the first
-    admin key is made); returns its token."""
-    args = ["--namespace", namespace, "--role", role]
-    for queue in queues:
-        args += ["--queue", queue]
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "perdure.cli",
-            "keys",
-            "create",
-            *args,
-            "--database-url",
-            cluster.dsn,
-        ],
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert done.returncode == 0, done.stderr
-    token = done.stdout.strip()
-    assert f'"namespace": "{namespace}"' in done.stderr and token not in done.stderr
-    return token
 
 
 def refused(call: Callable[..., Any], request: Any, **kwargs: Any) -> grpc.RpcError:
@@ -384,3 +355,60 @@ def test_python_and_node_workers_call_each_other_with_keys_of_their_namespace(
     result = json_format.MessageToDict(described.workflow.result)
     assert result["remote"] == {"delivered": True, "by": "node", "message": "hi"}
     assert described.workflow.namespace == "acme"
+
+
+def test_only_the_worker_granted_a_lease_may_load_or_write_under_it(
+    secured: Cluster, tmp_path: Path
+) -> None:
+    """Another worker key of the same namespace and queue can neither take up nor write under
+    a lease the scheduler granted to a worker of another key, whatever fence it claims, and
+    cannot renew it from a hello of its own."""
+    holder_key = make_key(secured, "default", "worker", "default")
+    rogue_key = make_key(secured, "default", "worker", "default")
+    secured.start_worker("holder", PERDURE_API_KEY=holder_key)
+    ledger, gate = tmp_path / "ledger", tmp_path / "gate"
+    with Client(secured.gateway, api_key=make_key(secured, "default", "operator")) as client:
+        client.start_workflow(
+            "blocks_in_third", {"ledger": str(ledger), "gate": str(gate)}, workflow_id="held"
+        )
+        wait_until(
+            lambda: "step_3" in ledger.read_text() if ledger.exists() else False, 60, "step 3"
+        )
+        fence = client.describe("held").workflow.fence
+        as_rogue = bearer_metadata(rogue_key)
+        with grpc.insecure_channel(secured.address("history")) as channel:
+            journal = jgrpc.JournalServiceStub(channel)
+            for claimed in (fence, fence + 1):
+                load = jpb.LoadJournalRequest(workflow_id="held", fence=claimed)
+                error = refused(journal.LoadJournal, load, metadata=as_rogue)
+                assert error.code() == grpc.StatusCode.PERMISSION_DENIED
+                assert error_reason(error) == "LEASE_NOT_HELD"
+            write = jpb.SetStateRequest(
+                workflow_id="held",
+                fence=fence,
+                step_id="rogue",
+                step_name="rogue",
+                position=3,
+                key="phase",
+            )
+            write.value.string_value = "hijacked"
+            error = refused(journal.SetState, write, metadata=as_rogue)
+            assert error_reason(error) == "LEASE_NOT_HELD"
+        with grpc.insecure_channel(secured.address("scheduler")) as channel:
+            stolen = tpb.ConnectRequest(
+                hello=tpb.Hello(
+                    task_queue="default",
+                    workflow_types=["blocks_in_third"],
+                    capacity=1,
+                    leases=[tpb.LeaseRef(workflow_id="held", fence=fence)],
+                )
+            )
+            stream = tgrpc.TaskServiceStub(channel).Connect(iter([stolen]), metadata=as_rogue)
+            assert next(stream).HasField("welcome")
+            stream.cancel()
+        gate.touch()
+        described = client.wait("held", timeout=60)
+        written = [e.step_id for e in client.history("held")]
+    result = json_format.MessageToDict(described.workflow.result)
+    assert result["fence"] == fence  # the holder kept its lease to the end
+    assert "rogue" not in written

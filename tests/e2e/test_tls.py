@@ -18,7 +18,9 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.api.workflow.v1.workflow_service_pb2 import ListWorkflowsRequest
 from perdure.api.workflow.v1.workflow_service_pb2_grpc import WorkflowServiceStub
+from perdure.client import Client
 from tests.fixtures.cluster import REPO_ROOT, SERVICES, Cluster, free_port
+from tests.fixtures.keys import make_key
 
 # Each channel gets its own connection: one made by an earlier channel of the test (with
 # other credentials) would otherwise be reused, and a reloaded certificate never seen.
@@ -260,3 +262,37 @@ def test_certs_dev_keeps_existing_files_unless_forced(certs: Path) -> None:
     forced = certs_dev(certs, "--force", "--host", "perdure.internal")
     assert forced.returncode == 0, forced.stderr
     assert (certs / "ca.pem").read_bytes() != ca
+
+
+def test_python_and_node_workers_with_keys_over_mtls(
+    start_cluster: Callable[..., Cluster],
+    certs: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Everything on at once: mTLS between every process and API keys on every call, a Python
+    workflow calling a step a Node.js worker executes."""
+    cluster = start_cluster(certs=certs, PERDURE_AUTH="on")
+    cluster.start_worker(
+        "py-runner",
+        "tests.e2e.remote_workflows",
+        task_queue="runs",
+        PERDURE_API_KEY=make_key(cluster, "default", "worker", "runs"),
+    )
+    cluster.start_node_worker(
+        "node-tools",
+        "node-tools",
+        tmp_path / "ledger",
+        PERDURE_API_KEY=make_key(cluster, "default", "worker", "node-tools"),
+    )
+    use_client_cert(monkeypatch, certs)
+    with Client(cluster.gateway, api_key=make_key(cluster, "default", "operator")) as client:
+        client.start_workflow(
+            "calls_remote",
+            {"step": "notify", "input": {"message": "sealed"}, "queue": "node-tools"},
+            workflow_id="mtls-1",
+            task_queue="runs",
+        )
+        described = client.wait("mtls-1", timeout=90)
+    remote = described.workflow.result.struct_value.fields["remote"].struct_value.fields
+    assert remote["by"].string_value == "node" and remote["message"].string_value == "sealed"

@@ -23,6 +23,8 @@ HISTORY_TABLES = {
     "outbox",
     "step_progress",
     "step_tasks",
+    "api_keys",
+    "audit_log",
 }
 FILES = {
     "perdure.history": [
@@ -31,8 +33,15 @@ FILES = {
         "0003_tracing.sql",
         "0004_attempts.sql",
         "0005_remote_steps.sql",
+        "0006_security.sql",
+        "0007_lease_keys.sql",
     ],
-    "perdure.scheduler": ["0001_init.sql", "0002_tracing.sql", "0003_step_tasks.sql"],
+    "perdure.scheduler": [
+        "0001_init.sql",
+        "0002_tracing.sql",
+        "0003_step_tasks.sql",
+        "0004_lease_keys.sql",
+    ],
 }
 SCHEDULER_TABLES = {"schema_migrations", "tasks", "workflow_types"}
 

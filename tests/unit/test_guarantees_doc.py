@@ -12,6 +12,7 @@ TEST_DIRS = (
     "tests/unit/worker",
     "tests/unit/common",
     "tests/chaos",
+    "tests/fuzz",
 )
 
 

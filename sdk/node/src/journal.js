@@ -3,7 +3,7 @@
 
 import grpc from '@grpc/grpc-js';
 import { JournalCallError } from './errors.js';
-import { clientOptions, errorReason, loadProtos, statusName } from './proto.js';
+import { channelCredentials, clientOptions, errorReason, loadProtos, statusName } from './proto.js';
 
 export const JOURNAL_TIMEOUT_MS = 30_000;
 const ATTEMPTS = 5;
@@ -20,7 +20,7 @@ export class JournalClient {
    */
   constructor(address, apiKey) {
     const { JournalService } = loadProtos();
-    this._client = new JournalService(address, grpc.credentials.createInsecure(), clientOptions(apiKey));
+    this._client = new JournalService(address, channelCredentials(), clientOptions(apiKey));
   }
 
   /**

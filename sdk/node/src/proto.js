@@ -1,5 +1,6 @@
 // Loads Perdure's .proto files at run time from the repository's proto/ directory.
 
+import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import grpc from '@grpc/grpc-js';
@@ -57,6 +58,20 @@ export const CHANNEL_OPTIONS = Object.freeze({
   'grpc.keepalive_permit_without_calls': 1,
   'grpc.max_receive_message_length': 64 * 1024 * 1024,
 });
+
+/**
+ * Channel credentials from the environment, as the Python SDK reads them: TLS trusting
+ * PERDURE_TLS_CA when it is set, presenting PERDURE_TLS_CERT/PERDURE_TLS_KEY when those are
+ * (mutual TLS); plaintext otherwise.
+ */
+export function channelCredentials(env = process.env) {
+  if (!env.PERDURE_TLS_CA) return grpc.credentials.createInsecure();
+  if (Boolean(env.PERDURE_TLS_CERT) !== Boolean(env.PERDURE_TLS_KEY)) {
+    throw new Error('set both PERDURE_TLS_CERT and PERDURE_TLS_KEY, or neither');
+  }
+  const read = (name) => (env[name] ? fs.readFileSync(env[name]) : null);
+  return grpc.credentials.createSsl(read('PERDURE_TLS_CA'), read('PERDURE_TLS_KEY'), read('PERDURE_TLS_CERT'));
+}
 
 /**
  * Client options for a channel: CHANNEL_OPTIONS, plus an interceptor that sends `apiKey` as

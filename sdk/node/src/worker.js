@@ -6,7 +6,7 @@ import grpc from '@grpc/grpc-js';
 import { JournalRejectedError, JournalUnavailableError, LeaseLostError } from './errors.js';
 import { JournalClient } from './journal.js';
 import { fromDuration, toDuration } from './payload.js';
-import { clientOptions, loadProtos, statusName } from './proto.js';
+import { channelCredentials, clientOptions, loadProtos, statusName } from './proto.js';
 import { RetryPolicy } from './retry.js';
 import { runStepTask, runWorkflowTask } from './runner.js';
 
@@ -117,7 +117,7 @@ export class Worker {
     this._runCalled = true;
     const { TaskService } = loadProtos();
     this._journal = new JournalClient(this.historyAddress, this._apiKey);
-    this._tasks = new TaskService(this.schedulerAddress, grpc.credentials.createInsecure(), clientOptions(this._apiKey));
+    this._tasks = new TaskService(this.schedulerAddress, channelCredentials(), clientOptions(this._apiKey));
     this._log.info(
       `worker ${this.identity} starting: queue ${this.taskQueue}, scheduler ${this.schedulerAddress}, history ${this.historyAddress}`,
     );

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n5perdure/internal/scheduler/v1/scheduler_service.proto\x12\x1dperdure.internal.scheduler.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xab\x02\n\x0bTaskRequest\x12\x13\n\x0bworkflow_id\x18\x01 \x01(\t\x12\x15\n\rworkflow_type\x18\x02 \x01(\t\x12\x12\n\ntask_queue\x18\x03 \x01(\t\x12,\n\x08run_time\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12S\n\rtrace_context\x18\x05 \x03(\x0b\x32<.perdure.internal.scheduler.v1.TaskRequest.TraceContextEntry\x12\x13\n\x0bwake_reason\x18\x06 \x01(\t\x12\x0f\n\x07step_id\x18\x07 \x01(\t\x1a\x33\n\x11TraceContextEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"P\n\x13\x45nqueueTasksRequest\x12\x39\n\x05tasks\x18\x01 \x03(\x0b\x32*.perdure.internal.scheduler.v1.TaskRequest\"\x16\n\x14\x45nqueueTasksResponse\".\n\x18\x44\x65scribeTaskQueueRequest\x12\x12\n\ntask_queue\x18\x01 \x01(\t\"N\n\x19\x44\x65scribeTaskQueueResponse\x12\x16\n\x0eworkflow_types\x18\x01 \x03(\t\x12\x19\n\x11\x63onnected_workers\x18\x02 \x01(\x05\x32\x94\x02\n\x10SchedulerService\x12w\n\x0c\x45nqueueTasks\x12\x32.perdure.internal.scheduler.v1.EnqueueTasksRequest\x1a\x33.perdure.internal.scheduler.v1.EnqueueTasksResponse\x12\x86\x01\n\x11\x44\x65scribeTaskQueue\x12\x37.perdure.internal.scheduler.v1.DescribeTaskQueueRequest\x1a\x38.perdure.internal.scheduler.v1.DescribeTaskQueueResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n5perdure/internal/scheduler/v1/scheduler_service.proto\x12\x1dperdure.internal.scheduler.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xab\x02\n\x0bTaskRequest\x12\x13\n\x0bworkflow_id\x18\x01 \x01(\t\x12\x15\n\rworkflow_type\x18\x02 \x01(\t\x12\x12\n\ntask_queue\x18\x03 \x01(\t\x12,\n\x08run_time\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12S\n\rtrace_context\x18\x05 \x03(\x0b\x32<.perdure.internal.scheduler.v1.TaskRequest.TraceContextEntry\x12\x13\n\x0bwake_reason\x18\x06 \x01(\t\x12\x0f\n\x07step_id\x18\x07 \x01(\t\x1a\x33\n\x11TraceContextEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"P\n\x13\x45nqueueTasksRequest\x12\x39\n\x05tasks\x18\x01 \x03(\x0b\x32*.perdure.internal.scheduler.v1.TaskRequest\"\x16\n\x14\x45nqueueTasksResponse\".\n\x18\x44\x65scribeTaskQueueRequest\x12\x12\n\ntask_queue\x18\x01 \x01(\t\"N\n\x19\x44\x65scribeTaskQueueResponse\x12\x16\n\x0eworkflow_types\x18\x01 \x03(\t\x12\x19\n\x11\x63onnected_workers\x18\x02 \x01(\x05\"X\n\x11\x43heckLeaseRequest\x12\x13\n\x0bworkflow_id\x18\x01 \x01(\t\x12\x0f\n\x07step_id\x18\x02 \x01(\t\x12\r\n\x05\x66\x65nce\x18\x03 \x01(\x03\x12\x0e\n\x06key_id\x18\x04 \x01(\t\"\"\n\x12\x43heckLeaseResponse\x12\x0c\n\x04held\x18\x01 \x01(\x08\x32\x87\x03\n\x10SchedulerService\x12w\n\x0c\x45nqueueTasks\x12\x32.perdure.internal.scheduler.v1.EnqueueTasksRequest\x1a\x33.perdure.internal.scheduler.v1.EnqueueTasksResponse\x12\x86\x01\n\x11\x44\x65scribeTaskQueue\x12\x37.perdure.internal.scheduler.v1.DescribeTaskQueueRequest\x1a\x38.perdure.internal.scheduler.v1.DescribeTaskQueueResponse\x12q\n\nCheckLease\x12\x30.perdure.internal.scheduler.v1.CheckLeaseRequest\x1a\x31.perdure.internal.scheduler.v1.CheckLeaseResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -46,6 +46,10 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_DESCRIBETASKQUEUEREQUEST']._serialized_end=575
   _globals['_DESCRIBETASKQUEUERESPONSE']._serialized_start=577
   _globals['_DESCRIBETASKQUEUERESPONSE']._serialized_end=655
-  _globals['_SCHEDULERSERVICE']._serialized_start=658
-  _globals['_SCHEDULERSERVICE']._serialized_end=934
+  _globals['_CHECKLEASEREQUEST']._serialized_start=657
+  _globals['_CHECKLEASEREQUEST']._serialized_end=745
+  _globals['_CHECKLEASERESPONSE']._serialized_start=747
+  _globals['_CHECKLEASERESPONSE']._serialized_end=781
+  _globals['_SCHEDULERSERVICE']._serialized_start=784
+  _globals['_SCHEDULERSERVICE']._serialized_end=1175
 # @@protoc_insertion_point(module_scope)

@@ -57,3 +57,21 @@ class DescribeTaskQueueResponse(_message.Message):
     workflow_types: _containers.RepeatedScalarFieldContainer[str]
     connected_workers: int
     def __init__(self, workflow_types: _Optional[_Iterable[str]] = ..., connected_workers: _Optional[int] = ...) -> None: ...
+
+class CheckLeaseRequest(_message.Message):
+    __slots__ = ("workflow_id", "step_id", "fence", "key_id")
+    WORKFLOW_ID_FIELD_NUMBER: _ClassVar[int]
+    STEP_ID_FIELD_NUMBER: _ClassVar[int]
+    FENCE_FIELD_NUMBER: _ClassVar[int]
+    KEY_ID_FIELD_NUMBER: _ClassVar[int]
+    workflow_id: str
+    step_id: str
+    fence: int
+    key_id: str
+    def __init__(self, workflow_id: _Optional[str] = ..., step_id: _Optional[str] = ..., fence: _Optional[int] = ..., key_id: _Optional[str] = ...) -> None: ...
+
+class CheckLeaseResponse(_message.Message):
+    __slots__ = ("held",)
+    HELD_FIELD_NUMBER: _ClassVar[int]
+    held: bool
+    def __init__(self, held: _Optional[bool] = ...) -> None: ...

@@ -45,6 +45,11 @@ class SchedulerServiceStub:
                 request_serializer=perdure_dot_internal_dot_scheduler_dot_v1_dot_scheduler__service__pb2.DescribeTaskQueueRequest.SerializeToString,
                 response_deserializer=perdure_dot_internal_dot_scheduler_dot_v1_dot_scheduler__service__pb2.DescribeTaskQueueResponse.FromString,
                 _registered_method=True)
+        self.CheckLease = channel.unary_unary(
+                '/perdure.internal.scheduler.v1.SchedulerService/CheckLease',
+                request_serializer=perdure_dot_internal_dot_scheduler_dot_v1_dot_scheduler__service__pb2.CheckLeaseRequest.SerializeToString,
+                response_deserializer=perdure_dot_internal_dot_scheduler_dot_v1_dot_scheduler__service__pb2.CheckLeaseResponse.FromString,
+                _registered_method=True)
 
 
 class SchedulerServiceServicer:
@@ -66,6 +71,14 @@ class SchedulerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CheckLease(self, request, context):
+        """Says whether a live lease of this fence is held by a session authenticated with this key
+        (history asks before a worker's load takes the lease up, when authentication is on).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SchedulerServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -78,6 +91,11 @@ def add_SchedulerServiceServicer_to_server(servicer, server):
                     servicer.DescribeTaskQueue,
                     request_deserializer=perdure_dot_internal_dot_scheduler_dot_v1_dot_scheduler__service__pb2.DescribeTaskQueueRequest.FromString,
                     response_serializer=perdure_dot_internal_dot_scheduler_dot_v1_dot_scheduler__service__pb2.DescribeTaskQueueResponse.SerializeToString,
+            ),
+            'CheckLease': grpc.unary_unary_rpc_method_handler(
+                    servicer.CheckLease,
+                    request_deserializer=perdure_dot_internal_dot_scheduler_dot_v1_dot_scheduler__service__pb2.CheckLeaseRequest.FromString,
+                    response_serializer=perdure_dot_internal_dot_scheduler_dot_v1_dot_scheduler__service__pb2.CheckLeaseResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -135,6 +153,33 @@ class SchedulerService:
             '/perdure.internal.scheduler.v1.SchedulerService/DescribeTaskQueue',
             perdure_dot_internal_dot_scheduler_dot_v1_dot_scheduler__service__pb2.DescribeTaskQueueRequest.SerializeToString,
             perdure_dot_internal_dot_scheduler_dot_v1_dot_scheduler__service__pb2.DescribeTaskQueueResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CheckLease(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/perdure.internal.scheduler.v1.SchedulerService/CheckLease',
+            perdure_dot_internal_dot_scheduler_dot_v1_dot_scheduler__service__pb2.CheckLeaseRequest.SerializeToString,
+            perdure_dot_internal_dot_scheduler_dot_v1_dot_scheduler__service__pb2.CheckLeaseResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -44,9 +44,12 @@ async def run(args: argparse.Namespace) -> None:
     """Migrate, then serve until SIGTERM."""
     pool = await open_migrated_pool("history", args.database_url)
     channel = aio_channel(args.scheduler)
-    relay = OutboxRelay(pool, scheduler_service_pb2_grpc.SchedulerServiceStub(channel))
+    scheduler = scheduler_service_pb2_grpc.SchedulerServiceStub(channel)
+    relay = OutboxRelay(pool, scheduler)
     journal = Journal(pool, relay.notify)
-    journal_servicer = JournalServicer(journal, rate_setting("PERDURE_STREAM_MESSAGE_RATE", 5000.0))
+    journal_servicer = JournalServicer(
+        journal, rate_setting("PERDURE_STREAM_MESSAGE_RATE", 5000.0), scheduler
+    )
     key_ring = KeyRing(pool)
     history_service = history_service_pb2.DESCRIPTOR.services_by_name["HistoryService"].full_name
     journal_service = journal_service_pb2.DESCRIPTOR.services_by_name["JournalService"].full_name

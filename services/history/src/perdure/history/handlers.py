@@ -33,6 +33,8 @@ from perdure.history.convert import failure_to_dict
 from perdure.history.journal import Appended, Call, Journal, RemoteStep, StepAttempt, page_size
 from perdure.internal.history.v1 import history_service_pb2 as hpb
 from perdure.internal.history.v1 import history_service_pb2_grpc as hgrpc
+from perdure.internal.scheduler.v1 import scheduler_service_pb2 as spb
+from perdure.internal.scheduler.v1 import scheduler_service_pb2_grpc as sgrpc
 from perdure.telemetry.propagation import context_from
 from perdure.telemetry.rpc import multiplexed_call_span
 
@@ -42,6 +44,7 @@ Context = grpc.aio.ServicerContext[Any, Any]
 JOURNAL_SERVICE = jpb.DESCRIPTOR.services_by_name["JournalService"].full_name
 MAX_KEY_LENGTH = 200
 MAX_TASK_QUEUE_LENGTH = 200
+LEASE_CHECK_TIMEOUT = 10.0
 _TIMED_WAITS = (wf.WAIT_KIND_TIMER, wf.WAIT_KIND_RETRY)  # their `until` wakes them
 # A remote step's retry policy when its call sets none (as the SDKs' default).
 DEFAULT_RETRY = jpb.RetryPolicy(
@@ -392,10 +395,32 @@ def _outcome(request: jpb.RecordStepRequest) -> tuple[str, dict[str, Any], float
 class JournalServicer(jgrpc.JournalServiceServicer):
     """The worker protocol's journal calls, each checked against the lease's fence."""
 
-    def __init__(self, journal: Journal, call_rate: float) -> None:
+    def __init__(
+        self, journal: Journal, call_rate: float, scheduler: sgrpc.SchedulerServiceStub
+    ) -> None:
         self._journal = journal
         self._call_rate = call_rate  # per Session stream, calls per second
+        self._scheduler = scheduler  # who holds which lease
         self._session_readers: set[asyncio.Task[None]] = set()
+
+    async def _require_lease(self, workflow_id: str, step_id: str, fence: int) -> None:
+        """With a worker key in force, only the session the scheduler granted this lease to
+        (a session of the same key) may take it up: a load is what raises the fence mark."""
+        principal = auth.current_principal.get()
+        if principal is None:
+            return
+        check = spb.CheckLeaseRequest(
+            workflow_id=workflow_id, step_id=step_id, fence=fence, key_id=principal.key_id
+        )
+        answer = await self._scheduler.CheckLease(check, timeout=LEASE_CHECK_TIMEOUT)
+        if not answer.held:
+            raise errors.ApiError(
+                grpc.StatusCode.PERMISSION_DENIED,
+                "LEASE_NOT_HELD",
+                f"API key {principal.key_id} holds no live lease of {workflow_id!r}"
+                + (f" step {step_id!r}" if step_id else "")
+                + f" with fence {fence}: only the worker the task was granted to may load it",
+            )
 
     def close_sessions(self) -> None:
         """Stop taking calls on open sessions; each ends once its calls taken are answered.
@@ -409,6 +434,7 @@ class JournalServicer(jgrpc.JournalServiceServicer):
     ) -> jpb.LoadJournalResponse:
         _require_workflow_id(request.workflow_id)
         _require_fence(request.fence)
+        await self._require_lease(request.workflow_id, "", request.fence)
         loaded = await self._journal.load(request.workflow_id, request.fence)
         return jpb.LoadJournalResponse(
             workflow=loaded.info,
@@ -498,6 +524,7 @@ class JournalServicer(jgrpc.JournalServiceServicer):
         self, request: jpb.LoadStepRequest, context: Context
     ) -> jpb.LoadStepResponse:
         _require_step_lease(request)
+        await self._require_lease(request.workflow_id, request.step_id, request.fence)
         row = await self._journal.load_step(request.workflow_id, request.step_id, request.fence)
         response = jpb.LoadStepResponse(
             workflow_type=row["workflow_type"],

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+import grpc
 from opentelemetry import trace
 from psycopg import AsyncConnection
 from psycopg.errors import UniqueViolation
@@ -316,7 +317,9 @@ class Journal:
         """
         async with self._pool.connection() as conn:
             row = await store.fetch_one(
-                conn, store.ADVANCE_FENCE, {"workflow_id": workflow_id, "fence": fence}
+                conn,
+                store.ADVANCE_FENCE,
+                {"workflow_id": workflow_id, "fence": fence, "lease_key": store.lease_key()},
             )
             if row is None:
                 raise await self._rejection(conn, workflow_id, fence)
@@ -364,6 +367,7 @@ class Journal:
             "step_id": step_id,
             "attempt": attempt,
             "details": store.json_or_none(details),
+            "lease_key": store.lease_key(),
         }
         query = store.RECORD_STEP_HEARTBEAT if step_task else store.RECORD_HEARTBEAT
         async with self._pool.connection() as conn:
@@ -404,7 +408,12 @@ class Journal:
     async def load_step(self, workflow_id: str, step_id: str, fence: int) -> Row:
         """Raise a remote step's fence mark to `fence` and return what to execute (columns of
         store.LOAD_STEP). A closed step or run is FAILED_PRECONDITION: nothing to do."""
-        params = {"workflow_id": workflow_id, "step_id": step_id, "fence": fence}
+        params = {
+            "workflow_id": workflow_id,
+            "step_id": step_id,
+            "fence": fence,
+            "lease_key": store.lease_key(),
+        }
         async with self._pool.connection() as conn:
             row = await store.fetch_one(conn, store.LOAD_STEP, params)
             if row is None:
@@ -614,11 +623,16 @@ class Journal:
     async def _rejection(
         self, conn: AsyncConnection, workflow_id: str, fence: int
     ) -> errors.ApiError:
-        """Why a fenced write matched no row: unknown run, stale fence or closed run."""
+        """Why a fenced write matched no row: unknown run, stale fence, a fence never loaded,
+        or a closed run."""
         row = await self._require(conn, workflow_id)
         if row["fence"] > fence:
             return _stale(f"workflow {workflow_id}", fence, row["fence"])
-        return _closed(workflow_id, row["status"])
+        if row["status"] not in store.OPEN_STATUSES:
+            return _closed(workflow_id, row["status"])
+        if row["fence"] < fence:
+            return _not_loaded(f"workflow {workflow_id}", fence, "LoadJournal")
+        return _not_holder(f"workflow {workflow_id}", fence)
 
     async def _step_rejection(
         self, conn: AsyncConnection, workflow_id: str, step_id: str, fence: int
@@ -635,7 +649,11 @@ class Journal:
             return _stale(f"step {step_id} of workflow {workflow_id}", fence, row["fence"])
         if row["status"] not in store.OPEN_STATUSES:
             return _closed(workflow_id, row["status"])
-        return _step_closed(workflow_id, step_id)
+        if row["closed"]:
+            return _step_closed(workflow_id, step_id)
+        if row["fence"] < fence:
+            return _not_loaded(f"step {step_id} of workflow {workflow_id}", fence, "LoadStep")
+        return _not_holder(f"step {step_id} of workflow {workflow_id}", fence)
 
 
 def _link_workflow(span: trace.Span, appended: Row) -> None:
@@ -662,6 +680,23 @@ def _stale(what: str, fence: int, mark: int) -> errors.ApiError:
     return errors.failed_precondition(
         "STALE_FENCE",
         f"stale fence {fence} for {what}: a newer lease (fence {mark}) owns it; stop working on it",
+    )
+
+
+def _not_loaded(what: str, fence: int, load: str) -> errors.ApiError:
+    return errors.failed_precondition(
+        "FENCE_NOT_LOADED",
+        f"fence {fence} for {what} was never loaded: call {load} with it first (only a load "
+        "takes up a lease)",
+    )
+
+
+def _not_holder(what: str, fence: int) -> errors.ApiError:
+    return errors.ApiError(
+        grpc.StatusCode.PERMISSION_DENIED,
+        "LEASE_NOT_HELD",
+        f"fence {fence} for {what} was loaded with another API key: only the worker holding "
+        "the lease may write under it",
     )
 
 

@@ -9,6 +9,8 @@ from psycopg import AsyncConnection
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
+from perdure.common.auth import current_principal
+
 Row = dict[str, Any]
 
 WORKFLOW_COLUMNS = (
@@ -59,11 +61,14 @@ SELECT_WORKFLOW_WITH_PROGRESS = (
 )
 
 # Raising the fence mark and taking the row lock happen in one statement: a lower fence
-# matches no row, so a stale holder can never reach the write that follows. A waiting run
-# being picked up is running again (it suspends anew if what it waits for is not there yet).
+# matches no row, so a stale holder can never reach the write that follows. Only a load raises
+# the mark; every other write must carry the mark itself (_FENCED), so no fence but a loaded
+# one (with authentication on: the lease the scheduler granted to the caller's key) can write.
+# A waiting run being picked up is running again (it suspends anew if what it waits for is not
+# there yet).
 ADVANCE_FENCE = f"""
 UPDATE history.workflows w
-SET fence = %(fence)s,
+SET fence = %(fence)s, fence_key = %(lease_key)s,
     status = CASE WHEN status = 'WAITING' THEN 'RUNNING' ELSE status END,
     wait_kind = NULL, wait_name = NULL, wait_until = NULL
 WHERE workflow_id = %(workflow_id)s AND fence <= %(fence)s
@@ -118,11 +123,14 @@ def _append(update: str, *, schedule: bool = False, linked: bool = False, also: 
     )
 
 
-_FENCED = f"WHERE workflow_id = %(workflow_id)s AND fence <= %(fence)s AND status IN {OPEN}"
+_FENCED = (
+    "WHERE workflow_id = %(workflow_id)s AND fence = %(fence)s AND fence_key = %(lease_key)s"
+    f" AND status IN {OPEN}"
+)
 
 # A worker's record of one call of the code (a step outcome, timer, signal consumption...).
 _RECORD = f"""UPDATE history.workflows
-    SET fence = %(fence)s, event_count = event_count + 1, updated_at = now()
+    SET event_count = event_count + 1, updated_at = now()
     {_FENCED}"""
 RECORD_EVENT = _append(_RECORD)
 
@@ -136,15 +144,16 @@ WITH input AS (
         %(step_id)s::text[], %(step_name)s::text[], %(position)s::bigint[], %(attempt)s::int[],
         %(payload)s::jsonb[], %(failure)s::jsonb[], %(due_at)s::timestamptz[],
         %(due_in)s::float8[], %(name)s::text[], %(consumed)s::jsonb[],
-        %(started_at)s::timestamptz[]
+        %(started_at)s::timestamptz[], %(lease_key)s::text[]
     ) WITH ORDINALITY AS i(workflow_id, fence, event_type, step_id, step_name, position,
                            attempt, payload, failure, due_at, due_in, name, consumed,
-                           started_at, ord)
+                           started_at, lease_key, ord)
 ), appended AS (
     UPDATE history.workflows w
-    SET fence = i.fence, event_count = w.event_count + 1, updated_at = now()
+    SET event_count = w.event_count + 1, updated_at = now()
     FROM input i
-    WHERE w.workflow_id = i.workflow_id AND w.fence <= i.fence AND w.status IN {OPEN}
+    WHERE w.workflow_id = i.workflow_id AND w.fence = i.fence AND w.fence_key = i.lease_key
+      AND w.status IN {OPEN}
     RETURNING i.ord, w.workflow_id, w.workflow_type, w.event_count, w.cancel_requested
 ), inserted AS (
     INSERT INTO history.events (workflow_id, event_id, event_type, fence, step_id, step_name,
@@ -179,11 +188,12 @@ RECORD_EVENTS_COLUMNS = (
     "name",
     "consumed",
     "started_at",
+    "lease_key",
 )
 
 SUSPEND = _append(
     f"""UPDATE history.workflows
-    SET fence = %(fence)s, event_count = event_count + 1, updated_at = now(),
+    SET event_count = event_count + 1, updated_at = now(),
         status = 'WAITING', wait_kind = %(wait_kind)s, wait_name = %(wait_name)s,
         wait_until = %(run_at)s
     {_FENCED}""",
@@ -192,7 +202,7 @@ SUSPEND = _append(
 
 CLOSE_RUN = _append(
     f"""UPDATE history.workflows
-    SET fence = %(fence)s, event_count = event_count + 1, updated_at = now(),
+    SET event_count = event_count + 1, updated_at = now(),
         status = %(status)s, result = %(payload)s, failure = %(failure)s, closed_at = now(),
         wait_kind = NULL, wait_name = NULL, wait_until = NULL
     {_FENCED}"""
@@ -263,7 +273,7 @@ SCHEDULE_STEP = _append(
 # Takes up a step task: raises the step's fence mark (a lower fence matches no row) and
 # returns what to execute, the attempt it is at and the last progress of an earlier attempt.
 LOAD_STEP = """
-UPDATE history.step_tasks s SET fence = %(fence)s
+UPDATE history.step_tasks s SET fence = %(fence)s, fence_key = %(lease_key)s
 FROM history.workflows w
 WHERE s.workflow_id = %(workflow_id)s AND s.step_id = %(step_id)s AND s.fence <= %(fence)s
   AND w.workflow_id = s.workflow_id
@@ -287,9 +297,9 @@ WHERE s.workflow_id = %s AND s.step_id = %s
 # closes the step and wakes the workflow, which finds it on replay.
 RECORD_STEP_TASK = f"""
 WITH task AS (
-    UPDATE history.step_tasks SET fence = %(fence)s, closed = %(final)s
-    WHERE workflow_id = %(workflow_id)s AND step_id = %(step_id)s AND fence <= %(fence)s
-      AND NOT closed
+    UPDATE history.step_tasks SET closed = %(final)s
+    WHERE workflow_id = %(workflow_id)s AND step_id = %(step_id)s AND fence = %(fence)s
+      AND fence_key = %(lease_key)s AND NOT closed
     RETURNING workflow_id, step_type, task_queue
 ), appended AS (
     UPDATE history.workflows w SET event_count = event_count + 1, updated_at = now()
@@ -326,8 +336,8 @@ WHERE workflow_id = %(workflow_id)s AND step_id = %(step_id)s AND position IS NU
 RECORD_STEP_HEARTBEAT = _heartbeat(
     f"""SELECT w.workflow_id, w.cancel_requested FROM history.step_tasks s
     JOIN history.workflows w USING (workflow_id)
-    WHERE s.workflow_id = %(workflow_id)s AND s.step_id = %(step_id)s AND s.fence <= %(fence)s
-      AND NOT s.closed AND w.status IN {OPEN}"""
+    WHERE s.workflow_id = %(workflow_id)s AND s.step_id = %(step_id)s AND s.fence = %(fence)s
+      AND s.fence_key = %(lease_key)s AND NOT s.closed AND w.status IN {OPEN}"""
 )
 
 SELECT_SIGNAL = """
@@ -471,4 +481,12 @@ def event_params(
         "wake_reason": wake_reason,
         "trace_context": json_or_none(trace_context or None),
         "task_queue": task_queue,
+        "lease_key": lease_key(),
     }
+
+
+def lease_key() -> str:
+    """The API key of the worker making this call ("" without keys): a load marks the fence
+    with it, and only writes of the same key match the mark."""
+    principal = current_principal.get()
+    return principal.key_id if principal is not None else ""

@@ -45,6 +45,7 @@ class Session:
     step_types: list[str]
     capacity: int
     timer_lookahead: float = 0.0  # how early the worker takes timer tasks, in seconds
+    key_id: str = ""  # the API key it authenticated with ("" without keys)
     session_id: str = field(default_factory=lambda: uuid.uuid4().hex)
     # task -> (fence, when the lease was granted or last renewed, monotonic clock)
     leases: dict[TaskKey, tuple[int, float]] = field(default_factory=dict)
@@ -124,7 +125,7 @@ class Dispatcher:
 
     async def heartbeat(self, session: Session, held: list[Lease]) -> None:
         """Renew the leases the worker holds; tell it about those it no longer holds."""
-        renewed = await self._store.renew(session.session_id, held, self.lease_ttl)
+        renewed = await self._store.renew(session.session_id, held, self.lease_ttl, session.key_id)
         session.drop_unreported({(w, s) for w, s, _ in held}, self.lease_ttl)
         for lease in held:
             if lease in renewed:
@@ -209,6 +210,7 @@ class Dispatcher:
                 session.free,
                 self.lease_ttl,
                 session.timer_lookahead,
+                session.key_id,
             )
             if grants and session.session_id not in self._sessions:
                 # The worker left while we claimed: hand the grants straight back.

@@ -82,7 +82,9 @@ def _session_from_hello(message: tpb.ConnectRequest) -> Session:
         raise errors.invalid_argument(
             f"hello.timer_lookahead must be between 0 and {MAX_TIMER_LOOKAHEAD_SECONDS} s"
         )
+    principal = current_principal.get()
     return Session(
+        key_id=principal.key_id if principal is not None else "",
         identity=hello.identity or "unnamed-worker",
         task_queue=namespaces.qualify(_namespace_of_session(hello), hello.task_queue),
         workflow_types=sorted(set(hello.workflow_types)),
@@ -244,6 +246,13 @@ class SchedulerServicer(sgrpc.SchedulerServiceServicer):
     def __init__(self, store: TaskStore, dispatcher: Dispatcher) -> None:
         self._store = store
         self._dispatcher = dispatcher
+
+    @errors.unary
+    async def CheckLease(
+        self, request: spb.CheckLeaseRequest, context: Context
+    ) -> spb.CheckLeaseResponse:
+        lease = (request.workflow_id, request.step_id, request.fence)
+        return spb.CheckLeaseResponse(held=await self._store.holds(lease, request.key_id))
 
     @errors.unary
     async def EnqueueTasks(

@@ -53,7 +53,8 @@ WITH due AS (
     FOR UPDATE SKIP LOCKED
 )
 UPDATE scheduler.tasks t
-SET fence = t.fence + 1, lease_owner = %(session)s, run_at = NULL, due_reason = NULL,
+SET fence = t.fence + 1, lease_owner = %(session)s, lease_key = %(key)s, run_at = NULL,
+    due_reason = NULL,
     updated_at = now(), lease_expires_at = now() + make_interval(secs => %(ttl)s)
 FROM due WHERE t.workflow_id = due.workflow_id AND t.step_id = due.step_id
 RETURNING t.workflow_id, t.step_id, t.workflow_type, t.fence, due.previous_owner, due.due_at,
@@ -67,8 +68,14 @@ SET lease_owner = %(session)s, lease_expires_at = now() + make_interval(secs => 
 FROM unnest(%(ids)s::text[], %(step_ids)s::text[], %(fences)s::bigint[])
      AS held(workflow_id, step_id, fence)
 WHERE t.workflow_id = held.workflow_id AND t.step_id = held.step_id AND t.fence = held.fence
-  AND t.lease_owner IS NOT NULL
+  AND t.lease_owner IS NOT NULL AND t.lease_key = %(key)s
 RETURNING t.workflow_id, t.step_id, t.fence
+"""
+
+HOLDS = """
+SELECT 1 FROM scheduler.tasks
+WHERE workflow_id = %s AND step_id = %s AND fence = %s AND lease_key = %s
+  AND lease_owner IS NOT NULL AND lease_expires_at > now()
 """
 
 RELEASE = """
@@ -165,14 +172,16 @@ class TaskStore:
         limit: int,
         ttl: float,
         timer_lookahead: float = 0.0,
+        key: str = "",
     ) -> list[Grant]:
         """Lease up to `limit` grantable tasks of these workflow and step types to a session,
         each with a fresh fence (timer tasks up to `timer_lookahead` seconds before they are
-        due)."""
+        due). `key` is the API key the session authenticated with ("" without keys)."""
         async with self._pool.connection() as conn:
             cur = await conn.execute(
                 CLAIM,
                 {
+                    "key": key,
                     "task_queue": task_queue,
                     "types": types,
                     "step_types": step_types,
@@ -184,14 +193,18 @@ class TaskStore:
             )
             return [Grant(*row) for row in await cur.fetchall()]
 
-    async def renew(self, session: str, leases: list[Lease], ttl: float) -> set[Lease]:
-        """Extend the leases whose fence still matches; return those renewed."""
+    async def renew(
+        self, session: str, leases: list[Lease], ttl: float, key: str = ""
+    ) -> set[Lease]:
+        """Extend the leases whose fence still matches and that were granted to the same API
+        key; return those renewed."""
         if not leases:
             return set()
         async with self._pool.connection() as conn:
             cur = await conn.execute(
                 RENEW,
                 {
+                    "key": key,
                     "session": session,
                     "ttl": ttl,
                     "ids": [w for w, _, _ in leases],
@@ -200,6 +213,12 @@ class TaskStore:
                 },
             )
             return {(str(w), str(s), int(f)) for w, s, f in await cur.fetchall()}
+
+    async def holds(self, lease: Lease, key: str) -> bool:
+        """Whether a session of this API key holds this live lease."""
+        async with self._pool.connection() as conn:
+            cur = await conn.execute(HOLDS, [*lease, key])
+            return await cur.fetchone() is not None
 
     async def release(self, lease: Lease) -> None:
         """End a lease the worker is done with."""
