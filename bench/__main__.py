@@ -62,7 +62,7 @@ def run(profile: Profile, scratch: Path, *, peers: bool) -> dict[str, Any]:
         }
         commit_ms = results["ceiling"]["commit_1"]["median_ms"]
         print("perdure", flush=True)
-        with Client(cluster.gateway, timeout=60) as client:
+        with Client(cluster.gateway, timeout=60, api_key=cluster.client_key) as client:
             cluster.start_workers(2, profile.concurrency)
             results["latency"] = shapes.latency(cluster, client, profile.latency_runs, commit_ms)
             results["remote"] = shapes.remote_latency(

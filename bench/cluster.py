@@ -16,6 +16,7 @@ import grpc
 
 from bench import cpu
 from perdure.cli.dev_cmd import free_base_port
+from perdure.cli.keys_cmd import create_in_database
 from perdure.common.embedded_db import start_embedded_postgres, stop_embedded_postgres
 from perdure.common.health import wait_serving
 from perdure.internal.scheduler.v1 import scheduler_service_pb2 as spb
@@ -35,6 +36,8 @@ class Cluster:
     base_port: int = 0
     services: list[subprocess.Popen[bytes]] = field(default_factory=list)
     workers: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    worker_key: str = ""
+    client_key: str = ""  # an operator's, for the bench's Client
 
     @property
     def gateway(self) -> str:
@@ -51,17 +54,21 @@ class Cluster:
             "PERDURE_DATABASE_URL": self.dsn,
             "PERDURE_HISTORY_ADDRESS": self.address("history"),
             "PERDURE_SCHEDULER_ADDRESS": self.address("scheduler"),
-            # A local harness: no API keys (the services warn about it).
-            "PERDURE_AUTH": "off",
-            "PERDURE_RATE_LIMIT": "0",  # measured and stressed flat out, not throttled
+            # Measured as deployed, with API keys on; not throttled.
+            "PERDURE_AUTH": "on",
+            "PERDURE_RATE_LIMIT": "0",
             "PERDURE_LOG_LEVEL": "WARNING",
             "PYTHONPATH": str(REPO),
         }
 
-    def _spawn(self, name: str, args: list[str]) -> subprocess.Popen[bytes]:
+    def _spawn(self, name: str, args: list[str], **env: str) -> subprocess.Popen[bytes]:
         with (self.workdir / f"{name}.log").open("ab") as log:
             return subprocess.Popen(
-                [sys.executable, *args], env=self._env(), cwd=REPO, stdout=log, stderr=log
+                [sys.executable, *args],
+                env={**self._env(), **env},
+                cwd=REPO,
+                stdout=log,
+                stderr=log,
             )
 
     def start(self) -> None:
@@ -76,6 +83,9 @@ class Cluster:
             wait_serving(
                 self.address(service), STARTUP_TIMEOUT, still_running=process_running(process)
             )
+            if service == "history":  # its migrations made the keys' table
+                self.worker_key = create_in_database(self.dsn, "worker", ["*"], "bench workers")
+                self.client_key = create_in_database(self.dsn, "operator", [], "bench client")
 
     def start_workers(self, count: int, concurrency: int) -> list[subprocess.Popen[bytes]]:
         """Start `count` worker processes serving bench.workflows; return once all connected."""
@@ -85,7 +95,7 @@ class Cluster:
             log = self.workdir / f"worker-{number}.log"
             args = ["-m", "perdure.worker", "--module", "bench.workflows", "--identity",
                     f"bench-{number}", "--concurrency", str(concurrency)]  # fmt: skip
-            worker = self._spawn(f"worker-{number}", args)
+            worker = self._spawn(f"worker-{number}", args, PERDURE_API_KEY=self.worker_key)
             # Workers log at WARNING here (the hot path stays quiet): ask the scheduler instead.
             self.workers.append(worker)
             started.append(worker)

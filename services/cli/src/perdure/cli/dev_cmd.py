@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import ctypes
 import os
 import random
@@ -18,6 +17,7 @@ from pathlib import Path
 
 from psycopg import AsyncConnection
 
+from perdure.cli.keys_cmd import create_in_database
 from perdure.cli.workflow_cmd import DEV_KEY_FILE
 from perdure.common.embedded_db import DEFAULT_DATA_DIR, start_embedded_postgres
 from perdure.common.errors import ApiError
@@ -211,23 +211,21 @@ INSECURE_BANNER = (
 def _dev_key(dsn: str, path: Path, role: str, task_queues: list[str] | None = None) -> str:
     """The key kept in `path` while it still works, else a new one written there (0600)."""
     kept = path.read_text().strip() if path.is_file() else None
-    token = asyncio.run(_working_key(dsn, kept, role, task_queues or []))
-    if token != kept:
-        path.touch(mode=0o600)
-        path.write_text(token + "\n")
+    if kept is not None and asyncio.run(_works(dsn, kept)):
+        return kept
+    token = create_in_database(dsn, role, task_queues or [], f"perdure dev {role}")
+    path.touch(mode=0o600)
+    path.write_text(token + "\n")
     return token
 
 
-async def _working_key(dsn: str, kept: str | None, role: str, task_queues: list[str]) -> str:
+async def _works(dsn: str, token: str) -> bool:
     async with await AsyncConnection.connect(dsn, autocommit=True) as conn:
-        if kept is not None:
-            with contextlib.suppress(ApiError):
-                await keys.verify(conn, kept)
-                return kept
-        _, token = await keys.create(
-            conn, "default", role.upper(), task_queues, f"perdure dev {role}", ""
-        )
-        return token
+        try:
+            await keys.verify(conn, token)
+        except ApiError:
+            return False
+        return True
 
 
 def _stop_all(children: list[Child]) -> None:

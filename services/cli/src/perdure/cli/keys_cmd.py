@@ -124,6 +124,20 @@ async def _in_database(args: argparse.Namespace) -> Message:
         return admin.ListAuditEventsResponse(events=events, next_page_token=next_token)
 
 
+def create_in_database(
+    dsn: str, role: str, task_queues: list[str], name: str, namespace: str = "default"
+) -> str:
+    """A new key made straight in history's database (the first admin key, `perdure dev`'s
+    keys, a benchmark's); returns its token."""
+
+    async def create() -> str:
+        async with await AsyncConnection.connect(dsn, autocommit=True) as conn:
+            _, token = await keys.create(conn, namespace, role.upper(), task_queues, name, "")
+            return token
+
+    return asyncio.run(create())
+
+
 def _create_request(args: argparse.Namespace) -> admin.CreateApiKeyRequest:
     role: Any = f"ROLE_{args.role.upper()}"
     return admin.CreateApiKeyRequest(role=role, task_queues=args.task_queues, name=args.name)
