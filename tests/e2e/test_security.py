@@ -241,7 +241,7 @@ def test_a_revoked_key_stops_working_at_once_and_admin_actions_are_audited(
     actions = [(e.action, e.target, e.key_id) for e in audit.events]
     admin_id = admin_token.split("_")[1]
     assert actions[:5] == [
-        ("WORKFLOW_CANCEL_REQUESTED", "t-2", admin_id),
+        ("CANCEL_REQUESTED", "t-2", admin_id),
         ("WORKFLOW_TERMINATED", "t-1", admin_id),
         ("API_KEY_REVOKED", worker_id, admin_id),
         ("API_KEY_REVOKED", made.key.key_id, admin_id),

@@ -209,8 +209,7 @@ class HistoryServicer(hgrpc.HistoryServiceServicer):
         self, request: hpb.CancelWorkflowRequest, context: Context
     ) -> hpb.CancelWorkflowResponse:
         r = request.request
-        await self._journal.cancel(_run_key(r), r.reason)
-        await self._audit(request.caller.key_id, r, "WORKFLOW_CANCEL_REQUESTED")
+        await self._journal.cancel(_run_key(r), r.reason, request.caller.key_id)
         return hpb.CancelWorkflowResponse(response=api.CancelWorkflowResponse())
 
     @errors.unary
@@ -218,8 +217,7 @@ class HistoryServicer(hgrpc.HistoryServiceServicer):
         self, request: hpb.TerminateWorkflowRequest, context: Context
     ) -> hpb.TerminateWorkflowResponse:
         r = request.request
-        await self._journal.terminate(_run_key(r), r.reason)
-        await self._audit(request.caller.key_id, r, "WORKFLOW_TERMINATED")
+        await self._journal.terminate(_run_key(r), r.reason, request.caller.key_id)
         return hpb.TerminateWorkflowResponse(response=api.TerminateWorkflowResponse())
 
     @errors.unary
@@ -302,18 +300,6 @@ class HistoryServicer(hgrpc.HistoryServiceServicer):
         return hpb.ListAuditEventsResponse(
             response=admin.ListAuditEventsResponse(events=events, next_page_token=token)
         )
-
-    async def _audit(
-        self,
-        key_id: str,
-        request: api.CancelWorkflowRequest | api.TerminateWorkflowRequest,
-        action: str,
-    ) -> None:
-        namespace = namespaces.resolve(request.namespace)
-        async with self._keys.connection() as conn:
-            await keys.audit(
-                conn, key_id, namespace, action, request.workflow_id, {"reason": request.reason}
-            )
 
 
 class _CallRequest(Protocol):

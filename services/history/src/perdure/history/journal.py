@@ -199,14 +199,15 @@ class Journal:
             _count_started(workflow_type)  # counted once committed: started = closed + open
         return started, accepted
 
-    async def cancel(self, workflow_id: str, reason: str) -> None:
-        """Ask the run to cancel and wake it; asking again changes nothing."""
+    async def cancel(self, workflow_id: str, reason: str, by: str) -> None:
+        """Ask the run to cancel and wake it, audited as `by`'s (an API key id); asking again
+        changes nothing."""
         params = store.event_params(
             workflow_id=workflow_id,
             event_type="CANCEL_REQUESTED",
             failure={"type": "CancelRequested", "message": reason, "stack_trace": ""},
             wake=True,
-        )
+        ) | store.audit_params(workflow_id, by, reason)
         attributes = {"perdure.workflow.id": workflow_id}
         with tracer.start_as_current_span("perdure.cancel.request", attributes=attributes) as span:
             async with self._pool.connection() as conn:
@@ -219,12 +220,12 @@ class Journal:
         if row["status"] not in store.OPEN_STATUSES:
             raise _closed(workflow_id, row["status"])
 
-    async def terminate(self, workflow_id: str, reason: str) -> None:
-        """Close the run at once as terminated."""
+    async def terminate(self, workflow_id: str, reason: str, by: str) -> None:
+        """Close the run at once as terminated, audited as `by`'s (an API key id)."""
         failure = {"type": "Terminated", "message": reason, "stack_trace": ""}
         params = store.event_params(
             workflow_id=workflow_id, event_type="WORKFLOW_TERMINATED", failure=failure
-        )
+        ) | store.audit_params(workflow_id, by, reason)
         async with self._pool.connection() as conn:
             with timed_write("workflow_terminated"):
                 closed = await store.fetch_one(conn, store.TERMINATE, params)

@@ -9,6 +9,7 @@ from psycopg import AsyncConnection
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
+from perdure.common import namespaces
 from perdure.common.auth import current_principal
 
 Row = dict[str, Any]
@@ -218,12 +219,22 @@ SIGNAL = _append(
     linked=True,
 )
 
+# An administrative action's row in the audit log, written in the action's own statement: the
+# log holds what was done, all of it and nothing else.
+_AUDITED = """, audited AS (
+    INSERT INTO history.audit_log (key_id, namespace, action, target, details)
+    SELECT %(audit_key)s, %(audit_namespace)s, %(event_type)s, %(audit_target)s,
+           %(audit_details)s
+    FROM appended
+)"""
+
 REQUEST_CANCEL = _append(
     f"""UPDATE history.workflows
     SET event_count = event_count + 1, updated_at = now(), cancel_requested = true
     {_OPEN_RUN} AND NOT cancel_requested""",
     schedule=True,
     linked=True,
+    also=_AUDITED,
 )
 
 TERMINATE = _append(
@@ -231,8 +242,20 @@ TERMINATE = _append(
     SET event_count = event_count + 1, updated_at = now(), status = 'TERMINATED',
         failure = %(failure)s, closed_at = now(),
         wait_kind = NULL, wait_name = NULL, wait_until = NULL
-    {_OPEN_RUN}"""
+    {_OPEN_RUN}""",
+    also=_AUDITED,
 )
+
+
+def audit_params(workflow_id: str, key_id: str, reason: str) -> dict[str, Any]:
+    """The audit log's columns for an action on a run by `key_id` ("" without keys)."""
+    namespace, public_id = namespaces.split(workflow_id)
+    return {
+        "audit_key": key_id,
+        "audit_namespace": namespace,
+        "audit_target": public_id,
+        "audit_details": Jsonb({"reason": reason}),
+    }
 
 
 def _heartbeat(live: str) -> str:
