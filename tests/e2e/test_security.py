@@ -327,36 +327,6 @@ def test_describe_shows_a_runs_namespace_without_keys(
         assert list(default.list().workflows) == []
 
 
-def test_python_and_node_workers_call_each_other_with_keys_of_their_namespace(
-    secured: Cluster, tmp_path: Path
-) -> None:
-    """A Python workflow in namespace acme calls a step a Node.js worker executes: both workers
-    authenticate with acme's worker keys, the step's queue is acme's."""
-    secured.start_worker(
-        "py-runner",
-        "tests.e2e.remote_workflows",
-        task_queue="runs",
-        PERDURE_API_KEY=make_key(secured, "acme", "worker", "runs"),
-    )
-    secured.start_node_worker(
-        "node-tools",
-        "node-tools",
-        tmp_path / "ledger",
-        PERDURE_API_KEY=make_key(secured, "acme", "worker", "node-tools"),
-    )
-    with Client(secured.gateway, api_key=make_key(secured, "acme", "operator")) as client:
-        client.start_workflow(
-            "calls_remote",
-            {"step": "notify", "input": {"message": "hi"}, "queue": "node-tools"},
-            workflow_id="acme-1",
-            task_queue="runs",
-        )
-        described = client.wait("acme-1", timeout=90)
-    result = json_format.MessageToDict(described.workflow.result)
-    assert result["remote"] == {"delivered": True, "by": "node", "message": "hi"}
-    assert described.workflow.namespace == "acme"
-
-
 def test_only_the_worker_granted_a_lease_may_load_or_write_under_it(
     secured: Cluster, tmp_path: Path
 ) -> None:

@@ -270,23 +270,24 @@ def test_python_and_node_workers_with_keys_over_mtls(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Everything on at once: mTLS between every process and API keys on every call, a Python
-    workflow calling a step a Node.js worker executes."""
+    """Everything on at once: mTLS between every process and API keys on every call, in a
+    namespace of their own, a Python workflow calling a step a Node.js worker executes on a
+    queue of that namespace."""
     cluster = start_cluster(certs=certs, PERDURE_AUTH="on")
     cluster.start_worker(
         "py-runner",
         "tests.e2e.remote_workflows",
         task_queue="runs",
-        PERDURE_API_KEY=make_key(cluster, "default", "worker", "runs"),
+        PERDURE_API_KEY=make_key(cluster, "acme", "worker", "runs"),
     )
     cluster.start_node_worker(
         "node-tools",
         "node-tools",
         tmp_path / "ledger",
-        PERDURE_API_KEY=make_key(cluster, "default", "worker", "node-tools"),
+        PERDURE_API_KEY=make_key(cluster, "acme", "worker", "node-tools"),
     )
     use_client_cert(monkeypatch, certs)
-    with Client(cluster.gateway, api_key=make_key(cluster, "default", "operator")) as client:
+    with Client(cluster.gateway, api_key=make_key(cluster, "acme", "operator")) as client:
         client.start_workflow(
             "calls_remote",
             {"step": "notify", "input": {"message": "sealed"}, "queue": "node-tools"},
@@ -294,5 +295,6 @@ def test_python_and_node_workers_with_keys_over_mtls(
             task_queue="runs",
         )
         described = client.wait("mtls-1", timeout=90)
+    assert described.workflow.namespace == "acme"
     remote = described.workflow.result.struct_value.fields["remote"].struct_value.fields
     assert remote["by"].string_value == "node" and remote["message"].string_value == "sealed"

@@ -299,44 +299,41 @@ async def forward(
 
 
 class AdminServicer(admingrpc.AdminServiceServicer):
-    """Key management and the audit log of the admin key's namespace."""
+    """Key management and the audit log of the admin key's namespace: each call goes to
+    history's of the same name, with the caller."""
 
     def __init__(self, history: hgrpc.HistoryServiceStub, callers: Callers) -> None:
         self._history = history
         self._callers = callers
 
+    async def _forward(
+        self, rpc: str, request: Message, context: Context, answer_type: type[Answer]
+    ) -> Answer:
+        caller = self._callers.admit(context, "")
+        return await forward(self._history, rpc, request, answer_type, caller)
+
     @errors.unary
     async def CreateApiKey(
         self, request: admin.CreateApiKeyRequest, context: Context
     ) -> admin.CreateApiKeyResponse:
-        caller = self._callers.admit(context, "")
-        return await forward(
-            self._history, "CreateApiKey", request, admin.CreateApiKeyResponse, caller
-        )
+        return await self._forward("CreateApiKey", request, context, admin.CreateApiKeyResponse)
 
     @errors.unary
     async def RevokeApiKey(
         self, request: admin.RevokeApiKeyRequest, context: Context
     ) -> admin.RevokeApiKeyResponse:
-        caller = self._callers.admit(context, "")
-        return await forward(
-            self._history, "RevokeApiKey", request, admin.RevokeApiKeyResponse, caller
-        )
+        return await self._forward("RevokeApiKey", request, context, admin.RevokeApiKeyResponse)
 
     @errors.unary
     async def ListApiKeys(
         self, request: admin.ListApiKeysRequest, context: Context
     ) -> admin.ListApiKeysResponse:
-        caller = self._callers.admit(context, "")
-        return await forward(
-            self._history, "ListApiKeys", request, admin.ListApiKeysResponse, caller
-        )
+        return await self._forward("ListApiKeys", request, context, admin.ListApiKeysResponse)
 
     @errors.unary
     async def ListAuditEvents(
         self, request: admin.ListAuditEventsRequest, context: Context
     ) -> admin.ListAuditEventsResponse:
-        caller = self._callers.admit(context, "")
-        return await forward(
-            self._history, "ListAuditEvents", request, admin.ListAuditEventsResponse, caller
+        return await self._forward(
+            "ListAuditEvents", request, context, admin.ListAuditEventsResponse
         )
