@@ -6,12 +6,13 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-PACKAGES := -e proto -e services/telemetry -e services/common -e services/history -e services/scheduler \
-            -e services/gateway -e services/worker -e services/cli
+SOURCES := proto services/telemetry services/common services/history services/scheduler \
+           services/gateway services/worker services/cli
+PACKAGES := $(addprefix -e ,$(SOURCES))
 
 NODE_SDK := sdk/node
 
-.PHONY: install node-install run demo bench chaos fuzz test pytest lint typecheck proto proto-check fmt clean
+.PHONY: install node-install run demo bench chaos fuzz k8s-check constraints test pytest lint typecheck proto proto-check fmt clean
 
 $(STAMP): pyproject.toml proto/pyproject.toml services/*/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -55,6 +56,21 @@ chaos: install
 # few minutes); `make test` sends 25 per RPC. A failure prints how to reproduce it.
 fuzz: install
 	PERDURE_FUZZ_EXAMPLES=2000 $(BIN)/pytest tests/fuzz
+
+# The image recipe and deploy/k8s: the Dockerfile's rules and its install in a fresh virtual
+# environment; every overlay rendered with `kubectl kustomize`, validated strictly against
+# Kubernetes 1.30 and checked against the services' ports and settings (part of `make test`;
+# without kubectl the manifest checks skip, unless PERDURE_REQUIRE_KUBECTL is set, as in CI).
+k8s-check: install
+	$(BIN)/pytest tests/deploy
+
+# Pin the image's packages again (deploy/constraints.txt) from a fresh install of the services.
+constraints: install
+	rm -rf .constraints-venv && $(PYTHON) -m venv .constraints-venv
+	.constraints-venv/bin/pip install --quiet $(addprefix ./,$(SOURCES))
+	{ head -2 deploy/constraints.txt; .constraints-venv/bin/pip freeze | grep -v '^perdure'; } \
+		> deploy/constraints.txt.new && mv deploy/constraints.txt.new deploy/constraints.txt
+	rm -rf .constraints-venv services/*/build proto/build
 
 test: install lint typecheck proto-check pytest
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import subprocess
 import sys
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -243,3 +244,14 @@ async def test_a_misnamed_file_is_refused(
     with pytest.raises(MigrationError, match="must start with a number"):
         await apply_migrations(conn, "app", package)
     assert "t" not in await tables(conn, "app")
+
+
+def test_perdure_migrate_applies_both_schemas_once(database_dsn: str) -> None:
+    """`perdure migrate` (a deployment's migration Job): everything pending, then nothing."""
+    command = [sys.executable, "-m", "perdure.cli", "migrate", "--database-url", database_dsn]
+    first = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    again = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert first.returncode == 0 and again.returncode == 0, first.stderr + again.stderr
+    for schema in ("history", "scheduler"):
+        assert f"{schema}: {', '.join(FILES[f'perdure.{schema}'])}" in first.stdout
+        assert f"{schema}: up to date" in again.stdout
