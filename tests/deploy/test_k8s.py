@@ -20,7 +20,7 @@ from perdure.common.flags import DEFAULT_PORTS
 REPO = Path(__file__).resolve().parents[2]
 OVERLAYS = ("dev", "prod")
 KUBERNETES_VERSION = "1.30.0"
-HEALTH_PORTS = {"gateway": 7410, "history": 7411, "scheduler": 7412}
+HEALTH_PORTS = {"gateway": 7410, "history": 7411, "scheduler": 7412, "worker": 7413}
 SOURCES = [REPO / "services", REPO / "examples", REPO / "sdk" / "node" / "src"]
 # The names the flags module builds per service (f"PERDURE_{SERVICE}_LISTEN", ...).
 PER_SERVICE = ("LISTEN", "HEALTH_LISTEN", "ADDRESS", "DATABASE_URL")
@@ -70,11 +70,9 @@ def test_every_resource_validates_strictly(rendered: list[Resource]) -> None:
         kubernetes_validate.validate(resource, KUBERNETES_VERSION, strict=True)
 
 
-def test_every_service_deployment_has_probes_limits_and_no_root(
-    rendered: list[Resource],
-) -> None:
-    services = [d for d in of_kind(rendered, "Deployment") if component(d) in DEFAULT_PORTS]
-    assert sorted(component(d) for d in services) == sorted(DEFAULT_PORTS)
+def test_every_deployment_has_probes_limits_and_no_root(rendered: list[Resource]) -> None:
+    deployments = [d for d in of_kind(rendered, "Deployment") if component(d) in HEALTH_PORTS]
+    assert sorted(component(d) for d in deployments) == sorted(HEALTH_PORTS)
     for workload, container in containers(rendered):
         name = workload["metadata"]["name"]
         assert container["resources"]["limits"] and container["resources"]["requests"], name
@@ -83,7 +81,7 @@ def test_every_service_deployment_has_probes_limits_and_no_root(
         assert not context["allowPrivilegeEscalation"] and context["capabilities"]["drop"] == [
             "ALL"
         ], name
-    for deployment in services:
+    for deployment in deployments:
         [container] = deployment["spec"]["template"]["spec"]["containers"]
         health = HEALTH_PORTS[component(deployment)]
         for probe in ("readinessProbe", "livenessProbe"):

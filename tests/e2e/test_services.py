@@ -11,6 +11,7 @@ from pathlib import Path
 
 import grpc
 import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from perdure.api.worker.v1 import task_service_pb2 as tpb
@@ -53,13 +54,27 @@ def test_reflection_can_be_switched_off(start_cluster: Callable[..., Cluster]) -
         assert client.list().workflows == []
 
 
+def health_of(address: str) -> int:
+    """What a grpc.health.v1 port answers for the whole server."""
+    with grpc.insecure_channel(address) as channel:
+        reply = health_pb2_grpc.HealthStub(channel).Check(
+            health_pb2.HealthCheckRequest(), timeout=10
+        )
+        status: int = reply.status
+        return status
+
+
 def test_sigterm_lets_a_worker_finish_what_it_holds(cluster: Cluster, tmp_path: Path) -> None:
+    """...and its health port (for probes) says NOT_SERVING from the start of the drain."""
     ledger, gate = tmp_path / "ledger", tmp_path / "gate"
-    worker = cluster.start_worker("draining")
+    health = f"127.0.0.1:{free_port()}"
+    worker = cluster.start_worker("draining", PERDURE_WORKER_HEALTH_LISTEN=health)
+    assert health_of(health) == health_pb2.HealthCheckResponse.SERVING
     with cluster.client() as client:
         start_blocked(client, "drain-1", ledger, gate)
         worker.signal(signal.SIGTERM)
         wait_until(lambda: "draining" in worker.output(), 30, "the worker to start draining")
+        assert health_of(health) == health_pb2.HealthCheckResponse.NOT_SERVING
         gate.touch()
         assert worker.popen.wait(timeout=60) == 0
         described = client.describe("drain-1")

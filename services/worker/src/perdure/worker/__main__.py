@@ -14,6 +14,7 @@ from types import ModuleType
 from typing import Any
 
 from perdure.telemetry import telemetry_for
+from perdure.worker._health import HealthPort
 from perdure.worker._registry import remote_step_name, workflow_name
 from perdure.worker._worker import Worker
 
@@ -67,6 +68,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "`ps` would show",
     )
     parser.add_argument(
+        "--health-listen",
+        default=os.environ.get("PERDURE_WORKER_HEALTH_LISTEN"),
+        help="host:port of a plaintext grpc.health.v1 port for probes (PERDURE_WORKER_HEALTH_"
+        "LISTEN; none by default): SERVING while the worker runs, NOT_SERVING once it drains",
+    )
+    parser.add_argument(
         "--shutdown-grace",
         type=float,
         default=10.0,
@@ -108,10 +115,25 @@ async def run(args: argparse.Namespace) -> None:
         api_key=os.environ.get("PERDURE_API_KEY") or None,
         namespace=args.namespace,
     )
+    health = HealthPort(args.health_listen) if args.health_listen else None
+    if health is not None:
+        await health.start()
+    stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, worker.stop)
-    await worker.run()
+        loop.add_signal_handler(signum, stop.set)
+    running = asyncio.create_task(worker.run())
+    stopped = asyncio.create_task(stop.wait())
+    try:
+        await asyncio.wait({running, stopped}, return_when=asyncio.FIRST_COMPLETED)
+        if health is not None:
+            await health.draining()  # probes see it before the drain begins
+        worker.stop()
+        await running
+    finally:
+        stopped.cancel()
+        if health is not None:
+            await health.stop()
 
 
 def main(argv: Sequence[str] | None = None) -> None:
