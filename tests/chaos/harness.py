@@ -19,7 +19,7 @@ from tests.chaos.proxy import Fault, Link, Proxy
 from tests.chaos.workflows import LEDGER_DSN_VARIABLE, SCHEMA
 from tests.fixtures.cluster import (
     Process,
-    free_port,
+    free_ports,
     spawn,
     wait_connected,
     wait_healthy,
@@ -83,7 +83,8 @@ class ChaosCluster:
         self.database_up = False
         self.dsn = ""
         self.gateways: list[str] = []  # the client's addresses of the gateways (via the proxy)
-        self._ports = {name: free_port() for name in (*GATEWAYS, *HISTORIES, *SCHEDULERS)}
+        names = (*GATEWAYS, *HISTORIES, *SCHEDULERS)
+        self._ports = dict(zip(names, free_ports(len(names)), strict=True))
 
     # --- start and stop ----------------------------------------------------------------------
 
