@@ -3,8 +3,6 @@ command line can make the first key straight in the database."""
 
 from __future__ import annotations
 
-import base64
-import binascii
 import time
 from contextlib import AbstractAsyncContextManager
 from typing import Any
@@ -25,6 +23,7 @@ from perdure.common.auth import (
 )
 from perdure.common.convert import python_to_value, timestamp
 from perdure.common.text import require_storable
+from perdure.history.journal import decode_page_token, encode_page_token
 from perdure.history.store import fetch_all, fetch_one
 
 MAX_NAME_LENGTH = 200
@@ -167,7 +166,7 @@ async def audit_page(
     conn: AsyncConnection, namespace: str, size: int, token: str
 ) -> tuple[list[admin.AuditEvent], str]:
     """One page of the namespace's audit log, newest first, and the next page's token."""
-    before = _decode_page_token(token)
+    before = decode_page_token(token)
     rows = await fetch_all(
         conn,
         """SELECT id, at, key_id, namespace, action, target, details FROM history.audit_log
@@ -189,23 +188,8 @@ async def audit_page(
         )
         for row in rows
     ]
-    next_token = base64.urlsafe_b64encode(f"a:{rows[-1]['id']}".encode()).decode() if more else ""
+    next_token = encode_page_token(rows[-1]["id"]) if more else ""
     return events, next_token
-
-
-def _decode_page_token(token: str) -> int | None:
-    if not token:
-        return None
-    try:
-        prefix, _, number = base64.urlsafe_b64decode(token.encode()).decode().partition(":")
-        if prefix == "a" and number.isascii() and number.isdigit():
-            return int(number)
-    except (ValueError, binascii.Error, UnicodeDecodeError):
-        pass
-    raise errors.invalid_argument(
-        "page_token is not a token this service issued; pass next_page_token unchanged",
-        reason="INVALID_PAGE_TOKEN",
-    )
 
 
 def api_key(row: dict[str, Any]) -> admin.ApiKey:
