@@ -146,6 +146,8 @@ class ChaosCluster:
             "PERDURE_RATE_LIMIT": "0",  # measured and stressed flat out, not throttled
             "PERDURE_LOG_LEVEL": "INFO",
             "PERDURE_LEASE_TTL": f"{self.lease_ttl:g}",
+            # Worker sessions move between scheduler replicas every few seconds, faults or not.
+            "PERDURE_SESSION_MAX_AGE": "3",
             "PYTHONUNBUFFERED": "1",
             **extra,
         }

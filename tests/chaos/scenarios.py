@@ -376,19 +376,36 @@ def run_scenario(
     cluster: ChaosCluster, name: str, scenario: Scenario, seed: int, duration: float
 ) -> Outcome:
     """Load, faults for `duration`, heal, a little healed load, quiesce, check."""
-    stale_before = cluster.logs("history").count(STALE_REFUSED)
-    expired_before = len(LEASE_EXPIRED.findall(cluster.logs("scheduler")))
     workload = Workload(cluster.gateways, prefix=f"{name}-{seed}", seed=seed)
     faults = FaultLog()
+
+    def faulted() -> None:
+        time.sleep(1.0)
+        try:
+            scenario(cluster, random.Random(seed), faults, duration)
+        finally:
+            cluster.heal()
+        workload.phase = HEALED
+        time.sleep(HEALED_LOAD_SECONDS)
+        workload.stop(timeout=QUIESCE_TIMEOUT / 2)
+
+    return observe(cluster, name, seed, workload, faults, faulted)
+
+
+def observe(
+    cluster: ChaosCluster,
+    name: str,
+    seed: int,
+    workload: Workload,
+    faults: FaultLog,
+    meanwhile: Callable[[], None],
+) -> Outcome:
+    """Start the workload, do `meanwhile` (which ends once the workload has stopped), quiesce,
+    check; count the stale writes refused and the leases expired on the way."""
+    stale_before = cluster.logs("history").count(STALE_REFUSED)
+    expired_before = len(LEASE_EXPIRED.findall(cluster.logs("scheduler")))
     workload.start()
-    time.sleep(1.0)
-    try:
-        scenario(cluster, random.Random(seed), faults, duration)
-    finally:
-        cluster.heal()
-    workload.phase = HEALED
-    time.sleep(HEALED_LOAD_SECONDS)
-    workload.stop(timeout=QUIESCE_TIMEOUT / 2)
+    meanwhile()
     with cluster.connect() as conn:
         _quiesce(conn, workload.prefix)
         report = check(conn, workload)

@@ -1,23 +1,42 @@
 """Faults under load, then the checker over the client's log and the database. The quick
-profile (a short random schedule) runs in `make test`; `make chaos` runs each fault as its own
-scenario and a longer random schedule. Each prints its numbers."""
+profile (a short random schedule) and the scale-out run (no faults, many runs) are part of
+`make test`; `make chaos` runs each fault as its own scenario and a longer random schedule.
+Each prints its numbers."""
 
 from __future__ import annotations
 
 import pytest
 
-from tests.chaos.harness import ChaosCluster
+from tests.chaos.harness import SCHEDULERS, WORKERS, ChaosCluster
 from tests.chaos.scenarios import (
     PROVOKES_STALE_WRITES,
+    QUIESCE_TIMEOUT,
     SCENARIOS,
+    FaultLog,
     Outcome,
+    observe,
     random_schedule,
     run_scenario,
 )
+from tests.chaos.workload import Mix, Workload
 
 # Generous bounds: a scenario waits up to 3 minutes for its runs to end, more on a slow machine.
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 SCENARIO_SECONDS = 12.0
+SCALE_OUT_RUNS = 1000
+# Every run sleeps on a durable timer and takes a signal; nothing is doubled or cancelled.
+SCALE_OUT = Mix(
+    steps=(1, 2),
+    sleeps=(0.5, 1.0, 2.0),
+    signals=(1,),
+    work_seconds=(0.0,),
+    flaky=0.0,
+    duplicate_start=0.0,
+    duplicate_signal=0.0,
+    cancel=0.0,
+    stray=0.0,
+    pause=(0.0, 0.0),
+)
 
 
 def assert_clean(outcome: Outcome) -> None:
@@ -34,6 +53,41 @@ def test_quick_random_schedule(chaos_cluster: ChaosCluster, chaos_seed: int) -> 
     )
     assert_clean(outcome)
     assert outcome.stale_refused > 0
+
+
+def test_scale_out_on_one_database(chaos_cluster: ChaosCluster, chaos_seed: int) -> None:
+    """Two replicas each of gateway, history and scheduler on one database (started at once,
+    so their migrations raced), worker sessions moving between the schedulers every few
+    seconds, 1,000 runs with a timer and a signal each: every run completes, every step body
+    runs once, every timer fires and never early, no lease is left to expire."""
+    workload = Workload(
+        chaos_cluster.gateways,
+        prefix=f"scale-out-{chaos_seed}",
+        seed=chaos_seed,
+        drivers=8,
+        mix=SCALE_OUT,
+        runs=SCALE_OUT_RUNS,
+    )
+    moves_before = chaos_cluster.logs("worker").count("moving to another scheduler replica")
+    outcome = observe(
+        chaos_cluster,
+        "scale-out",
+        chaos_seed,
+        workload,
+        FaultLog(),
+        lambda: workload.join(QUIESCE_TIMEOUT),
+    )
+    print(outcome.summary())
+    report = outcome.report
+    assert outcome.violations() == []
+    assert report.workflows == report.completed == report.timers == SCALE_OUT_RUNS
+    assert report.signals_acknowledged == SCALE_OUT_RUNS
+    assert report.steps_executed == report.effects  # no step body ran twice
+    assert outcome.leases_expired == outcome.stale_refused == 0
+    assert chaos_cluster.logs("worker").count("moving to another scheduler replica") > moves_before
+    for scheduler in SCHEDULERS:  # both granted work to sessions of every worker at some point
+        output = chaos_cluster.members[scheduler].output()
+        assert all(f"worker {worker} connected" in output for worker in WORKERS)
 
 
 @pytest.mark.chaos

@@ -32,6 +32,26 @@ SIGNAL, STRAY = "tick", "stray"  # workflows wait for ticks; strays are received
 
 
 @dataclass(frozen=True)
+class Mix:
+    """What the drivers start and send: the choices of each run's shape, the odds of each
+    extra call, the pause between a driver's runs."""
+
+    steps: tuple[int, ...] = (1, 2, 3, 4)
+    sleeps: tuple[float, ...] = (0, 0, 0.4, 1.5)  # a timer of this long (0: none)
+    signals: tuple[int, ...] = (0, 0, 1, 2)
+    work_seconds: tuple[float, ...] = (0.01, 0.05, 0.3)
+    flaky: float = 0.3  # the odds that a run's steps each fail once first
+    duplicate_start: float = 0.15
+    duplicate_signal: float = 0.3
+    cancel: float = 0.1
+    stray: float = 0.2  # a signal nobody waits for, to one of the driver's last runs
+    pause: tuple[float, float] = (0.02, 0.15)
+
+
+CHAOS = Mix()
+
+
+@dataclass(frozen=True)
 class Op:
     """One call and what came of it."""
 
@@ -48,8 +68,18 @@ class Op:
 class Workload:
     """Driver threads with their own seeded choices; `ops` is the history the checker reads."""
 
-    def __init__(self, gateways: list[str], prefix: str, seed: int, drivers: int = 4) -> None:
+    def __init__(
+        self,
+        gateways: list[str],
+        prefix: str,
+        seed: int,
+        drivers: int = 4,
+        mix: Mix = CHAOS,
+        runs: int | None = None,
+    ) -> None:
         self.prefix = prefix
+        self.mix = mix
+        self._runs_left = runs  # None: until stopped
         self.phase = FAULTS
         self.ops: list[Op] = []
         self.shapes: dict[str, dict[str, Any]] = {}
@@ -67,6 +97,12 @@ class Workload:
         """Start the drivers."""
         for thread in self._threads:
             thread.start()
+
+    def join(self, timeout: float) -> None:
+        """Wait for the drivers to start every run (a workload of so many runs)."""
+        deadline = time.monotonic() + timeout
+        for thread in self._threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
 
     def stop(self, timeout: float) -> None:
         """No new workflows; let the drivers decide what they have in flight, for `timeout`."""
@@ -88,25 +124,36 @@ class Workload:
         previous: list[str] = []
         number = 0
         try:
-            while not self._stop.is_set():
+            while not self._stop.is_set() and self._take_run():
                 number += 1
                 workflow_id = f"{self.prefix}-{index}-{number}"
                 self._one_workflow(rng, clients, workflow_id, previous)
                 previous.append(workflow_id)
-                time.sleep(rng.uniform(0.02, 0.15))
+                time.sleep(rng.uniform(*self.mix.pause))
         finally:
             for client in clients:
                 client.close()
 
+    def _take_run(self) -> bool:
+        """Whether the workload has another run to start (and count it as started)."""
+        with self._lock:
+            if self._runs_left is None:
+                return True
+            if self._runs_left == 0:
+                return False
+            self._runs_left -= 1
+            return True
+
     def _one_workflow(
         self, rng: random.Random, clients: list[Client], workflow_id: str, previous: list[str]
     ) -> None:
+        mix = self.mix
         shape = {
-            "steps": rng.randint(1, 4),
-            "sleep": rng.choice([0, 0, 0.4, 1.5]),
-            "signals": rng.choice([0, 0, 1, 2]),
-            "work_seconds": rng.choice([0.01, 0.05, 0.3]),
-            "flaky": rng.random() < 0.3,
+            "steps": rng.choice(mix.steps),
+            "sleep": rng.choice(mix.sleeps),
+            "signals": rng.choice(mix.signals),
+            "work_seconds": rng.choice(mix.work_seconds),
+            "flaky": rng.random() < mix.flaky,
         }
         with self._lock:
             self.shapes[workflow_id] = shape
@@ -115,13 +162,13 @@ class Workload:
             client.start_workflow("ledger_run", shape, workflow_id=workflow_id)
 
         self._decide(rng, clients, "start", workflow_id, start)
-        if rng.random() < 0.15:
+        if rng.random() < mix.duplicate_start:
             self._decide(rng, clients, "start", workflow_id, start, duplicate=True)
         for number in range(int(shape["signals"])):
             self._signal(rng, clients, workflow_id, SIGNAL, f"{workflow_id}-tick-{number}", number)
-        if rng.random() < 0.1:
+        if rng.random() < mix.cancel:
             self._decide(rng, clients, "cancel", workflow_id, lambda c: c.cancel(workflow_id))
-        if previous and rng.random() < 0.2:
+        if previous and rng.random() < mix.stray:
             # To a run that may have ended (failed: never applied) or still runs (applied once).
             target = rng.choice(previous[-5:])
             self._signal(rng, clients, target, STRAY, f"{workflow_id}-stray", "stray")
@@ -148,7 +195,7 @@ class Workload:
             signal_id=signal_id,
             signal_name=name,
         )
-        if decide() and rng.random() < 0.3:
+        if decide() and rng.random() < self.mix.duplicate_signal:
             decide(duplicate=True)
 
     def _decide(

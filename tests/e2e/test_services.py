@@ -54,34 +54,6 @@ def test_reflection_can_be_switched_off(start_cluster: Callable[..., Cluster]) -
         assert client.list().workflows == []
 
 
-def health_of(address: str) -> int:
-    """What a grpc.health.v1 port answers for the whole server."""
-    with grpc.insecure_channel(address) as channel:
-        reply = health_pb2_grpc.HealthStub(channel).Check(
-            health_pb2.HealthCheckRequest(), timeout=10
-        )
-        status: int = reply.status
-        return status
-
-
-def test_sigterm_lets_a_worker_finish_what_it_holds(cluster: Cluster, tmp_path: Path) -> None:
-    """...and its health port (for probes) says NOT_SERVING from the start of the drain."""
-    ledger, gate = tmp_path / "ledger", tmp_path / "gate"
-    health = f"127.0.0.1:{free_port()}"
-    worker = cluster.start_worker("draining", PERDURE_WORKER_HEALTH_LISTEN=health)
-    assert health_of(health) == health_pb2.HealthCheckResponse.SERVING
-    with cluster.client() as client:
-        start_blocked(client, "drain-1", ledger, gate)
-        worker.signal(signal.SIGTERM)
-        wait_until(lambda: "draining" in worker.output(), 30, "the worker to start draining")
-        assert health_of(health) == health_pb2.HealthCheckResponse.NOT_SERVING
-        gate.touch()
-        assert worker.popen.wait(timeout=60) == 0
-        described = client.describe("drain-1")
-    assert described.workflow.status == wf.WORKFLOW_STATUS_COMPLETED
-    assert "worker draining stopped" in worker.output()
-
-
 def test_services_stop_cleanly_on_sigterm(cluster: Cluster) -> None:
     for process in [p for p in cluster.processes if p.name in ("gateway", "history", "scheduler")]:
         process.signal(signal.SIGTERM)

@@ -51,8 +51,13 @@ export function loadProtos() {
   return cached;
 }
 
-/** Channel options: 10 s keepalive pings, 64 MiB receive limit (a journal can be large). */
+/**
+ * Channel options: round-robin over every address a name resolves to (each replica behind a
+ * headless Service, or an "ipv4:host:port,host:port" list), 10 s keepalive pings, 64 MiB
+ * receive limit (a journal can be large).
+ */
 export const CHANNEL_OPTIONS = Object.freeze({
+  'grpc.service_config': JSON.stringify({ loadBalancingConfig: [{ round_robin: {} }] }),
   'grpc.keepalive_time_ms': 10_000,
   'grpc.keepalive_timeout_ms': 5_000,
   'grpc.keepalive_permit_without_calls': 1,

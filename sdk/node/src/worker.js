@@ -85,6 +85,7 @@ export class Worker {
     /** @type {Set<Promise<void>>} */
     this._running = new Set();
     this._call = null; // the welcomed Connect stream
+    this._unsent = []; // TaskDone messages finished while moving, for the next session
     this._welcomes = 0;
     this._stopRequested = false;
     this._closing = false;
@@ -145,6 +146,10 @@ export class Worker {
         await this._session();
       } catch (error) {
         if (this._closing) break;
+        if (error instanceof MovedError) {
+          delay = RECONNECT_FIRST_MS;
+          continue; // asked to move to another scheduler replica: at once
+        }
         if (this._welcomes > welcomed) delay = RECONNECT_FIRST_MS; // a session was up: afresh
         const reason = error?.code !== undefined ? statusName(error.code) : error?.message;
         this._log.warn(`scheduler stream lost (${reason}); reconnecting in ${(delay / 1000).toFixed(1)}s`);
@@ -168,6 +173,7 @@ export class Worker {
       let welcomed = false;
       let heartbeats = null;
       let ended = false;
+      let moving = false; // asked to reconnect, and half-closed
       const end = (error) => {
         if (ended) return;
         ended = true;
@@ -192,6 +198,7 @@ export class Worker {
           welcomed = true;
           this._call = call;
           this._welcomes += 1;
+          for (const done of this._unsent.splice(0)) this._send(done); // finished while moving
           const intervalMs = Math.max(50, (fromDuration(message.welcome.heartbeat_interval) ?? 3.333) * 1000);
           heartbeats = setInterval(() => this._send({ heartbeat: { leases: [...this._leases.values()] } }), intervalMs);
           this._log.info(
@@ -205,6 +212,14 @@ export class Worker {
           }
           return;
         }
+        if (message.message === 'reconnect') {
+          // Half-close: what was sent is still handled; what follows waits for the next session.
+          this._log.info(`moving to another scheduler replica: ${message.reconnect.reason}`);
+          if (this._call === call) this._call = null;
+          call.end();
+          moving = true;
+          return;
+        }
         if (message.message === 'task') this._start(message.task);
         else if (message.message === 'lease_revoked') {
           const lease = message.lease_revoked.lease ?? {};
@@ -216,7 +231,7 @@ export class Worker {
         }
       });
       call.on('error', (error) => end(error));
-      call.on('end', () => end(new Error('the scheduler closed the stream')));
+      call.on('end', () => end(moving ? new MovedError() : new Error('the scheduler closed the stream')));
       call.on('status', (status) => {
         if (status.code !== grpc.status.OK) end(Object.assign(new Error(status.details), { code: status.code }));
       });
@@ -291,7 +306,10 @@ export class Worker {
 
   _send(message) {
     const call = this._call;
-    if (!call) return; // the lease was released with the stream, or expires
+    if (!call) {
+      if (message.task_done) this._unsent.push(message); // for the next session
+      return;
+    }
     try {
       call.write(message);
     } catch {
@@ -312,6 +330,13 @@ export class Worker {
     ]);
     clearTimeout(timer);
     if (this._running.size) this._log.warn(`giving up ${this._running.size} running task(s); their leases are released`);
+  }
+}
+
+/** The scheduler asked this worker to move its session (Reconnect), and the stream ended. */
+class MovedError extends Error {
+  constructor() {
+    super('moved to another scheduler replica');
   }
 }
 

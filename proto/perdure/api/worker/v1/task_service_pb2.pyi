@@ -22,14 +22,16 @@ class ConnectRequest(_message.Message):
     def __init__(self, hello: _Optional[_Union[Hello, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., task_done: _Optional[_Union[TaskDone, _Mapping]] = ..., drain: _Optional[_Union[Drain, _Mapping]] = ...) -> None: ...
 
 class ConnectResponse(_message.Message):
-    __slots__ = ("welcome", "task", "lease_revoked")
+    __slots__ = ("welcome", "task", "lease_revoked", "reconnect")
     WELCOME_FIELD_NUMBER: _ClassVar[int]
     TASK_FIELD_NUMBER: _ClassVar[int]
     LEASE_REVOKED_FIELD_NUMBER: _ClassVar[int]
+    RECONNECT_FIELD_NUMBER: _ClassVar[int]
     welcome: Welcome
     task: Task
     lease_revoked: LeaseRevoked
-    def __init__(self, welcome: _Optional[_Union[Welcome, _Mapping]] = ..., task: _Optional[_Union[Task, _Mapping]] = ..., lease_revoked: _Optional[_Union[LeaseRevoked, _Mapping]] = ...) -> None: ...
+    reconnect: Reconnect
+    def __init__(self, welcome: _Optional[_Union[Welcome, _Mapping]] = ..., task: _Optional[_Union[Task, _Mapping]] = ..., lease_revoked: _Optional[_Union[LeaseRevoked, _Mapping]] = ..., reconnect: _Optional[_Union[Reconnect, _Mapping]] = ...) -> None: ...
 
 class Hello(_message.Message):
     __slots__ = ("identity", "task_queue", "workflow_types", "capacity", "leases", "timer_lookahead", "step_types", "namespace")
@@ -78,10 +80,12 @@ class Heartbeat(_message.Message):
     def __init__(self, leases: _Optional[_Iterable[_Union[LeaseRef, _Mapping]]] = ...) -> None: ...
 
 class TaskDone(_message.Message):
-    __slots__ = ("lease",)
+    __slots__ = ("lease", "unfinished")
     LEASE_FIELD_NUMBER: _ClassVar[int]
+    UNFINISHED_FIELD_NUMBER: _ClassVar[int]
     lease: LeaseRef
-    def __init__(self, lease: _Optional[_Union[LeaseRef, _Mapping]] = ...) -> None: ...
+    unfinished: bool
+    def __init__(self, lease: _Optional[_Union[LeaseRef, _Mapping]] = ..., unfinished: _Optional[bool] = ...) -> None: ...
 
 class Drain(_message.Message):
     __slots__ = ()
@@ -109,6 +113,12 @@ class Task(_message.Message):
     step_id: str
     step_type: str
     def __init__(self, workflow_id: _Optional[str] = ..., workflow_type: _Optional[str] = ..., fence: _Optional[int] = ..., trace_context: _Optional[_Mapping[str, str]] = ..., step_id: _Optional[str] = ..., step_type: _Optional[str] = ...) -> None: ...
+
+class Reconnect(_message.Message):
+    __slots__ = ("reason",)
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    reason: str
+    def __init__(self, reason: _Optional[str] = ...) -> None: ...
 
 class LeaseRevoked(_message.Message):
     __slots__ = ("lease", "reason")

@@ -50,6 +50,11 @@ class TaskServiceServicer:
         """Opens a worker session. The worker sends `hello` first, then heartbeats and `task_done`
         messages; the scheduler answers `welcome`, then pushes tasks while the worker has free
         capacity. Closing the stream releases every lease the session holds at once.
+        A scheduler replica that stops, or a session older than the scheduler's session max age,
+        is handed over: the scheduler sends `reconnect` and pushes nothing more; the worker
+        half-closes the stream (what it sent before is still handled) and opens a new session,
+        which the channel's round-robin gives to another replica. Its leases stay its own across
+        the handover: the new hello lists them.
         Errors: INVALID_ARGUMENT (INVALID_REQUEST) when the first message is not a valid hello.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)

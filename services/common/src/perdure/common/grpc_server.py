@@ -27,6 +27,10 @@ SERVER_OPTIONS = [
     ("grpc.keepalive_permit_without_calls", 1),
     ("grpc.http2.min_ping_interval_without_data_ms", 5_000),
     ("grpc.http2.max_pings_without_data", 0),
+    # Clients connect anew after about 5 minutes (calls under way go on), resolving the
+    # service's name again: new replicas get their share of calls. Long streams move on their
+    # own terms (a worker's session, after --session-max-age).
+    ("grpc.max_connection_age_ms", 300_000),
     ("grpc.max_receive_message_length", 16 * 1024 * 1024),
     ("grpc.max_send_message_length", 64 * 1024 * 1024),
 ]

@@ -53,9 +53,18 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         default=float(os.environ.get("PERDURE_LEASE_TTL", "10")),
         help="seconds a lease lasts without a heartbeat (PERDURE_LEASE_TTL, default 10)",
     )
+    parser.add_argument(
+        "--session-max-age",
+        type=float,
+        default=float(os.environ.get("PERDURE_SESSION_MAX_AGE", "300")),
+        help="seconds after which a worker session moves, with its leases, so that new "
+        "replicas get their share (PERDURE_SESSION_MAX_AGE, default 300; 0: never)",
+    )
     args = parser.parse_args(argv)
     if args.lease_ttl < 0.3:
         parser.error("--lease-ttl must be at least 0.3 seconds")
+    if args.session_max_age < 0:
+        parser.error("--session-max-age must be 0 (never) or a positive number of seconds")
     return args
 
 
@@ -83,7 +92,8 @@ async def run(args: argparse.Namespace) -> None:
 
     def register(server: grpc.aio.Server) -> None:
         task_service_pb2_grpc.add_TaskServiceServicer_to_server(
-            TaskServicer(store, dispatcher, authenticate, message_rate), server
+            TaskServicer(store, dispatcher, authenticate, message_rate, args.session_max_age),
+            server,
         )
         scheduler_service_pb2_grpc.add_SchedulerServiceServicer_to_server(
             SchedulerServicer(store, dispatcher), server

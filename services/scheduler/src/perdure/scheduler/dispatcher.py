@@ -49,7 +49,7 @@ class Session:
     session_id: str = field(default_factory=lambda: uuid.uuid4().hex)
     # task -> (fence, when the lease was granted or last renewed, monotonic clock)
     leases: dict[TaskKey, tuple[int, float]] = field(default_factory=dict)
-    outgoing: asyncio.Queue[tpb.ConnectResponse | None] = field(default_factory=asyncio.Queue)
+    outgoing: asyncio.Queue[tpb.ConnectResponse] = field(default_factory=asyncio.Queue)
     last_heard: float = field(default_factory=time.monotonic)
 
     def heard(self) -> None:
@@ -97,6 +97,7 @@ class Dispatcher:
         self._sessions: dict[str, Session] = {}
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._stopping = False
 
     def sessions_on(self, task_queue: str) -> int:
         """How many sessions serve a queue here."""
@@ -113,14 +114,23 @@ class Dispatcher:
         if self._sessions.pop(session.session_id, None) is not None:
             WORKER_STREAMS.add(-1, {"perdure.task_queue": session.task_queue})
 
+    def move(self, session: Session, reason: str) -> None:
+        """Grant a session nothing more and ask its worker to reconnect (elsewhere, as the
+        channel's round-robin picks): after the tasks already on their way, it gets Reconnect.
+        Its leases stay its worker's."""
+        if session.session_id in self._sessions:
+            self.remove(session)
+            session.outgoing.put_nowait(tpb.ConnectResponse(reconnect=tpb.Reconnect(reason=reason)))
+
     def wake(self) -> None:
         """Look for grantable tasks now rather than at the next tick."""
         self._wake.set()
 
-    async def task_done(self, session: Session, lease: Lease) -> None:
-        """The worker is finished with a lease."""
+    async def task_done(self, session: Session, lease: Lease, unfinished: bool) -> None:
+        """The worker is finished with a lease (`unfinished`: it handed the task back, to be
+        granted again at once)."""
         session.drop(lease)
-        await self._store.release(lease)
+        await self._store.release(lease, again=unfinished)
         self.wake()
 
     async def heartbeat(self, session: Session, held: list[Lease]) -> None:
@@ -150,13 +160,15 @@ class Dispatcher:
         self._task = asyncio.create_task(self._run(), name="dispatcher")
 
     async def stop(self) -> None:
-        """Stop granting and close every session's stream (their leases stay theirs)."""
+        """Stop granting (after the round under way: a claim cut short would leave leases
+        nobody knows of to expire) and move every session to another replica."""
+        self._stopping = True
+        self.wake()
         if self._task is not None:
-            self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
         for session in list(self._sessions.values()):
-            await session.outgoing.put(None)
+            self.move(session, "this scheduler replica is shutting down")
 
     async def _run(self) -> None:
         delay = 0.0
@@ -164,6 +176,8 @@ class Dispatcher:
         while True:
             await wait_event(self._wake, delay)
             self._wake.clear()
+            if self._stopping:
+                return
             try:
                 with untraced():  # polls; each grant gets a span in its workflow's trace
                     granted = await self._grant_round()
@@ -212,9 +226,11 @@ class Dispatcher:
                 session.timer_lookahead,
                 session.key_id,
             )
-            if grants and session.session_id not in self._sessions:
-                # The worker left while we claimed: hand the grants straight back.
-                await self._store.release_session(session.session_id)
+            if session.session_id not in self._sessions:
+                # The worker left or is moving: it never hears of these grants.
+                for grant in grants:
+                    lease = (grant.workflow_id, grant.step_id, grant.fence)
+                    await self._store.release(lease, again=True)
                 continue
             granted += len(grants)
             for grant in grants:

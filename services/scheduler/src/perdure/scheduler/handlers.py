@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import random
 from collections.abc import AsyncIterator, Iterable
 from datetime import UTC
 from typing import Any
@@ -38,6 +39,9 @@ Context = grpc.aio.ServicerContext[Any, Any]
 MAX_CAPACITY = 10_000
 MAX_TIMER_LOOKAHEAD_SECONDS = 1.0
 KEY_RECHECK_SECONDS = 2.0  # how soon a revoked worker key loses its open stream
+# How long a worker asked to reconnect gets to half-close its stream before it is ended (a
+# worker that ignores Reconnect then finds the stream closed, and reconnects all the same).
+HANDOVER_SECONDS = 5.0
 
 
 def _namespace_of_session(hello: tpb.Hello) -> str:
@@ -123,11 +127,13 @@ class TaskServicer(tgrpc.TaskServiceServicer):
         dispatcher: Dispatcher,
         authenticate: Authenticate | None,
         message_rate: float,
+        session_max_age: float,
     ) -> None:
         self._store = store
         self._dispatcher = dispatcher
         self._authenticate = authenticate  # None: authentication is off
         self._message_rate = message_rate
+        self._session_max_age = session_max_age  # 0: sessions stay until they end
 
     async def Connect(
         self, request_iterator: Any, context: Context
@@ -161,8 +167,9 @@ class TaskServicer(tgrpc.TaskServiceServicer):
         await self._dispatcher.heartbeat(session, held)
         reader = asyncio.create_task(self._read(session, context))
         watch = asyncio.create_task(self._watch_key(context))
-        outgoing: asyncio.Future[tpb.ConnectResponse | None] | None = None
+        outgoing: asyncio.Future[tpb.ConnectResponse] | None = None
         self._dispatcher.add(session)
+        aging = self._age(session)
         worker_left = True
         try:
             while True:
@@ -177,11 +184,16 @@ class TaskServicer(tgrpc.TaskServiceServicer):
                         await errors.abort_with(context, error)
                     return
                 message = outgoing.result()
-                if message is None:  # this replica is shutting down: the worker keeps its leases
-                    worker_left = False
-                    return
                 yield message
+                if message.WhichOneof("message") == "reconnect":
+                    # The worker keeps its leases; it half-closes once it reads Reconnect, and
+                    # what it sent until then (a TaskDone, say) is still handled.
+                    worker_left = False
+                    await asyncio.wait({reader}, timeout=HANDOVER_SECONDS)
+                    return
         finally:
+            if aging is not None:
+                aging.cancel()
             reader.cancel()
             watch.cancel()
             if outgoing is not None:
@@ -189,6 +201,18 @@ class TaskServicer(tgrpc.TaskServiceServicer):
             # Shielded: the stream may be cancelled because the worker died, and the release
             # must still happen.
             await asyncio.shield(self._close(session, worker_left))
+
+    def _age(self, session: Session) -> asyncio.TimerHandle | None:
+        """Move the session once it reaches the max age (give or take a tenth, so that sessions
+        opened together do not all move together): new scheduler replicas get their share."""
+        if not self._session_max_age:
+            return None
+        return asyncio.get_running_loop().call_later(
+            self._session_max_age * random.uniform(0.9, 1.1),
+            self._dispatcher.move,
+            session,
+            "the session reached its max age",
+        )
 
     async def _read(self, session: Session, context: Context) -> None:
         """Handle what the worker sends until it closes the stream."""
@@ -221,7 +245,7 @@ class TaskServicer(tgrpc.TaskServiceServicer):
             await self._dispatcher.heartbeat(session, _leases(session, message.heartbeat.leases))
         elif kind == "task_done":
             [lease] = _leases(session, [message.task_done.lease])
-            await self._dispatcher.task_done(session, lease)
+            await self._dispatcher.task_done(session, lease, message.task_done.unfinished)
         elif kind == "drain":
             session.capacity = 0
             log.info("worker %s is draining", session.identity)

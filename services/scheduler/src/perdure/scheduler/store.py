@@ -78,9 +78,14 @@ WHERE workflow_id = %s AND step_id = %s AND fence = %s AND lease_key = %s
   AND lease_owner IS NOT NULL AND lease_expires_at > now()
 """
 
+# A finished task keeps its due time (history sets one when there is more to do); a task
+# handed back unfinished is due again at once.
 RELEASE = """
-UPDATE scheduler.tasks SET lease_owner = NULL, lease_expires_at = NULL, updated_at = now()
-WHERE workflow_id = %s AND step_id = %s AND fence = %s AND lease_owner IS NOT NULL
+UPDATE scheduler.tasks
+SET lease_owner = NULL, lease_expires_at = NULL, updated_at = now(),
+    run_at = CASE WHEN %(again)s THEN now() ELSE run_at END
+WHERE workflow_id = %(workflow_id)s AND step_id = %(step_id)s AND fence = %(fence)s
+  AND lease_owner IS NOT NULL
 """
 
 # The session's worker is gone mid-task: its work is due again at once.
@@ -220,10 +225,15 @@ class TaskStore:
             cur = await conn.execute(HOLDS, [*lease, key])
             return await cur.fetchone() is not None
 
-    async def release(self, lease: Lease) -> None:
-        """End a lease the worker is done with."""
+    async def release(self, lease: Lease, again: bool = False) -> None:
+        """End a lease the worker is done with; `again`: its task is due again now (handed
+        back unfinished)."""
+        workflow_id, step_id, fence = lease
         async with self._pool.connection() as conn:
-            await conn.execute(RELEASE, list(lease))
+            await conn.execute(
+                RELEASE,
+                {"workflow_id": workflow_id, "step_id": step_id, "fence": fence, "again": again},
+            )
 
     async def release_session(self, session: str) -> list[TaskKey]:
         """End every lease of a departed session and make its tasks due now."""

@@ -77,6 +77,11 @@ class Suspended(BaseException):
         self.wait = wait
 
 
+class HandedBack(BaseException):
+    """The worker is stopping: the workflow stops before its next new call, with nothing half
+    done, and its task goes back to the queue for another worker to continue from the journal."""
+
+
 def _wait(kind: wf.WaitKind, name: str, until: datetime | None) -> Suspended:
     wait = wf.Wait(kind=kind, name=name)
     if until is not None:
@@ -137,7 +142,11 @@ class WorkflowContext:
     """
 
     def __init__(
-        self, loaded: jpb.LoadJournalResponse, journal: JournalClient, retry: RetryPolicy
+        self,
+        loaded: jpb.LoadJournalResponse,
+        journal: JournalClient,
+        retry: RetryPolicy,
+        stopping: asyncio.Event | None = None,
     ) -> None:
         self.workflow_id = loaded.workflow.workflow_id
         self.workflow_type = loaded.workflow.workflow_type
@@ -185,6 +194,7 @@ class WorkflowContext:
         self._position = 0
         self._occurrences: dict[str, int] = {}
         self._heartbeats = Heartbeats(self._record)
+        self._stopping = stopping  # set when the worker drains
 
     async def step(
         self,
@@ -356,6 +366,8 @@ class WorkflowContext:
             if recorded.event_type == wf.EVENT_TYPE_CANCELLATION_DELIVERED:
                 raise self._cancellation()
             return call
+        if self._stopping is not None and self._stopping.is_set():
+            raise HandedBack(f"handed back before {step_id!r}")
         if self._cancel_requested and not self._cancel_delivered:
             request = jpb.RecordCancellationRequest(**call.ref())
             await self._record(request)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
@@ -26,9 +27,13 @@ log = logging.getLogger("perdure.worker")
 
 
 async def run_task(
-    task: tpb.Task, session: JournalSession, workflows: dict[str, WorkflowFunction]
+    task: tpb.Task,
+    session: JournalSession,
+    workflows: dict[str, WorkflowFunction],
+    stopping: asyncio.Event,
 ) -> None:
-    """Advance the task's workflow as far as it goes. Raises LeaseLostError if fenced out."""
+    """Advance the task's workflow as far as it goes. Raises LeaseLostError if fenced out, and
+    HandedBack if `stopping` is set before the workflow's next new call."""
     journal = JournalClient(session, task.workflow_id, task.fence)
     loaded = await journal.load()
     if loaded.workflow.status != wf.WORKFLOW_STATUS_RUNNING:
@@ -46,7 +51,7 @@ async def run_task(
         await journal.call(finish)
         return
     trace_ended_wait(loaded)
-    ctx = WorkflowContext(loaded, journal, workflow_retry(fn))
+    ctx = WorkflowContext(loaded, journal, workflow_retry(fn), stopping)
     outcome, value = await _execute(fn, ctx, from_value(loaded.workflow.input))
     run_span = trace.get_current_span()
     run_span.set_attribute("perdure.task.outcome", outcome)

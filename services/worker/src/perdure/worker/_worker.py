@@ -10,6 +10,7 @@ import os
 import socket
 from collections.abc import Iterable
 from datetime import timedelta
+from typing import Any
 
 import grpc
 from opentelemetry import trace
@@ -21,6 +22,7 @@ from perdure.api.worker.v1 import task_service_pb2 as tpb
 from perdure.api.worker.v1 import task_service_pb2_grpc as tgrpc
 from perdure.telemetry.propagation import context_from
 from perdure.telemetry.rpc import aio_channel
+from perdure.worker._context import HandedBack
 from perdure.worker._errors import JournalRejectedError, JournalUnavailableError, LeaseLostError
 from perdure.worker._registry import StepFunction, WorkflowFunction, remote_step_name, workflow_name
 from perdure.worker._rpc import CHANNEL_OPTIONS
@@ -32,6 +34,8 @@ from perdure.worker._telemetry import tracer
 log = logging.getLogger("perdure.worker")
 
 RECONNECT_MAX_SECONDS = 5.0
+# How long a stopping worker waits for the scheduler to end its stream after half-closing it.
+CLOSE_SECONDS = 5.0
 # Timer tasks may come this early: the run is loaded and replayed before its timer is due, and
 # waits out the rest (less than LOCAL_WAIT_SECONDS) in the workflow context.
 TIMER_LOOKAHEAD_SECONDS = 0.1
@@ -45,9 +49,10 @@ class Worker:
     """Runs workflows and remote steps (`steps`, marked @remote_step) from one task queue, at
     most `concurrency` tasks at a time.
 
-    Use `await worker.run()` in your program. `worker.stop()` drains: no new tasks, running ones
-    get `shutdown_grace` seconds to finish, the rest are released. Cancelling `run` releases
-    everything at once.
+    Use `await worker.run()` in your program. `worker.stop()` drains: no new tasks; running
+    workflows stop before their next new step and go back to the queue at once, for another
+    worker; steps under way get `shutdown_grace` seconds to finish, the rest are released.
+    Cancelling `run` releases everything at once.
     """
 
     def __init__(
@@ -98,6 +103,10 @@ class Worker:
         self._call: grpc.aio.StreamStreamCall[tpb.ConnectRequest, tpb.ConnectResponse] | None = None
         self._welcomes = 0  # sessions the scheduler welcomed, so far
         self._write_lock = asyncio.Lock()
+        # TaskDone messages finished between two sessions (while moving to another scheduler
+        # replica), sent once the next session is welcomed.
+        self._unsent: list[tpb.ConnectRequest] = []
+        self._closing = False  # the drain is over: the session ends for good
 
     @property
     def workflow_types(self) -> list[str]:
@@ -133,6 +142,7 @@ class Worker:
             try:
                 await self._stopping.wait()
                 await self._drain()  # on the live stream, which keeps carrying TaskDone
+                await self._close_stream(serving)
             finally:
                 serving.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
@@ -141,13 +151,18 @@ class Worker:
             log.info("worker %s stopped", self.identity)
 
     async def _serve(self, task_stub: tgrpc.TaskServiceStub, journal: JournalSession) -> None:
-        """Hold a session with the scheduler, reconnecting with backoff, until cancelled."""
+        """Hold a session with the scheduler, reconnecting with backoff, until cancelled or,
+        once stopping, until the stream ends."""
         delay = 0.1
-        while True:
+        while not self._closing:
             welcomed = self._welcomes
             try:
                 await self._session(task_stub, journal)
+                delay = 0.1
+                continue  # asked to move: at once
             except (grpc.aio.AioRpcError, _StreamClosedError) as error:
+                if self._closing:
+                    return
                 if self._welcomes > welcomed:
                     # A session was up: back off afresh. Otherwise every stream lost after a
                     # few failed connects would wait the longest delay, and leases held
@@ -163,6 +178,8 @@ class Worker:
             delay = min(delay * 2, RECONNECT_MAX_SECONDS)
 
     async def _session(self, task_stub: tgrpc.TaskServiceStub, journal: JournalSession) -> None:
+        """One session, until the scheduler asks this worker to reconnect (return) or the
+        stream ends otherwise (raise)."""
         call = task_stub.Connect(wait_for_ready=True)
         hello = tpb.Hello(
             identity=self.identity,
@@ -188,6 +205,11 @@ class Worker:
         )
         self._call = call  # only a welcomed stream carries heartbeats, results and Drain
         self._welcomes += 1
+        unsent, self._unsent = self._unsent, []
+        for done in unsent:
+            await self._send(done)
+        if self._stopping.is_set():
+            await self._send(tpb.ConnectRequest(drain=tpb.Drain()))  # moved while draining
         heartbeats = asyncio.create_task(self._heartbeat(interval))
         try:
             while True:
@@ -195,6 +217,12 @@ class Worker:
                 if message is grpc.aio.EOF:
                     raise _StreamClosedError("the scheduler closed the stream")
                 kind = message.WhichOneof("message")
+                if kind == "reconnect":
+                    log.info("moving to another scheduler replica: %s", message.reconnect.reason)
+                    await self._half_close(call)
+                    while await call.read() is not grpc.aio.EOF:
+                        pass
+                    return
                 if kind == "task":
                     self._start(message.task, journal)
                 elif kind == "lease_revoked":
@@ -242,7 +270,15 @@ class Worker:
                 if task.step_id:
                     await run_step_task(task, journal, self._steps)
                 else:
-                    await run_task(task, journal, self._workflows)
+                    await run_task(task, journal, self._workflows, self._stopping)
+            except HandedBack as handed_back:
+                span.set_attribute("perdure.task.outcome", "handed_back")
+                log.info("%s %s: the worker is stopping", _task_name(lease), handed_back)
+                self._forget(lease)
+                await self._send(
+                    tpb.ConnectRequest(task_done=tpb.TaskDone(lease=lease, unfinished=True))
+                )
+                return
             except LeaseLostError as error:
                 _failed(span, error)
                 log.warning(
@@ -288,6 +324,8 @@ class Worker:
     async def _send(self, message: tpb.ConnectRequest) -> None:
         call = self._call
         if call is None:
+            if message.HasField("task_done"):
+                self._unsent.append(message)  # for the next session
             return
         async with self._write_lock:
             # A broken stream is noticed by the reader, which reconnects; the lease of a
@@ -297,8 +335,30 @@ class Worker:
             ):
                 await call.write(message)
 
+    async def _half_close(self, call: grpc.aio.StreamStreamCall[Any, Any]) -> None:
+        """Send nothing more on `call` (what was sent is still handled); later messages wait
+        for the next session."""
+        if self._call is call:
+            self._call = None
+        async with self._write_lock:
+            with contextlib.suppress(
+                grpc.aio.AioRpcError, grpc.aio.UsageError, asyncio.InvalidStateError
+            ):
+                await call.done_writing()
+
+    async def _close_stream(self, serving: asyncio.Task[None]) -> None:
+        """End the session after the drain: the scheduler handles what was sent, releases
+        what is left and ends the stream (within CLOSE_SECONDS)."""
+        self._closing = True
+        call = self._call
+        if call is None:
+            return
+        await self._half_close(call)
+        await asyncio.wait({serving}, timeout=CLOSE_SECONDS)
+
     async def _drain(self) -> None:
-        """Stop taking tasks, let running ones finish within the grace period, release the rest."""
+        """Stop taking tasks; let running ones finish within the grace period (workflows hand
+        their task back before their next new step); release the rest."""
         await self._send(tpb.ConnectRequest(drain=tpb.Drain()))
         if self._running:
             log.info(
