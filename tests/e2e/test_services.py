@@ -11,13 +11,10 @@ from pathlib import Path
 
 import grpc
 import pytest
-from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from perdure.api.worker.v1 import task_service_pb2 as tpb
 from perdure.api.worker.v1 import task_service_pb2_grpc as tgrpc
-from perdure.api.workflow.v1 import workflow_pb2 as wf
-from tests.e2e.blocking import start_blocked
 from tests.fixtures.cluster import REPO_ROOT, Cluster, free_port, wait_until
 
 
