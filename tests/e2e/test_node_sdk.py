@@ -1,21 +1,26 @@
-"""The Node.js SDK's own suite (`node --test` in sdk/node), against a real cluster."""
+"""The Node.js SDK's own suite (`node --test` in sdk/node), against a real cluster whose two
+scheduler replicas move worker sessions every second or so."""
 
 from __future__ import annotations
 
 import subprocess
+from collections.abc import Callable
 
 from tests.fixtures.cluster import NODE_SDK, Cluster, require_node
 
 SUITE_TIMEOUT = 600.0
 
 
-def test_the_node_sdk_suite_passes_against_a_live_cluster(cluster: Cluster) -> None:
+def test_the_node_sdk_suite_passes_against_a_live_cluster(
+    start_cluster: Callable[..., Cluster],
+) -> None:
     node = require_node()
+    cluster = start_cluster(replicas={"scheduler": 2}, PERDURE_SESSION_MAX_AGE="1")
     env = {
         **cluster.env(),
         "PERDURE_GATEWAY": cluster.gateway,
-        "PERDURE_HISTORY": cluster.address("history"),
-        "PERDURE_SCHEDULER": cluster.address("scheduler"),
+        "PERDURE_HISTORY": cluster.target("history"),
+        "PERDURE_SCHEDULER": cluster.target("scheduler"),
     }
     tests = sorted(
         str(path.relative_to(NODE_SDK)) for path in (NODE_SDK / "test").glob("*.test.js")
@@ -35,3 +40,9 @@ def test_the_node_sdk_suite_passes_against_a_live_cluster(cluster: Cluster) -> N
     report = finished.stdout + finished.stderr
     assert finished.returncode == 0, report
     assert "# fail 0" in report and "# skipped 0" in report, report
+    moved = sum(
+        p.output().count("to reconnect: the session reached its max age")
+        for p in cluster.processes
+        if p.name == "scheduler"
+    )
+    assert moved > 0

@@ -1,6 +1,6 @@
 """The worker's journal session over real gRPC, against a scripted JournalService server:
 answers matched by id, calls ready together in one message, errors as statuses, calls sent
-again when a stream breaks."""
+again when a stream breaks, streams moved after their max age."""
 
 from __future__ import annotations
 
@@ -28,6 +28,8 @@ class ScriptedJournal(jgrpc.JournalServiceServicer):
         self.streams = 0
         self.received: list[tuple[int, jpb.JournalCall]] = []
         self.messages = 0
+        self.closed_by_worker: list[int] = []  # streams the worker half-closed
+        self.half_closed = asyncio.Event()
 
     async def Session(
         self, request_iterator: Any, context: grpc.aio.ServicerContext[Any, Any]
@@ -41,15 +43,19 @@ class ScriptedJournal(jgrpc.JournalServiceServicer):
             if any(answer is None for answer in answers):
                 await context.abort(grpc.StatusCode.UNAVAILABLE, "going away")
             yield jpb.SessionResponse(answers=[a for a in answers if a is not None])
+        self.closed_by_worker.append(stream)
+        self.half_closed.set()
 
 
-async def serve(journal: ScriptedJournal) -> tuple[grpc.aio.Server, JournalSession]:
+async def serve(
+    journal: ScriptedJournal, max_age: float = _session.STREAM_MAX_AGE_SECONDS
+) -> tuple[grpc.aio.Server, JournalSession]:
     server = grpc.aio.server()
     jgrpc.add_JournalServiceServicer_to_server(journal, server)
     port = server.add_insecure_port("127.0.0.1:0")
     await server.start()
     channel = grpc.aio.insecure_channel(f"127.0.0.1:{port}")
-    return server, JournalSession(jgrpc.JournalServiceStub(channel))
+    return server, JournalSession(jgrpc.JournalServiceStub(channel), max_age)
 
 
 def record(step_id: str) -> jpb.RecordStepRequest:
@@ -119,6 +125,25 @@ async def test_a_journal_that_stays_away_fails_the_call_as_unavailable(
             await session.call(record("a"), 10)
         assert caught.value.code == grpc.StatusCode.UNAVAILABLE
         assert journal.streams == _session.ATTEMPTS
+    finally:
+        await session.close()
+        await server.stop(None)
+
+
+async def test_an_old_stream_takes_no_new_calls_and_closes_once_its_calls_are_answered() -> None:
+    journal = ScriptedJournal(event_id_of)
+    server, session = await serve(journal, max_age=0.05)
+    try:
+        first = await session.call(record("step1"), 10)
+        await asyncio.sleep(0.1)  # older than its max age now
+        second, third = await asyncio.gather(
+            session.call(record("step2"), 10), session.call(record("step3"), 10)
+        )
+        assert (first.event_id, second.event_id, third.event_id) == (1, 2, 3)
+        assert [stream for stream, _ in journal.received] == [1, 2, 2]
+        await asyncio.wait_for(journal.half_closed.wait(), 10)
+        assert journal.closed_by_worker == [1]  # half-closed, not broken
+        assert journal.streams == 2
     finally:
         await session.close()
         await server.stop(None)

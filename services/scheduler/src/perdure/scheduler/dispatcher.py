@@ -119,6 +119,7 @@ class Dispatcher:
         channel's round-robin picks): after the tasks already on their way, it gets Reconnect.
         Its leases stay its worker's."""
         if session.session_id in self._sessions:
+            log.info("asking worker %s to reconnect: %s", session.identity, reason)
             self.remove(session)
             session.outgoing.put_nowait(tpb.ConnectResponse(reconnect=tpb.Reconnect(reason=reason)))
 

@@ -4,6 +4,10 @@ In Python gRPC a unary call costs about four times a message on an open stream, 
 step of every workflow is a journal call: one stream per worker process carries them all,
 matched by id. Journal calls are idempotent, so calls left unanswered by a broken stream are
 sent again on a new one, a few times, as a unary channel's retry policy would.
+
+A stream moves after about STREAM_MAX_AGE_SECONDS: new calls go on a new one, which the
+channel's round-robin opens on another history replica, and the old one is closed once its
+calls are answered. So history replicas started later get their share of the workers.
 """
 
 from __future__ import annotations
@@ -11,6 +15,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import random
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,6 +32,7 @@ from perdure.telemetry.rpc import multiplexed_call_span
 SERVICE = jpb.DESCRIPTOR.services_by_name["JournalService"].full_name
 ATTEMPTS = 5
 FIRST_BACKOFF_SECONDS = 0.1
+STREAM_MAX_AGE_SECONDS = 300.0
 # Request message name -> its field in JournalCall (and its answer's in JournalAnswer).
 _FIELDS = {
     request.message_type.full_name: request.name
@@ -58,6 +65,7 @@ class _Connection:
     unanswered: dict[int, asyncio.Future[jpb.JournalAnswer]] = field(default_factory=dict)
     writer: asyncio.Task[None] | None = None
     reader: asyncio.Task[None] | None = None
+    retire_at: float = 0.0  # monotonic clock: new calls go to a new stream from then on
 
 
 class JournalSession:
@@ -66,9 +74,13 @@ class JournalSession:
     Calls made while a message is being written go together in the next message.
     """
 
-    def __init__(self, stub: jgrpc.JournalServiceStub) -> None:
+    def __init__(
+        self, stub: jgrpc.JournalServiceStub, max_age: float = STREAM_MAX_AGE_SECONDS
+    ) -> None:
         self._stub = stub
+        self._max_age = max_age
         self._connection: _Connection | None = None
+        self._retiring: set[asyncio.Task[None]] = set()
         self._ids = itertools.count(1)
 
     async def call(self, request: Message, timeout: float) -> Any:  # noqa: ASYNC109
@@ -93,6 +105,8 @@ class JournalSession:
 
     async def close(self) -> None:
         """End the stream; calls still unanswered fail."""
+        for retiring in self._retiring:
+            retiring.cancel()
         connection = self._connection
         if connection is not None:
             connection.stream.cancel()
@@ -126,11 +140,30 @@ class JournalSession:
             connection.unanswered.pop(call.id, None)
 
     def _open(self) -> _Connection:
+        old = self._connection
+        if old is not None and time.monotonic() >= old.retire_at:
+            self._connection = None
+            retiring = asyncio.create_task(self._retire(old))
+            self._retiring.add(retiring)
+            retiring.add_done_callback(self._retiring.discard)
         if self._connection is None:
             connection = _Connection(self._stub.Session())
+            # Give or take a tenth, so that streams opened together do not all move together.
+            connection.retire_at = time.monotonic() + self._max_age * random.uniform(0.9, 1.1)
             connection.reader = asyncio.create_task(self._read(connection))
             self._connection = connection
         return self._connection
+
+    async def _retire(self, connection: _Connection) -> None:
+        """Half-close a stream that takes no new calls, once its calls are written and
+        answered; history then ends it."""
+        if connection.writer is not None:
+            await connection.writer
+        unanswered = list(connection.unanswered.values())
+        if unanswered:
+            await asyncio.wait(unanswered)
+        with contextlib.suppress(grpc.aio.AioRpcError, grpc.aio.UsageError):
+            await connection.stream.done_writing()
 
     async def _write(self, connection: _Connection) -> None:
         while connection.outgoing:
