@@ -33,6 +33,8 @@ tracer = trace.get_tracer("perdure.scheduler")
 MAX_IDLE_SECONDS = 0.5
 # Due times are judged by the database clock: waking a little late beats asking too early.
 DUE_MARGIN_SECONDS = 0.002
+# How long a stopping replica lets the grant round under way finish.
+STOP_SECONDS = 5.0
 
 
 @dataclass
@@ -166,6 +168,10 @@ class Dispatcher:
         self._stopping = True
         self.wake()
         if self._task is not None:
+            # A round stuck on an unreachable database is cut short (what it may have
+            # claimed then waits for its lease to expire).
+            await asyncio.wait({self._task}, timeout=STOP_SECONDS)
+            self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
         for session in list(self._sessions.values()):
