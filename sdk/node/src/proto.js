@@ -58,6 +58,7 @@ export function loadProtos() {
  */
 export const CHANNEL_OPTIONS = Object.freeze({
   'grpc.service_config': JSON.stringify({ loadBalancingConfig: [{ round_robin: {} }] }),
+  'grpc.max_reconnect_backoff_ms': 1000, // a restarted replica is back in the rotation at once
   'grpc.keepalive_time_ms': 10_000,
   'grpc.keepalive_timeout_ms': 5_000,
   'grpc.keepalive_permit_without_calls': 1,

@@ -35,8 +35,13 @@ _NOT_HEALTH = filters.negate(filters.health_check())
 # A connection to every address a name resolves to (each replica behind a headless Service's
 # DNS name, or an "ipv4:host:port,host:port" list), calls taking turns on those that are up.
 # Servers close connections after a while (grpc.max_connection_age_ms), and the name is
-# resolved again then, so replicas that start later get their share.
-_ROUND_ROBIN = ("grpc.lb_policy_name", "round_robin")
+# resolved again then, so replicas that start later get their share. An address that refused
+# is tried again at least every second (the default backoff grows to two minutes): a replica
+# that restarts is back in the rotation at once.
+_CHANNEL_DEFAULTS = [
+    ("grpc.lb_policy_name", "round_robin"),
+    ("grpc.max_reconnect_backoff_ms", 1000),
+]
 _tracer = trace.get_tracer("perdure.rpc")
 
 
@@ -115,7 +120,7 @@ def aio_channel(
         *(aio_bearer(api_key) if api_key else []),
     ]
     credentials = channel_credentials()
-    options = [_ROUND_ROBIN, *options]
+    options = [*_CHANNEL_DEFAULTS, *options]
     if credentials is None:
         return grpc.aio.insecure_channel(address, options=options, interceptors=interceptors)
     return grpc.aio.secure_channel(address, credentials, options=options, interceptors=interceptors)
@@ -127,7 +132,7 @@ def sync_channel(
     """A blocking channel (TLS per PERDURE_TLS_*) whose calls carry the trace context, and
     `api_key` as a bearer token when given."""
     credentials = channel_credentials()
-    options = [_ROUND_ROBIN, *options]
+    options = [*_CHANNEL_DEFAULTS, *options]
     channel = (
         grpc.insecure_channel(address, options=options)
         if credentials is None
