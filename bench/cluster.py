@@ -57,6 +57,7 @@ class Cluster:
             # Measured as deployed, with API keys on; not throttled.
             "PERDURE_AUTH": "on",
             "PERDURE_RATE_LIMIT": "0",
+            "PERDURE_GATEWAY_HTTP_LISTEN": "off",  # measured over gRPC
             "PERDURE_LOG_LEVEL": "WARNING",
             "PYTHONPATH": str(REPO),
         }

@@ -144,6 +144,7 @@ class ChaosCluster:
             # A local harness: no API keys (the services warn about it).
             "PERDURE_AUTH": "off",
             "PERDURE_RATE_LIMIT": "0",  # measured and stressed flat out, not throttled
+            "PERDURE_GATEWAY_HTTP_LISTEN": "off",  # driven over gRPC
             "PERDURE_LOG_LEVEL": "INFO",
             "PERDURE_LEASE_TTL": f"{self.lease_ttl:g}",
             # Worker sessions move between scheduler replicas every few seconds, faults or not.

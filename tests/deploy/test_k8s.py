@@ -15,7 +15,7 @@ import kubernetes_validate  # type: ignore[import-untyped]
 import pytest
 import yaml
 
-from perdure.common.flags import DEFAULT_PORTS
+from perdure.common.flags import DEFAULT_PORTS, GATEWAY_HTTP_PORT
 
 REPO = Path(__file__).resolve().parents[2]
 OVERLAYS = ("dev", "prod")
@@ -97,7 +97,8 @@ def test_ports_and_addresses_match_the_services(rendered: list[Resource]) -> Non
         if component(workload) in DEFAULT_PORTS:
             service = component(workload)
             ports = {p["containerPort"] for p in container["ports"]}
-            assert ports == {DEFAULT_PORTS[service], HEALTH_PORTS[service]}, service
+            http = {GATEWAY_HTTP_PORT} if service == "gateway" else set()
+            assert ports == {DEFAULT_PORTS[service], HEALTH_PORTS[service], *http}, service
             upper = service.upper()
             assert env_of[service][f"PERDURE_{upper}_LISTEN"].endswith(f":{DEFAULT_PORTS[service]}")
             assert env_of[service][f"PERDURE_{upper}_HEALTH_LISTEN"].endswith(

@@ -65,16 +65,18 @@ class DescribeWorkflowResponse(_message.Message):
     def __init__(self, workflow: _Optional[_Union[_workflow_pb2.WorkflowInfo, _Mapping]] = ..., steps: _Optional[_Iterable[_Union[_workflow_pb2.StepInfo, _Mapping]]] = ..., current_step: _Optional[str] = ..., pending_signals: _Optional[_Iterable[_Union[_workflow_pb2.PendingSignal, _Mapping]]] = ..., state: _Optional[_Mapping[str, _struct_pb2.Value]] = ...) -> None: ...
 
 class GetWorkflowHistoryRequest(_message.Message):
-    __slots__ = ("workflow_id", "page_size", "page_token", "namespace")
+    __slots__ = ("workflow_id", "page_size", "page_token", "namespace", "after_event_id")
     WORKFLOW_ID_FIELD_NUMBER: _ClassVar[int]
     PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
     PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    AFTER_EVENT_ID_FIELD_NUMBER: _ClassVar[int]
     workflow_id: str
     page_size: int
     page_token: str
     namespace: str
-    def __init__(self, workflow_id: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., namespace: _Optional[str] = ...) -> None: ...
+    after_event_id: int
+    def __init__(self, workflow_id: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., namespace: _Optional[str] = ..., after_event_id: _Optional[int] = ...) -> None: ...
 
 class GetWorkflowHistoryResponse(_message.Message):
     __slots__ = ("events", "next_page_token")
@@ -85,18 +87,20 @@ class GetWorkflowHistoryResponse(_message.Message):
     def __init__(self, events: _Optional[_Iterable[_Union[_workflow_pb2.HistoryEvent, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class ListWorkflowsRequest(_message.Message):
-    __slots__ = ("page_size", "page_token", "status", "workflow_type", "namespace")
+    __slots__ = ("page_size", "page_token", "status", "workflow_type", "namespace", "workflow_id_prefix")
     PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
     PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
     WORKFLOW_TYPE_FIELD_NUMBER: _ClassVar[int]
     NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    WORKFLOW_ID_PREFIX_FIELD_NUMBER: _ClassVar[int]
     page_size: int
     page_token: str
     status: _workflow_pb2.WorkflowStatus
     workflow_type: str
     namespace: str
-    def __init__(self, page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., status: _Optional[_Union[_workflow_pb2.WorkflowStatus, str]] = ..., workflow_type: _Optional[str] = ..., namespace: _Optional[str] = ...) -> None: ...
+    workflow_id_prefix: str
+    def __init__(self, page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., status: _Optional[_Union[_workflow_pb2.WorkflowStatus, str]] = ..., workflow_type: _Optional[str] = ..., namespace: _Optional[str] = ..., workflow_id_prefix: _Optional[str] = ...) -> None: ...
 
 class ListWorkflowsResponse(_message.Message):
     __slots__ = ("workflows", "next_page_token")

@@ -21,10 +21,13 @@ from perdure.cli.keys_cmd import create_in_database
 from perdure.cli.workflow_cmd import DEV_KEY_FILE
 from perdure.common.embedded_db import DEFAULT_DATA_DIR, start_embedded_postgres
 from perdure.common.errors import ApiError
+from perdure.common.flags import DEFAULT_PORTS, GATEWAY_HTTP_PORT
 from perdure.common.health import wait_serving
 from perdure.history import keys
 
 SERVICES = ("gateway", "history", "scheduler")  # their ports: base, base + 1, base + 2
+# The gateway's HTTP API and web UI: as far above the gateway's port as by default (7480).
+HTTP_OFFSET = GATEWAY_HTTP_PORT - DEFAULT_PORTS["gateway"]
 STARTUP_TIMEOUT = 60.0
 MAX_RESTARTS = 10
 PR_SET_PDEATHSIG = 1  # from <sys/prctl.h>
@@ -42,7 +45,8 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "--base-port",
         type=int,
         default=7400,
-        help="gateway port; history and scheduler take the next two (default 7400)",
+        help="gateway port; history and scheduler take the next two, the HTTP API and web UI "
+        "the port 80 above (default 7400: 7401, 7402, 7480)",
     )
     parser.add_argument(
         "--otlp",
@@ -84,18 +88,19 @@ class Child:
 
 
 def free_base_port() -> int:
-    """A base port such that it and the next two (gateway, history, scheduler) are free now,
-    for a second local cluster beside the default one (demos, tests, measurements)."""
+    """A base port such that it, the next two (gateway, history, scheduler) and the HTTP port
+    are free now, for a second local cluster beside the default one (demos, tests,
+    measurements)."""
     for _ in range(200):
         base = random.randint(20000, 40000)
         try:
-            for port in range(base, base + 3):
+            for port in (base, base + 1, base + 2, base + HTTP_OFFSET):
                 with socket.socket() as probe:
                     probe.bind(("127.0.0.1", port))
         except OSError:
             continue
         return base
-    raise RuntimeError("found no three consecutive free ports")
+    raise RuntimeError("found no free ports for a local cluster")
 
 
 def _die_with_parent() -> None:
@@ -112,6 +117,7 @@ def run(args: argparse.Namespace) -> int:
     started again, up to MAX_RESTARTS times.
     """
     ports = {service: args.base_port + offset for offset, service in enumerate(SERVICES)}
+    http_port = args.base_port + HTTP_OFFSET
     data_dir = Path(args.data_dir).resolve()
     print(f"perdure dev: starting PostgreSQL with data in {data_dir} ...", flush=True)
     dsn = start_embedded_postgres(data_dir, keep_running=False)
@@ -120,6 +126,7 @@ def run(args: argparse.Namespace) -> int:
         "PERDURE_DATABASE_URL": dsn,
         "PERDURE_HISTORY_ADDRESS": f"localhost:{ports['history']}",
         "PERDURE_SCHEDULER_ADDRESS": f"localhost:{ports['scheduler']}",
+        "PERDURE_GATEWAY_HTTP_LISTEN": f"0.0.0.0:{http_port}",
     }
     if args.otlp:
         env["OTEL_EXPORTER_OTLP_ENDPOINT"] = args.otlp  # exporters default to otlp when set
@@ -145,6 +152,7 @@ def run(args: argparse.Namespace) -> int:
             wait_serving(
                 f"localhost:{ports[service]}", STARTUP_TIMEOUT, still_running=child.running
             )
+        ui = f"http://localhost:{http_port}/"
         if args.insecure:
             access = INSECURE_BANNER
             worker_env = env
@@ -152,6 +160,7 @@ def run(args: argparse.Namespace) -> int:
             admin_key = _dev_key(dsn, data_dir / DEV_KEY_FILE, "admin")
             worker_key = _dev_key(dsn, data_dir / "worker.key", "worker", ["*"])
             worker_env = {**env, "PERDURE_API_KEY": worker_key}
+            ui += f"#key={admin_key}"  # the page keeps the key; a fragment is never sent
             access = (
                 f"  API key    {admin_key}\n"
                 f"             (admin of namespace default; kept in {data_dir / DEV_KEY_FILE}, "
@@ -163,6 +172,8 @@ def run(args: argparse.Namespace) -> int:
         children[-1].start()
         print(
             "\nperdure dev is up:\n"
+            f"  web UI     {ui}\n"
+            f"  HTTP API   http://localhost:{http_port}/v1/workflows  (OpenAPI: /openapi.json)\n"
             f"  gateway    localhost:{ports['gateway']}   (WorkflowService; grpcurl -plaintext "
             f"localhost:{ports['gateway']} list; calls need -H 'authorization: Bearer <key>')\n"
             f"  history    localhost:{ports['history']}\n"

@@ -6,6 +6,7 @@ import argparse
 import os
 
 DEFAULT_PORTS = {"gateway": 7400, "history": 7401, "scheduler": 7402}
+GATEWAY_HTTP_PORT = 7480  # the HTTP/JSON API and the web UI
 
 
 def add_listen_flag(parser: argparse.ArgumentParser, service: str) -> None:

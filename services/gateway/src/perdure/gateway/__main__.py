@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 from collections.abc import Sequence
 
 import grpc
@@ -17,11 +18,17 @@ from perdure.common.auth import (
     history_authenticator,
     warn_if_open,
 )
-from perdure.common.flags import add_address_flag, add_health_listen_flag, add_listen_flag
+from perdure.common.flags import (
+    GATEWAY_HTTP_PORT,
+    add_address_flag,
+    add_health_listen_flag,
+    add_listen_flag,
+)
 from perdure.common.grpc_server import ServerSpec, serve
 from perdure.common.limits import KeyedLimits, rate_setting
 from perdure.common.tls import gateway_requires_client_cert
 from perdure.gateway.handlers import AdminServicer, Callers, WorkflowServicer
+from perdure.gateway.http.server import HttpServer, local_target
 from perdure.internal.history.v1 import history_service_pb2_grpc
 from perdure.internal.scheduler.v1 import scheduler_service_pb2_grpc
 from perdure.telemetry import telemetry_for
@@ -35,6 +42,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     add_health_listen_flag(parser, "gateway")
     add_address_flag(parser, "history")
     add_address_flag(parser, "scheduler")
+    parser.add_argument(
+        "--http-listen",
+        default=os.environ.get("PERDURE_GATEWAY_HTTP_LISTEN", f"0.0.0.0:{GATEWAY_HTTP_PORT}"),
+        help="host:port of the HTTP/JSON API and the web UI, or 'off' "
+        f"(PERDURE_GATEWAY_HTTP_LISTEN, default 0.0.0.0:{GATEWAY_HTTP_PORT})",
+    )
     return parser.parse_args(argv)
 
 
@@ -70,6 +83,11 @@ async def run(args: argparse.Namespace) -> None:
         history_stub, scheduler_service_pb2_grpc.SchedulerServiceStub(scheduler), callers
     )
     warn_if_open("gateway")
+    http = (
+        None
+        if args.http_listen == "off"
+        else HttpServer(args.http_listen, local_target(args.listen))
+    )
 
     def register(server: grpc.aio.Server) -> None:
         workflow_service_pb2_grpc.add_WorkflowServiceServicer_to_server(servicer, server)
@@ -87,6 +105,8 @@ async def run(args: argparse.Namespace) -> None:
                 interceptors=[guard(history_stub)] if auth_enabled() else [],
                 require_client_auth=gateway_requires_client_cert(),
                 health_listen=args.health_listen,
+                on_started=http.start if http else None,
+                on_stopping=http.stop if http else None,
             )
         )
     finally:

@@ -114,6 +114,7 @@ class WorkflowServicer(apigrpc.WorkflowServiceServicer):
         caller = self._callers.admit(context, request.namespace)
         validate.workflow_id(request.workflow_id)
         validate.page_size(request.page_size)
+        validate.event_id("after_event_id", request.after_event_id)
         return await self._forward(
             "GetWorkflowHistory",
             _in_namespace(request, caller.namespace),
@@ -129,6 +130,7 @@ class WorkflowServicer(apigrpc.WorkflowServiceServicer):
         validate.status_filter(request.status)
         if request.workflow_type:
             validate.name("workflow_type", request.workflow_type)
+        validate.workflow_id_prefix(request.workflow_id_prefix)
         return await self._forward(
             "ListWorkflows", _in_namespace(request, caller.namespace), api.ListWorkflowsResponse
         )

@@ -42,6 +42,21 @@ def workflow_id(value: str, *, required: bool = True) -> None:
         )
 
 
+def workflow_id_prefix(value: str) -> None:
+    """The start of workflow ids: printable, at most 255 characters, not starting with '@'."""
+    if len(value) > MAX_ID_LENGTH or not value.isprintable() or value.startswith("@"):
+        raise errors.invalid_argument(
+            f"workflow_id_prefix must be printable, at most {MAX_ID_LENGTH} characters and "
+            "must not start with '@'"
+        )
+
+
+def event_id(field: str, value: int) -> None:
+    """An event id to read after: 0 (from the start) or more."""
+    if value < 0:
+        raise errors.invalid_argument(f"{field} must be 0 or more, not {value}")
+
+
 def page_size(value: int) -> None:
     """A page size: 0 for the default, at most 1000."""
     if not 0 <= value <= MAX_PAGE_SIZE:

@@ -148,7 +148,9 @@ class HistoryServicer(hgrpc.HistoryServiceServicer):
         self, request: hpb.GetWorkflowHistoryRequest, context: Context
     ) -> hpb.GetWorkflowHistoryResponse:
         r = request.request
-        events, token = await self._journal.history_page(_run_key(r), r.page_size, r.page_token)
+        events, token = await self._journal.history_page(
+            _run_key(r), r.page_size, r.page_token, r.after_event_id
+        )
         return hpb.GetWorkflowHistoryResponse(
             response=api.GetWorkflowHistoryResponse(events=events, next_page_token=token)
         )
@@ -163,12 +165,14 @@ class HistoryServicer(hgrpc.HistoryServiceServicer):
             if r.status != wf.WORKFLOW_STATUS_UNSPECIFIED
             else None
         )
+        namespace = namespaces.resolve(r.namespace)
         runs, token = await self._journal.list_page(
-            namespaces.resolve(r.namespace),
+            namespace,
             status,
             r.workflow_type or None,
             r.page_size,
             r.page_token,
+            namespaces.qualify(namespace, r.workflow_id_prefix) if r.workflow_id_prefix else None,
         )
         return hpb.ListWorkflowsResponse(
             response=api.ListWorkflowsResponse(

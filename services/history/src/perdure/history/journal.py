@@ -264,10 +264,11 @@ class Journal:
         )
 
     async def history_page(
-        self, workflow_id: str, requested_size: int, token: str
+        self, workflow_id: str, requested_size: int, token: str, after_event_id: int = 0
     ) -> tuple[list[wf.HistoryEvent], str]:
-        """One page of events and the token of the next (empty at the end)."""
-        after = decode_page_token(token) or 0
+        """One page of events (after `after_event_id` when there is no token) and the token of
+        the next (empty at the end)."""
+        after = decode_page_token(token) if token else after_event_id
         size = page_size(requested_size)
         async with self._pool.connection() as conn:
             await self._require(conn, workflow_id)
@@ -288,8 +289,10 @@ class Journal:
         workflow_type: str | None,
         requested_size: int,
         token: str,
+        id_prefix: str | None = None,
     ) -> tuple[list[wf.WorkflowInfo], str]:
-        """One page of runs, newest first, and the token of the next."""
+        """One page of runs (whose qualified id starts with `id_prefix`, if given), newest
+        first, and the token of the next."""
         before = decode_page_token(token)
         size = page_size(requested_size)
         async with self._pool.connection() as conn:
@@ -300,6 +303,7 @@ class Journal:
                     "namespace": namespace,
                     "status": status,
                     "workflow_type": workflow_type,
+                    "id_prefix": id_prefix,
                     "before": before,
                     "limit": size + 1,
                 },

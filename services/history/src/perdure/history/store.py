@@ -407,6 +407,7 @@ SELECT run_seq, {WORKFLOW_COLUMNS} FROM history.workflows
 WHERE namespace = %(namespace)s
   AND (%(status)s::text IS NULL OR status = %(status)s)
   AND (%(workflow_type)s::text IS NULL OR workflow_type = %(workflow_type)s)
+  AND (%(id_prefix)s::text IS NULL OR starts_with(workflow_id, %(id_prefix)s))
   AND (%(before)s::bigint IS NULL OR run_seq < %(before)s)
 ORDER BY run_seq DESC
 LIMIT %(limit)s

@@ -1,0 +1,218 @@
+"""The JSON routes: each one a WorkflowService method, called on the gateway's own gRPC port,
+so that validation, authentication, rate limits and error reasons are those of gRPC."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+from aiohttp import web
+from google.protobuf.message import Message
+
+from perdure.api.workflow.v1 import workflow_service_pb2 as api
+from perdure.api.workflow.v1 import workflow_service_pb2_grpc as api_grpc
+from perdure.common.errors import ApiError
+from perdure.gateway.http.convert import decode_body, from_json, invalid_json, to_json
+
+CALL_TIMEOUT_SECONDS = 30.0
+APPROVAL_SIGNAL = "approval"  # the signal `perdure approve` and the research agent use
+DECISIONS = ("approved", "rejected")
+_PATH_FIELD = re.compile(r"{(\w+)}")
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+@dataclass(frozen=True)
+class Route:
+    """One JSON route and the gRPC method it calls."""
+
+    method: str  # GET reads its request from the query, POST from a JSON body
+    path: str  # with {field} segments, which fill those fields of the request
+    rpc: str
+    request: type[Message]
+    response: type[Message]
+    summary: str
+    operation_id: str = ""  # the rpc's name unless another route calls the same rpc
+    approval: bool = False  # the body is a decision, sent as the signal "approval"
+
+    @property
+    def path_fields(self) -> list[str]:
+        """The request fields the path names."""
+        return _PATH_FIELD.findall(self.path)
+
+    @property
+    def name(self) -> str:
+        """The OpenAPI operationId."""
+        return self.operation_id or self.rpc
+
+
+RUN = "/v1/workflows/{workflow_id}"
+ROUTES = (
+    Route(
+        "POST",
+        "/v1/workflows",
+        "StartWorkflow",
+        api.StartWorkflowRequest,
+        api.StartWorkflowResponse,
+        "Start a run (idempotent by workflow_id)",
+    ),
+    Route(
+        "GET",
+        "/v1/workflows",
+        "ListWorkflows",
+        api.ListWorkflowsRequest,
+        api.ListWorkflowsResponse,
+        "List runs, newest first",
+    ),
+    Route(
+        "GET",
+        RUN,
+        "DescribeWorkflow",
+        api.DescribeWorkflowRequest,
+        api.DescribeWorkflowResponse,
+        "A run with its steps, pending signals and published state",
+    ),
+    Route(
+        "GET",
+        f"{RUN}/history",
+        "GetWorkflowHistory",
+        api.GetWorkflowHistoryRequest,
+        api.GetWorkflowHistoryResponse,
+        "A page of the run's journal",
+    ),
+    Route(
+        "GET",
+        f"{RUN}/state/{{key}}",
+        "QueryWorkflow",
+        api.QueryWorkflowRequest,
+        api.QueryWorkflowResponse,
+        "One value the run published",
+    ),
+    Route(
+        "POST",
+        f"{RUN}/signals",
+        "SignalWorkflow",
+        api.SignalWorkflowRequest,
+        api.SignalWorkflowResponse,
+        "Send the run a signal (once per signal_id)",
+    ),
+    Route(
+        "POST",
+        f"{RUN}/approve",
+        "SignalWorkflow",
+        api.SignalWorkflowRequest,
+        api.SignalWorkflowResponse,
+        "Approve or reject: the signal 'approval' with a decision and a comment",
+        operation_id="ApproveWorkflow",
+        approval=True,
+    ),
+    Route(
+        "POST",
+        f"{RUN}/cancel",
+        "CancelWorkflow",
+        api.CancelWorkflowRequest,
+        api.CancelWorkflowResponse,
+        "Ask the run to cancel (its code runs its compensations)",
+    ),
+    Route(
+        "POST",
+        f"{RUN}/terminate",
+        "TerminateWorkflow",
+        api.TerminateWorkflowRequest,
+        api.TerminateWorkflowResponse,
+        "End the run at once, running no more of its code",
+    ),
+    Route(
+        "POST",
+        "/v1/signal-with-start",
+        "SignalWithStartWorkflow",
+        api.SignalWithStartWorkflowRequest,
+        api.SignalWithStartWorkflowResponse,
+        "Signal a run, starting it first if it does not exist",
+    ),
+)
+
+
+def forwarded(request: web.Request) -> tuple[tuple[str, str], ...]:
+    """The metadata a call carries on: the caller's API key."""
+    authorization = request.headers.get("Authorization")
+    if not authorization:
+        return ()
+    if not (authorization.isascii() and authorization.isprintable()):
+        raise ApiError(
+            grpc.StatusCode.UNAUTHENTICATED,
+            "API_KEY_INVALID",
+            "the Authorization header must be 'Bearer <API key>', in printable ASCII",
+        )
+    return (("authorization", authorization),)
+
+
+def route_handler(route: Route, stub: api_grpc.WorkflowServiceStub) -> Handler:
+    """The aiohttp handler of a route."""
+    call = getattr(stub, route.rpc)
+
+    async def handle(request: web.Request) -> web.StreamResponse:
+        message = await request_message(route, request)
+        answer = await call(message, metadata=forwarded(request), timeout=CALL_TIMEOUT_SECONDS)
+        return web.json_response(to_json(answer))
+
+    return handle
+
+
+async def request_message(route: Route, request: web.Request) -> Message:
+    """The gRPC request of an HTTP request: its body or query, its path, its namespace."""
+    if route.method == "POST":
+        fields = decode_body(await request.read())
+        if route.approval:
+            fields = approval_signal(fields)
+        for name in route.path_fields:
+            if isinstance(fields, dict) and name in fields:
+                raise invalid_json(f"{name} is given by the path, not the body")
+        message = from_json(fields, route.request())
+        if "namespace" in request.query:
+            if "namespace" not in message.DESCRIPTOR.fields_by_name:
+                raise invalid_json("this route takes the namespace in its body")
+            message.namespace = request.query["namespace"]  # type: ignore[attr-defined]
+    else:
+        message = from_json(query_fields(request, route.request()), route.request())
+    for name in route.path_fields:
+        setattr(message, name, request.match_info[name])
+    return message
+
+
+def query_fields(request: web.Request, message: Message) -> dict[str, Any]:
+    """The query parameters as JSON fields of a request message: each names a scalar field
+    of it (not one the path gives), once."""
+    fields: dict[str, Any] = {}
+    for name in request.query:
+        field = message.DESCRIPTOR.fields_by_name.get(name)
+        if field is None or name in request.match_info or field.message_type is not None:
+            raise invalid_json(f"unknown query parameter {name!r}")
+        values = request.query.getall(name)
+        if len(values) > 1:
+            raise invalid_json(f"query parameter {name!r} is given {len(values)} times")
+        fields[name] = values[0]
+    return fields
+
+
+def approval_signal(fields: Any) -> dict[str, Any]:
+    """The SignalWorkflowRequest fields of an approval body: `decision` and `comment`."""
+    if not isinstance(fields, dict):
+        raise invalid_json("the body must be a JSON object with decision and comment")
+    unknown = sorted(set(fields) - {"decision", "comment", "signal_id", "namespace"})
+    if unknown:
+        raise invalid_json(f"unknown field(s) {', '.join(unknown)}; expected decision, comment")
+    decision, comment = fields.get("decision"), fields.get("comment", "")
+    if decision not in DECISIONS:
+        raise invalid_json(f"decision must be 'approved' or 'rejected', not {decision!r}")
+    if not isinstance(comment, str):
+        raise invalid_json("comment must be a string")
+    signal = {key: fields[key] for key in ("signal_id", "namespace") if key in fields}
+    return {
+        **signal,
+        "signal_name": APPROVAL_SIGNAL,
+        "payload": {"decision": decision, "comment": comment},
+    }

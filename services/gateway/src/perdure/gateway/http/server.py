@@ -1,0 +1,138 @@
+"""The gateway's HTTP server: the JSON routes, the live feed, /openapi.json and the web UI."""
+
+from __future__ import annotations
+
+import logging
+import ssl
+from importlib import metadata
+from pathlib import Path
+
+import grpc
+from aiohttp import web
+
+from perdure.api.workflow.v1 import workflow_service_pb2_grpc as api_grpc
+from perdure.common.errors import ApiError
+from perdure.gateway.http import openapi
+from perdure.gateway.http.convert import error_body, rpc_error_body
+from perdure.gateway.http.feed import PATH as FEED_PATH
+from perdure.gateway.http.feed import feed_handler
+from perdure.gateway.http.routes import ROUTES, Handler, route_handler
+from perdure.telemetry.rpc import TLSFiles, aio_channel
+
+log = logging.getLogger(__name__)
+
+UI = Path(__file__).resolve().parent.parent / "ui"
+MAX_BODY_BYTES = 16 * 1024 * 1024  # as the gRPC port's message limit
+# Open feeds are cut this long after the server starts to stop.
+SHUTDOWN_SECONDS = 2.0
+# An HTTP status the routes do not produce themselves, as the gRPC code it stands for.
+_CODE_OF_STATUS = {
+    404: grpc.StatusCode.NOT_FOUND,
+    405: grpc.StatusCode.UNIMPLEMENTED,
+    413: grpc.StatusCode.RESOURCE_EXHAUSTED,
+}
+
+
+@web.middleware
+async def json_errors(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Every error as the JSON error body, with the HTTP status of its gRPC code."""
+    try:
+        return await handler(request)
+    except ApiError as error:
+        body = error_body(error.code, error.reason, error.message)
+    except grpc.aio.AioRpcError as error:
+        body = rpc_error_body(error)
+    except web.HTTPException as error:
+        if error.status < 400:
+            raise
+        code = _CODE_OF_STATUS.get(error.status, grpc.StatusCode.INVALID_ARGUMENT)
+        body = error_body(code, error.reason.upper().replace(" ", "_"), error.text or "")
+        body["error"]["status"] = error.status
+        return web.json_response(body, status=error.status, headers=_allow(error))
+    return web.json_response(body, status=body["error"]["status"])
+
+
+def _allow(error: web.HTTPException) -> dict[str, str]:
+    allow = error.headers.get("Allow")
+    return {"Allow": allow} if allow else {}
+
+
+def build_app(stub: api_grpc.WorkflowServiceStub) -> web.Application:
+    """The application: routes, feed, document and UI."""
+    app = web.Application(middlewares=[json_errors], client_max_size=MAX_BODY_BYTES)
+    for route in ROUTES:
+        app.router.add_route(route.method, route.path, route_handler(route, stub))
+    app.router.add_get(FEED_PATH, feed_handler(stub))
+    document = openapi.document(_version())
+
+    async def openapi_json(request: web.Request) -> web.StreamResponse:
+        return web.json_response(document)
+
+    async def index(request: web.Request) -> web.StreamResponse:
+        return web.FileResponse(UI / "index.html", headers={"Cache-Control": "no-cache"})
+
+    app.router.add_get("/openapi.json", openapi_json)
+    app.router.add_get("/", index)
+    app.router.add_static("/ui/", UI)
+    return app
+
+
+class HttpServer:
+    """Serves the app on `listen`, calling the gateway's gRPC port at `grpc_target`."""
+
+    def __init__(self, listen: str, grpc_target: str) -> None:
+        self._listen = listen
+        self._channel = aio_channel(grpc_target)
+        self._runner: web.AppRunner | None = None
+
+    async def start(self) -> None:
+        """Listen; exit if the port is taken."""
+        app = build_app(api_grpc.WorkflowServiceStub(self._channel))
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        host, _, port = self._listen.rpartition(":")
+        tls = _tls_context()
+        site = web.TCPSite(
+            self._runner,
+            host.strip("[]") or None,
+            int(port),
+            shutdown_timeout=SHUTDOWN_SECONDS,
+            ssl_context=tls,
+        )
+        try:
+            await site.start()
+        except OSError as error:
+            raise SystemExit(f"gateway: cannot serve HTTP on {self._listen}: {error}") from None
+        scheme = "https" if tls else "http"
+        log.info("gateway HTTP API and web UI on %s://%s", scheme, self._listen)
+
+    async def stop(self) -> None:
+        """Stop serving (open feeds are cut after SHUTDOWN_SECONDS)."""
+        if self._runner is not None:
+            await self._runner.cleanup()
+        await self._channel.close()
+
+
+def _tls_context() -> ssl.SSLContext | None:
+    """HTTPS with the gateway's own certificate (PERDURE_TLS_CERT/KEY) when it has one."""
+    files = TLSFiles.from_env()
+    if files.cert is None or files.key is None:
+        return None
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(files.cert, files.key)
+    return context
+
+
+def _version() -> str:
+    try:
+        return metadata.version("perdure-gateway")
+    except metadata.PackageNotFoundError:
+        return "0"
+
+
+def local_target(listen: str) -> str:
+    """How this process reaches its own gRPC port (a wildcard host means this machine)."""
+    host, _, port = listen.rpartition(":")
+    if host in ("", "0.0.0.0", "[::]", "::"):
+        host = "localhost"
+    return f"{host}:{port}"
