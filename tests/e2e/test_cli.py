@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import requests
 
 from tests.fixtures.cluster import REPO_ROOT, wait_until
 from tests.fixtures.dev import cli_env, perdure, running_dev
@@ -83,6 +84,15 @@ def test_dev_cluster_runs_the_example_from_the_cli(
 
     listed = perdure(address, "list")
     assert "cli-1\tresearch_agent\tCOMPLETED" in listed.stdout
+
+    # The web UI's address, with the admin key in its fragment; the page, and the HTTP API
+    # with that key.
+    [(ui, key)] = re.findall(r"web UI +(http://\S+/)#key=(prd_\S+)", log.read_text())
+    assert requests.get(ui, timeout=30).status_code == 200
+    over_http = requests.get(
+        f"{ui}v1/workflows/cli-1", headers={"Authorization": f"Bearer {key}"}, timeout=30
+    )
+    assert over_http.json()["workflow"]["status"] == "WORKFLOW_STATUS_COMPLETED"
 
     again = perdure(
         address, "start", "research_agent", "--input", '{"topic": "fencing"}', "--id", "cli-1"

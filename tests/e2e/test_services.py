@@ -130,3 +130,18 @@ def test_a_bad_hello_is_refused_naming_the_field(
             list(stream)
     assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert field in (caught.value.details() or "")
+
+
+def test_a_service_refuses_a_port_already_in_use(cluster: Cluster) -> None:
+    """Two servers never share a port silently (gRPC would, with SO_REUSEPORT)."""
+    taken = cluster.address("history")
+    started = subprocess.run(
+        [sys.executable, "-m", "perdure.scheduler", "--listen", taken],
+        cwd=REPO_ROOT,
+        env=cluster.env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert started.returncode != 0
+    assert f"cannot listen on {taken} (is the port in use?)" in started.stderr

@@ -33,6 +33,8 @@ SERVER_OPTIONS = [
     ("grpc.max_connection_age_ms", 300_000),
     ("grpc.max_receive_message_length", 16 * 1024 * 1024),
     ("grpc.max_send_message_length", 64 * 1024 * 1024),
+    # A port already in use is an error, not a port silently shared with another server.
+    ("grpc.so_reuseport", 0),
 ]
 
 # A probe's Check under way when the service stops gets its answer; Watch streams get their
@@ -114,7 +116,7 @@ async def serve(spec: ServerSpec) -> None:
     # NOT_SERVING as soon as the service starts draining.
     health_server: grpc.aio.Server | None = None
     if spec.health_listen is not None:
-        health_server = grpc.aio.server()
+        health_server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
         health_pb2_grpc.add_HealthServicer_to_server(health, health_server)
         health_port = _add_port(health_server, spec.name, spec.health_listen, None)
         await health_server.start()

@@ -15,7 +15,7 @@ class HealthPort:
 
     def __init__(self, listen: str) -> None:
         self._listen = listen
-        self._server = grpc.aio.server()
+        self._server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])  # a taken port fails
         self._health = HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self._health, self._server)
 
