@@ -9,6 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import requests
 
 from perdure.api.workflow.v1 import workflow_pb2 as wf
 from tests.e2e.blocking import WAIT, start_blocked, started
@@ -489,3 +490,36 @@ def test_a_cancel_request_links_to_the_workflow_trace(
     request = one(of_workflow(spans, "perdure.cancel.request", "cancel-me"), "cancel request")
     assert request.trace_id != described.workflow.trace_id  # the caller's own trace...
     assert described.workflow.trace_id in {trace for trace, _ in request.links}  # ...linked
+
+
+def test_an_http_call_is_one_trace_with_the_grpc_call_it_makes(
+    otlp_receiver: OtlpReceiver, start_cluster: Callable[..., Cluster], tmp_path: Path
+) -> None:
+    cluster = start_cluster(**otlp_env(otlp_receiver))
+    cluster.start_worker("w1")
+    body = {
+        "workflow_type": "five_steps",
+        "workflow_id": "over-http",
+        "input": {"ledger": str(tmp_path / "ledger")},
+    }
+    answer = requests.post(f"http://{cluster.http_address}/v1/workflows", json=body, timeout=30)
+    assert answer.status_code == 200, answer.text
+    start = "/perdure.api.workflow.v1.WorkflowService/StartWorkflow"
+
+    def http_request(span: ReceivedSpan) -> bool:
+        method = span.attributes.get("http.request.method", span.attributes.get("http.method"))
+        return span.service == "perdure-gateway" and span.kind == SERVER and method == "POST"
+
+    spans = otlp_receiver.wait_for_spans(
+        lambda spans: (
+            any(map(http_request, spans))
+            and any(s.name == start and s.kind == SERVER for s in spans)
+        ),
+        WAIT,
+        "the HTTP request's span and the gRPC call's",
+    )
+    request = one([s for s in spans if http_request(s)], "HTTP request span")
+    client = one([s for s in spans if s.name == start and s.kind == CLIENT], "gRPC client span")
+    server = one([s for s in spans if s.name == start and s.kind == SERVER], "gRPC server span")
+    assert client.parent_span_id == request.span_id and server.parent_span_id == client.span_id
+    assert request.trace_id == client.trace_id == server.trace_id

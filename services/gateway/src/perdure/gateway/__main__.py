@@ -28,7 +28,7 @@ from perdure.common.grpc_server import ServerSpec, serve
 from perdure.common.limits import KeyedLimits, rate_setting
 from perdure.common.tls import gateway_requires_client_cert
 from perdure.gateway.handlers import AdminServicer, Callers, WorkflowServicer
-from perdure.gateway.http.server import HttpServer, local_target
+from perdure.gateway.http.server import HttpServer, instrument_http, local_target
 from perdure.internal.history.v1 import history_service_pb2_grpc
 from perdure.internal.scheduler.v1 import scheduler_service_pb2_grpc
 from perdure.telemetry import telemetry_for
@@ -117,7 +117,7 @@ async def run(args: argparse.Namespace) -> None:
 def main(argv: Sequence[str] | None = None) -> None:
     """Run the gateway."""
     args = parse_args(argv)
-    with telemetry_for("perdure-gateway"):
+    with telemetry_for("perdure-gateway", on_enabled=instrument_http):
         uvloop.run(run(args))
 
 

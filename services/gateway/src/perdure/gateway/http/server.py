@@ -9,6 +9,7 @@ from pathlib import Path
 
 import grpc
 from aiohttp import web
+from opentelemetry.instrumentation.aiohttp_server import AioHttpServerInstrumentor
 
 from perdure.api.workflow.v1 import workflow_service_pb2_grpc as api_grpc
 from perdure.common.errors import ApiError
@@ -55,6 +56,12 @@ async def json_errors(request: web.Request, handler: Handler) -> web.StreamRespo
 def _allow(error: web.HTTPException) -> dict[str, str]:
     allow = error.headers.get("Allow")
     return {"Allow": allow} if allow else {}
+
+
+def instrument_http() -> None:
+    """A span per HTTP request, parent of the gRPC call it makes (applications made from now
+    on); for when tracing is on."""
+    AioHttpServerInstrumentor().instrument()
 
 
 def build_app(stub: api_grpc.WorkflowServiceStub) -> web.Application:
