@@ -11,9 +11,7 @@ times); a step attempt's start time is the worker's clock, on the same host.
 
 from __future__ import annotations
 
-import contextlib
 import re
-import uuid
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -22,14 +20,13 @@ import grpc
 import psycopg
 import pytest
 from google.protobuf import timestamp_pb2
-from psycopg import sql
 
 from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.api.workflow.v1 import workflow_service_pb2 as api
 from perdure.client import Client
 from perdure.worker._payload import from_value
 from tests.fixtures.cluster import Cluster, Process, wait_until
-from tests.fixtures.postgres import with_database
+from tests.fixtures.postgres import fresh_database
 from tests.fixtures.rpc import error_reason
 
 MODULE = "tests.e2e.waiting_workflows"
@@ -45,21 +42,6 @@ RESTART_INTERVAL = 6.0
 
 
 # -- fixtures ----------------------------------------------------------------------------------
-
-
-@contextlib.contextmanager
-def fresh_database(server_dsn: str) -> Iterator[str]:
-    """A new, empty database on the test server, dropped afterwards."""
-    name = f"t_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(server_dsn, autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    try:
-        yield with_database(server_dsn, name)
-    finally:
-        with psycopg.connect(server_dsn, autocommit=True) as conn:
-            conn.execute(
-                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
-            )
 
 
 @pytest.fixture(scope="module")
