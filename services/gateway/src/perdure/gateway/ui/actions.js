@@ -1,0 +1,194 @@
+// What someone can do to a run from its page: the approval panel (approve or reject a run
+// waiting for approval) and the actions card (send a signal, cancel, terminate).
+
+import { api, workflowPath } from "./api.js";
+import { fill, h, toast } from "./dom.js";
+import { jsonBlock } from "./format.js";
+import { messageRegion, parseJsonField, withBusy } from "./forms.js";
+
+/** Send an action with its button busy: the text `send` resolves to goes under the form and
+ * into a toast and the run is refreshed (`changed`); an error goes under the form. */
+async function act(button, message, changed, send) {
+  await withBusy(button, async () => {
+    try {
+      const text = await send();
+      message.ok(text);
+      toast(text);
+      changed();
+    } catch (error) {
+      message.error(error);
+    }
+  });
+}
+
+/** The approval panel, shown while the run waits for the "approval" signal; `changed()`
+ * after a decision is sent. */
+export function approvalPanel(id, changed) {
+  const comment = h("textarea", { id: "approval-comment", rows: "2", placeholder: "Why (kept in the journal and the report)" });
+  const message = messageRegion("approval-message");
+  const recommendation = h("div", { class: "recommendation", "data-testid": "approval-recommendation" });
+  const ignored = h("p", { class: "form-msg form-msg-error", hidden: true, "data-testid": "approval-ignored" });
+  const approve = h("button", { type: "submit", class: "btn btn-good", value: "approved" }, "Approve");
+  const reject = h("button", { type: "submit", class: "btn btn-bad-outline", value: "rejected" }, "Reject");
+  let sentFor = "";
+  const form = h("form", { class: "approval-form" },
+    h("div", { class: "field" }, h("label", { for: "approval-comment" }, "Comment"), comment),
+    h("div", { class: "row" }, approve, reject));
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const button = event.submitter ?? approve;
+    const decision = button.value;
+    message.clear();
+    await act(button, message, changed, async () => {
+      await api("POST", workflowPath(id, "/approve"), { body: { decision, comment: comment.value } });
+      sentFor = element.dataset.key || "";
+      comment.value = "";
+      return decision === "approved" ? "Approval sent. The run continues." : "Rejection sent.";
+    });
+  });
+  const element = h("section", {
+    class: "card approval-card", hidden: true, "aria-labelledby": "approval-title", "data-testid": "approval-panel",
+  },
+  h("div", { class: "approval-head" },
+    h("h2", { id: "approval-title" }, "Approval needed"),
+    h("p", { class: "muted" }, "The run is suspended until someone decides. No worker holds it meanwhile.")),
+  recommendation, ignored, form, message.element);
+
+  return {
+    element,
+    update(described, open) {
+      const state = described.state || {};
+      const waiting = state.waiting_for;
+      const needed = open && waiting && typeof waiting === "object" && waiting.signal === "approval";
+      const wasHidden = element.hidden;
+      element.hidden = !needed;
+      if (!needed) {
+        if (!wasHidden) message.clear();
+        return;
+      }
+      const key = JSON.stringify([waiting, state.recommendation ?? null]);
+      if (element.dataset.key !== key) {
+        element.dataset.key = key;
+        const rec = state.recommendation;
+        fill(recommendation);
+        if (rec && typeof rec === "object" && rec.recommendation) {
+          recommendation.append(
+            h("p", { class: "rec-text" }, rec.recommendation),
+            h("p", { class: "muted small" },
+              rec.confidence !== undefined ? `Confidence ${rec.confidence}` : "",
+              rec.rationale ? ` · ${rec.rationale}` : ""));
+        } else if (rec !== undefined) {
+          recommendation.append(jsonBlock(rec));
+        }
+        ignored.hidden = !waiting.last_signal_ignored;
+        ignored.textContent = waiting.last_signal_ignored
+          ? `The last approval signal was ignored: ${waiting.last_signal_ignored}` : "";
+        if (sentFor && sentFor !== key) message.clear();
+      }
+    },
+  };
+}
+
+/** The Actions card of an open run; `changed()` after an action is taken. */
+export function actionsCard(id, changed) {
+  // Send a signal.
+  const signalName = h("input", { id: "signal-name", type: "text", required: true, autocomplete: "off", spellcheck: "false", placeholder: "approval" });
+  const signalPayload = h("textarea", { id: "signal-payload", rows: "3", spellcheck: "false", class: "mono", "aria-describedby": "signal-payload-help" }, "{}");
+  const signalId = h("input", { id: "signal-id", type: "text", autocomplete: "off", spellcheck: "false", placeholder: "optional, for deduplication" });
+  const signalMsg = messageRegion("signal-message");
+  const signalForm = h("form", { class: "stack-sm", "aria-labelledby": "signal-title" },
+    h("h3", { id: "signal-title" }, "Send a signal"),
+    h("div", { class: "field" }, h("label", { for: "signal-name" }, "Signal name"), signalName),
+    h("div", { class: "field" }, h("label", { for: "signal-payload" }, "Payload (JSON)"), signalPayload,
+      h("span", { id: "signal-payload-help", class: "hint" }, "Any JSON value; empty means null.")),
+    h("div", { class: "field" }, h("label", { for: "signal-id" }, "Signal ID"), signalId),
+    h("div", { class: "row" }, h("button", { type: "submit", class: "btn" }, "Send signal")),
+    signalMsg.element);
+  signalForm.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    signalMsg.clear();
+    const name = signalName.value.trim();
+    if (!name) { signalMsg.error("Give the signal a name."); signalName.focus(); return; }
+    const parsed = parseJsonField(signalPayload);
+    if (!parsed.ok) { signalMsg.error(`The payload is not valid JSON: ${parsed.error}`); signalPayload.focus(); return; }
+    await act(event.submitter, signalMsg, changed, async () => {
+      const body = { signal_name: name, payload: parsed.value };
+      if (signalId.value.trim()) body.signal_id = signalId.value.trim();
+      const answer = await api("POST", workflowPath(id, "/signals"), { body });
+      return answer.accepted === false
+        ? `Signal “${name}” was already received with this ID: ignored.`
+        : `Signal “${name}” sent.`;
+    });
+  });
+
+  // Cancel.
+  const cancelReason = h("input", { id: "cancel-reason", type: "text", autocomplete: "off", placeholder: "why (kept in the journal)" });
+  const cancelMsg = messageRegion("cancel-message");
+  const cancelForm = h("form", { class: "stack-sm", "aria-labelledby": "cancel-title" },
+    h("h3", { id: "cancel-title" }, "Cancel"),
+    h("p", { class: "hint" }, "The code gets a cancellation at its next durable call and may run compensations."),
+    h("div", { class: "field" }, h("label", { for: "cancel-reason" }, "Cancellation reason"), cancelReason),
+    h("div", { class: "row" }, h("button", { type: "submit", class: "btn btn-warn" }, "Cancel run")),
+    cancelMsg.element);
+  cancelForm.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    cancelMsg.clear();
+    await act(event.submitter, cancelMsg, changed, async () => {
+      await api("POST", workflowPath(id, "/cancel"), { body: { reason: cancelReason.value } });
+      return "Cancellation requested.";
+    });
+  });
+
+  // Terminate, with a confirmation step.
+  const terminateReason = h("input", { id: "terminate-reason", type: "text", autocomplete: "off", placeholder: "why (kept in the journal)" });
+  const terminateMsg = messageRegion("terminate-message");
+  const terminateAsk = h("button", { type: "button", class: "btn btn-bad-outline" }, "Terminate…");
+  const terminateYes = h("button", { type: "submit", class: "btn btn-bad" }, "Yes, terminate now");
+  const terminateNo = h("button", { type: "button", class: "btn" }, "Keep it running");
+  const confirmRow = h("div", { class: "confirm", hidden: true, role: "group", "aria-labelledby": "terminate-confirm-text" },
+    h("p", { id: "terminate-confirm-text" }, h("strong", {}, "Terminate this run?"),
+      " It ends at once as TERMINATED and runs no more code, not even compensations."),
+    h("div", { class: "row" }, terminateYes, terminateNo));
+  const terminateForm = h("form", { class: "stack-sm", "aria-labelledby": "terminate-title" },
+    h("h3", { id: "terminate-title" }, "Terminate"),
+    h("div", { class: "field" }, h("label", { for: "terminate-reason" }, "Termination reason"), terminateReason),
+    h("div", { class: "row" }, terminateAsk),
+    confirmRow,
+    terminateMsg.element);
+  const confirming = (yes) => {
+    confirmRow.hidden = !yes;
+    terminateAsk.hidden = yes;
+    (yes ? terminateYes : terminateAsk).focus();
+  };
+  terminateAsk.addEventListener("click", () => { terminateMsg.clear(); confirming(true); });
+  terminateNo.addEventListener("click", () => confirming(false));
+  terminateForm.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    if (confirmRow.hidden) { confirming(true); return; }
+    terminateMsg.clear();
+    await act(terminateYes, terminateMsg, changed, async () => {
+      await api("POST", workflowPath(id, "/terminate"), { body: { reason: terminateReason.value } });
+      confirmRow.hidden = true;
+      terminateAsk.hidden = false;
+      return "Run terminated.";
+    });
+  });
+
+  const closedNote = h("p", { class: "muted", hidden: true, "data-testid": "actions-closed" },
+    "The run is closed: it takes no more signals, cancellation or termination.");
+  const forms = h("div", { class: "actions-forms" }, signalForm, h("hr"), cancelForm, h("hr"), terminateForm);
+  const element = h("section", { class: "card", id: "actions", "aria-labelledby": "actions-title", "data-testid": "actions" },
+    h("h2", { id: "actions-title" }, "Actions"), closedNote, forms);
+
+  return {
+    element,
+    update(open) {
+      // A closed run takes no more actions: the card goes (what was just done stays in the
+      // toasts and the history).
+      element.hidden = !open;
+      closedNote.hidden = open;
+      forms.hidden = !open;
+    },
+  };
+}
+

@@ -1,0 +1,137 @@
+// The Perdure web UI: a dependency-free single-page app over the gateway's HTTP/JSON API
+// (docs/http_api.md). Hash routes: #/ (runs), #/workflows/<id> (one run), #/start.
+// Everything the server sends is inserted as text (textContent), never as HTML.
+//
+// This entry point sets up the header (API key, namespace), routes the hash to a page and
+// boots; each page and helper lives in its own module next to it.
+
+import { hideAuthBanner } from "./api.js";
+import { $, fill, h, toast } from "./dom.js";
+import { listView } from "./list.js";
+import { renderKeyControl, settings, takeSettingsFromUrl } from "./settings.js";
+import { startView } from "./start.js";
+import { workflowView } from "./workflow.js";
+
+// -- header: API key and namespace ---------------------------------------------------------------
+
+function setupHeader() {
+  const toggle = $("#key-toggle");
+  const panel = $("#key-panel");
+  const input = $("#key-input");
+  const open = (yes) => {
+    panel.hidden = !yes;
+    toggle.setAttribute("aria-expanded", String(yes));
+    if (yes) { input.value = settings.key; input.focus(); }
+  };
+  toggle.addEventListener("click", () => open(panel.hidden));
+  panel.addEventListener("keydown", (event) => {
+    if (event.key === "Escape") { open(false); toggle.focus(); }
+  });
+  $("#key-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    settings.key = input.value;
+    open(false);
+    toggle.focus();
+    hideAuthBanner();
+    toast(settings.key ? "API key saved for this tab." : "API key cleared.");
+    rerender();
+  });
+  $("#key-clear").addEventListener("click", () => {
+    settings.key = "";
+    input.value = "";
+    open(false);
+    toggle.focus();
+    toast("API key cleared.");
+    rerender();
+  });
+  $("#auth-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    const value = $("#auth-key-input").value.trim();
+    if (!value) { $("#auth-key-input").focus(); return; }
+    settings.key = value;
+    $("#auth-key-input").value = "";
+    hideAuthBanner();
+    toast("API key saved for this tab.");
+    rerender();
+  });
+
+  const ns = $("#namespace-input");
+  ns.value = settings.namespace;
+  const applyNamespace = () => {
+    if (ns.value.trim() === settings.namespace) return;
+    settings.namespace = ns.value;
+    toast(settings.namespace ? `Namespace: ${settings.namespace}` : "Namespace: the key's default");
+    rerender();
+  };
+  $("[data-testid=namespace-form]").addEventListener("submit", (event) => {
+    event.preventDefault();
+    applyNamespace();
+  });
+  ns.addEventListener("change", applyNamespace);
+  renderKeyControl();
+}
+
+// -- router --------------------------------------------------------------------------------------
+
+let currentView = null;
+let firstRender = true;
+
+function parseHash() {
+  const raw = location.hash.replace(/^#/, "") || "/";
+  const at = raw.indexOf("?");
+  const path = at === -1 ? raw : raw.slice(0, at);
+  const query = new URLSearchParams(at === -1 ? "" : raw.slice(at + 1));
+  return { path: path || "/", query };
+}
+
+function rerender() {
+  const main = $("#main");
+  currentView?.unmount?.();
+  currentView = null;
+  fill(main);
+  const { path, query } = parseHash();
+  let nav = "";
+  if (path === "/" || path === "") {
+    nav = "list";
+    currentView = listView(main, query);
+  } else if (path === "/start") {
+    nav = "start";
+    currentView = startView(main, query, navigate);
+  } else if (path.startsWith("/workflows/") && path.length > "/workflows/".length) {
+    let id;
+    try { id = decodeURIComponent(path.slice("/workflows/".length)); } catch { id = path.slice(11); }
+    currentView = workflowView(main, id);
+  } else {
+    main.append(
+      h("h1", { tabindex: "-1" }, "Page not found"),
+      h("p", {}, "Nothing lives at this address. ", h("a", { href: "#/" }, "See all workflows"), "."),
+    );
+  }
+  for (const link of document.querySelectorAll("[data-nav]")) {
+    if (link.dataset.nav === nav) link.setAttribute("aria-current", "page");
+    else link.removeAttribute("aria-current");
+  }
+  const heading = $("h1", main);
+  document.title = heading ? `${heading.textContent} · Perdure` : "Perdure";
+  if (!firstRender && heading) {
+    heading.setAttribute("tabindex", "-1");
+    heading.focus({ preventScroll: true });
+  }
+  firstRender = false;
+  window.scrollTo(0, 0);
+}
+
+function navigate(hash) {
+  if (location.hash === hash) rerender();
+  else location.hash = hash;
+}
+
+// -- boot ----------------------------------------------------------------------------------------
+
+takeSettingsFromUrl();
+setupHeader();
+window.addEventListener("hashchange", () => {
+  takeSettingsFromUrl();
+  rerender();
+});
+rerender();

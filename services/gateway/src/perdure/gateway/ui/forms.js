@@ -1,0 +1,49 @@
+// Form helpers shared by the pages: a message line under a form, a button busy while its
+// request runs, a JSON text field read and marked invalid.
+
+import { ApiError } from "./api.js";
+import { h } from "./dom.js";
+
+/** A message region for a form: role=status, aria-live, error styling. */
+export function messageRegion(testid) {
+  const el = h("p", { class: "form-msg", role: "status", "aria-live": "polite", "data-testid": testid });
+  return {
+    element: el,
+    ok(text) { el.className = "form-msg form-msg-ok"; el.textContent = text; },
+    error(error) {
+      el.className = "form-msg form-msg-error";
+      el.textContent = error instanceof ApiError ? error.describe() : String(error?.message ?? error);
+    },
+    clear() { el.className = "form-msg"; el.textContent = ""; },
+  };
+}
+
+/** Run `work` with the button's form disabled and the button marked busy. */
+export async function withBusy(button, work) {
+  const form = button.form;
+  const controls = form ? [...form.elements] : [button];
+  const before = controls.map((c) => c.disabled);
+  controls.forEach((c) => { c.disabled = true; });
+  button.setAttribute("aria-busy", "true");
+  try {
+    return await work();
+  } finally {
+    controls.forEach((c, i) => { c.disabled = before[i]; });
+    button.removeAttribute("aria-busy");
+  }
+}
+
+/** A field's JSON as {ok, value} (empty is null) or {ok: false, error}, marked aria-invalid
+ * when it is not JSON. */
+export function parseJsonField(field) {
+  const text = field.value.trim();
+  if (!text) { field.removeAttribute("aria-invalid"); return { ok: true, value: null }; }
+  try {
+    const value = JSON.parse(text);
+    field.removeAttribute("aria-invalid");
+    return { ok: true, value };
+  } catch (error) {
+    field.setAttribute("aria-invalid", "true");
+    return { ok: false, error: error.message };
+  }
+}
