@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -141,6 +142,7 @@ def test_everything_restarts_mid_workflow(tmp_path: Path) -> None:
     finally:
         cluster.stop()
         stop_embedded_postgres(data_dir)
+        shutil.rmtree(data_dir, ignore_errors=True)
 
     assert described.workflow.status == wf.WORKFLOW_STATUS_COMPLETED
     runs = runs_per_step(ledger)
