@@ -4,7 +4,7 @@
 import { api, workflowPath } from "./api.js";
 import { fill, h, toast } from "./dom.js";
 import { jsonBlock } from "./format.js";
-import { messageRegion, parseJsonField, withBusy } from "./forms.js";
+import { messageRegion, parseJsonField, required, withBusy } from "./forms.js";
 
 /** Send an action with its button busy: the text `send` resolves to goes under the form and
  * into a toast and the run is refreshed (`changed`); an error goes under the form. */
@@ -107,8 +107,8 @@ export function actionsCard(id, changed) {
   signalForm.addEventListener("submit", async (event) => {
     event.preventDefault();
     signalMsg.clear();
+    if (!required(signalName, signalMsg, "Give the signal a name.")) return;
     const name = signalName.value.trim();
-    if (!name) { signalMsg.error("Give the signal a name."); signalName.focus(); return; }
     const parsed = parseJsonField(signalPayload);
     if (!parsed.ok) { signalMsg.error(`The payload is not valid JSON: ${parsed.error}`); signalPayload.focus(); return; }
     await act(event.submitter, signalMsg, changed, async () => {

@@ -1,5 +1,5 @@
 // Form helpers shared by the pages: a message line under a form, a button busy while its
-// request runs, a JSON text field read and marked invalid.
+// request runs, a required field and a JSON text field checked and marked invalid.
 
 import { ApiError } from "./api.js";
 import { h } from "./dom.js";
@@ -31,6 +31,19 @@ export async function withBusy(button, work) {
     controls.forEach((c, i) => { c.disabled = before[i]; });
     button.removeAttribute("aria-busy");
   }
+}
+
+/** Whether a required field has a value; when it has none, mark it invalid, say `message` in
+ * `messages` and focus it. */
+export function required(field, messages, message) {
+  if (field.value.trim()) {
+    field.removeAttribute("aria-invalid");
+    return true;
+  }
+  field.setAttribute("aria-invalid", "true");
+  messages.error(message);
+  field.focus();
+  return false;
 }
 
 /** A field's JSON as {ok, value} (empty is null) or {ok: false, error}, marked aria-invalid

@@ -4,7 +4,7 @@
 import { api } from "./api.js";
 import { debounce, enc, h, isAbort, toast } from "./dom.js";
 import { prettyJson } from "./format.js";
-import { messageRegion, parseJsonField, withBusy } from "./forms.js";
+import { messageRegion, parseJsonField, required, withBusy } from "./forms.js";
 
 export const RESEARCH_TYPE = "research_agent";
 const RESEARCH_STEPS = [
@@ -72,13 +72,7 @@ export function startView(root, query, navigate) {
   raForm.addEventListener("submit", async (event) => {
     event.preventDefault();
     raMsg.clear();
-    if (!topic.value.trim()) {
-      topic.setAttribute("aria-invalid", "true");
-      raMsg.error("Give the research a topic.");
-      topic.focus();
-      return;
-    }
-    topic.removeAttribute("aria-invalid");
+    if (!required(topic, raMsg, "Give the research a topic.")) return;
     if (slowStep.value) {
       const seconds = Number(slowSeconds.value);
       if (!(seconds > 0 && seconds <= 3600)) {
@@ -124,13 +118,7 @@ export function startView(root, query, navigate) {
   gForm.addEventListener("submit", async (event) => {
     event.preventDefault();
     gMsg.clear();
-    if (!gType.value.trim()) {
-      gType.setAttribute("aria-invalid", "true");
-      gMsg.error("Name the workflow type.");
-      gType.focus();
-      return;
-    }
-    gType.removeAttribute("aria-invalid");
+    if (!required(gType, gMsg, "Name the workflow type.")) return;
     const parsed = checkInput();
     if (!parsed.ok) {
       gMsg.error(`The input is not valid JSON: ${parsed.error}`);
