@@ -13,13 +13,14 @@ from pathlib import Path
 
 import grpc
 import pytest
+import requests
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.api.workflow.v1.workflow_service_pb2 import ListWorkflowsRequest
 from perdure.api.workflow.v1.workflow_service_pb2_grpc import WorkflowServiceStub
 from perdure.client import Client
-from tests.fixtures.cluster import REPO_ROOT, SERVICES, Cluster, free_port
+from tests.fixtures.cluster import REPO_ROOT, SERVICES, Cluster, free_port, wait_until
 from tests.fixtures.keys import make_key
 
 # Each channel gets its own connection: one made by an earlier channel of the test (with
@@ -70,6 +71,25 @@ def check(channel: grpc.Channel) -> grpc.StatusCode | int:
         return status
 
 
+def https(cluster: Cluster, certs: Path, role: str | None = None) -> int | str:
+    """The status of GET /openapi.json on the gateway's HTTPS port, trusting `certs`' CA and
+    presenting `role`'s certificate (none when None); the error's name if TLS refused it."""
+    cert = None if role is None else (str(certs / f"{role}.pem"), str(certs / f"{role}-key.pem"))
+    try:
+        with requests.Session() as session:  # a connection of its own
+            answer = session.get(
+                f"https://{cluster.http_address}/openapi.json",
+                verify=str(certs / "ca.pem"),
+                cert=cert,
+                timeout=10,
+            )
+    except requests.exceptions.SSLError:
+        return "SSLError"
+    except requests.exceptions.ConnectionError:  # the server cut the handshake
+        return "ConnectionError"
+    return answer.status_code
+
+
 @pytest.fixture
 def certs(tmp_path: Path) -> Path:
     return make_certs(tmp_path / "certs")
@@ -111,6 +131,7 @@ def test_a_workflow_runs_with_mtls_everywhere(
     assert check(tls_channel(cluster.gateway, certs)) == SERVING
     for service in ("history", "scheduler"):
         assert check(tls_channel(cluster.address(service), certs)) == grpc.StatusCode.UNAVAILABLE
+    assert https(cluster, certs) == 200  # the HTTP port is HTTPS, with the same certificate
 
 
 def test_only_clients_with_a_certificate_from_the_ca_get_through(
@@ -138,6 +159,10 @@ def test_only_clients_with_a_certificate_from_the_ca_get_through(
             assert check(channel) == grpc.StatusCode.UNAVAILABLE, (service, what)
         health = grpc.insecure_channel(cluster.health_address(service), options=FRESH)
         assert check(health) == SERVING, service
+    # The gateway's HTTPS port asks for a client certificate of the CA just as its gRPC port.
+    assert https(cluster, certs, "client") == 200
+    assert https(cluster, certs) in ("SSLError", "ConnectionError")
+    assert https(cluster, other_ca, "client") == "SSLError"
 
 
 def test_the_health_port_serves_health_only_and_reports_the_shutdown(
@@ -170,6 +195,9 @@ def test_new_connections_get_a_replaced_certificate_without_a_restart(
         os.replace(aside, certs / f"gateway{suffix}")
     assert check(tls_channel(cluster.gateway, other_ca)) == SERVING
     assert check(tls_channel(cluster.gateway, certs)) == grpc.StatusCode.UNAVAILABLE
+    # The HTTPS port looks at the files every few seconds.
+    wait_until(lambda: https(cluster, other_ca) == 200, 30, "HTTPS to serve the new certificate")
+    assert https(cluster, certs) == "SSLError"
     gateway = next(p for p in cluster.processes if p.name == "gateway")
     assert gateway.popen.poll() is None
     assert "certificate files changed" in gateway.output()

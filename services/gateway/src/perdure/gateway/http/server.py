@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
-import ssl
 from importlib import metadata
 from pathlib import Path
 
@@ -13,12 +14,13 @@ from opentelemetry.instrumentation.aiohttp_server import AioHttpServerInstrument
 
 from perdure.api.workflow.v1 import workflow_service_pb2_grpc as api_grpc
 from perdure.common.errors import ApiError
+from perdure.common.tls import HttpsContext, gateway_requires_client_cert, https_context
 from perdure.gateway.http import openapi
 from perdure.gateway.http.convert import error_body, rpc_error_body
 from perdure.gateway.http.feed import PATH as FEED_PATH
 from perdure.gateway.http.feed import feed_handler
 from perdure.gateway.http.routes import ROUTES, Handler, route_handler
-from perdure.telemetry.rpc import TLSFiles, aio_channel
+from perdure.telemetry.rpc import aio_channel
 
 log = logging.getLogger(__name__)
 
@@ -26,6 +28,8 @@ UI = Path(__file__).resolve().parent.parent / "ui"
 MAX_BODY_BYTES = 16 * 1024 * 1024  # as the gRPC port's message limit
 # Open feeds are cut this long after the server starts to stop.
 SHUTDOWN_SECONDS = 2.0
+# How often the certificate files are looked at, to serve rotated ones without a restart.
+CERT_CHECK_SECONDS = 2.0
 # An HTTP status the routes do not produce themselves, as the gRPC code it stands for.
 _CODE_OF_STATUS = {
     404: grpc.StatusCode.NOT_FOUND,
@@ -91,6 +95,10 @@ class HttpServer:
         self._listen = listen
         self._channel = aio_channel(grpc_target)
         self._runner: web.AppRunner | None = None
+        # HTTPS as the gRPC port: the gateway's certificate, client certificates when
+        # PERDURE_GATEWAY_CLIENT_CERT=require.
+        self._tls = https_context("gateway", gateway_requires_client_cert())
+        self._reloading: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
         """Listen; exit if the port is taken."""
@@ -98,36 +106,37 @@ class HttpServer:
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         host, _, port = self._listen.rpartition(":")
-        tls = _tls_context()
         site = web.TCPSite(
             self._runner,
             host.strip("[]") or None,
             int(port),
             shutdown_timeout=SHUTDOWN_SECONDS,
-            ssl_context=tls,
+            ssl_context=self._tls.context if self._tls else None,
         )
         try:
             await site.start()
         except OSError as error:
             raise SystemExit(f"gateway: cannot serve HTTP on {self._listen}: {error}") from None
-        scheme = "https" if tls else "http"
+        if self._tls is not None:
+            self._reloading = asyncio.create_task(_reload_forever(self._tls))
+        scheme = "https" if self._tls else "http"
         log.info("gateway HTTP API and web UI on %s://%s", scheme, self._listen)
 
     async def stop(self) -> None:
         """Stop serving (open feeds are cut after SHUTDOWN_SECONDS)."""
+        if self._reloading is not None:
+            self._reloading.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._reloading
         if self._runner is not None:
             await self._runner.cleanup()
         await self._channel.close()
 
 
-def _tls_context() -> ssl.SSLContext | None:
-    """HTTPS with the gateway's own certificate (PERDURE_TLS_CERT/KEY) when it has one."""
-    files = TLSFiles.from_env()
-    if files.cert is None or files.key is None:
-        return None
-    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    context.load_cert_chain(files.cert, files.key)
-    return context
+async def _reload_forever(tls: HttpsContext) -> None:
+    while True:
+        await asyncio.sleep(CERT_CHECK_SECONDS)
+        tls.reload()
 
 
 def _version() -> str:
