@@ -1,7 +1,8 @@
 """Perdure's benchmark: `make bench` or `python -m bench [--quick] [--out DIR]`.
 
 In one invocation, on one embedded PostgreSQL: the ceiling (raw commits, a gRPC round trip),
-then Perdure's latency, throughput, timers, signals, recovery and scale, then the peers (DBOS
+then Perdure's latency, an API call over gRPC and HTTP, throughput, timers, signals, recovery
+and scale, then the peers (DBOS
 and Temporal, when installed: `pip install --group bench`) on the same shapes. Prints a table
 with ratios and writes results.json and chart.png (default: bench-results/).
 """
@@ -65,6 +66,7 @@ def run(profile: Profile, scratch: Path, *, peers: bool) -> dict[str, Any]:
         with Client(cluster.gateway, timeout=60, api_key=cluster.client_key) as client:
             cluster.start_workers(2, profile.concurrency)
             results["latency"] = shapes.latency(cluster, client, profile.latency_runs, commit_ms)
+            results["api"] = shapes.api_calls(cluster, client, profile.grpc_calls // 4)
             results["remote"] = shapes.remote_latency(
                 client, profile.latency_runs, results["latency"]["per_step_ms"]
             )

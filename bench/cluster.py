@@ -15,7 +15,7 @@ from pathlib import Path
 import grpc
 
 from bench import cpu
-from perdure.cli.dev_cmd import free_base_port
+from perdure.cli.dev_cmd import HTTP_OFFSET, free_base_port
 from perdure.cli.keys_cmd import create_in_database
 from perdure.common.embedded_db import start_embedded_postgres, stop_embedded_postgres
 from perdure.common.health import wait_serving
@@ -48,6 +48,11 @@ class Cluster:
         """A service's address."""
         return f"127.0.0.1:{self.base_port + ('gateway', 'history', 'scheduler').index(service)}"
 
+    @property
+    def http(self) -> str:
+        """The gateway's HTTP/JSON port (as far above its gRPC port as `perdure dev`'s)."""
+        return f"127.0.0.1:{self.base_port + HTTP_OFFSET}"
+
     def _env(self) -> dict[str, str]:
         return {
             **os.environ,
@@ -57,7 +62,7 @@ class Cluster:
             # Measured as deployed, with API keys on; not throttled.
             "PERDURE_AUTH": "on",
             "PERDURE_RATE_LIMIT": "0",
-            "PERDURE_GATEWAY_HTTP_LISTEN": "off",  # measured over gRPC
+            "PERDURE_GATEWAY_HTTP_LISTEN": self.http,
             "PERDURE_LOG_LEVEL": "WARNING",
             "PYTHONPATH": str(REPO),
         }

@@ -60,6 +60,15 @@ def rows(results: Results) -> list[tuple[str, str, str]]:
                 f"{lat['per_step_vs_commit']}x commit (target ≤ 5x)",
             )
         )
+    if "api" in results:
+        api = results["api"]
+        lines.append(
+            (
+                "describe a run: gRPC / HTTP+JSON",
+                f"{api['grpc']['median_ms']:.2f} / {api['http']['median_ms']:.2f} ms median",
+                f"HTTP ÷ gRPC = {api['http_vs_grpc']:.2f}",
+            )
+        )
     if "remote" in results:
         remote = results["remote"]
         lines.append(

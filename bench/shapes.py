@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
+import requests
 
 from bench.cluster import Cluster
 from bench.stats import rates, summary_ms
@@ -101,6 +102,35 @@ def latency(cluster: Cluster, client: Client, runs: int, commit_ms: float) -> di
         "per_step_ms": round(per_step, 3),
         "per_step_vs_commit": round(per_step / commit_ms, 2) if commit_ms else None,
     }
+
+
+def api_calls(cluster: Cluster, client: Client, calls: int) -> dict[str, Any]:
+    """One call at a time, describing a finished 10-step run over gRPC and over HTTP/JSON:
+    what the HTTP layer (a JSON route calling the gateway's own gRPC port) adds."""
+    client.start_workflow("noop_steps", 10, workflow_id="api-1")
+    client.wait("api-1", timeout=TIMEOUT)
+    over_grpc = _timed(calls, lambda: client.describe("api-1"))
+    with requests.Session() as session:
+        session.headers["Authorization"] = f"Bearer {cluster.client_key}"
+        url = f"http://{cluster.http}/v1/workflows/api-1"
+        session.get(url, timeout=TIMEOUT).raise_for_status()  # connect first
+        over_http = _timed(calls, lambda: session.get(url, timeout=TIMEOUT).raise_for_status())
+    grpc_ms, http_ms = summary_ms(over_grpc), summary_ms(over_http)
+    ratio = http_ms["median_ms"] / grpc_ms["median_ms"]
+    Progress("describe over gRPC and HTTP").done(
+        f"{grpc_ms['median_ms']:.2f} / {http_ms['median_ms']:.2f} ms median ({ratio:.2f}x)"
+    )
+    return {"calls": calls, "grpc": grpc_ms, "http": http_ms, "http_vs_grpc": round(ratio, 2)}
+
+
+def _timed(calls: int, call: Callable[[], object]) -> list[float]:
+    """How long each of `calls` calls took, in seconds."""
+    durations = []
+    for _ in range(calls):
+        before = time.perf_counter()
+        call()
+        durations.append(time.perf_counter() - before)
+    return durations
 
 
 def remote_latency(client: Client, runs: int, local_per_step_ms: float) -> dict[str, Any]:

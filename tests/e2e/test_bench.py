@@ -35,9 +35,8 @@ def test_the_quick_profile_runs_every_shape(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
 
     results = json.loads((tmp_path / "results.json").read_text())
-    assert {"ceiling", "latency", "remote", "throughput", "timers", "signals", "recovery"} <= set(
-        results
-    )
+    shapes = {"ceiling", "latency", "api", "remote", "throughput", "timers", "signals", "recovery"}
+    assert shapes <= set(results)
     assert {"commit_1", "commit_16", "grpc"} == set(results["ceiling"])
     assert {"2wx10", "1wx10", "2wx100"} <= set(results["throughput"])
     assert results["timers"]["early"] == 0
@@ -46,6 +45,7 @@ def test_the_quick_profile_runs_every_shape(tmp_path: Path) -> None:
     assert (tmp_path / "chart.png").read_bytes().startswith(b"\x89PNG")
     assert "per-step overhead" in done.stdout and "recovery after SIGKILL" in done.stdout
     assert "10 remote steps side by side" in done.stdout
+    assert "describe a run: gRPC / HTTP+JSON" in done.stdout
 
 
 def test_a_peer_that_is_not_installed_is_skipped_with_a_clear_line(
