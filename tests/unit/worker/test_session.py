@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable
+from types import SimpleNamespace
 from typing import Any
 
 import grpc
@@ -130,12 +131,16 @@ async def test_a_journal_that_stays_away_fails_the_call_as_unavailable(
         await server.stop(None)
 
 
-async def test_an_old_stream_takes_no_new_calls_and_closes_once_its_calls_are_answered() -> None:
+async def test_an_old_stream_takes_no_new_calls_and_closes_once_its_calls_are_answered(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    clock = [1000.0]  # the session's own clock, moved by the test
+    monkeypatch.setattr(_session, "time", SimpleNamespace(monotonic=lambda: clock[0]))
     journal = ScriptedJournal(event_id_of)
-    server, session = await serve(journal, max_age=0.05)
+    server, session = await serve(journal, max_age=60)
     try:
         first = await session.call(record("step1"), 10)
-        await asyncio.sleep(0.1)  # older than its max age now
+        clock[0] += 100  # older than its max age, give or take its tenth, now
         second, third = await asyncio.gather(
             session.call(record("step2"), 10), session.call(record("step3"), 10)
         )

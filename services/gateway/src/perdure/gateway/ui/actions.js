@@ -4,7 +4,7 @@
 import { api, workflowPath } from "./api.js";
 import { fill, h, toast } from "./dom.js";
 import { jsonBlock } from "./format.js";
-import { messageRegion, parseJsonField, required, withBusy } from "./forms.js";
+import { field, messageRegion, parseJsonField, required, withBusy } from "./forms.js";
 
 /** Send an action with its button busy: the text `send` resolves to goes under the form and
  * into a toast and the run is refreshed (`changed`); an error goes under the form. */
@@ -32,7 +32,7 @@ export function approvalPanel(id, changed) {
   const reject = h("button", { type: "submit", class: "btn btn-bad-outline", value: "rejected" }, "Reject");
   let sentFor = "";
   const form = h("form", { class: "approval-form" },
-    h("div", { class: "field" }, h("label", { for: "approval-comment" }, "Comment"), comment),
+    field("approval-comment", "Comment", comment),
     h("div", { class: "row" }, approve, reject));
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
@@ -98,10 +98,10 @@ export function actionsCard(id, changed) {
   const signalMsg = messageRegion("signal-message");
   const signalForm = h("form", { class: "stack-sm", "aria-labelledby": "signal-title" },
     h("h3", { id: "signal-title" }, "Send a signal"),
-    h("div", { class: "field" }, h("label", { for: "signal-name" }, "Signal name"), signalName),
-    h("div", { class: "field" }, h("label", { for: "signal-payload" }, "Payload (JSON)"), signalPayload,
+    field("signal-name", "Signal name", signalName),
+    field("signal-payload", "Payload (JSON)", signalPayload,
       h("span", { id: "signal-payload-help", class: "hint" }, "Any JSON value; empty means null.")),
-    h("div", { class: "field" }, h("label", { for: "signal-id" }, "Signal ID"), signalId),
+    field("signal-id", "Signal ID", signalId),
     h("div", { class: "row" }, h("button", { type: "submit", class: "btn" }, "Send signal")),
     signalMsg.element);
   signalForm.addEventListener("submit", async (event) => {
@@ -127,7 +127,7 @@ export function actionsCard(id, changed) {
   const cancelForm = h("form", { class: "stack-sm", "aria-labelledby": "cancel-title" },
     h("h3", { id: "cancel-title" }, "Cancel"),
     h("p", { class: "hint" }, "The code gets a cancellation at its next durable call and may run compensations."),
-    h("div", { class: "field" }, h("label", { for: "cancel-reason" }, "Cancellation reason"), cancelReason),
+    field("cancel-reason", "Cancellation reason", cancelReason),
     h("div", { class: "row" }, h("button", { type: "submit", class: "btn btn-warn" }, "Cancel run")),
     cancelMsg.element);
   cancelForm.addEventListener("submit", async (event) => {
@@ -151,7 +151,7 @@ export function actionsCard(id, changed) {
     h("div", { class: "row" }, terminateYes, terminateNo));
   const terminateForm = h("form", { class: "stack-sm", "aria-labelledby": "terminate-title" },
     h("h3", { id: "terminate-title" }, "Terminate"),
-    h("div", { class: "field" }, h("label", { for: "terminate-reason" }, "Termination reason"), terminateReason),
+    field("terminate-reason", "Termination reason", terminateReason),
     h("div", { class: "row" }, terminateAsk),
     confirmRow,
     terminateMsg.element);

@@ -1,8 +1,14 @@
 // Form helpers shared by the pages: a message line under a form, a button busy while its
-// request runs, a required field and a JSON text field checked and marked invalid.
+// request runs, a labelled field, a required field and a JSON text field checked and marked
+// invalid.
 
 import { ApiError } from "./api.js";
 import { h } from "./dom.js";
+
+/** A labelled field: `<div class="field"><label for=id>label</label>` then `controls`. */
+export function field(id, label, ...controls) {
+  return h("div", { class: "field" }, h("label", { for: id }, label), ...controls);
+}
 
 /** A message region for a form: role=status, aria-live, error styling. */
 export function messageRegion(testid) {

@@ -5,6 +5,7 @@ import { api, errorText } from "./api.js";
 import { arrange, debounce, enc, fill, h, isAbort } from "./dom.js";
 import { OPEN_STATUSES, fmtClock, statusBadge, statusLabel, timeEl } from "./format.js";
 import { RESEARCH_TYPE } from "./start.js";
+import { field } from "./forms.js";
 
 const LIST_REFRESH_MS = 2000;
 const LIST_PAGE_SIZE = 50;
@@ -65,8 +66,8 @@ export function listView(root, query) {
       h("a", { class: "btn btn-primary", href: "#/start" }, "Start a workflow")),
     h("form", { class: "filters", role: "search", "aria-label": "Filter workflow runs",
       onsubmit: (event) => { event.preventDefault(); applyFilters(); } },
-    h("div", { class: "field" }, h("label", { for: "filter-status" }, "Status"), statusSelect),
-    h("div", { class: "field" }, h("label", { for: "filter-type" }, "Workflow type"), typeInput, typeList),
+    field("filter-status", "Status", statusSelect),
+    field("filter-type", "Workflow type", typeInput, typeList),
     h("div", { class: "field field-grow" }, h("label", { for: "filter-prefix" }, "Workflow ID starts with"), prefixInput),
     h("div", { class: "field field-check" }, autoBox, h("label", { for: "filter-auto" }, "Refresh every 2 s"))),
     h("div", { class: "list-meta" }, summary, refreshed),

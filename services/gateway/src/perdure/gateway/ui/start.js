@@ -4,7 +4,7 @@
 import { api } from "./api.js";
 import { debounce, enc, h, isAbort, toast } from "./dom.js";
 import { prettyJson } from "./format.js";
-import { messageRegion, parseJsonField, required, withBusy } from "./forms.js";
+import { field, messageRegion, parseJsonField, required, withBusy } from "./forms.js";
 
 export const RESEARCH_TYPE = "research_agent";
 const RESEARCH_STEPS = [
@@ -47,17 +47,17 @@ export function startView(root, query, navigate) {
     h("h2", { id: "ra-title" }, "Research agent"),
     h("p", { class: "muted" }, "Plans, researches, recommends, waits for your approval, then reports and notifies. ",
       "Type ", h("code", {}, RESEARCH_TYPE), "."),
-    h("div", { class: "field" }, h("label", { for: "ra-topic" }, "Topic"), topic),
+    field("ra-topic", "Topic", topic),
     h("div", { class: "grid-2" },
-      h("div", { class: "field" }, h("label", { for: "ra-id" }, "Workflow ID (optional)"), raId,
+      field("ra-id", "Workflow ID (optional)", raId,
         h("span", { id: "ra-id-help", class: "hint" }, "Starting twice with the same ID and input returns the same run.")),
-      h("div", { class: "field" }, h("label", { for: "ra-queue" }, "Task queue"), raQueue)),
+      field("ra-queue", "Task queue", raQueue)),
     h("fieldset", { class: "faults" },
       h("legend", {}, "Fault injection"),
       h("div", { class: "grid-2" },
-        h("div", { class: "field" }, h("label", { for: "ra-slow-step" }, "Slow step"), slowStep),
-        h("div", { class: "field" }, h("label", { for: "ra-slow-seconds" }, "Slow step sleeps (seconds)"), slowSeconds)),
-      h("div", { class: "field" }, h("label", { for: "ra-fail-step" }, "Fail one step once"), failStep,
+        field("ra-slow-step", "Slow step", slowStep),
+        field("ra-slow-seconds", "Slow step sleeps (seconds)", slowSeconds)),
+      field("ra-fail-step", "Fail one step once", failStep,
         h("span", { class: "hint" }, "Its first attempt fails; the retry runs on the durable schedule.")),
       h("div", { class: "field field-check" }, crash,
         h("label", { for: "ra-crash" }, "Crash the worker right after the notification is sent"))),
@@ -108,11 +108,11 @@ export function startView(root, query, navigate) {
   const gForm = h("form", { class: "card stack", "aria-labelledby": "g-title", "data-testid": "generic-form", novalidate: true },
     h("h2", { id: "g-title" }, "Any workflow"),
     h("p", { class: "muted" }, "Any registered workflow type with a JSON input."),
-    h("div", { class: "field" }, h("label", { for: "g-type" }, "Workflow type"), gType),
+    field("g-type", "Workflow type", gType),
     h("div", { class: "grid-2" },
-      h("div", { class: "field" }, h("label", { for: "g-id" }, "Workflow ID (optional)"), gId),
-      h("div", { class: "field" }, h("label", { for: "g-queue" }, "Task queue"), gQueue)),
-    h("div", { class: "field" }, h("label", { for: "g-input" }, "Input (JSON)"), gInput, gInputStatus),
+      field("g-id", "Workflow ID (optional)", gId),
+      field("g-queue", "Task queue", gQueue)),
+    field("g-input", "Input (JSON)", gInput, gInputStatus),
     h("div", { class: "row" }, h("button", { type: "submit", class: "btn btn-primary" }, "Start workflow")),
     gMsg.element);
   gForm.addEventListener("submit", async (event) => {
@@ -135,7 +135,7 @@ export function startView(root, query, navigate) {
 
   async function start(button, message, request) {
     const body = { ...request };
-    for (const field of ["workflow_id", "task_queue"]) if (!body[field]) delete body[field];
+    for (const name of ["workflow_id", "task_queue"]) if (!body[name]) delete body[name];
     await withBusy(button, async () => {
       try {
         const answer = await api("POST", "/v1/workflows", { body, signal: controller.signal });
