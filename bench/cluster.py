@@ -4,6 +4,7 @@ processes, on free ports, logging to files in a scratch directory."""
 from __future__ import annotations
 
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -19,6 +20,7 @@ from perdure.cli.dev_cmd import HTTP_OFFSET, free_base_port
 from perdure.cli.keys_cmd import create_in_database
 from perdure.common.embedded_db import start_embedded_postgres, stop_embedded_postgres
 from perdure.common.health import wait_serving
+from perdure.common.service_identity import SECRET_HEADER
 from perdure.internal.scheduler.v1 import scheduler_service_pb2 as spb
 from perdure.internal.scheduler.v1 import scheduler_service_pb2_grpc as sgrpc
 
@@ -38,6 +40,8 @@ class Cluster:
     workers: list[subprocess.Popen[bytes]] = field(default_factory=list)
     worker_key: str = ""
     client_key: str = ""  # an operator's, for the bench's Client
+    # The services' own credential, given to no worker.
+    internal_secret: str = field(default_factory=lambda: secrets.token_urlsafe(32))
 
     @property
     def gateway(self) -> str:
@@ -83,7 +87,9 @@ class Cluster:
         self.base_port = free_base_port()
         for service in SERVICES:
             process = self._spawn(
-                service, ["-m", f"perdure.{service}", "--listen", self.address(service)]
+                service,
+                ["-m", f"perdure.{service}", "--listen", self.address(service)],
+                PERDURE_INTERNAL_SECRET=self.internal_secret,
             )
             self.services.append(process)
             wait_serving(
@@ -154,7 +160,11 @@ def _wait_connected(cluster: Cluster, worker: subprocess.Popen[bytes], log: Path
         while True:
             if worker.poll() is not None:
                 raise RuntimeError(f"a bench worker exited at start:\n{log.read_text()}")
-            queue = stub.DescribeTaskQueue(spb.DescribeTaskQueueRequest(task_queue="default"))
+            queue = stub.DescribeTaskQueue(
+                spb.DescribeTaskQueueRequest(task_queue="default"),
+                # An internal call: the harness holds the services' credential.
+                metadata=((SECRET_HEADER, cluster.internal_secret),),
+            )
             if queue.connected_workers >= expected:
                 return
             if time.monotonic() > deadline:

@@ -8,14 +8,6 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
-class Caller(_message.Message):
-    __slots__ = ("namespace", "key_id")
-    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
-    KEY_ID_FIELD_NUMBER: _ClassVar[int]
-    namespace: str
-    key_id: str
-    def __init__(self, namespace: _Optional[str] = ..., key_id: _Optional[str] = ...) -> None: ...
-
 class StartWorkflowRequest(_message.Message):
     __slots__ = ("request",)
     REQUEST_FIELD_NUMBER: _ClassVar[int]
@@ -89,12 +81,10 @@ class SignalWithStartWorkflowResponse(_message.Message):
     def __init__(self, response: _Optional[_Union[_workflow_service_pb2.SignalWithStartWorkflowResponse, _Mapping]] = ...) -> None: ...
 
 class CancelWorkflowRequest(_message.Message):
-    __slots__ = ("request", "caller")
+    __slots__ = ("request",)
     REQUEST_FIELD_NUMBER: _ClassVar[int]
-    CALLER_FIELD_NUMBER: _ClassVar[int]
     request: _workflow_service_pb2.CancelWorkflowRequest
-    caller: Caller
-    def __init__(self, request: _Optional[_Union[_workflow_service_pb2.CancelWorkflowRequest, _Mapping]] = ..., caller: _Optional[_Union[Caller, _Mapping]] = ...) -> None: ...
+    def __init__(self, request: _Optional[_Union[_workflow_service_pb2.CancelWorkflowRequest, _Mapping]] = ...) -> None: ...
 
 class CancelWorkflowResponse(_message.Message):
     __slots__ = ("response",)
@@ -103,12 +93,10 @@ class CancelWorkflowResponse(_message.Message):
     def __init__(self, response: _Optional[_Union[_workflow_service_pb2.CancelWorkflowResponse, _Mapping]] = ...) -> None: ...
 
 class TerminateWorkflowRequest(_message.Message):
-    __slots__ = ("request", "caller")
+    __slots__ = ("request",)
     REQUEST_FIELD_NUMBER: _ClassVar[int]
-    CALLER_FIELD_NUMBER: _ClassVar[int]
     request: _workflow_service_pb2.TerminateWorkflowRequest
-    caller: Caller
-    def __init__(self, request: _Optional[_Union[_workflow_service_pb2.TerminateWorkflowRequest, _Mapping]] = ..., caller: _Optional[_Union[Caller, _Mapping]] = ...) -> None: ...
+    def __init__(self, request: _Optional[_Union[_workflow_service_pb2.TerminateWorkflowRequest, _Mapping]] = ...) -> None: ...
 
 class TerminateWorkflowResponse(_message.Message):
     __slots__ = ("response",)
@@ -129,12 +117,10 @@ class QueryWorkflowResponse(_message.Message):
     def __init__(self, response: _Optional[_Union[_workflow_service_pb2.QueryWorkflowResponse, _Mapping]] = ...) -> None: ...
 
 class CreateApiKeyRequest(_message.Message):
-    __slots__ = ("request", "caller")
+    __slots__ = ("request",)
     REQUEST_FIELD_NUMBER: _ClassVar[int]
-    CALLER_FIELD_NUMBER: _ClassVar[int]
     request: _admin_service_pb2.CreateApiKeyRequest
-    caller: Caller
-    def __init__(self, request: _Optional[_Union[_admin_service_pb2.CreateApiKeyRequest, _Mapping]] = ..., caller: _Optional[_Union[Caller, _Mapping]] = ...) -> None: ...
+    def __init__(self, request: _Optional[_Union[_admin_service_pb2.CreateApiKeyRequest, _Mapping]] = ...) -> None: ...
 
 class CreateApiKeyResponse(_message.Message):
     __slots__ = ("response",)
@@ -143,12 +129,10 @@ class CreateApiKeyResponse(_message.Message):
     def __init__(self, response: _Optional[_Union[_admin_service_pb2.CreateApiKeyResponse, _Mapping]] = ...) -> None: ...
 
 class RevokeApiKeyRequest(_message.Message):
-    __slots__ = ("request", "caller")
+    __slots__ = ("request",)
     REQUEST_FIELD_NUMBER: _ClassVar[int]
-    CALLER_FIELD_NUMBER: _ClassVar[int]
     request: _admin_service_pb2.RevokeApiKeyRequest
-    caller: Caller
-    def __init__(self, request: _Optional[_Union[_admin_service_pb2.RevokeApiKeyRequest, _Mapping]] = ..., caller: _Optional[_Union[Caller, _Mapping]] = ...) -> None: ...
+    def __init__(self, request: _Optional[_Union[_admin_service_pb2.RevokeApiKeyRequest, _Mapping]] = ...) -> None: ...
 
 class RevokeApiKeyResponse(_message.Message):
     __slots__ = ("response",)
@@ -157,12 +141,10 @@ class RevokeApiKeyResponse(_message.Message):
     def __init__(self, response: _Optional[_Union[_admin_service_pb2.RevokeApiKeyResponse, _Mapping]] = ...) -> None: ...
 
 class ListApiKeysRequest(_message.Message):
-    __slots__ = ("request", "caller")
+    __slots__ = ("request",)
     REQUEST_FIELD_NUMBER: _ClassVar[int]
-    CALLER_FIELD_NUMBER: _ClassVar[int]
     request: _admin_service_pb2.ListApiKeysRequest
-    caller: Caller
-    def __init__(self, request: _Optional[_Union[_admin_service_pb2.ListApiKeysRequest, _Mapping]] = ..., caller: _Optional[_Union[Caller, _Mapping]] = ...) -> None: ...
+    def __init__(self, request: _Optional[_Union[_admin_service_pb2.ListApiKeysRequest, _Mapping]] = ...) -> None: ...
 
 class ListApiKeysResponse(_message.Message):
     __slots__ = ("response",)
@@ -171,12 +153,10 @@ class ListApiKeysResponse(_message.Message):
     def __init__(self, response: _Optional[_Union[_admin_service_pb2.ListApiKeysResponse, _Mapping]] = ...) -> None: ...
 
 class ListAuditEventsRequest(_message.Message):
-    __slots__ = ("request", "caller")
+    __slots__ = ("request",)
     REQUEST_FIELD_NUMBER: _ClassVar[int]
-    CALLER_FIELD_NUMBER: _ClassVar[int]
     request: _admin_service_pb2.ListAuditEventsRequest
-    caller: Caller
-    def __init__(self, request: _Optional[_Union[_admin_service_pb2.ListAuditEventsRequest, _Mapping]] = ..., caller: _Optional[_Union[Caller, _Mapping]] = ...) -> None: ...
+    def __init__(self, request: _Optional[_Union[_admin_service_pb2.ListAuditEventsRequest, _Mapping]] = ...) -> None: ...
 
 class ListAuditEventsResponse(_message.Message):
     __slots__ = ("response",)

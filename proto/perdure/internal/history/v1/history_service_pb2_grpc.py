@@ -26,7 +26,9 @@ if _version_not_supported:
 
 
 class HistoryServiceStub:
-    """HistoryService owns the journal. The gateway validates requests before calling it.
+    """HistoryService owns the journal. The gateway validates requests before calling it. Only
+    Perdure's services may call it (a service certificate or the internal secret); the gateway
+    vouches for its caller (namespace, API key, role) in the call's metadata.
     """
 
     def __init__(self, channel):
@@ -108,7 +110,9 @@ class HistoryServiceStub:
 
 
 class HistoryServiceServicer:
-    """HistoryService owns the journal. The gateway validates requests before calling it.
+    """HistoryService owns the journal. The gateway validates requests before calling it. Only
+    Perdure's services may call it (a service certificate or the internal secret); the gateway
+    vouches for its caller (namespace, API key, role) in the call's metadata.
     """
 
     def StartWorkflow(self, request, context):
@@ -299,7 +303,9 @@ def add_HistoryServiceServicer_to_server(servicer, server):
 
  # This class is part of an EXPERIMENTAL API.
 class HistoryService:
-    """HistoryService owns the journal. The gateway validates requests before calling it.
+    """HistoryService owns the journal. The gateway validates requests before calling it. Only
+    Perdure's services may call it (a service certificate or the internal secret); the gateway
+    vouches for its caller (namespace, API key, role) in the call's metadata.
     """
 
     @staticmethod

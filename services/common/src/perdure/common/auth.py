@@ -14,14 +14,14 @@ import hmac
 import logging
 import os
 import secrets
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import grpc
 
 from perdure.api.admin.v1 import admin_service_pb2 as admin
-from perdure.common import errors
+from perdure.common import errors, namespaces
 from perdure.internal.history.v1 import history_service_pb2 as hpb
 from perdure.internal.history.v1 import history_service_pb2_grpc as hgrpc
 
@@ -36,8 +36,6 @@ _INCLUDES: dict[int, set[int]] = {
     admin.ROLE_ADMIN: {admin.ROLE_ADMIN},
     admin.ROLE_WORKER: {admin.ROLE_WORKER},
 }
-# Probes and `grpcurl list` need no key (reflection can be switched off instead).
-OPEN_SERVICES = ("grpc.health.v1.Health", "grpc.reflection.v1alpha.ServerReflection")
 
 
 def auth_enabled() -> bool:
@@ -114,6 +112,11 @@ def permission_denied(message: str) -> errors.ApiError:
     return errors.ApiError(grpc.StatusCode.PERMISSION_DENIED, "PERMISSION_DENIED", message)
 
 
+def role_allows(role: int, needed: int) -> bool:
+    """Whether a key of `role` may make a call that needs `needed`."""
+    return role in _INCLUDES[needed]
+
+
 def role_name(role: int) -> str:
     """reader, operator, admin or worker."""
     return admin.Role.Name(role).removeprefix("ROLE_").lower()
@@ -160,94 +163,15 @@ def history_authenticator(history: hgrpc.HistoryServiceStub) -> Authenticate:
     return authenticate
 
 
-class AuthInterceptor(grpc.aio.ServerInterceptor):
-    """Checks the bearer token of every call against the role its method needs.
-
-    `roles` maps full method names (`/package.Service/Method`) and service names to the least
-    role allowed; methods of `internal` services (called between services, protected by mTLS
-    and network policy) need no key; anything else is refused.
-    """
-
-    def __init__(
-        self,
-        authenticate: Authenticate,
-        roles: Mapping[str, int],
-        internal: tuple[str, ...] = (),
-    ) -> None:
-        self._authenticate = authenticate
-        self._roles = roles
-        self._open = (*OPEN_SERVICES, *internal)
-
-    async def intercept_service(
-        self,
-        continuation: Callable[
-            [grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler[Any, Any] | None]
-        ],
-        handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler[Any, Any] | None:
-        handler = await continuation(handler_call_details)
-        method = handler_call_details.method
-        service = method.strip("/").partition("/")[0]
-        if handler is None or service in self._open:
-            return handler
-        needed = self._roles.get(method, self._roles.get(service))
-        check = self._checker(method, needed, handler_call_details.invocation_metadata)
-        return _guarded(handler, check)
-
-    def _checker(
-        self, method: str, needed: int | None, metadata: Any
-    ) -> Callable[[], Awaitable[Principal]]:
-        async def check() -> Principal:
-            if needed is None:
-                raise permission_denied(f"{method} is not open to API keys")
-            token = bearer_token(metadata)
-            if token is None:
-                raise unauthenticated(
-                    "API_KEY_MISSING",
-                    "this call needs an API key: send `authorization: Bearer <token>` "
-                    "(create one with `perdure keys create`)",
-                )
-            principal = await self._authenticate(token)
-            if principal.role not in _INCLUDES[needed]:
-                raise permission_denied(
-                    f"API key {principal.key_id} has role {role_name(principal.role)}; "
-                    f"{method} needs role {role_name(needed)}"
-                )
-            return principal
-
-        return check
-
-
-def _guarded(
-    handler: grpc.RpcMethodHandler[Any, Any], check: Callable[[], Awaitable[Principal]]
-) -> grpc.RpcMethodHandler[Any, Any]:
-    """The handler, run only once `check` passes, with the principal in `current_principal`."""
-    decode, encode = handler.request_deserializer, handler.response_serializer
-    if handler.unary_unary is not None:
-        unary: Any = handler.unary_unary
-
-        async def unary_unary(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
-            try:
-                principal = await check()
-            except (errors.ApiError, grpc.aio.AioRpcError) as error:
-                await errors.abort_with(context, error)
-            current_principal.set(principal)
-            return await unary(request, context)
-
-        return grpc.unary_unary_rpc_method_handler(unary_unary, decode, encode)
-    if handler.stream_stream is not None:
-        stream: Any = handler.stream_stream
-
-        async def stream_stream(
-            requests: Any, context: grpc.aio.ServicerContext[Any, Any]
-        ) -> AsyncIterator[Any]:
-            try:
-                principal = await check()
-            except (errors.ApiError, grpc.aio.AioRpcError) as error:
-                await errors.abort_with(context, error)
-            current_principal.set(principal)
-            async for response in stream(requests, context):
-                yield response
-
-        return grpc.stream_stream_rpc_method_handler(stream_stream, decode, encode)
-    raise TypeError(f"no guard for this handler shape: {handler}")
+def acting_namespace(requested: str) -> str:
+    """The namespace a call acts in: its key's (naming another is refused), or the one it
+    names (`default` when none) when no key is in force."""
+    principal = current_principal.get()
+    if principal is None:
+        return namespaces.resolve(requested)
+    if requested and requested != principal.namespace:
+        raise permission_denied(
+            f"API key {principal.key_id} belongs to namespace {principal.namespace!r}; it "
+            f"cannot reach namespace {requested[:70]!r}"
+        )
+    return principal.namespace

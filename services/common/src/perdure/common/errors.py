@@ -52,6 +52,17 @@ def already_exists(reason: str, message: str) -> ApiError:
     return ApiError(grpc.StatusCode.ALREADY_EXISTS, reason, message)
 
 
+def reason_of(error: grpc.aio.AioRpcError) -> str:
+    """The ErrorInfo reason a failed call carries ("" when none)."""
+    for key, value in error.trailing_metadata() or ():
+        if key == "grpc-status-details-bin" and isinstance(value, bytes):
+            for detail in status_pb2.Status.FromString(value).details:
+                info = error_details_pb2.ErrorInfo()
+                if detail.Unpack(info):
+                    return str(info.reason)
+    return ""
+
+
 async def abort_with(context: grpc.aio.ServicerContext[Any, Any], error: Exception) -> None:
     """End the call with the status an error maps to; re-raises anything unexpected."""
     if isinstance(error, ApiError):

@@ -12,12 +12,7 @@ import uvloop
 from perdure.api.admin.v1 import admin_service_pb2 as admin
 from perdure.api.admin.v1 import admin_service_pb2_grpc
 from perdure.api.workflow.v1 import workflow_service_pb2, workflow_service_pb2_grpc
-from perdure.common.auth import (
-    AuthInterceptor,
-    auth_enabled,
-    history_authenticator,
-    warn_if_open,
-)
+from perdure.common.auth import history_authenticator, warn_if_open
 from perdure.common.flags import (
     GATEWAY_HTTP_PORT,
     add_address_flag,
@@ -25,14 +20,15 @@ from perdure.common.flags import (
     add_listen_flag,
 )
 from perdure.common.grpc_server import ServerSpec, serve
+from perdure.common.guard import guards
 from perdure.common.limits import KeyedLimits, rate_setting
+from perdure.common.service_identity import service_channel
 from perdure.common.tls import gateway_requires_client_cert
 from perdure.gateway.handlers import AdminServicer, Callers, WorkflowServicer
 from perdure.gateway.http.server import HttpServer, instrument_http, local_target
 from perdure.internal.history.v1 import history_service_pb2_grpc
 from perdure.internal.scheduler.v1 import scheduler_service_pb2_grpc
 from perdure.telemetry import telemetry_for
-from perdure.telemetry.rpc import aio_channel
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -63,20 +59,17 @@ OPERATOR_METHODS = (
 )
 
 
-def guard(history: history_service_pb2_grpc.HistoryServiceStub) -> AuthInterceptor:
-    """Every call's API key checked against the role its method needs."""
-    roles = {
-        WORKFLOW_SERVICE: admin.ROLE_READER,
-        **{f"/{WORKFLOW_SERVICE}/{method}": admin.ROLE_OPERATOR for method in OPERATOR_METHODS},
-        ADMIN_SERVICE: admin.ROLE_ADMIN,
-    }
-    return AuthInterceptor(history_authenticator(history), roles)
+ROLES = {
+    WORKFLOW_SERVICE: admin.ROLE_READER,
+    **{f"/{WORKFLOW_SERVICE}/{method}": admin.ROLE_OPERATOR for method in OPERATOR_METHODS},
+    ADMIN_SERVICE: admin.ROLE_ADMIN,
+}
 
 
 async def run(args: argparse.Namespace) -> None:
     """Serve until SIGTERM."""
-    history = aio_channel(args.history)
-    scheduler = aio_channel(args.scheduler)
+    history = service_channel(args.history)
+    scheduler = service_channel(args.scheduler)
     history_stub = history_service_pb2_grpc.HistoryServiceStub(history)
     callers = Callers(KeyedLimits(rate_setting("PERDURE_RATE_LIMIT", 500.0), "API key"))
     servicer = WorkflowServicer(
@@ -102,7 +95,7 @@ async def run(args: argparse.Namespace) -> None:
                 listen=args.listen,
                 service_names=[WORKFLOW_SERVICE, ADMIN_SERVICE],
                 register=register,
-                interceptors=[guard(history_stub)] if auth_enabled() else [],
+                interceptors=guards("gateway", history_authenticator(history_stub), ROLES),
                 require_client_auth=gateway_requires_client_cert(),
                 health_listen=args.health_listen,
                 on_started=http.start if http else None,

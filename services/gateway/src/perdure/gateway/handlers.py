@@ -16,9 +16,10 @@ from perdure.api.admin.v1 import admin_service_pb2_grpc as admingrpc
 from perdure.api.workflow.v1 import workflow_service_pb2 as api
 from perdure.api.workflow.v1 import workflow_service_pb2_grpc as apigrpc
 from perdure.common import errors, namespaces
-from perdure.common.auth import current_principal, permission_denied
+from perdure.common.auth import acting_namespace, current_principal
 from perdure.common.limits import KeyedLimits
 from perdure.common.payload import validate_payload
+from perdure.common.service_identity import caller_metadata
 from perdure.gateway import validate
 from perdure.internal.history.v1 import history_service_pb2 as hpb
 from perdure.internal.history.v1 import history_service_pb2_grpc as hgrpc
@@ -42,19 +43,11 @@ class Callers:
     def __init__(self, limits: KeyedLimits) -> None:
         self._limits = limits
 
-    def admit(self, context: Context, requested: str) -> hpb.Caller:
-        """The caller of this call, counted against its rate limit."""
+    def admit(self, context: Context, requested: str) -> str:
+        """The namespace this call acts in, once it is counted against its rate limit."""
         principal = current_principal.get()
-        if principal is None:
-            self._limits.take(context.peer())
-            return hpb.Caller(namespace=namespaces.resolve(requested))
-        self._limits.take(principal.key_id)
-        if requested and requested != principal.namespace:
-            raise permission_denied(
-                f"API key {principal.key_id} belongs to namespace {principal.namespace!r}; it "
-                f"cannot reach namespace {requested[:70]!r}"
-            )
-        return hpb.Caller(namespace=principal.namespace, key_id=principal.key_id)
+        self._limits.take(context.peer() if principal is None else principal.key_id)
+        return acting_namespace(requested)
 
 
 def _in_namespace(request: Request, namespace: str) -> Request:
@@ -85,9 +78,9 @@ class WorkflowServicer(apigrpc.WorkflowServiceServicer):
     async def StartWorkflow(
         self, request: api.StartWorkflowRequest, context: Context
     ) -> api.StartWorkflowResponse:
-        caller = self._callers.admit(context, request.namespace)
+        namespace = self._callers.admit(context, request.namespace)
         with tracer.start_as_current_span("perdure.workflow.start") as span:
-            normalized = await self._normalized_start(request, caller.namespace)
+            normalized = await self._normalized_start(request, namespace)
             _describe_start(span, normalized)
             # History keeps this trace's context with the run: the workflow's every later
             # span, on any worker, after any crash, joins this trace.
@@ -99,11 +92,11 @@ class WorkflowServicer(apigrpc.WorkflowServiceServicer):
     async def DescribeWorkflow(
         self, request: api.DescribeWorkflowRequest, context: Context
     ) -> api.DescribeWorkflowResponse:
-        caller = self._callers.admit(context, request.namespace)
+        namespace = self._callers.admit(context, request.namespace)
         validate.workflow_id(request.workflow_id)
         return await self._forward(
             "DescribeWorkflow",
-            _in_namespace(request, caller.namespace),
+            _in_namespace(request, namespace),
             api.DescribeWorkflowResponse,
         )
 
@@ -111,13 +104,13 @@ class WorkflowServicer(apigrpc.WorkflowServiceServicer):
     async def GetWorkflowHistory(
         self, request: api.GetWorkflowHistoryRequest, context: Context
     ) -> api.GetWorkflowHistoryResponse:
-        caller = self._callers.admit(context, request.namespace)
+        namespace = self._callers.admit(context, request.namespace)
         validate.workflow_id(request.workflow_id)
         validate.page_size(request.page_size)
         validate.event_id("after_event_id", request.after_event_id)
         return await self._forward(
             "GetWorkflowHistory",
-            _in_namespace(request, caller.namespace),
+            _in_namespace(request, namespace),
             api.GetWorkflowHistoryResponse,
         )
 
@@ -125,26 +118,26 @@ class WorkflowServicer(apigrpc.WorkflowServiceServicer):
     async def ListWorkflows(
         self, request: api.ListWorkflowsRequest, context: Context
     ) -> api.ListWorkflowsResponse:
-        caller = self._callers.admit(context, request.namespace)
+        namespace = self._callers.admit(context, request.namespace)
         validate.page_size(request.page_size)
         validate.status_filter(request.status)
         if request.workflow_type:
             validate.name("workflow_type", request.workflow_type)
         validate.workflow_id_prefix(request.workflow_id_prefix)
         return await self._forward(
-            "ListWorkflows", _in_namespace(request, caller.namespace), api.ListWorkflowsResponse
+            "ListWorkflows", _in_namespace(request, namespace), api.ListWorkflowsResponse
         )
 
     @errors.unary
     async def SignalWorkflow(
         self, request: api.SignalWorkflowRequest, context: Context
     ) -> api.SignalWorkflowResponse:
-        caller = self._callers.admit(context, request.namespace)
+        namespace = self._callers.admit(context, request.namespace)
         validate.workflow_id(request.workflow_id)
         _validate_signal(request)
         return await self._forward(
             "SignalWorkflow",
-            _in_namespace(_with_payload(request), caller.namespace),
+            _in_namespace(_with_payload(request), namespace),
             api.SignalWorkflowResponse,
         )
 
@@ -152,13 +145,13 @@ class WorkflowServicer(apigrpc.WorkflowServiceServicer):
     async def SignalWithStartWorkflow(
         self, request: api.SignalWithStartWorkflowRequest, context: Context
     ) -> api.SignalWithStartWorkflowResponse:
-        caller = self._callers.admit(context, request.start.namespace)
+        namespace = self._callers.admit(context, request.start.namespace)
         if not request.start.workflow_id:
             raise errors.invalid_argument("start.workflow_id is required for SignalWithStart")
         _validate_signal(request)
         with tracer.start_as_current_span("perdure.workflow.start") as span:
             normalized = _with_payload(request)
-            normalized.start.CopyFrom(await self._normalized_start(request.start, caller.namespace))
+            normalized.start.CopyFrom(await self._normalized_start(request.start, namespace))
             _describe_start(span, normalized.start)
             span.set_attribute("perdure.signal.name", request.signal_name)
             response = await self._forward(
@@ -171,50 +164,42 @@ class WorkflowServicer(apigrpc.WorkflowServiceServicer):
     async def CancelWorkflow(
         self, request: api.CancelWorkflowRequest, context: Context
     ) -> api.CancelWorkflowResponse:
-        caller = self._callers.admit(context, request.namespace)
+        namespace = self._callers.admit(context, request.namespace)
         validate.workflow_id(request.workflow_id)
         validate.reason(request.reason)
         return await self._forward(
             "CancelWorkflow",
-            _in_namespace(request, caller.namespace),
+            _in_namespace(request, namespace),
             api.CancelWorkflowResponse,
-            caller,
         )
 
     @errors.unary
     async def TerminateWorkflow(
         self, request: api.TerminateWorkflowRequest, context: Context
     ) -> api.TerminateWorkflowResponse:
-        caller = self._callers.admit(context, request.namespace)
+        namespace = self._callers.admit(context, request.namespace)
         validate.workflow_id(request.workflow_id)
         validate.reason(request.reason)
         return await self._forward(
             "TerminateWorkflow",
-            _in_namespace(request, caller.namespace),
+            _in_namespace(request, namespace),
             api.TerminateWorkflowResponse,
-            caller,
         )
 
     @errors.unary
     async def QueryWorkflow(
         self, request: api.QueryWorkflowRequest, context: Context
     ) -> api.QueryWorkflowResponse:
-        caller = self._callers.admit(context, request.namespace)
+        namespace = self._callers.admit(context, request.namespace)
         validate.workflow_id(request.workflow_id)
         validate.state_key(request.key)
         return await self._forward(
-            "QueryWorkflow", _in_namespace(request, caller.namespace), api.QueryWorkflowResponse
+            "QueryWorkflow", _in_namespace(request, namespace), api.QueryWorkflowResponse
         )
 
-    async def _forward(
-        self,
-        rpc: str,
-        request: Message,
-        answer_type: type[Answer],
-        caller: hpb.Caller | None = None,
-    ) -> Answer:
+    async def _forward(self, rpc: str, request: Message, answer_type: type[Answer]) -> Answer:
         """Hand a validated request to history's call of the same name; return its answer."""
-        return await forward(self._history, rpc, request, answer_type, caller)
+        return await forward(self._history, rpc, request, answer_type)
 
     async def _normalized_start(
         self, request: api.StartWorkflowRequest, namespace: str
@@ -284,17 +269,18 @@ def _with_payload(request: Signal) -> Signal:
 
 
 async def forward(
-    history: hgrpc.HistoryServiceStub,
-    rpc: str,
-    request: Message,
-    answer_type: type[Answer],
-    caller: hpb.Caller | None = None,
+    history: hgrpc.HistoryServiceStub, rpc: str, request: Message, answer_type: type[Answer]
 ) -> Answer:
-    """Hand a validated request to history's call of the same name; return its answer."""
+    """Hand a validated request to history's call of the same name; return its answer. The
+    call vouches for this call's API key, whose namespace history holds it to."""
     wrapped = getattr(hpb, f"{rpc}Request")(request=request)
-    if caller is not None:
-        wrapped.caller.CopyFrom(caller)
-    answer = await getattr(history, rpc)(wrapped, timeout=DOWNSTREAM_TIMEOUT)
+    principal = current_principal.get()
+    vouched = (
+        caller_metadata(principal.namespace, principal.key_id, principal.role)
+        if principal is not None
+        else ()
+    )
+    answer = await getattr(history, rpc)(wrapped, timeout=DOWNSTREAM_TIMEOUT, metadata=vouched)
     response = answer.response
     assert isinstance(response, answer_type)
     return response
@@ -311,8 +297,8 @@ class AdminServicer(admingrpc.AdminServiceServicer):
     async def _forward(
         self, rpc: str, request: Message, context: Context, answer_type: type[Answer]
     ) -> Answer:
-        caller = self._callers.admit(context, "")
-        return await forward(self._history, rpc, request, answer_type, caller)
+        self._callers.admit(context, "")
+        return await forward(self._history, rpc, request, answer_type)
 
     @errors.unary
     async def CreateApiKey(

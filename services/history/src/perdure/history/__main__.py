@@ -10,7 +10,7 @@ import uvloop
 
 from perdure.api.admin.v1.admin_service_pb2 import ROLE_WORKER
 from perdure.api.worker.v1 import journal_service_pb2, journal_service_pb2_grpc
-from perdure.common.auth import AuthInterceptor, auth_enabled, warn_if_open
+from perdure.common.auth import warn_if_open
 from perdure.common.db import instrument_database, open_migrated_pool
 from perdure.common.flags import (
     add_address_flag,
@@ -19,7 +19,9 @@ from perdure.common.flags import (
     add_listen_flag,
 )
 from perdure.common.grpc_server import ServerSpec, serve
+from perdure.common.guard import guards
 from perdure.common.limits import rate_setting
+from perdure.common.service_identity import service_channel
 from perdure.history.handlers import HistoryServicer, JournalServicer
 from perdure.history.journal import Journal
 from perdure.history.keys import KeyRing
@@ -27,7 +29,6 @@ from perdure.history.outbox import OutboxRelay
 from perdure.internal.history.v1 import history_service_pb2, history_service_pb2_grpc
 from perdure.internal.scheduler.v1 import scheduler_service_pb2_grpc
 from perdure.telemetry import telemetry_for
-from perdure.telemetry.rpc import aio_channel
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -43,7 +44,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 async def run(args: argparse.Namespace) -> None:
     """Migrate, then serve until SIGTERM."""
     pool = await open_migrated_pool("history", args.database_url)
-    channel = aio_channel(args.scheduler)
+    channel = service_channel(args.scheduler)
     scheduler = scheduler_service_pb2_grpc.SchedulerServiceStub(channel)
     relay = OutboxRelay(pool, scheduler)
     journal = Journal(pool, relay.notify)
@@ -54,11 +55,9 @@ async def run(args: argparse.Namespace) -> None:
     history_service = history_service_pb2.DESCRIPTOR.services_by_name["HistoryService"].full_name
     journal_service = journal_service_pb2.DESCRIPTOR.services_by_name["JournalService"].full_name
     warn_if_open("history")
-    # Workers' journal calls carry their key; the gateway and the scheduler (HistoryService)
-    # are reached through mTLS and network policy, and pass on what they verified.
-    guard = AuthInterceptor(
-        key_ring.authenticate, {journal_service: ROLE_WORKER}, internal=(history_service,)
-    )
+    # Workers' journal calls carry their key; HistoryService answers only the gateway and the
+    # scheduler, which prove they are services.
+    guard = guards("history", key_ring.authenticate, {journal_service: ROLE_WORKER})
 
     def register(server: grpc.aio.Server) -> None:
         history_service_pb2_grpc.add_HistoryServiceServicer_to_server(
@@ -79,7 +78,7 @@ async def run(args: argparse.Namespace) -> None:
                 name="history",
                 listen=args.listen,
                 service_names=[history_service, journal_service],
-                interceptors=[guard] if auth_enabled() else [],
+                interceptors=guard,
                 register=register,
                 require_client_auth=True,  # only services and workers call it
                 health_listen=args.health_listen,

@@ -12,12 +12,7 @@ import uvloop
 
 from perdure.api.admin.v1.admin_service_pb2 import ROLE_WORKER
 from perdure.api.worker.v1 import task_service_pb2, task_service_pb2_grpc
-from perdure.common.auth import (
-    AuthInterceptor,
-    auth_enabled,
-    history_authenticator,
-    warn_if_open,
-)
+from perdure.common.auth import history_authenticator, warn_if_open
 from perdure.common.db import instrument_database, open_migrated_pool
 from perdure.common.flags import (
     add_address_flag,
@@ -26,7 +21,9 @@ from perdure.common.flags import (
     add_listen_flag,
 )
 from perdure.common.grpc_server import ServerSpec, serve
+from perdure.common.guard import guards
 from perdure.common.limits import rate_setting
+from perdure.common.service_identity import service_channel
 from perdure.internal.history.v1 import history_service_pb2_grpc
 from perdure.internal.scheduler.v1 import scheduler_service_pb2, scheduler_service_pb2_grpc
 from perdure.scheduler.dispatcher import Dispatcher
@@ -34,7 +31,6 @@ from perdure.scheduler.handlers import SchedulerServicer, TaskServicer
 from perdure.scheduler.metrics import observe_backlog
 from perdure.scheduler.store import TaskStore
 from perdure.telemetry import telemetry_for
-from perdure.telemetry.rpc import aio_channel
 
 TASK_SERVICE = task_service_pb2.DESCRIPTOR.services_by_name["TaskService"].full_name
 SCHEDULER_SERVICE = scheduler_service_pb2.DESCRIPTOR.services_by_name["SchedulerService"].full_name
@@ -74,25 +70,23 @@ async def run(args: argparse.Namespace) -> None:
     store = TaskStore(pool)
     dispatcher = Dispatcher(store, args.lease_ttl)
     observe_backlog(store, asyncio.get_running_loop())
-    history = aio_channel(args.history)
-    authenticate = (
-        history_authenticator(history_service_pb2_grpc.HistoryServiceStub(history))
-        if auth_enabled()
-        else None
-    )
+    history = service_channel(args.history)
+    authenticate = history_authenticator(history_service_pb2_grpc.HistoryServiceStub(history))
     warn_if_open("scheduler")
-    # Workers connect with their key; history and the gateway (SchedulerService) are reached
-    # through mTLS and network policy.
-    guard = (
-        [AuthInterceptor(authenticate, {TASK_SERVICE: ROLE_WORKER}, internal=(SCHEDULER_SERVICE,))]
-        if authenticate is not None
-        else []
-    )
+    # Workers connect with their key; SchedulerService answers only history and the gateway,
+    # which prove they are services.
+    guard = guards("scheduler", authenticate, {TASK_SERVICE: ROLE_WORKER})
     message_rate = rate_setting("PERDURE_STREAM_MESSAGE_RATE", 5000.0)
 
     def register(server: grpc.aio.Server) -> None:
         task_service_pb2_grpc.add_TaskServiceServicer_to_server(
-            TaskServicer(store, dispatcher, authenticate, message_rate, args.session_max_age),
+            TaskServicer(
+                store,
+                dispatcher,
+                authenticate if guard else None,
+                message_rate,
+                args.session_max_age,
+            ),
             server,
         )
         scheduler_service_pb2_grpc.add_SchedulerServiceServicer_to_server(

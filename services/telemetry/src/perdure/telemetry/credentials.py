@@ -1,66 +1,77 @@
-"""An API key on every call of a channel: `authorization: Bearer <token>` metadata, added by
-client interceptors (over plaintext and TLS alike), for unary and streaming calls."""
+"""Credentials on every call of a channel, as metadata added by client interceptors (over
+plaintext and TLS alike), for unary and streaming calls: an API key (`authorization: Bearer
+<token>`), or a service's internal secret."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import grpc
 
 
 def _with_token(metadata: Any, token: str) -> list[tuple[str, str]]:
-    kept = [(k, v) for k, v in (metadata or ()) if k != "authorization"]
-    return [*kept, ("authorization", f"Bearer {token}")]
+    return _with(metadata, (("authorization", f"Bearer {token}"),))
 
 
-class _AioBearer:
-    def __init__(self, token: str) -> None:
-        self._token = token
+def _with(metadata: Any, entries: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The call's metadata with `entries`, which replace any of the same names."""
+    names = {name for name, _ in entries}
+    return [*((k, v) for k, v in (metadata or ()) if k not in names), *entries]
+
+
+class _AioMetadata:
+    def __init__(self, entries: Sequence[tuple[str, str]]) -> None:
+        self._entries = tuple(entries)
 
     def _details(self, details: grpc.aio.ClientCallDetails) -> grpc.aio.ClientCallDetails:
         return grpc.aio.ClientCallDetails(
             details.method,
             details.timeout,
-            grpc.aio.Metadata(*_with_token(details.metadata, self._token)),
+            grpc.aio.Metadata(*_with(details.metadata, self._entries)),
             details.credentials,
             details.wait_for_ready,
         )
 
 
 # grpc.aio files each interceptor under the first call shape it implements: one class each.
-class _AioUnaryUnary(_AioBearer, grpc.aio.UnaryUnaryClientInterceptor):
+class _AioUnaryUnary(_AioMetadata, grpc.aio.UnaryUnaryClientInterceptor):
     async def intercept_unary_unary(
         self, continuation: Callable[..., Any], details: Any, request: Any
     ) -> Any:
         return await continuation(self._details(details), request)
 
 
-class _AioUnaryStream(_AioBearer, grpc.aio.UnaryStreamClientInterceptor):
+class _AioUnaryStream(_AioMetadata, grpc.aio.UnaryStreamClientInterceptor):
     async def intercept_unary_stream(
         self, continuation: Callable[..., Any], details: Any, request: Any
     ) -> Any:
         return await continuation(self._details(details), request)
 
 
-class _AioStreamUnary(_AioBearer, grpc.aio.StreamUnaryClientInterceptor):
+class _AioStreamUnary(_AioMetadata, grpc.aio.StreamUnaryClientInterceptor):
     async def intercept_stream_unary(
         self, continuation: Callable[..., Any], details: Any, request_iterator: Any
     ) -> Any:
         return await continuation(self._details(details), request_iterator)
 
 
-class _AioStreamStream(_AioBearer, grpc.aio.StreamStreamClientInterceptor):
+class _AioStreamStream(_AioMetadata, grpc.aio.StreamStreamClientInterceptor):
     async def intercept_stream_stream(
         self, continuation: Callable[..., Any], details: Any, request_iterator: Any
     ) -> Any:
         return await continuation(self._details(details), request_iterator)
 
 
+def aio_metadata(entries: Sequence[tuple[str, str]]) -> list[grpc.aio.ClientInterceptor]:
+    """Interceptors for a grpc.aio channel that send `entries` with every call."""
+    shapes = (_AioUnaryUnary, _AioUnaryStream, _AioStreamUnary, _AioStreamStream)
+    return [shape(entries) for shape in shapes]
+
+
 def aio_bearer(token: str) -> list[grpc.aio.ClientInterceptor]:
     """Interceptors for a grpc.aio channel that send `token` with every call."""
-    shapes = (_AioUnaryUnary, _AioUnaryStream, _AioStreamUnary, _AioStreamStream)
-    return [shape(token) for shape in shapes]
+    return aio_metadata((("authorization", f"Bearer {token}"),))
 
 
 class _Details(grpc.ClientCallDetails):

@@ -28,7 +28,7 @@ from opentelemetry.instrumentation.grpc import (
 )
 from opentelemetry.trace import Span, SpanKind
 
-from perdure.telemetry.credentials import aio_bearer, sync_bearer
+from perdure.telemetry.credentials import aio_bearer, aio_metadata, sync_bearer
 from perdure.telemetry.setup import tracing_enabled
 
 _NOT_HEALTH = filters.negate(filters.health_check())
@@ -111,13 +111,18 @@ def channel_credentials() -> grpc.ChannelCredentials | None:
 
 
 def aio_channel(
-    address: str, options: Sequence[tuple[str, Any]] = (), *, api_key: str | None = None
+    address: str,
+    options: Sequence[tuple[str, Any]] = (),
+    *,
+    api_key: str | None = None,
+    metadata: Sequence[tuple[str, str]] = (),
 ) -> grpc.aio.Channel:
-    """A grpc.aio channel (TLS per PERDURE_TLS_*) whose calls carry the trace context, and
-    `api_key` as a bearer token when given."""
+    """A grpc.aio channel (TLS per PERDURE_TLS_*) whose calls carry the trace context,
+    `api_key` as a bearer token when given, and `metadata` (a service's credential)."""
     interceptors = [
         *(aio_client_interceptors(filter_=_NOT_HEALTH) if tracing_enabled() else []),
         *(aio_bearer(api_key) if api_key else []),
+        *(aio_metadata(metadata) if metadata else []),
     ]
     credentials = channel_credentials()
     options = [*_CHANNEL_DEFAULTS, *options]
