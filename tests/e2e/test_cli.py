@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
+import ipaddress
 import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -14,8 +17,24 @@ from pathlib import Path
 import pytest
 import requests
 
+from perdure.cli.dev_cmd import HTTP_OFFSET, free_base_port
 from tests.fixtures.cluster import REPO_ROOT, wait_until
-from tests.fixtures.dev import cli_env, perdure, running_dev
+from tests.fixtures.dev import (
+    children_of,
+    cli_env,
+    data_dir_of,
+    environ_of,
+    listening,
+    perdure,
+    running_dev,
+)
+
+SERVICES = ("gateway", "history", "scheduler")
+# Secrets a shell might hold: dev must hand neither to anyone, and make a fresh one instead.
+INHERITED = {
+    "PERDURE_INTERNAL_SECRET": "from-the-shell-" + "s" * 32,
+    "PERDURE_INTERNAL_SECRET_ACCEPTED": "from-the-shell-accepted-" + "a" * 32,
+}
 
 
 @pytest.fixture
@@ -146,10 +165,118 @@ def test_dev_restarts_a_killed_worker_which_resumes_the_workflow(
     assert "Skipping completed step: create_plan" in log.read_text()
 
 
+def dev_processes(dev: subprocess.Popen[bytes], log: Path) -> dict[str, int]:
+    """The gateway, history, scheduler and worker `dev` started: its child processes (by parent
+    pid), told apart by the module each runs; the worker is the one that said it connected."""
+    children = children_of(dev.pid)
+    found = {
+        name: pid
+        for pid, argv in children.items()
+        for name in (*SERVICES, "worker")
+        if argv[1:3] == ["-m", f"perdure.{name}"]
+    }
+    assert sorted(found) == sorted((*SERVICES, "worker")), children
+    (worker_pid,) = re.findall(r"worker \S+:(\d+) connected:", log.read_text())
+    assert int(worker_pid) == found["worker"]
+    return found
+
+
+def other_addresses() -> set[str]:
+    """This machine's addresses that are not loopback (none on a machine without a network)."""
+    found: set[str] = set()
+    with contextlib.suppress(OSError):
+        found.update(str(i[4][0]) for i in socket.getaddrinfo(socket.gethostname(), None))
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        try:  # a UDP "connect" sends nothing: it only picks the outgoing interface
+            probe.connect(("198.51.100.1", 9))
+            found.add(probe.getsockname()[0])
+        except OSError:
+            pass
+    return {a for a in found if not ipaddress.ip_address(a.split("%")[0]).is_loopback}
+
+
+def assert_loopback_only(processes: dict[str, int], address: str) -> None:
+    """Each service listens on its ports on 127.0.0.1 and nowhere else, no child of dev
+    listens beyond loopback, and the machine's other addresses reach none of the ports."""
+    base = int(address.rsplit(":", 1)[1])
+    ports = {"gateway": {base, base + HTTP_OFFSET}, "history": {base + 1}, "scheduler": {base + 2}}
+    loopback = ipaddress.ip_address("127.0.0.1")
+    for service, expected in ports.items():
+        assert listening(processes[service]) == {(loopback, p) for p in expected}, service
+    for name, pid in processes.items():
+        assert all(ip.is_loopback for ip, _ in listening(pid)), (name, listening(pid))
+    for host in other_addresses():
+        for port in set().union(*ports.values()):
+            try:
+                socket.create_connection((host, port), timeout=3).close()
+            except OSError:
+                continue  # refused (or dropped): not reachable there
+            raise AssertionError(f"port {port} answers on {host}, beyond loopback")
+
+
+def test_dev_listens_on_loopback_and_gives_the_internal_secret_to_the_services_alone(
+    tmp_path: Path,
+) -> None:
+    with running_dev(tmp_path, env=INHERITED) as (address, dev, log):
+        said = log.read_text()
+        assert "listen on 127.0.0.1 only (loopback: nothing outside this machine" in said
+        assert "listening  127.0.0.1 only (loopback" in said
+        processes = dev_processes(dev, log)
+        assert_loopback_only(processes, address)
+
+        environs = {name: environ_of(pid) for name, pid in processes.items()}
+        [secret] = {environs[s].get("PERDURE_INTERNAL_SECRET") for s in SERVICES}  # one, shared
+        assert secret is not None and len(secret) >= 32
+        assert secret not in INHERITED.values()  # made for this run, not the shell's
+        assert all("PERDURE_INTERNAL_SECRET_ACCEPTED" not in environs[s] for s in SERVICES)
+        worker = environs["worker"]
+        assert not [name for name in worker if name.startswith("PERDURE_INTERNAL_SECRET")]
+        assert secret not in worker.values() and "PERDURE_DATABASE_URL" not in worker
+        assert worker["PERDURE_API_KEY"].startswith("prd_")  # its own key, and only that
+        # Shown nowhere and kept in no file.
+        assert secret not in log.read_text()
+        for path in data_dir_of(address).rglob("*"):
+            try:
+                kept = path.read_bytes() if path.is_file() else b""
+            except OSError:
+                continue
+            assert secret.encode() not in kept, path
+
+        # The cluster works on those addresses: the worker connected (running_dev waited for
+        # it) and the CLI reaches the gateway.
+        listed = perdure(address, "list")
+        assert listed.returncode == 0, listed.stderr
+
+
+def test_dev_refuses_to_run_open_beyond_loopback(tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    for flags, env in ((["--bind", "0.0.0.0"], {}), ([], {"PERDURE_DEV_BIND": "0.0.0.0"})):
+        refused = subprocess.run(
+            [
+                *(sys.executable, "-m", "perdure.cli", "dev", "--insecure"),
+                *("--data-dir", str(data_dir), "--base-port", str(free_base_port()), *flags),
+            ],
+            cwd=REPO_ROOT,
+            env={**os.environ, **env},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert refused.returncode == 2, refused.stdout + refused.stderr
+        assert "refusing --insecure with --bind 0.0.0.0" in refused.stderr
+        assert "loopback only" in refused.stderr
+        assert not data_dir.exists()  # nothing started, not even the database
+
+
 def test_dev_runs_open_only_when_asked_and_says_so_loudly(tmp_path: Path) -> None:
-    with running_dev(tmp_path, "--insecure") as (address, _, log):
+    with running_dev(tmp_path, "--insecure", env=INHERITED) as (address, dev, log):
         assert "INSECURE: no API keys" in log.read_text()
+        assert "LOOPBACK ONLY (127.0.0.1) because nothing is authenticated" in log.read_text()
         assert "AUTHENTICATION IS OFF" in log.read_text()  # each service warns too
+        processes = dev_processes(dev, log)
+        assert_loopback_only(processes, address)
+        for name, pid in processes.items():  # no process needs a secret, none gets the shell's
+            assert not [n for n in environ_of(pid) if n.startswith("PERDURE_INTERNAL")], name
         listed = subprocess.run(
             [sys.executable, "-m", "perdure.cli", "workflow", "--address", address, "list"],
             cwd=REPO_ROOT,

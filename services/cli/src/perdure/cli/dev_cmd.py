@@ -5,8 +5,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import ctypes
+import ipaddress
 import os
 import random
+import secrets
 import signal
 import socket
 import subprocess
@@ -31,6 +33,16 @@ HTTP_OFFSET = GATEWAY_HTTP_PORT - DEFAULT_PORTS["gateway"]
 STARTUP_TIMEOUT = 60.0
 MAX_RESTARTS = 10
 PR_SET_PDEATHSIG = 1  # from <sys/prctl.h>
+LOOPBACK = "127.0.0.1"
+# The credential the services prove themselves to each other with: theirs alone, never a
+# worker's (a worker holding it could call history's and the scheduler's internal services).
+INTERNAL_SECRET = "PERDURE_INTERNAL_SECRET"
+SERVICE_ONLY = (
+    INTERNAL_SECRET,
+    "PERDURE_INTERNAL_SECRET_ACCEPTED",
+    "PERDURE_DATABASE_URL",
+    *(f"PERDURE_{s.upper()}_DATABASE_URL" for s in SERVICES),
+)
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -49,6 +61,15 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "the port 80 above (default 7400: 7401, 7402, 7480)",
     )
     parser.add_argument(
+        "--bind",
+        metavar="HOST",
+        default=os.environ.get("PERDURE_DEV_BIND", LOOPBACK),
+        help="address every port (gateway, history, scheduler, HTTP API and web UI) listens on "
+        f"(PERDURE_DEV_BIND, default {LOOPBACK}: this machine only); 0.0.0.0 lets other "
+        "machines in, with API keys and the internal secret of the run checked; refused with "
+        "--insecure",
+    )
+    parser.add_argument(
         "--otlp",
         metavar="ENDPOINT",
         default=None,
@@ -59,7 +80,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "--insecure",
         action="store_true",
         help="run with no API keys at all (PERDURE_AUTH=off): anyone who reaches a port can do "
-        "anything; for a laptop only",
+        "anything; for a laptop only, so the ports stay on loopback",
     )
     parser.add_argument(
         "--worker-module",
@@ -116,22 +137,38 @@ def run(args: argparse.Namespace) -> int:
     A process that dies (say, a worker killed with kill -9 to watch a workflow recover) is
     started again, up to MAX_RESTARTS times.
     """
+    try:
+        bind = Bind.of(args.bind)
+    except ValueError as error:
+        print(f"perdure dev: --bind {args.bind}: {error}", file=sys.stderr)
+        return 2
+    if args.insecure and not bind.loopback:
+        print(INSECURE_ELSEWHERE.format(host=args.bind), file=sys.stderr)
+        return 2
+    print(f"perdure dev: {bind.said()}", flush=True)
     ports = {service: args.base_port + offset for offset, service in enumerate(SERVICES)}
     http_port = args.base_port + HTTP_OFFSET
     data_dir = Path(args.data_dir).resolve()
     print(f"perdure dev: starting PostgreSQL with data in {data_dir} ...", flush=True)
     dsn = start_embedded_postgres(data_dir, keep_running=False)
-    env = {
-        **os.environ,
-        "PERDURE_DATABASE_URL": dsn,
-        "PERDURE_HISTORY_ADDRESS": f"localhost:{ports['history']}",
-        "PERDURE_SCHEDULER_ADDRESS": f"localhost:{ports['scheduler']}",
-        "PERDURE_GATEWAY_HTTP_LISTEN": f"0.0.0.0:{http_port}",
+    # What every process gets; what only the services get (the database, the internal secret)
+    # and what only the worker gets (its key) are added below, each to its own copy.
+    common = {
+        name: value
+        for name, value in os.environ.items()
+        if name not in SERVICE_ONLY
+        and name != "PERDURE_API_KEY"  # the worker gets a key of its own below
+        # This cluster's ports are the ones listed at start, on the --bind address alone.
+        and name not in {f"PERDURE_{s.upper()}_HEALTH_LISTEN" for s in SERVICES}
     }
+    common["PERDURE_HISTORY_ADDRESS"] = bind.address(ports["history"])
+    common["PERDURE_SCHEDULER_ADDRESS"] = bind.address(ports["scheduler"])
     if args.otlp:
-        env["OTEL_EXPORTER_OTLP_ENDPOINT"] = args.otlp  # exporters default to otlp when set
-    env["PERDURE_AUTH"] = "off" if args.insecure else "on"
-    env.pop("PERDURE_API_KEY", None)  # the worker gets a key of its own below
+        common["OTEL_EXPORTER_OTLP_ENDPOINT"] = args.otlp  # exporters default to otlp when set
+    common["PERDURE_AUTH"] = "off" if args.insecure else "on"
+    service_env = {**common, "PERDURE_DATABASE_URL": dsn}
+    if not args.insecure:  # fresh for every run, held by no file and shown nowhere
+        service_env[INTERNAL_SECRET] = secrets.token_urlsafe(32)
     children: list[Child] = []
     stopping = False
 
@@ -143,48 +180,52 @@ def run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGINT, request_stop)
     try:
         for service in ("scheduler", "history", "gateway"):
-            listen = f"0.0.0.0:{ports[service]}"
-            child = Child(
-                service, [sys.executable, "-m", f"perdure.{service}", "--listen", listen], env
-            )
+            command = [sys.executable, "-m", f"perdure.{service}"]
+            command += ["--listen", bind.listen(ports[service])]
+            if service == "gateway":
+                command += ["--http-listen", bind.listen(http_port)]
+            child = Child(service, command, service_env)
             child.start()
             children.append(child)
-            wait_serving(
-                f"localhost:{ports[service]}", STARTUP_TIMEOUT, still_running=child.running
-            )
-        ui = f"http://localhost:{http_port}/"
+            wait_serving(bind.address(ports[service]), STARTUP_TIMEOUT, still_running=child.running)
+        http = f"http://{bind.address(http_port)}"
+        ui = f"{http}/"
         if args.insecure:
-            access = INSECURE_BANNER
-            worker_env = env
+            access = INSECURE_BANNER.format(host=bind.host)
+            worker_env = common
         else:
             admin_key = _dev_key(dsn, data_dir / DEV_KEY_FILE, "admin")
             worker_key = _dev_key(dsn, data_dir / "worker.key", "worker", ["*"])
-            worker_env = {**env, "PERDURE_API_KEY": worker_key}
+            worker_env = {**common, "PERDURE_API_KEY": worker_key}
             ui += f"#key={admin_key}"  # the page keeps the key; a fragment is never sent
             access = (
                 f"  API key    {admin_key}\n"
                 f"             (admin of namespace default; kept in {data_dir / DEV_KEY_FILE}, "
                 "which `perdure` run from here uses;\n"
                 "             elsewhere: export PERDURE_API_KEY=<the key>)\n"
+                "  internal   a secret made for this run, held by gateway, history and scheduler "
+                "only\n"
             )
         worker = [sys.executable, "-m", "perdure.worker", "--module", args.worker_module]
         children.append(Child("worker", worker, worker_env))
         children[-1].start()
+        gateway = bind.address(ports["gateway"])
         print(
             "\nperdure dev is up:\n"
             f"  web UI     {ui}\n"
-            f"  HTTP API   http://localhost:{http_port}/v1/workflows  (OpenAPI: /openapi.json)\n"
-            f"  gateway    localhost:{ports['gateway']}   (WorkflowService; grpcurl -plaintext "
-            f"localhost:{ports['gateway']} list; calls need -H 'authorization: Bearer <key>')\n"
-            f"  history    localhost:{ports['history']}\n"
-            f"  scheduler  localhost:{ports['scheduler']}\n"
+            f"  HTTP API   {http}/v1/workflows  (OpenAPI: /openapi.json)\n"
+            f"  gateway    {gateway}   (WorkflowService; grpcurl -plaintext {gateway} list; "
+            "calls need -H 'authorization: Bearer <key>')\n"
+            f"  history    {bind.address(ports['history'])}\n"
+            f"  scheduler  {bind.address(ports['scheduler'])}\n"
             f"  worker     {args.worker_module}\n"
             f"  database   {dsn}\n"
+            f"  listening  {bind.summary()}\n"
             + access
             + (f"  telemetry  traces and metrics to {args.otlp}\n" if args.otlp else "")
-            + f"Try: perdure workflow --address localhost:{ports['gateway']} start research_agent "
+            + f"Try: perdure workflow --address {gateway} start research_agent "
             '--input \'{"topic": "durable agents"}\' --id demo-1\n'
-            f"     perdure approve --address localhost:{ports['gateway']} demo-1\n"
+            f"     perdure approve --address {gateway} demo-1\n"
             "Ctrl-C stops everything.\n",
             flush=True,
         )
@@ -213,9 +254,76 @@ def run(args: argparse.Namespace) -> int:
         _stop_all(children)
 
 
+@dataclass(frozen=True)
+class Bind:
+    """The address every port of the local cluster listens on (--bind), and how its own
+    processes and the person running it reach those ports."""
+
+    host: str  # without brackets
+    loopback: bool  # reachable from this machine only
+    wildcard: bool  # 0.0.0.0 or ::, every interface
+
+    @classmethod
+    def of(cls, given: str) -> Bind:
+        """An IP address or a host name; ValueError when it names no address."""
+        host = given.strip().removeprefix("[").removesuffix("]")
+        if not host:
+            raise ValueError("an address is needed (127.0.0.1, 0.0.0.0, ...)")
+        try:
+            ip = ipaddress.ip_address(host)
+        except ValueError:  # a name: loopback only if everything it resolves to is
+            try:
+                found = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
+            except OSError as error:
+                raise ValueError(f"not an address of this machine ({error})") from None
+            resolved = {ipaddress.ip_address(str(info[4][0]).split("%")[0]) for info in found}
+            return cls(host, all(a.is_loopback for a in resolved), wildcard=False)
+        return cls(str(ip), ip.is_loopback, wildcard=ip.is_unspecified)
+
+    def _hostport(self, host: str, port: int) -> str:
+        return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+    def listen(self, port: int) -> str:
+        """host:port to listen on."""
+        return self._hostport(self.host, port)
+
+    def address(self, port: int) -> str:
+        """host:port to connect to: a wildcard is reached over loopback."""
+        if self.wildcard:
+            return self._hostport("::1" if ":" in self.host else LOOPBACK, port)
+        return self._hostport(self.host, port)
+
+    def summary(self) -> str:
+        """Where the ports are, and who reaches them."""
+        if self.loopback:
+            return f"{self.host} only (loopback: nothing outside this machine reaches it)"
+        return (
+            f"{self.host} (reachable from other machines: every call needs an API key, and "
+            "the services' calls to each other the internal secret of this run)"
+        )
+
+    def said(self) -> str:
+        """The line said at start."""
+        if self.loopback:
+            return (
+                "gateway, history, scheduler, HTTP API and web UI listen on "
+                f"{self.summary()}; --bind HOST to change"
+            )
+        return f"gateway, history, scheduler, HTTP API and web UI listen on {self.summary()}"
+
+
 INSECURE_BANNER = (
     "  !!!!!!!!!  INSECURE: no API keys (--insecure). Anyone who can reach these ports can read\n"
-    "  !!!!!!!!!  and change every workflow. Never expose this cluster beyond this machine.\n"
+    "  !!!!!!!!!  and change every workflow, and call history and the scheduler directly.\n"
+    "  !!!!!!!!!  LOOPBACK ONLY ({host}) because nothing is authenticated: never forward or\n"
+    "  !!!!!!!!!  expose these ports beyond this machine.\n"
+)
+INSECURE_ELSEWHERE = (
+    "perdure dev: refusing --insecure with --bind {host}: with no API keys and no internal "
+    "secret, anyone who reaches a port could read and change every workflow and call history "
+    "and the scheduler directly, so --insecure listens on loopback only (the default, "
+    "127.0.0.1). To reach the cluster from another machine, leave out --insecure: every call "
+    "then needs an API key."
 )
 
 
