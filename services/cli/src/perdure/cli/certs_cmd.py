@@ -16,11 +16,16 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from perdure.common.service_identity import SERVICE_URI_PREFIX
+
 DEFAULT_DIR = ".perdure/certs"
 SERVICES = ("gateway", "history", "scheduler")
 # Services are servers and also clients of each other; workers and programs are clients only.
 CLIENTS = ("worker", "client")
-HOSTS = ("localhost", "127.0.0.1", "::1", *SERVICES)
+HOSTS = ("localhost", "127.0.0.1", "::1")
+# Every certificate names its kind of process; only services' carry SERVICE_URI_PREFIX, so a
+# worker's or a client's certificate can never call an internal RPC.
+PROCESS_URI = "spiffe://perdure/"
 CA_DAYS = 3650
 LEAF_DAYS = 825  # the longest validity some TLS clients accept
 CLOCK_SKEW = datetime.timedelta(minutes=5)  # valid a little before now, for skewed clocks
@@ -60,7 +65,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         default=[],
         metavar="NAME",
         help="another DNS name or IP address the services answer on (repeatable); always "
-        f"included: {', '.join(HOSTS)}",
+        f"included: {', '.join(HOSTS)} and the service's own name",
     )
     dev.add_argument("--force", action="store_true", help="overwrite existing files")
 
@@ -145,12 +150,18 @@ def generate(directory: Path, hosts: list[str], *, force: bool = False) -> dict[
     )
     _write(files["ca"].key, _key_pem(ca_key), 0o600)
     _write(files["ca"].cert, ca_cert.public_bytes(serialization.Encoding.PEM), 0o644)
-    alt_names = [_alt_name(host) for host in dict.fromkeys([*HOSTS, *hosts])]
     for name in (*SERVICES, *CLIENTS):
         key = ec.generate_private_key(ec.SECP256R1())
         usages = [ExtendedKeyUsageOID.CLIENT_AUTH]
+        alt_names: list[x509.GeneralName] = [x509.UniformResourceIdentifier(PROCESS_URI + name)]
         if name in SERVICES:
+            # A server: the names it answers on, and the URI that proves it is a service.
             usages.append(ExtendedKeyUsageOID.SERVER_AUTH)
+            hosts_of = dict.fromkeys([*HOSTS, name, *hosts])
+            alt_names = [
+                x509.UniformResourceIdentifier(SERVICE_URI_PREFIX + name),
+                *(_alt_name(host) for host in hosts_of),
+            ]
         cert = (
             x509.CertificateBuilder()
             .subject_name(_subject(name))
