@@ -58,6 +58,10 @@ OPEN_SERVICES = ("grpc.health.v1.Health", "grpc.reflection.v1alpha.ServerReflect
 INTERNAL_PACKAGE = "perdure.internal."
 # How soon a revoked key loses the streams it holds open (plus history's cache of a check).
 RECHECK_SECONDS = 0.5
+# Failed authentications an address may make before its unknown tokens wait (per second, and
+# at once).
+FAILURES_PER_SECOND = 5.0
+FAILURE_BURST = 20.0
 Check = Callable[[Context], Awaitable[Principal | None]]
 
 
@@ -78,19 +82,24 @@ class FailedCredentials:
 
     A token refused once is refused again for REMEMBER_SECONDS without asking anyone (a
     token's secret is random, so a refused token never becomes valid). Each address may fail
-    `rate` times a second (bursts of `burst`); past that its unknown tokens are refused with
-    RESOURCE_EXHAUSTED before any lookup. Refusals are logged once per LOG_SECONDS, summed.
+    `rate` times a second (bursts of `burst`); past that its new tokens are refused with
+    RESOURCE_EXHAUSTED before any lookup, while tokens that passed lately are still checked as
+    usual (a flood does not lock out the clients that share its address). Refusals are logged
+    once per LOG_SECONDS, summed.
     """
 
     REMEMBER_SECONDS = 60.0
     LOG_SECONDS = 10.0
     MAX_ENTRIES = 10_000
 
-    def __init__(self, service: str, rate: float = 5.0, burst: float = 20.0) -> None:
+    def __init__(
+        self, service: str, rate: float = FAILURES_PER_SECOND, burst: float = FAILURE_BURST
+    ) -> None:
         self._service = service
         self._rate = rate
         self._burst = burst
         self._refused: dict[bytes, tuple[errors.ApiError, float]] = {}
+        self._passed: dict[bytes, float] = {}  # digest -> until when it bypasses the budget
         self._budgets: dict[str, TokenBucket] = {}
         self._unlogged: Counter[str] = Counter()
         self._logged_at = 0.0
@@ -104,7 +113,8 @@ class FailedCredentials:
             self._note(address)
             raise known[0]
         budget = self._budgets.get(address)
-        if budget is not None and not budget.has_token():
+        passed = self._passed.get(digest, 0.0) > time.monotonic()
+        if budget is not None and not budget.has_token() and not passed:
             self._note(address)
             raise exhausted(
                 "AUTHENTICATION_FAILURE_RATE",
@@ -112,7 +122,7 @@ class FailedCredentials:
                 "second): new keys from this address are refused for a few seconds",
             )
         try:
-            return await authenticate(token)
+            principal = await authenticate(token)
         except errors.ApiError as error:
             if error.code == grpc.StatusCode.UNAUTHENTICATED:
                 self._remember(digest, error, address)
@@ -123,6 +133,10 @@ class FailedCredentials:
                 self._remember(digest, refused, address)
                 raise refused from None
             raise
+        if len(self._passed) >= self.MAX_ENTRIES:
+            self._passed.clear()
+        self._passed[digest] = time.monotonic() + self.REMEMBER_SECONDS
+        return principal
 
     def failed(self, address: str) -> None:
         """Count a failure of `address` that needed no lookup (a wrong internal secret)."""
