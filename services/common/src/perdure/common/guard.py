@@ -45,8 +45,10 @@ from perdure.common.auth import (
 )
 from perdure.common.limits import TokenBucket, exhausted
 from perdure.common.service_identity import (
+    CLIENT_ADDRESS_HEADER,
     SECRET_HEADER,
     ServiceIdentity,
+    first_value,
     require_configured,
     vouched_caller,
 )
@@ -253,7 +255,7 @@ class Guard(grpc.aio.ServerInterceptor):
                     "(create one with `perdure keys create`)",
                 )
             principal = await self._failures.authenticate(
-                self._authenticate, token, peer_address(context)
+                self._authenticate, token, self._client_address(context)
             )
             if not role_allows(principal.role, needed):
                 raise permission_denied(
@@ -263,6 +265,14 @@ class Guard(grpc.aio.ServerInterceptor):
             return principal
 
         return check
+
+    def _client_address(self, context: Context) -> str:
+        """Who a keyed call comes from: the peer, or the client a proven service relays (the
+        gateway's own HTTP server, which calls from loopback on every client's behalf)."""
+        relayed = first_value(context.invocation_metadata(), CLIENT_ADDRESS_HEADER)
+        if relayed is not None and self._identity.proven(context):
+            return f"relayed:{relayed[:100]}"
+        return peer_address(context)
 
     def _recheck(self, token: str) -> Callable[[], Coroutine[Any, Any, None]]:
         """Return once the stream's key stops being valid (revoked), as an ApiError."""

@@ -35,6 +35,8 @@ MIN_SECRET_LENGTH = 32
 CALLER_NAMESPACE_HEADER = "perdure-caller-namespace"
 CALLER_KEY_HEADER = "perdure-caller-key-id"
 CALLER_ROLE_HEADER = "perdure-caller-role"
+# The address of the client a service relays a call for (the gateway's HTTP server).
+CLIENT_ADDRESS_HEADER = "perdure-client-address"
 
 
 def _secret(variable: str) -> str | None:
@@ -87,7 +89,8 @@ def service_names_in(pem: bytes) -> list[str]:
     return [u.removeprefix(SERVICE_URI_PREFIX) for u in uris if u.startswith(SERVICE_URI_PREFIX)]
 
 
-def _first(metadata: Any, name: str) -> str | None:
+def first_value(metadata: Any, name: str) -> str | None:
+    """The first value of metadata entry `name`, if any."""
     for key, value in metadata or ():
         if key == name and isinstance(value, str):
             return value
@@ -103,7 +106,7 @@ class ServiceIdentity:
 
     def proven(self, context: grpc.aio.ServicerContext[Any, Any]) -> bool:
         """Whether the call carries a service certificate or an accepted internal secret."""
-        presented = _first(context.invocation_metadata(), SECRET_HEADER)
+        presented = first_value(context.invocation_metadata(), SECRET_HEADER)
         if presented is not None and self._secrets.matches(presented):
             return True
         auth = context.auth_context()
@@ -112,9 +115,9 @@ class ServiceIdentity:
 
 def vouched_caller(metadata: Any) -> tuple[str, str, int] | None:
     """The caller a service vouches for (namespace, key id, role), if it names one."""
-    namespace = _first(metadata, CALLER_NAMESPACE_HEADER)
-    key_id = _first(metadata, CALLER_KEY_HEADER)
-    role = _first(metadata, CALLER_ROLE_HEADER)
+    namespace = first_value(metadata, CALLER_NAMESPACE_HEADER)
+    key_id = first_value(metadata, CALLER_KEY_HEADER)
+    role = first_value(metadata, CALLER_ROLE_HEADER)
     if namespace is None or key_id is None or role is None:
         return None
     if role not in admin.Role.DESCRIPTOR.values_by_name:
