@@ -1,5 +1,6 @@
 """`make k8s-check`: every overlay renders with `kubectl kustomize`, validates strictly against
-a pinned Kubernetes version, and agrees with the services' own configuration."""
+a pinned Kubernetes version, agrees with the services' own configuration, gives the internal
+secret to the services alone, and lets each pod reach exactly what it needs."""
 
 from __future__ import annotations
 
@@ -131,3 +132,207 @@ def test_every_setting_is_one_the_code_reads(rendered: list[Resource]) -> None:
 def test_one_image_tag_everywhere(rendered: list[Resource]) -> None:
     images = {container["image"] for _, container in containers(rendered)}
     assert len(images) == 1 and ":" in next(iter(images)), images
+
+
+# The internal credential: gateway, history and scheduler prove with it that a call comes from
+# a Perdure service. In dev the cluster makes it (a service-account token Secret, key `token`);
+# in prod an operator creates Secret perdure-internal with key `secret`.
+INTERNAL_SECRET = "perdure-internal"
+INTERNAL_HOLDERS = ("gateway", "history", "scheduler")
+INTERNAL_KEY = {"perdure-dev": "token", "perdure": "secret"}
+
+
+def namespace_of(resources: list[Resource]) -> str:
+    [namespace] = of_kind(resources, "Namespace")
+    return str(namespace["metadata"]["name"])
+
+
+def test_the_internal_secret_reaches_the_services_alone(rendered: list[Resource]) -> None:
+    key = INTERNAL_KEY[namespace_of(rendered)]
+    seen = set()
+    for workload, container in containers(rendered):
+        name = component(workload)
+        seen.add(name)
+        env = {e["name"]: e for e in container.get("env", [])}
+        # envFrom would hand over every key of the Secret, under names nobody checks.
+        assert all(
+            source.get("secretRef", {}).get("name") != INTERNAL_SECRET
+            for source in container.get("envFrom", [])
+        ), name
+        if name in INTERNAL_HOLDERS:
+            sent = env["PERDURE_INTERNAL_SECRET"]
+            assert sent == {
+                "name": "PERDURE_INTERNAL_SECRET",
+                "valueFrom": {"secretKeyRef": {"name": INTERNAL_SECRET, "key": key}},
+            }, name  # required: a service without it does not start
+            assert env["PERDURE_INTERNAL_SECRET_ACCEPTED"] == {
+                "name": "PERDURE_INTERNAL_SECRET_ACCEPTED",
+                "valueFrom": {
+                    "secretKeyRef": {"name": INTERNAL_SECRET, "key": "accepted", "optional": True}
+                },
+            }, name
+        else:
+            assert not [n for n in env if n.startswith("PERDURE_INTERNAL")], name
+            assert INTERNAL_SECRET not in yaml.safe_dump(workload), name  # nor as a volume
+    assert seen == {*INTERNAL_HOLDERS, "worker", "migrate"}, seen
+    for config in of_kind(rendered, "ConfigMap"):  # never in a ConfigMap, which anyone reads
+        assert "INTERNAL" not in yaml.safe_dump(config), config["metadata"]["name"]
+
+
+def test_no_internal_secret_is_committed(rendered: list[Resource]) -> None:
+    """prod references a Secret the operator creates; dev has Kubernetes fill in a token."""
+    made = [s for s in of_kind(rendered, "Secret") if s["metadata"]["name"] == INTERNAL_SECRET]
+    if namespace_of(rendered) == "perdure":
+        assert made == []
+        return
+    [secret] = made
+    assert secret["type"] == "kubernetes.io/service-account-token"
+    assert not secret.get("data") and not secret.get("stringData")  # the cluster writes it
+    owner = secret["metadata"]["annotations"]["kubernetes.io/service-account.name"]
+    [account] = [a for a in of_kind(rendered, "ServiceAccount") if a["metadata"]["name"] == owner]
+    assert account["automountServiceAccountToken"] is False
+    # As a Kubernetes credential the token can do nothing: no binding names its account, and no
+    # pod runs as it.
+    for binding in of_kind(rendered, "RoleBinding") + of_kind(rendered, "ClusterRoleBinding"):
+        assert owner not in yaml.safe_dump(binding), binding["metadata"]["name"]
+    for workload in workloads(rendered):
+        assert workload["spec"]["template"]["spec"].get("serviceAccountName") != owner
+
+
+def workloads(resources: list[Resource]) -> list[Resource]:
+    return [r for r in resources if r["kind"] in ("Deployment", "StatefulSet", "Job")]
+
+
+# Who reaches what, pod to pod (from, to, port): everything else is denied.
+CALLS = {
+    ("gateway", "history", 7401),
+    ("gateway", "scheduler", 7402),
+    ("history", "scheduler", 7402),
+    ("scheduler", "history", 7401),
+    ("worker", "history", 7401),  # JournalService
+    ("worker", "scheduler", 7402),  # TaskService
+}
+DATABASE_USERS = ("history", "scheduler", "migrate")
+# What accepts connections from outside the namespace (anyone, the kubelet): the public API and
+# the health ports.
+FROM_OUTSIDE = {
+    "gateway": {7400, GATEWAY_HTTP_PORT, HEALTH_PORTS["gateway"]},
+    "history": {HEALTH_PORTS["history"]},
+    "scheduler": {HEALTH_PORTS["scheduler"]},
+    "worker": {HEALTH_PORTS["worker"]},
+    "migrate": set(),
+    "postgres": set(),
+}
+DNS = {("UDP", 53), ("TCP", 53)}
+# Ports a pod might try to reach beyond the namespace.
+OUTSIDE_PORTS = {
+    *DNS,
+    *(("TCP", p) for p in (80, 443, 4317, 4318, 5432, 6443, 7400, 7401, 7402, GATEWAY_HTTP_PORT)),
+}
+
+
+def selects(selector: Resource, labels: dict[str, str]) -> bool:
+    """Whether a label selector matches these labels."""
+    if any(labels.get(k) != v for k, v in selector.get("matchLabels", {}).items()):
+        return False
+    for expression in selector.get("matchExpressions", []):
+        key, operator, values = expression["key"], expression["operator"], expression.get("values")
+        matched = {
+            "In": key in labels and labels[key] in (values or []),
+            "NotIn": key not in labels or labels[key] not in (values or []),
+            "Exists": key in labels,
+            "DoesNotExist": key not in labels,
+        }[operator]
+        if not matched:
+            return False
+    return True
+
+
+def rule_allows(
+    rule: Resource, peers: str, peer: dict[str, str] | None, proto: str, port: int
+) -> bool:
+    """Whether one ingress or egress rule lets `peer` (a pod's labels in this namespace, or None
+    for anything outside it) through on proto/port."""
+    ports = rule.get("ports")
+    if ports and not any(
+        p.get("protocol", "TCP") == proto
+        and (p.get("port") is None or p["port"] <= port <= p.get("endPort", p["port"]))
+        for p in ports
+    ):
+        return False
+    sources = rule.get(peers)
+    if not sources:  # missing or empty: every peer
+        return True
+    for source in sources:
+        in_namespace = set(source) == {"podSelector"}
+        if peer is None and not in_namespace:  # an ipBlock or another namespace
+            return True
+        if peer is not None and in_namespace and selects(source["podSelector"], peer):
+            return True
+    return False
+
+
+def allowed(
+    policies: list[Resource],
+    pod: dict[str, str],
+    direction: str,
+    peer: dict[str, str] | None,
+    proto: str,
+    port: int,
+) -> bool:
+    """Whether the policies let `pod` accept (Ingress) or open (Egress) this connection."""
+    isolating = [
+        p
+        for p in policies
+        if direction in p["spec"].get("policyTypes", ["Ingress"])
+        and selects(p["spec"]["podSelector"], pod)
+    ]
+    if not isolating:
+        return True
+    rules, peers = ("ingress", "from") if direction == "Ingress" else ("egress", "to")
+    return any(
+        rule_allows(rule, peers, peer, proto, port)
+        for policy in isolating
+        for rule in policy["spec"].get(rules, [])
+    )
+
+
+def test_network_policies_say_exactly_who_reaches_what(rendered: list[Resource]) -> None:
+    policies = of_kind(rendered, "NetworkPolicy")
+    pods: dict[str, tuple[dict[str, str], set[int]]] = {}
+    for workload in workloads(rendered):
+        labels = workload["spec"]["template"]["metadata"]["labels"]
+        name = component(workload) if labels["app.kubernetes.io/name"] == "perdure" else "postgres"
+        ports = {
+            p["containerPort"]
+            for c in workload["spec"]["template"]["spec"]["containers"]
+            for p in c.get("ports", [])
+        }
+        pods[name] = (labels, ports)
+    in_cluster_database = "postgres" in pods
+    assert in_cluster_database == (namespace_of(rendered) == "perdure-dev")
+
+    calls = {
+        (source, target, port)
+        for source, (source_labels, _) in pods.items()
+        for target, (target_labels, ports) in pods.items()
+        for port in ports
+        if allowed(policies, source_labels, "Egress", target_labels, "TCP", port)
+        and allowed(policies, target_labels, "Ingress", source_labels, "TCP", port)
+    }
+    database = {(user, "postgres", 5432) for user in DATABASE_USERS}
+    assert calls == CALLS | (database if in_cluster_database else set())
+
+    for name, (labels, ports) in pods.items():
+        open_to_outside = {p for p in ports if allowed(policies, labels, "Ingress", None, "TCP", p)}
+        assert open_to_outside == FROM_OUTSIDE[name], name
+        reaches_outside = {
+            (proto, port)
+            for proto, port in OUTSIDE_PORTS
+            if allowed(policies, labels, "Egress", None, proto, port)
+        }
+        expected = set(DNS)
+        if not in_cluster_database:  # prod: the external database and the OTLP collector
+            expected |= {("TCP", 4317)} if name != "postgres" else set()
+            expected |= {("TCP", 5432)} if name in DATABASE_USERS else set()
+        assert reaches_outside == expected, name
