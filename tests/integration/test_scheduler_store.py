@@ -132,14 +132,14 @@ async def test_new_work_during_a_lease_waits_for_the_release(store: TaskStore) -
     await store.enqueue([task("wf-1")])  # e.g. a timer fired while the worker runs it
 
     assert await claim(store, "s2") == []
-    await store.release(("wf-1", "", first.fence))
+    assert await store.release("s1", ("wf-1", "", first.fence))
     assert await claim(store, "s2") == [Leased("wf-1", TYPE, 2, None)]
 
 
 async def test_release_and_enqueue_again_grants_fence_2(store: TaskStore) -> None:
     await store.enqueue([task("wf-1")])
     [first] = await claim(store, "s1")
-    await store.release(("wf-1", "", first.fence))
+    await store.release("s1", ("wf-1", "", first.fence))
 
     assert await claim(store, "s1") == []  # released with no new work: nothing is due
 
@@ -153,7 +153,7 @@ async def test_fences_only_grow(store: TaskStore) -> None:
         await store.enqueue([task("wf-1")])
         [grant] = await claim(store, "s1")
         fences.append(grant.fence)
-        await store.release(("wf-1", "", grant.fence))
+        await store.release("s1", ("wf-1", "", grant.fence))
     assert fences == [1, 2, 3, 4]
 
 
@@ -165,10 +165,30 @@ async def test_release_with_a_stale_fence_does_nothing(
     await asyncio.sleep(PAST_EXPIRY)
     [taken] = await claim(store, "s2")
 
-    await store.release(("wf-1", "", 1))  # the first holder finishing late
+    assert not await store.release("s1", ("wf-1", "", 1))  # the first holder finishing late
 
     assert (await row(pool, "wf-1"))["lease_owner"] == "s2"
     assert taken.fence == 2
+
+
+@pytest.mark.parametrize("again", [False, True])
+async def test_only_the_session_holding_a_lease_may_release_it(
+    store: TaskStore, pool: AsyncConnectionPool, again: bool
+) -> None:
+    await store.enqueue([task("wf-1")])
+    [grant] = await claim(store, "holder")
+    before = await row(pool, "wf-1")
+
+    # Another session naming the very lease, fence included, changes nothing.
+    assert not await store.release("intruder", ("wf-1", "", grant.fence), again=again)
+
+    after = await row(pool, "wf-1")
+    assert {k: after[k] for k in ("fence", "lease_owner", "run_at", "lease_expires_at")} == {
+        k: before[k] for k in ("fence", "lease_owner", "run_at", "lease_expires_at")
+    }
+    assert await claim(store, "intruder") == []  # not handed back: not granted again
+    assert await store.release("holder", ("wf-1", "", grant.fence), again=again)
+    assert (await row(pool, "wf-1"))["lease_owner"] is None
 
 
 # --- due times -----------------------------------------------------------------------------------
@@ -315,7 +335,7 @@ async def test_renew_only_renews_matching_fences(
 async def test_renew_of_a_released_lease_does_nothing(store: TaskStore) -> None:
     await store.enqueue([task("a")])
     await claim(store, "s1")
-    await store.release(("a", "", 1))
+    await store.release("s1", ("a", "", 1))
     assert await store.renew("s1", [("a", "", 1)], TTL) == set()
 
 
@@ -323,13 +343,44 @@ async def test_renew_of_nothing_is_empty(store: TaskStore) -> None:
     assert await store.renew("s1", [], TTL) == set()
 
 
-async def test_renew_by_a_reconnected_session_adopts_the_lease(
+async def test_a_heartbeat_renews_only_the_sessions_own_leases(
     store: TaskStore, pool: AsyncConnectionPool
 ) -> None:
     await store.enqueue([task("a")])
-    await claim(store, "old-session")
-    assert await store.renew("new-session", [("a", "", 1)], TTL) == {("a", "", 1)}
+    await store.claim("holder", QUEUE, [TYPE], [], 10, SHORT_TTL, key="k1")
+    before = await row(pool, "a")
+
+    # Even a session of the same key cannot renew (and so take) a lease it was not granted.
+    assert await store.renew("other", [("a", "", 1)], TTL) == set()
+
+    after = await row(pool, "a")
+    assert (after["lease_owner"], after["lease_expires_at"]) == (
+        "holder",
+        before["lease_expires_at"],
+    )
+    assert await store.renew("holder", [("a", "", 1)], TTL) == {("a", "", 1)}
+
+
+async def test_a_reconnected_session_adopts_the_leases_of_its_key_and_queue(
+    store: TaskStore, pool: AsyncConnectionPool
+) -> None:
+    await store.enqueue([task("a"), task("b", queue="q2")])
+    await store.claim("old-session", QUEUE, [TYPE], [], 10, TTL, key="k1")
+    await store.claim("old-q2-session", "q2", [TYPE], [], 10, TTL, key="k1")
+    a, b = ("a", "", 1), ("b", "", 1)
+
+    # Another key, or the same key on another queue, adopts nothing.
+    assert await store.adopt("new-session", [a], TTL, key="k2", task_queue=QUEUE) == set()
+    assert await store.adopt("new-session", [b], TTL, key="k1", task_queue=QUEUE) == set()
+    assert (await row(pool, "a"))["lease_owner"] == "old-session"
+    assert (await row(pool, "b"))["lease_owner"] == "old-q2-session"
+
+    assert await store.adopt("new-session", [a, b], TTL, key="k1", task_queue=QUEUE) == {a}
     assert (await row(pool, "a"))["lease_owner"] == "new-session"
+    # The old session is out: it can neither renew nor release what moved.
+    assert await store.renew("old-session", [a], TTL) == set()
+    assert not await store.release("old-session", a)
+    assert await store.release("new-session", a)
 
 
 # --- sessions ------------------------------------------------------------------------------------
@@ -454,5 +505,5 @@ async def test_step_tasks_have_their_own_lease_and_go_to_sessions_serving_their_
 
     # Renewal and release name the step: the workflow's lease is untouched by the step's.
     assert await store.renew("steps", [("wf-1", "charge", 1)], TTL) == {("wf-1", "charge", 1)}
-    await store.release(("wf-1", "charge", 1))
+    await store.release("steps", ("wf-1", "charge", 1))
     assert await store.renew("runs", [("wf-1", "", 1)], TTL) == {("wf-1", "", 1)}

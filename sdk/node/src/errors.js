@@ -73,7 +73,7 @@ export class JournalCallError extends Error {
   }
 }
 
-/** Another worker holds the lease now (STALE_FENCE, WORKFLOW_CLOSED, STEP_CLOSED). */
+/** Another worker holds the lease now (STALE_FENCE, WORKFLOW_CLOSED, STEP_CLOSED, LEASE_NOT_HELD). */
 export class LeaseLostError extends Error {
   constructor(message) {
     super(message);
@@ -97,7 +97,9 @@ export class JournalUnavailableError extends Error {
   }
 }
 
-const LEASE_LOST_REASONS = new Set(['STALE_FENCE', 'WORKFLOW_CLOSED', 'STEP_CLOSED']);
+// History's answers that mean this lease (or step) is not ours to write any more (with worker
+// keys, LEASE_NOT_HELD when a worker of another key holds it now).
+const LEASE_LOST_REASONS = new Set(['STALE_FENCE', 'WORKFLOW_CLOSED', 'STEP_CLOSED', 'LEASE_NOT_HELD']);
 const REJECTED_CODES = new Set(['INVALID_ARGUMENT', 'RESOURCE_EXHAUSTED']);
 
 /**
@@ -107,7 +109,7 @@ const REJECTED_CODES = new Set(['INVALID_ARGUMENT', 'RESOURCE_EXHAUSTED']);
  */
 export function classifyJournalError(error) {
   if (error instanceof JournalCallError) {
-    if (error.code === 'FAILED_PRECONDITION' && LEASE_LOST_REASONS.has(error.reason)) {
+    if (LEASE_LOST_REASONS.has(error.reason)) {
       return new LeaseLostError(error.detail || error.reason);
     }
     if (REJECTED_CODES.has(error.code)) {

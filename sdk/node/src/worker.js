@@ -85,7 +85,10 @@ export class Worker {
     /** @type {Set<Promise<void>>} */
     this._running = new Set();
     this._call = null; // the welcomed Connect stream
-    this._unsent = []; // TaskDone messages finished while moving, for the next session
+    // TaskDone messages of tasks finished while moving to another scheduler replica, sent once the
+    // next session is welcomed. Their leases stay listed until then: the next hello hands them to
+    // the new session, the only one whose TaskDone the scheduler takes.
+    this._unsent = [];
     this._welcomes = 0;
     this._stopRequested = false;
     this._closing = false;
@@ -198,7 +201,7 @@ export class Worker {
           welcomed = true;
           this._call = call;
           this._welcomes += 1;
-          for (const done of this._unsent.splice(0)) this._send(done); // finished while moving
+          for (const done of this._unsent.splice(0)) this._taskDone(done); // finished while moving
           const intervalMs = Math.max(50, (fromDuration(message.welcome.heartbeat_interval) ?? 3.333) * 1000);
           heartbeats = setInterval(() => this._send({ heartbeat: { leases: [...this._leases.values()] } }), intervalMs);
           this._log.info(
@@ -295,8 +298,18 @@ export class Worker {
         return;
       }
     }
-    this._forget(lease);
-    this._send({ task_done: { lease } });
+    this._taskDone({ lease });
+  }
+
+  /** Tell the scheduler the worker is done with a lease, and stop listing it; between two
+   * sessions, keep listing it until the next session is welcomed, then tell that one. */
+  _taskDone(done) {
+    if (!this._call) {
+      this._unsent.push(done);
+      return;
+    }
+    this._forget(done.lease);
+    this._send({ task_done: done });
   }
 
   _forget(lease) {
@@ -306,10 +319,7 @@ export class Worker {
 
   _send(message) {
     const call = this._call;
-    if (!call) {
-      if (message.task_done) this._unsent.push(message); // for the next session
-      return;
-    }
+    if (!call) return;
     try {
       call.write(message);
     } catch {

@@ -1,14 +1,21 @@
 """Rate limits: a token bucket per API key at the gateway, and per stream for the messages a
-worker sends. Refusals are RESOURCE_EXHAUSTED naming the limit and when to retry."""
+worker sends; and how many worker streams one API key may hold open. Refusals are
+RESOURCE_EXHAUSTED naming the limit and when to retry (or what to change)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
+from collections import Counter
+from collections.abc import AsyncGenerator, Iterator
+from typing import Any, TypeVar
 
 import grpc
 
 from perdure.common import errors
+
+Message = TypeVar("Message")
 
 
 def rate_setting(variable: str, default: float) -> float:
@@ -31,6 +38,13 @@ class TokenBucket:
         self.burst = burst if burst is not None else max(rate * 2, 1.0)
         self._tokens = self.burst
         self._stamp = time.monotonic()
+
+    def has_token(self) -> bool:
+        """Whether a token is there now (none is taken)."""
+        if self.rate <= 0:
+            return True
+        elapsed = time.monotonic() - self._stamp
+        return min(self.burst, self._tokens + elapsed * self.rate) >= 1
 
     def wait_needed(self) -> float:
         """Take one token: 0.0 when there was one, else the seconds until there will be."""
@@ -93,3 +107,82 @@ class StreamCap:
                 f"the {self._stream} stream sent more than {self._bucket.rate:g} messages per "
                 f"second (PERDURE_STREAM_MESSAGE_RATE); it is closed, reconnect",
             )
+
+
+SESSIONS_PER_KEY_VARIABLE = "PERDURE_SESSIONS_PER_KEY"
+# A worker process holds one TaskService.Connect stream and one JournalService.Session stream
+# (two for a moment while it moves to another replica), so this is 64 worker processes per key
+# on each replica: a fleet that shares one key spreads over the replicas, and a bigger one
+# gets keys of its own or a higher cap. Every session costs the scheduler a claim query per
+# grant round: the cap bounds what one key can cost the database.
+DEFAULT_SESSIONS_PER_KEY = 64
+
+
+def sessions_per_key_setting() -> int:
+    """PERDURE_SESSIONS_PER_KEY: the open worker streams allowed per API key and replica
+    (0 turns the cap off)."""
+    raw = os.environ.get(SESSIONS_PER_KEY_VARIABLE, "")
+    try:
+        value = int(raw) if raw else DEFAULT_SESSIONS_PER_KEY
+    except ValueError:
+        raise SystemExit(
+            f"{SESSIONS_PER_KEY_VARIABLE} must be a whole number, not {raw!r}"
+        ) from None
+    if value < 0:
+        raise SystemExit(f"{SESSIONS_PER_KEY_VARIABLE} must not be negative")
+    return value
+
+
+class SessionsPerKey:
+    """The streams of one kind each API key holds open on this replica, up to `cap` (0: no
+    cap). Without authentication there is no key to count by (a peer address says nothing
+    about who is behind it), and nothing is counted."""
+
+    def __init__(self, cap: int, stream: str) -> None:
+        self.cap = cap
+        self._stream = stream
+        self._open: Counter[str] = Counter()
+
+    def hold(self, key_id: str | None) -> contextlib.AbstractContextManager[None]:
+        """Count one more open stream of `key_id` until the returned context is left (enter it
+        at once); RESOURCE_EXHAUSTED when the key already holds `cap` of them."""
+        if key_id is None or self.cap <= 0:
+            return contextlib.nullcontext()
+        if self._open[key_id] >= self.cap:
+            raise exhausted(
+                "SESSIONS_PER_KEY_EXCEEDED",
+                f"API key {key_id} already holds {self.cap} open {self._stream} streams on this "
+                f"replica, the cap ({SESSIONS_PER_KEY_VARIABLE}={self.cap}); close one, give "
+                "each worker pool a key of its own, or raise the cap",
+            )
+        self._open[key_id] += 1
+        return self._counted(key_id)
+
+    async def serve(
+        self,
+        context: grpc.aio.ServicerContext[Any, Any],
+        key_id: str | None,
+        stream: AsyncGenerator[Message, None],
+    ) -> AsyncGenerator[Message, None]:
+        """What a streaming handler answers with: `stream`'s messages, counted as one open
+        stream of `key_id` until it ends; or, when the key holds `cap` of them already, the
+        call ends at once with RESOURCE_EXHAUSTED."""
+        try:
+            slot = self.hold(key_id)
+        except errors.ApiError as error:
+            await stream.aclose()  # never started: nothing to undo
+            await errors.abort_with(context, error)
+            return
+        with slot:
+            async with contextlib.aclosing(stream) as messages:
+                async for message in messages:
+                    yield message
+
+    @contextlib.contextmanager
+    def _counted(self, key_id: str) -> Iterator[None]:
+        try:
+            yield
+        finally:
+            self._open[key_id] -= 1
+            if not self._open[key_id]:
+                del self._open[key_id]

@@ -14,6 +14,7 @@ from opentelemetry.util.types import AttributeValue
 
 from perdure.api.worker.v1 import task_service_pb2 as tpb
 from perdure.common.aio import wait_event
+from perdure.common.text import printable
 from perdure.scheduler.metrics import (
     LEASE_EXPIRIES,
     SCHEDULE_TO_START,
@@ -35,6 +36,12 @@ MAX_IDLE_SECONDS = 0.5
 DUE_MARGIN_SECONDS = 0.002
 # How long a stopping replica lets the grant round under way finish.
 STOP_SECONDS = 5.0
+# Why a listed lease is revoked: one answer, which tells a worker naming a lease it never held
+# nothing about that lease.
+LEASE_NOT_HELD = (
+    "this session holds no live lease of this task with this fence (it expired and was "
+    "granted again, was released, or was never this worker's); stop working on it"
+)
 
 
 @dataclass
@@ -131,30 +138,51 @@ class Dispatcher:
 
     async def task_done(self, session: Session, lease: Lease, unfinished: bool) -> None:
         """The worker is finished with a lease (`unfinished`: it handed the task back, to be
-        granted again at once)."""
+        granted again at once). A lease the session does not hold stays as it is."""
         session.drop(lease)
-        await self._store.release(lease, again=unfinished)
-        self.wake()
+        if await self._store.release(session.session_id, lease, again=unfinished):
+            self.wake()
+            return
+        workflow_id, step_id, fence = lease
+        log.debug(
+            "ignored TaskDone of %s (fence %d) from %s: not a lease of this session",
+            _task_name(workflow_id, step_id),
+            fence,
+            session.identity,
+        )
 
     async def heartbeat(self, session: Session, held: list[Lease]) -> None:
-        """Renew the leases the worker holds; tell it about those it no longer holds."""
-        renewed = await self._store.renew(session.session_id, held, self.lease_ttl, session.key_id)
+        """Renew the session's leases the worker lists; tell it about those it does not hold."""
+        renewed = await self._store.renew(session.session_id, held, self.lease_ttl)
+        await self._settle(session, held, renewed)
+
+    async def adopt(self, session: Session, held: list[Lease]) -> None:
+        """Take over the leases a new session's worker still holds from an earlier session (its
+        hello lists them): those of the same API key and task queue; tell it about the rest."""
+        adopted = await self._store.adopt(
+            session.session_id, held, self.lease_ttl, session.key_id, session.task_queue
+        )
+        await self._settle(session, held, adopted)
+
+    async def _settle(self, session: Session, held: list[Lease], renewed: set[Lease]) -> None:
+        """Count the renewed leases as the session's; revoke the others it listed. The
+        revocation says the same whatever became of a lease, or whoever holds it."""
         session.drop_unreported({(w, s) for w, s, _ in held}, self.lease_ttl)
         for lease in held:
             if lease in renewed:
-                session.hold(lease)  # adopts leases after a reconnect
+                session.hold(lease)
                 continue
             session.drop(lease)
             workflow_id, step_id, fence = lease
             log.info(
-                "lease of %s (fence %d) is gone; telling %s",
+                "lease of %s (fence %d) is not held by %s; revoking it",
                 _task_name(workflow_id, step_id),
                 fence,
                 session.identity,
             )
             revoked = tpb.LeaseRevoked(
                 lease=tpb.LeaseRef(workflow_id=workflow_id, fence=fence, step_id=step_id),
-                reason="the lease expired and the workflow was granted to another worker",
+                reason=LEASE_NOT_HELD,
             )
             await session.outgoing.put(tpb.ConnectResponse(lease_revoked=revoked))
 
@@ -237,7 +265,7 @@ class Dispatcher:
                 # The worker left or is moving: it never hears of these grants.
                 for grant in grants:
                     lease = (grant.workflow_id, grant.step_id, grant.fence)
-                    await self._store.release(lease, again=True)
+                    await self._store.release(session.session_id, lease, again=True)
                 continue
             granted += len(grants)
             for grant in grants:
@@ -306,5 +334,6 @@ def _traced_grant(session: Session, grant: Grant) -> Carrier:
 
 
 def _task_name(workflow_id: str, step_id: str) -> str:
-    """A task as logs name it: the workflow, or "<workflow>/<step>" for a step task."""
-    return f"{workflow_id}/{step_id}" if step_id else workflow_id
+    """A task as logs name it: the workflow, or "<workflow>/<step>" for a step task (ids that
+    workers chose, made printable)."""
+    return printable(f"{workflow_id}/{step_id}" if step_id else workflow_id)

@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import logging
 import random
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncGenerator, AsyncIterator, Iterable
 from datetime import UTC
 from typing import Any
 
@@ -25,8 +25,8 @@ from perdure.common.auth import (
     unauthenticated,
 )
 from perdure.common.convert import seconds_of
-from perdure.common.limits import StreamCap
-from perdure.common.text import require_storable
+from perdure.common.limits import SessionsPerKey, StreamCap, sessions_per_key_setting
+from perdure.common.text import printable, require_storable
 from perdure.internal.scheduler.v1 import scheduler_service_pb2 as spb
 from perdure.internal.scheduler.v1 import scheduler_service_pb2_grpc as sgrpc
 from perdure.scheduler.dispatcher import Dispatcher, Session
@@ -89,7 +89,8 @@ def _session_from_hello(message: tpb.ConnectRequest) -> Session:
     principal = current_principal.get()
     return Session(
         key_id=principal.key_id if principal is not None else "",
-        identity=hello.identity or "unnamed-worker",
+        # For operators only, in logs and spans: made printable once, here.
+        identity=printable(hello.identity) or "unnamed-worker",
         task_queue=namespaces.qualify(_namespace_of_session(hello), hello.task_queue),
         workflow_types=sorted(set(hello.workflow_types)),
         step_types=sorted(set(hello.step_types)),
@@ -128,16 +129,28 @@ class TaskServicer(tgrpc.TaskServiceServicer):
         authenticate: Authenticate | None,
         message_rate: float,
         session_max_age: float,
+        sessions_per_key: int | None = None,
     ) -> None:
         self._store = store
         self._dispatcher = dispatcher
         self._authenticate = authenticate  # None: authentication is off
         self._message_rate = message_rate
         self._session_max_age = session_max_age  # 0: sessions stay until they end
+        self._sessions = SessionsPerKey(
+            sessions_per_key_setting() if sessions_per_key is None else sessions_per_key,
+            "TaskService.Connect",
+        )
 
     async def Connect(
         self, request_iterator: Any, context: Context
     ) -> AsyncIterator[tpb.ConnectResponse]:
+        """A worker's session, if its API key holds fewer than the cap of them here."""
+        principal = current_principal.get()
+        key_id = None if principal is None else principal.key_id
+        async for message in self._sessions.serve(context, key_id, self._serve(context)):
+            yield message
+
+    async def _serve(self, context: Context) -> AsyncGenerator[tpb.ConnectResponse, None]:
         try:
             first = await context.read()
             if first is grpc.aio.EOF:
@@ -159,12 +172,12 @@ class TaskServicer(tgrpc.TaskServiceServicer):
         log.info(
             "worker %s connected (queue %s, workflow types %s, step types %s, capacity %d)",
             session.identity,
-            session.task_queue,
-            ",".join(session.workflow_types) or "-",
-            ",".join(session.step_types) or "-",
+            printable(session.task_queue),
+            printable(",".join(session.workflow_types)) or "-",
+            printable(",".join(session.step_types)) or "-",
             session.capacity,
         )
-        await self._dispatcher.heartbeat(session, held)
+        await self._dispatcher.adopt(session, held)
         reader = asyncio.create_task(self._read(session, context))
         watch = asyncio.create_task(self._watch_key(context))
         outgoing: asyncio.Future[tpb.ConnectResponse] | None = None

@@ -62,15 +62,29 @@ RETURNING t.workflow_id, t.step_id, t.workflow_type, t.fence, due.previous_owner
           t.trace_context
 """
 
-RENEW = """
+
+def _renew(holder: str) -> str:
+    """Extend the listed leases whose fence still matches and that `holder` (a condition on
+    the row `t`) allows this session to hold; the session holds them from then on."""
+    return f"""
 UPDATE scheduler.tasks t
 SET lease_owner = %(session)s, lease_expires_at = now() + make_interval(secs => %(ttl)s)
 FROM unnest(%(ids)s::text[], %(step_ids)s::text[], %(fences)s::bigint[])
      AS held(workflow_id, step_id, fence)
 WHERE t.workflow_id = held.workflow_id AND t.step_id = held.step_id AND t.fence = held.fence
-  AND t.lease_owner IS NOT NULL AND t.lease_key = %(key)s
+  AND {holder}
 RETURNING t.workflow_id, t.step_id, t.fence
 """
+
+
+# A heartbeat renews the session's own leases, nothing else.
+RENEW = _renew("t.lease_owner = %(session)s")
+# A hello takes over the leases its worker held in an earlier session (after a reconnect, or
+# when a replica moved it): only those granted to a session of the same API key on the same
+# task queue, so no session ever takes a lease its key and queue could not have been granted.
+ADOPT = _renew(
+    "t.lease_owner IS NOT NULL AND t.lease_key = %(key)s AND t.task_queue = %(task_queue)s"
+)
 
 HOLDS = """
 SELECT 1 FROM scheduler.tasks
@@ -79,13 +93,15 @@ WHERE workflow_id = %s AND step_id = %s AND fence = %s AND lease_key = %s
 """
 
 # A finished task keeps its due time (history sets one when there is more to do); a task
-# handed back unfinished is due again at once.
+# handed back unfinished is due again at once. Only the session holding the lease ends it:
+# anyone else's TaskDone matches no row and changes nothing.
 RELEASE = """
 UPDATE scheduler.tasks
 SET lease_owner = NULL, lease_expires_at = NULL, updated_at = now(),
     run_at = CASE WHEN %(again)s THEN now() ELSE run_at END
 WHERE workflow_id = %(workflow_id)s AND step_id = %(step_id)s AND fence = %(fence)s
-  AND lease_owner IS NOT NULL
+  AND lease_owner = %(session)s
+RETURNING fence
 """
 
 # The session's worker is gone mid-task: its work is due again at once.
@@ -198,18 +214,28 @@ class TaskStore:
             )
             return [Grant(*row) for row in await cur.fetchall()]
 
-    async def renew(
-        self, session: str, leases: list[Lease], ttl: float, key: str = ""
+    async def renew(self, session: str, leases: list[Lease], ttl: float) -> set[Lease]:
+        """Extend the session's own leases whose fence still matches; return those renewed."""
+        return await self._renew(RENEW, session, leases, ttl)
+
+    async def adopt(
+        self, session: str, leases: list[Lease], ttl: float, key: str, task_queue: str
     ) -> set[Lease]:
-        """Extend the leases whose fence still matches and that were granted to the same API
-        key; return those renewed."""
+        """Move to a new session, and extend, the leases its worker held in an earlier one:
+        those whose fence still matches, granted to a session of the same API key (`key`, ""
+        without keys) on the same task queue; return those adopted."""
+        return await self._renew(ADOPT, session, leases, ttl, key=key, task_queue=task_queue)
+
+    async def _renew(
+        self, query: str, session: str, leases: list[Lease], ttl: float, **params: str
+    ) -> set[Lease]:
         if not leases:
             return set()
         async with self._pool.connection() as conn:
             cur = await conn.execute(
-                RENEW,
+                query,
                 {
-                    "key": key,
+                    **params,
                     "session": session,
                     "ttl": ttl,
                     "ids": [w for w, _, _ in leases],
@@ -225,15 +251,21 @@ class TaskStore:
             cur = await conn.execute(HOLDS, [*lease, key])
             return await cur.fetchone() is not None
 
-    async def release(self, lease: Lease, again: bool = False) -> None:
-        """End a lease the worker is done with; `again`: its task is due again now (handed
-        back unfinished)."""
+    async def release(self, session: str, lease: Lease, again: bool = False) -> bool:
+        """End a lease the session holds and is done with; `again`: its task is due again now
+        (handed back unfinished). False, and nothing changed, when the session does not hold
+        it (it expired and went elsewhere, or it never was the session's)."""
         workflow_id, step_id, fence = lease
+        params = {
+            "workflow_id": workflow_id,
+            "step_id": step_id,
+            "fence": fence,
+            "again": again,
+            "session": session,
+        }
         async with self._pool.connection() as conn:
-            await conn.execute(
-                RELEASE,
-                {"workflow_id": workflow_id, "step_id": step_id, "fence": fence, "again": again},
-            )
+            cur = await conn.execute(RELEASE, params)
+            return await cur.fetchone() is not None
 
     async def release_session(self, session: str) -> list[TaskKey]:
         """End every lease of a departed session and make its tasks due now."""

@@ -65,8 +65,9 @@ _STEP_OUTCOMES = (wf.EVENT_TYPE_STEP_COMPLETED, wf.EVENT_TYPE_STEP_FAILED)
 # than the lookahead with which the worker accepts timer tasks (see Worker), so that a task
 # granted ahead of its timer never suspends again.
 LOCAL_WAIT_SECONDS = 0.25
-# History's answers that mean this lease (or step) is not ours to write any more.
-_LEASE_LOST = ("STALE_FENCE", "WORKFLOW_CLOSED", "STEP_CLOSED")
+# History's answers that mean this lease (or step) is not ours to write any more (with worker
+# keys, LEASE_NOT_HELD when a worker of another key holds it now).
+_LEASE_LOST = ("STALE_FENCE", "WORKFLOW_CLOSED", "STEP_CLOSED", "LEASE_NOT_HELD")
 
 
 class Suspended(BaseException):
@@ -102,7 +103,7 @@ class JournalClient:
         try:
             return await self.session.call(request, JOURNAL_TIMEOUT)
         except JournalCallError as error:
-            if error.code == grpc.StatusCode.FAILED_PRECONDITION and error.reason in _LEASE_LOST:
+            if error.reason in _LEASE_LOST:
                 raise LeaseLostError(error.message or "stale fence") from None
             if error.code in _REJECTED:
                 raise JournalRejectedError(f"{error.reason}: {error.message}") from None

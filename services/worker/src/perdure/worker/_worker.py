@@ -103,9 +103,11 @@ class Worker:
         self._call: grpc.aio.StreamStreamCall[tpb.ConnectRequest, tpb.ConnectResponse] | None = None
         self._welcomes = 0  # sessions the scheduler welcomed, so far
         self._write_lock = asyncio.Lock()
-        # TaskDone messages finished between two sessions (while moving to another scheduler
-        # replica), sent once the next session is welcomed.
-        self._unsent: list[tpb.ConnectRequest] = []
+        # TaskDone messages of tasks finished between two sessions (while moving to another
+        # scheduler replica), sent once the next session is welcomed. Their leases stay listed
+        # until then: the next hello hands them to the new session, the only one whose
+        # TaskDone the scheduler takes.
+        self._unsent: list[tpb.TaskDone] = []
         self._closing = False  # the drain is over: the session ends for good
 
     @property
@@ -207,7 +209,7 @@ class Worker:
         self._welcomes += 1
         unsent, self._unsent = self._unsent, []
         for done in unsent:
-            await self._send(done)
+            await self._task_done(done)
         if self._stopping.is_set():
             await self._send(tpb.ConnectRequest(drain=tpb.Drain()))  # moved while draining
         heartbeats = asyncio.create_task(self._heartbeat(interval))
@@ -274,10 +276,7 @@ class Worker:
             except HandedBack as handed_back:
                 span.set_attribute("perdure.task.outcome", "handed_back")
                 log.info("%s %s: the worker is stopping", _task_name(lease), handed_back)
-                self._forget(lease)
-                await self._send(
-                    tpb.ConnectRequest(task_done=tpb.TaskDone(lease=lease, unfinished=True))
-                )
+                await self._task_done(tpb.TaskDone(lease=lease, unfinished=True))
                 return
             except LeaseLostError as error:
                 _failed(span, error)
@@ -301,8 +300,16 @@ class Worker:
                 )
                 self._forget(lease)
                 return
-        self._forget(lease)
-        await self._send(tpb.ConnectRequest(task_done=tpb.TaskDone(lease=lease)))
+        await self._task_done(tpb.TaskDone(lease=lease))
+
+    async def _task_done(self, done: tpb.TaskDone) -> None:
+        """Tell the scheduler the worker is done with a lease, and stop listing it; between two
+        sessions, keep listing it until the next session is welcomed, then tell that one."""
+        if self._call is None:
+            self._unsent.append(done)
+            return
+        self._forget(done.lease)
+        await self._send(tpb.ConnectRequest(task_done=done))
 
     def _forget(self, lease: tpb.LeaseRef) -> None:
         key = (lease.workflow_id, lease.step_id)
@@ -324,8 +331,6 @@ class Worker:
     async def _send(self, message: tpb.ConnectRequest) -> None:
         call = self._call
         if call is None:
-            if message.HasField("task_done"):
-                self._unsent.append(message)  # for the next session
             return
         async with self._write_lock:
             # A broken stream is noticed by the reader, which reconnects; the lease of a
