@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import binascii
 import logging
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -19,6 +20,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.common import errors, namespaces
+from perdure.common.text import printable
 from perdure.history import convert, store
 from perdure.history.group_commit import GroupCommit
 from perdure.history.metrics import (
@@ -34,6 +36,7 @@ log = logging.getLogger(__name__)
 tracer = trace.get_tracer("perdure.history")
 
 MAX_PAGE_SIZE = 1000
+MAX_ID_SHOWN = 200  # of an id a caller sent, in the message that answers it
 DEFAULT_PAGE_SIZE = 100
 CLOSED_STATUS = {
     "result": "COMPLETED",
@@ -505,10 +508,55 @@ class Journal:
             if closed is not None:
                 _count_closed(closed, status)
                 return status
-            current = await self._require(conn, workflow_id)
-            if current["status"] == status and current["fence"] == fence:
-                return status  # a retried call whose first attempt committed
-            raise await self._rejection(conn, workflow_id, fence)
+            lease = await store.fetch_one(conn, store.SELECT_LEASE, [workflow_id])
+        if (
+            _may_see(lease)
+            and lease is not None
+            and (lease["fence"], lease["status"])
+            == (
+                fence,
+                status,
+            )
+        ):
+            return status  # a retried call whose first attempt committed
+        raise _lease_refusal(lease, workflow_id, "", fence) or _changed(workflow_id)
+
+    async def consume_signals(
+        self, call: Call, name: str, event_ids: list[int], payload: Any
+    ) -> Appended:
+        """Journal the consumption of the run's signals `event_ids` (SIGNAL_RECEIVED events,
+        each named once and not consumed yet), marking them consumed in the same statement.
+        The same call sent again (its answer was lost) gets the first answer; any other
+        consumption breaking the rule is refused and marks nothing."""
+        params = store.event_params(
+            workflow_id=call.workflow_id,
+            fence=call.fence,
+            event_type="SIGNAL_CONSUMED",
+            step_id=call.step_id,
+            step_name=call.step_name,
+            position=call.position,
+            name=name,
+            consumed=event_ids,
+            payload=payload,
+        )
+        async with self._pool.connection() as conn:
+            try:
+                with timed_write("signal_consumed"):
+                    row = await store.fetch_one(conn, store.CONSUME_SIGNALS, params)
+            except UniqueViolation:  # this call is recorded, or a signal was consumed meanwhile
+                row = None
+            if row is not None:
+                return Appended(row["event_id"], row["due_at"], row["cancel_requested"])
+            lease = await store.fetch_one(conn, store.SELECT_LEASE, [call.workflow_id])
+            if (refusal := _lease_refusal(lease, call.workflow_id, "", call.fence)) is not None:
+                raise refusal
+            keys = {"workflow_id": call.workflow_id, "step_id": call.step_id}
+            recorded = await store.fetch_one(
+                conn, store.SELECT_STEP_EVENT, keys | {"position": call.position}
+            )
+            if recorded is not None:  # the same call again, or a conflict at this call
+                return await self._existing_call(conn, call, params)
+            raise await self._unconsumable(conn, call.workflow_id, event_ids)
 
     # -- helpers ----------------------------------------------------------------------------
 
@@ -628,37 +676,115 @@ class Journal:
     async def _rejection(
         self, conn: AsyncConnection, workflow_id: str, fence: int
     ) -> errors.ApiError:
-        """Why a fenced write matched no row: unknown run, stale fence, a fence never loaded,
-        or a closed run."""
-        row = await self._require(conn, workflow_id)
-        if row["fence"] > fence:
-            return _stale(f"workflow {workflow_id}", fence, row["fence"])
-        if row["status"] not in store.OPEN_STATUSES:
-            return _closed(workflow_id, row["status"])
-        if row["fence"] < fence:
-            return _not_loaded(f"workflow {workflow_id}", fence, "LoadJournal")
-        return _not_holder(f"workflow {workflow_id}", fence)
+        """Why a fenced write matched no row (see _lease_refusal)."""
+        lease = await store.fetch_one(conn, store.SELECT_LEASE, [workflow_id])
+        return _lease_refusal(lease, workflow_id, "", fence) or _changed(workflow_id)
 
     async def _step_rejection(
         self, conn: AsyncConnection, workflow_id: str, step_id: str, fence: int
     ) -> errors.ApiError:
-        """Why a step task's write matched no row: unknown run or step, stale fence, closed
-        run or step."""
-        row = await store.fetch_one(conn, store.SELECT_STEP_TASK, [workflow_id, step_id])
-        if row is None:
-            await self._require(conn, workflow_id)
+        """Why a step task's write matched no row (see _lease_refusal)."""
+        lease = await store.fetch_one(conn, store.SELECT_STEP_TASK, [workflow_id, step_id])
+        if lease is None and _may_see(lease):
+            await self._require(conn, workflow_id)  # an unknown run, rather than step
+        return _lease_refusal(lease, workflow_id, step_id, fence) or _changed(workflow_id)
+
+    async def _unconsumable(
+        self, conn: AsyncConnection, workflow_id: str, event_ids: list[int]
+    ) -> errors.ApiError:
+        """Why a consumption under a good lease was refused: which of the ids it names are
+        named twice, are not signals of the run, or are consumed already."""
+        twice = sorted(i for i, times in Counter(event_ids).items() if times > 1)
+        if twice:
+            return errors.invalid_argument(
+                f"event_ids names {_ids(twice)} more than once: each signal is consumed once"
+            )
+        rows = await store.fetch_all(
+            conn,
+            store.SELECT_SIGNALS_NAMED,
+            {"workflow_id": workflow_id, "event_ids": event_ids},
+        )
+        signals = {row["event_id"]: row["consumed"] for row in rows}
+        strangers = [i for i in event_ids if i not in signals]
+        if strangers:
+            return errors.invalid_argument(
+                f"event_ids {_ids(strangers)} are not signals received by workflow "
+                f"{workflow_id!r}: name SIGNAL_RECEIVED events of its journal"
+            )
+        taken = [i for i in event_ids if signals[i]]
+        if taken:
+            return errors.failed_precondition(
+                "SIGNAL_ALREADY_CONSUMED",
+                f"signal events {_ids(taken)} of workflow {workflow_id!r} are consumed already; "
+                "replay the journal instead of re-running the call",
+            )
+        return _changed(workflow_id)
+
+
+def lease_not_held(workflow_id: str, step_id: str, fence: int) -> errors.ApiError:
+    """The one answer to a worker key naming a lease it does not hold: it names only what the
+    caller sent, never what became of the run, its status or its fence mark."""
+    return errors.ApiError(
+        grpc.StatusCode.PERMISSION_DENIED,
+        "LEASE_NOT_HELD",
+        f"API key {store.lease_key()} holds no lease of {_lease_name(workflow_id, step_id)} "
+        f"with fence {fence}: only the worker the task was granted to may use it",
+    )
+
+
+def _lease_refusal(
+    lease: Row | None, workflow_id: str, step_id: str, fence: int
+) -> errors.ApiError | None:
+    """Why a fenced call under `lease` (a SELECT_LEASE or SELECT_STEP_TASK row; None: no such
+    run or step) matched no row: unknown run or step, stale fence, closed run or step, a fence
+    never loaded. With worker keys, only the key whose load set the fence mark learns any of
+    that: to every other key it is LEASE_NOT_HELD. None: the lease is in order (something else
+    refused the call)."""
+    if not _may_see(lease):
+        return lease_not_held(workflow_id, step_id, fence)
+    if lease is None:
+        if step_id:
             return errors.not_found(
                 "STEP_NOT_FOUND", f"workflow {workflow_id!r} has no remote step {step_id!r}"
             )
-        if row["fence"] > fence:
-            return _stale(f"step {step_id} of workflow {workflow_id}", fence, row["fence"])
-        if row["status"] not in store.OPEN_STATUSES:
-            return _closed(workflow_id, row["status"])
-        if row["closed"]:
-            return _step_closed(workflow_id, step_id)
-        if row["fence"] < fence:
-            return _not_loaded(f"step {step_id} of workflow {workflow_id}", fence, "LoadStep")
-        return _not_holder(f"step {step_id} of workflow {workflow_id}", fence)
+        return errors.not_found("WORKFLOW_NOT_FOUND", f"no workflow with id {workflow_id!r}")
+    what = _lease_name(workflow_id, step_id)
+    if lease["fence"] > fence:
+        return _stale(what, fence, lease["fence"])
+    if lease["status"] not in store.OPEN_STATUSES:
+        return _closed(workflow_id, lease["status"])
+    if step_id and lease["closed"]:
+        return _step_closed(workflow_id, step_id)
+    if lease["fence"] < fence:
+        return _not_loaded(what, fence, "LoadStep" if step_id else "LoadJournal")
+    return None
+
+
+def _may_see(lease: Row | None) -> bool:
+    """Whether the caller may learn what became of a lease: anyone without keys; with keys, the
+    key whose load set the fence mark (the key the scheduler granted the lease to) alone."""
+    key = store.lease_key()
+    return not key or (lease is not None and lease["fence_key"] == key)
+
+
+def _lease_name(workflow_id: str, step_id: str) -> str:
+    """A lease as messages and logs name it (the ids as the caller sent them, cut short)."""
+    workflow = f"workflow {workflow_id[:MAX_ID_SHOWN]}"
+    return f"step {step_id[:MAX_ID_SHOWN]} of {workflow}" if step_id else workflow
+
+
+def _ids(event_ids: list[int]) -> str:
+    return ", ".join(str(i) for i in event_ids[:20]) + (", ..." if len(event_ids) > 20 else "")
+
+
+def _changed(workflow_id: str) -> errors.ApiError:
+    """A call refused although its lease was in order when looked at: the run changed
+    in between."""
+    return errors.failed_precondition(
+        "STEP_CONFLICT",
+        f"workflow {workflow_id!r} changed while this call was written; replay the journal "
+        "instead of re-running the call",
+    )
 
 
 def _link_workflow(span: trace.Span, appended: Row) -> None:
@@ -681,7 +807,9 @@ def _count_closed(row: Row, status: str) -> None:
 
 def _stale(what: str, fence: int, mark: int) -> errors.ApiError:
     FENCE_REJECTIONS.add(1)
-    log.warning("refused a write with stale fence %d to %s (fence mark %d)", fence, what, mark)
+    log.warning(
+        "refused a write with stale fence %d to %s (fence mark %d)", fence, printable(what), mark
+    )
     return errors.failed_precondition(
         "STALE_FENCE",
         f"stale fence {fence} for {what}: a newer lease (fence {mark}) owns it; stop working on it",
@@ -693,15 +821,6 @@ def _not_loaded(what: str, fence: int, load: str) -> errors.ApiError:
         "FENCE_NOT_LOADED",
         f"fence {fence} for {what} was never loaded: call {load} with it first (only a load "
         "takes up a lease)",
-    )
-
-
-def _not_holder(what: str, fence: int) -> errors.ApiError:
-    return errors.ApiError(
-        grpc.StatusCode.PERMISSION_DENIED,
-        "LEASE_NOT_HELD",
-        f"fence {fence} for {what} was loaded with another API key: only the worker holding "
-        "the lease may write under it",
     )
 
 

@@ -57,6 +57,8 @@ SELECT workflow_id FROM run
 """
 
 SELECT_WORKFLOW = f"SELECT {WORKFLOW_COLUMNS} FROM history.workflows WHERE workflow_id = %s"
+# A run's lease as history knows it: the fence mark, the key whose load set it, the status.
+SELECT_LEASE = "SELECT fence, fence_key, status FROM history.workflows WHERE workflow_id = %s"
 SELECT_WORKFLOW_WITH_PROGRESS = (
     f"SELECT {WORKFLOW_COLUMNS}, {_PROGRESS} FROM history.workflows w WHERE workflow_id = %s"
 )
@@ -129,11 +131,44 @@ _FENCED = (
     f" AND status IN {OPEN}"
 )
 
-# A worker's record of one call of the code (a step outcome, timer, signal consumption...).
+# A worker's record of one call of the code (a step outcome, a timer, state...; a signal
+# consumption is CONSUME_SIGNALS's).
 _RECORD = f"""UPDATE history.workflows
     SET event_count = event_count + 1, updated_at = now()
     {_FENCED}"""
 RECORD_EVENT = _append(_RECORD)
+
+# A signal consumption (SIGNAL_CONSUMED, its `consumed` the SIGNAL_RECEIVED event ids it takes):
+# only this run's signals, each named once and not consumed yet; the run matches no row
+# otherwise, and nothing is written. Each is then marked consumed by the new event, in the same
+# statement: a consumption racing for the same signal violates signal_consumptions' primary key
+# and is undone whole.
+CONSUME_SIGNALS = _append(
+    f"""UPDATE history.workflows w
+    SET event_count = event_count + 1, updated_at = now()
+    {_FENCED}
+      AND cardinality(%(consumed)s::bigint[]) = (
+          SELECT count(*) FROM history.events s
+          WHERE s.workflow_id = w.workflow_id AND s.event_id = ANY(%(consumed)s::bigint[])
+            AND s.event_type = 'SIGNAL_RECEIVED'
+            AND NOT EXISTS (
+                SELECT FROM history.signal_consumptions c
+                WHERE c.workflow_id = s.workflow_id AND c.event_id = s.event_id))""",
+    also=""", marked AS (
+    INSERT INTO history.signal_consumptions (workflow_id, event_id, consumed_by)
+    SELECT workflow_id, unnest(%(consumed)s::bigint[]), event_count FROM appended
+)""",
+)
+
+# The signals among `event_ids` of a run, and whether each is consumed: why a consumption of
+# them was refused.
+SELECT_SIGNALS_NAMED = """
+SELECT s.event_id, c.consumed_by IS NOT NULL AS consumed
+FROM history.events s
+LEFT JOIN history.signal_consumptions c USING (workflow_id, event_id)
+WHERE s.workflow_id = %(workflow_id)s AND s.event_id = ANY(%(event_ids)s::bigint[])
+  AND s.event_type = 'SIGNAL_RECEIVED'
+"""
 
 # Many workers' records in one statement and one commit (group commit): the same append as
 # RECORD_EVENT for each input row, at most one row per run. A row whose run matches no update
@@ -310,7 +345,7 @@ RETURNING s.step_type, s.input, s.retry, s.timeout_seconds, s.closed, w.status,
 """
 
 SELECT_STEP_TASK = """
-SELECT s.fence, s.closed, w.status FROM history.step_tasks s
+SELECT s.fence, s.fence_key, s.closed, w.status FROM history.step_tasks s
 JOIN history.workflows w USING (workflow_id)
 WHERE s.workflow_id = %s AND s.step_id = %s
 """
