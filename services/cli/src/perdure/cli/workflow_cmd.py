@@ -7,6 +7,7 @@ import argparse
 import json
 import os
 import sys
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +45,22 @@ def api_key() -> str | None:
     return dev_key.read_text().strip() if dev_key.is_file() else None
 
 
+def add_signal_id_flag(parser: argparse.ArgumentParser) -> None:
+    """--signal-id: a run takes a signal id once, so the command sent again is applied once."""
+    parser.add_argument(
+        "--signal-id",
+        default="",
+        help="the signal's id (default: a new one, printed); repeat a command with the id it "
+        "printed and the run takes the signal once",
+    )
+
+
+def signal_id(given: str) -> str:
+    """The id a command's signal goes with: the one given, else a new one. Every send of the
+    command (a retry after a lost answer included) is then one signal to the run."""
+    return given or f"cli-{uuid.uuid4().hex}"
+
+
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Register `workflow` with its subcommands, and `approve`."""
     approve = subparsers.add_parser(
@@ -53,6 +70,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     approve.add_argument("workflow_id")
     approve.add_argument("--reject", action="store_true", help="reject instead of approving")
     approve.add_argument("--comment", default="", help="a comment for the workflow")
+    add_signal_id_flag(approve)
     approve.set_defaults(command="approve")
 
     parser = subparsers.add_parser("workflow", help="start, signal, cancel and inspect workflows")
@@ -71,7 +89,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     signal.add_argument("workflow_id")
     signal.add_argument("signal_name")
     signal.add_argument("--payload", default="null", help="the payload as JSON (default null)")
-    signal.add_argument("--signal-id", default="", help="an id: a repeated id is ignored")
+    add_signal_id_flag(signal)
 
     for name, text in (
         ("cancel", "ask a workflow to cancel (it may compensate first)"),
@@ -138,15 +156,20 @@ def _dispatch(client: Client, args: argparse.Namespace) -> int:
 def _execute(client: Client, args: argparse.Namespace) -> int:
     if args.command == "approve":
         decision = "rejected" if args.reject else "approved"
-        client.signal(args.workflow_id, "approval", {"decision": decision, "comment": args.comment})
-        print(f"{args.workflow_id}: {decision}")
+        sent_id = signal_id(args.signal_id)
+        payload = {"decision": decision, "comment": args.comment}
+        if client.signal(args.workflow_id, "approval", payload, signal_id=sent_id):
+            print(f"{args.workflow_id}: {decision} (signal id {sent_id})")
+        else:
+            print(
+                f"{args.workflow_id}: {decision} already: signal id {sent_id} was received before"
+            )
         return 0
     if args.command == "signal":
         payload = _json_argument("--payload", args.payload)
-        accepted = client.signal(
-            args.workflow_id, args.signal_name, payload, signal_id=args.signal_id
-        )
-        print(json.dumps({"accepted": accepted}))
+        sent_id = signal_id(args.signal_id)
+        accepted = client.signal(args.workflow_id, args.signal_name, payload, signal_id=sent_id)
+        print(json.dumps({"accepted": accepted, "signal_id": sent_id}))
         return 0
     if args.command in ("cancel", "terminate"):
         getattr(client, args.command)(args.workflow_id, args.reason)

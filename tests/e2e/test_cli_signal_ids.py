@@ -1,0 +1,82 @@
+"""`perdure approve` and `perdure workflow signal` send each signal with an id, so that sending a
+command again (a retry after a lost answer) gives the run one signal, not two."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from google.protobuf import json_format
+
+from perdure.api.workflow.v1 import workflow_pb2 as wf
+from tests.fixtures.cluster import REPO_ROOT, Cluster
+
+
+def perdure(cluster: Cluster, data_dir: Path, *args: str) -> str:
+    """Run the CLI against the cluster's gateway; return what it printed."""
+    env = {k: v for k, v in os.environ.items() if k != "PERDURE_API_KEY"}
+    env["PERDURE_DATA_DIR"] = str(data_dir)  # no key of a `perdure dev` nearby
+    done = subprocess.run(
+        [sys.executable, "-m", "perdure.cli", *args],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def received(cluster: Cluster, workflow_id: str) -> list[tuple[str, str, object]]:
+    """The run's signals: (name, signal id, payload)."""
+    with cluster.client() as client:
+        return [
+            (e.name, e.signal_id, json_format.MessageToDict(e.payload))
+            for e in client.history(workflow_id)
+            if e.event_type == wf.EVENT_TYPE_SIGNAL_RECEIVED
+        ]
+
+
+def test_a_command_sent_again_with_its_signal_id_is_one_signal(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    cluster.start_worker("registrar", task_queue="idle").kill()  # its types stay registered
+    with cluster.client() as client:
+        client.start_workflow("five_steps", {"ledger": "-"}, workflow_id="a-1", task_queue="idle")
+    gateway = ("--address", cluster.gateway)
+
+    approved = perdure(cluster, tmp_path, "approve", *gateway, "a-1", "--comment", "ship it")
+    match = re.fullmatch(r"a-1: approved \(signal id (\S+)\)", approved)
+    assert match is not None, approved
+    sent_id = match.group(1)
+    again = perdure(
+        cluster,
+        tmp_path,
+        "approve",
+        *gateway,
+        "a-1",
+        "--comment",
+        "ship it",
+        "--signal-id",
+        sent_id,
+    )
+    assert again == f"a-1: approved already: signal id {sent_id} was received before"
+    rejected = perdure(cluster, tmp_path, "approve", *gateway, "a-1", "--reject")
+    rejected_id = re.findall(r"signal id (\S+)\)", rejected)[0]
+    assert rejected_id != sent_id  # one id per command
+
+    signal = ("workflow", *gateway, "signal", "a-1", "steer", "--payload", '{"go": 1}')
+    first = json.loads(perdure(cluster, tmp_path, *signal))
+    repeated = json.loads(perdure(cluster, tmp_path, *signal, "--signal-id", first["signal_id"]))
+    assert (first["accepted"], repeated["accepted"]) == (True, False)
+
+    assert received(cluster, "a-1") == [
+        ("approval", sent_id, {"decision": "approved", "comment": "ship it"}),
+        ("approval", rejected_id, {"decision": "rejected", "comment": ""}),
+        ("steer", first["signal_id"], {"go": 1}),
+    ]
