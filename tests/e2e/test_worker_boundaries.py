@@ -49,6 +49,14 @@ class HeldStream:
     def receive(self) -> Any:
         return next(self.answers)
 
+    def first(self) -> Any:
+        """The first answer; a stream refused at once is closed (its sender let go)."""
+        try:
+            return self.receive()
+        except grpc.RpcError:
+            self.close()
+            raise
+
     def close(self) -> None:
         self._requests.put(None)
         self.answers.cancel()
@@ -74,7 +82,7 @@ def hello(
 def connect(channel: grpc.Channel, first: tpb.ConnectRequest, key: str = "") -> HeldStream:
     """A welcomed worker session."""
     stream = HeldStream(tgrpc.TaskServiceStub(channel).Connect, first, key=key)
-    assert stream.receive().HasField("welcome")
+    assert stream.first().HasField("welcome")
     return stream
 
 
@@ -379,7 +387,7 @@ def test_each_key_holds_at_most_the_cap_of_worker_streams(
         stream = HeldStream(
             jgrpc.JournalServiceStub(history).Session, jpb.SessionRequest(calls=[probe]), key=key
         )
-        assert [answer.id for answer in stream.receive().answers] == [1]
+        assert [answer.id for answer in stream.first().answers] == [1]
         return stream
 
     try:
