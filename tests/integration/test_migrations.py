@@ -26,6 +26,7 @@ HISTORY_TABLES = {
     "step_tasks",
     "api_keys",
     "audit_log",
+    "signal_consumptions",
 }
 FILES = {
     "perdure.history": [
@@ -36,6 +37,7 @@ FILES = {
         "0005_remote_steps.sql",
         "0006_security.sql",
         "0007_lease_keys.sql",
+        "0008_signal_consumptions.sql",
     ],
     "perdure.scheduler": [
         "0001_init.sql",

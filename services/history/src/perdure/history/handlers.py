@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
@@ -25,12 +25,20 @@ from perdure.common.convert import (
     timestamp,
     value_to_python,
 )
-from perdure.common.limits import StreamCap
+from perdure.common.limits import SessionsPerKey, StreamCap, sessions_per_key_setting
 from perdure.common.payload import validate_payload
 from perdure.common.text import require_storable
 from perdure.history import keys
 from perdure.history.convert import failure_to_dict
-from perdure.history.journal import Appended, Call, Journal, RemoteStep, StepAttempt, page_size
+from perdure.history.journal import (
+    Appended,
+    Call,
+    Journal,
+    RemoteStep,
+    StepAttempt,
+    lease_not_held,
+    page_size,
+)
 from perdure.internal.history.v1 import history_service_pb2 as hpb
 from perdure.internal.history.v1 import history_service_pb2_grpc as hgrpc
 from perdure.internal.scheduler.v1 import scheduler_service_pb2 as spb
@@ -69,9 +77,17 @@ class _Addressed(Protocol):
 
 def _run_key(request: _Addressed) -> str:
     """The platform's id of the run a public request names in its namespace."""
-    _require_workflow_id(request.workflow_id)
+    if not request.workflow_id:
+        raise errors.invalid_argument("workflow_id is required")
+    require_storable("workflow_id", request.workflow_id)
     namespaces.require_public("workflow_id", request.workflow_id)
-    return namespaces.qualify(namespaces.resolve(request.namespace), request.workflow_id)
+    return namespaces.qualify(auth.acting_namespace(request.namespace), request.workflow_id)
+
+
+def _acting_key() -> str:
+    """The API key the gateway vouches the call was made with ("" without keys)."""
+    principal = auth.current_principal.get()
+    return principal.key_id if principal is not None else ""
 
 
 def _public(info: wf.WorkflowInfo) -> wf.WorkflowInfo:
@@ -165,7 +181,7 @@ class HistoryServicer(hgrpc.HistoryServiceServicer):
             if r.status != wf.WORKFLOW_STATUS_UNSPECIFIED
             else None
         )
-        namespace = namespaces.resolve(r.namespace)
+        namespace = auth.acting_namespace(r.namespace)
         runs, token = await self._journal.list_page(
             namespace,
             status,
@@ -198,7 +214,7 @@ class HistoryServicer(hgrpc.HistoryServiceServicer):
         started, accepted = await self._journal.signal_with_start(
             _run_key(r.start),
             r.start.workflow_type,
-            namespaces.qualify(namespaces.resolve(r.start.namespace), r.start.task_queue),
+            namespaces.qualify(auth.acting_namespace(r.start.namespace), r.start.task_queue),
             value_to_python(r.start.input),
             r.signal_name,
             value_to_python(r.payload),
@@ -213,7 +229,7 @@ class HistoryServicer(hgrpc.HistoryServiceServicer):
         self, request: hpb.CancelWorkflowRequest, context: Context
     ) -> hpb.CancelWorkflowResponse:
         r = request.request
-        await self._journal.cancel(_run_key(r), r.reason, request.caller.key_id)
+        await self._journal.cancel(_run_key(r), r.reason, _acting_key())
         return hpb.CancelWorkflowResponse(response=api.CancelWorkflowResponse())
 
     @errors.unary
@@ -221,7 +237,7 @@ class HistoryServicer(hgrpc.HistoryServiceServicer):
         self, request: hpb.TerminateWorkflowRequest, context: Context
     ) -> hpb.TerminateWorkflowResponse:
         r = request.request
-        await self._journal.terminate(_run_key(r), r.reason, request.caller.key_id)
+        await self._journal.terminate(_run_key(r), r.reason, _acting_key())
         return hpb.TerminateWorkflowResponse(response=api.TerminateWorkflowResponse())
 
     @errors.unary
@@ -251,15 +267,15 @@ class HistoryServicer(hgrpc.HistoryServiceServicer):
     async def CreateApiKey(
         self, request: hpb.CreateApiKeyRequest, context: Context
     ) -> hpb.CreateApiKeyResponse:
-        r, caller = request.request, request.caller
+        r = request.request
         async with self._keys.connection() as conn:
             key, token = await keys.create(
                 conn,
-                namespaces.resolve(caller.namespace),
+                auth.acting_namespace(""),
                 keys.role_of(r.role),
                 list(r.task_queues),
                 r.name,
-                caller.key_id,
+                _acting_key(),
             )
         return hpb.CreateApiKeyResponse(response=admin.CreateApiKeyResponse(key=key, token=token))
 
@@ -267,14 +283,12 @@ class HistoryServicer(hgrpc.HistoryServiceServicer):
     async def RevokeApiKey(
         self, request: hpb.RevokeApiKeyRequest, context: Context
     ) -> hpb.RevokeApiKeyResponse:
-        r, caller = request.request, request.caller
+        r = request.request
         if not r.key_id:
             raise errors.invalid_argument("key_id is required")
         require_storable("key_id", r.key_id)
         async with self._keys.connection() as conn:
-            revoked = await keys.revoke(
-                conn, namespaces.resolve(caller.namespace), r.key_id, caller.key_id
-            )
+            revoked = await keys.revoke(conn, auth.acting_namespace(""), r.key_id, _acting_key())
         self._keys.forget(r.key_id)
         return hpb.RevokeApiKeyResponse(response=admin.RevokeApiKeyResponse(revoked=revoked))
 
@@ -282,7 +296,7 @@ class HistoryServicer(hgrpc.HistoryServiceServicer):
     async def ListApiKeys(
         self, request: hpb.ListApiKeysRequest, context: Context
     ) -> hpb.ListApiKeysResponse:
-        namespace = namespaces.resolve(request.caller.namespace)
+        namespace = auth.acting_namespace("")
         async with self._keys.connection() as conn:
             listed = await keys.listed(conn, namespace, request.request.include_revoked)
         return hpb.ListApiKeysResponse(response=admin.ListApiKeysResponse(keys=listed))
@@ -297,7 +311,7 @@ class HistoryServicer(hgrpc.HistoryServiceServicer):
         async with self._keys.connection() as conn:
             events, token = await keys.audit_page(
                 conn,
-                namespaces.resolve(request.caller.namespace),
+                auth.acting_namespace(""),
                 page_size(r.page_size),
                 r.page_token,
             )
@@ -386,12 +400,20 @@ class JournalServicer(jgrpc.JournalServiceServicer):
     """The worker protocol's journal calls, each checked against the lease's fence."""
 
     def __init__(
-        self, journal: Journal, call_rate: float, scheduler: sgrpc.SchedulerServiceStub
+        self,
+        journal: Journal,
+        call_rate: float,
+        scheduler: sgrpc.SchedulerServiceStub,
+        sessions_per_key: int | None = None,  # None: PERDURE_SESSIONS_PER_KEY
     ) -> None:
         self._journal = journal
         self._call_rate = call_rate  # per Session stream, calls per second
         self._scheduler = scheduler  # who holds which lease
         self._session_readers: set[asyncio.Task[None]] = set()
+        self._sessions = SessionsPerKey(
+            sessions_per_key_setting() if sessions_per_key is None else sessions_per_key,
+            "JournalService.Session",
+        )
 
     async def _require_lease(self, workflow_id: str, step_id: str, fence: int) -> None:
         """With a worker key in force, only the session the scheduler granted this lease to
@@ -404,13 +426,7 @@ class JournalServicer(jgrpc.JournalServiceServicer):
         )
         answer = await self._scheduler.CheckLease(check, timeout=LEASE_CHECK_TIMEOUT)
         if not answer.held:
-            raise errors.ApiError(
-                grpc.StatusCode.PERMISSION_DENIED,
-                "LEASE_NOT_HELD",
-                f"API key {principal.key_id} holds no live lease of {workflow_id!r}"
-                + (f" step {step_id!r}" if step_id else "")
-                + f" with fence {fence}: only the worker the task was granted to may load it",
-            )
+            raise lease_not_held(workflow_id, step_id, fence)
 
     def close_sessions(self) -> None:
         """Stop taking calls on open sessions; each ends once its calls taken are answered.
@@ -565,12 +581,11 @@ class JournalServicer(jgrpc.JournalServiceServicer):
             )
         else:
             validate_payload("result", request.result)
-            appended = await self._journal.record(
+            appended = await self._journal.consume_signals(
                 call,
-                "SIGNAL_CONSUMED",
-                name=request.signal_name,
-                consumed=list(request.event_ids),
-                payload=value_to_python(request.result),
+                request.signal_name,
+                list(request.event_ids),
+                value_to_python(request.result),
             )
         return jpb.ConsumeSignalsResponse(cancel_requested=appended.cancel_requested)
 
@@ -658,8 +673,16 @@ class JournalServicer(jgrpc.JournalServiceServicer):
     async def Session(
         self, request_iterator: Any, context: Context
     ) -> AsyncIterator[jpb.SessionResponse]:
-        """The calls above on one stream: each runs as its unary method, concurrently with
-        the others; the answers ready together leave in one message."""
+        """The calls above on one stream, if the worker's API key holds fewer than the cap of
+        them here."""
+        principal = auth.current_principal.get()
+        key_id = None if principal is None else principal.key_id
+        async for message in self._sessions.serve(context, key_id, self._session(context)):
+            yield message
+
+    async def _session(self, context: Context) -> AsyncGenerator[jpb.SessionResponse, None]:
+        """Each call runs as its unary method, concurrently with the others; the answers ready
+        together leave in one message."""
         answers: asyncio.Queue[jpb.JournalAnswer | None] = asyncio.Queue()
         calls: set[asyncio.Task[None]] = set()
         refused: list[errors.ApiError] = []  # a message that is not a SessionRequest
