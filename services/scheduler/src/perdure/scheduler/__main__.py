@@ -80,13 +80,7 @@ async def run(args: argparse.Namespace) -> None:
 
     def register(server: grpc.aio.Server) -> None:
         task_service_pb2_grpc.add_TaskServiceServicer_to_server(
-            TaskServicer(
-                store,
-                dispatcher,
-                authenticate if guard else None,
-                message_rate,
-                args.session_max_age,
-            ),
+            TaskServicer(store, dispatcher, message_rate, args.session_max_age),
             server,
         )
         scheduler_service_pb2_grpc.add_SchedulerServiceServicer_to_server(

@@ -18,11 +18,8 @@ from perdure.api.worker.v1 import task_service_pb2 as tpb
 from perdure.api.worker.v1 import task_service_pb2_grpc as tgrpc
 from perdure.common import errors, namespaces
 from perdure.common.auth import (
-    Authenticate,
-    bearer_token,
     current_principal,
     permission_denied,
-    unauthenticated,
 )
 from perdure.common.convert import seconds_of
 from perdure.common.limits import SessionsPerKey, StreamCap, sessions_per_key_setting
@@ -38,7 +35,6 @@ log = logging.getLogger(__name__)
 Context = grpc.aio.ServicerContext[Any, Any]
 MAX_CAPACITY = 10_000
 MAX_TIMER_LOOKAHEAD_SECONDS = 1.0
-KEY_RECHECK_SECONDS = 2.0  # how soon a revoked worker key loses its open stream
 # How long a worker asked to reconnect gets to half-close its stream before it is ended (a
 # worker that ignores Reconnect then finds the stream closed, and reconnects all the same).
 HANDOVER_SECONDS = 5.0
@@ -126,14 +122,12 @@ class TaskServicer(tgrpc.TaskServiceServicer):
         self,
         store: TaskStore,
         dispatcher: Dispatcher,
-        authenticate: Authenticate | None,
         message_rate: float,
         session_max_age: float,
         sessions_per_key: int | None = None,
     ) -> None:
         self._store = store
         self._dispatcher = dispatcher
-        self._authenticate = authenticate  # None: authentication is off
         self._message_rate = message_rate
         self._session_max_age = session_max_age  # 0: sessions stay until they end
         self._sessions = SessionsPerKey(
@@ -179,7 +173,6 @@ class TaskServicer(tgrpc.TaskServiceServicer):
         )
         await self._dispatcher.adopt(session, held)
         reader = asyncio.create_task(self._read(session, context))
-        watch = asyncio.create_task(self._watch_key(context))
         outgoing: asyncio.Future[tpb.ConnectResponse] | None = None
         self._dispatcher.add(session)
         aging = self._age(session)
@@ -187,13 +180,11 @@ class TaskServicer(tgrpc.TaskServiceServicer):
         try:
             while True:
                 outgoing = asyncio.ensure_future(session.outgoing.get())
-                await asyncio.wait({outgoing, reader, watch}, return_when=asyncio.FIRST_COMPLETED)
+                await asyncio.wait({outgoing, reader}, return_when=asyncio.FIRST_COMPLETED)
                 if not outgoing.done():
                     try:
-                        # The worker closed the stream, reading it failed, or its key was
-                        # revoked.
-                        (reader if reader.done() else watch).result()
-                    except errors.ApiError as error:  # a malformed message, a revoked key
+                        reader.result()  # the worker closed the stream, or reading it failed
+                    except errors.ApiError as error:  # a malformed message
                         await errors.abort_with(context, error)
                     return
                 message = outgoing.result()
@@ -208,7 +199,6 @@ class TaskServicer(tgrpc.TaskServiceServicer):
             if aging is not None:
                 aging.cancel()
             reader.cancel()
-            watch.cancel()
             if outgoing is not None:
                 outgoing.cancel()
             # Shielded: the stream may be cancelled because the worker died, and the release
@@ -235,22 +225,6 @@ class TaskServicer(tgrpc.TaskServiceServicer):
                 cap.count()
                 session.heard()
                 await self._handle(session, message)
-
-    async def _watch_key(self, context: Context) -> None:
-        """Raise once the stream's worker key is revoked (checked every KEY_RECHECK_SECONDS);
-        without authentication, never return."""
-        token = bearer_token(context.invocation_metadata())
-        if self._authenticate is None or token is None:
-            await asyncio.Future()
-            return
-        while True:
-            await asyncio.sleep(KEY_RECHECK_SECONDS)
-            try:
-                await self._authenticate(token)
-            except grpc.aio.AioRpcError as error:
-                if error.code() == grpc.StatusCode.UNAUTHENTICATED:
-                    raise unauthenticated("API_KEY_REVOKED", error.details() or "") from None
-                log.warning("could not recheck a worker key: %s", error.details())
 
     async def _handle(self, session: Session, message: tpb.ConnectRequest) -> None:
         kind = message.WhichOneof("message")
