@@ -73,13 +73,17 @@ class Http:
 
 
 def wait_for_approval(http: Http, workflow_id: str) -> dict[str, Any]:
-    """The run's description once it waits for its approval."""
+    """The run's description once it waits for its approval (the phase is published a moment
+    before the run suspends: both must be seen)."""
     described: dict[str, Any] = {}
 
     def waiting() -> bool:
         nonlocal described
         described = http.ok("GET", f"/v1/workflows/{workflow_id}")
-        return bool(described["state"].get("phase") == "awaiting_approval")
+        return bool(
+            described["state"].get("phase") == "awaiting_approval"
+            and described["workflow"]["status"] == "WORKFLOW_STATUS_WAITING"
+        )
 
     wait_until(waiting, 60, f"{workflow_id} to wait for its approval")
     return described

@@ -8,9 +8,9 @@ from typing import Any, TypeVar
 import grpc
 from google.protobuf import json_format
 from google.protobuf.message import Message
-from google.rpc import error_details_pb2, status_pb2
 
-from perdure.common.errors import ApiError
+from perdure.common.errors import ApiError, reason_of
+from perdure.common.payload import MAX_PAYLOAD_DEPTH
 
 # The HTTP status of each gRPC code, as google.rpc.Code documents it.
 HTTP_STATUS = {
@@ -33,7 +33,22 @@ HTTP_STATUS = {
     grpc.StatusCode.UNAUTHENTICATED: 401,
 }
 
+# How many levels of arrays and objects a body may have: a payload's own limit and the request
+# around it. Deeper bodies are refused before they are converted, with one message however deep
+# they go; shallower ones stay within what protobuf decoders accept, so that an invalid payload
+# is named by the payload's own check.
+MAX_BODY_DEPTH = MAX_PAYLOAD_DEPTH + 2
+
 M = TypeVar("M", bound=Message)
+
+
+class HttpError(ApiError):
+    """An error of the HTTP layer itself, whose HTTP status is not its gRPC code's (413 for a
+    body over its route's cap)."""
+
+    def __init__(self, status: int, code: grpc.StatusCode, reason: str, message: str) -> None:
+        super().__init__(code, reason, message)
+        self.status = status
 
 
 def invalid_json(message: str) -> ApiError:
@@ -61,21 +76,49 @@ def from_json(value: Any, message: M) -> M:
 
 
 def decode_body(raw: bytes) -> Any:
-    """The decoded JSON of a request body ({} for an empty one)."""
+    """The decoded JSON of a request body ({} for an empty one), at most MAX_BODY_DEPTH
+    levels deep."""
     if not raw.strip():
         return {}
     try:
-        return json.loads(raw)
+        value = json.loads(raw)
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
         raise invalid_json(f"the body is not valid JSON: {error}") from None
+    except RecursionError:  # the decoder's own stack limit, some thousand levels down
+        raise _too_deep() from None
+    if _deeper_than(value, MAX_BODY_DEPTH):
+        raise _too_deep()
+    return value
 
 
-def error_body(code: grpc.StatusCode, reason: str, message: str) -> dict[str, Any]:
-    """The JSON of an error answer."""
+def _too_deep() -> ApiError:
+    return invalid_json(
+        f"the body nests deeper than {MAX_BODY_DEPTH} levels (a payload may nest "
+        f"{MAX_PAYLOAD_DEPTH})"
+    )
+
+
+def _deeper_than(value: Any, limit: int) -> bool:
+    """Whether decoded JSON has more than `limit` levels of arrays and objects (walked with a
+    stack of its own: no recursion, however deep)."""
+    pending: list[tuple[Any, int]] = [(value, 1)] if isinstance(value, dict | list) else []
+    while pending:
+        node, depth = pending.pop()
+        if depth > limit:
+            return True
+        children = node.values() if isinstance(node, dict) else node
+        pending.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
+    return False
+
+
+def error_body(
+    code: grpc.StatusCode, reason: str, message: str, status: int | None = None
+) -> dict[str, Any]:
+    """The JSON of an error answer: the HTTP status of its gRPC code unless `status` says."""
     return {
         "error": {
             "code": code.name,
-            "status": HTTP_STATUS.get(code, 500),
+            "status": status or HTTP_STATUS.get(code, 500),
             "reason": reason,
             "message": message,
         }
@@ -84,17 +127,7 @@ def error_body(code: grpc.StatusCode, reason: str, message: str) -> dict[str, An
 
 def rpc_error_body(error: grpc.aio.AioRpcError) -> dict[str, Any]:
     """The JSON of the error a gRPC call ended with, its ErrorInfo reason included."""
-    return error_body(error.code(), _reason_of(error), error.details() or "")
-
-
-def _reason_of(error: grpc.aio.AioRpcError) -> str:
-    for key, value in error.trailing_metadata() or ():
-        if key == "grpc-status-details-bin" and isinstance(value, bytes):
-            for detail in status_pb2.Status.FromString(value).details:
-                info = error_details_pb2.ErrorInfo()
-                if detail.Unpack(info):
-                    return str(info.reason)
-    return ""
+    return error_body(error.code(), reason_of(error), error.details() or "")
 
 
 def _kind(value: Any) -> str:

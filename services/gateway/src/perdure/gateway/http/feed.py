@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import re
 import time
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import grpc
 from aiohttp import web
@@ -12,7 +17,8 @@ from aiohttp import web
 from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.api.workflow.v1 import workflow_service_pb2 as api
 from perdure.api.workflow.v1 import workflow_service_pb2_grpc as api_grpc
-from perdure.gateway.http.convert import invalid_json, rpc_error_body, to_json
+from perdure.common.auth import auth_enabled, bearer_token, parse_token
+from perdure.gateway.http.convert import HttpError, invalid_json, rpc_error_body, to_json
 from perdure.gateway.http.routes import CALL_TIMEOUT_SECONDS, Handler, forwarded
 
 PATH = "/v1/workflows/{workflow_id}/events"
@@ -21,6 +27,11 @@ PATH = "/v1/workflows/{workflow_id}/events"
 POLL_SECONDS = 0.25
 KEEPALIVE_SECONDS = 15.0
 PAGE_SIZE = 500
+FEEDS_PER_KEY_VARIABLE = "PERDURE_HTTP_FEEDS_PER_KEY"
+DEFAULT_FEEDS_PER_KEY = 16
+# An event id: what an int64 holds, in ASCII digits.
+_EVENT_ID = re.compile(r"[0-9]{1,19}")
+MAX_EVENT_ID = 2**63 - 1
 OPEN = (wf.WORKFLOW_STATUS_RUNNING, wf.WORKFLOW_STATUS_WAITING)
 # A closed run journals nothing after its closing event: the feed ends there.
 CLOSING = frozenset(
@@ -38,12 +49,62 @@ def after_event_id(request: web.Request) -> int:
     """Where the feed resumes: the Last-Event-ID header (an EventSource reconnecting), else
     ?after_event_id=, else the start."""
     raw = request.headers.get("Last-Event-ID") or request.query.get("after_event_id") or "0"
-    if not raw.isdigit():
-        raise invalid_json(f"the event id to resume after must be a number, not {raw[:40]!r}")
+    if not _EVENT_ID.fullmatch(raw) or int(raw) > MAX_EVENT_ID:
+        raise invalid_json(
+            f"the event id to resume after (Last-Event-ID or after_event_id) must be a number "
+            f"from 0 to {MAX_EVENT_ID}, not {raw[:40]!r}{'...' if len(raw) > 40 else ''}"
+        )
     return int(raw)
 
 
-def feed_handler(stub: api_grpc.WorkflowServiceStub) -> Handler:
+def feeds_per_key() -> int:
+    """PERDURE_HTTP_FEEDS_PER_KEY: how many feeds one API key may hold open (0: no limit)."""
+    raw = os.environ.get(FEEDS_PER_KEY_VARIABLE, "").strip()
+    if not raw:
+        return DEFAULT_FEEDS_PER_KEY
+    if not raw.isascii() or not raw.isdigit():
+        raise SystemExit(f"{FEEDS_PER_KEY_VARIABLE} must be a whole number, not {raw!r}")
+    return int(raw)
+
+
+class OpenFeeds:
+    """The feeds each caller holds open (by API key, or by address without keys): one past
+    `limit` is refused, since each feed keeps asking for its run's events."""
+
+    def __init__(self, limit: int) -> None:
+        self._limit = limit
+        self._open: Counter[str] = Counter()
+
+    @contextmanager
+    def held_by(self, holder: str) -> Iterator[None]:
+        """Count a feed of `holder` while the block runs; 429 when it holds `limit` already."""
+        if self._limit and self._open[holder] >= self._limit:
+            raise HttpError(
+                429,
+                grpc.StatusCode.RESOURCE_EXHAUSTED,
+                "TOO_MANY_FEEDS",
+                f"{holder} already has {self._open[holder]} event feeds open, the most allowed "
+                f"({FEEDS_PER_KEY_VARIABLE}={self._limit}); close one first",
+            )
+        self._open[holder] += 1
+        try:
+            yield
+        finally:
+            self._open[holder] -= 1
+            if not self._open[holder]:
+                del self._open[holder]
+
+
+def feed_holder(request: web.Request) -> str:
+    """Who a feed counts against: its API key (already verified by the feed's first call), or
+    the client's address when keys are off."""
+    token = bearer_token(forwarded(request)) if auth_enabled() else None
+    if token is None:
+        return f"address {request.remote or 'unknown'}"
+    return f"API key {parse_token(token)[0]}"
+
+
+def feed_handler(stub: api_grpc.WorkflowServiceStub, feeds: OpenFeeds) -> Handler:
     """The handler of GET /v1/workflows/{workflow_id}/events."""
 
     async def feed(request: web.Request) -> web.StreamResponse:
@@ -57,24 +118,36 @@ def feed_handler(stub: api_grpc.WorkflowServiceStub) -> Handler:
             metadata=metadata,
             timeout=CALL_TIMEOUT_SECONDS,
         )
-        response = web.StreamResponse(
-            headers={
-                "Content-Type": "text/event-stream",
-                "Cache-Control": "no-cache",
-                "X-Accel-Buffering": "no",  # nginx: pass each event on at once
-            }
-        )
-        await response.prepare(request)
-        try:
-            await _follow(stub, response, described, after, metadata)
-        except grpc.aio.AioRpcError as error:  # the stream has begun: the error is an event
-            await response.write(_message("error", rpc_error_body(error)))
-        except ConnectionResetError:
-            return response  # the client left
-        await response.write_eof()
-        return response
+        with feeds.held_by(feed_holder(request)):
+            return await _stream(request, stub, described, after, metadata)
 
     return feed
+
+
+async def _stream(
+    request: web.Request,
+    stub: api_grpc.WorkflowServiceStub,
+    described: api.DescribeWorkflowResponse,
+    after: int,
+    metadata: tuple[tuple[str, str], ...],
+) -> web.StreamResponse:
+    """The stream itself: the run's events, then `end`, or an `error` event if a call fails."""
+    response = web.StreamResponse(
+        headers={
+            "Content-Type": "text/event-stream",
+            "Cache-Control": "no-cache",
+            "X-Accel-Buffering": "no",  # nginx: pass each event on at once
+        }
+    )
+    await response.prepare(request)
+    try:
+        await _follow(stub, request, response, described, after, metadata)
+    except grpc.aio.AioRpcError as error:  # the stream has begun: the error is an event
+        await response.write(_message("error", rpc_error_body(error)))
+    except ConnectionResetError:
+        return response  # the client left
+    await response.write_eof()
+    return response
 
 
 def _message(event: str, data: object, event_id: int | None = None) -> bytes:
@@ -86,6 +159,7 @@ def _message(event: str, data: object, event_id: int | None = None) -> bytes:
 
 async def _follow(
     stub: api_grpc.WorkflowServiceStub,
+    request: web.Request,
     response: web.StreamResponse,
     described: api.DescribeWorkflowResponse,
     after: int,
@@ -93,15 +167,17 @@ async def _follow(
 ) -> None:
     """Send the run's events after `after` as they come, then `end` once it is closed."""
     run = described.workflow
-    request = api.GetWorkflowHistoryRequest(
+    reading = api.GetWorkflowHistoryRequest(
         workflow_id=run.workflow_id, namespace=run.namespace, page_size=PAGE_SIZE
     )
     ended = run.status not in OPEN
     quiet_since = time.monotonic()
     while True:
-        request.after_event_id = after
+        if _client_left(request):
+            raise ConnectionResetError("the client left")
+        reading.after_event_id = after
         page = await stub.GetWorkflowHistory(
-            request, metadata=metadata, timeout=CALL_TIMEOUT_SECONDS
+            reading, metadata=metadata, timeout=CALL_TIMEOUT_SECONDS
         )
         for event in page.events:
             await response.write(_message("history", to_json(event), event.event_id))
@@ -124,3 +200,10 @@ async def _follow(
     )
     status = wf.WorkflowStatus.Name(closed.workflow.status)
     await response.write(_message("end", {"status": status}))
+
+
+def _client_left(request: web.Request) -> bool:
+    """Whether the client closed its connection: seen before each poll, not only at the next
+    write, so a feed nobody reads stops asking for events and frees its place at once."""
+    transport = request.transport
+    return transport is None or transport.is_closing()

@@ -58,7 +58,11 @@ APPROVAL: Schema = {
     "properties": {
         "decision": {"enum": list(DECISIONS)},
         "comment": {"type": "string"},
-        "signal_id": {"type": "string"},
+        "signal_id": {
+            "type": "string",
+            "description": "one per decision: sent again with the same id (its answer was "
+            "lost, say), the decision is applied once",
+        },
         "namespace": {"type": "string"},
     },
 }

@@ -3,6 +3,7 @@ so that validation, authentication, rate limits and error reasons are those of g
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -15,6 +16,8 @@ from google.protobuf.message import Message
 from perdure.api.workflow.v1 import workflow_service_pb2 as api
 from perdure.api.workflow.v1 import workflow_service_pb2_grpc as api_grpc
 from perdure.common.errors import ApiError
+from perdure.gateway import validate
+from perdure.gateway.http.admission import body_cap, read_body, refuse_declared_size, require_key
 from perdure.gateway.http.convert import decode_body, from_json, invalid_json, to_json
 
 CALL_TIMEOUT_SECONDS = 30.0
@@ -37,6 +40,7 @@ class Route:
     summary: str
     operation_id: str = ""  # the rpc's name unless another route calls the same rpc
     approval: bool = False  # the body is a decision, sent as the signal "approval"
+    payloads: int = 0  # how many JSON payloads (input, payload) its body may carry
 
     @property
     def path_fields(self) -> list[str]:
@@ -48,6 +52,11 @@ class Route:
         """The OpenAPI operationId."""
         return self.operation_id or self.rpc
 
+    @property
+    def body_cap(self) -> int:
+        """The most bytes its body may have."""
+        return body_cap(self.payloads)
+
 
 RUN = "/v1/workflows/{workflow_id}"
 ROUTES = (
@@ -58,6 +67,7 @@ ROUTES = (
         api.StartWorkflowRequest,
         api.StartWorkflowResponse,
         "Start a run (idempotent by workflow_id)",
+        payloads=1,
     ),
     Route(
         "GET",
@@ -98,6 +108,7 @@ ROUTES = (
         api.SignalWorkflowRequest,
         api.SignalWorkflowResponse,
         "Send the run a signal (once per signal_id)",
+        payloads=1,
     ),
     Route(
         "POST",
@@ -105,7 +116,8 @@ ROUTES = (
         "SignalWorkflow",
         api.SignalWorkflowRequest,
         api.SignalWorkflowResponse,
-        "Approve or reject: the signal 'approval' with a decision and a comment",
+        "Approve or reject: the signal 'approval' with a decision and a comment (once per "
+        "signal_id)",
         operation_id="ApproveWorkflow",
         approval=True,
     ),
@@ -132,6 +144,7 @@ ROUTES = (
         api.SignalWithStartWorkflowRequest,
         api.SignalWithStartWorkflowResponse,
         "Signal a run, starting it first if it does not exist",
+        payloads=2,
     ),
 )
 
@@ -155,17 +168,24 @@ def route_handler(route: Route, stub: api_grpc.WorkflowServiceStub) -> Handler:
     call = getattr(stub, route.rpc)
 
     async def handle(request: web.Request) -> web.StreamResponse:
-        message = await request_message(route, request)
-        answer = await call(message, metadata=forwarded(request), timeout=CALL_TIMEOUT_SECONDS)
+        metadata = forwarded(request)
+        body = b""
+        if route.method == "POST":
+            refuse_declared_size(request, route.body_cap)
+            await require_key(request, call, route.request(), metadata)
+            body = await read_body(request, route.body_cap)
+        # Converting a large body takes a while: in a thread, the event loop goes on serving.
+        message = await asyncio.to_thread(request_message, route, request, body)
+        answer = await call(message, metadata=metadata, timeout=CALL_TIMEOUT_SECONDS)
         return web.json_response(to_json(answer))
 
     return handle
 
 
-async def request_message(route: Route, request: web.Request) -> Message:
+def request_message(route: Route, request: web.Request, body: bytes) -> Message:
     """The gRPC request of an HTTP request: its body or query, its path, its namespace."""
     if route.method == "POST":
-        fields = decode_body(await request.read())
+        fields = decode_body(body)
         if route.approval:
             fields = approval_signal(fields)
         for name in route.path_fields:
@@ -178,6 +198,8 @@ async def request_message(route: Route, request: web.Request) -> Message:
             message.namespace = request.query["namespace"]  # type: ignore[attr-defined]
     else:
         message = from_json(query_fields(request, route.request()), route.request())
+        if "page_token" in message.DESCRIPTOR.fields_by_name:
+            validate.page_token(message.page_token)  # type: ignore[attr-defined]
     for name in route.path_fields:
         setattr(message, name, request.match_info[name])
     return message

@@ -16,16 +16,17 @@ from perdure.api.workflow.v1 import workflow_service_pb2_grpc as api_grpc
 from perdure.common.errors import ApiError
 from perdure.common.tls import HttpsContext, gateway_requires_client_cert, https_context
 from perdure.gateway.http import openapi
-from perdure.gateway.http.convert import error_body, rpc_error_body
+from perdure.gateway.http.admission import defer_continue
+from perdure.gateway.http.convert import HttpError, error_body, rpc_error_body
 from perdure.gateway.http.feed import PATH as FEED_PATH
-from perdure.gateway.http.feed import feed_handler
+from perdure.gateway.http.feed import OpenFeeds, feed_handler, feeds_per_key
+from perdure.gateway.http.headers import security_headers
 from perdure.gateway.http.routes import ROUTES, Handler, route_handler
 from perdure.telemetry.rpc import aio_channel
 
 log = logging.getLogger(__name__)
 
 UI = Path(__file__).resolve().parent.parent / "ui"
-MAX_BODY_BYTES = 16 * 1024 * 1024  # as the gRPC port's message limit
 # Open feeds are cut this long after the server starts to stop.
 SHUTDOWN_SECONDS = 2.0
 # How often the certificate files are looked at, to serve rotated ones without a restart.
@@ -44,7 +45,8 @@ async def json_errors(request: web.Request, handler: Handler) -> web.StreamRespo
     try:
         return await handler(request)
     except ApiError as error:
-        body = error_body(error.code, error.reason, error.message)
+        status = error.status if isinstance(error, HttpError) else None
+        body = error_body(error.code, error.reason, error.message, status)
     except grpc.aio.AioRpcError as error:
         body = rpc_error_body(error)
     except web.HTTPException as error:
@@ -54,6 +56,12 @@ async def json_errors(request: web.Request, handler: Handler) -> web.StreamRespo
         body = error_body(code, error.reason.upper().replace(" ", "_"), error.text or "")
         body["error"]["status"] = error.status
         return web.json_response(body, status=error.status, headers=_allow(error))
+    except Exception:
+        # A fault of the gateway's own: logged here, never described to the caller.
+        log.exception("HTTP %s %s failed", request.method, request.path)
+        body = error_body(
+            grpc.StatusCode.INTERNAL, "INTERNAL", "the gateway failed to answer; see its log"
+        )
     return web.json_response(body, status=body["error"]["status"])
 
 
@@ -68,12 +76,18 @@ def instrument_http() -> None:
     AioHttpServerInstrumentor().instrument()
 
 
-def build_app(stub: api_grpc.WorkflowServiceStub) -> web.Application:
-    """The application: routes, feed, document and UI."""
-    app = web.Application(middlewares=[json_errors], client_max_size=MAX_BODY_BYTES)
+def build_app(stub: api_grpc.WorkflowServiceStub, https: bool = False) -> web.Application:
+    """The application: routes, feed, document and UI, every answer with the security
+    headers (HSTS too when served over `https`)."""
+    app = web.Application(middlewares=[json_errors])
+    app.on_response_prepare.append(security_headers(https))
     for route in ROUTES:
-        app.router.add_route(route.method, route.path, route_handler(route, stub))
-    app.router.add_get(FEED_PATH, feed_handler(stub))
+        # (bodies are read only once their caller's key is checked: no early 100 Continue)
+        expect = defer_continue if route.method == "POST" else None
+        app.router.add_route(
+            route.method, route.path, route_handler(route, stub), expect_handler=expect
+        )
+    app.router.add_get(FEED_PATH, feed_handler(stub, OpenFeeds(feeds_per_key())))
     document = openapi.document(_version())
 
     async def openapi_json(request: web.Request) -> web.StreamResponse:
@@ -102,7 +116,7 @@ class HttpServer:
 
     async def start(self) -> None:
         """Listen; exit if the port is taken."""
-        app = build_app(api_grpc.WorkflowServiceStub(self._channel))
+        app = build_app(api_grpc.WorkflowServiceStub(self._channel), https=self._tls is not None)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         host, _, port = self._listen.rpartition(":")
