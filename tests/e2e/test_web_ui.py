@@ -1,15 +1,19 @@
 """The web UI in a real (headless) browser against a real cluster running the research agent:
-start a run from the form and approve it, a step retried with its live countdown, cancel and
-terminate, the API's errors shown where they happen, the list's filters and self-refresh, the
-live feed resuming after the gateway restarts, and API keys.
+start a run from the form and approve it, an approval sent again applied once, a step retried
+with its live countdown, cancel and terminate, the API's errors shown where they happen, the
+list's filters and self-refresh, the live feed resuming after the gateway restarts, and API
+keys (from the link's fragment only, never switched behind the user's back). Every page runs
+under the gateway's Content-Security-Policy: a violation fails the test.
 
 Each test leaves a screenshot of its last state in test-artifacts/screenshots/<test>.png.
 PERDURE_UPDATE_UI_SCREENSHOT=1 also rewrites docs/images/workflow-page.png."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import signal
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -23,7 +27,7 @@ from tests.fixtures.cluster import REPO_ROOT, Cluster
 from tests.fixtures.keys import make_key
 
 if TYPE_CHECKING:
-    from playwright.sync_api import Browser, Locator, Page
+    from playwright.sync_api import Browser, Locator, Page, Route
 
 BEFORE_APPROVAL = list(STEPS[:5])
 SLOW_SECONDS = 6  # long enough to act while a step runs, on a loaded machine too
@@ -64,12 +68,18 @@ def browser() -> Iterator[Browser]:
 @pytest.fixture
 def page(browser: Browser, request: pytest.FixtureRequest) -> Iterator[Page]:
     """A fresh tab on a laptop-sized screen; its last state is saved as a screenshot, and a
-    JavaScript error anywhere fails the test."""
+    JavaScript error or a Content-Security-Policy violation anywhere fails the test."""
     context = browser.new_context(viewport=VIEWPORT, color_scheme="light")
     tab = context.new_page()
     tab.set_default_timeout(TIMEOUT_MS)
     errors: list[str] = []
     tab.on("pageerror", lambda error: errors.append(str(error)))
+    tab.on(
+        "console",
+        lambda message: (
+            errors.append(message.text) if "Content Security Policy" in message.text else None
+        ),
+    )
     try:
         yield tab
         # (a failed test gets its screenshot too: the teardown runs either way)
@@ -228,6 +238,47 @@ def test_start_a_research_run_from_the_form_approve_it_and_read_its_report(
         expect_full_history(page, agent, "ui-approve")
         DOCS_SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(DOCS_SCREENSHOT), animations="disabled")
+
+
+def test_an_approval_whose_answer_was_lost_is_applied_once_when_sent_again(
+    agent: Cluster, page: Page
+) -> None:
+    sent: list[dict[str, Any]] = []
+
+    def lose_the_first_answer(route: Route) -> None:
+        sent.append(json.loads(route.request.post_data or "{}"))
+        if len(sent) == 1:
+            route.fetch()  # the approval reaches the gateway...
+            route.abort("connectionreset")  # ...and its answer is lost on the way back
+        else:
+            route.continue_()
+
+    open_ui(page, agent)
+    start_research(page, "ui-twice", "retried approvals")
+    panel = wait_for_approval(page, "retried approvals")
+    # The worker is paused, so that the run still asks for its approval after receiving it.
+    (worker,) = [p for p in agent.processes if p.name == "worker-agent-1"]
+    worker.signal(signal.SIGSTOP)
+    try:
+        page.route(re.compile(r"/approve(\?|$)"), lose_the_first_answer)
+        panel.get_by_label("Comment").fill("once")
+        panel.get_by_role("button", name="Approve").click()
+        message = page.get_by_test_id("approval-message")
+        expect(message).to_contain_text("did not answer")
+        expect(history_rows(page, "SIGNAL_RECEIVED")).to_have_count(1)
+        expect(panel).to_be_visible()
+        panel.get_by_role("button", name="Approve").click()  # the user tries again
+        expect(message).to_contain_text("already reached the run")
+    finally:
+        worker.signal(signal.SIGCONT)
+    expect(page.get_by_test_id("workflow-status")).to_have_text("Completed")
+    expect(history_rows(page, "SIGNAL_RECEIVED")).to_have_count(1)
+    assert len(sent) == 2 and sent[0] == sent[1], sent
+    assert re.fullmatch(
+        r"[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}", sent[0]["signal_id"]
+    ), sent
+    assert (sent[0]["decision"], sent[0]["comment"]) == ("approved", "once")
+    expect_full_history(page, agent, "ui-twice")
 
 
 def test_a_step_failing_once_shows_its_retry_countdown_then_the_run_goes_on(
@@ -479,6 +530,14 @@ def test_an_api_key_from_the_link_is_kept_and_a_401_asks_for_one(
     operator = make_key(cluster, "default", "operator")
     reader = make_key(cluster, "default", "reader")
 
+    # A key in the query string reaches the server: the UI never takes one from there, and
+    # drops it from the address.
+    page.goto(f"http://{cluster.http_address}/?key={operator}#/")
+    expect(page).to_have_url(re.compile(r"/#/$"))
+    expect(page.get_by_test_id("api-key-button")).to_have_text("API key: none")
+    expect(page.get_by_test_id("auth-banner")).to_be_visible()
+    assert page.evaluate("sessionStorage.getItem('perdure.apiKey')") is None
+
     # The link `perdure dev` prints: the key is taken, then dropped from the address.
     open_ui(page, cluster, f"#key={operator}")
     expect(page).to_have_url(re.compile(r"/#/$"))
@@ -518,3 +577,20 @@ def test_an_api_key_from_the_link_is_kept_and_a_401_asks_for_one(
     namespace.press("Enter")
     expect(page.get_by_test_id("list-summary")).to_have_text("No runs")
     expect(page.get_by_test_id("list-error")).to_be_hidden()
+
+    # A link carrying another key does not switch the tab's key unasked.
+    key_button = page.get_by_test_id("api-key-button")
+    offer = page.get_by_test_id("key-offer")
+    open_ui(page, cluster, f"#/start?key={operator}")
+    expect(offer).to_be_visible()
+    expect(offer).to_contain_text(f"…{operator[-4:]}")
+    expect(offer).to_contain_text(f"…{reader[-4:]}")
+    expect(page).to_have_url(re.compile(r"/#/start$"))
+    offer.get_by_role("button", name="Keep this tab's key").click()
+    expect(offer).to_be_hidden()
+    expect(key_button).to_have_text(f"API key: …{reader[-4:]}")
+    open_ui(page, cluster, f"#key={operator}")
+    offer.get_by_role("button", name="Use the link's key").click()
+    expect(offer).to_be_hidden()
+    expect(key_button).to_have_text(f"API key: …{operator[-4:]}")
+    assert page.evaluate("sessionStorage.getItem('perdure.apiKey')") == operator

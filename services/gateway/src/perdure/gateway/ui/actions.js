@@ -21,6 +21,17 @@ async function act(button, message, changed, send) {
   });
 }
 
+/** A fresh signal id: crypto.randomUUID() where the page is a secure context (HTTPS or
+ * localhost), else a version 4 UUID from getRandomValues, which every page has. */
+function newSignalId() {
+  if (crypto.randomUUID) return crypto.randomUUID();
+  const bytes = crypto.getRandomValues(new Uint8Array(16));
+  bytes[6] = (bytes[6] & 0x0f) | 0x40;
+  bytes[8] = (bytes[8] & 0x3f) | 0x80;
+  const hex = [...bytes].map((b) => b.toString(16).padStart(2, "0")).join("");
+  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
+}
+
 /** The approval panel, shown while the run waits for the "approval" signal; `changed()`
  * after a decision is sent. */
 export function approvalPanel(id, changed) {
@@ -31,6 +42,9 @@ export function approvalPanel(id, changed) {
   const approve = h("button", { type: "submit", class: "btn btn-good", value: "approved" }, "Approve");
   const reject = h("button", { type: "submit", class: "btn btn-bad-outline", value: "rejected" }, "Reject");
   let sentFor = "";
+  // One signal id per decision: sending the same decision again (its answer was lost, say)
+  // sends the same id, so the run applies it once; another decision or comment is a new one.
+  let unconfirmed = null;
   const form = h("form", { class: "approval-form" },
     field("approval-comment", "Comment", comment),
     h("div", { class: "row" }, approve, reject));
@@ -39,10 +53,17 @@ export function approvalPanel(id, changed) {
     const button = event.submitter ?? approve;
     const decision = button.value;
     message.clear();
+    const text = comment.value;
+    if (unconfirmed?.decision !== decision || unconfirmed?.comment !== text) {
+      unconfirmed = { decision, comment: text, signalId: newSignalId() };
+    }
+    const body = { decision, comment: text, signal_id: unconfirmed.signalId };
     await act(button, message, changed, async () => {
-      await api("POST", workflowPath(id, "/approve"), { body: { decision, comment: comment.value } });
+      const answer = await api("POST", workflowPath(id, "/approve"), { body });
+      unconfirmed = null;
       sentFor = element.dataset.key || "";
       comment.value = "";
+      if (answer.accepted === false) return "This decision had already reached the run: it counts once.";
       return decision === "approved" ? "Approval sent. The run continues." : "Rejection sent.";
     });
   });

@@ -8,7 +8,7 @@
 import { hideAuthBanner } from "./api.js";
 import { $, fill, h, toast } from "./dom.js";
 import { listView } from "./list.js";
-import { renderKeyControl, settings, takeSettingsFromUrl } from "./settings.js";
+import { keyHint, renderKeyControl, settings, takeSettingsFromUrl } from "./settings.js";
 import { startView } from "./start.js";
 import { workflowView } from "./workflow.js";
 
@@ -71,6 +71,42 @@ function setupHeader() {
   renderKeyControl();
 }
 
+// -- a key from a link ---------------------------------------------------------------------------
+
+/** A link's key: used at once by a tab that has none; a tab with another key asks first, so
+ * that a link cannot switch the key a page acts with behind its user's back. */
+function offerKey(offered) {
+  if (!offered || offered === settings.key) { hideKeyOffer(); return; }
+  if (!settings.key) {
+    settings.key = offered;
+    toast(`Using the API key from the link (${keyHint(offered)}).`);
+    return;
+  }
+  $("#key-offer-new").textContent = keyHint(offered);
+  $("#key-offer-old").textContent = keyHint(settings.key);
+  $("#key-offer").hidden = false;
+  $("#key-offer-use").onclick = () => {
+    settings.key = offered;
+    hideKeyOffer();
+    hideAuthBanner();
+    toast(`API key switched to the link's (${keyHint(offered)}).`);
+    rerender();
+  };
+  $("#key-offer-keep").focus();
+}
+
+function hideKeyOffer() {
+  $("#key-offer").hidden = true;
+  $("#key-offer-use").onclick = null;
+}
+
+function setupKeyOffer() {
+  $("#key-offer-keep").addEventListener("click", () => {
+    hideKeyOffer();
+    toast(`Kept this tab's API key (${keyHint(settings.key)}).`);
+  });
+}
+
 // -- router --------------------------------------------------------------------------------------
 
 let currentView = null;
@@ -128,10 +164,12 @@ function navigate(hash) {
 
 // -- boot ----------------------------------------------------------------------------------------
 
-takeSettingsFromUrl();
+const offered = takeSettingsFromUrl();
 setupHeader();
+setupKeyOffer();
+offerKey(offered);
 window.addEventListener("hashchange", () => {
-  takeSettingsFromUrl();
+  offerKey(takeSettingsFromUrl());
   rerender();
 });
 rerender();

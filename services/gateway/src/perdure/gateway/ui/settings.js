@@ -1,10 +1,13 @@
 // The tab's settings, the API key and the namespace: kept in session storage, taken from a
-// link's `key=` and `namespace=`, the key shown on the header's key button.
+// link's fragment (`#key=prd_...`, `#/path?namespace=...`), the key shown on the header's key
+// button. A key is never taken from the query string (`/?key=`): that part of a link reaches
+// the server, its logs and its traces.
 
 import { $ } from "./dom.js";
 
 const KEY_STORAGE = "perdure.apiKey";
 const NS_STORAGE = "perdure.namespace";
+const URL_SETTINGS = ["key", "namespace"];
 
 function storageGet(name) {
   try { return sessionStorage.getItem(name) || ""; } catch { return ""; }
@@ -24,11 +27,12 @@ export const settings = {
   set namespace(value) { storageSet(NS_STORAGE, value.trim()); },
 };
 
-/** Take `key=prd_...` (and `namespace=`) from the URL fragment or query, then drop them from
- * the address bar so the key is not left in the history or shared by copying the URL. */
+/** Take the fragment's `namespace=`, and return its `key=` (or ""): the caller decides whether
+ * the tab uses that key. Both leave the address bar, and so does a `key=` or `namespace=` of
+ * the query string, which is ignored, so that no key is left in the history or shared by
+ * copying the URL. */
 export function takeSettingsFromUrl() {
-  let hash = location.hash.replace(/^#/, "");
-  let changed = false;
+  const hash = location.hash.replace(/^#/, "");
   let path = hash;
   let query = "";
   if (/^(key|namespace)=/.test(hash)) {
@@ -39,27 +43,25 @@ export function takeSettingsFromUrl() {
   }
   const params = new URLSearchParams(query);
   const search = new URLSearchParams(location.search);
-  // The query's values win over the fragment's.
-  for (const source of [params, search]) {
-    for (const name of ["key", "namespace"]) {
-      if (!source.has(name)) continue;
-      settings[name] = source.get(name) || "";
-      source.delete(name);
-      changed = true;
-    }
-  }
-  if (!changed) return;
+  const offeredKey = (params.get("key") || "").trim();
+  if (params.has("namespace")) settings.namespace = params.get("namespace") || "";
+  const changed = URL_SETTINGS.some((name) => params.has(name) || search.has(name));
+  if (!changed) return offeredKey;
+  for (const name of URL_SETTINGS) { params.delete(name); search.delete(name); }
   const rest = params.toString();
-  hash = `#${path || "/"}${rest ? `?${rest}` : ""}`;
   const qs = search.toString();
-  history.replaceState(null, "", `${location.pathname}${qs ? `?${qs}` : ""}${hash}`);
+  history.replaceState(null, "", `${location.pathname}${qs ? `?${qs}` : ""}#${path || "/"}${rest ? `?${rest}` : ""}`);
+  return offeredKey;
 }
+
+/** A key as the UI shows it: its last four characters. */
+export const keyHint = (key) => `…${key.slice(-4)}`;
 
 /** The header's key button: which key is in use, if any. */
 export function renderKeyControl() {
   const label = $("#key-toggle-label");
   if (!label) return;
   const key = settings.key;
-  label.textContent = key ? `API key: …${key.slice(-4)}` : "API key: none";
+  label.textContent = key ? `API key: ${keyHint(key)}` : "API key: none";
   $("#key-toggle").classList.toggle("has-key", Boolean(key));
 }
