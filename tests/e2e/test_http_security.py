@@ -82,12 +82,16 @@ def keys(secured: Cluster) -> Keys:
 
 @pytest.fixture(scope="module")
 def open_cluster(server_dsn: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    """A cluster with keys off (PERDURE_AUTH=off), and no worker."""
+    """A cluster with keys off (PERDURE_AUTH=off), few feeds per address, and a worker serving
+    tests.e2e's waiting workflows."""
     workdir: Path = tmp_path_factory.mktemp("http-open")
     with fresh_database(server_dsn) as dsn:
-        cluster = Cluster(dsn, workdir)
+        cluster = Cluster(
+            dsn, workdir, env_overrides={"PERDURE_HTTP_FEEDS_PER_KEY": str(FEEDS_PER_KEY)}
+        )
         try:
             cluster.start_services()
+            cluster.start_worker("waiter", module="tests.e2e.waiting_workflows")
             yield cluster
         finally:
             cluster.stop()
@@ -213,19 +217,19 @@ def feed(cluster: Cluster, key: str, workflow_id: str, **headers: str) -> reques
     """An open feed (its first event read), or the refusal."""
     return requests.get(
         f"http://{cluster.http_address}/v1/workflows/{workflow_id}/events",
-        headers={"Authorization": f"Bearer {key}", **headers},
+        headers={**({"Authorization": f"Bearer {key}"} if key else {}), **headers},
         stream=True,
         timeout=TIMEOUT,
     )
 
 
-def start_waiting_run(cluster: Cluster, keys: Keys, workflow_id: str) -> None:
+def start_waiting_run(cluster: Cluster, keys: Keys | None, workflow_id: str) -> None:
     """A run that waits for a signal ("go") for as long as the test needs."""
     answer = call(
         cluster,
         "POST",
         "/v1/workflows",
-        keys.operator,
+        keys.operator if keys else "",
         json={"workflow_type": "two_signals", "workflow_id": workflow_id},
     )
     assert answer.status_code == 200, answer.text
@@ -295,6 +299,32 @@ def test_an_anonymous_body_of_15_mb_is_refused_unread_and_the_gateway_stays_serv
             pushing.join(TIMEOUT)
     assert answer.status == 401 and answer.error()["reason"] == "API_KEY_MISSING"
     assert health(secured) == health_pb2.HealthCheckResponse.SERVING
+
+
+def test_every_body_route_lets_a_key_with_its_role_through(secured: Cluster, keys: Keys) -> None:
+    calls = [
+        ("/v1/workflows", {"workflow_type": "two_signals", "workflow_id": "routes-1"}),
+        ("/v1/workflows/routes-1/signals", {"signal_name": "note", "signal_id": "n-1"}),
+        ("/v1/workflows/routes-1/approve", {"decision": "approved", "signal_id": "a-1"}),
+        (
+            "/v1/signal-with-start",
+            {
+                "start": {"workflow_type": "two_signals", "workflow_id": "routes-2"},
+                "signal_name": "go",
+            },
+        ),
+        ("/v1/workflows/routes-1/cancel", {"reason": "done"}),
+        ("/v1/workflows/routes-2/terminate", {"reason": "done"}),
+    ]
+    for path, body in calls:
+        refused = error_of(call(secured, "POST", path, keys.reader, json=body), 403)
+        assert refused["code"] == "PERMISSION_DENIED", (path, refused)
+    answers = [call(secured, "POST", path, keys.operator, json=body) for path, body in calls]
+    assert [a.status_code for a in answers] == [200] * len(calls), [a.text for a in answers]
+    assert answers[2].json() == {"accepted": True}
+    # The same decision again (its answer lost, say): applied once.
+    again = call(secured, "POST", calls[2][0], keys.operator, json=calls[2][1])
+    assert again.json() == {"accepted": False}, again.text
 
 
 def test_100_continue_is_said_only_once_the_key_passes(secured: Cluster, keys: Keys) -> None:
@@ -394,6 +424,20 @@ def test_each_key_holds_a_bounded_number_of_feeds(secured: Cluster, keys: Keys) 
             return False
 
         wait_until(reopened, TIMEOUT, "the closed feed's place to be free again", interval=0.2)
+    finally:
+        for answer in held:
+            answer.close()
+
+
+def test_without_keys_each_address_holds_a_bounded_number_of_feeds(
+    open_cluster: Cluster,
+) -> None:
+    start_waiting_run(open_cluster, None, "feeds-open")
+    held = [feed(open_cluster, "", "feeds-open") for _ in range(FEEDS_PER_KEY)]
+    try:
+        assert [answer.status_code for answer in held] == [200] * FEEDS_PER_KEY
+        refused = error_of(feed(open_cluster, "", "feeds-open"), 429)
+        assert refused["reason"] == "TOO_MANY_FEEDS" and "address" in refused["message"]
     finally:
         for answer in held:
             answer.close()
