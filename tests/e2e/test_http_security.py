@@ -23,11 +23,11 @@ from perdure.api.admin.v1 import admin_service_pb2 as admin
 from perdure.api.admin.v1 import admin_service_pb2_grpc as admin_grpc
 from perdure.common.auth import bearer_metadata
 from perdure.common.errors import ApiError
+from perdure.common.page_tokens import MAX_PAGE_TOKEN_LENGTH, encode_page_token
 from perdure.common.payload import MAX_PAYLOAD_BYTES
 from perdure.gateway import validate
 from perdure.gateway.http.admission import ENVELOPE_BYTES
 from perdure.gateway.http.headers import SECURITY_HEADERS
-from perdure.history.journal import encode_page_token
 from tests.e2e.test_tls import make_certs
 from tests.fixtures.cluster import Cluster, wait_until
 from tests.fixtures.keys import make_key
@@ -613,7 +613,7 @@ def test_page_tokens_are_checked_as_history_issues_them() -> None:
     validate.page_token("")
     for token in (
         encode_page_token(2**63),
-        "A" * (validate.MAX_PAGE_TOKEN_LENGTH + 1),
+        "A" * (MAX_PAGE_TOKEN_LENGTH + 1),
         "cDox\n",
         "cTox",  # "q:1"
         encode_page_token(12).rstrip("="),  # unpadded

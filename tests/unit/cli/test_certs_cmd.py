@@ -11,6 +11,7 @@ from cryptography import x509
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
 from perdure.cli.certs_cmd import CLIENTS, SERVICES, generate
+from perdure.common.service_identity import SERVICE_URI_PREFIX, service_names_in
 
 
 def load(path: Path) -> x509.Certificate:
@@ -25,12 +26,19 @@ def test_each_process_gets_a_pair_the_ca_signed(tmp_path: Path) -> None:
         cert = load(files[name].cert)
         cert.verify_directly_issued_by(ca)
         names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
-        assert {"localhost", "gateway", "history", "scheduler", "perdure.internal"} <= set(
-            names.get_values_for_type(x509.DNSName)
-        )
-        assert {ipaddress.ip_address(a) for a in ("127.0.0.1", "::1", "10.0.0.5")} <= set(
-            names.get_values_for_type(x509.IPAddress)
-        )
+        dns = set(names.get_values_for_type(x509.DNSName))
+        ips = set(names.get_values_for_type(x509.IPAddress))
+        uris = names.get_values_for_type(x509.UniformResourceIdentifier)
+        if name in SERVICES:
+            # A server answers on its own name and the hosts given, and proves it is a service.
+            assert dns == {"localhost", name, "perdure.internal"}, name
+            assert ips == {ipaddress.ip_address(a) for a in ("127.0.0.1", "::1", "10.0.0.5")}
+            assert uris == [f"{SERVICE_URI_PREFIX}{name}"]
+        else:
+            # A worker's or a client's names no host to impersonate and proves no service.
+            assert (dns, ips) == (set(), set()), name
+            assert uris == [f"spiffe://perdure/{name}"]
+            assert service_names_in(files[name].cert.read_bytes()) == []
         usages = set(cert.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value)
         expected = {ExtendedKeyUsageOID.CLIENT_AUTH}
         if name in SERVICES:  # a worker or a program only ever dials out

@@ -107,6 +107,7 @@ class WorkflowServicer(apigrpc.WorkflowServiceServicer):
         namespace = self._callers.admit(context, request.namespace)
         validate.workflow_id(request.workflow_id)
         validate.page_size(request.page_size)
+        validate.page_token(request.page_token)
         validate.event_id("after_event_id", request.after_event_id)
         return await self._forward(
             "GetWorkflowHistory",
@@ -120,6 +121,7 @@ class WorkflowServicer(apigrpc.WorkflowServiceServicer):
     ) -> api.ListWorkflowsResponse:
         namespace = self._callers.admit(context, request.namespace)
         validate.page_size(request.page_size)
+        validate.page_token(request.page_token)
         validate.status_filter(request.status)
         if request.workflow_type:
             validate.name("workflow_type", request.workflow_type)
@@ -322,6 +324,7 @@ class AdminServicer(admingrpc.AdminServiceServicer):
     async def ListAuditEvents(
         self, request: admin.ListAuditEventsRequest, context: Context
     ) -> admin.ListAuditEventsResponse:
+        validate.page_token(request.page_token)
         return await self._forward(
             "ListAuditEvents", request, context, admin.ListAuditEventsResponse
         )

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import base64
-import binascii
 import re
 
 from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.common import errors
+from perdure.common.page_tokens import decode_page_token
 from perdure.common.text import require_storable
 
 NAME_PATTERN = re.compile(r"[A-Za-z_][A-Za-z0-9_.:/-]{0,199}")
@@ -65,44 +64,9 @@ def page_size(value: int) -> None:
         raise errors.invalid_argument(f"page_size must be between 0 and {MAX_PAGE_SIZE}")
 
 
-# A page token is the `next_page_token` of an earlier answer, passed back unchanged: history
-# issues "p:<position>" in URL-safe base64 (perdure.history.journal.encode_page_token), 28
-# characters at most. Anything else could never have been issued, and is refused here whole,
-# whatever its size, before it reaches a query.
-MAX_PAGE_TOKEN_LENGTH = 64
-MAX_POSITION = 2**63 - 1
-_BASE64URL = re.compile(r"[A-Za-z0-9_-]+={0,2}")
-_POSITION = re.compile(r"p:[0-9]{1,19}")
-
-
 def page_token(value: str) -> None:
     """A page token: empty for the first page, else one this service issued."""
-    if not value:
-        return
-    if len(value) > MAX_PAGE_TOKEN_LENGTH:
-        raise _not_issued(
-            f"page_token is {len(value)} characters long; a token is at most "
-            f"{MAX_PAGE_TOKEN_LENGTH}"
-        )
-    if not _issued(value):
-        raise _not_issued("page_token is not a token this service issued")
-
-
-def _issued(token: str) -> bool:
-    if not _BASE64URL.fullmatch(token):
-        return False
-    try:
-        decoded = base64.urlsafe_b64decode(token).decode("ascii")
-    except (binascii.Error, ValueError):
-        return False
-    return bool(_POSITION.fullmatch(decoded)) and int(decoded[2:]) <= MAX_POSITION
-
-
-def _not_issued(why: str) -> errors.ApiError:
-    return errors.invalid_argument(
-        f"{why}; pass the next_page_token of the previous answer unchanged",
-        reason="INVALID_PAGE_TOKEN",
-    )
+    decode_page_token(value)
 
 
 def status_filter(value: int) -> None:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import base64
-import binascii
 import logging
 from collections import Counter
 from collections.abc import Callable
@@ -20,6 +18,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.common import errors, namespaces
+from perdure.common.page_tokens import decode_page_token, encode_page_token
 from perdure.common.text import printable
 from perdure.history import convert, store
 from perdure.history.group_commit import GroupCommit
@@ -44,27 +43,6 @@ CLOSED_STATUS = {
     "park": "PARKED",
     "cancelled": "CANCELLED",
 }
-
-
-def encode_page_token(position: int) -> str:
-    """An opaque token for the page after `position`."""
-    return base64.urlsafe_b64encode(f"p:{position}".encode()).decode()
-
-
-def decode_page_token(token: str) -> int | None:
-    """The position a page token points after; None for the first page."""
-    if not token:
-        return None
-    try:
-        prefix, _, number = base64.urlsafe_b64decode(token.encode()).decode().partition(":")
-        if prefix != "p" or not (number.isascii() and number.isdigit()):
-            raise ValueError(token)
-        return int(number)
-    except (ValueError, binascii.Error, UnicodeDecodeError):
-        raise errors.invalid_argument(
-            "page_token is not a token this service issued; pass next_page_token unchanged",
-            reason="INVALID_PAGE_TOKEN",
-        ) from None
 
 
 def page_size(requested: int) -> int:

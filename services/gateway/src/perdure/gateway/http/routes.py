@@ -16,6 +16,7 @@ from google.protobuf.message import Message
 from perdure.api.workflow.v1 import workflow_service_pb2 as api
 from perdure.api.workflow.v1 import workflow_service_pb2_grpc as api_grpc
 from perdure.common.errors import ApiError
+from perdure.common.service_identity import CLIENT_ADDRESS_HEADER
 from perdure.gateway import validate
 from perdure.gateway.http.admission import body_cap, read_body, refuse_declared_size, require_key
 from perdure.gateway.http.convert import decode_body, from_json, invalid_json, to_json
@@ -150,17 +151,20 @@ ROUTES = (
 
 
 def forwarded(request: web.Request) -> tuple[tuple[str, str], ...]:
-    """The metadata a call carries on: the caller's API key."""
+    """The metadata a call carries on: the caller's API key, and its address (the gateway's
+    guard counts failed keys per client, which it believes from the gateway's own HTTP server
+    only: the channel carries the service's credential)."""
+    client = ((CLIENT_ADDRESS_HEADER, request.remote or "unknown"),)
     authorization = request.headers.get("Authorization")
     if not authorization:
-        return ()
+        return client
     if not (authorization.isascii() and authorization.isprintable()):
         raise ApiError(
             grpc.StatusCode.UNAUTHENTICATED,
             "API_KEY_INVALID",
             "the Authorization header must be 'Bearer <API key>', in printable ASCII",
         )
-    return (("authorization", authorization),)
+    return (("authorization", authorization), *client)
 
 
 def route_handler(route: Route, stub: api_grpc.WorkflowServiceStub) -> Handler:

@@ -14,6 +14,7 @@ from opentelemetry.instrumentation.aiohttp_server import AioHttpServerInstrument
 
 from perdure.api.workflow.v1 import workflow_service_pb2_grpc as api_grpc
 from perdure.common.errors import ApiError
+from perdure.common.service_identity import service_channel
 from perdure.common.tls import HttpsContext, gateway_requires_client_cert, https_context
 from perdure.gateway.http import openapi
 from perdure.gateway.http.admission import defer_continue
@@ -22,7 +23,6 @@ from perdure.gateway.http.feed import PATH as FEED_PATH
 from perdure.gateway.http.feed import OpenFeeds, feed_handler, feeds_per_key
 from perdure.gateway.http.headers import security_headers
 from perdure.gateway.http.routes import ROUTES, Handler, route_handler
-from perdure.telemetry.rpc import aio_channel
 
 log = logging.getLogger(__name__)
 
@@ -107,7 +107,9 @@ class HttpServer:
 
     def __init__(self, listen: str, grpc_target: str) -> None:
         self._listen = listen
-        self._channel = aio_channel(grpc_target)
+        # Carries the service's credential: the guard then believes the client addresses it
+        # relays.
+        self._channel = service_channel(grpc_target)
         self._runner: web.AppRunner | None = None
         # HTTPS as the gRPC port: the gateway's certificate, client certificates when
         # PERDURE_GATEWAY_CLIENT_CERT=require.

@@ -8,8 +8,8 @@ import grpc
 import pytest
 
 from perdure.common.errors import ApiError
+from perdure.common.page_tokens import decode_page_token, encode_page_token
 from perdure.history import journal
-from perdure.history.journal import decode_page_token, encode_page_token
 
 
 def b64(raw: bytes) -> str:
