@@ -109,7 +109,54 @@ class StreamCap:
             )
 
 
-SESSIONS_PER_KEY_VARIABLE = "PERDURE_SESSIONS_PER_KEY"
+def count_setting(variable: str, default: int) -> int:
+    """A whole number from the environment (0 turns the cap off)."""
+    raw = os.environ.get(variable, "").strip()
+    if not raw:
+        return default
+    if not (raw.isascii() and raw.isdigit()):
+        raise SystemExit(f"{variable} must be a whole number (0: no cap), not {raw!r}")
+    return int(raw)
+
+
+class OpenCap:
+    """The streams of one kind each holder (an API key, or an address) holds open on this
+    replica, up to the cap read from `variable` (0: no cap): one more is refused with
+    RESOURCE_EXHAUSTED, `reason`, naming the cap and what to do."""
+
+    def __init__(self, variable: str, default: int, what: str, reason: str, advice: str) -> None:
+        self.cap = count_setting(variable, default)
+        self._variable = variable
+        self._what = what
+        self._reason = reason
+        self._advice = advice
+        self._open: Counter[str] = Counter()
+
+    def hold(self, holder: str | None) -> contextlib.AbstractContextManager[None]:
+        """Count one more open stream of `holder` until the returned context is left (enter it
+        at once); RESOURCE_EXHAUSTED when it holds `cap` of them already. None: nothing to
+        count by."""
+        if holder is None or self.cap <= 0:
+            return contextlib.nullcontext()
+        if self._open[holder] >= self.cap:
+            raise exhausted(
+                self._reason,
+                f"{holder} already holds {self.cap} open {self._what} on this replica, the cap "
+                f"({self._variable}={self.cap}); {self._advice}",
+            )
+        self._open[holder] += 1
+        return self._counted(holder)
+
+    @contextlib.contextmanager
+    def _counted(self, holder: str) -> Iterator[None]:
+        try:
+            yield
+        finally:
+            self._open[holder] -= 1
+            if not self._open[holder]:
+                del self._open[holder]
+
+
 # A worker process holds one TaskService.Connect stream and one JournalService.Session stream
 # (two for a moment while it moves to another replica), so this is 64 worker processes per key
 # on each replica: a fleet that shares one key spreads over the replicas, and a bigger one
@@ -118,45 +165,19 @@ SESSIONS_PER_KEY_VARIABLE = "PERDURE_SESSIONS_PER_KEY"
 DEFAULT_SESSIONS_PER_KEY = 64
 
 
-def sessions_per_key_setting() -> int:
-    """PERDURE_SESSIONS_PER_KEY: the open worker streams allowed per API key and replica
-    (0 turns the cap off)."""
-    raw = os.environ.get(SESSIONS_PER_KEY_VARIABLE, "")
-    try:
-        value = int(raw) if raw else DEFAULT_SESSIONS_PER_KEY
-    except ValueError:
-        raise SystemExit(
-            f"{SESSIONS_PER_KEY_VARIABLE} must be a whole number, not {raw!r}"
-        ) from None
-    if value < 0:
-        raise SystemExit(f"{SESSIONS_PER_KEY_VARIABLE} must not be negative")
-    return value
+class SessionsPerKey(OpenCap):
+    """A worker stream kind's cap per API key (PERDURE_SESSIONS_PER_KEY). Without
+    authentication there is no key to count by (a peer address says nothing about who is
+    behind it), and nothing is counted."""
 
-
-class SessionsPerKey:
-    """The streams of one kind each API key holds open on this replica, up to `cap` (0: no
-    cap). Without authentication there is no key to count by (a peer address says nothing
-    about who is behind it), and nothing is counted."""
-
-    def __init__(self, cap: int, stream: str) -> None:
-        self.cap = cap
-        self._stream = stream
-        self._open: Counter[str] = Counter()
-
-    def hold(self, key_id: str | None) -> contextlib.AbstractContextManager[None]:
-        """Count one more open stream of `key_id` until the returned context is left (enter it
-        at once); RESOURCE_EXHAUSTED when the key already holds `cap` of them."""
-        if key_id is None or self.cap <= 0:
-            return contextlib.nullcontext()
-        if self._open[key_id] >= self.cap:
-            raise exhausted(
-                "SESSIONS_PER_KEY_EXCEEDED",
-                f"API key {key_id} already holds {self.cap} open {self._stream} streams on this "
-                f"replica, the cap ({SESSIONS_PER_KEY_VARIABLE}={self.cap}); close one, give "
-                "each worker pool a key of its own, or raise the cap",
-            )
-        self._open[key_id] += 1
-        return self._counted(key_id)
+    def __init__(self, stream: str) -> None:
+        super().__init__(
+            "PERDURE_SESSIONS_PER_KEY",
+            DEFAULT_SESSIONS_PER_KEY,
+            f"{stream} streams",
+            "SESSIONS_PER_KEY_EXCEEDED",
+            "close one, give each worker pool a key of its own, or raise the cap",
+        )
 
     async def serve(
         self,
@@ -168,7 +189,7 @@ class SessionsPerKey:
         stream of `key_id` until it ends; or, when the key holds `cap` of them already, the
         call ends at once with RESOURCE_EXHAUSTED."""
         try:
-            slot = self.hold(key_id)
+            slot = self.hold(None if key_id is None else f"API key {key_id}")
         except errors.ApiError as error:
             await stream.aclose()  # never started: nothing to undo
             await errors.abort_with(context, error)
@@ -177,12 +198,3 @@ class SessionsPerKey:
             async with contextlib.aclosing(stream) as messages:
                 async for message in messages:
                     yield message
-
-    @contextlib.contextmanager
-    def _counted(self, key_id: str) -> Iterator[None]:
-        try:
-            yield
-        finally:
-            self._open[key_id] -= 1
-            if not self._open[key_id]:
-                del self._open[key_id]

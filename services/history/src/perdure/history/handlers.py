@@ -25,7 +25,7 @@ from perdure.common.convert import (
     timestamp,
     value_to_python,
 )
-from perdure.common.limits import SessionsPerKey, StreamCap, sessions_per_key_setting
+from perdure.common.limits import SessionsPerKey, StreamCap
 from perdure.common.payload import validate_payload
 from perdure.common.text import require_storable
 from perdure.history import keys
@@ -404,16 +404,12 @@ class JournalServicer(jgrpc.JournalServiceServicer):
         journal: Journal,
         call_rate: float,
         scheduler: sgrpc.SchedulerServiceStub,
-        sessions_per_key: int | None = None,  # None: PERDURE_SESSIONS_PER_KEY
     ) -> None:
         self._journal = journal
         self._call_rate = call_rate  # per Session stream, calls per second
         self._scheduler = scheduler  # who holds which lease
         self._session_readers: set[asyncio.Task[None]] = set()
-        self._sessions = SessionsPerKey(
-            sessions_per_key_setting() if sessions_per_key is None else sessions_per_key,
-            "JournalService.Session",
-        )
+        self._sessions = SessionsPerKey("JournalService.Session")
 
     async def _require_lease(self, workflow_id: str, step_id: str, fence: int) -> None:
         """With a worker key in force, only the session the scheduler granted this lease to

@@ -22,7 +22,7 @@ from perdure.common.auth import (
     permission_denied,
 )
 from perdure.common.convert import seconds_of
-from perdure.common.limits import SessionsPerKey, StreamCap, sessions_per_key_setting
+from perdure.common.limits import SessionsPerKey, StreamCap
 from perdure.common.text import printable, require_storable
 from perdure.internal.scheduler.v1 import scheduler_service_pb2 as spb
 from perdure.internal.scheduler.v1 import scheduler_service_pb2_grpc as sgrpc
@@ -124,16 +124,12 @@ class TaskServicer(tgrpc.TaskServiceServicer):
         dispatcher: Dispatcher,
         message_rate: float,
         session_max_age: float,
-        sessions_per_key: int | None = None,
     ) -> None:
         self._store = store
         self._dispatcher = dispatcher
         self._message_rate = message_rate
         self._session_max_age = session_max_age  # 0: sessions stay until they end
-        self._sessions = SessionsPerKey(
-            sessions_per_key_setting() if sessions_per_key is None else sessions_per_key,
-            "TaskService.Connect",
-        )
+        self._sessions = SessionsPerKey("TaskService.Connect")
 
     async def Connect(
         self, request_iterator: Any, context: Context

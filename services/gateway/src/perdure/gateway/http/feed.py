@@ -4,12 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import re
 import time
-from collections import Counter
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 import grpc
 from aiohttp import web
@@ -18,7 +14,8 @@ from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.api.workflow.v1 import workflow_service_pb2 as api
 from perdure.api.workflow.v1 import workflow_service_pb2_grpc as api_grpc
 from perdure.common.auth import auth_enabled, bearer_token, parse_token
-from perdure.gateway.http.convert import HttpError, invalid_json, rpc_error_body, to_json
+from perdure.common.limits import OpenCap
+from perdure.gateway.http.convert import invalid_json, rpc_error_body, to_json
 from perdure.gateway.http.routes import CALL_TIMEOUT_SECONDS, Handler, forwarded
 
 PATH = "/v1/workflows/{workflow_id}/events"
@@ -27,7 +24,6 @@ PATH = "/v1/workflows/{workflow_id}/events"
 POLL_SECONDS = 0.25
 KEEPALIVE_SECONDS = 15.0
 PAGE_SIZE = 500
-FEEDS_PER_KEY_VARIABLE = "PERDURE_HTTP_FEEDS_PER_KEY"
 DEFAULT_FEEDS_PER_KEY = 16
 # An event id: what an int64 holds, in ASCII digits.
 _EVENT_ID = re.compile(r"[0-9]{1,19}")
@@ -57,42 +53,16 @@ def after_event_id(request: web.Request) -> int:
     return int(raw)
 
 
-def feeds_per_key() -> int:
-    """PERDURE_HTTP_FEEDS_PER_KEY: how many feeds one API key may hold open (0: no limit)."""
-    raw = os.environ.get(FEEDS_PER_KEY_VARIABLE, "").strip()
-    if not raw:
-        return DEFAULT_FEEDS_PER_KEY
-    if not raw.isascii() or not raw.isdigit():
-        raise SystemExit(f"{FEEDS_PER_KEY_VARIABLE} must be a whole number, not {raw!r}")
-    return int(raw)
-
-
-class OpenFeeds:
-    """The feeds each caller holds open (by API key, or by address without keys): one past
-    `limit` is refused, since each feed keeps asking for its run's events."""
-
-    def __init__(self, limit: int) -> None:
-        self._limit = limit
-        self._open: Counter[str] = Counter()
-
-    @contextmanager
-    def held_by(self, holder: str) -> Iterator[None]:
-        """Count a feed of `holder` while the block runs; 429 when it holds `limit` already."""
-        if self._limit and self._open[holder] >= self._limit:
-            raise HttpError(
-                429,
-                grpc.StatusCode.RESOURCE_EXHAUSTED,
-                "TOO_MANY_FEEDS",
-                f"{holder} already has {self._open[holder]} event feeds open, the most allowed "
-                f"({FEEDS_PER_KEY_VARIABLE}={self._limit}); close one first",
-            )
-        self._open[holder] += 1
-        try:
-            yield
-        finally:
-            self._open[holder] -= 1
-            if not self._open[holder]:
-                del self._open[holder]
+def open_feeds() -> OpenCap:
+    """The feeds each caller may hold open (by API key, or by address without keys): each
+    feed keeps asking for its run's events."""
+    return OpenCap(
+        "PERDURE_HTTP_FEEDS_PER_KEY",
+        DEFAULT_FEEDS_PER_KEY,
+        "event feeds",
+        "TOO_MANY_FEEDS",
+        "close one first",
+    )
 
 
 def feed_holder(request: web.Request) -> str:
@@ -104,7 +74,7 @@ def feed_holder(request: web.Request) -> str:
     return f"API key {parse_token(token)[0]}"
 
 
-def feed_handler(stub: api_grpc.WorkflowServiceStub, feeds: OpenFeeds) -> Handler:
+def feed_handler(stub: api_grpc.WorkflowServiceStub, feeds: OpenCap) -> Handler:
     """The handler of GET /v1/workflows/{workflow_id}/events."""
 
     async def feed(request: web.Request) -> web.StreamResponse:
@@ -118,7 +88,7 @@ def feed_handler(stub: api_grpc.WorkflowServiceStub, feeds: OpenFeeds) -> Handle
             metadata=metadata,
             timeout=CALL_TIMEOUT_SECONDS,
         )
-        with feeds.held_by(feed_holder(request)):
+        with feeds.hold(feed_holder(request)):
             return await _stream(request, stub, described, after, metadata)
 
     return feed

@@ -20,7 +20,7 @@ from perdure.gateway.http import openapi
 from perdure.gateway.http.admission import defer_continue
 from perdure.gateway.http.convert import HttpError, error_body, rpc_error_body
 from perdure.gateway.http.feed import PATH as FEED_PATH
-from perdure.gateway.http.feed import OpenFeeds, feed_handler, feeds_per_key
+from perdure.gateway.http.feed import feed_handler, open_feeds
 from perdure.gateway.http.headers import security_headers
 from perdure.gateway.http.routes import ROUTES, Handler, route_handler
 
@@ -87,7 +87,7 @@ def build_app(stub: api_grpc.WorkflowServiceStub, https: bool = False) -> web.Ap
         app.router.add_route(
             route.method, route.path, route_handler(route, stub), expect_handler=expect
         )
-    app.router.add_get(FEED_PATH, feed_handler(stub, OpenFeeds(feeds_per_key())))
+    app.router.add_get(FEED_PATH, feed_handler(stub, open_feeds()))
     document = openapi.document(_version())
 
     async def openapi_json(request: web.Request) -> web.StreamResponse:
