@@ -363,14 +363,13 @@ async def _until_revoked(
 
     async def each() -> AsyncIterator[Any]:
         watch = loop.create_task(revoked())
+        step: asyncio.Task[tuple[bool, Any]] | None = None
         try:
             while True:
                 step = loop.create_task(_next(responses), context=context)
                 await asyncio.wait({step, watch}, return_when=asyncio.FIRST_COMPLETED)
                 if not step.done():
-                    step.cancel()
-                    with contextlib.suppress(BaseException):
-                        await step
+                    await _cancelled(step)
                     watch.result()  # raises why the stream ends
                     return
                 done, response = step.result()
@@ -378,11 +377,22 @@ async def _until_revoked(
                     return
                 yield response
         finally:
+            # Revoked, ended, or the call itself cancelled: the handler's step under way is
+            # cancelled first (its cleanup runs), then the handler is closed.
             watch.cancel()
+            if step is not None:
+                await _cancelled(step)
             with contextlib.suppress(BaseException):
                 await responses.aclose()  # type: ignore[attr-defined]
 
     return each()
+
+
+async def _cancelled(task: asyncio.Task[Any]) -> None:
+    """Cancel `task` if it is still running, and wait until it has stopped."""
+    task.cancel()
+    with contextlib.suppress(BaseException):
+        await task
 
 
 async def _next(responses: AsyncIterator[Any]) -> tuple[bool, Any]:
