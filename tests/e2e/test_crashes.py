@@ -20,24 +20,30 @@ from google.protobuf import struct_pb2
 from perdure.api.worker.v1 import journal_service_pb2 as jpb
 from perdure.api.worker.v1 import journal_service_pb2_grpc as jgrpc
 from perdure.api.workflow.v1 import workflow_pb2 as wf
+from perdure.client import Client
 from perdure.common.embedded_db import stop_embedded_postgres
 from tests.e2e.blocking import WAIT, runs_per_step, start_blocked, started
 from tests.fixtures.cluster import Cluster, wait_until
+from tests.fixtures.keys import make_key
 from tests.fixtures.postgres import with_database
 
 
+@pytest.mark.parametrize("keys", [False, True], ids=["no-keys", "keys"])
 def test_worker_killed_mid_step_is_resumed_by_another(
-    start_cluster: Callable[..., Cluster], tmp_path: Path
+    start_cluster: Callable[..., Cluster], tmp_path: Path, keys: bool
 ) -> None:
-    # Leases outlast the test: only the release on stream close can hand the work over.
-    cluster = start_cluster(PERDURE_LEASE_TTL="600")
+    # Leases outlast the test: only the release on stream close can hand the work over (with
+    # keys, through the guard that watches each stream's key).
+    cluster = start_cluster(PERDURE_LEASE_TTL="600", PERDURE_AUTH="on" if keys else "off")
+    worker_env = {"PERDURE_API_KEY": make_key(cluster, "default", "worker", "*")} if keys else {}
+    operator = make_key(cluster, "default", "operator") if keys else None
     ledger, gate = tmp_path / "ledger", tmp_path / "gate"
-    first = cluster.start_worker("first")
-    with cluster.client() as client:
+    first = cluster.start_worker("first", **worker_env)
+    with Client(cluster.gateway, api_key=operator) as client:
         start_blocked(client, "crash-1", ledger, gate)
         first.kill()
         gate.touch()
-        second = cluster.start_worker("second")
+        second = cluster.start_worker("second", **worker_env)
         described = client.wait("crash-1", timeout=WAIT)
 
     assert described.workflow.status == wf.WORKFLOW_STATUS_COMPLETED
