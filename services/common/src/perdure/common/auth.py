@@ -1,5 +1,5 @@
-"""API keys on every call: bearer tokens in gRPC metadata, checked by a server interceptor that
-covers unary and streaming calls alike, default deny.
+"""API keys: bearer tokens in gRPC metadata, what a verified one proves (a Principal), and the
+namespace a call acts in. The server interceptor that checks them is perdure.common.guard.
 
 A token is `prd_<key_id>_<secret>`. The key id is public (it names the key in lists and the
 audit log); the secret is 32 random bytes, stored only as its SHA-256: a token that random
