@@ -23,7 +23,7 @@ from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.client import Client
 from perdure.common.embedded_db import stop_embedded_postgres
 from tests.e2e.blocking import WAIT, runs_per_step, start_blocked, started
-from tests.fixtures.cluster import Cluster, wait_until
+from tests.fixtures.cluster import Cluster, Process, wait_until
 from tests.fixtures.keys import make_key
 from tests.fixtures.postgres import with_database
 
@@ -35,15 +35,21 @@ def test_worker_killed_mid_step_is_resumed_by_another(
     # Leases outlast the test: only the release on stream close can hand the work over (with
     # keys, through the guard that watches each stream's key).
     cluster = start_cluster(PERDURE_LEASE_TTL="600", PERDURE_AUTH="on" if keys else "off")
-    worker_env = {"PERDURE_API_KEY": make_key(cluster, "default", "worker", "*")} if keys else {}
+    worker_key = make_key(cluster, "default", "worker", "*") if keys else None
     operator = make_key(cluster, "default", "operator") if keys else None
+
+    def start_worker(identity: str) -> Process:
+        if worker_key is None:
+            return cluster.start_worker(identity)
+        return cluster.start_worker(identity, PERDURE_API_KEY=worker_key)
+
     ledger, gate = tmp_path / "ledger", tmp_path / "gate"
-    first = cluster.start_worker("first", **worker_env)
+    first = start_worker("first")
     with Client(cluster.gateway, api_key=operator) as client:
         start_blocked(client, "crash-1", ledger, gate)
         first.kill()
         gate.touch()
-        second = cluster.start_worker("second", **worker_env)
+        second = start_worker("second")
         described = client.wait("crash-1", timeout=WAIT)
 
     assert described.workflow.status == wf.WORKFLOW_STATUS_COMPLETED
