@@ -96,10 +96,14 @@ def test_revoking_a_worker_key_ends_its_open_task_and_journal_streams(secured: C
     )
     tasks_channel = grpc.insecure_channel(secured.address("scheduler"))
     journal_channel = grpc.insecure_channel(secured.address("history"))
-    tasks = OpenStream(
-        lambda requests: tgrpc.TaskServiceStub(tasks_channel).Connect(
-            requests(hello), metadata=bearer(worker_key)
+    # Two task streams of one key (a fleet's workers): they share the key's checks.
+    tasks, more_tasks = (
+        OpenStream(
+            lambda requests: tgrpc.TaskServiceStub(tasks_channel).Connect(
+                requests(hello), metadata=bearer(worker_key)
+            )
         )
+        for _ in range(2)
     )
     # An unknown run: the answer is an error inside the stream, and the stream stays open.
     probe = jpb.JournalCall(id=1, load_journal=jpb.LoadJournalRequest(workflow_id="none", fence=1))
@@ -108,18 +112,19 @@ def test_revoking_a_worker_key_ends_its_open_task_and_journal_streams(secured: C
             requests(jpb.SessionRequest(calls=[probe])), metadata=bearer(worker_key)
         )
     )
+    streams = (tasks, more_tasks, journal)
     try:
-        assert tasks.first.wait(30) and journal.first.wait(30)
-        assert tasks.ended_at is None and journal.ended_at is None, (tasks.error, journal.error)
-        time.sleep(1.5)  # both streams have been checked again since they opened, and live
-        assert tasks.ended_at is None and journal.ended_at is None
+        assert all(stream.first.wait(30) for stream in streams)
+        assert all(stream.ended_at is None for stream in streams), [s.error for s in streams]
+        time.sleep(1.5)  # every stream has been checked again since it opened, and lives
+        assert all(stream.ended_at is None for stream in streams)
         revoked_at = revoke(secured, admin_key, key_id(worker_key))
         wait_until(
-            lambda: tasks.ended_at is not None and journal.ended_at is not None,
+            lambda: all(stream.ended_at is not None for stream in streams),
             REVOCATION_PATIENCE,
-            "both streams of the revoked key to end",
+            "every stream of the revoked key to end",
         )
-        for stream in (tasks, journal):
+        for stream in streams:
             assert (
                 stream.error is not None and stream.error.code() == grpc.StatusCode.UNAUTHENTICATED
             )
@@ -128,8 +133,8 @@ def test_revoking_a_worker_key_ends_its_open_task_and_journal_streams(secured: C
                 stream.ended_at is not None and stream.ended_at - revoked_at < REVOCATION_PATIENCE
             )
     finally:
-        tasks.close()
-        journal.close()
+        for stream in streams:
+            stream.close()
         tasks_channel.close()
         journal_channel.close()
 

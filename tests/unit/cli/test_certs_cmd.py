@@ -38,7 +38,7 @@ def test_each_process_gets_a_pair_the_ca_signed(tmp_path: Path) -> None:
             # A worker's or a client's names no host to impersonate and proves no service.
             assert (dns, ips) == (set(), set()), name
             assert uris == [f"spiffe://perdure/{name}"]
-            assert service_names_in(files[name].cert.read_bytes()) == []
+            assert service_names_in(files[name].cert.read_bytes()) == ()
         usages = set(cert.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value)
         expected = {ExtendedKeyUsageOID.CLIENT_AUTH}
         if name in SERVICES:  # a worker or a program only ever dials out

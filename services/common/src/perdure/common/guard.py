@@ -12,9 +12,9 @@ deny):
   role it needs, checked against the `authorization: Bearer` API key.
 
 Bad credentials are cheap: a token refused once is refused again without a lookup, and an
-address that keeps failing is refused before its next lookup (`FailedCredentials`). Long-lived
-streams check their key again every RECHECK_SECONDS and end with UNAUTHENTICATED
-(`API_KEY_REVOKED`) once it is revoked.
+address that keeps failing is refused before its next lookup (`FailedCredentials`). Each key
+holds at most PERDURE_SESSIONS_PER_KEY streams of a kind open, and its streams check it again
+every RECHECK_SECONDS and end with UNAUTHENTICATED (`API_KEY_REVOKED`) once it is revoked.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ import logging
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import grpc
@@ -43,7 +44,7 @@ from perdure.common.auth import (
     role_name,
     unauthenticated,
 )
-from perdure.common.limits import TokenBucket, exhausted
+from perdure.common.limits import OpenCap, TokenBucket, exhausted, sessions_per_key
 from perdure.common.service_identity import (
     CLIENT_ADDRESS_HEADER,
     SECRET_HEADER,
@@ -197,6 +198,11 @@ class Guard(grpc.aio.ServerInterceptor):
         self._roles = roles
         self._identity = identity
         self._failures = FailedCredentials(service)
+        # Per keyed streaming method, the streams each key holds open.
+        self._stream_caps: dict[str, OpenCap] = {}
+        # When each stream token last passed a check again: streams sharing a key (a fleet's
+        # workers) share its checks.
+        self._rechecked: dict[str, float] = {}
 
     async def intercept_service(
         self,
@@ -215,8 +221,18 @@ class Guard(grpc.aio.ServerInterceptor):
             return _guarded(handler, self._service_check(method, metadata), None)
         needed = self._roles.get(method, self._roles.get(service))
         token = bearer_token(metadata)
-        recheck = self._recheck(token) if token is not None else None
-        return _guarded(handler, self._key_check(method, needed, token), recheck)
+        terms = None
+        if token is not None and handler.stream_stream is not None:
+            terms = _StreamTerms(self._stream_cap(method), self._recheck(token))
+        return _guarded(handler, self._key_check(method, needed, token), terms)
+
+    def _stream_cap(self, method: str) -> OpenCap:
+        """The cap on the open streams of `method` per key (TaskService.Connect, say)."""
+        cap = self._stream_caps.get(method)
+        if cap is None:
+            service, _, name = method.strip("/").partition("/")
+            cap = self._stream_caps[method] = sessions_per_key(f"{service.rsplit('.')[-1]}.{name}")
+        return cap
 
     def _service_check(self, method: str, metadata: Any) -> Check:
         async def check(context: Context) -> Principal | None:
@@ -275,11 +291,14 @@ class Guard(grpc.aio.ServerInterceptor):
         return peer_address(context)
 
     def _recheck(self, token: str) -> Callable[[], Coroutine[Any, Any, None]]:
-        """Return once the stream's key stops being valid (revoked), as an ApiError."""
+        """Return once the stream's key stops being valid (revoked), as an ApiError. A check
+        another stream of the same key passed within RECHECK_SECONDS counts for this one."""
 
         async def revoked() -> None:
             while True:
                 await asyncio.sleep(RECHECK_SECONDS)
+                if time.monotonic() - self._rechecked.get(token, 0.0) < RECHECK_SECONDS:
+                    continue
                 try:
                     await self._authenticate(token)
                 except errors.ApiError as error:
@@ -290,6 +309,10 @@ class Guard(grpc.aio.ServerInterceptor):
                     if error.code() == grpc.StatusCode.UNAUTHENTICATED:
                         raise _revoked(error.details() or "") from None
                     log.warning("could not check a stream's key again: %s", error.details())
+                    continue
+                if len(self._rechecked) >= FailedCredentials.MAX_ENTRIES:
+                    self._rechecked.clear()
+                self._rechecked[token] = time.monotonic()
 
         return revoked
 
@@ -309,13 +332,20 @@ def _revoked(why: str) -> errors.ApiError:
     )
 
 
+@dataclass(frozen=True)
+class _StreamTerms:
+    """What a keyed stream is held to while it is open: its key's cap of open streams of its
+    kind, and its key's validity (`revoked` raises once the key is revoked)."""
+
+    cap: OpenCap
+    revoked: Callable[[], Coroutine[Any, Any, None]]
+
+
 def _guarded(
-    handler: grpc.RpcMethodHandler[Any, Any],
-    check: Check,
-    revoked: Callable[[], Coroutine[Any, Any, None]] | None,
+    handler: grpc.RpcMethodHandler[Any, Any], check: Check, terms: _StreamTerms | None
 ) -> grpc.RpcMethodHandler[Any, Any]:
     """The handler, run only once `check` passes, with the principal in `current_principal`;
-    a stream also ends once `revoked` returns or raises."""
+    a keyed stream also holds a place of its key's cap, and ends once its key is revoked."""
     decode, encode = handler.request_deserializer, handler.response_serializer
     if handler.unary_unary is not None:
         unary: Any = handler.unary_unary
@@ -333,19 +363,26 @@ def _guarded(
 
         async def stream_stream(requests: Any, context: Context) -> AsyncIterator[Any]:
             try:
-                current_principal.set(await check(context))
+                principal = await check(context)
+                place = (
+                    terms.cap.hold(f"API key {principal.key_id}")
+                    if terms is not None and principal is not None
+                    else contextlib.nullcontext()
+                )
             except (errors.ApiError, grpc.aio.AioRpcError) as error:
                 await errors.abort_with(context, error)
+            current_principal.set(principal)
             responses = stream(requests, context)
-            if revoked is None:
-                async for response in responses:
-                    yield response
-                return
-            try:
-                async for response in await _until_revoked(responses, revoked):
-                    yield response
-            except errors.ApiError as error:
-                await errors.abort_with(context, error)
+            with place:
+                if terms is None:
+                    async for response in responses:
+                        yield response
+                    return
+                try:
+                    async for response in await _until_revoked(responses, terms.revoked):
+                        yield response
+                except errors.ApiError as error:
+                    await errors.abort_with(context, error)
 
         return grpc.stream_stream_rpc_method_handler(stream_stream, decode, encode)
     raise TypeError(f"no guard for this handler shape: {handler}")

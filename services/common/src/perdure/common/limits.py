@@ -8,14 +8,11 @@ import contextlib
 import os
 import time
 from collections import Counter
-from collections.abc import AsyncGenerator, Iterator
-from typing import Any, TypeVar
+from collections.abc import Iterator
 
 import grpc
 
 from perdure.common import errors
-
-Message = TypeVar("Message")
 
 
 def rate_setting(variable: str, default: float) -> float:
@@ -165,36 +162,12 @@ class OpenCap:
 DEFAULT_SESSIONS_PER_KEY = 64
 
 
-class SessionsPerKey(OpenCap):
-    """A worker stream kind's cap per API key (PERDURE_SESSIONS_PER_KEY). Without
-    authentication there is no key to count by (a peer address says nothing about who is
-    behind it), and nothing is counted."""
-
-    def __init__(self, stream: str) -> None:
-        super().__init__(
-            "PERDURE_SESSIONS_PER_KEY",
-            DEFAULT_SESSIONS_PER_KEY,
-            f"{stream} streams",
-            "SESSIONS_PER_KEY_EXCEEDED",
-            "close one, give each worker pool a key of its own, or raise the cap",
-        )
-
-    async def serve(
-        self,
-        context: grpc.aio.ServicerContext[Any, Any],
-        key_id: str | None,
-        stream: AsyncGenerator[Message, None],
-    ) -> AsyncGenerator[Message, None]:
-        """What a streaming handler answers with: `stream`'s messages, counted as one open
-        stream of `key_id` until it ends; or, when the key holds `cap` of them already, the
-        call ends at once with RESOURCE_EXHAUSTED."""
-        try:
-            slot = self.hold(None if key_id is None else f"API key {key_id}")
-        except errors.ApiError as error:
-            await stream.aclose()  # never started: nothing to undo
-            await errors.abort_with(context, error)
-            return
-        with slot:
-            async with contextlib.aclosing(stream) as messages:
-                async for message in messages:
-                    yield message
+def sessions_per_key(stream: str) -> OpenCap:
+    """The cap on one kind of worker stream per API key (PERDURE_SESSIONS_PER_KEY)."""
+    return OpenCap(
+        "PERDURE_SESSIONS_PER_KEY",
+        DEFAULT_SESSIONS_PER_KEY,
+        f"{stream} streams",
+        "SESSIONS_PER_KEY_EXCEEDED",
+        "close one, give each worker pool a key of its own, or raise the cap",
+    )

@@ -17,6 +17,7 @@ with which API key) travel as metadata too, and are believed only under a proven
 
 from __future__ import annotations
 
+import functools
 import hmac
 import os
 from dataclasses import dataclass
@@ -78,15 +79,19 @@ def outgoing_metadata() -> tuple[tuple[str, str], ...]:
     return ((SECRET_HEADER, secret),) if secret is not None else ()
 
 
-def service_names_in(pem: bytes) -> list[str]:
-    """The service names a certificate's `spiffe://perdure/service/<name>` URIs claim."""
+@functools.lru_cache(maxsize=256)
+def service_names_in(pem: bytes) -> tuple[str, ...]:
+    """The service names a certificate's `spiffe://perdure/service/<name>` URIs claim (parsed
+    once per certificate: peers present the same one on every call)."""
     try:
         cert = x509.load_pem_x509_certificate(pem)
         sans = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
     except (ValueError, x509.ExtensionNotFound):
-        return []
+        return ()
     uris = sans.get_values_for_type(x509.UniformResourceIdentifier)
-    return [u.removeprefix(SERVICE_URI_PREFIX) for u in uris if u.startswith(SERVICE_URI_PREFIX)]
+    return tuple(
+        u.removeprefix(SERVICE_URI_PREFIX) for u in uris if u.startswith(SERVICE_URI_PREFIX)
+    )
 
 
 def first_value(metadata: Any, name: str) -> str | None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncIterator
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
@@ -25,7 +25,7 @@ from perdure.common.convert import (
     timestamp,
     value_to_python,
 )
-from perdure.common.limits import SessionsPerKey, StreamCap
+from perdure.common.limits import StreamCap
 from perdure.common.payload import validate_payload
 from perdure.common.text import require_storable
 from perdure.history import keys
@@ -400,16 +400,12 @@ class JournalServicer(jgrpc.JournalServiceServicer):
     """The worker protocol's journal calls, each checked against the lease's fence."""
 
     def __init__(
-        self,
-        journal: Journal,
-        call_rate: float,
-        scheduler: sgrpc.SchedulerServiceStub,
+        self, journal: Journal, call_rate: float, scheduler: sgrpc.SchedulerServiceStub
     ) -> None:
         self._journal = journal
         self._call_rate = call_rate  # per Session stream, calls per second
         self._scheduler = scheduler  # who holds which lease
         self._session_readers: set[asyncio.Task[None]] = set()
-        self._sessions = SessionsPerKey("JournalService.Session")
 
     async def _require_lease(self, workflow_id: str, step_id: str, fence: int) -> None:
         """With a worker key in force, only the session the scheduler granted this lease to
@@ -669,16 +665,8 @@ class JournalServicer(jgrpc.JournalServiceServicer):
     async def Session(
         self, request_iterator: Any, context: Context
     ) -> AsyncIterator[jpb.SessionResponse]:
-        """The calls above on one stream, if the worker's API key holds fewer than the cap of
-        them here."""
-        principal = auth.current_principal.get()
-        key_id = None if principal is None else principal.key_id
-        async for message in self._sessions.serve(context, key_id, self._session(context)):
-            yield message
-
-    async def _session(self, context: Context) -> AsyncGenerator[jpb.SessionResponse, None]:
-        """Each call runs as its unary method, concurrently with the others; the answers ready
-        together leave in one message."""
+        """The calls above on one stream: each runs as its unary method, concurrently with
+        the others; the answers ready together leave in one message."""
         answers: asyncio.Queue[jpb.JournalAnswer | None] = asyncio.Queue()
         calls: set[asyncio.Task[None]] = set()
         refused: list[errors.ApiError] = []  # a message that is not a SessionRequest

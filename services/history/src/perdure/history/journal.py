@@ -487,15 +487,8 @@ class Journal:
                 _count_closed(closed, status)
                 return status
             lease = await store.fetch_one(conn, store.SELECT_LEASE, [workflow_id])
-        if (
-            _may_see(lease)
-            and lease is not None
-            and (lease["fence"], lease["status"])
-            == (
-                fence,
-                status,
-            )
-        ):
+        committed = lease is not None and (lease["fence"], lease["status"]) == (fence, status)
+        if committed and _may_see(lease):
             return status  # a retried call whose first attempt committed
         raise _lease_refusal(lease, workflow_id, "", fence) or _changed(workflow_id)
 

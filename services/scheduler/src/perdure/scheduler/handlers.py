@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import logging
 import random
-from collections.abc import AsyncGenerator, AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable
 from datetime import UTC
 from typing import Any
 
@@ -17,12 +17,9 @@ from psycopg.types.json import Jsonb
 from perdure.api.worker.v1 import task_service_pb2 as tpb
 from perdure.api.worker.v1 import task_service_pb2_grpc as tgrpc
 from perdure.common import errors, namespaces
-from perdure.common.auth import (
-    current_principal,
-    permission_denied,
-)
+from perdure.common.auth import current_principal, permission_denied
 from perdure.common.convert import seconds_of
-from perdure.common.limits import SessionsPerKey, StreamCap
+from perdure.common.limits import StreamCap
 from perdure.common.text import printable, require_storable
 from perdure.internal.scheduler.v1 import scheduler_service_pb2 as spb
 from perdure.internal.scheduler.v1 import scheduler_service_pb2_grpc as sgrpc
@@ -129,18 +126,10 @@ class TaskServicer(tgrpc.TaskServiceServicer):
         self._dispatcher = dispatcher
         self._message_rate = message_rate
         self._session_max_age = session_max_age  # 0: sessions stay until they end
-        self._sessions = SessionsPerKey("TaskService.Connect")
 
     async def Connect(
         self, request_iterator: Any, context: Context
     ) -> AsyncIterator[tpb.ConnectResponse]:
-        """A worker's session, if its API key holds fewer than the cap of them here."""
-        principal = current_principal.get()
-        key_id = None if principal is None else principal.key_id
-        async for message in self._sessions.serve(context, key_id, self._serve(context)):
-            yield message
-
-    async def _serve(self, context: Context) -> AsyncGenerator[tpb.ConnectResponse, None]:
         try:
             first = await context.read()
             if first is grpc.aio.EOF:

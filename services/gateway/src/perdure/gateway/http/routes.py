@@ -17,7 +17,6 @@ from perdure.api.workflow.v1 import workflow_service_pb2 as api
 from perdure.api.workflow.v1 import workflow_service_pb2_grpc as api_grpc
 from perdure.common.errors import ApiError
 from perdure.common.service_identity import CLIENT_ADDRESS_HEADER
-from perdure.gateway import validate
 from perdure.gateway.http.admission import body_cap, read_body, refuse_declared_size, require_key
 from perdure.gateway.http.convert import decode_body, from_json, invalid_json, to_json
 
@@ -202,8 +201,6 @@ def request_message(route: Route, request: web.Request, body: bytes) -> Message:
             message.namespace = request.query["namespace"]  # type: ignore[attr-defined]
     else:
         message = from_json(query_fields(request, route.request()), route.request())
-        if "page_token" in message.DESCRIPTOR.fields_by_name:
-            validate.page_token(message.page_token)  # type: ignore[attr-defined]
     for name in route.path_fields:
         setattr(message, name, request.match_info[name])
     return message
