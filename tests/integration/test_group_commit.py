@@ -126,3 +126,30 @@ async def test_a_conflicting_record_fails_alone(pool: AsyncConnectionPool) -> No
         ("b", "s1"),
         ("c", "s1"),
     ]
+
+
+async def test_a_conflict_in_a_large_batch_costs_a_few_statements_not_one_per_record(
+    pool: AsyncConnectionPool,
+) -> None:
+    runs = [f"r{i}" for i in range(64)]
+    async with pool.connection() as conn:
+        for run in runs:
+            await conn.execute(
+                "INSERT INTO history.workflows (workflow_id, workflow_type, task_queue, status,"
+                " input, event_count, fence) VALUES (%s, 'flow', 'q', 'RUNNING', 'null', 1, 2)",
+                [run],
+            )
+    group = GroupCommit(pool)
+    await group.append(record("r40", "s1", 0, payload=1))
+    results = await asyncio.gather(
+        *(group.append(record(run, "s1", 0, payload=2)) for run in runs),  # one batch
+        return_exceptions=True,
+    )
+    assert isinstance(results[40], UniqueViolation)  # step s1 of r40 is recorded already
+    good = [r for i, r in enumerate(results) if i != 40]
+    assert all(isinstance(r, dict) and r["event_id"] == 2 for r in good)
+    written = await transactions(pool)
+    # Halved until the conflict is alone: one commit per half that holds no conflict
+    # (6 of them for 64 records), instead of 63 records written one by one.
+    commits = {written[(run, "s1")] for run in runs if run != "r40"}
+    assert len(commits) <= 6
