@@ -96,6 +96,30 @@ def test_a_hand_driven_run_follows_the_journal_rules(journal: jgrpc.JournalServi
     assert final.workflow.result.number_value == 42
 
 
+def test_a_finish_sent_again_with_another_outcome_is_refused(
+    journal: jgrpc.JournalServiceStub,
+) -> None:
+    journal.LoadJournal(jpb.LoadJournalRequest(workflow_id="raw-1", fence=1))
+    first = jpb.FinishWorkflowRequest(
+        workflow_id="raw-1", fence=1, failure=wf.Failure(type="X", message="first")
+    )
+    assert journal.FinishWorkflow(first).status == wf.WORKFLOW_STATUS_FAILED
+    assert journal.FinishWorkflow(first).status == wf.WORKFLOW_STATUS_FAILED  # identical: ok
+    other = jpb.FinishWorkflowRequest()
+    other.CopyFrom(first)
+    other.failure.message = "second"  # same lease and status, another failure
+    with pytest.raises(grpc.RpcError) as caught:
+        journal.FinishWorkflow(other, timeout=30)
+    assert caught.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert error_reason(caught.value) == "WORKFLOW_CLOSED"
+    assert "another outcome" in (caught.value.details() or "")
+
+    final = journal.LoadJournal(jpb.LoadJournalRequest(workflow_id="raw-1", fence=1))
+    assert final.workflow.failure.message == "first"
+    closing = [e for e in final.events if e.event_type == wf.EVENT_TYPE_WORKFLOW_FAILED]
+    assert [e.failure.message for e in closing] == ["first"]
+
+
 def test_a_failed_attempt_sent_again_is_journaled_once(
     journal: jgrpc.JournalServiceStub,
 ) -> None:

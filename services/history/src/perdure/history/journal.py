@@ -486,10 +486,17 @@ class Journal:
             if closed is not None:
                 _count_closed(closed, status)
                 return status
-            lease = await store.fetch_one(conn, store.SELECT_LEASE, [workflow_id])
-        committed = lease is not None and (lease["fence"], lease["status"]) == (fence, status)
-        if committed and _may_see(lease):
-            return status  # a retried call whose first attempt committed
+            lease = await store.fetch_one(conn, store.SELECT_CLOSE, [workflow_id])
+        if lease is not None and _may_see(lease) and lease["fence"] == fence:
+            if _closed_by(lease, fence, params):
+                return status  # a retried call whose first attempt committed
+            if lease["status"] not in store.OPEN_STATUSES:
+                raise errors.failed_precondition(
+                    "WORKFLOW_CLOSED",
+                    f"workflow {workflow_id!r} is already {lease['status'].lower()}, closed by "
+                    "this lease with another outcome: a FinishWorkflow sent again must be "
+                    "identical to the first (its result or failure is not changed)",
+                )
         raise _lease_refusal(lease, workflow_id, "", fence) or _changed(workflow_id)
 
     async def consume_signals(
@@ -729,6 +736,13 @@ def _lease_refusal(
     if lease["fence"] < fence:
         return _not_loaded(what, fence, "LoadStep" if step_id else "LoadJournal")
     return None
+
+
+def _closed_by(run: Row, fence: int, params: dict[str, Any]) -> bool:
+    """Whether `run` (a SELECT_CLOSE row) was closed by this very close: the same lease, status,
+    result and failure. Any other close of a closed run is refused, never acknowledged unstored."""
+    asked = (fence, params["status"], _plain(params["payload"]), _plain(params["failure"]))
+    return (run["fence"], run["status"], run["result"], run["failure"]) == asked
 
 
 def _may_see(lease: Row | None) -> bool:

@@ -59,6 +59,10 @@ SELECT workflow_id FROM run
 SELECT_WORKFLOW = f"SELECT {WORKFLOW_COLUMNS} FROM history.workflows WHERE workflow_id = %s"
 # A run's lease as history knows it: the fence mark, the key whose load set it, the status.
 SELECT_LEASE = "SELECT fence, fence_key, status FROM history.workflows WHERE workflow_id = %s"
+# A closed run's lease and outcome: whether a FinishWorkflow sent again is the one that closed it.
+SELECT_CLOSE = (
+    "SELECT fence, fence_key, status, result, failure FROM history.workflows WHERE workflow_id = %s"
+)
 SELECT_WORKFLOW_WITH_PROGRESS = (
     f"SELECT {WORKFLOW_COLUMNS}, {_PROGRESS} FROM history.workflows w WHERE workflow_id = %s"
 )
