@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,9 @@ from perdure.api.worker.v1 import journal_service_pb2_grpc as jgrpc
 from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.api.workflow.v1 import workflow_service_pb2 as api
 from perdure.api.workflow.v1 import workflow_service_pb2_grpc as apigrpc
-from tests.fixtures.cluster import Cluster
+from perdure.client import Client
+from tests.chaos.proxy import HOLD_REPLIES, RESET, Proxy
+from tests.fixtures.cluster import Cluster, wait_until
 from tests.fixtures.rpc import error_reason
 
 
@@ -52,6 +55,36 @@ def test_start_is_idempotent_by_workflow_id(api_cluster: Cluster, tmp_path: Path
     assert third.status == wf.WORKFLOW_STATUS_COMPLETED
     assert [w.workflow_id for w in listed.workflows] == ["same"]
     assert len((tmp_path / "ledger").read_text().splitlines()) == 5  # ran once
+
+
+def test_a_start_without_an_id_sent_again_after_a_lost_answer_starts_one_run(
+    api_cluster: Cluster,
+) -> None:
+    proxy = Proxy()
+    try:
+        link = proxy.link("client", "gateway", ("127.0.0.1", api_cluster.ports["gateway"]))
+        with (
+            Client(f"127.0.0.1:{link.port}") as client,
+            api_cluster.client() as direct,
+            ThreadPoolExecutor(1) as pool,
+        ):
+            client.list()  # connected: the gateway's handshake is through
+            proxy.apply([link], HOLD_REPLIES)
+            sent = pool.submit(client.start_workflow, "loop_agent", {"turns": 1})
+            wait_until(
+                lambda: len(direct.list(workflow_type="loop_agent").workflows) == 1,
+                60,
+                "the start to be served",
+            )
+            # Its answer is lost with the connection: the client's retry sends it again.
+            proxy.apply([link], RESET)
+            proxy.heal()
+            started = sent.result(timeout=60)
+            listed = direct.list(workflow_type="loop_agent")
+    finally:
+        proxy.close()
+    assert not started.started  # the retry found the run its first send had started
+    assert [w.workflow_id for w in listed.workflows] == [started.workflow_id]
 
 
 def test_same_id_with_a_different_request_is_a_conflict(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import time
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -64,11 +65,13 @@ class Client:
         workflow_id: str = "",
         task_queue: str = "",
     ) -> api.StartWorkflowResponse:
-        """Start a run (idempotent by workflow id)."""
+        """Start a run (idempotent by workflow id). Without `workflow_id`, a new one is fixed
+        here, before the first send, so that a retried send starts nothing new; the answer
+        carries it."""
         request = api.StartWorkflowRequest(
             namespace=self.namespace,
             workflow_type=workflow_type,
-            workflow_id=workflow_id,
+            workflow_id=workflow_id or str(uuid.uuid4()),
             task_queue=task_queue,
             input=to_value(input),
         )

@@ -85,7 +85,7 @@ export function startView(root, query, navigate) {
     }
     await start(event.submitter, raMsg, {
       workflow_type: RESEARCH_TYPE,
-      workflow_id: raId.value.trim(),
+      workflow_id: fixedId(raId),
       task_queue: raQueue.value.trim(),
       input: researchInput(),
     });
@@ -127,7 +127,7 @@ export function startView(root, query, navigate) {
     }
     await start(event.submitter, gMsg, {
       workflow_type: gType.value.trim(),
-      workflow_id: gId.value.trim(),
+      workflow_id: fixedId(gId),
       task_queue: gQueue.value.trim(),
       input: parsed.value,
     });
@@ -135,7 +135,7 @@ export function startView(root, query, navigate) {
 
   async function start(button, message, request) {
     const body = { ...request };
-    for (const name of ["workflow_id", "task_queue"]) if (!body[name]) delete body[name];
+    if (!body.task_queue) delete body.task_queue;
     await withBusy(button, async () => {
       try {
         const answer = await api("POST", "/v1/workflows", { body, signal: controller.signal });
@@ -155,4 +155,20 @@ export function startView(root, query, navigate) {
     h("div", { class: "start-grid" }, raForm, gForm),
   );
   return { unmount() { controller.abort(); } };
+}
+
+/**
+ * The workflow ID a start sends: the one typed, else a new one, written into the field before the
+ * first send, so that sending again (after a lost answer) starts nothing new.
+ * @param {HTMLInputElement} input
+ */
+function fixedId(input) {
+  if (!input.value.trim()) input.value = newWorkflowId();
+  return input.value.trim();
+}
+
+function newWorkflowId() {
+  if (crypto.randomUUID) return crypto.randomUUID(); // secure contexts (https, localhost)
+  const bytes = crypto.getRandomValues(new Uint8Array(16));
+  return [...bytes].map((b) => b.toString(16).padStart(2, "0")).join("");
 }
