@@ -96,11 +96,24 @@ export async function runWorkflowTask(task, journal, workflows, { log, abort, on
 }
 
 /**
- * Run the workflow function against its context.
+ * Run the workflow function against its context. Code that no longer matches its journal parks,
+ * whether it found that on its way to a result or while failing or being cancelled.
  * @returns {Promise<{kind: 'result'|'failure'|'park'|'cancelled', value: any} | {kind: 'suspend', wait: any}
  *   | {kind: 'lost'|'unavailable', error: Error}>}
  */
 export async function execute(fn, ctx, input) {
+  const outcome = await run(fn, ctx, input);
+  if (!['result', 'failure', 'cancelled'].includes(outcome.kind)) return outcome;
+  const leftover = ctx.unconsumedSteps();
+  if (!leftover.length) return outcome;
+  const ended = outcome.kind === 'result' ? 'returned' : `ended (${outcome.value.type})`;
+  const error = new NonDeterminismError(
+    `workflow '${ctx.workflowId}' ${ended} without calling recorded step(s) ${leftover.join(', ')}; the code changed in a way that does not replay`,
+  );
+  return { kind: 'park', value: failureFrom(error) };
+}
+
+async function run(fn, ctx, input) {
   const running = (async () => fn(ctx, input))();
   running.catch(() => {});
   const ended = await Promise.race([
@@ -110,21 +123,15 @@ export async function execute(fn, ctx, input) {
     ),
     ctx.halted,
   ]);
+  // A mismatch found on the way parks the run, whatever the code did after it.
+  if (ctx._halted?.kind === 'park') return { kind: 'park', value: ctx._halted.failure };
   switch (ended.kind) {
-    case 'return': {
-      const leftover = ctx.unconsumedSteps();
-      if (leftover.length) {
-        const error = new NonDeterminismError(
-          `workflow '${ctx.workflowId}' returned without calling recorded step(s) ${leftover.join(', ')}; the code changed in a way that does not replay`,
-        );
-        return { kind: 'park', value: failureFrom(error) };
-      }
+    case 'return':
       try {
         return { kind: 'result', value: toValue(ended.value) };
       } catch (error) {
         return { kind: 'failure', value: failureFrom(error) };
       }
-    }
     case 'throw':
       if (ended.error instanceof WorkflowCancelledError) return { kind: 'cancelled', value: failureFrom(ended.error) };
       if (ended.error instanceof NonDeterminismError) return { kind: 'park', value: failureFrom(ended.error) };

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any, cast
 
 import grpc
@@ -84,6 +85,25 @@ async def test_non_determinism_parks_even_if_the_workflow_catches_exceptions() -
     outcome, failure = await _execute(flow, context([completed(0, "original", 1)]), None)
     assert outcome == "park"
     assert "'renamed'" in failure.message and "'original'" in failure.message
+
+
+async def test_non_determinism_parks_even_if_cleanup_code_raises_over_it() -> None:
+    journal = FakeJournal()
+
+    async def flow(ctx: WorkflowContext, arg: Any) -> str:
+        try:
+            await ctx.step("renamed", lambda: 1)
+        except BaseException:
+            with contextlib.suppress(BaseException):
+                await ctx.step("cleanup", lambda: 2)  # refused: the code no longer replays
+            raise LookupError("a failure over the mismatch") from None
+        return "unreachable"
+
+    ctx = context([completed(0, "original", 1)], journal)
+    outcome, failure = await _execute(flow, ctx, None)
+    assert outcome == "park"
+    assert "'renamed'" in failure.message and "'original'" in failure.message
+    assert journal.recorded == []  # nothing was recorded after the mismatch
 
 
 async def test_a_journal_outage_is_not_a_workflow_failure() -> None:

@@ -196,6 +196,9 @@ class WorkflowContext:
         self._occurrences: dict[str, int] = {}
         self._heartbeats = Heartbeats(self._record)
         self._stopping = stopping  # set when the worker drains
+        # The first mismatch with the journal: the run parks with it, whatever the code does
+        # after (catches it, fails, is cancelled), and no later call is replayed or recorded.
+        self.non_determinism: NonDeterminismError | None = None
 
     async def step(
         self,
@@ -220,9 +223,10 @@ class WorkflowContext:
         return await self._durable(name, fn, args, kwargs, retry or self._retry, timeout)
 
     async def now(self) -> datetime:
-        """The current UTC time, recorded once so that replay sees the same instant."""
+        """The current UTC time by the database's clock (the one timers and leases use, never
+        this worker's), recorded once so that replay sees the same instant."""
         moment = await self._durable(
-            "$now", lambda: datetime.now(UTC).isoformat(), (), {}, NO_RETRY, None
+            "$now", lambda: self._database_now().isoformat(), (), {}, NO_RETRY, None
         )
         return datetime.fromisoformat(moment)
 
@@ -350,6 +354,8 @@ class WorkflowContext:
     async def _begin(self, name: str) -> _Call:
         """Take the next position for a call; check it against the journal; deliver a pending
         cancellation here if the code has not seen it yet."""
+        if self.non_determinism is not None:
+            raise self.non_determinism
         occurrence = self._occurrences.get(name, 0) + 1
         self._occurrences[name] = occurrence
         step_id = name if occurrence == 1 else f"{name}#{occurrence}"
@@ -359,7 +365,7 @@ class WorkflowContext:
         call = _Call(step_id, name, position, recorded)
         if recorded is not None:
             if recorded.step_id != step_id:
-                raise NonDeterminismError(
+                raise self._mismatch(
                     f"workflow {self.workflow_id!r}: call #{position} of the code is "
                     f"{step_id!r}, but the journal recorded {recorded.step_id!r} there; the "
                     "code changed in a way that does not replay"
@@ -375,6 +381,12 @@ class WorkflowContext:
             self._cancel_delivered = True
             raise self._cancellation()
         return call
+
+    def _mismatch(self, message: str) -> NonDeterminismError:
+        """The code no longer matches its journal: remembered, so that the run parks."""
+        if self.non_determinism is None:
+            self.non_determinism = NonDeterminismError(message)
+        return self.non_determinism
 
     def _cancellation(self) -> WorkflowCancelledError:
         reason = f": {self._cancel_reason}" if self._cancel_reason else ""
@@ -442,7 +454,7 @@ class WorkflowContext:
         call = await self._begin(remote.step_type)
         if call.recorded is not None:
             if call.recorded.event_type != wf.EVENT_TYPE_STEP_SCHEDULED:
-                raise NonDeterminismError(
+                raise self._mismatch(
                     f"workflow {self.workflow_id!r}: call #{call.position} is remote step "
                     f"{call.step_id!r}, but the journal recorded a {_kind(call.recorded)} there"
                 )
@@ -495,7 +507,7 @@ class WorkflowContext:
         recorded = call.recorded
         if recorded is not None:
             if recorded.event_type not in _STEP_OUTCOMES:
-                raise NonDeterminismError(
+                raise self._mismatch(
                     f"workflow {self.workflow_id!r}: call #{call.position} is step "
                     f"{call.step_id!r}, but the journal recorded a {_kind(recorded)} there"
                 )

@@ -96,15 +96,25 @@ async def run_task(
 
 async def _execute(fn: WorkflowFunction, ctx: WorkflowContext, arg: Any) -> tuple[str, Any]:
     """Run the workflow function; return ("result"|"failure"|"park"|"cancelled", Failure or
-    Value) or ("suspend", Wait)."""
+    Value) or ("suspend", Wait). Code that no longer matches its journal parks, whether it
+    found that on its way to a result or while failing or being cancelled."""
+    outcome, value = await _outcome(fn, ctx, arg)
+    if ctx.non_determinism is not None:  # even if the code caught it, or raised over it
+        return "park", failure_from(ctx.non_determinism)
+    leftover = ctx.unconsumed_steps()
+    if outcome in ("result", "failure", "cancelled") and leftover:
+        ended = "returned" if outcome == "result" else f"ended ({value.type})"
+        error = NonDeterminismError(
+            f"workflow {ctx.workflow_id!r} {ended} without calling recorded step(s) "
+            f"{', '.join(leftover)}; the code changed in a way that does not replay"
+        )
+        return "park", failure_from(error)
+    return outcome, value
+
+
+async def _outcome(fn: WorkflowFunction, ctx: WorkflowContext, arg: Any) -> tuple[str, Any]:
     try:
         result = await call_workflow(fn, ctx, arg)
-        leftover = ctx.unconsumed_steps()
-        if leftover:
-            raise NonDeterminismError(
-                f"workflow {ctx.workflow_id!r} returned without calling recorded step(s) "
-                f"{', '.join(leftover)}; the code changed in a way that does not replay"
-            )
         return "result", to_value(result)
     except Suspended as suspended:
         return "suspend", suspended.wait
