@@ -175,12 +175,14 @@ export class WorkflowContext {
   }
 
   /**
-   * The current time, recorded once so that replay sees the same instant.
+   * The current time by the database's clock (the one timers and leases use, never this
+   * worker's), recorded once so that replay sees the same instant.
    * @returns {Promise<Date>}
    */
   async now() {
     const call = this._allocate('$now');
-    const iso = await this._op((op) => this._durable(op, call, () => new Date().toISOString(), NO_RETRY, null));
+    const moment = () => new Date(this._databaseNow()).toISOString();
+    const iso = await this._op((op) => this._durable(op, call, moment, NO_RETRY, null));
     return new Date(iso);
   }
 
