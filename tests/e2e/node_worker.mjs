@@ -1,15 +1,17 @@
 #!/usr/bin/env node
-// A Node worker for Python end-to-end tests: the workflow `node_order` and the remote step
+// A Node worker for Python end-to-end tests: the workflows `node_order`, `clock_reading` and
+// `cancel_path_switch` (as in tests/e2e/drifting_workflows.py) and the remote step
 // types `notify`, `flaky`, `gated` and `square` (which never ends on the worker named in its
 // input's `stall_on`). Every step execution appends one JSON line to
-// the ledger file. Prints "connected" once welcomed; drains on SIGTERM/SIGINT.
+// the ledger file. Prints "connected" once welcomed; drains on SIGTERM/SIGINT. With
+// CLOCK_AHEAD_MS in the environment, the process's wall clock (Date) runs that far ahead.
 //
 //   node tests/e2e/node_worker.mjs --scheduler HOST:PORT --history HOST:PORT --task-queue Q \
 //     --identity ID --concurrency N --ledger FILE
 
 import fs from 'node:fs';
 import { parseArgs } from 'node:util';
-import { Worker } from '../../sdk/node/src/index.js';
+import { Worker, WorkflowCancelledError } from '../../sdk/node/src/index.js';
 
 const { values: args } = parseArgs({
   options: {
@@ -22,6 +24,22 @@ const { values: args } = parseArgs({
   },
 });
 const identity = args.identity;
+
+const ahead = Number(process.env.CLOCK_AHEAD_MS ?? 0);
+if (ahead) {
+  // This worker's wall clock, ahead of the database's (as a worker host's can be).
+  const RealDate = Date;
+  globalThis.Date = class extends RealDate {
+    constructor(...given) {
+      if (given.length) super(...given);
+      else super(RealDate.now() + ahead);
+    }
+
+    static now() {
+      return RealDate.now() + ahead;
+    }
+  };
+}
 
 /** One JSON line per step execution, one write per line. */
 function ledger(kind, info) {
@@ -71,6 +89,25 @@ async function nodeOrder(ctx, input) {
   return { reserved, approval, charge, shipped };
 }
 
+async function clockReading(ctx) {
+  return (await ctx.now()).toISOString();
+}
+
+/** Cancelled, compensates and waits for "finish", unless the version file says "plain". */
+async function cancelPathSwitch(ctx, input) {
+  try {
+    await ctx.waitForSignal('go');
+  } catch (error) {
+    if (!(error instanceof WorkflowCancelledError)) throw error;
+    if (fs.readFileSync(input.version_file, 'utf8').trim() !== 'plain') {
+      await ctx.step('release', () => 'released');
+      await ctx.waitForSignal('finish');
+    }
+    throw error;
+  }
+  return 'done';
+}
+
 const steps = {
   notify: (input, info) => {
     ledger('notify', info);
@@ -104,7 +141,7 @@ const worker = new Worker({
   taskQueue: args['task-queue'],
   identity,
   concurrency: Number(args.concurrency),
-  workflows: { node_order: nodeOrder },
+  workflows: { node_order: nodeOrder, clock_reading: clockReading, cancel_path_switch: cancelPathSwitch },
   steps,
   onConnected: () => process.stdout.write(`node worker ${identity} connected\n`),
 });
