@@ -122,3 +122,15 @@ export function classifyJournalError(error) {
   }
   return new JournalUnavailableError(String(error?.message ?? error));
 }
+
+/**
+ * The worker cannot serve as configured, and retrying will not help: its key is missing,
+ * invalid, revoked or not a worker key of this namespace and queue, or an address does not
+ * resolve. `Worker.run()` rejects with it.
+ */
+export class WorkerConfigurationError extends Error {
+  constructor(message) {
+    super(message);
+    this.name = 'WorkerConfigurationError';
+  }
+}

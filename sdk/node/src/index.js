@@ -11,6 +11,7 @@ export {
   WorkflowCancelledError,
   NonDeterminismError,
   JournalRejectedError,
+  WorkerConfigurationError,
 } from './errors.js';
 export { toValue, fromValue } from './payload.js';
 export { loadProtos, protoDir } from './proto.js';

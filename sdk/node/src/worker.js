@@ -5,6 +5,7 @@ import os from 'node:os';
 import grpc from '@grpc/grpc-js';
 import { JournalRejectedError, JournalUnavailableError, LeaseLostError } from './errors.js';
 import { JournalClient } from './journal.js';
+import { checkResolves, permanent } from './misconfigured.js';
 import { fromDuration, toDuration } from './payload.js';
 import { channelCredentials, clientOptions, loadProtos, statusName } from './proto.js';
 import { RetryPolicy } from './retry.js';
@@ -38,6 +39,11 @@ export const consoleLogger = {
  * Runs workflows and remote steps from one task queue, at most `concurrency` tasks at a time.
  * `await worker.run()` serves until `worker.stop()` drains it: no new tasks, running ones get
  * `shutdownGraceMs` to finish, the rest are released.
+ *
+ * A worker that cannot serve as configured (no key, an invalid, revoked or wrong-role key, an
+ * address that does not resolve) does not retry: `run()` rejects with WorkerConfigurationError
+ * saying what to fix. A service that cannot be reached is retried with backoff, each attempt
+ * logged with its cause.
  */
 export class Worker {
   /** @param {WorkerOptions} options */
@@ -115,10 +121,15 @@ export class Worker {
     this._requestStop();
   }
 
-  /** Serve until stopped, reconnecting to the scheduler whenever the stream breaks. */
+  /**
+   * Serve until stopped, reconnecting to the scheduler whenever the stream breaks; reject with
+   * WorkerConfigurationError at once if the configuration cannot work.
+   */
   async run() {
     if (this._runCalled) throw new Error('run() may be called once');
     this._runCalled = true;
+    await checkResolves(this.schedulerAddress, 'scheduler');
+    await checkResolves(this.historyAddress, 'history');
     const { TaskService } = loadProtos();
     this._journal = new JournalClient(this.historyAddress, this._apiKey);
     this._tasks = new TaskService(this.schedulerAddress, channelCredentials(), clientOptions(this._apiKey));
@@ -128,7 +139,8 @@ export class Worker {
     const serving = this._serve();
     try {
       await this._stopped;
-      await this._drain(); // on the live stream, which keeps carrying heartbeats and TaskDone
+      // on the live stream, which keeps carrying heartbeats and TaskDone (unless it gave up)
+      if (!this._fatal) await this._drain();
     } finally {
       this._closing = true;
       this._abort.abort();
@@ -138,11 +150,16 @@ export class Worker {
       this._tasks.close();
       this._journal.close();
     }
+    if (this._fatal) {
+      this._log.error(`worker ${this.identity} cannot serve: ${this._fatal.message}`);
+      throw this._fatal;
+    }
     this._log.info(`worker ${this.identity} stopped`);
   }
 
   async _serve() {
     let delay = RECONNECT_FIRST_MS;
+    let attempt = 0;
     while (!this._closing) {
       const welcomed = this._welcomes;
       try {
@@ -153,9 +170,21 @@ export class Worker {
           delay = RECONNECT_FIRST_MS;
           continue; // asked to move to another scheduler replica: at once
         }
-        if (this._welcomes > welcomed) delay = RECONNECT_FIRST_MS; // a session was up: afresh
-        const reason = error?.code !== undefined ? statusName(error.code) : error?.message;
-        this._log.warn(`scheduler stream lost (${reason}); reconnecting in ${(delay / 1000).toFixed(1)}s`);
+        const refusal = permanent(error, 'the scheduler', this.schedulerAddress);
+        if (refusal) {
+          this._fatal = refusal; // no retry can change it: run() rejects with it
+          this._requestStop();
+          break;
+        }
+        if (this._welcomes > welcomed) {
+          delay = RECONNECT_FIRST_MS; // a session was up: afresh
+          attempt = 0;
+        }
+        attempt += 1;
+        const reason = error?.code !== undefined ? `${statusName(error.code)}: ${error.details ?? error.message}` : error?.message;
+        this._log.warn(
+          `scheduler ${this.schedulerAddress}: stream lost or refused (${reason}); reconnect attempt ${attempt} in ${(delay / 1000).toFixed(1)}s`,
+        );
       }
       if (this._closing) break;
       await new Promise((resolve) => {

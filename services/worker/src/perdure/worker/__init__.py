@@ -23,6 +23,7 @@ from perdure.worker._errors import (
     SignalTimeoutError,
     StepFailedError,
     StepTimeoutError,
+    WorkerConfigurationError,
     WorkflowCancelledError,
 )
 from perdure.worker._registry import remote_step, workflow
@@ -39,6 +40,7 @@ __all__ = [
     "StepFailedError",
     "StepTimeoutError",
     "Worker",
+    "WorkerConfigurationError",
     "WorkflowCancelledError",
     "WorkflowContext",
     "current_step",

@@ -14,6 +14,7 @@ from types import ModuleType
 from typing import Any
 
 from perdure.telemetry import telemetry_for
+from perdure.worker._errors import WorkerConfigurationError
 from perdure.worker._health import HealthPort
 from perdure.worker._registry import remote_step_name, workflow_name
 from perdure.worker._worker import Worker
@@ -112,7 +113,6 @@ async def run(args: argparse.Namespace) -> None:
         history=args.history,
         identity=args.identity,
         shutdown_grace=args.shutdown_grace,
-        api_key=os.environ.get("PERDURE_API_KEY") or None,
         namespace=args.namespace,
     )
     health = HealthPort(args.health_listen) if args.health_listen else None
@@ -137,10 +137,13 @@ async def run(args: argparse.Namespace) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """Run a worker process."""
+    """Run a worker process; exit 1 with the reason when its configuration cannot work."""
     args = parse_args(argv)
     with telemetry_for("perdure-worker"):
-        run_loop(run(args))
+        try:
+            run_loop(run(args))
+        except WorkerConfigurationError as error:
+            raise SystemExit(f"perdure worker: {error}") from None
 
 
 if __name__ == "__main__":

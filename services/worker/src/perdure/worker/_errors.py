@@ -59,3 +59,9 @@ class JournalRejectedError(Exception):
     """History refused a journal call as invalid (a value over the payload limits, say):
     sending it again cannot help. In a step it fails the step; elsewhere the workflow code
     gets it, and unhandled it fails the workflow."""
+
+
+class WorkerConfigurationError(Exception):
+    """The worker cannot serve as configured, and retrying will not help: its key is missing,
+    invalid, revoked or not a worker key of this namespace and queue, or an address does not
+    resolve. `Worker.run()` raises it; `perdure worker` prints it and exits non-zero."""

@@ -24,6 +24,7 @@ from perdure.telemetry.propagation import context_from
 from perdure.telemetry.rpc import aio_channel
 from perdure.worker._context import HandedBack
 from perdure.worker._errors import JournalRejectedError, JournalUnavailableError, LeaseLostError
+from perdure.worker._misconfigured import check_resolves, permanent
 from perdure.worker._registry import StepFunction, WorkflowFunction, remote_step_name, workflow_name
 from perdure.worker._rpc import CHANNEL_OPTIONS
 from perdure.worker._runner import run_task
@@ -53,6 +54,11 @@ class Worker:
     workflows stop before their next new step and go back to the queue at once, for another
     worker; steps under way get `shutdown_grace` seconds to finish, the rest are released.
     Cancelling `run` releases everything at once.
+
+    A worker that cannot serve as configured (no key, an invalid, revoked or wrong-role key, an
+    address that does not resolve) does not retry: `run` raises WorkerConfigurationError saying
+    what to fix. A service that cannot be reached is retried with backoff, each attempt logged
+    with its cause. `api_key` defaults to PERDURE_API_KEY.
     """
 
     def __init__(
@@ -95,7 +101,8 @@ class Worker:
         self._scheduler_address = scheduler
         self._history_address = history
         self._shutdown_grace = shutdown_grace
-        self._api_key = api_key  # a worker key, sent on every call when set
+        # A worker key, sent on every call when set.
+        self._api_key = api_key or os.environ.get("PERDURE_API_KEY") or None
         self.namespace = namespace  # empty: the key's (or "default" without keys)
         self._leases: dict[tuple[str, str], int] = {}  # (workflow id, step id) -> fence
         self._running: set[asyncio.Task[None]] = set()
@@ -125,7 +132,10 @@ class Worker:
         self._stopping.set()
 
     async def run(self) -> None:
-        """Serve until stopped, reconnecting to the scheduler whenever the stream breaks."""
+        """Serve until stopped, reconnecting to the scheduler whenever the stream breaks; raise
+        WorkerConfigurationError at once if the configuration cannot work."""
+        await check_resolves(self._scheduler_address, "scheduler")
+        await check_resolves(self._history_address, "history")
         async with (
             aio_channel(self._scheduler_address, CHANNEL_OPTIONS, api_key=self._api_key) as tasks,
             aio_channel(self._history_address, CHANNEL_OPTIONS, api_key=self._api_key) as history,
@@ -141,21 +151,37 @@ class Worker:
             serving = asyncio.create_task(
                 self._serve(tgrpc.TaskServiceStub(tasks), journal_session)
             )
+            stopping = asyncio.create_task(self._stopping.wait())
             try:
-                await self._stopping.wait()
-                await self._drain()  # on the live stream, which keeps carrying TaskDone
-                await self._close_stream(serving)
+                await asyncio.wait({serving, stopping}, return_when=asyncio.FIRST_COMPLETED)
+                if serving.done():  # it gave up: a configuration that cannot work
+                    await self._abandon_running()
+                else:
+                    await self._drain()  # on the live stream, which keeps carrying TaskDone
+                    await self._close_stream(serving)
             finally:
+                stopping.cancel()
                 serving.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await serving
+                await asyncio.wait({serving})
                 await journal_session.close()
+            if not serving.cancelled() and (error := serving.exception()) is not None:
+                log.error("worker %s cannot serve: %s", self.identity, error)
+                raise error
             log.info("worker %s stopped", self.identity)
+
+    async def _abandon_running(self) -> None:
+        """Stop every task at once: nothing it writes could be acknowledged any more."""
+        for task in self._running:
+            task.cancel()
+        if self._running:
+            await asyncio.wait(self._running)
 
     async def _serve(self, task_stub: tgrpc.TaskServiceStub, journal: JournalSession) -> None:
         """Hold a session with the scheduler, reconnecting with backoff, until cancelled or,
-        once stopping, until the stream ends."""
+        once stopping, until the stream ends. Raise WorkerConfigurationError on an answer that
+        no retry can change (UNAUTHENTICATED, PERMISSION_DENIED)."""
         delay = 0.1
+        attempt = 0
         while not self._closing:
             welcomed = self._welcomes
             try:
@@ -165,24 +191,35 @@ class Worker:
             except (grpc.aio.AioRpcError, _StreamClosedError) as error:
                 if self._closing:
                     return
+                if isinstance(error, grpc.aio.AioRpcError):
+                    refusal = permanent(error, "the scheduler", self._scheduler_address)
+                    if refusal is not None:
+                        raise refusal from None
+                    reason = f"{error.code().name}: {error.details()}"
+                else:
+                    reason = str(error)
                 if self._welcomes > welcomed:
                     # A session was up: back off afresh. Otherwise every stream lost after a
                     # few failed connects would wait the longest delay, and leases held
                     # meanwhile would expire before the worker is back to renew them.
-                    delay = 0.1
-                reason = (
-                    f"{error.code().name}: {error.details()}"
-                    if isinstance(error, grpc.aio.AioRpcError)
-                    else error
+                    delay, attempt = 0.1, 0
+                attempt += 1
+                log.warning(
+                    "scheduler %s: stream lost or refused (%s); reconnect attempt %d in %.1fs",
+                    self._scheduler_address,
+                    reason,
+                    attempt,
+                    delay,
                 )
-                log.warning("scheduler stream lost (%s); reconnecting in %.1fs", reason, delay)
             await asyncio.sleep(delay)
             delay = min(delay * 2, RECONNECT_MAX_SECONDS)
 
     async def _session(self, task_stub: tgrpc.TaskServiceStub, journal: JournalSession) -> None:
         """One session, until the scheduler asks this worker to reconnect (return) or the
         stream ends otherwise (raise)."""
-        call = task_stub.Connect(wait_for_ready=True)
+        # Not wait_for_ready: an unreachable scheduler fails the attempt with its cause, which
+        # _serve logs before the next one.
+        call = task_stub.Connect()
         hello = tpb.Hello(
             identity=self.identity,
             task_queue=self.task_queue,
