@@ -250,7 +250,9 @@ def test_each_scheduler_restart_is_met_with_a_prompt_reconnect(
             WAIT,
             "the worker to reconnect",
         )
-    delays = re.findall(r"scheduler stream lost \(.*\); reconnecting in (\S+)s", worker.output())
+    delays = re.findall(
+        r"stream lost or refused \(.*\); reconnect attempt \d+ in (\S+)s", worker.output()
+    )
     assert len(delays) >= restarts
     assert max(float(delay) for delay in delays) < 0.8, delays
 

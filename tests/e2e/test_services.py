@@ -63,7 +63,7 @@ def test_a_worker_stops_on_sigterm_even_while_the_scheduler_is_unreachable(
 ) -> None:
     worker = cluster.start_worker("orphan")
     next(p for p in cluster.processes if p.name == "scheduler").kill()
-    wait_until(lambda: "scheduler stream lost" in worker.output(), 60, "the stream to break")
+    wait_until(lambda: "stream lost or refused" in worker.output(), 60, "the stream to break")
     worker.signal(signal.SIGTERM)
     assert worker.popen.wait(timeout=60) == 0, worker.output()
     assert "worker orphan stopped" in worker.output()
