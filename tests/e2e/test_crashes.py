@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -235,26 +236,28 @@ def test_history_killed_mid_step_loses_nothing(
 def test_each_scheduler_restart_is_met_with_a_prompt_reconnect(
     start_cluster: Callable[..., Cluster],
 ) -> None:
-    # The worker's backoff starts afresh after every welcomed session: restarts in a row (a
-    # rolling deploy) never leave it waiting the longest delay, longer than a short lease.
+    # Restarts in a row (a rolling deploy) never leave the worker waiting the longest delay,
+    # longer than a short lease: its backoff starts afresh after every welcomed session, and a
+    # wait after a failed connect ends as soon as the scheduler accepts connections again.
     cluster = start_cluster()
     worker = cluster.start_worker("w1")
     restarts = 6
+    lags = []
     for restart in range(1, restarts + 1):
         scheduler = next(p for p in reversed(cluster.processes) if p.name == "scheduler")
         scheduler.kill()
         cluster.start_service("scheduler")
+        back = time.monotonic()
         connected = restart + 1  # its first session, then one per restart
         wait_until(
             lambda n=connected: worker.output().count("connected:") >= n,
             WAIT,
             "the worker to reconnect",
         )
-    delays = re.findall(
-        r"stream lost or refused \(.*\); reconnect attempt \d+ in (\S+)s", worker.output()
-    )
-    assert len(delays) >= restarts
-    assert max(float(delay) for delay in delays) < 0.8, delays
+        lags.append(time.monotonic() - back)
+    attempts = re.findall(r"stream lost or refused \(.*\); reconnect attempt \d+", worker.output())
+    assert len(attempts) >= restarts  # each logged, with its cause
+    assert max(lags) < 2.5, lags  # the longest delay is 5 s
 
 
 def test_scheduler_restart_mid_step_keeps_the_lease(

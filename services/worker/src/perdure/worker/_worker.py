@@ -148,9 +148,7 @@ class Worker:
                 self._history_address,
             )
             journal_session = JournalSession(jgrpc.JournalServiceStub(history))
-            serving = asyncio.create_task(
-                self._serve(tgrpc.TaskServiceStub(tasks), journal_session)
-            )
+            serving = asyncio.create_task(self._serve(tasks, journal_session))
             stopping = asyncio.create_task(self._stopping.wait())
             try:
                 await asyncio.wait({serving, stopping}, return_when=asyncio.FIRST_COMPLETED)
@@ -176,10 +174,11 @@ class Worker:
         if self._running:
             await asyncio.wait(self._running)
 
-    async def _serve(self, task_stub: tgrpc.TaskServiceStub, journal: JournalSession) -> None:
+    async def _serve(self, tasks: grpc.aio.Channel, journal: JournalSession) -> None:
         """Hold a session with the scheduler, reconnecting with backoff, until cancelled or,
         once stopping, until the stream ends. Raise WorkerConfigurationError on an answer that
         no retry can change (UNAUTHENTICATED, PERMISSION_DENIED)."""
+        task_stub = tgrpc.TaskServiceStub(tasks)
         delay = 0.1
         attempt = 0
         while not self._closing:
@@ -211,7 +210,7 @@ class Worker:
                     attempt,
                     delay,
                 )
-            await asyncio.sleep(delay)
+            await _backoff(tasks, delay)
             delay = min(delay * 2, RECONNECT_MAX_SECONDS)
 
     async def _session(self, task_stub: tgrpc.TaskServiceStub, journal: JournalSession) -> None:
@@ -413,6 +412,16 @@ class Worker:
                 task.cancel()
             if pending:
                 await asyncio.wait(pending)
+
+
+async def _backoff(channel: grpc.aio.Channel, delay: float) -> None:
+    """Wait `delay` before the next attempt; if the channel could not connect, only until it
+    can (a scheduler back from a restart is met at once)."""
+    if channel.get_state() == grpc.ChannelConnectivity.READY:
+        await asyncio.sleep(delay)  # connected, yet refused or cut: back off in full
+        return
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(channel.channel_ready(), delay)
 
 
 def _task_name(lease: tpb.LeaseRef) -> str:
