@@ -103,12 +103,13 @@ def test_a_worker_whose_scheduler_address_does_not_resolve_exits_saying_so(
     assert f"scheduler address '{NOWHERE}' does not resolve" in output
 
 
-def test_a_revoked_key_stops_its_worker_saying_so(secured: Cluster) -> None:
+@pytest.mark.parametrize("sdk", START)
+def test_a_revoked_key_stops_its_worker_saying_so(secured: Cluster, sdk: str) -> None:
     worker_key = make_key(secured, "default", "worker", "default")
     admin_key = make_key(secured, "default", "admin")
-    worker = python_worker(secured, "revoked", PERDURE_API_KEY=worker_key)
+    worker = START[sdk](secured, f"{sdk}-revoked", PERDURE_API_KEY=worker_key)
     try:
-        wait_connected(worker)
+        wait_connected(worker, marker="connected")
         key_id = worker_key.removeprefix("prd_").partition("_")[0]
         with grpc.insecure_channel(secured.gateway) as channel:
             admingrpc.AdminServiceStub(channel).RevokeApiKey(
@@ -119,9 +120,8 @@ def test_a_revoked_key_stops_its_worker_saying_so(secured: Cluster) -> None:
         code, output = exit_of(worker)
     finally:
         worker.kill()
-    assert code == 1
-    assert "UNAUTHENTICATED" in output and "no longer valid" in output
-    assert "PERDURE_API_KEY" in output
+    assert code != 0
+    assert "UNAUTHENTICATED" in output and "PERDURE_API_KEY" in output
 
 
 @pytest.mark.parametrize("sdk", START)
