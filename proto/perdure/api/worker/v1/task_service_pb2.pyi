@@ -9,6 +9,26 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class RenewLeasesRequest(_message.Message):
+    __slots__ = ("leases",)
+    LEASES_FIELD_NUMBER: _ClassVar[int]
+    leases: _containers.RepeatedCompositeFieldContainer[LeaseRef]
+    def __init__(self, leases: _Optional[_Iterable[_Union[LeaseRef, _Mapping]]] = ...) -> None: ...
+
+class RenewLeasesResponse(_message.Message):
+    __slots__ = ("renewed",)
+    RENEWED_FIELD_NUMBER: _ClassVar[int]
+    renewed: _containers.RepeatedCompositeFieldContainer[RenewedLease]
+    def __init__(self, renewed: _Optional[_Iterable[_Union[RenewedLease, _Mapping]]] = ...) -> None: ...
+
+class RenewedLease(_message.Message):
+    __slots__ = ("lease", "remaining")
+    LEASE_FIELD_NUMBER: _ClassVar[int]
+    REMAINING_FIELD_NUMBER: _ClassVar[int]
+    lease: LeaseRef
+    remaining: _duration_pb2.Duration
+    def __init__(self, lease: _Optional[_Union[LeaseRef, _Mapping]] = ..., remaining: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+
 class ConnectRequest(_message.Message):
     __slots__ = ("hello", "heartbeat", "task_done", "drain")
     HELLO_FIELD_NUMBER: _ClassVar[int]

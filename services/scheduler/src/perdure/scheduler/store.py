@@ -86,6 +86,21 @@ ADOPT = _renew(
     "t.lease_owner IS NOT NULL AND t.lease_key = %(key)s AND t.task_queue = %(task_queue)s"
 )
 
+# A worker renews its leases from a thread of its own, whatever its stream is doing: any live
+# or broken session of its API key may hold them (a broken stream's leases stand until they
+# expire or a hello takes them over). The owner stays as it is: only a hello moves a lease. The
+# time left is measured on the database clock, for the worker to fence itself by.
+RENEW_OWN = """
+UPDATE scheduler.tasks t
+SET lease_expires_at = now() + make_interval(secs => %(ttl)s), updated_at = now()
+FROM unnest(%(ids)s::text[], %(step_ids)s::text[], %(fences)s::bigint[])
+     AS held(workflow_id, step_id, fence)
+WHERE t.workflow_id = held.workflow_id AND t.step_id = held.step_id AND t.fence = held.fence
+  AND t.lease_owner IS NOT NULL AND t.lease_key = %(key)s
+RETURNING t.workflow_id, t.step_id, t.fence,
+          EXTRACT(EPOCH FROM t.lease_expires_at - now())::float8 AS remaining
+"""
+
 HOLDS = """
 SELECT 1 FROM scheduler.tasks
 WHERE workflow_id = %s AND step_id = %s AND fence = %s AND lease_key = %s
@@ -153,6 +168,15 @@ Enqueued = tuple[str, str, str, str, datetime | None, str | None, Jsonb | None]
 TaskKey = tuple[str, str]
 # A lease a worker reports: its task and fence.
 Lease = tuple[str, str, int]
+
+
+def _lease_columns(leases: list[Lease]) -> dict[str, list[str] | list[int]]:
+    """Leases as the columns an `unnest` of (ids, step_ids, fences) reads."""
+    return {
+        "ids": [w for w, _, _ in leases],
+        "step_ids": [s for _, s, _ in leases],
+        "fences": [f for _, _, f in leases],
+    }
 
 
 @dataclass(frozen=True)
@@ -234,16 +258,22 @@ class TaskStore:
         async with self._pool.connection() as conn:
             cur = await conn.execute(
                 query,
-                {
-                    **params,
-                    "session": session,
-                    "ttl": ttl,
-                    "ids": [w for w, _, _ in leases],
-                    "step_ids": [s for _, s, _ in leases],
-                    "fences": [f for _, _, f in leases],
-                },
+                {**params, "session": session, "ttl": ttl, **_lease_columns(leases)},
             )
             return {(str(w), str(s), int(f)) for w, s, f in await cur.fetchall()}
+
+    async def renew_own(self, key: str, leases: list[Lease], ttl: float) -> dict[Lease, float]:
+        """Extend the listed leases whose fence still matches and that a session of this API
+        key holds; return those renewed, each with its seconds left on the database clock."""
+        if not leases:
+            return {}
+        async with self._pool.connection() as conn:
+            cur = await conn.execute(
+                RENEW_OWN,
+                {"key": key, "ttl": ttl, **_lease_columns(leases)},
+            )
+            rows = await cur.fetchall()
+        return {(str(w), str(s), int(f)): float(left) for w, s, f, left in rows}
 
     async def holds(self, lease: Lease, key: str) -> bool:
         """Whether a session of this API key holds this live lease."""
