@@ -21,9 +21,11 @@ from perdure.api.worker.v1 import journal_service_pb2_grpc as jgrpc
 from perdure.api.worker.v1 import task_service_pb2 as tpb
 from perdure.api.worker.v1 import task_service_pb2_grpc as tgrpc
 from perdure.telemetry.propagation import context_from
-from perdure.telemetry.rpc import aio_channel
+from perdure.telemetry.rpc import aio_channel, sync_channel
 from perdure.worker._context import HandedBack
 from perdure.worker._errors import JournalRejectedError, JournalUnavailableError, LeaseLostError
+from perdure.worker._leases import LeaseKeeper, task_name
+from perdure.worker._loop_watch import running
 from perdure.worker._registry import StepFunction, WorkflowFunction, remote_step_name, workflow_name
 from perdure.worker._rpc import CHANNEL_OPTIONS
 from perdure.worker._runner import run_task
@@ -52,7 +54,10 @@ class Worker:
     Use `await worker.run()` in your program. `worker.stop()` drains: no new tasks; running
     workflows stop before their next new step and go back to the queue at once, for another
     worker; steps under way get `shutdown_grace` seconds to finish, the rest are released.
-    Cancelling `run` releases everything at once.
+    Cancelling `run` stops every task at once; their leases expire.
+
+    Leases are renewed from a thread of their own (see _leases), and a lease that cannot be
+    renewed has its work stopped before it can expire: one executor per lease.
     """
 
     def __init__(
@@ -97,7 +102,7 @@ class Worker:
         self._shutdown_grace = shutdown_grace
         self._api_key = api_key  # a worker key, sent on every call when set
         self.namespace = namespace  # empty: the key's (or "default" without keys)
-        self._leases: dict[tuple[str, str], int] = {}  # (workflow id, step id) -> fence
+        self._keeper: LeaseKeeper | None = None  # the leases held, while `run` runs
         self._running: set[asyncio.Task[None]] = set()
         self._stopping = asyncio.Event()
         self._call: grpc.aio.StreamStreamCall[tpb.ConnectRequest, tpb.ConnectResponse] | None = None
@@ -126,6 +131,12 @@ class Worker:
 
     async def run(self) -> None:
         """Serve until stopped, reconnecting to the scheduler whenever the stream breaks."""
+        # Renewals go on a blocking channel of their own, from the keeper's thread.
+        renewals = sync_channel(self._scheduler_address, CHANNEL_OPTIONS, api_key=self._api_key)
+        self._keeper = LeaseKeeper(
+            tgrpc.TaskServiceStub(renewals), asyncio.get_running_loop(), self.task_queue
+        )
+        self._keeper.start()
         async with (
             aio_channel(self._scheduler_address, CHANNEL_OPTIONS, api_key=self._api_key) as tasks,
             aio_channel(self._history_address, CHANNEL_OPTIONS, api_key=self._api_key) as history,
@@ -149,7 +160,12 @@ class Worker:
                 serving.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await serving
+                # Nothing renews leases from here on: nothing may run under them either.
+                self._keeper.stop()
+                for task in self._running:
+                    task.cancel()
                 await journal_session.close()
+                renewals.close()
             log.info("worker %s stopped", self.identity)
 
     async def _serve(self, task_stub: tgrpc.TaskServiceStub, journal: JournalSession) -> None:
@@ -190,7 +206,7 @@ class Worker:
             step_types=self.step_types,
             capacity=self.concurrency,
             timer_lookahead=timedelta(seconds=TIMER_LOOKAHEAD_SECONDS),
-            leases=self._lease_refs(),
+            leases=self.keeper.refs(),
             namespace=self.namespace,
         )
         await call.write(tpb.ConnectRequest(hello=hello))
@@ -198,6 +214,7 @@ class Worker:
         if first is grpc.aio.EOF or first.WhichOneof("message") != "welcome":
             raise _StreamClosedError("the scheduler did not welcome this worker")
         interval = first.welcome.heartbeat_interval.ToTimedelta().total_seconds()
+        self.keeper.configure(first.welcome.lease_ttl.ToTimedelta().total_seconds(), interval)
         log.info(
             "worker %s connected: queue %s, workflows %s, remote steps %s",
             self.identity,
@@ -228,25 +245,27 @@ class Worker:
                 if kind == "task":
                     self._start(message.task, journal)
                 elif kind == "lease_revoked":
-                    lease = message.lease_revoked.lease
-                    self._forget(lease)
-                    log.warning(
-                        "lease of %s (fence %d) revoked: %s",
-                        _task_name(lease),
-                        lease.fence,
-                        message.lease_revoked.reason,
-                    )
+                    revoked = message.lease_revoked
+                    self.keeper.revoke(revoked.lease, revoked.reason)
         finally:
             heartbeats.cancel()
             self._call = None
-            # Closing the stream hands unfinished leases back at once.
+            # An abrupt end: the scheduler keeps this session's leases until they expire or
+            # the next hello takes them over.
             call.cancel()
 
+    @property
+    def keeper(self) -> LeaseKeeper:
+        """The leases held (only while `run` runs)."""
+        if self._keeper is None:
+            raise RuntimeError("the worker is not running")
+        return self._keeper
+
     def _start(self, task: tpb.Task, journal: JournalSession) -> None:
-        self._leases[task.workflow_id, task.step_id] = task.fence
-        running = asyncio.create_task(self._run_one(task, journal))
-        self._running.add(running)
-        running.add_done_callback(self._running.discard)
+        job = asyncio.create_task(self._run_one(task, journal))
+        self.keeper.hold(task, job)
+        self._running.add(job)
+        job.add_done_callback(self._running.discard)
 
     async def _run_one(self, task: tpb.Task, journal: JournalSession) -> None:
         attributes: dict[str, AttributeValue] = {
@@ -267,22 +286,32 @@ class Worker:
             "perdure.task.run", context_from(task.trace_context), attributes=attributes
         ) as span:
             kind = task.step_type or task.workflow_type
-            log.info("running %s %s (fence %d)", kind, _task_name(lease), task.fence)
+            log.info("running %s %s (fence %d)", kind, task_name(lease), task.fence)
             try:
-                if task.step_id:
-                    await run_step_task(task, journal, self._steps)
-                else:
-                    await run_task(task, journal, self._workflows, self._stopping)
+                with running(f"the code of {kind} {task_name(lease)} (fence {task.fence})"):
+                    if task.step_id:
+                        await run_step_task(task, journal, self._steps)
+                    else:
+                        await run_task(task, journal, self._workflows, self._stopping)
+            except asyncio.CancelledError:
+                job = asyncio.current_task()
+                if job is None or not self.keeper.fenced(job):
+                    raise  # a drain's or the caller's
+                # The lease is dropped and left to expire: the run is due again then, for any
+                # worker, with a higher fence.
+                span.set_attribute("perdure.task.outcome", "self_fenced")
+                span.set_status(Status(StatusCode.ERROR, "lease not renewed in time"))
+                return
             except HandedBack as handed_back:
                 span.set_attribute("perdure.task.outcome", "handed_back")
-                log.info("%s %s: the worker is stopping", _task_name(lease), handed_back)
+                log.info("%s %s: the worker is stopping", task_name(lease), handed_back)
                 await self._task_done(tpb.TaskDone(lease=lease, unfinished=True))
                 return
             except LeaseLostError as error:
                 _failed(span, error)
                 log.warning(
                     "%s: lease with fence %d lost, abandoning: %s",
-                    _task_name(lease),
+                    task_name(lease),
                     task.fence,
                     error,
                 )
@@ -295,7 +324,7 @@ class Worker:
                 # retried, here or elsewhere.
                 log.error(
                     "%s: journal call failed (%s); leaving it to lease expiry",
-                    _task_name(lease),
+                    task_name(lease),
                     error,
                 )
                 self._forget(lease)
@@ -312,20 +341,12 @@ class Worker:
         await self._send(tpb.ConnectRequest(task_done=done))
 
     def _forget(self, lease: tpb.LeaseRef) -> None:
-        key = (lease.workflow_id, lease.step_id)
-        if self._leases.get(key) == lease.fence:
-            del self._leases[key]
-
-    def _lease_refs(self) -> list[tpb.LeaseRef]:
-        return [
-            tpb.LeaseRef(workflow_id=workflow_id, step_id=step_id, fence=fence)
-            for (workflow_id, step_id), fence in self._leases.items()
-        ]
+        self.keeper.forget(lease)
 
     async def _heartbeat(self, interval: float) -> None:
         while True:
             await asyncio.sleep(interval)
-            heartbeat = tpb.Heartbeat(leases=self._lease_refs())
+            heartbeat = tpb.Heartbeat(leases=self.keeper.refs())
             await self._send(tpb.ConnectRequest(heartbeat=heartbeat))
 
     async def _send(self, message: tpb.ConnectRequest) -> None:
@@ -376,13 +397,6 @@ class Worker:
                 task.cancel()
             if pending:
                 await asyncio.wait(pending)
-
-
-def _task_name(lease: tpb.LeaseRef) -> str:
-    """A task as logs name it: "workflow <id>", or "step <step> of <id>"."""
-    if lease.step_id:
-        return f"step {lease.step_id} of {lease.workflow_id}"
-    return f"workflow {lease.workflow_id}"
 
 
 def _failed(span: trace.Span, error: BaseException) -> None:
