@@ -2,9 +2,12 @@
 //
 // One executor per lease: the scheduler grants a lease again once it expires, whatever this
 // worker still runs, so the worker stops a lease's work before the lease can expire. Each
-// renewal says how long the lease has left on the database clock; measured from when the
-// request was sent (never later than the renewal), less MARGIN_FRACTION of the TTL, it is this
-// worker's deadline for the lease. A lease whose deadline passes without a renewal (the
+// renewal answers with the database clock's now and each lease's expiry on that clock; the
+// database read `now` no earlier than the request was sent, so a lease expiring at E lasts at
+// least until `sent + (E - now)` here; less MARGIN_FRACTION of the TTL, that is this worker's
+// deadline for it. A grant carries its expiry too, read against the last renewal's clock (a
+// grant delivered late is not started), and a lease a renewal leaves out is fenced at once.
+// A lease whose deadline passes without a renewal (the
 // scheduler or the link to it is down) is dropped and its work aborted: the task's AbortSignal
 // fires, which halts the workflow code at its next durable call and aborts the signal every
 // step body gets. JavaScript cannot stop a body: one that ignores its signal runs on, and its
@@ -16,7 +19,7 @@
 // anything; keep CPU-bound work out of the loop (worker_threads, a child process).
 
 import { performance } from 'node:perf_hooks';
-import { fromDuration } from './payload.js';
+import { timestampMs } from './payload.js';
 
 /** How much of the TTL the worker keeps in hand: work stops this long before expiry. */
 export const MARGIN_FRACTION = 0.25;
@@ -52,6 +55,8 @@ export class LeaseKeeper {
     this._intervalMs = 0;
     this._renewTimer = null;
     this._renewing = false;
+    /** @type {{sent: number, now: number} | null} a renewal's send time (performance.now) and the database clock in its answer (ms) */
+    this._clock = null;
   }
 
   /** Take the TTL and the renewal interval from a welcome; renew on that interval. */
@@ -61,16 +66,29 @@ export class LeaseKeeper {
     this._intervalMs = intervalMs;
     clearInterval(this._renewTimer);
     this._renewTimer = setInterval(() => this.renew(), intervalMs);
+    setImmediate(() => this.renew()); // read the database clock
   }
 
-  /** Hold a fresh grant; its signal aborts when the lease is fenced. Renews it at once. */
-  hold(lease) {
+  /**
+   * Hold a fresh grant (`expireTime`: its expiry on the database clock) and renew it at once.
+   * Returns the signal that aborts when the lease is fenced, or null when the grant arrived
+   * past its deadline (then nothing is held).
+   */
+  hold(lease, expireTime) {
+    const deadline =
+      this._clock && expireTime ? this._deadline(expireTime) : performance.now() + this._ttlMs * (1 - MARGIN_FRACTION);
+    if (deadline <= performance.now()) return null;
     const controller = new AbortController();
     const held = { lease, controller, timer: null };
     this._held.set(leaseKey(lease), held);
-    this._arm(held, performance.now() + this._ttlMs * (1 - MARGIN_FRACTION));
+    this._arm(held, deadline);
     setImmediate(() => this.renew());
     return controller.signal;
+  }
+
+  /** The local deadline (performance.now) of a lease expiring at `expireTime` (database clock). */
+  _deadline(expireTime) {
+    return this._clock.sent + (timestampMs(expireTime) - this._clock.now) - this._ttlMs * MARGIN_FRACTION;
   }
 
   /** Stop holding a lease (if its fence matches): the worker is done with it. */
@@ -102,16 +120,20 @@ export class LeaseKeeper {
 
   /** Renew every lease held (one call at a time). */
   async renew() {
-    if (this._renewing || !this._held.size || !this._intervalMs) return;
+    if (this._renewing || !this._intervalMs || (!this._held.size && this._clock)) return;
     this._renewing = true;
     const sent = performance.now();
+    const leases = this.refs();
     try {
-      const response = await this._renew({ leases: this.refs() }, this._intervalMs);
-      const margin = this._ttlMs * MARGIN_FRACTION;
-      for (const renewed of response.renewed ?? []) {
-        const held = this._held.get(leaseKey(renewed.lease ?? {}));
-        if (held?.lease.fence !== Number(renewed.lease.fence)) continue;
-        this._arm(held, sent + (fromDuration(renewed.remaining) ?? 0) * 1000 - margin);
+      const response = await this._renew({ leases }, this._intervalMs);
+      this._clock = { sent, now: timestampMs(response.now) };
+      const renewed = new Map((response.renewed ?? []).map((r) => [`${leaseKey(r.lease)}\u0000${Number(r.lease.fence)}`, r]));
+      for (const lease of leases) {
+        const held = this._held.get(leaseKey(lease));
+        if (held?.lease.fence !== lease.fence) continue; // done with meanwhile
+        const answer = renewed.get(`${leaseKey(lease)}\u0000${lease.fence}`);
+        if (answer) this._arm(held, this._deadline(answer.expire_time));
+        else this._fence(held, 'the scheduler no longer holds it for this worker');
       }
     } catch (error) {
       this._log.warn(`cannot renew ${this._held.size} lease(s) (${error?.message ?? error}); their work stops at its deadline unless a renewal gets through`);

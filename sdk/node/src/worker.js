@@ -268,8 +268,15 @@ export class Worker {
   _start(task) {
     const stepTask = Boolean(task.step_id);
     const lease = { workflow_id: task.workflow_id, fence: Number(task.fence), step_id: task.step_id ?? '' };
+    const fenced = this._keeper.hold(lease, task.lease_expire_time);
+    if (!fenced) {
+      // Delivered after its deadline (the event loop was stalled, say): it may be another
+      // worker's already. It expires and is granted again.
+      this._log.warn(`${taskName(lease)} (fence ${lease.fence}): the task arrived after its lease's deadline; not starting it`);
+      return;
+    }
     // Aborted when the worker gives its tasks up, or when this lease is fenced.
-    const abort = AbortSignal.any([this._abort.signal, this._keeper.hold(lease)]);
+    const abort = AbortSignal.any([this._abort.signal, fenced]);
     const job = (stepTask ? this._runStep(task, lease, abort) : this._runWorkflow(task, lease, abort))
       .catch((error) => this._log.error(`task of ${task.workflow_id} crashed: ${error?.stack ?? error}`))
       .finally(() => this._running.delete(job));

@@ -71,11 +71,12 @@ class TaskServiceServicer:
 
     def RenewLeases(self, request, context):
         """Renews leases the calling worker holds, whatever its stream is doing: a worker calls it
-        from a thread of its own, so renewal does not wait for its event loop or its stream. Each
-        renewed lease comes back with the time it has left, measured on the database clock; the
-        worker stops that lease's work before that time passes without a further renewal (it
-        fences itself). A lease not renewed (released, expired and granted again, of another key)
-        is simply left out: it is not this worker's any more.
+        from a thread of its own, so renewal does not wait for its event loop or its stream. The
+        answer carries the database clock's `now` and each renewed lease's expiry on that clock: the
+        worker turns them into deadlines on its own clock and stops a lease's work before its
+        deadline passes without a further renewal (it fences itself). A lease not renewed
+        (released, expired and granted again, of another key) is left out: it is not this worker's
+        any more. An empty request just reads the database clock.
         Errors: INVALID_ARGUMENT (INVALID_REQUEST) for an invalid lease or too many of them;
         PERMISSION_DENIED for a lease outside the worker key's namespace.
         """

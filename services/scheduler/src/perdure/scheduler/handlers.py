@@ -258,16 +258,13 @@ class TaskServicer(tgrpc.TaskServiceServicer):
         namespace = principal.namespace if principal is not None else None
         leases = [_lease_ref(ref, namespace) for ref in request.leases]
         key = principal.key_id if principal is not None else ""
-        renewed = await self._store.renew_own(key, leases, self._dispatcher.lease_ttl)
-        return tpb.RenewLeasesResponse(
-            renewed=[
-                tpb.RenewedLease(
-                    lease=tpb.LeaseRef(workflow_id=workflow_id, step_id=step_id, fence=fence),
-                    remaining=_duration(max(left, 0.0)),
-                )
-                for (workflow_id, step_id, fence), left in renewed.items()
-            ]
-        )
+        now, renewed = await self._store.renew_own(key, leases, self._dispatcher.lease_ttl)
+        response = tpb.RenewLeasesResponse()
+        response.now.FromDatetime(now)
+        for (workflow_id, step_id, fence), expires in renewed.items():
+            lease = tpb.LeaseRef(workflow_id=workflow_id, step_id=step_id, fence=fence)
+            response.renewed.add(lease=lease).expire_time.FromDatetime(expires)
+        return response
 
 
 class SchedulerServicer(sgrpc.SchedulerServiceServicer):

@@ -7,10 +7,13 @@ before the lease can expire:
 - Renewal does not depend on user code: a thread renews every lease with
   TaskService.RenewLeases on a blocking channel of its own, so an async step that blocks the
   event loop (reported by _loop_watch) does not let its lease expire and its run bounce.
-- Each renewal says how long the lease has left on the database clock. Measured from when the
-  request was sent (never later than the renewal), less MARGIN_FRACTION of the TTL, it is this
-  worker's deadline for the lease, on its monotonic clock. A fresh grant's deadline counts from
-  its arrival (the margin covers its delivery), and the lease is renewed at once.
+- Each renewal answers with the database clock's now and each lease's expiry on that clock.
+  The database read `now` no earlier than the request was sent, so a lease expiring at `E`
+  lasts at least until `sent + (E - now)` on this worker's monotonic clock; less
+  MARGIN_FRACTION of the TTL, that is the worker's deadline for it. A grant carries its expiry
+  too, read against the last renewal's clock: a grant delivered late (the event loop was
+  stalled) may be dead on arrival, and is then not started. A lease a renewal leaves out is no
+  longer this worker's: its work stops at once.
 - A second thread fences: a lease whose deadline passes without a renewal (the scheduler or
   the link to it is down) is dropped and its task cancelled, which cancels its async step
   bodies and its workflow code. A sync step body runs in a thread, which cannot be stopped: it
@@ -27,6 +30,7 @@ import time
 from dataclasses import dataclass
 
 import grpc
+from google.protobuf import timestamp_pb2
 
 from perdure.api.worker.v1 import task_service_pb2 as tpb
 from perdure.api.worker.v1 import task_service_pb2_grpc as tgrpc
@@ -76,6 +80,8 @@ class LeaseKeeper:
         self._fenced: set[asyncio.Task[None]] = set()  # owners cancelled by a fence
         self._ttl = 0.0
         self._interval = 0.0
+        # (monotonic time a renewal was sent, the database clock in its answer, in seconds)
+        self._clock: tuple[float, float] | None = None
         self._renew_now = threading.Event()
         self._stopped = threading.Event()
         self._watch = LoopWatch(loop)
@@ -95,16 +101,33 @@ class LeaseKeeper:
         self._renew_now.set()
 
     def configure(self, ttl: float, interval: float) -> None:
-        """Take the lease TTL and the renewal interval from a welcome."""
+        """Take the lease TTL and the renewal interval from a welcome; read the database
+        clock (a renewal) at once."""
         with self._lock:
             self._ttl, self._interval = ttl, interval
+        self._renew_now.set()
 
-    def hold(self, task: tpb.Task, owner: asyncio.Task[None]) -> None:
-        """Hold a fresh grant, run by `owner`; renew it at once."""
+    def hold(self, task: tpb.Task, owner: asyncio.Task[None]) -> bool:
+        """Hold a fresh grant, run by `owner`, and renew it at once; False, and nothing held,
+        when the grant arrived past its deadline."""
+        now = time.monotonic()
         with self._lock:
-            deadline = time.monotonic() + self._ttl * (1 - MARGIN_FRACTION)
+            if self._clock is not None and task.HasField("lease_expire_time"):
+                deadline = self._deadline(task.lease_expire_time)
+            else:  # no clock read yet: the margin must cover the grant's delivery
+                deadline = now + self._ttl * (1 - MARGIN_FRACTION)
+            if deadline <= now:
+                return False
             self._held[task.workflow_id, task.step_id] = _Held(task.fence, owner, deadline)
         self._renew_now.set()
+        return True
+
+    def _deadline(self, expires: timestamp_pb2.Timestamp) -> float:
+        """The local deadline of a lease expiring at `expires` on the database clock."""
+        assert self._clock is not None
+        sent, database_now = self._clock
+        left = expires.ToNanoseconds() / 1e9 - database_now
+        return sent + left - self._ttl * MARGIN_FRACTION
 
     def forget(self, lease: tpb.LeaseRef) -> None:
         """Stop holding a lease (if its fence matches): the worker is done with it."""
@@ -148,7 +171,7 @@ class LeaseKeeper:
 
     def _renew(self) -> None:
         leases = self.refs()
-        if not leases or not self._interval:
+        if not self._interval or (not leases and self._clock is not None):
             return
         sent = time.monotonic()
         try:
@@ -164,14 +187,25 @@ class LeaseKeeper:
                 error.code().name if isinstance(error, grpc.Call) else error,
             )
             return
+        lost: list[tuple[tpb.LeaseRef, _Held]] = []
         with self._lock:
-            margin = self._ttl * MARGIN_FRACTION
-            for renewed in response.renewed:
-                ref = renewed.lease
-                held = self._held.get((ref.workflow_id, ref.step_id))
-                if held is not None and held.fence == ref.fence:
-                    left = renewed.remaining.ToTimedelta().total_seconds()
-                    held.deadline = sent + left - margin
+            self._clock = (sent, response.now.ToNanoseconds() / 1e9)
+            renewed = {
+                (r.lease.workflow_id, r.lease.step_id, r.lease.fence): r for r in response.renewed
+            }
+            for lease in leases:
+                key = (lease.workflow_id, lease.step_id)
+                held = self._held.get(key)
+                if held is None or held.fence != lease.fence:
+                    continue  # done with meanwhile
+                answer = renewed.get((*key, lease.fence))
+                if answer is not None:
+                    held.deadline = self._deadline(answer.expire_time)
+                else:
+                    del self._held[key]
+                    lost.append((lease, held))
+        for lease, held in lost:
+            self._fence(lease, held, "the scheduler no longer holds it for this worker")
 
     def _fence_loop(self) -> None:
         while not self._stopped.wait(TICK_SECONDS):

@@ -263,7 +263,19 @@ class Worker:
 
     def _start(self, task: tpb.Task, journal: JournalSession) -> None:
         job = asyncio.create_task(self._run_one(task, journal))
-        self.keeper.hold(task, job)
+        if not self.keeper.hold(task, job):
+            # Delivered after its deadline (this worker's loop was stalled, say): the lease
+            # may already be another worker's. It expires and is granted again.
+            job.cancel()
+            lease = tpb.LeaseRef(
+                workflow_id=task.workflow_id, step_id=task.step_id, fence=task.fence
+            )
+            log.warning(
+                "%s (fence %d): the task arrived after its lease's deadline; not starting it",
+                task_name(lease),
+                task.fence,
+            )
+            return
         self._running.add(job)
         job.add_done_callback(self._running.discard)
 
