@@ -1,5 +1,7 @@
 #!/usr/bin/env node
-// A Node worker for Python end-to-end tests: the workflow `node_order` and the remote step
+// A Node worker for Python end-to-end tests: the workflows `node_order` and `node_long` (one
+// step of `input.ms` that honours its AbortSignal, and appends a `body` line with its fence at
+// its start and end), and the remote step
 // types `notify`, `flaky`, `gated` and `square` (which never ends on the worker named in its
 // input's `stall_on`). Every step execution appends one JSON line to
 // the ledger file. Prints "connected" once welcomed; drains on SIGTERM/SIGINT.
@@ -8,6 +10,7 @@
 //     --identity ID --concurrency N --ledger FILE
 
 import fs from 'node:fs';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
 import { Worker } from '../../sdk/node/src/index.js';
 
@@ -71,6 +74,27 @@ async function nodeOrder(ctx, input) {
   return { reserved, approval, charge, shipped };
 }
 
+/** One body line: `event` (start, returned, aborted) of a step body under `info.fence`. */
+function body(event, info) {
+  if (!args.ledger) return;
+  const line = { kind: 'body', event, workflow_id: info.workflowId, fence: info.fence, at: Date.now(), identity };
+  fs.appendFileSync(args.ledger, `${JSON.stringify(line)}\n`);
+}
+
+async function nodeLong(ctx, input) {
+  return ctx.step('long', async (info) => {
+    body('start', info);
+    try {
+      await sleep(input.ms, undefined, { signal: info.signal });
+    } catch (error) {
+      body('aborted', info);
+      throw error;
+    }
+    body('returned', info);
+    return { fence: info.fence };
+  });
+}
+
 const steps = {
   notify: (input, info) => {
     ledger('notify', info);
@@ -104,7 +128,7 @@ const worker = new Worker({
   taskQueue: args['task-queue'],
   identity,
   concurrency: Number(args.concurrency),
-  workflows: { node_order: nodeOrder },
+  workflows: { node_order: nodeOrder, node_long: nodeLong },
   steps,
   onConnected: () => process.stdout.write(`node worker ${identity} connected\n`),
 });

@@ -89,7 +89,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--shutdown-grace",
         type=float,
         default=10.0,
-        help="seconds running workflows get to finish on SIGTERM (default 10)",
+        help="seconds running workflows get to finish on SIGTERM (default 10); the process "
+        "ends a few seconds later whatever its steps do",
     )
     return parser.parse_args(argv)
 
