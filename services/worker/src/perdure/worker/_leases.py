@@ -34,7 +34,6 @@ from google.protobuf import timestamp_pb2
 
 from perdure.api.worker.v1 import task_service_pb2 as tpb
 from perdure.api.worker.v1 import task_service_pb2_grpc as tgrpc
-from perdure.telemetry.propagation import untraced
 from perdure.worker._loop_watch import LoopWatch, running_in
 from perdure.worker._telemetry import LEASES_SELF_FENCED
 
@@ -175,10 +174,9 @@ class LeaseKeeper:
             return
         sent = time.monotonic()
         try:
-            with untraced():  # a poll every few seconds would bury the traces that matter
-                response = self._stub.RenewLeases(
-                    tpb.RenewLeasesRequest(leases=leases), timeout=self._interval
-                )
+            response = self._stub.RenewLeases(
+                tpb.RenewLeasesRequest(leases=leases), timeout=self._interval
+            )
         except grpc.RpcError as error:
             log.warning(
                 "cannot renew %d lease(s) (%s); their work stops at its deadline unless a "

@@ -132,7 +132,9 @@ class Worker:
     async def run(self) -> None:
         """Serve until stopped, reconnecting to the scheduler whenever the stream breaks."""
         # Renewals go on a blocking channel of their own, from the keeper's thread.
-        renewals = sync_channel(self._scheduler_address, CHANNEL_OPTIONS, api_key=self._api_key)
+        renewals = sync_channel(
+            self._scheduler_address, CHANNEL_OPTIONS, api_key=self._api_key, traced=False
+        )
         self._keeper = LeaseKeeper(
             tgrpc.TaskServiceStub(renewals), asyncio.get_running_loop(), self.task_queue
         )
