@@ -137,9 +137,11 @@ export class Worker {
       this._abort.abort();
       this._keeper.stop();
       this._wakeReconnect();
-      // A goodbye: half-close, so the scheduler releases what is left at once (an abrupt end
-      // would leave it to expire), then end the stream if the scheduler does not.
-      this._sayGoodbye?.();
+      // A goodbye: half-close, so the scheduler releases what is left at once, then end the
+      // stream if the scheduler does not. Tasks given up may still run a body that ignores its
+      // signal: then the stream just ends, and their leases expire.
+      if (this._running.size) this._endStream?.();
+      else this._sayGoodbye?.();
       const closing = setTimeout(() => this._endStream?.(), CLOSE_MS);
       await serving;
       clearTimeout(closing);
@@ -362,7 +364,7 @@ export class Worker {
       }),
     ]);
     clearTimeout(timer);
-    if (this._running.size) this._log.warn(`giving up ${this._running.size} running task(s); their leases are released`);
+    if (this._running.size) this._log.warn(`giving up ${this._running.size} running task(s); their leases are left to expire`);
   }
 }
 

@@ -53,7 +53,8 @@ class Worker:
 
     Use `await worker.run()` in your program. `worker.stop()` drains: no new tasks; running
     workflows stop before their next new step and go back to the queue at once, for another
-    worker; steps under way get `shutdown_grace` seconds to finish, the rest are released.
+    worker; steps under way get `shutdown_grace` seconds to finish; the rest are cancelled and
+    their leases left to expire (a sync step's thread cannot be stopped).
     Cancelling `run` stops every task at once; their leases expire.
 
     Leases are renewed from a thread of their own (see _leases), and a lease that cannot be
@@ -156,8 +157,9 @@ class Worker:
             )
             try:
                 await self._stopping.wait()
-                await self._drain()  # on the live stream, which keeps carrying TaskDone
-                await self._close_stream(serving)
+                # On the live stream, which keeps carrying TaskDone.
+                cut_short = await self._drain()
+                await self._close_stream(serving, goodbye=not cut_short)
             finally:
                 serving.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
@@ -386,20 +388,29 @@ class Worker:
             ):
                 await call.done_writing()
 
-    async def _close_stream(self, serving: asyncio.Task[None]) -> None:
-        """End the session after the drain: the scheduler handles what was sent, releases
-        what is left and ends the stream (within CLOSE_SECONDS)."""
+    async def _close_stream(self, serving: asyncio.Task[None], goodbye: bool) -> None:
+        """End the session after the drain. A goodbye: the scheduler handles what was sent,
+        releases what is left and ends the stream (within CLOSE_SECONDS). Otherwise the stream
+        just ends, and the leases left expire."""
         self._closing = True
         call = self._call
         if call is None:
             return
+        if not goodbye:
+            log.warning(
+                "tasks outlived the shutdown grace and were cancelled; a sync step's thread may "
+                "still run, so their leases are left to expire rather than released"
+            )
+            return
         await self._half_close(call)
         await asyncio.wait({serving}, timeout=CLOSE_SECONDS)
 
-    async def _drain(self) -> None:
+    async def _drain(self) -> bool:
         """Stop taking tasks; let running ones finish within the grace period (workflows hand
-        their task back before their next new step); release the rest."""
+        their task back before their next new step); cancel the rest, and say whether there
+        were any."""
         await self._send(tpb.ConnectRequest(drain=tpb.Drain()))
+        pending: set[asyncio.Task[None]] = set()
         if self._running:
             log.info(
                 "draining: waiting up to %.0fs for %d running workflow(s)",
@@ -411,6 +422,7 @@ class Worker:
                 task.cancel()
             if pending:
                 await asyncio.wait(pending)
+        return bool(pending)
 
 
 def _failed(span: trace.Span, error: BaseException) -> None:
