@@ -11,13 +11,54 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import grpc
+
+from perdure.api.worker.v1 import task_service_pb2 as tpb
+from perdure.api.worker.v1 import task_service_pb2_grpc as tgrpc
 from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.worker.__main__ import EXIT_MARGIN_SECONDS
 from perdure.worker._worker import CLOSE_SECONDS
+from tests.e2e.test_worker_boundaries import connect, hello, task_row
 from tests.fixtures.cluster import Cluster, wait_until
 
 WAIT = 60.0
 GRACE = 1.0
+QUEUE = "leases"
+
+
+def test_a_broken_stream_keeps_its_lease_and_only_a_goodbye_releases_it(cluster: Cluster) -> None:
+    cluster.start_worker("registrar", task_queue=QUEUE).kill()  # its types stay registered
+    scheduler = next(p for p in cluster.processes if p.name == "scheduler")
+    with grpc.insecure_channel(cluster.address("scheduler")) as channel, cluster.client() as client:
+        client.start_workflow("blocks_in_third", {}, workflow_id="held-1", task_queue=QUEUE)
+        first = connect(channel, hello(QUEUE))
+        granted = first.receive().task
+        first.close()  # the stream breaks: no goodbye
+        wait_until(
+            lambda: "its 1 lease(s) stand until they expire" in scheduler.output(),
+            WAIT,
+            "the scheduler to see the stream break",
+        )
+        fence, owner, _, run_at = task_row(cluster, "held-1")
+        assert (fence, run_at) == (granted.fence, None) and owner is not None  # it stands
+
+        # Renewed off the stream, by the same key (none here), whatever became of the stream.
+        lease = tpb.LeaseRef(workflow_id="held-1", fence=granted.fence)
+        renewed = tgrpc.TaskServiceStub(channel).RenewLeases(
+            tpb.RenewLeasesRequest(leases=[lease]), timeout=10
+        )
+        [renewal] = renewed.renewed
+        assert renewal.lease == lease
+        assert renewal.expire_time.ToNanoseconds() > renewed.now.ToNanoseconds()
+
+        # The worker's next hello takes it over; its goodbye (a half-close) releases it at once.
+        second = connect(channel, hello(QUEUE, lease))
+        second.send(None)
+        wait_until(
+            lambda: task_row(cluster, "held-1")[1] is None, WAIT, "the goodbye to release the lease"
+        )
+        assert task_row(cluster, "held-1")[3] is not None  # due again at once
+        second.close()
 
 
 def test_sigterm_ends_a_worker_with_a_hung_sync_step_within_its_grace(
