@@ -7,16 +7,16 @@
 // least until `sent + (E - now)` here; less MARGIN_FRACTION of the TTL, that is this worker's
 // deadline for it. A grant carries its expiry too, read against the last renewal's clock (a
 // grant delivered late is not started), and a lease a renewal leaves out is fenced at once.
-// A lease whose deadline passes without a renewal (the
-// scheduler or the link to it is down) is dropped and its work aborted: the task's AbortSignal
-// fires, which halts the workflow code at its next durable call and aborts the signal every
-// step body gets. JavaScript cannot stop a body: one that ignores its signal runs on, and its
-// result is dropped.
+// A lease whose deadline passes without a renewal (the scheduler or the link to it is down) is
+// dropped and its work aborted: the task's AbortSignal fires, which halts the workflow code at
+// its next durable call and aborts the signal every step body gets. JavaScript cannot stop a
+// body: one that ignores its signal runs on, and its result is dropped.
 //
 // Node.js runs timers on its one event loop: renewals and deadlines wait while a step blocks
 // the loop (a long synchronous computation). A block longer than the margin can let the lease
-// expire, and the first thing the loop does once free is fence it, before the step can record
-// anything; keep CPU-bound work out of the loop (worker_threads, a child process).
+// expire: the worker fences it when the loop next runs its timers, and a journal write sent
+// before that is refused by history if another worker has loaded the run since. Keep CPU-bound
+// work out of the loop (worker_threads, a child process).
 
 import { performance } from 'node:perf_hooks';
 import { timestampMs } from './payload.js';
