@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // A Node worker for Python end-to-end tests: the workflows `node_order` and `node_long` (one
-// step of `input.ms` that honours its AbortSignal, and appends a `body` line with its fence at
-// its start and end), and the remote step
+// step of `input.ms` that honours its AbortSignal unless `input.ignore_signal`, and appends a
+// `body` line with its fence at its start and end), and the remote step
 // types `notify`, `flaky`, `gated` and `square` (which never ends on the worker named in its
 // input's `stall_on`). Every step execution appends one JSON line to
 // the ledger file. Prints "connected" once welcomed; drains on SIGTERM/SIGINT.
@@ -22,6 +22,7 @@ const { values: args } = parseArgs({
     identity: { type: 'string', default: `node:${process.pid}` },
     concurrency: { type: 'string', default: '10' },
     ledger: { type: 'string' },
+    'shutdown-grace-ms': { type: 'string', default: '10000' },
   },
 });
 const identity = args.identity;
@@ -85,7 +86,8 @@ async function nodeLong(ctx, input) {
   return ctx.step('long', async (info) => {
     body('start', info);
     try {
-      await sleep(input.ms, undefined, { signal: info.signal });
+      // `ignore_signal`: a body that will not stop, as careless code would.
+      await sleep(input.ms, undefined, input.ignore_signal ? {} : { signal: info.signal });
     } catch (error) {
       body('aborted', info);
       throw error;
@@ -128,6 +130,7 @@ const worker = new Worker({
   taskQueue: args['task-queue'],
   identity,
   concurrency: Number(args.concurrency),
+  shutdownGraceMs: Number(args['shutdown-grace-ms']),
   workflows: { node_order: nodeOrder, node_long: nodeLong },
   steps,
   onConnected: () => process.stdout.write(`node worker ${identity} connected\n`),

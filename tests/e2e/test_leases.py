@@ -109,3 +109,21 @@ def test_a_node_worker_with_no_scheduler_stops_its_step_before_the_lease_expires
     events = [(b["event"], b["fence"]) for b in _bodies(ledger)]
     assert events == [("start", 1), ("aborted", 1), ("start", 2), ("returned", 2)], events
     assert "could not be renewed before its deadline" in worker.output()
+
+
+def test_sigterm_ends_a_node_worker_whose_step_ignores_its_signal_within_its_grace(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    ledger = tmp_path / "ledger"
+    worker = cluster.start_node_worker("n-hung", "default", ledger, shutdown_grace=GRACE)
+    with cluster.client() as client:
+        params = {"ms": 3_600_000, "ignore_signal": True}
+        client.start_workflow("node_long", params, workflow_id="node-hung-1")
+        wait_until(lambda: _bodies(ledger), WAIT, "the step body to start")
+    began = time.monotonic()
+    worker.signal(signal.SIGTERM)
+    code = worker.popen.wait(timeout=WAIT)
+
+    assert code == 0
+    assert time.monotonic() - began < GRACE + CLOSE_SECONDS + EXIT_MARGIN_SECONDS
+    assert "giving up 1 running task(s); their leases are left to expire" in worker.output()
