@@ -47,9 +47,7 @@ def overlapping_bodies(conn: psycopg.Connection) -> list[str]:
     ]
 
 
-def _start_runs(
-    cluster: ChaosCluster, rng: random.Random, count: int, seconds: float, block_loop: bool
-) -> list[str]:
+def _start_runs(cluster: ChaosCluster, count: int, seconds: float, block_loop: bool) -> list[str]:
     tag = uuid.uuid4().hex[:12]  # the seed repeats in every scenario of a session
     ids = [f"long-{tag}-{index}" for index in range(count)]
     with Client(cluster.gateways[0], timeout=10) as client:
@@ -91,27 +89,31 @@ def _worker_running(cluster: ChaosCluster, ids: list[str]) -> str:
     return next((pids[pid] for pid in running if pid in pids), WORKERS[0])
 
 
-def _during_long_steps(
-    cut: Callable[[ChaosCluster, random.Random, FaultLog, list[str]], None],
-) -> Scenario:
-    """Start long steps, `cut` while their bodies run, and wait for the runs to end."""
+Cut = Callable[[ChaosCluster, "FaultLog", list[str]], None]
+
+
+def _during_long_steps(*cuts: Cut) -> Scenario:
+    """For each cut: start long steps, and cut while their bodies run; then wait for every run
+    to end."""
 
     def scenario(cluster: ChaosCluster, rng: random.Random, log: FaultLog, duration: float) -> None:
-        ids = _start_runs(cluster, rng, RUNS_PER_CUT, LONG_STEP_SECONDS, block_loop=False)
-        _wait_started(cluster, ids)
-        cut(cluster, rng, log, ids)
-        _wait_ended(cluster, ids)
+        started: list[str] = []
+        for cut in cuts:
+            ids = _start_runs(cluster, RUNS_PER_CUT, LONG_STEP_SECONDS, block_loop=False)
+            _wait_started(cluster, ids)
+            cut(cluster, log, ids)
+            started += ids
+        _wait_ended(cluster, started)
 
     return scenario
 
 
-def _kill_schedulers(
-    cluster: ChaosCluster, rng: random.Random, log: FaultLog, ids: list[str]
-) -> None:
-    """kill -9 one scheduler replica (its sessions move to the other and take their leases
-    along), then both (no renewal gets through: the workers fence themselves before their
-    leases expire), each for longer than a lease."""
-    for names in ((rng.choice(SCHEDULERS),), SCHEDULERS):
+def _kill_schedulers(*names: str) -> Cut:
+    """kill -9 scheduler replicas for longer than a lease. One: its sessions move to the other
+    and take their leases along. All: no renewal gets through, and the workers must fence
+    themselves before their leases expire."""
+
+    def cut(cluster: ChaosCluster, log: FaultLog, ids: list[str]) -> None:
         fenced_before = cluster.logs("worker").count(SELF_FENCED)
         for name in names:
             cluster.kill(name)
@@ -122,14 +124,17 @@ def _kill_schedulers(
         if names == SCHEDULERS and cluster.logs("worker").count(SELF_FENCED) == fenced_before:
             log.violations.append("no worker fenced itself while no scheduler was up")
 
+    return cut
 
-def _cut_worker_links(
-    cluster: ChaosCluster, rng: random.Random, log: FaultLog, ids: list[str]
-) -> None:
+
+def _cut_worker_links(seconds_in_ttls: float) -> Cut:
     """Reset every connection of a worker running a body to the schedulers (and refuse new
-    ones): briefly (it reconnects and keeps its leases), then for longer than a lease (it
-    fences itself, and another worker runs the step once the lease has expired)."""
-    for seconds in (0.3, cluster.lease_ttl * 1.5):
+    ones) for `seconds_in_ttls` lease TTLs: briefly, it reconnects and keeps its leases; for
+    longer than a lease, it fences itself, and another worker runs the step once the lease
+    has expired."""
+
+    def cut(cluster: ChaosCluster, log: FaultLog, ids: list[str]) -> None:
+        seconds = seconds_in_ttls * cluster.lease_ttl
         name = _worker_running(cluster, ids)
         fenced_before = cluster.members[name].output().count(SELF_FENCED)
         with cluster.faulted(cluster.links("worker", "scheduler", name), RESET):
@@ -140,6 +145,8 @@ def _cut_worker_links(
         if long_cut and cluster.members[name].output().count(SELF_FENCED) == fenced_before:
             log.violations.append(f"{name} did not fence itself while cut off for {seconds}s")
 
+    return cut
+
 
 def _loop_blocking_step(
     cluster: ChaosCluster, rng: random.Random, log: FaultLog, duration: float
@@ -147,7 +154,7 @@ def _loop_blocking_step(
     """An async step that blocks its worker's event loop for longer than the lease TTL: its
     lease is renewed all along (one lease, one body), and the worker names the step."""
     blocked_before = cluster.logs("worker").count(LOOP_BLOCKED)
-    ids = _start_runs(cluster, rng, 1, cluster.lease_ttl * 1.5, block_loop=True)
+    ids = _start_runs(cluster, 1, cluster.lease_ttl * 1.5, block_loop=True)
     log.note("step blocking the event loop past the lease TTL")
     _wait_ended(cluster, ids)
     bodies = _bodies(cluster, ids)
@@ -159,7 +166,9 @@ def _loop_blocking_step(
 
 
 LONG_STEP_SCENARIOS: dict[str, Scenario] = {
-    "stream-break-kill-scheduler": _during_long_steps(_kill_schedulers),
-    "stream-break-cut-link": _during_long_steps(_cut_worker_links),
+    "stream-break-kill-scheduler": _during_long_steps(
+        _kill_schedulers(SCHEDULERS[0]), _kill_schedulers(*SCHEDULERS)
+    ),
+    "stream-break-cut-link": _during_long_steps(_cut_worker_links(0.1), _cut_worker_links(1.5)),
     "loop-blocking-step": _loop_blocking_step,
 }
