@@ -9,6 +9,7 @@ from typing import Any
 
 import psycopg
 
+from tests.chaos.long_steps import overlapping_bodies
 from tests.chaos.workload import FAILED, HEALED, OK, SIGNAL, STRAY, Op, Workload
 
 TERMINAL = ("COMPLETED", "CANCELLED", "FAILED", "PARKED", "TERMINATED")
@@ -67,6 +68,7 @@ def check(conn: psycopg.Connection, workload: Workload) -> Report:
     _check_timers(report, conn, like)
     _check_signals(report, conn, like, workload, runs)
     _check_after_heal(report, workload)
+    report.violations += overlapping_bodies(conn)  # one executor per lease
     return report
 
 

@@ -19,6 +19,7 @@ from perdure.api.worker.v1 import journal_service_pb2 as jpb
 from perdure.api.worker.v1 import journal_service_pb2_grpc as jgrpc
 from tests.chaos.checker import Report, check
 from tests.chaos.harness import GATEWAYS, HISTORIES, SCHEDULERS, WORKERS, ChaosCluster
+from tests.chaos.long_steps import LONG_STEP_SCENARIOS
 from tests.chaos.proxy import HOLD_REPLIES, HOLD_REQUESTS, PARTITION, RESET, Fault
 from tests.chaos.workload import HEALED, Workload
 
@@ -328,6 +329,7 @@ SCENARIOS: dict[str, Scenario] = {
     "duplicate-completions": duplicate_completions,
     "sigterm-worker": sigterm_worker,
     "sigterm-service": sigterm_service,
+    **LONG_STEP_SCENARIOS,
 }
 # Faults whose point is a stale lease writing late: the run must show refused writes.
 PROVOKES_STALE_WRITES = {"pause-worker"}
@@ -338,7 +340,8 @@ def random_schedule(slice_seconds: float) -> Scenario:
 
     def scenario(cluster: ChaosCluster, rng: random.Random, log: FaultLog, duration: float) -> None:
         running = _until(duration)
-        names = list(SCENARIOS)
+        # Long-step scenarios wait for runs of their own, longer than a slice.
+        names = [name for name in SCENARIOS if name not in LONG_STEP_SCENARIOS]
         rng.shuffle(names)
         for name in ["pause-worker", *names]:  # a stale lease, however short the run
             if not running():

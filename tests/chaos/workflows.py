@@ -4,6 +4,7 @@ effect idempotent by the step's idempotency key, as a payment provider would."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import time
 from typing import Any
@@ -30,6 +31,18 @@ CREATE TABLE IF NOT EXISTS chaos.effects (
     step        text NOT NULL,
     amount      int NOT NULL,
     applied_at  timestamptz NOT NULL DEFAULT clock_timestamp()
+);
+-- Every body of a long step, from its start to its end (returned, or cancelled when its
+-- worker fenced itself): two bodies of one step must never overlap.
+CREATE TABLE IF NOT EXISTS chaos.bodies (
+    id          bigserial PRIMARY KEY,
+    key         text NOT NULL,
+    workflow_id text NOT NULL,
+    pid         int NOT NULL,
+    fence       bigint NOT NULL,
+    started_at  timestamptz NOT NULL DEFAULT clock_timestamp(),
+    ended_at    timestamptz,
+    ending      text
 );
 """
 # Retries come quickly: the faults are short and the suite waits for every run to end.
@@ -97,3 +110,38 @@ async def ledger_run(ctx: WorkflowContext, params: dict[str, Any]) -> dict[str, 
         await ctx.step("after-timer", apply_effect, "after-timer", 0, work, False, retry=RETRY)
     ticks = [await ctx.wait_for_signal("tick") for _ in range(int(params.get("signals", 0)))]
     return {"total": total, "ticks": ticks}
+
+
+async def long_body(seconds: float, block_loop: bool) -> int:
+    """Run for `seconds` (holding the event loop throughout when `block_loop`, as a careless
+    async step would), logging start and end with pid and fence; return the fence."""
+    step = current_step()
+    with _ledger().connection() as conn:
+        row = conn.execute(
+            "INSERT INTO chaos.bodies (key, workflow_id, pid, fence) VALUES (%s, %s, %s, %s)"
+            " RETURNING id",
+            [step.idempotency_key, step.workflow_id, os.getpid(), step.fence],
+        ).fetchone()
+    assert row is not None
+    ending = "cancelled"
+    try:
+        if block_loop:
+            time.sleep(seconds)  # noqa: ASYNC251 (the careless step this stands for)
+        else:
+            await asyncio.sleep(seconds)
+        ending = "returned"
+    finally:
+        with _ledger().connection() as conn:
+            conn.execute(
+                "UPDATE chaos.bodies SET ended_at = clock_timestamp(), ending = %s WHERE id = %s",
+                [ending, row[0]],
+            )
+    return step.fence
+
+
+@workflow
+async def long_step_run(ctx: WorkflowContext, params: dict[str, Any]) -> int:
+    """One long step (see long_body); returns the fence its body ran under."""
+    seconds, block_loop = float(params["seconds"]), bool(params.get("block_loop"))
+    fence: int = await ctx.step("long", long_body, seconds, block_loop, retry=RETRY)
+    return fence

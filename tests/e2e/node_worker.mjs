@@ -1,6 +1,8 @@
 #!/usr/bin/env node
 // A Node worker for Python end-to-end tests: the workflows `node_order`, `clock_reading` and
-// `cancel_path_switch` (as in tests/e2e/drifting_workflows.py) and the remote step
+// `cancel_path_switch` (as in tests/e2e/drifting_workflows.py), `node_long` (one step of
+// `input.ms` that honours its AbortSignal unless `input.ignore_signal`, and appends a `body`
+// line with its fence at its start and end), and the remote step
 // types `notify`, `flaky`, `gated` and `square` (which never ends on the worker named in its
 // input's `stall_on`). Every step execution appends one JSON line to
 // the ledger file. Prints "connected" once welcomed; drains on SIGTERM/SIGINT. With
@@ -10,6 +12,7 @@
 //     --identity ID --concurrency N --ledger FILE
 
 import fs from 'node:fs';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
 import { Worker, WorkflowCancelledError } from '../../sdk/node/src/index.js';
 
@@ -21,6 +24,7 @@ const { values: args } = parseArgs({
     identity: { type: 'string', default: `node:${process.pid}` },
     concurrency: { type: 'string', default: '10' },
     ledger: { type: 'string' },
+    'shutdown-grace-ms': { type: 'string', default: '10000' },
   },
 });
 const identity = args.identity;
@@ -106,6 +110,27 @@ async function cancelPathSwitch(ctx, input) {
     throw error;
   }
   return 'done';
+
+/** One body line: `event` (start, returned, aborted) of a step body under `info.fence`. */
+function body(event, info) {
+  if (!args.ledger) return;
+  const line = { kind: 'body', event, workflow_id: info.workflowId, fence: info.fence, at: Date.now(), identity };
+  fs.appendFileSync(args.ledger, `${JSON.stringify(line)}\n`);
+}
+
+async function nodeLong(ctx, input) {
+  return ctx.step('long', async (info) => {
+    body('start', info);
+    try {
+      // `ignore_signal`: a body that will not stop, as careless code would.
+      await sleep(input.ms, undefined, input.ignore_signal ? {} : { signal: info.signal });
+    } catch (error) {
+      body('aborted', info);
+      throw error;
+    }
+    body('returned', info);
+    return { fence: info.fence };
+  });
 }
 
 const steps = {
@@ -141,7 +166,13 @@ const worker = new Worker({
   taskQueue: args['task-queue'],
   identity,
   concurrency: Number(args.concurrency),
-  workflows: { node_order: nodeOrder, clock_reading: clockReading, cancel_path_switch: cancelPathSwitch },
+  shutdownGraceMs: Number(args['shutdown-grace-ms']),
+  workflows: {
+    node_order: nodeOrder,
+    clock_reading: clockReading,
+    cancel_path_switch: cancelPathSwitch,
+    node_long: nodeLong,
+  },
   steps,
   onConnected: () => process.stdout.write(`node worker ${identity} connected\n`),
 });

@@ -33,9 +33,9 @@ from tests.fixtures.postgres import with_database
 def test_worker_killed_mid_step_is_resumed_by_another(
     start_cluster: Callable[..., Cluster], tmp_path: Path, keys: bool
 ) -> None:
-    # Leases outlast the test: only the release on stream close can hand the work over (with
-    # keys, through the guard that watches each stream's key).
-    cluster = start_cluster(PERDURE_LEASE_TTL="600", PERDURE_AUTH="on" if keys else "off")
+    # A killed worker says no goodbye: its lease stands until it expires (its steps might
+    # still run), then the work goes over with the next fence (with keys, to the same key).
+    cluster = start_cluster(PERDURE_LEASE_TTL="2", PERDURE_AUTH="on" if keys else "off")
     worker_key = make_key(cluster, "default", "worker", "*") if keys else None
     operator = make_key(cluster, "default", "operator") if keys else None
 

@@ -5,6 +5,7 @@ with the same guarantees (skipped, with a message, where Node.js is not installe
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 from perdure.api.workflow.v1 import workflow_pb2 as wf
@@ -25,8 +26,10 @@ def kinds(ledger: Path) -> Counter[str]:
 
 
 def test_a_node_workflow_driven_through_the_gateway_survives_sigkill_of_its_worker(
-    cluster: Cluster, tmp_path: Path
+    start_cluster: Callable[..., Cluster], tmp_path: Path
 ) -> None:
+    # The killed worker's leases go over once they expire (no goodbye: its steps might run on).
+    cluster = start_cluster(PERDURE_LEASE_TTL="2")
     ledger, gate = tmp_path / "ledger", tmp_path / "gate"
     doomed = cluster.start_node_worker("node-1", "node", ledger)
     client = cluster.client()
@@ -116,8 +119,10 @@ def test_a_failing_node_step_is_retried_on_the_durable_schedule(
 
 
 def test_fan_out_across_a_python_and_a_node_worker_survives_killing_the_node_one(
-    cluster: Cluster, tmp_path: Path
+    start_cluster: Callable[..., Cluster], tmp_path: Path
 ) -> None:
+    # The killed worker's leases go over once they expire (no goodbye: its steps might run on).
+    cluster = start_cluster(PERDURE_LEASE_TTL="2")
     ledger = tmp_path / "ledger"
     cluster.start_worker("py-runner", MODULE, task_queue="runs")
     cluster.start_worker("py-tools", MODULE, concurrency=3, task_queue="mixed")

@@ -68,8 +68,8 @@ def everything_of_the_crash(spans: list[ReceivedSpan]) -> bool:
 def test_a_workflow_across_a_crash_is_one_trace(
     otlp_receiver: OtlpReceiver, start_cluster: Callable[..., Cluster], tmp_path: Path
 ) -> None:
-    # Leases outlast the test: the killed worker's stream closing hands the workflow over.
-    cluster = start_cluster(PERDURE_LEASE_TTL="600", **otlp_env(otlp_receiver))
+    # The killed worker's lease expires and the workflow goes over with the next fence.
+    cluster = start_cluster(PERDURE_LEASE_TTL="2", **otlp_env(otlp_receiver))
     ledger, gate = tmp_path / "ledger", tmp_path / "gate"
     module = "tests.e2e.traced_workflows"
     first = cluster.start_worker("first", module=module)

@@ -46,7 +46,12 @@ PUBLIC = unary_methods(api.DESCRIPTOR.services_by_name["WorkflowService"]) + una
     admin.DESCRIPTOR.services_by_name["AdminService"]
 )
 JOURNAL = unary_methods(jpb.DESCRIPTOR.services_by_name["JournalService"])
-TARGETS = [("gateway", m) for m in PUBLIC] + [("history", m) for m in JOURNAL]
+TASKS = unary_methods(tpb.DESCRIPTOR.services_by_name["TaskService"])
+TARGETS = (
+    [("gateway", m) for m in PUBLIC]
+    + [("history", m) for m in JOURNAL]
+    + [("scheduler", m) for m in TASKS]
+)
 
 
 def caller(cluster: Cluster, service: str, method: d.MethodDescriptor) -> Callable[[bytes], None]:

@@ -332,6 +332,29 @@ async def test_renew_only_renews_matching_fences(
     assert (await row(pool, "a"))["lease_owner"] == "s1"
 
 
+async def test_renew_own_extends_a_keys_leases_from_any_session_and_says_when_they_expire(
+    store: TaskStore, pool: AsyncConnectionPool
+) -> None:
+    await store.enqueue([task("a"), task("b"), task("c")])
+    await store.claim("broken-stream", QUEUE, [TYPE], [], 10, SHORT_TTL, key="k1")
+    await store.release("broken-stream", ("c", "", 1))
+
+    now, renewed = await store.renew_own("k1", [("a", "", 1), ("b", "", 7), ("c", "", 1)], TTL)
+    other_key = (await store.renew_own("k2", [("a", "", 1)], TTL))[1]
+
+    # Only "a": "b" has another fence, "c" was released; another key renews nothing.
+    assert list(renewed) == [("a", "", 1)] and other_key == {}
+    assert renewed["a", "", 1] - now == timedelta(seconds=TTL)
+    assert (await row(pool, "a"))["lease_owner"] == "broken-stream"  # only a hello moves it
+    await asyncio.sleep(PAST_EXPIRY)
+    assert [g.workflow_id for g in await claim(store, "s2")] == ["b"]  # "a" stands
+
+
+async def test_renew_own_of_nothing_reads_the_database_clock(store: TaskStore) -> None:
+    now, renewed = await store.renew_own("k1", [], TTL)
+    assert renewed == {} and abs(now - datetime.now(UTC)) < timedelta(seconds=5)
+
+
 async def test_renew_of_a_released_lease_does_nothing(store: TaskStore) -> None:
     await store.enqueue([task("a")])
     await claim(store, "s1")

@@ -210,7 +210,7 @@ export async function runStepTask(task, journal, steps, { log, abort }) {
     return fail(error, NO_RETRY);
   }
   const controller = new AbortController();
-  const onAbort = () => controller.abort(new Error('the worker is shutting down'));
+  const onAbort = () => controller.abort(abort?.reason ?? new Error('the worker is shutting down'));
   if (abort) {
     if (abort.aborted) onAbort();
     else abort.addEventListener('abort', onAbort, { once: true });
@@ -237,6 +237,8 @@ export async function runStepTask(task, journal, steps, { log, abort }) {
     clearTimeout(announce);
     abort?.removeEventListener('abort', onAbort);
   }
+  // A body that ignored its signal: its result is dropped (the lease is given up or fenced).
+  if (abort?.aborted) throw new JournalUnavailableError(`the step's work was stopped: ${abort.reason?.message ?? abort.reason}`);
   let encoded;
   try {
     encoded = toValue(result);

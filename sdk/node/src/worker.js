@@ -6,6 +6,7 @@ import grpc from '@grpc/grpc-js';
 import { JournalRejectedError, JournalUnavailableError, LeaseLostError } from './errors.js';
 import { JournalClient } from './journal.js';
 import { checkResolves, permanent } from './misconfigured.js';
+import { LeaseFencedError, LeaseKeeper, taskName } from './leases.js';
 import { fromDuration, toDuration } from './payload.js';
 import { channelCredentials, clientOptions, loadProtos, statusName } from './proto.js';
 import { RetryPolicy } from './retry.js';
@@ -13,6 +14,8 @@ import { runStepTask, runWorkflowTask } from './runner.js';
 
 const RECONNECT_FIRST_MS = 100;
 const RECONNECT_MAX_MS = 5000;
+/** How long a stopping worker waits for the scheduler to end its stream after half-closing it. */
+const CLOSE_MS = 5000;
 /** Timer tasks may come this early; the run waits out the rest (< LOCAL_WAIT_MS) itself. */
 const TIMER_LOOKAHEAD_SECONDS = 0.1;
 
@@ -86,8 +89,8 @@ export class Worker {
     }
     this._log = options.logger === null ? { info() {}, warn() {}, error() {} } : (options.logger ?? consoleLogger);
     this._onConnected = options.onConnected;
-    /** @type {Map<string, {workflow_id: string, fence: number, step_id: string}>} leases held now */
-    this._leases = new Map();
+    /** @type {LeaseKeeper} leases held now (renewed and fenced while `run` runs) */
+    this._keeper = new LeaseKeeper((request, timeoutMs) => this._renewLeases(request, timeoutMs), this._log);
     /** @type {Set<Promise<void>>} */
     this._running = new Set();
     this._call = null; // the welcomed Connect stream
@@ -144,9 +147,16 @@ export class Worker {
     } finally {
       this._closing = true;
       this._abort.abort();
+      this._keeper.stop();
       this._wakeReconnect();
-      this._endStream?.();
+      // A goodbye: half-close, so the scheduler releases what is left at once, then end the
+      // stream if the scheduler does not. Tasks given up may still run a body that ignores its
+      // signal: then the stream just ends, and their leases expire.
+      if (this._running.size) this._endStream?.();
+      else this._sayGoodbye?.();
+      const closing = setTimeout(() => this._endStream?.(), CLOSE_MS);
       await serving;
+      clearTimeout(closing);
       this._tasks.close();
       this._journal.close();
     }
@@ -212,15 +222,20 @@ export class Worker {
         if (heartbeats) clearInterval(heartbeats);
         if (this._call === call) this._call = null;
         this._endStream = null;
+        this._sayGoodbye = null;
         call.removeAllListeners('data');
         try {
-          call.cancel(); // closing the stream hands unfinished leases back at once
+          call.cancel(); // an abrupt end: the scheduler keeps the leases until expiry or the next hello
         } catch {
           // already closed
         }
         reject(error);
       };
       this._endStream = () => end(new Error('the worker stopped'));
+      this._sayGoodbye = () => {
+        if (this._call === call) this._call = null;
+        call.end();
+      };
       call.on('data', (message) => {
         if (!welcomed) {
           if (message.message !== 'welcome') {
@@ -232,7 +247,8 @@ export class Worker {
           this._welcomes += 1;
           for (const done of this._unsent.splice(0)) this._taskDone(done); // finished while moving
           const intervalMs = Math.max(50, (fromDuration(message.welcome.heartbeat_interval) ?? 3.333) * 1000);
-          heartbeats = setInterval(() => this._send({ heartbeat: { leases: [...this._leases.values()] } }), intervalMs);
+          this._keeper.configure((fromDuration(message.welcome.lease_ttl) ?? 10) * 1000, intervalMs);
+          heartbeats = setInterval(() => this._send({ heartbeat: { leases: this._keeper.refs() } }), intervalMs);
           this._log.info(
             `worker ${this.identity} connected: queue ${this.taskQueue}, workflows ${this.workflowTypes.join(', ') || '-'}, steps ${this.stepTypes.join(', ') || '-'}`,
           );
@@ -254,12 +270,7 @@ export class Worker {
         }
         if (message.message === 'task') this._start(message.task);
         else if (message.message === 'lease_revoked') {
-          const lease = message.lease_revoked.lease ?? {};
-          const key = leaseKey(lease.workflow_id, lease.step_id);
-          if (this._leases.get(key)?.fence === Number(lease.fence)) this._leases.delete(key);
-          this._log.warn(
-            `lease of ${lease.workflow_id}${lease.step_id ? ` step ${lease.step_id}` : ''} (fence ${lease.fence}) revoked: ${message.lease_revoked.reason}`,
-          );
+          this._keeper.revoke(message.lease_revoked.lease ?? {}, message.lease_revoked.reason);
         }
       });
       call.on('error', (error) => end(error));
@@ -273,7 +284,7 @@ export class Worker {
         workflow_types: this.workflowTypes,
         step_types: this.stepTypes,
         capacity: this.concurrency,
-        leases: [...this._leases.values()],
+        leases: this._keeper.refs(),
         timer_lookahead: toDuration(TIMER_LOOKAHEAD_SECONDS),
         namespace: this.namespace,
       };
@@ -288,32 +299,40 @@ export class Worker {
   _start(task) {
     const stepTask = Boolean(task.step_id);
     const lease = { workflow_id: task.workflow_id, fence: Number(task.fence), step_id: task.step_id ?? '' };
-    const key = leaseKey(lease.workflow_id, lease.step_id);
-    this._leases.set(key, lease);
-    const job = (stepTask ? this._runStep(task, lease) : this._runWorkflow(task, lease))
+    const fenced = this._keeper.hold(lease, task.lease_expire_time);
+    if (!fenced) {
+      // Delivered after its deadline (the event loop was stalled, say): it may be another
+      // worker's already. It expires and is granted again.
+      this._log.warn(`${taskName(lease)} (fence ${lease.fence}): the task arrived after its lease's deadline; not starting it`);
+      return;
+    }
+    // Aborted when the worker gives its tasks up, or when this lease is fenced.
+    const abort = AbortSignal.any([this._abort.signal, fenced]);
+    const job = (stepTask ? this._runStep(task, lease, abort) : this._runWorkflow(task, lease, abort))
       .catch((error) => this._log.error(`task of ${task.workflow_id} crashed: ${error?.stack ?? error}`))
       .finally(() => this._running.delete(job));
     this._running.add(job);
   }
 
-  async _runWorkflow(task, lease) {
+  async _runWorkflow(task, lease, abort) {
     this._log.info(`running ${task.workflow_type} ${task.workflow_id} (fence ${task.fence})`);
-    await this._finishTask(lease, () =>
-      runWorkflowTask(task, this._journal, this._workflows, { log: this._log, abort: this._abort.signal }),
-    );
+    await this._finishTask(lease, abort, () => runWorkflowTask(task, this._journal, this._workflows, { log: this._log, abort }));
   }
 
-  async _runStep(task, lease) {
+  async _runStep(task, lease, abort) {
     this._log.info(`running step ${task.step_type} ${task.step_id} of ${task.workflow_id} (fence ${task.fence})`);
-    await this._finishTask(lease, () => runStepTask(task, this._journal, this._steps, { log: this._log, abort: this._abort.signal }));
+    await this._finishTask(lease, abort, () => runStepTask(task, this._journal, this._steps, { log: this._log, abort }));
   }
 
   /** Run a task; send TaskDone unless the lease is left to expire. */
-  async _finishTask(lease, run) {
-    const what = `${lease.workflow_id}${lease.step_id ? ` step ${lease.step_id}` : ''}`;
+  async _finishTask(lease, abort, run) {
+    const what = taskName(lease);
     try {
       await run();
     } catch (error) {
+      if (abort.reason instanceof LeaseFencedError) {
+        return; // dropped when fenced; it expires and is granted again, with a higher fence
+      }
       if (error instanceof LeaseLostError) {
         // Still say we are done with it: the release is fenced, a newer holder is untouched.
         this._log.warn(`${what}: lease with fence ${lease.fence} lost, abandoning: ${error.message}`);
@@ -342,8 +361,14 @@ export class Worker {
   }
 
   _forget(lease) {
-    const key = leaseKey(lease.workflow_id, lease.step_id);
-    if (this._leases.get(key)?.fence === lease.fence) this._leases.delete(key);
+    this._keeper.forget(lease);
+  }
+
+  /** TaskService.RenewLeases, as a promise. */
+  _renewLeases(request, timeoutMs) {
+    return new Promise((resolve, reject) => {
+      this._tasks.RenewLeases(request, { deadline: Date.now() + timeoutMs }, (error, response) => (error ? reject(error) : resolve(response)));
+    });
   }
 
   _send(message) {
@@ -368,7 +393,7 @@ export class Worker {
       }),
     ]);
     clearTimeout(timer);
-    if (this._running.size) this._log.warn(`giving up ${this._running.size} running task(s); their leases are released`);
+    if (this._running.size) this._log.warn(`giving up ${this._running.size} running task(s); their leases are left to expire`);
   }
 }
 
@@ -377,8 +402,4 @@ class MovedError extends Error {
   constructor() {
     super('moved to another scheduler replica');
   }
-}
-
-function leaseKey(workflowId, stepId) {
-  return `${workflowId}\u0000${stepId ?? ''}`;
 }

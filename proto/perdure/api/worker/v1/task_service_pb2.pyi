@@ -1,6 +1,7 @@
 import datetime
 
 from google.protobuf import duration_pb2 as _duration_pb2
+from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
@@ -8,6 +9,28 @@ from collections.abc import Iterable as _Iterable, Mapping as _Mapping
 from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
+
+class RenewLeasesRequest(_message.Message):
+    __slots__ = ("leases",)
+    LEASES_FIELD_NUMBER: _ClassVar[int]
+    leases: _containers.RepeatedCompositeFieldContainer[LeaseRef]
+    def __init__(self, leases: _Optional[_Iterable[_Union[LeaseRef, _Mapping]]] = ...) -> None: ...
+
+class RenewLeasesResponse(_message.Message):
+    __slots__ = ("renewed", "now")
+    RENEWED_FIELD_NUMBER: _ClassVar[int]
+    NOW_FIELD_NUMBER: _ClassVar[int]
+    renewed: _containers.RepeatedCompositeFieldContainer[RenewedLease]
+    now: _timestamp_pb2.Timestamp
+    def __init__(self, renewed: _Optional[_Iterable[_Union[RenewedLease, _Mapping]]] = ..., now: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class RenewedLease(_message.Message):
+    __slots__ = ("lease", "expire_time")
+    LEASE_FIELD_NUMBER: _ClassVar[int]
+    EXPIRE_TIME_FIELD_NUMBER: _ClassVar[int]
+    lease: LeaseRef
+    expire_time: _timestamp_pb2.Timestamp
+    def __init__(self, lease: _Optional[_Union[LeaseRef, _Mapping]] = ..., expire_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class ConnectRequest(_message.Message):
     __slots__ = ("hello", "heartbeat", "task_done", "drain")
@@ -92,7 +115,7 @@ class Drain(_message.Message):
     def __init__(self) -> None: ...
 
 class Task(_message.Message):
-    __slots__ = ("workflow_id", "workflow_type", "fence", "trace_context", "step_id", "step_type")
+    __slots__ = ("workflow_id", "workflow_type", "fence", "trace_context", "step_id", "step_type", "lease_expire_time")
     class TraceContextEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -106,13 +129,15 @@ class Task(_message.Message):
     TRACE_CONTEXT_FIELD_NUMBER: _ClassVar[int]
     STEP_ID_FIELD_NUMBER: _ClassVar[int]
     STEP_TYPE_FIELD_NUMBER: _ClassVar[int]
+    LEASE_EXPIRE_TIME_FIELD_NUMBER: _ClassVar[int]
     workflow_id: str
     workflow_type: str
     fence: int
     trace_context: _containers.ScalarMap[str, str]
     step_id: str
     step_type: str
-    def __init__(self, workflow_id: _Optional[str] = ..., workflow_type: _Optional[str] = ..., fence: _Optional[int] = ..., trace_context: _Optional[_Mapping[str, str]] = ..., step_id: _Optional[str] = ..., step_type: _Optional[str] = ...) -> None: ...
+    lease_expire_time: _timestamp_pb2.Timestamp
+    def __init__(self, workflow_id: _Optional[str] = ..., workflow_type: _Optional[str] = ..., fence: _Optional[int] = ..., trace_context: _Optional[_Mapping[str, str]] = ..., step_id: _Optional[str] = ..., step_type: _Optional[str] = ..., lease_expire_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class Reconnect(_message.Message):
     __slots__ = ("reason",)

@@ -40,6 +40,11 @@ class TaskServiceStub:
                 request_serializer=perdure_dot_api_dot_worker_dot_v1_dot_task__service__pb2.ConnectRequest.SerializeToString,
                 response_deserializer=perdure_dot_api_dot_worker_dot_v1_dot_task__service__pb2.ConnectResponse.FromString,
                 _registered_method=True)
+        self.RenewLeases = channel.unary_unary(
+                '/perdure.api.worker.v1.TaskService/RenewLeases',
+                request_serializer=perdure_dot_api_dot_worker_dot_v1_dot_task__service__pb2.RenewLeasesRequest.SerializeToString,
+                response_deserializer=perdure_dot_api_dot_worker_dot_v1_dot_task__service__pb2.RenewLeasesResponse.FromString,
+                _registered_method=True)
 
 
 class TaskServiceServicer:
@@ -49,13 +54,31 @@ class TaskServiceServicer:
     def Connect(self, request_iterator, context):
         """Opens a worker session. The worker sends `hello` first, then heartbeats and `task_done`
         messages; the scheduler answers `welcome`, then pushes tasks while the worker has free
-        capacity. Closing the stream releases every lease the session holds at once.
+        capacity. A worker that half-closes the stream (its goodbye, after a drain) releases every
+        lease the session still holds at once; a stream that breaks abruptly releases nothing: its
+        leases stand until they expire or the worker's next hello takes them over, because the
+        worker may still be running their steps.
         A scheduler replica that stops, or a session older than the scheduler's session max age,
         is handed over: the scheduler sends `reconnect` and pushes nothing more; the worker
         half-closes the stream (what it sent before is still handled) and opens a new session,
         which the channel's round-robin gives to another replica. Its leases stay its own across
         the handover: the new hello lists them.
         Errors: INVALID_ARGUMENT (INVALID_REQUEST) when the first message is not a valid hello.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RenewLeases(self, request, context):
+        """Renews leases the calling worker holds, whatever its stream is doing: a worker calls it
+        from a thread of its own, so renewal does not wait for its event loop or its stream. The
+        answer carries the database clock's `now` and each renewed lease's expiry on that clock: the
+        worker turns them into deadlines on its own clock and stops a lease's work before its
+        deadline passes without a further renewal (it fences itself). A lease not renewed
+        (released, expired and granted again, of another key) is left out: it is not this worker's
+        any more. An empty request just reads the database clock.
+        Errors: INVALID_ARGUMENT (INVALID_REQUEST) for an invalid lease or too many of them;
+        PERMISSION_DENIED for a lease outside the worker key's namespace.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -68,6 +91,11 @@ def add_TaskServiceServicer_to_server(servicer, server):
                     servicer.Connect,
                     request_deserializer=perdure_dot_api_dot_worker_dot_v1_dot_task__service__pb2.ConnectRequest.FromString,
                     response_serializer=perdure_dot_api_dot_worker_dot_v1_dot_task__service__pb2.ConnectResponse.SerializeToString,
+            ),
+            'RenewLeases': grpc.unary_unary_rpc_method_handler(
+                    servicer.RenewLeases,
+                    request_deserializer=perdure_dot_api_dot_worker_dot_v1_dot_task__service__pb2.RenewLeasesRequest.FromString,
+                    response_serializer=perdure_dot_api_dot_worker_dot_v1_dot_task__service__pb2.RenewLeasesResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -98,6 +126,33 @@ class TaskService:
             '/perdure.api.worker.v1.TaskService/Connect',
             perdure_dot_api_dot_worker_dot_v1_dot_task__service__pb2.ConnectRequest.SerializeToString,
             perdure_dot_api_dot_worker_dot_v1_dot_task__service__pb2.ConnectResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RenewLeases(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/perdure.api.worker.v1.TaskService/RenewLeases',
+            perdure_dot_api_dot_worker_dot_v1_dot_task__service__pb2.RenewLeasesRequest.SerializeToString,
+            perdure_dot_api_dot_worker_dot_v1_dot_task__service__pb2.RenewLeasesResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -275,6 +275,7 @@ class Dispatcher:
                     fence=grant.fence,
                     trace_context=_traced_grant(session, grant),
                 )
+                task.lease_expire_time.FromDatetime(grant.lease_expires_at)
                 if grant.step_id:
                     task.step_id, task.step_type = grant.step_id, grant.task_type
                 else:

@@ -94,16 +94,19 @@ def _session_from_hello(message: tpb.ConnectRequest) -> Session:
 
 def _leases(session: Session, refs: Iterable[tpb.LeaseRef]) -> list[Lease]:
     """The leases a message names, each of the session's namespace."""
-    leases = [(ref.workflow_id, ref.step_id, ref.fence) for ref in refs]
     namespace = namespaces.namespace_of(session.task_queue)
-    for workflow_id, step_id, _ in leases:
-        require_storable("a lease's workflow_id", workflow_id)
-        require_storable("a lease's step_id", step_id)
-        if namespaces.namespace_of(workflow_id) != namespace:
-            raise permission_denied(
-                f"lease of {workflow_id[:100]!r} is outside this session's namespace {namespace!r}"
-            )
-    return leases
+    return [_lease_ref(ref, namespace) for ref in refs]
+
+
+def _lease_ref(ref: tpb.LeaseRef, namespace: str | None) -> Lease:
+    """A lease a worker names, checked: storable ids, in `namespace` (None: any)."""
+    require_storable("a lease's workflow_id", ref.workflow_id)
+    require_storable("a lease's step_id", ref.step_id)
+    if namespace is not None and namespaces.namespace_of(ref.workflow_id) != namespace:
+        raise permission_denied(
+            f"lease of {ref.workflow_id[:100]!r} is outside the namespace {namespace!r}"
+        )
+    return (ref.workflow_id, ref.step_id, ref.fence)
 
 
 def _duration(seconds: float) -> duration_pb2.Duration:
@@ -161,14 +164,18 @@ class TaskServicer(tgrpc.TaskServiceServicer):
         outgoing: asyncio.Future[tpb.ConnectResponse] | None = None
         self._dispatcher.add(session)
         aging = self._age(session)
-        worker_left = True
+        # Only a goodbye (the worker half-closes the stream) releases the session's leases at
+        # once. A stream that breaks (a dead worker, a cut link, a malformed message) leaves
+        # them to expire or to the worker's next hello: its steps may still be running.
+        goodbye = False
         try:
             while True:
                 outgoing = asyncio.ensure_future(session.outgoing.get())
                 await asyncio.wait({outgoing, reader}, return_when=asyncio.FIRST_COMPLETED)
                 if not outgoing.done():
                     try:
-                        reader.result()  # the worker closed the stream, or reading it failed
+                        reader.result()  # the worker half-closed the stream, or reading failed
+                        goodbye = True
                     except errors.ApiError as error:  # a malformed message
                         await errors.abort_with(context, error)
                     return
@@ -177,7 +184,6 @@ class TaskServicer(tgrpc.TaskServiceServicer):
                 if message.WhichOneof("message") == "reconnect":
                     # The worker keeps its leases; it half-closes once it reads Reconnect, and
                     # what it sent until then (a TaskDone, say) is still handled.
-                    worker_left = False
                     await asyncio.wait({reader}, timeout=HANDOVER_SECONDS)
                     return
         finally:
@@ -186,9 +192,9 @@ class TaskServicer(tgrpc.TaskServiceServicer):
             reader.cancel()
             if outgoing is not None:
                 outgoing.cancel()
-            # Shielded: the stream may be cancelled because the worker died, and the release
-            # must still happen.
-            await asyncio.shield(self._close(session, worker_left))
+            # Shielded: the stream may be cancelled while the release is under way, and the
+            # release must still happen.
+            await asyncio.shield(self._close(session, goodbye))
 
     def _age(self, session: Session) -> asyncio.TimerHandle | None:
         """Move the session once it reaches the max age (give or take a tenth, so that sessions
@@ -224,16 +230,41 @@ class TaskServicer(tgrpc.TaskServiceServicer):
         else:
             log.warning("ignoring unexpected %s from worker %s", kind, session.identity)
 
-    async def _close(self, session: Session, worker_left: bool) -> None:
+    async def _close(self, session: Session, goodbye: bool) -> None:
         self._dispatcher.remove(session)
-        if not worker_left:
+        if not goodbye:
+            if session.leases:
+                log.info(
+                    "stream of worker %s broke; its %d lease(s) stand until they expire or it "
+                    "reconnects",
+                    session.identity,
+                    len(session.leases),
+                )
             return
         with contextlib.suppress(Exception):
             released = await self._store.release_session(session.session_id)
             log.info(
-                "worker %s disconnected; released %d lease(s)", session.identity, len(released)
+                "worker %s said goodbye; released %d lease(s)", session.identity, len(released)
             )
             self._dispatcher.wake()
+
+    @errors.unary
+    async def RenewLeases(
+        self, request: tpb.RenewLeasesRequest, context: Context
+    ) -> tpb.RenewLeasesResponse:
+        if len(request.leases) > MAX_CAPACITY:
+            raise errors.invalid_argument(f"renew at most {MAX_CAPACITY} leases at once")
+        principal = current_principal.get()
+        namespace = principal.namespace if principal is not None else None
+        leases = [_lease_ref(ref, namespace) for ref in request.leases]
+        key = principal.key_id if principal is not None else ""
+        now, renewed = await self._store.renew_own(key, leases, self._dispatcher.lease_ttl)
+        response = tpb.RenewLeasesResponse()
+        response.now.FromDatetime(now)
+        for (workflow_id, step_id, fence), expires in renewed.items():
+            lease = tpb.LeaseRef(workflow_id=workflow_id, step_id=step_id, fence=fence)
+            response.renewed.add(lease=lease).expire_time.FromDatetime(expires)
+        return response
 
 
 class SchedulerServicer(sgrpc.SchedulerServiceServicer):

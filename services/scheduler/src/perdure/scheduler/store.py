@@ -59,7 +59,7 @@ SET fence = t.fence + 1, lease_owner = %(session)s, lease_key = %(key)s, run_at 
 FROM due WHERE t.workflow_id = due.workflow_id AND t.step_id = due.step_id
 RETURNING t.workflow_id, t.step_id, t.workflow_type, t.fence, due.previous_owner, due.due_at,
           EXTRACT(EPOCH FROM now() - due.due_at)::float8 AS late_by, due.due_reason,
-          t.trace_context
+          t.trace_context, t.lease_expires_at
 """
 
 
@@ -85,6 +85,20 @@ RENEW = _renew("t.lease_owner = %(session)s")
 ADOPT = _renew(
     "t.lease_owner IS NOT NULL AND t.lease_key = %(key)s AND t.task_queue = %(task_queue)s"
 )
+
+# A worker renews its leases from a thread of its own, whatever its stream is doing: any live
+# or broken session of its API key may hold them (a broken stream's leases stand until they
+# expire or a hello takes them over). The owner stays as it is: only a hello moves a lease. The
+# expiry and now() are the database clock's, for the worker to fence itself by.
+RENEW_OWN = """
+UPDATE scheduler.tasks t
+SET lease_expires_at = now() + make_interval(secs => %(ttl)s), updated_at = now()
+FROM unnest(%(ids)s::text[], %(step_ids)s::text[], %(fences)s::bigint[])
+     AS held(workflow_id, step_id, fence)
+WHERE t.workflow_id = held.workflow_id AND t.step_id = held.step_id AND t.fence = held.fence
+  AND t.lease_owner IS NOT NULL AND t.lease_key = %(key)s
+RETURNING t.workflow_id, t.step_id, t.fence, t.lease_expires_at
+"""
 
 HOLDS = """
 SELECT 1 FROM scheduler.tasks
@@ -155,6 +169,15 @@ TaskKey = tuple[str, str]
 Lease = tuple[str, str, int]
 
 
+def _lease_columns(leases: list[Lease]) -> dict[str, list[str] | list[int]]:
+    """Leases as the columns an `unnest` of (ids, step_ids, fences) reads."""
+    return {
+        "ids": [w for w, _, _ in leases],
+        "step_ids": [s for _, s, _ in leases],
+        "fences": [f for _, _, f in leases],
+    }
+
+
 @dataclass(frozen=True)
 class Grant:
     """A lease just granted."""
@@ -168,6 +191,7 @@ class Grant:
     late_by: float  # seconds from due to granted, on the database clock (< 0: granted ahead)
     due_reason: str | None  # timer, signal, retry: a timed wake-up firing
     trace_context: dict[str, str] | None
+    lease_expires_at: datetime  # database clock
 
 
 class TaskStore:
@@ -234,16 +258,24 @@ class TaskStore:
         async with self._pool.connection() as conn:
             cur = await conn.execute(
                 query,
-                {
-                    **params,
-                    "session": session,
-                    "ttl": ttl,
-                    "ids": [w for w, _, _ in leases],
-                    "step_ids": [s for _, s, _ in leases],
-                    "fences": [f for _, _, f in leases],
-                },
+                {**params, "session": session, "ttl": ttl, **_lease_columns(leases)},
             )
             return {(str(w), str(s), int(f)) for w, s, f in await cur.fetchall()}
+
+    async def renew_own(
+        self, key: str, leases: list[Lease], ttl: float
+    ) -> tuple[datetime, dict[Lease, datetime]]:
+        """Extend the listed leases whose fence still matches and that a session of this API
+        key holds; return the database clock's now and the new expiry of each lease renewed."""
+        async with self._pool.connection() as conn, conn.transaction():
+            cur = await conn.execute("SELECT now()")
+            row = await cur.fetchone()
+            assert row is not None
+            if not leases:
+                return row[0], {}
+            cur = await conn.execute(RENEW_OWN, {"key": key, "ttl": ttl, **_lease_columns(leases)})
+            rows = await cur.fetchall()
+        return row[0], {(str(w), str(s), int(f)): expires for w, s, f, expires in rows}
 
     async def holds(self, lease: Lease, key: str) -> bool:
         """Whether a session of this API key holds this live lease."""

@@ -32,6 +32,11 @@ from perdure.telemetry.credentials import aio_bearer, aio_metadata, sync_bearer
 from perdure.telemetry.setup import tracing_enabled
 
 _NOT_HEALTH = filters.negate(filters.health_check())
+# Calls a server does not trace: health checks, and lease renewals, a poll every few seconds
+# per worker whose spans would bury the traces that matter.
+_TRACED_SERVER_CALLS = filters.negate(
+    filters.any_of(filters.health_check(), filters.method_name("RenewLeases"))
+)
 # A connection to every address a name resolves to (each replica behind a headless Service's
 # DNS name, or an "ipv4:host:port,host:port" list), calls taking turns on those that are up.
 # Servers close connections after a while (grpc.max_connection_age_ms), and the name is
@@ -47,7 +52,7 @@ _tracer = trace.get_tracer("perdure.rpc")
 
 def server_interceptors() -> list[grpc.aio.ServerInterceptor]:
     """Interceptors for a grpc.aio server (none when tracing is off)."""
-    return [aio_server_interceptor(filter_=_NOT_HEALTH)] if tracing_enabled() else []
+    return [aio_server_interceptor(filter_=_TRACED_SERVER_CALLS)] if tracing_enabled() else []
 
 
 class TLSConfigError(ValueError):
@@ -132,10 +137,15 @@ def aio_channel(
 
 
 def sync_channel(
-    address: str, options: Sequence[tuple[str, Any]] = (), *, api_key: str | None = None
+    address: str,
+    options: Sequence[tuple[str, Any]] = (),
+    *,
+    api_key: str | None = None,
+    traced: bool = True,
 ) -> grpc.Channel:
-    """A blocking channel (TLS per PERDURE_TLS_*) whose calls carry the trace context, and
-    `api_key` as a bearer token when given."""
+    """A blocking channel (TLS per PERDURE_TLS_*) whose calls carry the trace context (unless
+    not `traced`: a poll's spans would bury the traces that matter), and `api_key` as a bearer
+    token when given."""
     credentials = channel_credentials()
     options = [*_CHANNEL_DEFAULTS, *options]
     channel = (
@@ -145,7 +155,7 @@ def sync_channel(
     )
     if api_key:
         channel = sync_bearer(channel, api_key)
-    if not tracing_enabled():
+    if not (traced and tracing_enabled()):
         return channel
     return grpc.intercept_channel(channel, client_interceptor(filter_=_NOT_HEALTH))
 

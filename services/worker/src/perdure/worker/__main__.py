@@ -6,23 +6,35 @@ from __future__ import annotations
 import argparse
 import asyncio
 import importlib
+import logging
 import os
 import signal
 import sys
+import threading
+import time
 from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import Any
+
+from opentelemetry import metrics, trace
 
 from perdure.telemetry import telemetry_for
 from perdure.worker._errors import WorkerConfigurationError
 from perdure.worker._health import HealthPort
 from perdure.worker._registry import remote_step_name, workflow_name
-from perdure.worker._worker import Worker
+from perdure.worker._worker import CLOSE_SECONDS, Worker
 
 try:  # a faster event loop where it exists (not on Windows); measured with make bench
     from uvloop import run as run_loop
 except ImportError:  # Windows
     from asyncio import run as run_loop  # type: ignore[assignment]
+
+log = logging.getLogger("perdure.worker")
+
+# After the drain (shutdown_grace) the stream closes within CLOSE_SECONDS; this much more and
+# the process ends whatever still runs: a sync step's thread cannot be stopped, and Python
+# would otherwise wait for it at exit, forever if it never returns.
+EXIT_MARGIN_SECONDS = 2.0
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -78,7 +90,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--shutdown-grace",
         type=float,
         default=10.0,
-        help="seconds running workflows get to finish on SIGTERM (default 10)",
+        help="seconds running workflows get to finish on SIGTERM (default 10); the process "
+        "ends a few seconds later whatever its steps do",
     )
     return parser.parse_args(argv)
 
@@ -120,8 +133,15 @@ async def run(args: argparse.Namespace) -> None:
         await health.start()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
+    deadline = args.shutdown_grace + CLOSE_SECONDS + EXIT_MARGIN_SECONDS
+
+    def on_signal(signum: int, frame: object) -> None:
+        # A plain handler, not the loop's: it runs even while a step blocks the event loop.
+        exit_by(deadline)
+        loop.call_soon_threadsafe(stop.set)
+
     for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stop.set)
+        signal.signal(signum, on_signal)
     running = asyncio.create_task(worker.run())
     stopped = asyncio.create_task(stop.wait())
     try:
@@ -134,6 +154,41 @@ async def run(args: argparse.Namespace) -> None:
         stopped.cancel()
         if health is not None:
             await health.stop()
+        # What is left is waiting for the step threads: an abandoned one may never return.
+        exit_by(EXIT_MARGIN_SECONDS)
+
+
+_exit_at: float | None = None  # monotonic
+
+
+def exit_by(seconds: float) -> None:
+    """End the process within `seconds`, whatever still runs (the earliest deadline wins)."""
+    global _exit_at
+    at = time.monotonic() + seconds
+    if _exit_at is not None and _exit_at <= at:
+        return
+    _exit_at = at
+    timer = threading.Timer(seconds, _exit_now, args=(at,))
+    timer.daemon = True
+    timer.start()
+
+
+def _exit_now(at: float) -> None:
+    """Flush what telemetry can be flushed and end the process at once (unless a nearer
+    deadline took over)."""
+    if at != _exit_at:
+        return
+    log.warning(
+        "exiting although user code still runs: a sync step's thread (which cannot be "
+        "stopped) or an async step blocking the event loop outlived the shutdown grace; its "
+        "step runs again elsewhere"
+    )
+    for provider in (trace.get_tracer_provider(), metrics.get_meter_provider()):
+        flush = getattr(provider, "force_flush", None)
+        if flush is not None:
+            flush(1000)
+    logging.shutdown()
+    os._exit(0)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -23,6 +23,7 @@ from perdure.worker._errors import (
     LeaseLostError,
     StepTimeoutError,
 )
+from perdure.worker._loop_watch import running
 from perdure.worker._payload import failure_from, to_value
 from perdure.worker._retry import NO_RETRY, RetryPolicy
 from perdure.worker._telemetry import step_attempt_ended, tracer
@@ -207,7 +208,10 @@ async def run_attempt(
             )
         try:
             try:
-                result = await _invoke(attempt.fn, attempt.args, attempt.kwargs, attempt.timeout)
+                with running(f"step {attempt.name} ({step.step_id} of {step.workflow_id})"):
+                    result = await _invoke(
+                        attempt.fn, attempt.args, attempt.kwargs, attempt.timeout
+                    )
             except Exception as error:
                 return await failed(error, attempt.retry)
             try:

@@ -22,6 +22,17 @@ _STEP_ATTEMPTS = _meter.create_counter(
     description="Step attempts run, by workflow type, step name and outcome "
     "(completed, retrying, failed).",
 )
+LEASES_SELF_FENCED = _meter.create_counter(
+    "perdure.worker.leases.self_fenced",
+    unit="{lease}",
+    description="Leases whose work this worker stopped because it could not renew them before "
+    "their deadline (the scheduler or the link to it was down), by task queue.",
+)
+LOOP_BLOCKED = _meter.create_counter(
+    "perdure.worker.loop.blocked",
+    unit="{stall}",
+    description="Times user code blocked the worker's event loop for longer than a second.",
+)
 # Timers this worker waited out (granted ahead of time) fire here, and are measured here.
 TIMER_LATENESS = timer_lateness(_meter)
 _STEP_DURATION = _meter.create_histogram(

@@ -21,9 +21,11 @@ from perdure.api.worker.v1 import journal_service_pb2_grpc as jgrpc
 from perdure.api.worker.v1 import task_service_pb2 as tpb
 from perdure.api.worker.v1 import task_service_pb2_grpc as tgrpc
 from perdure.telemetry.propagation import context_from
-from perdure.telemetry.rpc import aio_channel
+from perdure.telemetry.rpc import aio_channel, sync_channel
 from perdure.worker._context import HandedBack
 from perdure.worker._errors import JournalRejectedError, JournalUnavailableError, LeaseLostError
+from perdure.worker._leases import LeaseKeeper, task_name
+from perdure.worker._loop_watch import running
 from perdure.worker._misconfigured import check_resolves, permanent
 from perdure.worker._registry import StepFunction, WorkflowFunction, remote_step_name, workflow_name
 from perdure.worker._rpc import CHANNEL_OPTIONS
@@ -52,8 +54,12 @@ class Worker:
 
     Use `await worker.run()` in your program. `worker.stop()` drains: no new tasks; running
     workflows stop before their next new step and go back to the queue at once, for another
-    worker; steps under way get `shutdown_grace` seconds to finish, the rest are released.
-    Cancelling `run` releases everything at once.
+    worker; steps under way get `shutdown_grace` seconds to finish; the rest are cancelled and
+    their leases left to expire (a sync step's thread cannot be stopped).
+    Cancelling `run` stops every task at once; their leases expire.
+
+    Leases are renewed from a thread of their own (see _leases), and a lease that cannot be
+    renewed has its work stopped before it can expire: one executor per lease.
 
     A worker that cannot serve as configured (no key, an invalid, revoked or wrong-role key, an
     address that does not resolve) does not retry: `run` raises WorkerConfigurationError saying
@@ -104,7 +110,7 @@ class Worker:
         # A worker key, sent on every call when set.
         self._api_key = api_key or os.environ.get("PERDURE_API_KEY") or None
         self.namespace = namespace  # empty: the key's (or "default" without keys)
-        self._leases: dict[tuple[str, str], int] = {}  # (workflow id, step id) -> fence
+        self._keeper: LeaseKeeper | None = None  # the leases held, while `run` runs
         self._running: set[asyncio.Task[None]] = set()
         self._stopping = asyncio.Event()
         self._call: grpc.aio.StreamStreamCall[tpb.ConnectRequest, tpb.ConnectResponse] | None = None
@@ -136,6 +142,14 @@ class Worker:
         WorkerConfigurationError at once if the configuration cannot work."""
         await check_resolves(self._scheduler_address, "scheduler")
         await check_resolves(self._history_address, "history")
+        # Renewals go on a blocking channel of their own, from the keeper's thread.
+        renewals = sync_channel(
+            self._scheduler_address, CHANNEL_OPTIONS, api_key=self._api_key, traced=False
+        )
+        self._keeper = LeaseKeeper(
+            tgrpc.TaskServiceStub(renewals), asyncio.get_running_loop(), self.task_queue
+        )
+        self._keeper.start()
         async with (
             aio_channel(self._scheduler_address, CHANNEL_OPTIONS, api_key=self._api_key) as tasks,
             aio_channel(self._history_address, CHANNEL_OPTIONS, api_key=self._api_key) as history,
@@ -155,13 +169,19 @@ class Worker:
                 if serving.done():  # it gave up: a configuration that cannot work
                     await self._abandon_running()
                 else:
-                    await self._drain()  # on the live stream, which keeps carrying TaskDone
-                    await self._close_stream(serving)
+                    # On the live stream, which keeps carrying TaskDone.
+                    cut_short = await self._drain()
+                    await self._close_stream(serving, goodbye=not cut_short)
             finally:
                 stopping.cancel()
                 serving.cancel()
                 await asyncio.wait({serving})
+                # Nothing renews leases from here on: nothing may run under them either.
+                self._keeper.stop()
+                for task in self._running:
+                    task.cancel()
                 await journal_session.close()
+                renewals.close()
             if not serving.cancelled() and (error := serving.exception()) is not None:
                 log.error("worker %s cannot serve: %s", self.identity, error)
                 raise error
@@ -226,7 +246,7 @@ class Worker:
             step_types=self.step_types,
             capacity=self.concurrency,
             timer_lookahead=timedelta(seconds=TIMER_LOOKAHEAD_SECONDS),
-            leases=self._lease_refs(),
+            leases=self.keeper.refs(),
             namespace=self.namespace,
         )
         await call.write(tpb.ConnectRequest(hello=hello))
@@ -234,6 +254,7 @@ class Worker:
         if first is grpc.aio.EOF or first.WhichOneof("message") != "welcome":
             raise _StreamClosedError("the scheduler did not welcome this worker")
         interval = first.welcome.heartbeat_interval.ToTimedelta().total_seconds()
+        self.keeper.configure(first.welcome.lease_ttl.ToTimedelta().total_seconds(), interval)
         log.info(
             "worker %s connected: queue %s, workflows %s, remote steps %s",
             self.identity,
@@ -264,25 +285,39 @@ class Worker:
                 if kind == "task":
                     self._start(message.task, journal)
                 elif kind == "lease_revoked":
-                    lease = message.lease_revoked.lease
-                    self._forget(lease)
-                    log.warning(
-                        "lease of %s (fence %d) revoked: %s",
-                        _task_name(lease),
-                        lease.fence,
-                        message.lease_revoked.reason,
-                    )
+                    revoked = message.lease_revoked
+                    self.keeper.revoke(revoked.lease, revoked.reason)
         finally:
             heartbeats.cancel()
             self._call = None
-            # Closing the stream hands unfinished leases back at once.
+            # An abrupt end: the scheduler keeps this session's leases until they expire or
+            # the next hello takes them over.
             call.cancel()
 
+    @property
+    def keeper(self) -> LeaseKeeper:
+        """The leases held (only while `run` runs)."""
+        if self._keeper is None:
+            raise RuntimeError("the worker is not running")
+        return self._keeper
+
     def _start(self, task: tpb.Task, journal: JournalSession) -> None:
-        self._leases[task.workflow_id, task.step_id] = task.fence
-        running = asyncio.create_task(self._run_one(task, journal))
-        self._running.add(running)
-        running.add_done_callback(self._running.discard)
+        job = asyncio.create_task(self._run_one(task, journal))
+        if not self.keeper.hold(task, job):
+            # Delivered after its deadline (this worker's loop was stalled, say): the lease
+            # may already be another worker's. It expires and is granted again.
+            job.cancel()
+            lease = tpb.LeaseRef(
+                workflow_id=task.workflow_id, step_id=task.step_id, fence=task.fence
+            )
+            log.warning(
+                "%s (fence %d): the task arrived after its lease's deadline; not starting it",
+                task_name(lease),
+                task.fence,
+            )
+            return
+        self._running.add(job)
+        job.add_done_callback(self._running.discard)
 
     async def _run_one(self, task: tpb.Task, journal: JournalSession) -> None:
         attributes: dict[str, AttributeValue] = {
@@ -303,22 +338,32 @@ class Worker:
             "perdure.task.run", context_from(task.trace_context), attributes=attributes
         ) as span:
             kind = task.step_type or task.workflow_type
-            log.info("running %s %s (fence %d)", kind, _task_name(lease), task.fence)
+            log.info("running %s %s (fence %d)", kind, task_name(lease), task.fence)
             try:
-                if task.step_id:
-                    await run_step_task(task, journal, self._steps)
-                else:
-                    await run_task(task, journal, self._workflows, self._stopping)
+                with running(f"the code of {kind} {task_name(lease)} (fence {task.fence})"):
+                    if task.step_id:
+                        await run_step_task(task, journal, self._steps)
+                    else:
+                        await run_task(task, journal, self._workflows, self._stopping)
+            except asyncio.CancelledError:
+                job = asyncio.current_task()
+                if job is None or not self.keeper.fenced(job):
+                    raise  # a drain's or the caller's
+                # The lease is dropped and left to expire: the run is due again then, for any
+                # worker, with a higher fence.
+                span.set_attribute("perdure.task.outcome", "self_fenced")
+                span.set_status(Status(StatusCode.ERROR, "lease not renewed in time"))
+                return
             except HandedBack as handed_back:
                 span.set_attribute("perdure.task.outcome", "handed_back")
-                log.info("%s %s: the worker is stopping", _task_name(lease), handed_back)
+                log.info("%s %s: the worker is stopping", task_name(lease), handed_back)
                 await self._task_done(tpb.TaskDone(lease=lease, unfinished=True))
                 return
             except LeaseLostError as error:
                 _failed(span, error)
                 log.warning(
                     "%s: lease with fence %d lost, abandoning: %s",
-                    _task_name(lease),
+                    task_name(lease),
                     task.fence,
                     error,
                 )
@@ -331,7 +376,7 @@ class Worker:
                 # retried, here or elsewhere.
                 log.error(
                     "%s: journal call failed (%s); leaving it to lease expiry",
-                    _task_name(lease),
+                    task_name(lease),
                     error,
                 )
                 self._forget(lease)
@@ -348,20 +393,12 @@ class Worker:
         await self._send(tpb.ConnectRequest(task_done=done))
 
     def _forget(self, lease: tpb.LeaseRef) -> None:
-        key = (lease.workflow_id, lease.step_id)
-        if self._leases.get(key) == lease.fence:
-            del self._leases[key]
-
-    def _lease_refs(self) -> list[tpb.LeaseRef]:
-        return [
-            tpb.LeaseRef(workflow_id=workflow_id, step_id=step_id, fence=fence)
-            for (workflow_id, step_id), fence in self._leases.items()
-        ]
+        self.keeper.forget(lease)
 
     async def _heartbeat(self, interval: float) -> None:
         while True:
             await asyncio.sleep(interval)
-            heartbeat = tpb.Heartbeat(leases=self._lease_refs())
+            heartbeat = tpb.Heartbeat(leases=self.keeper.refs())
             await self._send(tpb.ConnectRequest(heartbeat=heartbeat))
 
     async def _send(self, message: tpb.ConnectRequest) -> None:
@@ -387,20 +424,29 @@ class Worker:
             ):
                 await call.done_writing()
 
-    async def _close_stream(self, serving: asyncio.Task[None]) -> None:
-        """End the session after the drain: the scheduler handles what was sent, releases
-        what is left and ends the stream (within CLOSE_SECONDS)."""
+    async def _close_stream(self, serving: asyncio.Task[None], goodbye: bool) -> None:
+        """End the session after the drain. A goodbye: the scheduler handles what was sent,
+        releases what is left and ends the stream (within CLOSE_SECONDS). Otherwise the stream
+        just ends, and the leases left expire."""
         self._closing = True
         call = self._call
         if call is None:
             return
+        if not goodbye:
+            log.warning(
+                "tasks outlived the shutdown grace and were cancelled; a sync step's thread may "
+                "still run, so their leases are left to expire rather than released"
+            )
+            return
         await self._half_close(call)
         await asyncio.wait({serving}, timeout=CLOSE_SECONDS)
 
-    async def _drain(self) -> None:
+    async def _drain(self) -> bool:
         """Stop taking tasks; let running ones finish within the grace period (workflows hand
-        their task back before their next new step); release the rest."""
+        their task back before their next new step); cancel the rest, and say whether there
+        were any."""
         await self._send(tpb.ConnectRequest(drain=tpb.Drain()))
+        pending: set[asyncio.Task[None]] = set()
         if self._running:
             log.info(
                 "draining: waiting up to %.0fs for %d running workflow(s)",
@@ -412,6 +458,7 @@ class Worker:
                 task.cancel()
             if pending:
                 await asyncio.wait(pending)
+        return bool(pending)
 
 
 async def _backoff(channel: grpc.aio.Channel, delay: float) -> None:
@@ -422,13 +469,6 @@ async def _backoff(channel: grpc.aio.Channel, delay: float) -> None:
         return
     with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(channel.channel_ready(), delay)
-
-
-def _task_name(lease: tpb.LeaseRef) -> str:
-    """A task as logs name it: "workflow <id>", or "step <step> of <id>"."""
-    if lease.step_id:
-        return f"step {lease.step_id} of {lease.workflow_id}"
-    return f"workflow {lease.workflow_id}"
 
 
 def _failed(span: trace.Span, error: BaseException) -> None:

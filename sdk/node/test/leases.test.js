@@ -1,0 +1,77 @@
+// The lease keeper against a scripted RenewLeases: deadlines on the database clock, work
+// aborted when a lease cannot be renewed in time or a renewal leaves it out, grants that
+// arrive dead not held.
+
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { LeaseFencedError, LeaseKeeper } from '../src/leases.js';
+import { toTimestamp } from '../src/payload.js';
+
+const TTL_MS = 600;
+const INTERVAL_MS = 100;
+const quiet = { warn() {} };
+
+/** A RenewLeases that renews what `renews` allows, or fails while `down`. */
+function scripted() {
+  const scheduler = {
+    down: false,
+    renews: () => true,
+    async renew(request) {
+      if (scheduler.down) throw new Error('UNAVAILABLE');
+      const now = Date.now();
+      const renewed = request.leases.filter((lease) => scheduler.renews(lease)).map((lease) => ({ lease, expire_time: toTimestamp(now + TTL_MS) }));
+      return { renewed, now: toTimestamp(now) };
+    },
+  };
+  return scheduler;
+}
+
+async function keeperOf(scheduler) {
+  const keeper = new LeaseKeeper((request) => scheduler.renew(request), quiet);
+  keeper.configure(TTL_MS, INTERVAL_MS);
+  await sleep(20); // the first renewal reads the database clock
+  return keeper;
+}
+
+const lease = (id) => ({ workflow_id: id, fence: 1, step_id: '' });
+
+test('leases renewed in time keep their work running', async () => {
+  const keeper = await keeperOf(scripted());
+  const signal = keeper.hold(lease('w'), toTimestamp(Date.now() + TTL_MS));
+  await sleep(TTL_MS * 2);
+  assert.equal(signal.aborted, false);
+  assert.deepEqual(keeper.refs().map((l) => l.workflow_id), ['w']);
+  keeper.stop();
+});
+
+test('a lease that cannot be renewed is fenced before it expires', async () => {
+  const scheduler = scripted();
+  const keeper = await keeperOf(scheduler);
+  const granted = Date.now();
+  const signal = keeper.hold(lease('w'), toTimestamp(granted + TTL_MS));
+  scheduler.down = true;
+  await new Promise((resolve) => signal.addEventListener('abort', resolve));
+  assert.ok(Date.now() - granted < TTL_MS, 'stopped before the lease could expire');
+  assert.ok(signal.reason instanceof LeaseFencedError);
+  assert.deepEqual(keeper.refs(), []);
+  keeper.stop();
+});
+
+test('a lease a renewal leaves out is fenced at once', async () => {
+  const scheduler = scripted();
+  const keeper = await keeperOf(scheduler);
+  scheduler.renews = () => false;
+  const began = Date.now();
+  const signal = keeper.hold(lease('w'), toTimestamp(began + TTL_MS));
+  await new Promise((resolve) => signal.addEventListener('abort', resolve));
+  assert.ok(Date.now() - began < TTL_MS / 2);
+  keeper.stop();
+});
+
+test('a grant delivered past its deadline is not held', async () => {
+  const keeper = await keeperOf(scripted());
+  assert.equal(keeper.hold(lease('late'), toTimestamp(Date.now() + TTL_MS * 0.2)), null);
+  assert.deepEqual(keeper.refs(), []);
+  keeper.stop();
+});

@@ -1,0 +1,142 @@
+"""The worker's lease keeper against a scripted RenewLeases: deadlines on the database clock,
+work cancelled when a lease cannot be renewed in time or a renewal leaves it out, grants that
+arrive dead not held, and the loop watch naming the step that blocks the event loop."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+import grpc
+import pytest
+from google.protobuf import timestamp_pb2
+
+from perdure.api.worker.v1 import task_service_pb2 as tpb
+from perdure.worker import _loop_watch
+from perdure.worker._leases import LeaseKeeper
+from perdure.worker._loop_watch import running
+
+TTL = 0.6
+INTERVAL = 0.1
+
+
+class Unavailable(grpc.RpcError):
+    """What a renewal gets while no scheduler answers."""
+
+
+class ScriptedScheduler:
+    """Answers RenewLeases with the database clock `clock()`: renews the leases `renews`
+    allows (every one by default), or fails while `down`."""
+
+    def __init__(self, clock: Callable[[], float] = time.time) -> None:
+        self.clock = clock
+        self.down = False
+        self.renews: Callable[[tpb.LeaseRef], bool] = lambda lease: True
+        self.calls = 0
+        self.answered = threading.Event()
+
+    def RenewLeases(self, request: tpb.RenewLeasesRequest, timeout: float) -> object:
+        self.calls += 1
+        if self.down:
+            raise Unavailable()
+        now = self.clock()
+        response = tpb.RenewLeasesResponse(now=_timestamp(now))
+        for lease in request.leases:
+            if self.renews(lease):
+                response.renewed.add(lease=lease, expire_time=_timestamp(now + TTL))
+        self.answered.set()
+        return response
+
+
+def _timestamp(seconds: float) -> timestamp_pb2.Timestamp:
+    stamp = timestamp_pb2.Timestamp()
+    stamp.FromNanoseconds(int(seconds * 1e9))
+    return stamp
+
+
+async def _keeper(scheduler: ScriptedScheduler) -> LeaseKeeper:
+    keeper = LeaseKeeper(scheduler, asyncio.get_running_loop(), "default")  # type: ignore[arg-type]
+    keeper.configure(TTL, INTERVAL)
+    keeper.start()
+    # The first renewal reads the database clock.
+    assert await asyncio.to_thread(scheduler.answered.wait, 5)
+    return keeper
+
+
+def _task(workflow_id: str, expires: float) -> tpb.Task:
+    return tpb.Task(workflow_id=workflow_id, fence=1, lease_expire_time=_timestamp(expires))
+
+
+async def test_leases_renewed_in_time_keep_their_work_running() -> None:
+    keeper = await _keeper(ScriptedScheduler())
+    work = asyncio.create_task(asyncio.sleep(TTL * 4))
+    assert keeper.hold(_task("w", time.time() + TTL), work)
+    await asyncio.sleep(TTL * 2)  # well past the first expiry: renewals moved it on
+    assert not work.done() and [ref.workflow_id for ref in keeper.refs()] == ["w"]
+    keeper.stop()
+    work.cancel()
+
+
+async def test_a_lease_that_cannot_be_renewed_has_its_work_cancelled_before_it_expires(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    scheduler = ScriptedScheduler()
+    keeper = await _keeper(scheduler)
+    work = asyncio.create_task(asyncio.sleep(TTL * 4))
+    granted = time.monotonic()
+    assert keeper.hold(_task("w", time.time() + TTL), work)
+    scheduler.down = True
+    with caplog.at_level(logging.WARNING, "perdure.worker"), pytest.raises(asyncio.CancelledError):
+        await work
+    assert time.monotonic() - granted < TTL  # stopped before the lease could expire
+    assert keeper.fenced(work) and keeper.refs() == []
+    assert "workflow w (fence 1): stopping its work (it could not be renewed" in caplog.text
+    keeper.stop()
+
+
+async def test_a_lease_a_renewal_leaves_out_is_fenced_at_once() -> None:
+    scheduler = ScriptedScheduler()
+    keeper = await _keeper(scheduler)
+    work = asyncio.create_task(asyncio.sleep(TTL * 4))
+    scheduler.renews = lambda lease: False  # granted again elsewhere, say
+    assert keeper.hold(_task("w", time.time() + TTL), work)
+    began = time.monotonic()
+    with pytest.raises(asyncio.CancelledError):
+        await work
+    assert time.monotonic() - began < TTL / 2
+    keeper.stop()
+
+
+async def test_a_grant_delivered_past_its_deadline_is_not_held() -> None:
+    keeper = await _keeper(ScriptedScheduler())
+    work = asyncio.create_task(asyncio.sleep(1))
+    # Its lease ends within the margin: another worker may be granted it before this one
+    # could do anything under it.
+    assert not keeper.hold(_task("late", time.time() + TTL * 0.2), work)
+    assert keeper.refs() == []
+    keeper.stop()
+    work.cancel()
+
+
+async def test_the_loop_watch_names_the_step_blocking_the_event_loop(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    watch = _loop_watch.LoopWatch(asyncio.get_running_loop())
+
+    async def careless_step() -> None:
+        with running("step fetch (fetch of w)"):
+            deadline = time.monotonic() + _loop_watch.LAG_REPORT_SECONDS + 0.3
+            while time.monotonic() < deadline:  # blocks the loop; the watch probes meanwhile
+                time.sleep(0.05)  # noqa: ASYNC251 (the careless step under test)
+                watch.check()
+
+    with caplog.at_level(logging.WARNING, "perdure.worker"):
+        watch.check()  # a probe, answered once the loop is free
+        await careless_step()
+        await asyncio.sleep(0.05)
+    assert "blocked for 1." in caplog.text
+    assert "by step fetch (fetch of w)" in caplog.text
+    assert "the event loop is free again" in caplog.text
