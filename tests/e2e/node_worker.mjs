@@ -110,6 +110,7 @@ async function cancelPathSwitch(ctx, input) {
     throw error;
   }
   return 'done';
+}
 
 /** One body line: `event` (start, returned, aborted) of a step body under `info.fence`. */
 function body(event, info) {
