@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Iterator
+from datetime import timedelta
 from typing import Any
 
 from perdure.api.workflow.v1 import workflow_pb2 as wf
@@ -63,8 +64,10 @@ class Client:
         *,
         workflow_id: str = "",
         task_queue: str = "",
+        execution_timeout: float | None = None,
     ) -> api.StartWorkflowResponse:
-        """Start a run (idempotent by workflow id)."""
+        """Start a run (idempotent by workflow id). With `execution_timeout` (seconds), the run
+        fails with an ExecutionTimeout failure if it is still open that long after its start."""
         request = api.StartWorkflowRequest(
             namespace=self.namespace,
             workflow_type=workflow_type,
@@ -72,6 +75,8 @@ class Client:
             task_queue=task_queue,
             input=to_value(input),
         )
+        if execution_timeout is not None:
+            request.execution_timeout.FromTimedelta(timedelta(seconds=execution_timeout))
         response: api.StartWorkflowResponse = self._stub.StartWorkflow(
             request, timeout=self._timeout
         )
