@@ -22,7 +22,9 @@ from perdure.worker._errors import (
     NonDeterminismError,
     SignalTimeoutError,
     StepFailedError,
+    StepHeartbeatTimeoutError,
     StepTimeoutError,
+    WorkerLostError,
     WorkflowCancelledError,
 )
 from perdure.worker._registry import remote_step, workflow
@@ -37,8 +39,10 @@ __all__ = [
     "SignalTimeoutError",
     "StepContext",
     "StepFailedError",
+    "StepHeartbeatTimeoutError",
     "StepTimeoutError",
     "Worker",
+    "WorkerLostError",
     "WorkflowCancelledError",
     "WorkflowContext",
     "current_step",
