@@ -1,7 +1,7 @@
 #!/usr/bin/env node
-// A Node worker for Python end-to-end tests: the workflow `node_order` and the remote step
-// types `notify`, `flaky`, `gated` and `square` (which never ends on the worker named in its
-// input's `stall_on`). Every step execution appends one JSON line to
+// A Node worker for Python end-to-end tests: the workflows `node_order` and `node_limits`, and
+// the remote step types `notify`, `flaky`, `gated`, `square` (which never ends on the worker
+// named in its input's `stall_on`) and `crash` (which kills the worker). Every step execution appends one JSON line to
 // the ledger file. Prints "connected" once welcomed; drains on SIGTERM/SIGINT.
 //
 //   node tests/e2e/node_worker.mjs --scheduler HOST:PORT --history HOST:PORT --task-queue Q \
@@ -9,7 +9,7 @@
 
 import fs from 'node:fs';
 import { parseArgs } from 'node:util';
-import { Worker } from '../../sdk/node/src/index.js';
+import { RetryPolicy, Worker } from '../../sdk/node/src/index.js';
 
 const { values: args } = parseArgs({
   options: {
@@ -71,7 +71,21 @@ async function nodeOrder(ctx, input) {
   return { reserved, approval, charge, shipped };
 }
 
+/** A step whose first attempt goes silent until its heartbeat timeout aborts it. */
+async function nodeLimits(ctx) {
+  const retry = new RetryPolicy({ initialInterval: 0.2, maximumAttempts: 3 });
+  return ctx.step('silent', async (info) => {
+    if (info.attempt === 1) {
+      await new Promise((resolve) => info.signal.addEventListener('abort', resolve, { once: true }));
+      process.stdout.write(`aborted: ${info.signal.reason?.name}\n`);
+      return 'abandoned';
+    }
+    return info.attempt;
+  }, { heartbeatTimeout: 0.5, retry });
+}
+
 const steps = {
+  crash: () => process.exit(70), // as an OOM kill or a segfault would
   notify: (input, info) => {
     ledger('notify', info);
     return { delivered: true, by: 'node', message: input?.message ?? null };
@@ -104,7 +118,7 @@ const worker = new Worker({
   taskQueue: args['task-queue'],
   identity,
   concurrency: Number(args.concurrency),
-  workflows: { node_order: nodeOrder },
+  workflows: { node_order: nodeOrder, node_limits: nodeLimits },
   steps,
   onConnected: () => process.stdout.write(`node worker ${identity} connected\n`),
 });
