@@ -305,7 +305,7 @@ WITH due AS (
         failure = jsonb_build_object(
             'type', 'ExecutionTimeout',
             'message', 'the run did not finish within its execution timeout of '
-                || round(extract(epoch FROM w.deadline - w.created_at)::numeric, 3)
+                || trim_scale(round(extract(epoch FROM w.deadline - w.created_at)::numeric, 3))
                 || 's (from its start); it was failed at its deadline',
             'stack_trace', '')
     FROM due WHERE w.workflow_id = due.workflow_id
