@@ -119,6 +119,7 @@ def test_a_run_past_its_execution_timeout_fails_with_no_worker_holding_it(
     started = time.monotonic()
     client.start_workflow("waits_for_go", workflow_id="deadline-1", execution_timeout=1.5)
     client.start_workflow("waits_for_go", workflow_id="deadline-2", execution_timeout=60)
+    client.signal_with_start("waits_for_go", "deadline-3", "other", execution_timeout=1.5)
     described = client.wait("deadline-1", timeout=WAIT)
     assert time.monotonic() - started >= 1.5
     assert described.workflow.status == wf.WORKFLOW_STATUS_FAILED
@@ -127,6 +128,11 @@ def test_a_run_past_its_execution_timeout_fails_with_no_worker_holding_it(
     events = list(client.history("deadline-1"))
     assert events[-1].event_type == wf.EVENT_TYPE_WORKFLOW_FAILED
     assert events[-1].fence == 0  # history's own write: no lease needed
+    signalled = client.wait("deadline-3", timeout=WAIT).workflow
+    assert (signalled.status, signalled.failure.type) == (
+        wf.WORKFLOW_STATUS_FAILED,
+        "ExecutionTimeout",
+    )
     # A run within its timeout is untouched.
     client.signal("deadline-2", "go", "now")
     assert client.wait("deadline-2", timeout=WAIT).workflow.status == wf.WORKFLOW_STATUS_COMPLETED

@@ -135,9 +135,7 @@ class HistoryServicer(hgrpc.HistoryServiceServicer):
             r.workflow_type,
             namespaces.qualify(namespace, r.task_queue),
             value_to_python(r.input),
-            seconds_of("execution_timeout", r.execution_timeout)
-            if r.HasField("execution_timeout")
-            else None,
+            _execution_timeout(r),
         )
         return hpb.StartWorkflowResponse(
             response=api.StartWorkflowResponse(
@@ -222,6 +220,7 @@ class HistoryServicer(hgrpc.HistoryServiceServicer):
             r.signal_name,
             value_to_python(r.payload),
             r.signal_id or None,
+            _execution_timeout(r.start),
         )
         return hpb.SignalWithStartWorkflowResponse(
             response=api.SignalWithStartWorkflowResponse(started=started, accepted=accepted)
@@ -344,6 +343,13 @@ def _call(request: _CallRequest) -> Call:
     return Call(
         request.workflow_id, request.fence, request.step_id, request.step_name, request.position
     )
+
+
+def _execution_timeout(start: api.StartWorkflowRequest) -> float | None:
+    """A start's execution timeout in seconds (the gateway checked its range); None: unset."""
+    if not start.HasField("execution_timeout"):
+        return None
+    return seconds_of("execution_timeout", start.execution_timeout)
 
 
 def _started(request: jpb.RecordStepRequest) -> datetime | None:

@@ -190,10 +190,13 @@ class Journal:
         name: str,
         payload: Any,
         signal_id: str | None,
+        execution_timeout: float | None = None,
     ) -> tuple[bool, bool]:
         """Start the run if the id is free, then signal it: (started, accepted), atomically."""
         async with self._pool.connection() as conn, conn.transaction():
-            started = await self._create(conn, workflow_id, workflow_type, task_queue, input_value)
+            started = await self._create(
+                conn, workflow_id, workflow_type, task_queue, input_value, execution_timeout
+            )
             accepted = await self._signal(conn, workflow_id, name, payload, signal_id)
         self._on_scheduled()  # again, now that the transaction has committed
         if started:

@@ -68,15 +68,9 @@ class Client:
     ) -> api.StartWorkflowResponse:
         """Start a run (idempotent by workflow id). With `execution_timeout` (seconds), the run
         fails with an ExecutionTimeout failure if it is still open that long after its start."""
-        request = api.StartWorkflowRequest(
-            namespace=self.namespace,
-            workflow_type=workflow_type,
-            workflow_id=workflow_id,
-            task_queue=task_queue,
-            input=to_value(input),
+        request = _start_request(
+            self.namespace, workflow_type, workflow_id, task_queue, input, execution_timeout
         )
-        if execution_timeout is not None:
-            request.execution_timeout.FromTimedelta(timedelta(seconds=execution_timeout))
         response: api.StartWorkflowResponse = self._stub.StartWorkflow(
             request, timeout=self._timeout
         )
@@ -108,17 +102,16 @@ class Client:
         input: Any = None,
         task_queue: str = "",
         signal_id: str = "",
+        execution_timeout: float | None = None,
     ) -> api.SignalWithStartWorkflowResponse:
-        """Signal the run, starting it with `input` first if no run has the id."""
+        """Signal the run, starting it with `input` (and `execution_timeout`, as
+        start_workflow) first if no run has the id."""
+        start = _start_request(
+            self.namespace, workflow_type, workflow_id, task_queue, input, execution_timeout
+        )
         response: api.SignalWithStartWorkflowResponse = self._stub.SignalWithStartWorkflow(
             api.SignalWithStartWorkflowRequest(
-                start=api.StartWorkflowRequest(
-                    namespace=self.namespace,
-                    workflow_type=workflow_type,
-                    workflow_id=workflow_id,
-                    task_queue=task_queue,
-                    input=to_value(input),
-                ),
+                start=start,
                 signal_name=signal_name,
                 payload=to_value(payload),
                 signal_id=signal_id,
@@ -207,3 +200,23 @@ class Client:
                 raise TimeoutError(f"workflow {workflow_id!r} still running after {timeout}s")
             time.sleep(delay)
             delay = min(delay * 1.5, 0.5)
+
+
+def _start_request(
+    namespace: str,
+    workflow_type: str,
+    workflow_id: str,
+    task_queue: str,
+    input: Any,
+    execution_timeout: float | None,
+) -> api.StartWorkflowRequest:
+    request = api.StartWorkflowRequest(
+        namespace=namespace,
+        workflow_type=workflow_type,
+        workflow_id=workflow_id,
+        task_queue=task_queue,
+        input=to_value(input),
+    )
+    if execution_timeout is not None:
+        request.execution_timeout.FromTimedelta(timedelta(seconds=execution_timeout))
+    return request
