@@ -8,6 +8,8 @@ workers die run them on task queues of their own.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from datetime import timedelta
@@ -114,12 +116,15 @@ def test_a_step_that_stops_heartbeating_fails_and_is_retried(client: Client) -> 
 
 
 def test_a_run_past_its_execution_timeout_fails_with_no_worker_holding_it(
-    client: Client,
+    shared: Cluster, client: Client
 ) -> None:
     started = time.monotonic()
     client.start_workflow("waits_for_go", workflow_id="deadline-1", execution_timeout=1.5)
     client.start_workflow("waits_for_go", workflow_id="deadline-2", execution_timeout=60)
     client.signal_with_start("waits_for_go", "deadline-3", "other", execution_timeout=1.5)
+    cli = [sys.executable, "-m", "perdure.cli", "workflow", "--address", shared.gateway]
+    cli += ["start", "waits_for_go", "--id", "deadline-4", "--execution-timeout", "1.5"]
+    subprocess.run(cli, check=True, capture_output=True, timeout=60)
     described = client.wait("deadline-1", timeout=WAIT)
     assert time.monotonic() - started >= 1.5
     assert described.workflow.status == wf.WORKFLOW_STATUS_FAILED
@@ -128,11 +133,12 @@ def test_a_run_past_its_execution_timeout_fails_with_no_worker_holding_it(
     events = list(client.history("deadline-1"))
     assert events[-1].event_type == wf.EVENT_TYPE_WORKFLOW_FAILED
     assert events[-1].fence == 0  # history's own write: no lease needed
-    signalled = client.wait("deadline-3", timeout=WAIT).workflow
-    assert (signalled.status, signalled.failure.type) == (
-        wf.WORKFLOW_STATUS_FAILED,
-        "ExecutionTimeout",
-    )
+    for other in ("deadline-3", "deadline-4"):  # by signal-with-start, by the CLI
+        failed = client.wait(other, timeout=WAIT).workflow
+        assert (failed.status, failed.failure.type) == (
+            wf.WORKFLOW_STATUS_FAILED,
+            "ExecutionTimeout",
+        )
     # A run within its timeout is untouched.
     client.signal("deadline-2", "go", "now")
     assert client.wait("deadline-2", timeout=WAIT).workflow.status == wf.WORKFLOW_STATUS_COMPLETED

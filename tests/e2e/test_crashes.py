@@ -144,7 +144,11 @@ def test_history_rejects_a_stale_fence_in_the_write_transaction(
             "the real worker's write to be rejected",
         )
         loaded = journal.LoadJournal(jpb.LoadJournalRequest(workflow_id="fence-2", fence=7))
-    assert [e.step_id for e in loaded.events if e.step_id] == ["step_1", "step_2"]
+    # Two steps recorded, and the start of the third, whose outcome was refused.
+    outcomes = [e.step_id for e in loaded.events if e.event_type == wf.EVENT_TYPE_STEP_COMPLETED]
+    assert outcomes == ["step_1", "step_2"]
+    starts = [e for e in loaded.events if e.event_type == wf.EVENT_TYPE_STEP_ATTEMPT_STARTED]
+    assert [(e.step_id, e.fence) for e in starts] == [("step_1", 1), ("step_2", 1), ("step_3", 1)]
     assert loaded.workflow.fence == 7
 
 

@@ -249,9 +249,10 @@ def test_an_attempt_started_and_never_recorded_is_reported_lost(
     journal: jgrpc.JournalServiceStub,
 ) -> None:
     journal.LoadJournal(jpb.LoadJournalRequest(workflow_id="raw-1", fence=1))
-    journal.ScheduleStep(schedule(1, "ship", 0))
+    journal.ScheduleStep(schedule(1, "ship", 0, heartbeat_timeout=Duration(seconds=2)))
     load = jpb.LoadStepRequest(workflow_id="raw-1", step_id="ship", fence=1)
-    assert journal.LoadStep(load).attempt == 1  # started; its worker dies before recording
+    first = journal.LoadStep(load)  # started; its worker dies before recording
+    assert (first.attempt, first.heartbeat_timeout.seconds) == (1, 2)
     load.fence = 2
     lost = journal.LoadStep(load)
     assert (lost.attempt, lost.attempt_lost) == (1, True)
