@@ -333,7 +333,7 @@ def _in_own_thread(
     future: asyncio.Future[Any] = loop.create_future()
     context = contextvars.copy_context()
 
-    def settle(result: Any, error: Exception | None) -> None:
+    def settle(result: Any, error: BaseException | None) -> None:
         if future.done():  # abandoned
             return
         if error is not None:
@@ -344,7 +344,7 @@ def _in_own_thread(
     def run() -> None:
         try:
             result, error = context.run(fn, *args, **kwargs), None
-        except Exception as raised:
+        except BaseException as raised:  # as a pool thread would: SystemExit reaches the waiter
             result, error = None, raised
         # A closed loop (RuntimeError): nobody waits for this body any more.
         with contextlib.suppress(RuntimeError):
