@@ -8,7 +8,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from perdure.worker import WorkflowContext, remote_step, workflow
+from perdure.worker import RetryPolicy, WorkflowContext, remote_step, workflow
+
+# A killed worker's attempt counts as failed and waits its retry backoff: a short one, so that
+# the recovery measured is the failover's, not the policy's (1 s by default).
+QUICK_RETRY = RetryPolicy(initial_interval=0.05)
 
 
 def _noop() -> int:
@@ -71,5 +75,5 @@ async def signalled(ctx: WorkflowContext) -> str:
 @workflow
 async def held(ctx: WorkflowContext, gate: str) -> str:
     """A step that runs until the gate file exists, then records when the code went on."""
-    await ctx.step("hold", _until_exists, gate)
+    await ctx.step("hold", _until_exists, gate, retry=QUICK_RETRY)
     return str(await ctx.step("resumed", _now))

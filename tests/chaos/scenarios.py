@@ -7,9 +7,11 @@ import contextlib
 import random
 import re
 import time
+import uuid
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import grpc
 import psycopg
@@ -17,10 +19,12 @@ from google.protobuf import struct_pb2
 
 from perdure.api.worker.v1 import journal_service_pb2 as jpb
 from perdure.api.worker.v1 import journal_service_pb2_grpc as jgrpc
+from perdure.client import Client
 from tests.chaos.checker import Report, check
 from tests.chaos.harness import GATEWAYS, HISTORIES, SCHEDULERS, WORKERS, ChaosCluster
 from tests.chaos.long_steps import LONG_STEP_SCENARIOS
 from tests.chaos.proxy import HOLD_REPLIES, HOLD_REQUESTS, PARTITION, RESET, Fault
+from tests.chaos.workflows import CRASH_RETRY
 from tests.chaos.workload import HEALED, Workload
 
 QUIESCE_TIMEOUT = 180.0
@@ -306,6 +310,141 @@ def sigterm_service(
             _pause(rng, 0.3, 1.0)
 
 
+# --- steps that break their worker: each scenario starts one run of its own next to the load,
+# waits for it to end and checks its journal. ---------------------------------------------------
+
+BROKEN_STEP_TIMEOUT = 120.0
+OPEN_STATUSES = ("RUNNING", "WAITING")
+
+
+def _start_alone(cluster: ChaosCluster, workflow_type: str) -> str:
+    workflow_id = f"{workflow_type}-{uuid.uuid4().hex[:8]}"
+    with Client(cluster.gateways[0]) as client:
+        client.start_workflow(workflow_type, workflow_id=workflow_id)
+    return workflow_id
+
+
+def _status(conn: psycopg.Connection, workflow_id: str) -> str:
+    row = conn.execute(
+        "SELECT status FROM history.workflows WHERE workflow_id = %s", [workflow_id]
+    ).fetchone()
+    assert row is not None
+    return str(row[0])
+
+
+def _wait_closed(
+    cluster: ChaosCluster, conn: psycopg.Connection, workflow_id: str, log: FaultLog
+) -> str:
+    """Wait for the run to close, starting again any worker that died meanwhile (a step that
+    kills its worker); its status."""
+    deadline = time.monotonic() + BROKEN_STEP_TIMEOUT
+    while (status := _status(conn, workflow_id)) in OPEN_STATUSES:
+        if time.monotonic() > deadline:
+            log.violations.append(f"{workflow_id} still {status} after {BROKEN_STEP_TIMEOUT:g}s")
+            break
+        for name in WORKERS:
+            if not cluster.members[name].alive() and name not in cluster.paused:
+                log.note("worker killed by its step (os._exit)")
+                cluster.restart(name)
+        time.sleep(0.2)
+    for name in WORKERS:  # the last crash may come after the run closed (another worker's)
+        cluster.restart(name)
+    return status
+
+
+def _attempts(conn: psycopg.Connection, workflow_id: str, step_id: str) -> list[tuple[Any, ...]]:
+    """The step's events: (event type, attempt, failure type, created_at, due_at)."""
+    return conn.execute(
+        "SELECT event_type, attempt, failure->>'type', created_at, due_at FROM history.events"
+        " WHERE workflow_id = %s AND step_id = %s ORDER BY event_id",
+        [workflow_id, step_id],
+    ).fetchall()
+
+
+def crash_loop(cluster: ChaosCluster, rng: random.Random, log: FaultLog, duration: float) -> None:
+    """A step that os._exits every worker it runs on ends failed after its maximum attempts,
+    each lost attempt a WorkerLostError, with the policy's backoff before the next start."""
+    workflow_id = _start_alone(cluster, "crash_loop")
+    with cluster.connect() as conn:
+        status = _wait_closed(cluster, conn, workflow_id, log)
+        events = _attempts(conn, workflow_id, "crash")
+    if status != "FAILED":
+        log.violations.append(f"{workflow_id}: a crash-looping step left the run {status}")
+    attempts = CRASH_RETRY.maximum_attempts
+    kinds = [(kind, attempt) for kind, attempt, *_ in events]
+    expected = []
+    for attempt in range(1, attempts + 1):
+        outcome = "STEP_ATTEMPT_FAILED" if attempt < attempts else "STEP_FAILED"
+        expected += [("STEP_ATTEMPT_STARTED", attempt), (outcome, attempt)]
+    if kinds != expected:
+        log.violations.append(f"{workflow_id}: attempts journaled {kinds}, not {expected}")
+        return
+    failures = [event for event in events if event[0] != "STEP_ATTEMPT_STARTED"]
+    starts = [event for event in events if event[0] == "STEP_ATTEMPT_STARTED"]
+    if {failure[2] for failure in failures} != {"WorkerLostError"}:
+        log.violations.append(f"{workflow_id}: lost attempts failed as {failures}")
+    pairs = zip(failures[:-1], starts[1:], strict=True)  # each loss, and the start after it
+    for attempt, (failure, next_start) in enumerate(pairs, start=1):
+        _, _, _, failed_at, retry_at = failure
+        backoff = (retry_at - failed_at).total_seconds()
+        if backoff < CRASH_RETRY.delay(attempt) - 0.01 or next_start[3] < retry_at:
+            log.violations.append(
+                f"{workflow_id}: attempt {attempt + 1} started at {next_start[3]}, its retry was "
+                f"due at {retry_at} ({backoff:.2f}s after the loss)"
+            )
+
+
+def hung_step(cluster: ChaosCluster, rng: random.Random, log: FaultLog, duration: float) -> None:
+    """A sync step that hangs without a heartbeat fails with StepHeartbeatTimeoutError after its
+    heartbeat timeout, its thread abandoned, and its retry completes the run."""
+    workflow_id = _start_alone(cluster, "hung_step")
+    log.note("hung step (no heartbeat)")
+    with cluster.connect() as conn:
+        status = _wait_closed(cluster, conn, workflow_id, log)
+        events = [
+            (kind, attempt, cause)
+            for kind, attempt, cause, *_ in _attempts(conn, workflow_id, "hang")
+        ]
+        pids = [
+            row[0]
+            for row in conn.execute(
+                "SELECT pid FROM chaos.executions WHERE workflow_id = %s ORDER BY at", [workflow_id]
+            )
+        ]
+    expected = [
+        ("STEP_ATTEMPT_STARTED", 1, None),
+        ("STEP_ATTEMPT_FAILED", 1, "StepHeartbeatTimeoutError"),
+        ("STEP_ATTEMPT_STARTED", 2, None),
+        ("STEP_COMPLETED", 2, None),
+    ]
+    if status != "COMPLETED" or events != expected:
+        log.violations.append(f"{workflow_id}: {status}, attempts {events}, not {expected}")
+    print(f"hung step: attempt 1 in pid {pids[:1]}, the retry in pid {pids[1:]}")
+
+
+def abandoned_sync_steps(
+    cluster: ChaosCluster, rng: random.Random, log: FaultLog, duration: float
+) -> None:
+    """Six sync steps time out on one worker, their threads still running; a seventh on the
+    same worker starts at once and completes within its own time limit."""
+    workflow_id = _start_alone(cluster, "abandoned_threads")
+    log.note("six sync steps abandoned on one worker")
+    with cluster.connect() as conn:
+        status = _wait_closed(cluster, conn, workflow_id, log)
+        outcomes = conn.execute(
+            "SELECT step_id, event_type, failure->>'type' FROM history.events"
+            " WHERE workflow_id = %s AND event_type IN ('STEP_COMPLETED', 'STEP_FAILED')"
+            " ORDER BY event_id",
+            [workflow_id],
+        ).fetchall()
+    expected = [
+        *((f"hang-{n}", "STEP_FAILED", "StepTimeoutError") for n in range(1, 7)),
+        ("seventh", "STEP_COMPLETED", None),
+    ]
+    if status != "COMPLETED" or [tuple(row) for row in outcomes] != expected:
+        log.violations.append(f"{workflow_id}: {status}, outcomes {outcomes}, not {expected}")
+
+
 SCENARIOS: dict[str, Scenario] = {
     "kill-worker": kill(WORKERS),
     "kill-history": kill(HISTORIES),
@@ -330,7 +469,13 @@ SCENARIOS: dict[str, Scenario] = {
     "sigterm-worker": sigterm_worker,
     "sigterm-service": sigterm_service,
     **LONG_STEP_SCENARIOS,
+    "crash-loop-step": crash_loop,
+    "hung-step": hung_step,
+    "abandoned-sync-steps": abandoned_sync_steps,
 }
+# Scenarios that run until a run of their own ends, whatever the duration: not in the random
+# schedule, whose slices are short.
+SELF_TIMED = {"crash-loop-step", "hung-step", "abandoned-sync-steps"}
 # Faults whose point is a stale lease writing late: the run must show refused writes.
 PROVOKES_STALE_WRITES = {"pause-worker"}
 
@@ -340,8 +485,10 @@ def random_schedule(slice_seconds: float) -> Scenario:
 
     def scenario(cluster: ChaosCluster, rng: random.Random, log: FaultLog, duration: float) -> None:
         running = _until(duration)
-        # Long-step scenarios wait for runs of their own, longer than a slice.
-        names = [name for name in SCENARIOS if name not in LONG_STEP_SCENARIOS]
+        # Long-step and self-timed scenarios wait for runs of their own, longer than a slice.
+        names = [
+            name for name in SCENARIOS if name not in LONG_STEP_SCENARIOS and name not in SELF_TIMED
+        ]
         rng.shuffle(names)
         for name in ["pause-worker", *names]:  # a stale lease, however short the run
             if not running():

@@ -5,13 +5,14 @@ effect idempotent by the step's idempotency key, as a payment provider would."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import time
 from typing import Any
 
 from psycopg_pool import ConnectionPool
 
-from perdure.worker import RetryPolicy, WorkflowContext, current_step, workflow
+from perdure.worker import RetryPolicy, StepFailedError, WorkflowContext, current_step, workflow
 
 LEDGER_DSN_VARIABLE = "PERDURE_CHAOS_LEDGER_DSN"
 SCHEMA = """
@@ -145,3 +146,64 @@ async def long_step_run(ctx: WorkflowContext, params: dict[str, Any]) -> int:
     seconds, block_loop = float(params["seconds"]), bool(params.get("block_loop"))
     fence: int = await ctx.step("long", long_body, seconds, block_loop, retry=RETRY)
     return fence
+
+
+# Steps that break their worker, for the scenarios of attempt counting and time limits.
+CRASH_RETRY = RetryPolicy(initial_interval=1.0, backoff_coefficient=2.0, maximum_attempts=3)
+QUICK_RETRY = RetryPolicy(initial_interval=0.2, maximum_attempts=3)
+ONE_ATTEMPT = RetryPolicy(maximum_attempts=1)
+HANG_SECONDS = 30.0  # a hung body: abandoned long before it ends
+ABANDONED_THREADS = 6
+
+
+def crash_worker() -> None:
+    """Kill the process running the step at once, as an OOM kill or a segfault would."""
+    os._exit(70)
+
+
+@workflow
+async def crash_loop(ctx: WorkflowContext) -> None:
+    """One step that kills every worker it runs on: it ends failed after CRASH_RETRY's
+    attempts, with its backoff between them."""
+    await ctx.step("crash", crash_worker, retry=CRASH_RETRY)
+
+
+def _log_execution(step: str) -> None:
+    key = current_step().idempotency_key
+    with _ledger().connection() as conn:
+        conn.execute(
+            "INSERT INTO chaos.executions (key, workflow_id, step, pid) VALUES (%s, %s, %s, %s)",
+            [key, key.split(":", 1)[0], step, os.getpid()],
+        )
+
+
+def hang_first_attempt() -> int:
+    """Hang without a heartbeat on the first attempt; return this process's id on the next."""
+    _log_execution("hang")
+    if current_step().attempt == 1:
+        time.sleep(HANG_SECONDS)
+    return os.getpid()
+
+
+@workflow
+async def hung_step(ctx: WorkflowContext) -> int:
+    """A step whose first attempt hangs: its heartbeat timeout fails it, and it is retried."""
+    result: int = await ctx.step(
+        "hang", hang_first_attempt, heartbeat_timeout=1.0, retry=QUICK_RETRY
+    )
+    return result
+
+
+def hang() -> None:
+    time.sleep(HANG_SECONDS)
+
+
+@workflow
+async def abandoned_threads(ctx: WorkflowContext) -> int:
+    """Six sync steps that time out (their threads abandoned, still sleeping), then a seventh
+    in the same lease, so on the same worker: it must start and end within its time limit."""
+    for index in range(1, ABANDONED_THREADS + 1):
+        with contextlib.suppress(StepFailedError):
+            await ctx.step(f"hang-{index}", hang, timeout=0.2, retry=ONE_ATTEMPT)
+    pid: int = await ctx.step("seventh", os.getpid, timeout=2.0, retry=ONE_ATTEMPT)
+    return pid

@@ -2,10 +2,10 @@
 // A Node worker for Python end-to-end tests: the workflows `node_order`, `clock_reading` and
 // `cancel_path_switch` (as in tests/e2e/drifting_workflows.py), `node_long` (one step of
 // `input.ms` that honours its AbortSignal unless `input.ignore_signal`, and appends a `body`
-// line with its fence at its start and end), and the remote step
-// types `notify`, `flaky`, `gated` and `square` (which never ends on the worker named in its
-// input's `stall_on`). Every step execution appends one JSON line to
-// the ledger file. Prints "connected" once welcomed; drains on SIGTERM/SIGINT. With
+// line with its fence at its start and end) and `node_limits`, and the remote step types
+// `notify`, `flaky`, `gated`, `square` (which never ends on the worker named in its input's
+// `stall_on`) and `crash` (which kills the worker). Every step execution appends one JSON line
+// to the ledger file. Prints "connected" once welcomed; drains on SIGTERM/SIGINT. With
 // CLOCK_AHEAD_MS in the environment, the process's wall clock (Date) runs that far ahead.
 //
 //   node tests/e2e/node_worker.mjs --scheduler HOST:PORT --history HOST:PORT --task-queue Q \
@@ -14,7 +14,7 @@
 import fs from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
-import { Worker, WorkflowCancelledError } from '../../sdk/node/src/index.js';
+import { RetryPolicy, Worker, WorkflowCancelledError } from '../../sdk/node/src/index.js';
 
 const { values: args } = parseArgs({
   options: {
@@ -134,7 +134,21 @@ async function nodeLong(ctx, input) {
   });
 }
 
+/** A step whose first attempt goes silent until its heartbeat timeout aborts it. */
+async function nodeLimits(ctx) {
+  const retry = new RetryPolicy({ initialInterval: 0.2, maximumAttempts: 3 });
+  return ctx.step('silent', async (info) => {
+    if (info.attempt === 1) {
+      await new Promise((resolve) => info.signal.addEventListener('abort', resolve, { once: true }));
+      process.stdout.write(`aborted: ${info.signal.reason?.name}\n`);
+      return 'abandoned';
+    }
+    return info.attempt;
+  }, { heartbeatTimeout: 0.5, retry });
+}
+
 const steps = {
+  crash: () => process.exit(70), // as an OOM kill or a segfault would
   notify: (input, info) => {
     ledger('notify', info);
     return { delivered: true, by: 'node', message: input?.message ?? null };
@@ -173,6 +187,7 @@ const worker = new Worker({
     clock_reading: clockReading,
     cancel_path_switch: cancelPathSwitch,
     node_long: nodeLong,
+    node_limits: nodeLimits,
   },
   steps,
   onConnected: () => process.stdout.write(`node worker ${identity} connected\n`),

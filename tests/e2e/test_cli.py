@@ -162,7 +162,9 @@ def test_dev_restarts_a_killed_worker_which_resumes_the_workflow(
     )
     described = json.loads(perdure(address, "describe", "demo-kill").stdout)
     fences = {s["step_id"]: int(s.get("fence", 0)) for s in described["steps"]}
-    assert fences["create_plan"] == 1 and fences["notify"] == 2
+    # After the crash, a higher fence: the next lease recorded the killed attempt as lost, and
+    # the steps went on under the lease of its retry.
+    assert fences["create_plan"] == 1 and fences["notify"] >= 3
     assert "the worker exited with -9; starting it again" in log.read_text()
     assert "Skipping completed step: create_plan" in log.read_text()
 

@@ -63,10 +63,13 @@ def test_worker_killed_mid_step_is_resumed_by_another(
     )
     assert "Skipping completed step: step_1" in second.output()
     assert "Skipping completed step: step_2" in second.output()
-    # The second lease has a higher fence than the first, and wrote everything after the crash.
+    # The attempt the crash cut short counts: the second lease (fence 2) recorded it lost, and
+    # the retry ran under the next lease (fence 3), which wrote everything after it.
     fences = {s.step_id: s.fence for s in described.steps}
     assert fences["step_1"] == fences["step_2"] == 1
-    assert fences["step_3"] == fences["step_4"] == 2
+    assert fences["step_3"] == fences["step_4"] == 3
+    (lost,) = [s for s in described.steps if s.step_id == "step_3"]
+    assert lost.attempts == 2
 
 
 def test_paused_worker_is_fenced_out(start_cluster: Callable[..., Cluster], tmp_path: Path) -> None:
@@ -91,10 +94,23 @@ def test_paused_worker_is_fenced_out(start_cluster: Callable[..., Cluster], tmp_
 
     assert "stale fence 1" in paused.output()
     assert str(successor.popen.pid) in [pid for pid in started(ledger, "step_3")]
-    after_takeover = [e for e in events if e.step_id in ("step_3", "step_4")]
-    assert {e.fence for e in after_takeover} == {2}
-    assert events[-1].event_type == wf.EVENT_TYPE_WORKFLOW_COMPLETED and events[-1].fence == 2
-    assert len(events) == 6  # started, 4 steps, completed: nothing from the stale holder
+    # The paused holder's attempt of step_3 counts: the successor recorded it lost (fence 2),
+    # and the retry ran under the next lease (fence 3). Nothing after the takeover is fence 1.
+    after_takeover = [
+        (wf.EventType.Name(e.event_type), e.step_id, e.attempt, e.fence, e.failure.type)
+        for e in events
+        if e.step_id in ("step_3", "step_4")
+    ]
+    assert after_takeover == [
+        ("EVENT_TYPE_STEP_ATTEMPT_STARTED", "step_3", 1, 1, ""),
+        ("EVENT_TYPE_STEP_ATTEMPT_FAILED", "step_3", 1, 2, "WorkerLostError"),
+        ("EVENT_TYPE_STEP_ATTEMPT_STARTED", "step_3", 2, 3, ""),
+        ("EVENT_TYPE_STEP_COMPLETED", "step_3", 2, 3, ""),
+        ("EVENT_TYPE_STEP_ATTEMPT_STARTED", "step_4", 1, 3, ""),
+        ("EVENT_TYPE_STEP_COMPLETED", "step_4", 1, 3, ""),
+    ]
+    assert events[-1].event_type == wf.EVENT_TYPE_WORKFLOW_COMPLETED and events[-1].fence == 3
+    assert len(events) == 13  # suspended for the retry between: nothing from the stale holder
     assert described.workflow.result.struct_value.fields["step_3_pid"].number_value == (
         successor.popen.pid
     )
@@ -129,7 +145,11 @@ def test_history_rejects_a_stale_fence_in_the_write_transaction(
             "the real worker's write to be rejected",
         )
         loaded = journal.LoadJournal(jpb.LoadJournalRequest(workflow_id="fence-2", fence=7))
-    assert [e.step_id for e in loaded.events if e.step_id] == ["step_1", "step_2"]
+    # Two steps recorded, and the start of the third, whose outcome was refused.
+    outcomes = [e.step_id for e in loaded.events if e.event_type == wf.EVENT_TYPE_STEP_COMPLETED]
+    assert outcomes == ["step_1", "step_2"]
+    starts = [e for e in loaded.events if e.event_type == wf.EVENT_TYPE_STEP_ATTEMPT_STARTED]
+    assert [(e.step_id, e.fence) for e in starts] == [("step_1", 1), ("step_2", 1), ("step_3", 1)]
     assert loaded.workflow.fence == 7
 
 

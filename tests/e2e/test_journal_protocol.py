@@ -232,11 +232,13 @@ def test_a_remote_step_has_a_fence_of_its_own(journal: jgrpc.JournalServiceStub)
     other_input = schedule(3, "charge", 0, input=struct_pb2.Value(string_value="other"))
     assert reason_of(journal.ScheduleStep, other_input) == "STEP_CONFLICT"
 
-    # The step task's fences count apart from the workflow's (3): 1 is not stale for it.
+    # The step task's fences count apart from the workflow's (3): 1 is not stale for it. The
+    # load starts attempt 1; the same load sent again starts nothing more.
     load = jpb.LoadStepRequest(workflow_id="raw-1", step_id="charge", fence=1)
     loaded = journal.LoadStep(load)
     assert (loaded.step_type, loaded.input.string_value, loaded.attempt) == ("charge", "in", 1)
     assert loaded.retry.maximum_attempts == 5  # the default policy: the call set none
+    assert not loaded.attempt_lost and not journal.LoadStep(load).attempt_lost
     failed = attempt_of(
         1, "charge", 1, failure=wf.Failure(type="E", message="once"), retry_delay=Duration()
     )
@@ -259,10 +261,57 @@ def test_a_remote_step_has_a_fence_of_its_own(journal: jgrpc.JournalServiceStub)
     kinds = [(e.event_type, e.step_id, e.fence) for e in reloaded.events if e.step_id]
     assert kinds == [
         (wf.EVENT_TYPE_STEP_SCHEDULED, "charge", 3),
+        (wf.EVENT_TYPE_STEP_ATTEMPT_STARTED, "charge", 1),
         (wf.EVENT_TYPE_STEP_ATTEMPT_FAILED, "charge", 1),
+        (wf.EVENT_TYPE_STEP_ATTEMPT_STARTED, "charge", 2),
         (wf.EVENT_TYPE_STEP_COMPLETED, "charge", 2),
         (wf.EVENT_TYPE_STEP_COMPLETED, "after", 3),
     ]
+
+
+def test_an_attempt_started_and_never_recorded_is_reported_lost(
+    journal: jgrpc.JournalServiceStub,
+) -> None:
+    journal.LoadJournal(jpb.LoadJournalRequest(workflow_id="raw-1", fence=1))
+    journal.ScheduleStep(schedule(1, "ship", 0, heartbeat_timeout=Duration(seconds=2)))
+    load = jpb.LoadStepRequest(workflow_id="raw-1", step_id="ship", fence=1)
+    first = journal.LoadStep(load)  # started; its worker dies before recording
+    assert (first.attempt, first.heartbeat_timeout.seconds) == (1, 2)
+    load.fence = 2
+    lost = journal.LoadStep(load)
+    assert (lost.attempt, lost.attempt_lost) == (1, True)
+    failed = attempt_of(
+        2,
+        "ship",
+        1,
+        failure=wf.Failure(type="WorkerLostError", message="lost"),
+        retry_delay=Duration(),
+    )
+    journal.RecordStep(failed)
+    load.fence = 3
+    retried = journal.LoadStep(load)
+    assert (retried.attempt, retried.attempt_lost) == (2, False)
+
+    # A local step's start, recorded by the workflow's lease before its body runs.
+    start = step(1, "pack", 1, "unused")
+    start.ClearField("output")
+    start.attempt_started = True
+    journal.RecordStep(start)
+    events = journal.LoadJournal(jpb.LoadJournalRequest(workflow_id="raw-1", fence=1)).events
+    started = [
+        (e.step_id, e.attempt, e.position)
+        for e in events
+        if e.event_type == wf.EVENT_TYPE_STEP_ATTEMPT_STARTED
+    ]
+    assert started == [("ship", 1, 0), ("ship", 2, 0), ("pack", 1, 0)]  # none positioned
+    with_outcome = step(1, "pack", 1, "x")
+    with_outcome.attempt_started = True
+    assert "attempt_started goes without an outcome" in invalid(journal.RecordStep, with_outcome)
+    start.attempt = 0
+    assert "attempt must be 1 or more" in invalid(journal.RecordStep, start)
+    by_step_task = attempt_of(3, "ship", 2)
+    by_step_task.attempt_started = True
+    assert "started by LoadStep" in invalid(journal.RecordStep, by_step_task)
 
 
 def test_remote_step_calls_are_validated(journal: jgrpc.JournalServiceStub) -> None:
@@ -274,6 +323,8 @@ def test_remote_step_calls_are_validated(journal: jgrpc.JournalServiceStub) -> N
     assert "backoff_coefficient" in invalid(journal.ScheduleStep, slow_backoff)
     negative = schedule(1, "charge", 0, timeout=Duration(seconds=-1))
     assert "timeout" in invalid(journal.ScheduleStep, negative)
+    silent = schedule(1, "charge", 0, heartbeat_timeout=Duration(seconds=0))
+    assert "heartbeat_timeout must be positive" in invalid(journal.ScheduleStep, silent)
     load = jpb.LoadStepRequest(workflow_id="raw-1", step_id="", fence=1)
     assert "step_id" in invalid(journal.LoadStep, load)
     with pytest.raises(grpc.RpcError) as caught:

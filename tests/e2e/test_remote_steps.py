@@ -186,15 +186,27 @@ def test_fan_out_of_20_remote_steps_survives_a_killed_worker(
     recorded = Counter(e.step_id for e in outcomes)
     assert len(recorded) == 20 and set(recorded.values()) == {1}, recorded
     assert all(e.event_type == wf.EVENT_TYPE_STEP_COMPLETED for e in outcomes)
-    # The killed worker's steps were granted again, with a higher fence, and ran elsewhere.
+    # The killed worker's attempts counted: the next lease of each (fence 2) recorded it lost,
+    # and the retry (fence 3) ran elsewhere.
     stalled = started_by(ledger, "tools-1")
-    assert {e.step_id for e in outcomes if e.fence == 2} == stalled
+    assert {e.step_id for e in outcomes if e.fence == 3} == stalled
+    lost = [
+        e for e in events_of(client, "fan-1") if e.event_type == wf.EVENT_TYPE_STEP_ATTEMPT_FAILED
+    ]
+    assert {(e.step_id, e.fence, e.failure.type) for e in lost} == {
+        (step_id, 2, "WorkerLostError") for step_id in stalled
+    }
     assert started_by(ledger, "tools-2") == set(recorded)
     # The calls were journaled in call order: square, square#2, ... square#20.
     events = list(client.history("fan-1"))
     scheduled = [e for e in events if e.event_type == wf.EVENT_TYPE_STEP_SCHEDULED]
     assert [e.step_id for e in scheduled] == ["square"] + [f"square#{n}" for n in range(2, 21)]
     assert [e.position for e in scheduled] == list(range(20))
+
+
+def events_of(client: Client, workflow_id: str) -> list[wf.HistoryEvent]:
+    """The run's whole journal."""
+    return list(client.history(workflow_id))
 
 
 def started_by(ledger: Path, identity: str) -> set[str]:
@@ -240,8 +252,10 @@ def test_a_paused_remote_worker_is_fenced_out_and_its_late_result_refused(
     )
     assert result_of(described)["remote"] == {"by": "tools-2"}
     assert [line["identity"] for line in ledger_lines(ledger)] == ["tools-1", "tools-2"]
+    # The paused attempt counts: the next lease (fence 2) recorded it lost, the retry ran
+    # under fence 3.
     [outcome] = remote_outcomes(client, "fenced-1")
-    assert outcome.fence == 2
+    assert outcome.fence == 3
 
 
 def history_logs(cluster: Cluster) -> str:

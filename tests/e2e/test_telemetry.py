@@ -282,7 +282,8 @@ def test_a_takeover_is_traced_and_counted(
     spans = otlp_receiver.wait_for_spans(
         lambda spans: bool(
             of_workflow(spans, "perdure.lease.expire", "fence-1")
-            and len(of_workflow(spans, "perdure.lease.grant", "fence-1")) == 2
+            # the first, the takeover (which records the paused attempt lost), its retry
+            and len(of_workflow(spans, "perdure.lease.grant", "fence-1")) == 3
             and any(
                 s.attributes["perdure.fence"] == 1 and s.status_code == ERROR
                 for s in of_workflow(spans, "perdure.task.run", "fence-1")

@@ -594,6 +594,7 @@ def test_cancel_wakes_a_waiting_run_which_compensates(
     after_request = [e for e in events if e.event_id > requested.event_id]
     assert [(e.event_type, e.step_id) for e in after_request] == [
         (wf.EVENT_TYPE_CANCELLATION_DELIVERED, delivered_at),  # raised at the wait
+        (wf.EVENT_TYPE_STEP_ATTEMPT_STARTED, "release"),
         (wf.EVENT_TYPE_STEP_COMPLETED, "release"),
         (wf.EVENT_TYPE_WORKFLOW_CANCELLED, ""),
     ]
@@ -621,6 +622,7 @@ def test_cancel_during_a_step_is_delivered_at_the_next_durable_call(
     assert [(e.event_type, e.step_id) for e in after_request] == [
         (wf.EVENT_TYPE_STEP_COMPLETED, "work"),
         (wf.EVENT_TYPE_CANCELLATION_DELIVERED, "$signal:approve"),
+        (wf.EVENT_TYPE_STEP_ATTEMPT_STARTED, "release"),
         (wf.EVENT_TYPE_STEP_COMPLETED, "release"),
         (wf.EVENT_TYPE_WORKFLOW_CANCELLED, ""),
     ]

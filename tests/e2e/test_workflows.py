@@ -32,11 +32,11 @@ def test_five_step_workflow_completes_and_is_described(cluster: Cluster, tmp_pat
 
     assert [e.event_type for e in events] == [
         wf.EVENT_TYPE_WORKFLOW_STARTED,
-        *[wf.EVENT_TYPE_STEP_COMPLETED] * 5,
+        *[wf.EVENT_TYPE_STEP_ATTEMPT_STARTED, wf.EVENT_TYPE_STEP_COMPLETED] * 5,
         wf.EVENT_TYPE_WORKFLOW_COMPLETED,
     ]
-    assert [e.event_id for e in events] == list(range(1, 8))
-    assert described.workflow.event_count == 7
+    assert [e.event_id for e in events] == list(range(1, 13))
+    assert described.workflow.event_count == 12
     assert len(ledger_lines(ledger)) == 5
 
 

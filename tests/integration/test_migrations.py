@@ -38,6 +38,7 @@ FILES = {
         "0006_security.sql",
         "0007_lease_keys.sql",
         "0008_signal_consumptions.sql",
+        "0010_attempts_and_timeouts.sql",
     ],
     "perdure.scheduler": [
         "0001_init.sql",
@@ -67,6 +68,11 @@ async def recorded(conn: AsyncConnection, schema: str) -> list[tuple[int, str, s
         f"SELECT version, name, checksum FROM {schema}.schema_migrations ORDER BY version"
     )
     return [(int(v), str(n), str(c)) for v, n, c in await cursor.fetchall()]
+
+
+def number_of(name: str) -> int:
+    """A migration's version: the number its file name starts with."""
+    return int(name.partition("_")[0])
 
 
 def checksum_of(package: str, name: str) -> str:
@@ -106,8 +112,7 @@ async def test_apply_creates_the_tables_and_records_the_files(
     assert await tables(conn, schema) == expected
     assert await tables(conn, "public") == set()  # nothing leaked outside the schema
     assert await recorded(conn, schema) == [
-        (number, name, checksum_of(package, name))
-        for number, name in enumerate(FILES[package], start=1)
+        (number_of(name), name, checksum_of(package, name)) for name in FILES[package]
     ]
 
 
@@ -149,9 +154,9 @@ async def test_concurrent_runs_apply_each_file_exactly_once(database_dsn: str) -
         assert sorted(results[3:]) == [[], [], FILES["perdure.scheduler"]]
         for schema, expected in (("history", HISTORY_TABLES), ("scheduler", SCHEDULER_TABLES)):
             files = FILES[f"perdure.{schema}"]
-            assert [r[:2] for r in await recorded(connections[0], schema)] == list(
-                enumerate(files, start=1)
-            )
+            assert [r[:2] for r in await recorded(connections[0], schema)] == [
+                (number_of(name), name) for name in files
+            ]
             assert await tables(connections[0], schema) == expected
     finally:
         for c in connections:

@@ -19,15 +19,17 @@ import {
   StepFailedError,
   WorkflowCancelledError,
   classifyJournalError,
+  lostAttemptError,
 } from './errors.js';
 import { failureFrom, fromValue, hasValue, timestampMs, toDuration, toTimestamp, toValue } from './payload.js';
 import { NO_RETRY, RetryPolicy } from './retry.js';
-import { ANNOUNCE_AFTER_MS, HeartbeatSender, StepInfo, invokeWithTimeout } from './step-info.js';
+import { ANNOUNCE_AFTER_MS, HeartbeatSender, Pulse, StepInfo, invokeWithLimits } from './step-info.js';
 
 export const EVENT = Object.freeze({
   STEP_COMPLETED: 'EVENT_TYPE_STEP_COMPLETED',
   STEP_FAILED: 'EVENT_TYPE_STEP_FAILED',
   STEP_ATTEMPT_FAILED: 'EVENT_TYPE_STEP_ATTEMPT_FAILED',
+  STEP_ATTEMPT_STARTED: 'EVENT_TYPE_STEP_ATTEMPT_STARTED',
   TIMER_STARTED: 'EVENT_TYPE_TIMER_STARTED',
   SIGNAL_RECEIVED: 'EVENT_TYPE_SIGNAL_RECEIVED',
   SIGNAL_CONSUMED: 'EVENT_TYPE_SIGNAL_CONSUMED',
@@ -104,6 +106,8 @@ export class WorkflowContext {
     this._remoteOutcomes = new Map();
     /** @type {Map<string, any[]>} */
     this._failedAttempts = new Map();
+    /** @type {Map<string, number>} step id -> the last attempt started */
+    this._startedAttempts = new Map();
     const consumed = new Set();
     for (const event of events) {
       const type = event.event_type;
@@ -115,6 +119,9 @@ export class WorkflowContext {
       if (type === EVENT.STEP_ATTEMPT_FAILED) {
         if (!this._failedAttempts.has(event.step_id)) this._failedAttempts.set(event.step_id, []);
         this._failedAttempts.get(event.step_id).push(event);
+      } else if (type === EVENT.STEP_ATTEMPT_STARTED) {
+        const last = this._startedAttempts.get(event.step_id) ?? 0;
+        this._startedAttempts.set(event.step_id, Math.max(last, Number(event.attempt)));
       } else if (type === EVENT.SIGNAL_CONSUMED) {
         for (const id of event.consumed_event_ids ?? []) consumed.add(Number(id));
       }
@@ -154,24 +161,29 @@ export class WorkflowContext {
 
   /**
    * Run `fn(info)` and journal its JSON result. On replay a completed step returns its
-   * recorded result without running. A failed attempt is retried on the durable schedule of
-   * `retry` (default: the workflow's policy); `timeout` (seconds) bounds each attempt. When
-   * attempts run out, or the error is not retryable, StepFailedError is thrown here (and again
-   * on every replay).
+   * recorded result without running. Each attempt is journaled as it starts, so an attempt
+   * whose worker dies counts (WorkerLostError). A failed attempt is retried on the durable
+   * schedule of `retry` (default: the workflow's policy); `timeout` (seconds) bounds each
+   * attempt, `heartbeatTimeout` (seconds) the time between its info.heartbeat() calls; past
+   * either, `info.signal` is aborted and the attempt fails. When attempts run out, or the error
+   * is not retryable, StepFailedError is thrown here (and again on every replay).
    * @template T
    * @param {string} name
    * @param {(info: StepInfo) => T | Promise<T>} fn
-   * @param {{retry?: RetryPolicy, timeout?: number}} [options]
+   * @param {{retry?: RetryPolicy, timeout?: number, heartbeatTimeout?: number}} [options]
    * @returns {Promise<any>}
    */
   step(name, fn, options = {}) {
     checkName(name);
     if (typeof fn !== 'function') throw new TypeError('step needs a function');
-    const timeout = checkTimeout(options.timeout);
+    const limits = {
+      limit: checkTimeout(options.timeout),
+      beatLimit: checkTimeout(options.heartbeatTimeout, 'heartbeatTimeout'),
+    };
     const retry = options.retry ?? this._retry;
     if (!(retry instanceof RetryPolicy)) throw new TypeError('retry must be a RetryPolicy');
     const call = this._allocate(name);
-    return this._op((op) => this._durable(op, call, fn, retry, timeout));
+    return this._op((op) => this._durable(op, call, fn, retry, limits));
   }
 
   /**
@@ -293,12 +305,13 @@ export class WorkflowContext {
    * outcome arrives. Resolves with the step's result, or rejects with StepFailedError.
    * @param {string} stepType
    * @param {any} input
-   * @param {{taskQueue?: string, retry?: RetryPolicy, timeout?: number}} [options]
+   * @param {{taskQueue?: string, retry?: RetryPolicy, timeout?: number, heartbeatTimeout?: number}} [options]
    * @returns {Promise<any>}
    */
   call(stepType, input, options = {}) {
     checkName(stepType, 'step type');
     const timeout = checkTimeout(options.timeout);
+    const heartbeatTimeout = checkTimeout(options.heartbeatTimeout, 'heartbeatTimeout');
     const retry = options.retry ?? this._retry;
     if (!(retry instanceof RetryPolicy)) throw new TypeError('retry must be a RetryPolicy');
     const taskQueue = options.taskQueue ?? this._taskQueue;
@@ -324,6 +337,7 @@ export class WorkflowContext {
         } else {
           const request = { ...ref(call), task_queue: taskQueue, input: encoded, retry: retry.toProto() };
           if (timeout !== null) request.timeout = toDuration(timeout);
+          if (heartbeatTimeout !== null) request.heartbeat_timeout = toDuration(heartbeatTimeout);
           await this._record('ScheduleStep', request);
         }
       } catch (error) {
@@ -646,9 +660,9 @@ export class WorkflowContext {
    * @param {Call} call
    * @param {(info: StepInfo) => any} fn
    * @param {RetryPolicy} retry
-   * @param {number|null} timeout
+   * @param {{limit: number|null, beatLimit: number|null}} limits
    */
-  async _durable(op, call, fn, retry, timeout) {
+  async _durable(op, call, fn, retry, limits) {
     await this._check(call);
     const recorded = call.recorded;
     const internal = call.name.startsWith(INTERNAL_PREFIX);
@@ -663,14 +677,23 @@ export class WorkflowContext {
       return fromValue(recorded.payload);
     }
     const failures = this._failedAttempts.get(call.stepId) ?? [];
-    if (failures.length) {
+    // An attempt started and never recorded was lost with its worker: it fails now.
+    const started = this._startedAttempts.get(call.stepId) ?? 0;
+    const lost = started > 0 && !failures.some((event) => Number(event.attempt) === started);
+    if (failures.length && !lost) {
       const last = failures[failures.length - 1];
       if (timestampMs(last.due_time) > this._nowMs) {
         // woken early (a signal, a cancel request): wait on
         return this._block(op, call, { kind: WAIT.RETRY, name: call.stepId, until: last.due_time });
       }
     }
-    const attempt = failures.length + 1;
+    const attempt = lost ? started : failures.length + 1;
+    const request = { ...ref(call), attempt, start_time: toTimestamp(Date.now()) };
+    if (lost) return this._attemptFailed(op, call, request, lostAttemptError(call.stepId, attempt), retry);
+    // Journaled before the body runs, so that an attempt whose worker dies still counts (the
+    // SDK's own calls, such as ctx.now(), cannot crash a worker).
+    if (!internal) await this._record('RecordStep', { ...request, attempt_started: true });
+    const pulse = new Pulse();
     const progress = this._progress.get(call.stepId);
     const controller = new AbortController();
     const info = new StepInfo({
@@ -682,14 +705,16 @@ export class WorkflowContext {
       workflowType: this.workflowType,
       stepType: call.name,
       signal: controller.signal,
-      onHeartbeat: (details) => this._heartbeats.queue(call.stepId, attempt, details),
+      onHeartbeat: (details) => {
+        pulse.beat();
+        this._heartbeats.queue(call.stepId, attempt, details);
+      },
     });
-    const request = { ...ref(call), attempt, start_time: toTimestamp(Date.now()) };
     const announce = internal ? null : setTimeout(() => this._heartbeats.queue(call.stepId, attempt, undefined), ANNOUNCE_AFTER_MS);
     this._steps.add(controller);
     let result;
     try {
-      result = await invokeWithTimeout(() => fn(info), timeout, controller);
+      result = await invokeWithLimits(() => fn(info), { ...limits, pulse }, controller);
     } catch (error) {
       if (this._halted) return NEVER;
       return this._attemptFailed(op, call, request, error, retry);
@@ -763,10 +788,10 @@ function checkName(name, what = 'step name') {
   }
 }
 
-function checkTimeout(timeout) {
+function checkTimeout(timeout, what = 'timeout') {
   if (timeout === undefined || timeout === null) return null;
   if (!(typeof timeout === 'number' && Number.isFinite(timeout) && timeout > 0)) {
-    throw new RangeError('timeout must be a positive number of seconds');
+    throw new RangeError(`${what} must be a positive number of seconds`);
   }
   return timeout;
 }

@@ -26,6 +26,32 @@ export class StepTimeoutError extends Error {
   }
 }
 
+/** A step attempt went longer than its `heartbeatTimeout` without calling heartbeat(); counts
+ * as a failed attempt. */
+export class StepHeartbeatTimeoutError extends Error {
+  constructor(message) {
+    super(message);
+    this.name = 'StepHeartbeatTimeoutError';
+  }
+}
+
+/** A step attempt started (it is journaled) and never reported: the worker running it was lost
+ * (it crashed, or its lease expired). Recorded as a failed attempt on replay, under the step's
+ * retry policy; never thrown by a body. */
+export class WorkerLostError extends Error {
+  constructor(message) {
+    super(message);
+    this.name = 'WorkerLostError';
+  }
+}
+
+/** The failure of attempt `attempt` of `stepId`, started and never recorded. */
+export function lostAttemptError(stepId, attempt) {
+  return new WorkerLostError(
+    `attempt ${attempt} of step '${stepId}' never reported: the worker running it was lost (it crashed or was killed, or its lease expired)`,
+  );
+}
+
 /** `ctx.waitForSignal(name, {timeout})` reached its timeout without a signal. */
 export class SignalTimeoutError extends Error {
   constructor(message) {

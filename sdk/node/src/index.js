@@ -7,6 +7,8 @@ export { RetryPolicy, NO_RETRY } from './retry.js';
 export {
   StepFailedError,
   StepTimeoutError,
+  StepHeartbeatTimeoutError,
+  WorkerLostError,
   SignalTimeoutError,
   WorkflowCancelledError,
   NonDeterminismError,

@@ -8,10 +8,11 @@ import {
   NonDeterminismError,
   WorkflowCancelledError,
   classifyJournalError,
+  lostAttemptError,
 } from './errors.js';
 import { failureFrom, fromDuration, fromValue, hasValue, toDuration, toTimestamp, toValue } from './payload.js';
 import { NO_RETRY, RetryPolicy } from './retry.js';
-import { ANNOUNCE_AFTER_MS, HeartbeatSender, StepInfo, invokeWithTimeout } from './step-info.js';
+import { ANNOUNCE_AFTER_MS, HeartbeatSender, Pulse, StepInfo, invokeWithLimits } from './step-info.js';
 
 /**
  * @typedef {{fn: (ctx: WorkflowContext, input: any) => Promise<any>, retry: RetryPolicy}} WorkflowEntry
@@ -166,6 +167,7 @@ export async function runStepTask(task, journal, steps, { log, abort }) {
   const attempt = Number(loaded.attempt) || 1;
   const retry = RetryPolicy.fromProto(loaded.retry);
   const timeout = fromDuration(loaded.timeout) || null;
+  const heartbeatTimeout = fromDuration(loaded.heartbeat_timeout) || null;
   const base = {
     workflow_id: lease.workflow_id,
     fence: lease.fence,
@@ -203,6 +205,8 @@ export async function runStepTask(task, journal, steps, { log, abort }) {
     return 'failed';
   };
 
+  // The load started no attempt: the last one started was lost with its worker.
+  if (loaded.attempt_lost) return fail(lostAttemptError(lease.step_id, attempt), retry);
   const handler = steps.get(stepType);
   if (!handler) {
     const error = new Error(`step type '${stepType}' is not registered on this worker`);
@@ -224,12 +228,17 @@ export async function runStepTask(task, journal, steps, { log, abort }) {
     workflowType: loaded.workflow_type ?? '',
     stepType,
     signal: controller.signal,
-    onHeartbeat: (details) => heartbeats.queue(lease.step_id, attempt, details),
+    onHeartbeat: (details) => {
+      pulse.beat();
+      heartbeats.queue(lease.step_id, attempt, details);
+    },
   });
+  const pulse = new Pulse();
   const announce = setTimeout(() => heartbeats.queue(lease.step_id, attempt, undefined), ANNOUNCE_AFTER_MS);
   let result;
   try {
-    result = await invokeWithTimeout(() => handler(fromValue(loaded.input), info), timeout, controller);
+    const body = () => handler(fromValue(loaded.input), info);
+    result = await invokeWithLimits(body, { limit: timeout, beatLimit: heartbeatTimeout, pulse }, controller);
   } catch (error) {
     if (abort?.aborted) throw new JournalUnavailableError('the worker is shutting down');
     return fail(error, retry);

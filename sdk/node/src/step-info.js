@@ -1,6 +1,6 @@
 // StepInfo: what a running step (local or remote) may hand to the outside world.
 
-import { StepTimeoutError } from './errors.js';
+import { StepHeartbeatTimeoutError, StepTimeoutError } from './errors.js';
 import { toValue } from './payload.js';
 
 /** A step still running after this long reports itself, so that describe shows it. */
@@ -89,23 +89,52 @@ export class HeartbeatSender {
   }
 }
 
+/** When a running attempt last showed life: its start, or its last heartbeat(). */
+export class Pulse {
+  constructor() {
+    this.at = Date.now();
+  }
+
+  beat() {
+    this.at = Date.now();
+  }
+}
+
 /**
- * Run `fn()` with an optional per-attempt time limit (seconds); over it, abort `controller`
- * and throw StepTimeoutError (the late result of the function is ignored).
+ * Run `fn()` under the attempt's time limits (seconds): `limit` from start to close,
+ * `beatLimit` between heartbeats (`pulse` tells when the last was). Over one, abort
+ * `controller` (the body's AbortSignal) and throw StepTimeoutError or
+ * StepHeartbeatTimeoutError; the late result of the function is ignored.
  * @param {() => any} fn
- * @param {number|null} limit
+ * @param {{limit: number|null, beatLimit?: number|null, pulse?: Pulse}} limits
  * @param {AbortController} controller
  */
-export async function invokeWithTimeout(fn, limit, controller) {
+export async function invokeWithLimits(fn, { limit, beatLimit = null, pulse = new Pulse() }, controller) {
   const running = (async () => fn())();
-  if (!(limit > 0)) return running;
-  running.catch(() => {}); // a late failure after the timeout is ignored
+  if (!(limit > 0) && !(beatLimit > 0)) return running;
+  running.catch(() => {}); // a late failure after a time limit is ignored
+  const started = Date.now();
   let timer;
   const expired = new Promise((_, reject) => {
-    timer = setTimeout(() => {
-      controller.abort(new StepTimeoutError(`the attempt ran longer than its ${limit}s timeout`));
-      reject(new StepTimeoutError(`the attempt ran longer than its ${limit}s timeout`));
-    }, limit * 1000);
+    const check = () => {
+      const now = Date.now();
+      let error = null;
+      if (limit > 0 && now - started >= limit * 1000) {
+        error = new StepTimeoutError(`the attempt ran longer than its ${limit}s timeout`);
+      } else if (beatLimit > 0 && now - pulse.at >= beatLimit * 1000) {
+        error = new StepHeartbeatTimeoutError(`the attempt went ${beatLimit}s without calling heartbeat() (its heartbeatTimeout)`);
+      }
+      if (error) {
+        controller.abort(error);
+        reject(error);
+        return;
+      }
+      const deadlines = [];
+      if (limit > 0) deadlines.push(started + limit * 1000);
+      if (beatLimit > 0) deadlines.push(pulse.at + beatLimit * 1000);
+      timer = setTimeout(check, Math.max(Math.min(...deadlines) - now, 1));
+    };
+    check();
   });
   try {
     return await Promise.race([running, expired]);

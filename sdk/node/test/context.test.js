@@ -461,3 +461,73 @@ test('a cancellation delivered while a remote call waited is thrown again even o
   const gathered = await execute(async (c) => c.gather([c.call('charge', null)]), context(builder, journal2), null);
   assert.equal(gathered.kind, 'cancelled');
 });
+
+test('an attempt is journaled as started before its body runs (not the SDK own calls)', async () => {
+  const journal = new FakeJournal();
+  const seen = [];
+  const outcome = await execute(async (c) => {
+    await c.now();
+    return c.step('charge', () => {
+      seen.push(journal.starts.length);
+      return 1;
+    });
+  }, context(new JournalBuilder(), journal), null);
+  assert.equal(outcome.kind, 'result');
+  assert.deepEqual(seen, [1]);
+  assert.deepEqual(journal.starts.map((r) => [r.step_id, r.position, r.attempt, r.attempt_started, r.output]), [
+    ['charge', 1, 1, true, undefined],
+  ]);
+});
+
+test('an attempt started and never recorded fails as WorkerLostError without running, under the retry policy', async () => {
+  let ran = 0;
+  const lost = new JournalBuilder().attemptFailed('pay', 1, NOW - 10).attemptStarted('pay', 1).attemptStarted('pay', 2);
+  const journal = new FakeJournal();
+  const outcome = await execute(async (c) => c.step('pay', () => { ran++; }), context(lost, journal), null);
+  assert.equal(ran, 0);
+  assert.equal(outcome.kind, 'suspend');
+  assert.equal(outcome.wait.kind, 'WAIT_KIND_RETRY');
+  const [request] = journal.recorded('RecordStep');
+  assert.equal(request.attempt, 2);
+  assert.equal(request.failure.type, 'WorkerLostError');
+  assert.match(request.failure.message, /attempt 2 of step 'pay' never reported: the worker running it was lost/);
+  assert.deepEqual(request.retry_delay, { seconds: 2, nanos: 0 });
+  assert.deepEqual(journal.starts, []);
+
+  // Attempts used up: the step fails in the code.
+  const last = new JournalBuilder().attemptStarted('pay', 1);
+  const journal2 = new FakeJournal();
+  const failed = await execute(async (c) => {
+    try {
+      await c.step('pay', () => { ran++; }, { retry: new RetryPolicy({ maximumAttempts: 1 }) });
+    } catch (error) {
+      return error.errorType;
+    }
+    return null;
+  }, context(last, journal2), null);
+  assert.equal(ran, 0);
+  assert.equal(fromValue(failed.value), 'WorkerLostError');
+  assert.equal(journal2.recorded('RecordStep')[0].retry_delay, undefined);
+});
+
+test('a step that stops heartbeating fails as StepHeartbeatTimeoutError and its signal is aborted', async () => {
+  const journal = new FakeJournal();
+  let aborted = null;
+  const outcome = await execute(async (c) => c.step('poll', async (info) => {
+    info.heartbeat(1);
+    await new Promise((resolve) => setTimeout(resolve, 30));
+    info.heartbeat(2); // within the limit: the attempt goes on
+    await new Promise((resolve) => {
+      info.signal.addEventListener('abort', () => {
+        aborted = info.signal.reason.name;
+        resolve();
+      });
+    });
+    return 'late';
+  }, { heartbeatTimeout: 0.05 }), context(new JournalBuilder(), journal), null);
+  assert.equal(outcome.kind, 'suspend');
+  assert.equal(aborted, 'StepHeartbeatTimeoutError');
+  const [request] = journal.recorded('RecordStep');
+  assert.equal(request.failure.type, 'StepHeartbeatTimeoutError');
+  assert.throws(() => context(new JournalBuilder()).step('x', () => 1, { heartbeatTimeout: 0 }), RangeError);
+});

@@ -36,6 +36,10 @@ export class JournalBuilder {
     return this.add('EVENT_TYPE_STEP_FAILED', { position, step_id: stepId, step_name: stepId, failure: { type, message } });
   }
 
+  attemptStarted(stepId, attempt) {
+    return this.add('EVENT_TYPE_STEP_ATTEMPT_STARTED', { step_id: stepId, step_name: stepId, attempt, position: null });
+  }
+
   attemptFailed(stepId, attempt, dueMs) {
     return this.add('EVENT_TYPE_STEP_ATTEMPT_FAILED', {
       step_id: stepId,
@@ -96,13 +100,17 @@ export class FakeJournal {
   constructor({ nowMs = NOW, cancelAfter = Infinity, errors = {} } = {}) {
     this.nowMs = nowMs;
     this.calls = [];
+    this.starts = []; // RecordStep{attempt_started} requests, in order
     this.cancelAfter = cancelAfter; // answers report cancel_requested from this call on
     this.errors = errors; // method -> error to throw (once)
   }
 
   async call(method, request) {
-    this.calls.push([method, structuredClone(request)]);
+    // Attempt starts are kept apart: `calls` lists what the code's calls recorded.
+    const started = method === 'RecordStep' && request.attempt_started;
+    (started ? this.starts : this.calls).push(started ? structuredClone(request) : [method, structuredClone(request)]);
     await new Promise((resolve) => setImmediate(resolve)); // answers come later
+    if (started) return { event_id: 0, retry_time: null, cancel_requested: false };
     const error = this.errors[method];
     if (error) {
       delete this.errors[method];

@@ -142,3 +142,22 @@ test('a step type this worker does not serve fails for good', async () => {
   assert.equal(await runStepTask({ ...task, step_type: 'refund' }, journal, new Map(), { log }), 'failed');
   assert.equal(journal.recorded('RecordStep')[0].failure.type, 'UnknownStepType');
 });
+
+test('a load that reports the last attempt lost records it as WorkerLostError without running', async () => {
+  const journal = new StepJournal(loaded({ attempt: 2, attempt_lost: true }));
+  let ran = false;
+  const steps = new Map([['charge', () => { ran = true; }]]);
+  assert.equal(await runStepTask(task, journal, steps, { log }), 'retrying');
+  assert.equal(ran, false);
+  const [record] = journal.recorded('RecordStep');
+  assert.equal(record.attempt, 2);
+  assert.equal(record.failure.type, 'WorkerLostError');
+  assert.ok(record.retry_delay);
+});
+
+test('a step task over its heartbeat timeout fails as StepHeartbeatTimeoutError', async () => {
+  const journal = new StepJournal(loaded({ heartbeat_timeout: toDuration(0.05) }));
+  const steps = new Map([['charge', (input, info) => new Promise((resolve) => info.signal.addEventListener('abort', resolve))]]);
+  assert.equal(await runStepTask(task, journal, steps, { log }), 'retrying');
+  assert.equal(journal.recorded('RecordStep')[0].failure.type, 'StepHeartbeatTimeoutError');
+});

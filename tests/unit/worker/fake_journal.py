@@ -24,13 +24,17 @@ class FakeJournal(JournalClient):
         super().__init__(cast(JournalSession, None), workflow_id, fence)
         self.error = error
         self.recorded: list[Any] = []
+        # Attempt starts (RecordStep with attempt_started) are kept apart: `recorded` lists
+        # what the code's calls recorded.
+        self.starts: list[jpb.RecordStepRequest] = []
 
     async def call(self, request: Any) -> Any:
         if self.error is not None:
             raise self.error
         copy = type(request)()
         copy.CopyFrom(request)
-        self.recorded.append(copy)
+        started = isinstance(copy, jpb.RecordStepRequest) and copy.attempt_started
+        (self.starts if started else self.recorded).append(copy)
         return getattr(self, request.DESCRIPTOR.name.removesuffix("Request"))(copy)
 
     def steps(self) -> list[jpb.RecordStepRequest]:

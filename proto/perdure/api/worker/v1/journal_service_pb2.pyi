@@ -45,7 +45,7 @@ class StepProgress(_message.Message):
     def __init__(self, step_id: _Optional[str] = ..., attempt: _Optional[int] = ..., details: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class RecordStepRequest(_message.Message):
-    __slots__ = ("workflow_id", "fence", "step_id", "step_name", "position", "attempt", "output", "failure", "start_time", "retry_delay", "step_task")
+    __slots__ = ("workflow_id", "fence", "step_id", "step_name", "position", "attempt", "output", "failure", "start_time", "retry_delay", "step_task", "attempt_started")
     WORKFLOW_ID_FIELD_NUMBER: _ClassVar[int]
     FENCE_FIELD_NUMBER: _ClassVar[int]
     STEP_ID_FIELD_NUMBER: _ClassVar[int]
@@ -57,6 +57,7 @@ class RecordStepRequest(_message.Message):
     START_TIME_FIELD_NUMBER: _ClassVar[int]
     RETRY_DELAY_FIELD_NUMBER: _ClassVar[int]
     STEP_TASK_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_STARTED_FIELD_NUMBER: _ClassVar[int]
     workflow_id: str
     fence: int
     step_id: str
@@ -68,7 +69,8 @@ class RecordStepRequest(_message.Message):
     start_time: _timestamp_pb2.Timestamp
     retry_delay: _duration_pb2.Duration
     step_task: bool
-    def __init__(self, workflow_id: _Optional[str] = ..., fence: _Optional[int] = ..., step_id: _Optional[str] = ..., step_name: _Optional[str] = ..., position: _Optional[int] = ..., attempt: _Optional[int] = ..., output: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., failure: _Optional[_Union[_workflow_pb2.Failure, _Mapping]] = ..., start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., retry_delay: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., step_task: _Optional[bool] = ...) -> None: ...
+    attempt_started: bool
+    def __init__(self, workflow_id: _Optional[str] = ..., fence: _Optional[int] = ..., step_id: _Optional[str] = ..., step_name: _Optional[str] = ..., position: _Optional[int] = ..., attempt: _Optional[int] = ..., output: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., failure: _Optional[_Union[_workflow_pb2.Failure, _Mapping]] = ..., start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., retry_delay: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., step_task: _Optional[bool] = ..., attempt_started: _Optional[bool] = ...) -> None: ...
 
 class RecordStepResponse(_message.Message):
     __slots__ = ("event_id", "retry_time", "cancel_requested")
@@ -227,7 +229,7 @@ class RetryPolicy(_message.Message):
     def __init__(self, initial_interval: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., backoff_coefficient: _Optional[float] = ..., maximum_interval: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., maximum_attempts: _Optional[int] = ..., non_retryable_error_types: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ScheduleStepRequest(_message.Message):
-    __slots__ = ("workflow_id", "fence", "step_id", "step_name", "position", "task_queue", "input", "retry", "timeout")
+    __slots__ = ("workflow_id", "fence", "step_id", "step_name", "position", "task_queue", "input", "retry", "timeout", "heartbeat_timeout")
     WORKFLOW_ID_FIELD_NUMBER: _ClassVar[int]
     FENCE_FIELD_NUMBER: _ClassVar[int]
     STEP_ID_FIELD_NUMBER: _ClassVar[int]
@@ -237,6 +239,7 @@ class ScheduleStepRequest(_message.Message):
     INPUT_FIELD_NUMBER: _ClassVar[int]
     RETRY_FIELD_NUMBER: _ClassVar[int]
     TIMEOUT_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_TIMEOUT_FIELD_NUMBER: _ClassVar[int]
     workflow_id: str
     fence: int
     step_id: str
@@ -246,7 +249,8 @@ class ScheduleStepRequest(_message.Message):
     input: _struct_pb2.Value
     retry: RetryPolicy
     timeout: _duration_pb2.Duration
-    def __init__(self, workflow_id: _Optional[str] = ..., fence: _Optional[int] = ..., step_id: _Optional[str] = ..., step_name: _Optional[str] = ..., position: _Optional[int] = ..., task_queue: _Optional[str] = ..., input: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., retry: _Optional[_Union[RetryPolicy, _Mapping]] = ..., timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+    heartbeat_timeout: _duration_pb2.Duration
+    def __init__(self, workflow_id: _Optional[str] = ..., fence: _Optional[int] = ..., step_id: _Optional[str] = ..., step_name: _Optional[str] = ..., position: _Optional[int] = ..., task_queue: _Optional[str] = ..., input: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., retry: _Optional[_Union[RetryPolicy, _Mapping]] = ..., timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., heartbeat_timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
 
 class ScheduleStepResponse(_message.Message):
     __slots__ = ("event_id", "cancel_requested")
@@ -267,7 +271,7 @@ class LoadStepRequest(_message.Message):
     def __init__(self, workflow_id: _Optional[str] = ..., step_id: _Optional[str] = ..., fence: _Optional[int] = ...) -> None: ...
 
 class LoadStepResponse(_message.Message):
-    __slots__ = ("workflow_type", "step_type", "input", "attempt", "retry", "timeout", "heartbeat_details")
+    __slots__ = ("workflow_type", "step_type", "input", "attempt", "retry", "timeout", "heartbeat_details", "heartbeat_timeout", "attempt_lost")
     WORKFLOW_TYPE_FIELD_NUMBER: _ClassVar[int]
     STEP_TYPE_FIELD_NUMBER: _ClassVar[int]
     INPUT_FIELD_NUMBER: _ClassVar[int]
@@ -275,6 +279,8 @@ class LoadStepResponse(_message.Message):
     RETRY_FIELD_NUMBER: _ClassVar[int]
     TIMEOUT_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_DETAILS_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_TIMEOUT_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_LOST_FIELD_NUMBER: _ClassVar[int]
     workflow_type: str
     step_type: str
     input: _struct_pb2.Value
@@ -282,7 +288,9 @@ class LoadStepResponse(_message.Message):
     retry: RetryPolicy
     timeout: _duration_pb2.Duration
     heartbeat_details: _struct_pb2.Value
-    def __init__(self, workflow_type: _Optional[str] = ..., step_type: _Optional[str] = ..., input: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., attempt: _Optional[int] = ..., retry: _Optional[_Union[RetryPolicy, _Mapping]] = ..., timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., heartbeat_details: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ...) -> None: ...
+    heartbeat_timeout: _duration_pb2.Duration
+    attempt_lost: bool
+    def __init__(self, workflow_type: _Optional[str] = ..., step_type: _Optional[str] = ..., input: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., attempt: _Optional[int] = ..., retry: _Optional[_Union[RetryPolicy, _Mapping]] = ..., timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., heartbeat_details: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., heartbeat_timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., attempt_lost: _Optional[bool] = ...) -> None: ...
 
 class FinishWorkflowRequest(_message.Message):
     __slots__ = ("workflow_id", "fence", "result", "failure", "park", "cancelled")

@@ -193,7 +193,8 @@ class JournalServiceServicer:
 
     def LoadStep(self, request, context):
         """Takes up a step task: raises the step's own fence mark to `fence` (fencing out earlier
-        holders of the step task, not the workflow's lease) and returns what to execute.
+        holders of the step task, not the workflow's lease) and returns what to execute. The load
+        starts the attempt (STEP_ATTEMPT_STARTED), unless an earlier attempt was lost.
         Errors: NOT_FOUND (WORKFLOW_NOT_FOUND, STEP_NOT_FOUND), FAILED_PRECONDITION (STALE_FENCE,
         WORKFLOW_CLOSED, STEP_CLOSED: the step has its outcome already; report TaskDone).
         """

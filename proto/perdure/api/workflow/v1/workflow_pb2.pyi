@@ -59,6 +59,7 @@ class EventType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     EVENT_TYPE_WORKFLOW_CANCELLED: _ClassVar[EventType]
     EVENT_TYPE_WORKFLOW_TERMINATED: _ClassVar[EventType]
     EVENT_TYPE_STEP_SCHEDULED: _ClassVar[EventType]
+    EVENT_TYPE_STEP_ATTEMPT_STARTED: _ClassVar[EventType]
 WORKFLOW_STATUS_UNSPECIFIED: WorkflowStatus
 WORKFLOW_STATUS_RUNNING: WorkflowStatus
 WORKFLOW_STATUS_COMPLETED: WorkflowStatus
@@ -96,6 +97,7 @@ EVENT_TYPE_CANCELLATION_DELIVERED: EventType
 EVENT_TYPE_WORKFLOW_CANCELLED: EventType
 EVENT_TYPE_WORKFLOW_TERMINATED: EventType
 EVENT_TYPE_STEP_SCHEDULED: EventType
+EVENT_TYPE_STEP_ATTEMPT_STARTED: EventType
 
 class Wait(_message.Message):
     __slots__ = ("kind", "name", "until")

@@ -1,5 +1,6 @@
 import datetime
 
+from google.protobuf import duration_pb2 as _duration_pb2
 from google.protobuf import struct_pb2 as _struct_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from perdure.api.workflow.v1 import workflow_pb2 as _workflow_pb2
@@ -12,18 +13,20 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class StartWorkflowRequest(_message.Message):
-    __slots__ = ("workflow_type", "workflow_id", "task_queue", "input", "namespace")
+    __slots__ = ("workflow_type", "workflow_id", "task_queue", "input", "namespace", "execution_timeout")
     WORKFLOW_TYPE_FIELD_NUMBER: _ClassVar[int]
     WORKFLOW_ID_FIELD_NUMBER: _ClassVar[int]
     TASK_QUEUE_FIELD_NUMBER: _ClassVar[int]
     INPUT_FIELD_NUMBER: _ClassVar[int]
     NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    EXECUTION_TIMEOUT_FIELD_NUMBER: _ClassVar[int]
     workflow_type: str
     workflow_id: str
     task_queue: str
     input: _struct_pb2.Value
     namespace: str
-    def __init__(self, workflow_type: _Optional[str] = ..., workflow_id: _Optional[str] = ..., task_queue: _Optional[str] = ..., input: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., namespace: _Optional[str] = ...) -> None: ...
+    execution_timeout: _duration_pb2.Duration
+    def __init__(self, workflow_type: _Optional[str] = ..., workflow_id: _Optional[str] = ..., task_queue: _Optional[str] = ..., input: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., namespace: _Optional[str] = ..., execution_timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
 
 class StartWorkflowResponse(_message.Message):
     __slots__ = ("workflow_id", "started", "status")

@@ -31,7 +31,11 @@ SERVICES = ("gateway", "history", "scheduler")  # their ports: base, base + 1, b
 # The gateway's HTTP API and web UI: as far above the gateway's port as by default (7480).
 HTTP_OFFSET = GATEWAY_HTTP_PORT - DEFAULT_PORTS["gateway"]
 STARTUP_TIMEOUT = 60.0
-MAX_RESTARTS = 10
+MAX_RESTARTS = 10  # of a service; the worker is restarted for as long as it takes
+# A worker that exits is started again after a delay doubling from the first to the longest
+# while it keeps exiting; one that ran this long before exiting counts as healthy again.
+RESTART_DELAY = (0.5, 30.0)
+HEALTHY_AFTER = 60.0
 PR_SET_PDEATHSIG = 1  # from <sys/prctl.h>
 LOOPBACK = "127.0.0.1"
 # The credential the services prove themselves to each other with: theirs alone, never a
@@ -98,10 +102,24 @@ class Child:
     env: dict[str, str]
     restarts: int = 0
     popen: subprocess.Popen[bytes] | None = None
+    started_at: float = 0.0
+    exits_in_a_row: int = 0  # exits each soon after its start
+    restart_at: float | None = None  # when it is due to start again after an exit
 
     def start(self) -> None:
         """Start (or restart) the process; it gets SIGTERM if `perdure dev` itself dies."""
+        self.restart_at = None
+        self.started_at = time.monotonic()
         self.popen = subprocess.Popen(self.command, env=self.env, preexec_fn=_die_with_parent)
+
+    def exited(self) -> float:
+        """Note an exit; the delay before the next start (doubling while it keeps exiting)."""
+        ran = time.monotonic() - self.started_at
+        self.exits_in_a_row = 1 if ran >= HEALTHY_AFTER else self.exits_in_a_row + 1
+        first, longest = RESTART_DELAY
+        delay: float = min(first * 2.0 ** (self.exits_in_a_row - 1), longest)
+        self.restart_at = time.monotonic() + delay
+        return delay
 
     def running(self) -> bool:
         """Whether the process is alive."""
@@ -135,7 +153,8 @@ def run(args: argparse.Namespace) -> int:
     """Start everything, print where it listens, stop it all on Ctrl-C or SIGTERM.
 
     A process that dies (say, a worker killed with kill -9 to watch a workflow recover) is
-    started again, up to MAX_RESTARTS times.
+    started again: a service up to MAX_RESTARTS times, the worker always, after a delay that
+    grows while it keeps dying (a step that crashes it must not take the cluster down).
     """
     try:
         bind = Bind.of(args.bind)
@@ -234,17 +253,23 @@ def run(args: argparse.Namespace) -> int:
                 assert child.popen is not None
                 if child.popen.poll() is None or stopping:
                     continue
-                if child.restarts >= MAX_RESTARTS:
+                if child.restart_at is not None:  # waiting out its restart delay
+                    if time.monotonic() >= child.restart_at:
+                        child.start()
+                    continue
+                if child.name != "worker" and child.restarts >= MAX_RESTARTS:
                     print(f"perdure dev: the {child.name} keeps exiting; stopping", file=sys.stderr)
                     return 1
                 child.restarts += 1
+                delay = child.exited() if child.name == "worker" else 0.0
                 print(
                     f"perdure dev: the {child.name} exited with {child.popen.returncode}; "
-                    "starting it again",
+                    f"starting it again in {delay:g}s",
                     file=sys.stderr,
                     flush=True,
                 )
-                child.start()
+                if delay == 0:
+                    child.start()
             time.sleep(0.2)
         return 0
     except (RuntimeError, TimeoutError) as error:

@@ -82,6 +82,13 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     start.add_argument("--input", default="null", help="the input as JSON (default null)")
     start.add_argument("--id", default="", help="workflow id (generated when omitted)")
     start.add_argument("--task-queue", default="", help="task queue (default 'default')")
+    start.add_argument(
+        "--execution-timeout",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="fail the run if it is still open this long after its start (default: no limit)",
+    )
     start.add_argument("--wait", action="store_true", help="wait for the result")
     start.add_argument("--timeout", type=float, default=300.0, help="seconds --wait waits")
 
@@ -180,7 +187,11 @@ def _execute(client: Client, args: argparse.Namespace) -> int:
     if args.command == "start":
         value = _json_argument("--input", args.input)
         started = client.start_workflow(
-            args.workflow_type, value, workflow_id=args.id, task_queue=args.task_queue
+            args.workflow_type,
+            value,
+            workflow_id=args.id,
+            task_queue=args.task_queue,
+            execution_timeout=args.execution_timeout,
         )
         if not args.wait:
             _print(started)

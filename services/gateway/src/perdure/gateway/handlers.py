@@ -220,6 +220,9 @@ class WorkflowServicer(apigrpc.WorkflowServiceServicer):
             input=request.input if request.HasField("input") else NULL,
             namespace=namespace,
         )
+        if request.HasField("execution_timeout"):
+            validate.execution_timeout(request.execution_timeout)
+            normalized.execution_timeout.CopyFrom(request.execution_timeout)
         await self._require_registered(
             namespaces.qualify(namespace, normalized.task_queue), normalized.workflow_type
         )

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import re
 
+from google.protobuf import duration_pb2
+
 from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.common import errors
+from perdure.common.convert import seconds_of
 from perdure.common.page_tokens import decode_page_token
 from perdure.common.text import require_storable
 
@@ -13,6 +16,7 @@ NAME_PATTERN = re.compile(r"[A-Za-z_][A-Za-z0-9_.:/-]{0,199}")
 MAX_ID_LENGTH = 255
 MAX_PAGE_SIZE = 1000
 DEFAULT_TASK_QUEUE = "default"
+MAX_EXECUTION_TIMEOUT = 10 * 365 * 24 * 3600.0  # ten years, in seconds
 
 
 def name(field: str, value: str) -> None:
@@ -103,3 +107,13 @@ def state_key(value: str) -> None:
     if len(value) > MAX_KEY_LENGTH:
         raise errors.invalid_argument(f"key is longer than {MAX_KEY_LENGTH} characters")
     require_storable("key", value)
+
+
+def execution_timeout(value: duration_pb2.Duration) -> None:
+    """A run's execution timeout: positive, and at most ten years."""
+    seconds = seconds_of("execution_timeout", value)
+    if not 0 < seconds <= MAX_EXECUTION_TIMEOUT:
+        raise errors.invalid_argument(
+            f"execution_timeout must be more than 0 and at most ten years, not {seconds}s "
+            "(leave it unset for no limit)"
+        )

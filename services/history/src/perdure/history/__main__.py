@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 from collections.abc import Sequence
 
 import grpc
@@ -22,8 +23,9 @@ from perdure.common.grpc_server import ServerSpec, serve
 from perdure.common.guard import guards
 from perdure.common.limits import rate_setting
 from perdure.common.service_identity import service_channel
+from perdure.history.deadlines import DeadlineWatch
 from perdure.history.handlers import HistoryServicer, JournalServicer
-from perdure.history.journal import Journal
+from perdure.history.journal import DEFAULT_CRASH_LOOP_LIMIT, Journal
 from perdure.history.keys import KeyRing
 from perdure.history.outbox import OutboxRelay
 from perdure.internal.history.v1 import history_service_pb2, history_service_pb2_grpc
@@ -38,7 +40,17 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     add_health_listen_flag(parser, "history")
     add_database_flag(parser, "history")
     add_address_flag(parser, "scheduler")
-    return parser.parse_args(argv)
+    parser.add_argument(
+        "--crash-loop-limit",
+        type=int,
+        default=int(os.environ.get("PERDURE_CRASH_LOOP_LIMIT", DEFAULT_CRASH_LOOP_LIMIT)),
+        help="times in a row a run may lose its worker without recording anything before it "
+        f"is parked (PERDURE_CRASH_LOOP_LIMIT, default {DEFAULT_CRASH_LOOP_LIMIT})",
+    )
+    args = parser.parse_args(argv)
+    if args.crash_loop_limit < 1:
+        parser.error("--crash-loop-limit must be at least 1")
+    return args
 
 
 async def run(args: argparse.Namespace) -> None:
@@ -47,7 +59,8 @@ async def run(args: argparse.Namespace) -> None:
     channel = service_channel(args.scheduler)
     scheduler = scheduler_service_pb2_grpc.SchedulerServiceStub(channel)
     relay = OutboxRelay(pool, scheduler)
-    journal = Journal(pool, relay.notify)
+    journal = Journal(pool, relay.notify, args.crash_loop_limit)
+    deadlines = DeadlineWatch(journal)
     journal_servicer = JournalServicer(
         journal, rate_setting("PERDURE_STREAM_MESSAGE_RATE", 5000.0), scheduler
     )
@@ -67,10 +80,12 @@ async def run(args: argparse.Namespace) -> None:
 
     async def started() -> None:
         relay.start()
+        deadlines.start()
 
     async def stopping() -> None:
         journal_servicer.close_sessions()  # workers' long-lived streams would hold the stop
         await relay.stop()
+        await deadlines.stop()
 
     try:
         await serve(

@@ -135,6 +135,7 @@ class HistoryServicer(hgrpc.HistoryServiceServicer):
             r.workflow_type,
             namespaces.qualify(namespace, r.task_queue),
             value_to_python(r.input),
+            _execution_timeout(r),
         )
         return hpb.StartWorkflowResponse(
             response=api.StartWorkflowResponse(
@@ -219,6 +220,7 @@ class HistoryServicer(hgrpc.HistoryServiceServicer):
             r.signal_name,
             value_to_python(r.payload),
             r.signal_id or None,
+            _execution_timeout(r.start),
         )
         return hpb.SignalWithStartWorkflowResponse(
             response=api.SignalWithStartWorkflowResponse(started=started, accepted=accepted)
@@ -343,6 +345,13 @@ def _call(request: _CallRequest) -> Call:
     )
 
 
+def _execution_timeout(start: api.StartWorkflowRequest) -> float | None:
+    """A start's execution timeout in seconds (the gateway checked its range); None: unset."""
+    if not start.HasField("execution_timeout"):
+        return None
+    return seconds_of("execution_timeout", start.execution_timeout)
+
+
 def _started(request: jpb.RecordStepRequest) -> datetime | None:
     return datetime_of("start_time", request.start_time) if request.HasField("start_time") else None
 
@@ -365,6 +374,16 @@ def _retry_policy(request: jpb.ScheduleStepRequest) -> dict[str, Any]:
         "maximum_attempts": retry.maximum_attempts,
         "non_retryable_error_types": list(retry.non_retryable_error_types),
     }
+
+
+def _limit(request: jpb.ScheduleStepRequest, field: str) -> float | None:
+    """A per-attempt time limit of a remote step's call, in seconds; None when unset."""
+    if not request.HasField(field):
+        return None
+    seconds = seconds_of(field, getattr(request, field))
+    if seconds <= 0:
+        raise errors.invalid_argument(f"{field} must be positive (unset: no limit)")
+    return seconds
 
 
 def _retry_message(stored: dict[str, Any]) -> jpb.RetryPolicy:
@@ -455,6 +474,8 @@ class JournalServicer(jgrpc.JournalServiceServicer):
     ) -> jpb.RecordStepResponse:
         if request.step_task:
             appended = await self._record_step_task(request)
+        elif request.attempt_started:
+            appended = await self._record_attempt_started(request)
         else:
             call = _call(request)
             event_type, fields, retry_in = _outcome(request)
@@ -469,8 +490,31 @@ class JournalServicer(jgrpc.JournalServiceServicer):
             cancel_requested=appended.cancel_requested,
         )
 
+    async def _record_attempt_started(self, request: jpb.RecordStepRequest) -> Appended:
+        """Journal that an attempt begins (before its body runs): it counts even if its worker
+        dies. Sent again (its answer lost), it changes nothing a replay reads."""
+        call = _call(request)
+        if request.WhichOneof("outcome") is not None or request.HasField("retry_delay"):
+            raise errors.invalid_argument(
+                "attempt_started goes without an outcome and retry_delay: record the outcome of "
+                "the attempt in a RecordStep of its own once it ends"
+            )
+        if request.attempt < 1:
+            raise errors.invalid_argument("attempt must be 1 or more with attempt_started")
+        return await self._journal.record(
+            call,
+            "STEP_ATTEMPT_STARTED",
+            positioned=False,
+            attempt=request.attempt,
+            started_at=_started(request),
+        )
+
     async def _record_step_task(self, request: jpb.RecordStepRequest) -> Appended:
         _require_step_lease(request)
+        if request.attempt_started:
+            raise errors.invalid_argument(
+                "a step task's attempt is started by LoadStep: leave attempt_started unset"
+            )
         event_type, fields, retry_in = _outcome(request)
         attempt = StepAttempt(
             workflow_id=request.workflow_id,
@@ -497,11 +541,7 @@ class JournalServicer(jgrpc.JournalServiceServicer):
         require_storable("task_queue", request.task_queue)
         namespaces.require_public("task_queue", request.task_queue)
         validate_payload("input", request.input)
-        timeout = None
-        if request.HasField("timeout"):
-            timeout = seconds_of("timeout", request.timeout)
-            if timeout <= 0:
-                raise errors.invalid_argument("timeout must be positive (unset: no limit)")
+        timeout = _limit(request, "timeout")
         step = RemoteStep(
             step_type=request.step_name,
             # The queue is named in the run's namespace, whose workers alone serve it.
@@ -511,6 +551,7 @@ class JournalServicer(jgrpc.JournalServiceServicer):
             input_value=value_to_python(request.input),
             retry=_retry_policy(request),
             timeout_seconds=timeout,
+            heartbeat_timeout_seconds=_limit(request, "heartbeat_timeout"),
         )
         appended = await self._journal.schedule_step(call, step)
         return jpb.ScheduleStepResponse(
@@ -530,9 +571,13 @@ class JournalServicer(jgrpc.JournalServiceServicer):
             input=python_to_value(row["input"]),
             attempt=row["attempt"],
             retry=_retry_message(row["retry"]),
+            attempt_lost=row["attempt_lost"],
         )
         if row["timeout_seconds"] is not None:
             response.timeout.FromTimedelta(timedelta(seconds=row["timeout_seconds"]))
+        if row["heartbeat_timeout_seconds"] is not None:
+            seconds = row["heartbeat_timeout_seconds"]
+            response.heartbeat_timeout.FromTimedelta(timedelta(seconds=seconds))
         if row["heartbeat_details"] is not None:
             response.heartbeat_details.CopyFrom(python_to_value(row["heartbeat_details"]))
         return response

@@ -35,6 +35,10 @@ log = logging.getLogger(__name__)
 tracer = trace.get_tracer("perdure.history")
 
 MAX_PAGE_SIZE = 1000
+# A run whose holders record nothing (not even a step attempt's start) this many times in a
+# row lost its worker in its own code each time: parked (PERDURE_CRASH_LOOP_LIMIT).
+DEFAULT_CRASH_LOOP_LIMIT = 5
+EXPIRE_BATCH = 200
 MAX_ID_SHOWN = 200  # of an id a caller sent, in the message that answers it
 DEFAULT_PAGE_SIZE = 100
 CLOSED_STATUS = {
@@ -79,6 +83,7 @@ class RemoteStep:
     input_value: Any
     retry: dict[str, Any]  # the RetryPolicy message as JSON
     timeout_seconds: float | None
+    heartbeat_timeout_seconds: float | None = None
 
 
 @dataclass(frozen=True)
@@ -120,19 +125,34 @@ class Loaded:
 class Journal:
     """Every read and write of the history schema goes through here."""
 
-    def __init__(self, pool: AsyncConnectionPool, on_scheduled: Callable[[], None]) -> None:
+    def __init__(
+        self,
+        pool: AsyncConnectionPool,
+        on_scheduled: Callable[[], None],
+        crash_loop_limit: int = DEFAULT_CRASH_LOOP_LIMIT,
+    ) -> None:
         self._pool = pool
+        # Loads in a row that may find nothing recorded since the last before the run is parked.
+        self._crash_loop_limit = crash_loop_limit
         self._on_scheduled = on_scheduled  # wakes the outbox relay after a commit
         self._records = GroupCommit(pool)  # the workers' records, many in one commit
 
     # -- the public API's calls ------------------------------------------------------------
 
     async def start(
-        self, workflow_id: str, workflow_type: str, task_queue: str, input_value: Any
+        self,
+        workflow_id: str,
+        workflow_type: str,
+        task_queue: str,
+        input_value: Any,
+        execution_timeout: float | None = None,
     ) -> tuple[bool, str]:
-        """Create the run and schedule it; an identical earlier start returns it unchanged."""
+        """Create the run and schedule it; an identical earlier start returns it unchanged. A
+        run with an `execution_timeout` (seconds) fails once it is open that long."""
         async with self._pool.connection() as conn:
-            created = await self._create(conn, workflow_id, workflow_type, task_queue, input_value)
+            created = await self._create(
+                conn, workflow_id, workflow_type, task_queue, input_value, execution_timeout
+            )
             if created:
                 _count_started(workflow_type)
                 return True, "RUNNING"
@@ -170,10 +190,13 @@ class Journal:
         name: str,
         payload: Any,
         signal_id: str | None,
+        execution_timeout: float | None = None,
     ) -> tuple[bool, bool]:
         """Start the run if the id is free, then signal it: (started, accepted), atomically."""
         async with self._pool.connection() as conn, conn.transaction():
-            started = await self._create(conn, workflow_id, workflow_type, task_queue, input_value)
+            started = await self._create(
+                conn, workflow_id, workflow_type, task_queue, input_value, execution_timeout
+            )
             accepted = await self._signal(conn, workflow_id, name, payload, signal_id)
         self._on_scheduled()  # again, now that the transaction has committed
         if started:
@@ -309,6 +332,8 @@ class Journal:
             )
             if row is None:
                 raise await self._rejection(conn, workflow_id, fence)
+            if row["status"] in store.OPEN_STATUSES and row["idle_loads"] > self._crash_loop_limit:
+                await self._park_crash_loop(conn, workflow_id, fence, row["idle_loads"] - 1)
             events = await store.fetch_all(
                 conn, store.SELECT_EVENTS, {"workflow_id": workflow_id, "after": 0, "limit": None}
             )
@@ -318,6 +343,40 @@ class Journal:
             now=row["db_now"],
             progress=convert.progress_rows(row["progress"]),
         )
+
+    async def _park_crash_loop(
+        self, conn: AsyncConnection, workflow_id: str, fence: int, losses: int
+    ) -> None:
+        """Park a run whose last `losses` holders each recorded nothing before their lease
+        ended: its own code (outside steps) kills or hangs the worker."""
+        failure = {
+            "type": "WorkerCrashLoop",
+            "message": (
+                f"the workflow's code lost its worker {losses} times in a row without recording "
+                "anything (a crash or hang outside its steps, e.g. os._exit, a segfault or OOM); "
+                f"parked after {self._crash_loop_limit} (PERDURE_CRASH_LOOP_LIMIT)"
+            ),
+            "stack_trace": "",
+        }
+        params = store.event_params(
+            workflow_id=workflow_id, event_type="WORKFLOW_PARKED", fence=fence, failure=failure
+        )
+        params.update(status="PARKED")
+        log.warning("parked workflow %s: %s", printable(workflow_id), failure["message"])
+        closed = await store.fetch_one(conn, store.CLOSE_RUN, params)
+        if closed is not None:
+            _count_closed(closed, "PARKED")
+        raise _closed(workflow_id, "PARKED")
+
+    async def expire_runs(self) -> int:
+        """Fail the open runs past their execution deadline (a batch); how many were failed."""
+        async with self._pool.connection() as conn:
+            with timed_write("workflow_failed"):
+                rows = await store.fetch_all(conn, store.EXPIRE_RUNS, {"limit": EXPIRE_BATCH})
+        for row in rows:
+            log.info("workflow %s failed: execution timeout", printable(row["workflow_id"]))
+            _count_closed(row, "FAILED")
+        return len(rows)
 
     async def record(
         self, call: Call, event_type: str, *, positioned: bool = True, **fields: Any
@@ -379,7 +438,11 @@ class Journal:
             name=step.step_type,
             task_queue=step.task_queue,
         )
-        params.update(retry=Jsonb(step.retry), timeout_seconds=step.timeout_seconds)
+        params.update(
+            retry=Jsonb(step.retry),
+            timeout_seconds=step.timeout_seconds,
+            heartbeat_timeout_seconds=step.heartbeat_timeout_seconds,
+        )
         async with self._pool.connection() as conn:
             try:
                 with timed_write("step_scheduled"):
@@ -545,6 +608,7 @@ class Journal:
         workflow_type: str,
         task_queue: str,
         input_value: Any,
+        execution_timeout: float | None = None,
     ) -> bool:
         params = {
             "workflow_id": workflow_id,
@@ -554,6 +618,7 @@ class Journal:
             "input": Jsonb(input_value),
             # The start's span: every later span of the run joins its trace.
             "trace_context": store.json_or_none(current_carrier() or None),
+            "execution_timeout": execution_timeout,
         }
         with timed_write("workflow_started"):
             created = await store.fetch_one(conn, store.START_WORKFLOW, params)

@@ -41,9 +41,10 @@ START_WORKFLOW = """
 WITH run AS (
     INSERT INTO history.workflows
         (workflow_id, namespace, workflow_type, task_queue, status, input, event_count,
-         trace_context)
+         trace_context, deadline)
     VALUES (%(workflow_id)s, %(namespace)s, %(workflow_type)s, %(task_queue)s, 'RUNNING',
-            %(input)s, 1, %(trace_context)s)
+            %(input)s, 1, %(trace_context)s,
+            now() + make_interval(secs => %(execution_timeout)s::float8))
     ON CONFLICT (workflow_id) DO NOTHING
     RETURNING workflow_id, workflow_type, task_queue, input
 ), started AS (
@@ -73,13 +74,20 @@ SELECT_WORKFLOW_WITH_PROGRESS = (
 # one (with authentication on: the lease the scheduler granted to the caller's key) can write.
 # A waiting run being picked up is running again (it suspends anew if what it waits for is not
 # there yet).
+# A load that finds the journal as long as the previous load left it (idle_loads): the
+# previous holder recorded nothing, not even an attempt's start; the same fence loaded again
+# (a retried request) is no new load.
 ADVANCE_FENCE = f"""
 UPDATE history.workflows w
 SET fence = %(fence)s, fence_key = %(lease_key)s,
     status = CASE WHEN status = 'WAITING' THEN 'RUNNING' ELSE status END,
-    wait_kind = NULL, wait_name = NULL, wait_until = NULL
+    wait_kind = NULL, wait_name = NULL, wait_until = NULL,
+    idle_loads = CASE WHEN fence = %(fence)s THEN idle_loads
+                      WHEN event_count = loaded_event_count THEN idle_loads + 1
+                      ELSE 1 END,
+    loaded_event_count = event_count
 WHERE workflow_id = %(workflow_id)s AND fence <= %(fence)s
-RETURNING {WORKFLOW_COLUMNS}, now() AS db_now, {_PROGRESS}
+RETURNING {WORKFLOW_COLUMNS}, idle_loads, now() AS db_now, {_PROGRESS}
 """
 
 # Every journal append is one statement: an UPDATE of the run (`appended`, which must return
@@ -286,6 +294,34 @@ TERMINATE = _append(
 )
 
 
+# Fails the open runs whose execution deadline has passed, a batch at a time (replicas side by
+# side skip each other's rows), with no lease: the run's code may be running nowhere.
+EXPIRE_RUNS = f"""
+WITH due AS (
+    SELECT workflow_id FROM history.workflows
+    WHERE deadline <= now() AND status IN {OPEN}
+    ORDER BY deadline LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+), appended AS (
+    UPDATE history.workflows w
+    SET event_count = event_count + 1, updated_at = now(), status = 'FAILED',
+        closed_at = now(), wait_kind = NULL, wait_name = NULL, wait_until = NULL,
+        failure = jsonb_build_object(
+            'type', 'ExecutionTimeout',
+            'message', 'the run did not finish within its execution timeout of '
+                || trim_scale(round(extract(epoch FROM w.deadline - w.created_at)::numeric, 3))
+                || 's (from its start); it was failed at its deadline',
+            'stack_trace', '')
+    FROM due WHERE w.workflow_id = due.workflow_id
+    RETURNING w.workflow_id, w.workflow_type, w.event_count, w.failure
+), inserted AS (
+    INSERT INTO history.events (workflow_id, event_id, event_type, fence, failure)
+    SELECT workflow_id, event_count, 'WORKFLOW_FAILED', 0, failure FROM appended
+)
+SELECT workflow_id, workflow_type FROM appended
+"""
+
+
 def audit_params(workflow_id: str, key_id: str, reason: str) -> dict[str, Any]:
     """The audit log's columns for an action on a run by `key_id` ("" without keys)."""
     namespace, public_id = namespaces.split(workflow_id)
@@ -322,9 +358,10 @@ SCHEDULE_STEP = _append(
     _RECORD,
     also=""", step_task AS (
     INSERT INTO history.step_tasks
-        (workflow_id, step_id, step_type, task_queue, input, retry, timeout_seconds)
+        (workflow_id, step_id, step_type, task_queue, input, retry, timeout_seconds,
+         heartbeat_timeout_seconds)
     SELECT workflow_id, %(step_id)s, %(name)s, %(task_queue)s, %(payload)s, %(retry)s,
-           %(timeout_seconds)s
+           %(timeout_seconds)s, %(heartbeat_timeout_seconds)s
     FROM appended
 ), scheduled AS (
     INSERT INTO history.outbox (workflow_id, workflow_type, task_queue, step_id)
@@ -334,18 +371,51 @@ SCHEDULE_STEP = _append(
 
 # Takes up a step task: raises the step's fence mark (a lower fence matches no row) and
 # returns what to execute, the attempt it is at and the last progress of an earlier attempt.
-LOAD_STEP = """
-UPDATE history.step_tasks s SET fence = %(fence)s, fence_key = %(lease_key)s
-FROM history.workflows w
-WHERE s.workflow_id = %(workflow_id)s AND s.step_id = %(step_id)s AND s.fence <= %(fence)s
-  AND w.workflow_id = s.workflow_id
-RETURNING s.step_type, s.input, s.retry, s.timeout_seconds, s.closed, w.status,
-          w.workflow_type,
-          (SELECT count(*) + 1 FROM history.events e
-           WHERE e.workflow_id = s.workflow_id AND e.step_id = s.step_id
-             AND e.event_type = 'STEP_ATTEMPT_FAILED') AS attempt,
-          (SELECT p.details FROM history.step_progress p
-           WHERE p.workflow_id = s.workflow_id AND p.step_id = s.step_id) AS heartbeat_details
+# The load starts the attempt (STEP_ATTEMPT_STARTED, before the body runs), unless the last
+# attempt started was never recorded: then that attempt was lost with its worker
+# (attempt_lost), and the executor records it as failed instead of running. A load sent again
+# with the same fence (its answer was lost) starts nothing new.
+LOAD_STEP = f"""
+WITH prior AS (
+    SELECT s.fence AS prior_fence,
+           (SELECT count(*) FROM history.events e
+            WHERE e.workflow_id = s.workflow_id AND e.step_id = s.step_id
+              AND e.event_type = 'STEP_ATTEMPT_FAILED') AS failed,
+           (SELECT COALESCE(max(e.attempt), 0) FROM history.events e
+            WHERE e.workflow_id = s.workflow_id AND e.step_id = s.step_id
+              AND e.event_type = 'STEP_ATTEMPT_STARTED') AS started
+    FROM history.step_tasks s
+    WHERE s.workflow_id = %(workflow_id)s AND s.step_id = %(step_id)s
+), task AS (
+    UPDATE history.step_tasks s SET fence = %(fence)s, fence_key = %(lease_key)s
+    FROM history.workflows w
+    WHERE s.workflow_id = %(workflow_id)s AND s.step_id = %(step_id)s AND s.fence <= %(fence)s
+      AND w.workflow_id = s.workflow_id
+    RETURNING s.workflow_id, s.step_type, s.input, s.retry, s.timeout_seconds,
+              s.heartbeat_timeout_seconds, s.closed, w.status, w.workflow_type
+), plan AS (
+    SELECT task.*,
+           prior.started > prior.failed AND prior.prior_fence < %(fence)s AS attempt_lost,
+           CASE WHEN prior.started > prior.failed THEN prior.started
+                ELSE prior.failed + 1 END AS attempt,
+           prior.started <= prior.failed AND NOT task.closed AND task.status IN {OPEN}
+               AS starts
+    FROM task, prior
+), appended AS (
+    UPDATE history.workflows w SET event_count = event_count + 1, updated_at = now()
+    FROM plan WHERE w.workflow_id = plan.workflow_id AND plan.starts
+    RETURNING w.workflow_id, w.event_count
+), inserted AS (
+    INSERT INTO history.events (workflow_id, event_id, event_type, fence, step_id, step_name,
+                                attempt, started_at)
+    SELECT a.workflow_id, a.event_count, 'STEP_ATTEMPT_STARTED', %(fence)s, %(step_id)s,
+           plan.step_type, plan.attempt, now()
+    FROM appended a, plan
+)
+SELECT plan.*,
+       (SELECT p.details FROM history.step_progress p
+        WHERE p.workflow_id = plan.workflow_id AND p.step_id = %(step_id)s) AS heartbeat_details
+FROM plan
 """
 
 SELECT_STEP_TASK = """

@@ -6,6 +6,7 @@ import os
 import time
 import uuid
 from collections.abc import Iterator
+from datetime import timedelta
 from typing import Any
 
 from perdure.api.workflow.v1 import workflow_pb2 as wf
@@ -64,16 +65,19 @@ class Client:
         *,
         workflow_id: str = "",
         task_queue: str = "",
+        execution_timeout: float | None = None,
     ) -> api.StartWorkflowResponse:
         """Start a run (idempotent by workflow id). Without `workflow_id`, a new one is fixed
         here, before the first send, so that a retried send starts nothing new; the answer
-        carries it."""
-        request = api.StartWorkflowRequest(
-            namespace=self.namespace,
-            workflow_type=workflow_type,
-            workflow_id=workflow_id or str(uuid.uuid4()),
-            task_queue=task_queue,
-            input=to_value(input),
+        carries it. With `execution_timeout` (seconds), the run fails with an ExecutionTimeout
+        failure if it is still open that long after its start."""
+        request = _start_request(
+            self.namespace,
+            workflow_type,
+            workflow_id or str(uuid.uuid4()),
+            task_queue,
+            input,
+            execution_timeout,
         )
         response: api.StartWorkflowResponse = self._stub.StartWorkflow(
             request, timeout=self._timeout
@@ -106,17 +110,16 @@ class Client:
         input: Any = None,
         task_queue: str = "",
         signal_id: str = "",
+        execution_timeout: float | None = None,
     ) -> api.SignalWithStartWorkflowResponse:
-        """Signal the run, starting it with `input` first if no run has the id."""
+        """Signal the run, starting it with `input` (and `execution_timeout`, as
+        start_workflow) first if no run has the id."""
+        start = _start_request(
+            self.namespace, workflow_type, workflow_id, task_queue, input, execution_timeout
+        )
         response: api.SignalWithStartWorkflowResponse = self._stub.SignalWithStartWorkflow(
             api.SignalWithStartWorkflowRequest(
-                start=api.StartWorkflowRequest(
-                    namespace=self.namespace,
-                    workflow_type=workflow_type,
-                    workflow_id=workflow_id,
-                    task_queue=task_queue,
-                    input=to_value(input),
-                ),
+                start=start,
                 signal_name=signal_name,
                 payload=to_value(payload),
                 signal_id=signal_id,
@@ -205,3 +208,23 @@ class Client:
                 raise TimeoutError(f"workflow {workflow_id!r} still running after {timeout}s")
             time.sleep(delay)
             delay = min(delay * 1.5, 0.5)
+
+
+def _start_request(
+    namespace: str,
+    workflow_type: str,
+    workflow_id: str,
+    task_queue: str,
+    input: Any,
+    execution_timeout: float | None,
+) -> api.StartWorkflowRequest:
+    request = api.StartWorkflowRequest(
+        namespace=namespace,
+        workflow_type=workflow_type,
+        workflow_id=workflow_id,
+        task_queue=task_queue,
+        input=to_value(input),
+    )
+    if execution_timeout is not None:
+        request.execution_timeout.FromTimedelta(timedelta(seconds=execution_timeout))
+    return request

@@ -22,8 +22,9 @@ from perdure.worker._errors import (
     NonDeterminismError,
     SignalTimeoutError,
     StepFailedError,
+    StepHeartbeatTimeoutError,
     StepTimeoutError,
-    WorkerConfigurationError,
+    WorkerLostError,
     WorkflowCancelledError,
 )
 from perdure.worker._registry import remote_step, workflow
@@ -38,9 +39,10 @@ __all__ = [
     "SignalTimeoutError",
     "StepContext",
     "StepFailedError",
+    "StepHeartbeatTimeoutError",
     "StepTimeoutError",
     "Worker",
-    "WorkerConfigurationError",
+    "WorkerLostError",
     "WorkflowCancelledError",
     "WorkflowContext",
     "current_step",

@@ -4,9 +4,11 @@ step): run it, journal its outcome, and say whether another attempt follows."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import inspect
 import logging
+import threading
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -21,7 +23,9 @@ from perdure.worker._errors import (
     JournalRejectedError,
     JournalUnavailableError,
     LeaseLostError,
+    StepHeartbeatTimeoutError,
     StepTimeoutError,
+    WorkerLostError,
 )
 from perdure.worker._loop_watch import running
 from perdure.worker._payload import failure_from, to_value
@@ -55,6 +59,14 @@ _current_step: contextvars.ContextVar[StepContext] = contextvars.ContextVar("per
 _current_heartbeats: contextvars.ContextVar[Heartbeats] = contextvars.ContextVar(
     "perdure_heartbeats"
 )
+_current_pulse: contextvars.ContextVar[_Pulse] = contextvars.ContextVar("perdure_pulse")
+
+
+class _Pulse:
+    """When the running attempt last showed life (started, or called heartbeat())."""
+
+    def __init__(self) -> None:
+        self.at = time.monotonic()  # a float store: safe from the body's thread
 
 
 def current_step() -> StepContext:
@@ -70,6 +82,7 @@ def heartbeat(details: Any = None) -> None:
     (JSON). The next attempt of the step, after a failure or a crash, finds the last details in
     `current_step().heartbeat_details`. Sent in the background; never blocks."""
     step = current_step()
+    _current_pulse.get().at = time.monotonic()
     _current_heartbeats.get().report_threadsafe(step, to_value(details))
 
 
@@ -152,13 +165,31 @@ class Attempt:
     retry: RetryPolicy
     timeout: float | None
     workflow_type: str
+    heartbeat_timeout: float | None = None
+    # Whether the start must be journaled before the body runs (a step task's LoadStep journaled
+    # it already; the SDK's own calls, such as ctx.now(), cannot crash a worker).
+    journal_start: bool = True
+
+
+def lost_attempt_error(step: StepContext) -> WorkerLostError:
+    """The failure of an attempt the journal shows started and never recorded."""
+    return WorkerLostError(
+        f"attempt {step.attempt} of step {step.step_id!r} never reported: the worker running it "
+        "was lost (it crashed or was killed, or its lease expired)"
+    )
 
 
 async def run_attempt(
-    attempt: Attempt, request: jpb.RecordStepRequest, record: Record, heartbeats: Heartbeats
+    attempt: Attempt,
+    request: jpb.RecordStepRequest,
+    record: Record,
+    heartbeats: Heartbeats,
+    lost: bool = False,
 ) -> Attempted:
     """Run the attempt under its span and journal its outcome with `record` (the output, or
-    the failure with a retry delay while `retry` allows another attempt)."""
+    the failure with a retry delay while `retry` allows another attempt). The start is journaled
+    first, so that an attempt whose worker dies still counts. `lost`: the attempt started
+    earlier and its worker was lost; it is recorded as failed (WorkerLostError), not run."""
     step = attempt.step
     request.attempt = step.attempt
     request.start_time.GetCurrentTime()
@@ -199,8 +230,13 @@ async def run_attempt(
                 )
             return Attempted(request, response, error, retrying)
 
+        if lost:
+            return await failed(lost_attempt_error(step), attempt.retry)
+        if attempt.journal_start and not attempt.name.startswith(INTERNAL_PREFIX):
+            await record(_start_request(request))
         steps = _current_step.set(step)
         beats = _current_heartbeats.set(heartbeats)
+        pulse = _current_pulse.set(_Pulse())
         announce = None
         if not attempt.name.startswith(INTERNAL_PREFIX):
             announce = asyncio.get_running_loop().call_later(
@@ -209,9 +245,7 @@ async def run_attempt(
         try:
             try:
                 with running(f"step {attempt.name} ({step.step_id} of {step.workflow_id})"):
-                    result = await _invoke(
-                        attempt.fn, attempt.args, attempt.kwargs, attempt.timeout
-                    )
+                    result = await _invoke(attempt)
             except Exception as error:
                 return await failed(error, attempt.retry)
             try:
@@ -221,6 +255,7 @@ async def run_attempt(
         finally:
             _current_step.reset(steps)
             _current_heartbeats.reset(beats)
+            _current_pulse.reset(pulse)
             if announce is not None:
                 announce.cancel()
         request.output.CopyFrom(encoded)
@@ -233,21 +268,91 @@ async def run_attempt(
         return Attempted(request, response)
 
 
-async def _invoke(
-    fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], limit: float | None
-) -> Any:
+def _start_request(request: jpb.RecordStepRequest) -> jpb.RecordStepRequest:
+    """The record that an attempt begins, for the call and attempt of `request`."""
+    started = jpb.RecordStepRequest(
+        step_id=request.step_id,
+        step_name=request.step_name,
+        position=request.position,
+        attempt=request.attempt,
+        attempt_started=True,
+    )
+    started.start_time.CopyFrom(request.start_time)
+    return started
+
+
+async def _invoke(attempt: Attempt) -> Any:
+    """Run the body under its time limits. On a limit, an async body is cancelled; a sync one
+    is abandoned (a thread cannot be stopped): it runs on in its own thread, holding no slot
+    anything else waits for, and its late result is ignored."""
+    fn, args, kwargs = attempt.fn, attempt.args, attempt.kwargs
     if inspect.iscoroutinefunction(fn):
-        running: Awaitable[Any] = fn(*args, **kwargs)
+        body: asyncio.Future[Any] = asyncio.ensure_future(fn(*args, **kwargs))
     else:
-        running = asyncio.to_thread(fn, *args, **kwargs)
+        body = _in_own_thread(fn, args, kwargs)
     try:
-        # asyncio.timeout, not wait_for: before Python 3.12 wait_for can swallow a cancellation
-        # (a lease lost, a drain) that arrives as the attempt ends.
-        async with asyncio.timeout(limit):
-            result = await running
-    except TimeoutError:
-        # A thread cannot be stopped; its late result is ignored.
-        raise StepTimeoutError(f"the attempt ran longer than its {limit}s timeout") from None
+        result = await _watch(body, attempt.timeout, attempt.heartbeat_timeout)
+    finally:
+        if not body.done():
+            body.cancel()
     if inspect.isawaitable(result):
         return await result
     return result
+
+
+async def _watch(body: asyncio.Future[Any], limit: float | None, beat_limit: float | None) -> Any:
+    """Wait for `body`; raise when it runs past `limit` seconds (start to close) or goes
+    `beat_limit` seconds without a heartbeat. A cancellation of the waiter (a lease lost, a
+    drain) is never swallowed."""
+    pulse = _current_pulse.get()
+    started = time.monotonic()
+    while True:
+        deadlines = []
+        if limit is not None:
+            deadlines.append(started + limit)
+        if beat_limit is not None:
+            deadlines.append(pulse.at + beat_limit)
+        wait = max(min(deadlines) - time.monotonic(), 0) if deadlines else None
+        done, _ = await asyncio.wait([body], timeout=wait)
+        if done:
+            return body.result()
+        now = time.monotonic()
+        if limit is not None and now - started >= limit:
+            raise StepTimeoutError(f"the attempt ran longer than its {limit}s timeout")
+        if beat_limit is not None and now - pulse.at >= beat_limit:
+            raise StepHeartbeatTimeoutError(
+                f"the attempt went {beat_limit}s without calling heartbeat() (its "
+                "heartbeat_timeout)"
+            )
+
+
+def _in_own_thread(
+    fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> asyncio.Future[Any]:
+    """Run a sync body in a daemon thread of its own (in the caller's context): its time limit
+    starts as it starts, and if it is abandoned it takes no pool slot from later attempts."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[Any] = loop.create_future()
+    context = contextvars.copy_context()
+
+    def settle(result: Any, error: BaseException | None) -> None:
+        if future.done():  # abandoned
+            return
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(result)
+
+    def run() -> None:
+        try:
+            result, error = context.run(fn, *args, **kwargs), None
+        except BaseException as raised:  # as a pool thread would: SystemExit reaches the waiter
+            result, error = None, raised
+        # A closed loop (RuntimeError): nobody waits for this body any more.
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(settle, result, error)
+
+    threading.Thread(
+        target=run, name=f"perdure-step-{getattr(fn, '__name__', 'body')}", daemon=True
+    ).start()
+    return future

@@ -172,10 +172,14 @@ class WorkflowContext:
             if e.event_type in _POSITIONED and self._remote_outcomes.get(e.step_id) is not e
         }
         self._failed_attempts: dict[str, list[wf.HistoryEvent]] = {}
+        self._started_attempts: dict[str, int] = {}  # the last attempt started, by step
         consumed: set[int] = set()
         for event in events:
             if event.event_type == wf.EVENT_TYPE_STEP_ATTEMPT_FAILED:
                 self._failed_attempts.setdefault(event.step_id, []).append(event)
+            elif event.event_type == wf.EVENT_TYPE_STEP_ATTEMPT_STARTED:
+                last = self._started_attempts.get(event.step_id, 0)
+                self._started_attempts[event.step_id] = max(last, event.attempt)
             elif event.event_type == wf.EVENT_TYPE_SIGNAL_CONSUMED:
                 consumed.update(event.consumed_event_ids)
         self._signals = [
@@ -207,20 +211,26 @@ class WorkflowContext:
         *args: Any,
         retry: RetryPolicy | None = None,
         timeout: float | None = None,  # noqa: ASYNC109 - a durable per-attempt limit
+        heartbeat_timeout: float | None = None,
         **kwargs: Any,
     ) -> Any:
         """Run `fn(*args, **kwargs)` and journal its JSON result.
 
         On replay a completed step returns its recorded result without running. A sync `fn`
-        runs in a thread so heartbeats go on; an async one is awaited. A failed attempt is
-        retried on the durable schedule of `retry` (default: the workflow's policy); `timeout`
-        bounds each attempt (start to close). When attempts run out, or the error is not
-        retryable, StepFailedError is raised here (and again on every replay).
+        runs in a thread of its own so heartbeats go on; an async one is awaited. Each attempt
+        is journaled as it starts, so an attempt whose worker dies counts (WorkerLostError). A
+        failed attempt is retried on the durable schedule of `retry` (default: the workflow's
+        policy); `timeout` bounds each attempt (start to close), and `heartbeat_timeout` the
+        time between its heartbeat() calls. On a time limit an async body is cancelled and a
+        sync one abandoned (its thread runs on; its result is ignored). When attempts run out,
+        or the error is not retryable, StepFailedError is raised here (and again on every
+        replay).
         """
         _check_name(name)
-        if timeout is not None and not timeout > 0:
-            raise ValueError("timeout must be a positive number of seconds")
-        return await self._durable(name, fn, args, kwargs, retry or self._retry, timeout)
+        _check_limit("timeout", timeout)
+        _check_limit("heartbeat_timeout", heartbeat_timeout)
+        limits = (timeout, heartbeat_timeout)
+        return await self._durable(name, fn, args, kwargs, retry or self._retry, *limits)
 
     async def now(self) -> datetime:
         """The current UTC time by the database's clock (the one timers and leases use, never
@@ -313,18 +323,24 @@ class WorkflowContext:
         task_queue: str | None = None,
         retry: RetryPolicy | None = None,
         timeout: float | None = None,
+        heartbeat_timeout: float | None = None,
     ) -> RemoteCall:
         """A remote step: `step_type` executed by a worker (in any language) that serves it on
         `task_queue` (default: this workflow's). Await it for its JSON result, or pass several
         to `gather`. The call is journaled; the workflow holds no worker while the step runs,
         and replay returns the recorded outcome. Failed attempts are retried on the durable
-        schedule of `retry` (default: the workflow's policy); `timeout` bounds each attempt.
-        When attempts run out, StepFailedError is raised where the call is awaited."""
+        schedule of `retry` (default: the workflow's policy); `timeout` bounds each attempt,
+        `heartbeat_timeout` the time between its heartbeats. An attempt whose worker dies counts
+        as failed (WorkerLostError). When attempts run out, StepFailedError is raised where the
+        call is awaited."""
         _check_name(step_type, "step type")
-        if timeout is not None and not timeout > 0:
-            raise ValueError("timeout must be a positive number of seconds")
+        _check_limit("timeout", timeout)
+        _check_limit("heartbeat_timeout", heartbeat_timeout)
         queue = task_queue or self._task_queue
-        return RemoteCall(self, step_type, to_value(input), queue, retry or self._retry, timeout)
+        retry = retry or self._retry
+        return RemoteCall(
+            self, step_type, to_value(input), queue, retry, timeout, heartbeat_timeout
+        )
 
     async def gather(self, *calls: RemoteCall) -> list[Any]:
         """Run remote steps side by side; their results, in call order. Each is journaled in
@@ -467,6 +483,8 @@ class WorkflowContext:
         )
         if remote.timeout is not None:
             request.timeout.FromTimedelta(timedelta(seconds=remote.timeout))
+        if remote.heartbeat_timeout is not None:
+            request.heartbeat_timeout.FromTimedelta(timedelta(seconds=remote.heartbeat_timeout))
         await self._record(request)
         return call
 
@@ -502,6 +520,7 @@ class WorkflowContext:
         kwargs: dict[str, Any],
         retry: RetryPolicy,
         attempt_timeout: float | None,
+        heartbeat_timeout: float | None = None,
     ) -> Any:
         call = await self._begin(name)
         recorded = call.recorded
@@ -518,7 +537,10 @@ class WorkflowContext:
             return from_value(recorded.payload)
 
         failures = self._failed_attempts.get(call.step_id, [])
-        if failures:
+        # An attempt started and never recorded was lost with its worker: it fails now.
+        started = self._started_attempts.get(call.step_id, 0)
+        lost = started > 0 and started not in {event.attempt for event in failures}
+        if failures and not lost:
             retry_at = failures[-1].due_time.ToDatetime(tzinfo=UTC)
             if retry_at > self._now:  # woken early (a signal, a cancel request): wait on
                 raise _wait(wf.WAIT_KIND_RETRY, call.step_id, retry_at)
@@ -528,12 +550,22 @@ class WorkflowContext:
             step_id=call.step_id,
             idempotency_key=f"{self.workflow_id}:{call.step_id}",
             fence=self.fence,
-            attempt=len(failures) + 1,
+            attempt=started if lost else len(failures) + 1,
             heartbeat_details=from_value(progress.details) if progress else None,
         )
-        attempt = Attempt(step, name, fn, args, kwargs, retry, attempt_timeout, self.workflow_type)
+        attempt = Attempt(
+            step,
+            name,
+            fn,
+            args,
+            kwargs,
+            retry,
+            attempt_timeout,
+            self.workflow_type,
+            heartbeat_timeout=heartbeat_timeout,
+        )
         request = jpb.RecordStepRequest(**call.ref())
-        attempted = await run_attempt(attempt, request, self._record, self._heartbeats)
+        attempted = await run_attempt(attempt, request, self._record, self._heartbeats, lost)
         if attempted.error is None:
             # The decoded JSON, exactly what a replay will return (tuples become lists).
             return from_value(attempted.request.output)
@@ -553,6 +585,7 @@ class RemoteCall:
     task_queue: str
     retry: RetryPolicy
     timeout: float | None
+    heartbeat_timeout: float | None = None
 
     def __await__(self) -> Generator[Any, None, Any]:
         results = yield from self.ctx.gather(self).__await__()
@@ -565,6 +598,11 @@ _REJECTED = (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.RESOURCE_EXHAUSTE
 
 def _kind(event: wf.HistoryEvent) -> str:
     return wf.EventType.Name(event.event_type).removeprefix("EVENT_TYPE_").lower()
+
+
+def _check_limit(what: str, seconds: float | None) -> None:
+    if seconds is not None and not seconds > 0:
+        raise ValueError(f"{what} must be a positive number of seconds")
 
 
 def _check_name(name: Any, what: str = "step name") -> None:

@@ -25,6 +25,17 @@ class StepTimeoutError(Exception):
     attempt."""
 
 
+class StepHeartbeatTimeoutError(Exception):
+    """A step attempt went longer than its `heartbeat_timeout` without calling heartbeat();
+    counts as a failed attempt."""
+
+
+class WorkerLostError(Exception):
+    """A step attempt started (it is journaled) and never reported: the worker running it was
+    lost (it crashed, or its lease expired). Counts as a failed attempt, under the step's retry
+    policy; never raised by a body, only recorded for it on replay."""
+
+
 class SignalTimeoutError(Exception):
     """`ctx.wait_for_signal(name, timeout=...)` reached its timeout without a signal."""
 

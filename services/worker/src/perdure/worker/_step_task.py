@@ -38,7 +38,6 @@ async def run_step_task(
             from_value(loaded.heartbeat_details) if loaded.HasField("heartbeat_details") else None
         ),
     )
-    timeout = loaded.timeout.ToTimedelta().total_seconds() if loaded.HasField("timeout") else None
     attempt = Attempt(
         step,
         loaded.step_type,
@@ -46,11 +45,14 @@ async def run_step_task(
         (from_value(loaded.input),),
         {},
         RetryPolicy.from_message(loaded.retry),
-        timeout,
+        _seconds(loaded, "timeout"),
         loaded.workflow_type,
+        heartbeat_timeout=_seconds(loaded, "heartbeat_timeout"),
+        journal_start=False,  # the load started it
     )
     record = jpb.RecordStepRequest(step_id=task.step_id, step_task=True)
-    attempted = await run_attempt(attempt, record, journal.record, Heartbeats(journal.record, True))
+    beats = Heartbeats(journal.record, True)
+    attempted = await run_attempt(attempt, record, journal.record, beats, loaded.attempt_lost)
     outcome = (
         "completed" if attempted.error is None else "retrying" if attempted.retrying else "failed"
     )
@@ -62,3 +64,11 @@ async def run_step_task(
         task.fence,
         outcome,
     )
+
+
+def _seconds(loaded: jpb.LoadStepResponse, field: str) -> float | None:
+    """A time limit of the loaded step, in seconds; None when unset."""
+    if not loaded.HasField(field):
+        return None
+    limit: float = getattr(loaded, field).ToTimedelta().total_seconds()
+    return limit
