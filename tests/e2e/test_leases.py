@@ -75,9 +75,10 @@ def test_sigterm_ends_a_worker_with_a_hung_sync_step_within_its_grace(
     took = time.monotonic() - began
 
     assert code == 0
-    # The drain's grace, the stream's close, then the exit that does not wait for the thread.
+    # The drain's grace, the stream's close, then the exit that does not wait for the thread
+    # (a daemon thread of its own, or the exit timer's os._exit if anything else lingers).
     assert took < GRACE + CLOSE_SECONDS + EXIT_MARGIN_SECONDS, took
-    assert "exiting although user code still runs" in worker.output()
+    assert "left to expire rather than released" in worker.output()  # no goodbye for it
 
 
 def _bodies(ledger: Path) -> list[dict[str, Any]]:
@@ -101,13 +102,17 @@ def test_a_node_worker_with_no_scheduler_stops_its_step_before_the_lease_expires
             WAIT,
             "the worker to stop the body",
         )
-        time.sleep(2.5)  # past the lease's expiry: the next grant takes over with fence 2
+        time.sleep(2.5)  # past the lease's expiry: a later grant takes over
         cluster.start_service("scheduler")
         described = client.wait("node-long-1", timeout=WAIT)
 
     assert described.workflow.status == wf.WORKFLOW_STATUS_COMPLETED
     events = [(b["event"], b["fence"]) for b in _bodies(ledger)]
-    assert events == [("start", 1), ("aborted", 1), ("start", 2), ("returned", 2)], events
+    # The next lease records the stopped attempt as lost; its retry runs under a later one.
+    assert events[:2] == [("start", 1), ("aborted", 1)], events
+    [(_, retry_fence)] = {(event, fence) for event, fence in events[2:] if event == "start"}
+    assert events[2:] == [("start", retry_fence), ("returned", retry_fence)], events
+    assert retry_fence > 1
     assert "could not be renewed before its deadline" in worker.output()
 
 
