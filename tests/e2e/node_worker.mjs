@@ -1,5 +1,6 @@
 #!/usr/bin/env node
-// A Node worker for Python end-to-end tests: the workflow `node_order` and the remote step
+// A Node worker for Python end-to-end tests: the workflows `node_order`, `node_gated` and
+// `node_bulky` (tests/e2e/test_isolation.py), and the remote step
 // types `notify`, `flaky`, `gated` and `square` (which never ends on the worker named in its
 // input's `stall_on`). Every step execution appends one JSON line to
 // the ledger file. Prints "connected" once welcomed; drains on SIGTERM/SIGINT.
@@ -71,6 +72,26 @@ async function nodeOrder(ctx, input) {
   return { reserved, approval, charge, shipped };
 }
 
+/** One step that holds the run's lease until `input.gate` exists, then another. */
+async function nodeGated(ctx, input) {
+  await ctx.step('held', async (info) => {
+    ledger('held', info);
+    await waitForFile(input.gate);
+    return null;
+  });
+  return ctx.step('after', () => 'after');
+}
+
+/** `input.count` steps of `input.size` bytes of output; with `reload`, then a short sleep, so
+ * that the run is loaded again with its whole journal. */
+async function nodeBulky(ctx, input) {
+  for (let index = 0; index < input.count; index++) {
+    await ctx.step(`output_${index}`, () => 'x'.repeat(input.size));
+  }
+  if (input.reload) await ctx.sleep(0.5);
+  return input.count;
+}
+
 const steps = {
   notify: (input, info) => {
     ledger('notify', info);
@@ -104,7 +125,7 @@ const worker = new Worker({
   taskQueue: args['task-queue'],
   identity,
   concurrency: Number(args.concurrency),
-  workflows: { node_order: nodeOrder },
+  workflows: { node_order: nodeOrder, node_gated: nodeGated, node_bulky: nodeBulky },
   steps,
   onConnected: () => process.stdout.write(`node worker ${identity} connected\n`),
 });

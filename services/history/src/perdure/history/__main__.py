@@ -26,6 +26,7 @@ from perdure.history.handlers import HistoryServicer, JournalServicer
 from perdure.history.journal import Journal
 from perdure.history.keys import KeyRing
 from perdure.history.outbox import OutboxRelay
+from perdure.history.stranded import StrandedSweep, stuck_after
 from perdure.internal.history.v1 import history_service_pb2, history_service_pb2_grpc
 from perdure.internal.scheduler.v1 import scheduler_service_pb2_grpc
 from perdure.telemetry import telemetry_for
@@ -48,6 +49,7 @@ async def run(args: argparse.Namespace) -> None:
     scheduler = scheduler_service_pb2_grpc.SchedulerServiceStub(channel)
     relay = OutboxRelay(pool, scheduler)
     journal = Journal(pool, relay.notify)
+    sweep = StrandedSweep(pool, scheduler, relay.notify, stuck_after())
     journal_servicer = JournalServicer(
         journal, rate_setting("PERDURE_STREAM_MESSAGE_RATE", 5000.0), scheduler
     )
@@ -67,9 +69,11 @@ async def run(args: argparse.Namespace) -> None:
 
     async def started() -> None:
         relay.start()
+        sweep.start()
 
     async def stopping() -> None:
         journal_servicer.close_sessions()  # workers' long-lived streams would hold the stop
+        await sweep.stop()
         await relay.stop()
 
     try:

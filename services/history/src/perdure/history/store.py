@@ -17,7 +17,7 @@ Row = dict[str, Any]
 WORKFLOW_COLUMNS = (
     "workflow_id, workflow_type, task_queue, status, input, result, failure, fence,"
     " event_count, created_at, updated_at, closed_at, wait_kind, wait_name, wait_until,"
-    " cancel_requested, trace_context"
+    " cancel_requested, trace_context, stuck_since"
 )
 EVENT_COLUMNS = (
     "event_id, event_type, fence, step_id, step_name, position, attempt, payload, failure,"
@@ -68,13 +68,13 @@ SELECT_WORKFLOW_WITH_PROGRESS = (
 # the mark; every other write must carry the mark itself (_FENCED), so no fence but a loaded
 # one (with authentication on: the lease the scheduler granted to the caller's key) can write.
 # A waiting run being picked up is running again (it suspends anew if what it waits for is not
-# there yet).
+# there yet). A closed run is never loaded: its task is refused (WORKFLOW_CLOSED) and done.
 ADVANCE_FENCE = f"""
 UPDATE history.workflows w
-SET fence = %(fence)s, fence_key = %(lease_key)s,
+SET fence = %(fence)s, fence_key = %(lease_key)s, stuck_since = NULL,
     status = CASE WHEN status = 'WAITING' THEN 'RUNNING' ELSE status END,
     wait_kind = NULL, wait_name = NULL, wait_until = NULL
-WHERE workflow_id = %(workflow_id)s AND fence <= %(fence)s
+WHERE workflow_id = %(workflow_id)s AND fence <= %(fence)s AND status IN {OPEN}
 RETURNING {WORKFLOW_COLUMNS}, now() AS db_now, {_PROGRESS}
 """
 
@@ -236,12 +236,19 @@ SUSPEND = _append(
     schedule=True,
 )
 
+# A run that closes retires its tasks at the scheduler: it is never handed out again.
+_RETIRED = """, retired AS (
+    INSERT INTO history.outbox (workflow_id, workflow_type, task_queue, closed)
+    SELECT workflow_id, workflow_type, task_queue, true FROM appended
+)"""
+
 CLOSE_RUN = _append(
     f"""UPDATE history.workflows
     SET event_count = event_count + 1, updated_at = now(),
         status = %(status)s, result = %(payload)s, failure = %(failure)s, closed_at = now(),
         wait_kind = NULL, wait_name = NULL, wait_until = NULL
-    {_FENCED}"""
+    {_FENCED}""",
+    also=_RETIRED,
 )
 
 # Platform writes (fence 0 in the event) need no lease: they only require an open run.
@@ -278,7 +285,7 @@ TERMINATE = _append(
         failure = %(failure)s, closed_at = now(),
         wait_kind = NULL, wait_name = NULL, wait_until = NULL
     {_OPEN_RUN}""",
-    also=_AUDITED,
+    also=_AUDITED + _RETIRED,
 )
 
 
@@ -443,16 +450,18 @@ WHERE namespace = %(namespace)s
   AND (%(status)s::text IS NULL OR status = %(status)s)
   AND (%(workflow_type)s::text IS NULL OR workflow_type = %(workflow_type)s)
   AND (%(id_prefix)s::text IS NULL OR starts_with(workflow_id, %(id_prefix)s))
+  AND (NOT %(stuck)s OR stuck_since IS NOT NULL)
   AND (%(before)s::bigint IS NULL OR run_seq < %(before)s)
 ORDER BY run_seq DESC
 LIMIT %(limit)s
 """
 
 # SKIP LOCKED lets several history replicas relay side by side; a request relayed twice is
-# harmless because the scheduler's enqueue is idempotent.
+# harmless because the scheduler's enqueue is idempotent. Each carries the run's fence mark as
+# it is when relayed: the scheduler grants above it.
 CLAIM_OUTBOX = """
 SELECT o.id, o.workflow_id, o.workflow_type, o.task_queue, o.run_at, o.wake_reason,
-       o.step_id, w.trace_context
+       o.step_id, o.closed, w.trace_context, COALESCE(w.fence, 0) AS fence
 FROM history.outbox o LEFT JOIN history.workflows w USING (workflow_id)
 ORDER BY o.id LIMIT %s FOR UPDATE OF o SKIP LOCKED
 """
@@ -549,3 +558,38 @@ def lease_key() -> str:
     with it, and only writes of the same key match the mark."""
     principal = current_principal.get()
     return principal.key_id if principal is not None else ""
+
+
+# -- the stranded-run sweep --------------------------------------------------------------------
+
+# Open runs that need a worker (running, or waiting until a time) and have had no journal write
+# for `quiet` seconds, with no scheduling request waiting in the outbox: the scheduler is asked
+# which of them it has no leased or due task for.
+SELECT_QUIET_RUNS = f"""
+SELECT w.workflow_id FROM history.workflows w
+WHERE w.status IN {OPEN} AND (w.status = 'RUNNING' OR w.wait_until IS NOT NULL)
+  AND w.updated_at < now() - make_interval(secs => %(quiet)s)
+  AND NOT EXISTS (SELECT 1 FROM history.outbox o WHERE o.workflow_id = w.workflow_id)
+ORDER BY w.updated_at
+LIMIT %(limit)s
+"""
+
+# Marks the idle ones stuck and makes each due again (a waiting one at its wake-up time), the
+# request carrying the fence mark as the relay sends it. Still quiet, or it moved on meanwhile.
+REQUEUE_STRANDED = f"""
+WITH stranded AS (
+    UPDATE history.workflows w SET stuck_since = COALESCE(w.stuck_since, now())
+    WHERE w.workflow_id = ANY(%(ids)s) AND w.status IN {OPEN}
+      AND (w.status = 'RUNNING' OR w.wait_until IS NOT NULL)
+      AND w.updated_at < now() - make_interval(secs => %(quiet)s)
+    RETURNING w.workflow_id, w.workflow_type, w.task_queue, w.status, w.wait_kind, w.wait_until,
+              w.updated_at
+), scheduled AS (
+    INSERT INTO history.outbox (workflow_id, workflow_type, task_queue, run_at, wake_reason)
+    SELECT workflow_id, workflow_type, task_queue,
+           CASE WHEN status = 'WAITING' THEN wait_until END,
+           CASE WHEN status = 'WAITING' THEN lower(wait_kind) END
+    FROM stranded
+)
+SELECT workflow_id, workflow_type, status, updated_at FROM stranded
+"""
