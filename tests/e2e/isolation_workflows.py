@@ -3,11 +3,13 @@ at a gate while another run's journal calls fail."""
 
 from __future__ import annotations
 
+import asyncio
 import os
+import time
 from typing import Any
 
 from perdure.worker import WorkflowContext, workflow
-from tests.e2e.workflows import note, wait_for_file
+from tests.e2e.workflows import GATE_TIMEOUT, note
 
 MIB = 1024 * 1024
 
@@ -18,10 +20,15 @@ def output(ledger: str, index: int, size: int) -> str:
     return "x" * size
 
 
-def held(ledger: str, gate: str) -> int:
-    """A step body that holds its run's lease until the test opens the gate."""
+async def held(ledger: str, gate: str) -> int:
+    """A step body that holds its run's lease until the test opens the gate (async: it holds
+    none of the threads other runs' sync steps need)."""
     note(ledger, f"start held {os.getpid()}")
-    wait_for_file(gate)
+    deadline = time.monotonic() + GATE_TIMEOUT
+    while not os.path.exists(gate):  # noqa: ASYNC240 (a stat, microseconds)
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"gate {gate} never opened")
+        await asyncio.sleep(0.02)
     note(ledger, f"held {os.getpid()}")
     return os.getpid()
 

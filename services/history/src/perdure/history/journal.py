@@ -213,6 +213,7 @@ class Journal:
             if closed is None:
                 row = await self._require(conn, workflow_id)
                 raise _closed(workflow_id, row["status"])
+        self._on_scheduled()  # its tasks are retired
         _count_closed(closed, "TERMINATED")
 
     async def query(self, workflow_id: str, key: str) -> Row:
@@ -502,6 +503,7 @@ class Journal:
             with timed_write(f"workflow_{status.lower()}"):
                 closed = await store.fetch_one(conn, store.CLOSE_RUN, params)
             if closed is not None:
+                self._on_scheduled()  # its tasks are retired
                 _count_closed(closed, status)
                 return status
             lease = await store.fetch_one(conn, store.SELECT_LEASE, [workflow_id])
