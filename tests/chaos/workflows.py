@@ -97,3 +97,17 @@ async def ledger_run(ctx: WorkflowContext, params: dict[str, Any]) -> dict[str, 
         await ctx.step("after-timer", apply_effect, "after-timer", 0, work, False, retry=RETRY)
     ticks = [await ctx.wait_for_signal("tick") for _ in range(int(params.get("signals", 0)))]
     return {"total": total, "ticks": ticks}
+
+
+def _output(size: int) -> str:
+    return "x" * size
+
+
+@workflow
+async def bulky_run(ctx: WorkflowContext, params: dict[str, Any]) -> int:
+    """`count` steps of `size` bytes of output each, then a short sleep: the run is loaded again
+    with its whole journal."""
+    for index in range(int(params["count"])):
+        await ctx.step(f"output-{index}", _output, int(params["size"]))
+    await ctx.sleep(0.5)
+    return int(params["count"])
