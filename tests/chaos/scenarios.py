@@ -30,6 +30,7 @@ STALE_REFUSED = "refused a write with stale fence"
 LEASE_EXPIRED = re.compile(r"lease of (\S+) expired \(holder \S+\); taking over with fence (\d+)")
 RUNNING = re.compile(r"running ledger_run (\S+) \(fence (\d+)\)")
 JOURNAL_CALL_FAILED = "journal call failed"
+STRANDED = "with no lease, no task and no wake-up"
 OVERSIZED_OUTPUTS = 44
 OVERSIZED_OUTPUT_BYTES = 1536 * 1024
 
@@ -317,6 +318,7 @@ def scheduler_reset(
     open run must end all the same: history's stranded-run sweep makes it due again, and the
     next grant is above its fence mark."""
     running = _until(duration)
+    swept_before = cluster.logs("history").count(STRANDED)
     while running():
         _pause(rng, 1.0, 3.0)
         for name in SCHEDULERS:
@@ -327,6 +329,10 @@ def scheduler_reset(
         for name in SCHEDULERS:
             cluster.restart(name)
         _pause(rng, 1.0, 2.0)
+    # Shown in the summary: how many runs the sweep found stranded so far (more may follow).
+    log.injected["stranded runs made due again"] += (
+        cluster.logs("history").count(STRANDED) - swept_before
+    )
 
 
 def oversized_journal(
