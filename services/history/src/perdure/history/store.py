@@ -562,12 +562,28 @@ def lease_key() -> str:
 
 # -- the stranded-run sweep --------------------------------------------------------------------
 
-# Open runs that need a worker (running, or waiting until a time) and have had no journal write
-# for `quiet` seconds, with no scheduling request waiting in the outbox: the scheduler is asked
-# which of them it has no leased or due task for.
+# An open run that needs a worker now or at a known time (the workflows row aliased `w`):
+# running; or waiting with a wake-up time, a cancel request, a signal it waits for that is not
+# consumed, or a remote step it waits for that has its outcome.
+_NEEDS_WORKER = """(
+    w.status = 'RUNNING' OR w.wait_until IS NOT NULL OR w.cancel_requested
+    OR (w.wait_kind = 'SIGNAL' AND EXISTS (
+        SELECT 1 FROM history.events s
+        WHERE s.workflow_id = w.workflow_id AND s.event_type = 'SIGNAL_RECEIVED'
+          AND s.name = w.wait_name
+          AND NOT EXISTS (SELECT 1 FROM history.signal_consumptions c
+                          WHERE c.workflow_id = s.workflow_id AND c.event_id = s.event_id)))
+    OR (w.wait_kind = 'STEP' AND EXISTS (
+        SELECT 1 FROM history.step_tasks t
+        WHERE t.workflow_id = w.workflow_id AND t.step_id = w.wait_name AND t.closed))
+)"""
+
+# Open runs that need a worker and have had no journal write for `quiet` seconds, with no
+# scheduling request waiting in the outbox: the scheduler is asked which of them it has no
+# leased or due task for.
 SELECT_QUIET_RUNS = f"""
 SELECT w.workflow_id FROM history.workflows w
-WHERE w.status IN {OPEN} AND (w.status = 'RUNNING' OR w.wait_until IS NOT NULL)
+WHERE w.status IN {OPEN} AND {_NEEDS_WORKER}
   AND w.updated_at < now() - make_interval(secs => %(quiet)s)
   AND NOT EXISTS (SELECT 1 FROM history.outbox o WHERE o.workflow_id = w.workflow_id)
 ORDER BY w.updated_at
@@ -579,16 +595,15 @@ LIMIT %(limit)s
 REQUEUE_STRANDED = f"""
 WITH stranded AS (
     UPDATE history.workflows w SET stuck_since = COALESCE(w.stuck_since, now())
-    WHERE w.workflow_id = ANY(%(ids)s) AND w.status IN {OPEN}
-      AND (w.status = 'RUNNING' OR w.wait_until IS NOT NULL)
+    WHERE w.workflow_id = ANY(%(ids)s) AND w.status IN {OPEN} AND {_NEEDS_WORKER}
       AND w.updated_at < now() - make_interval(secs => %(quiet)s)
     RETURNING w.workflow_id, w.workflow_type, w.task_queue, w.status, w.wait_kind, w.wait_until,
-              w.updated_at
+              w.cancel_requested, w.updated_at
 ), scheduled AS (
     INSERT INTO history.outbox (workflow_id, workflow_type, task_queue, run_at, wake_reason)
     SELECT workflow_id, workflow_type, task_queue,
-           CASE WHEN status = 'WAITING' THEN wait_until END,
-           CASE WHEN status = 'WAITING' THEN lower(wait_kind) END
+           CASE WHEN status = 'WAITING' AND NOT cancel_requested THEN wait_until END,
+           CASE WHEN status = 'WAITING' AND wait_until IS NOT NULL THEN lower(wait_kind) END
     FROM stranded
 )
 SELECT workflow_id, workflow_type, status, updated_at FROM stranded
