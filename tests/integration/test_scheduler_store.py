@@ -540,3 +540,14 @@ async def test_a_closed_runs_tasks_are_never_due_again(
     await store.enqueue([task("wf-1")])
     assert await claim(store, "s2") == []
     assert (await row(pool, "wf-1"))["run_at"] is None
+
+
+async def test_idle_runs_are_those_with_no_lease_and_no_due_time(store: TaskStore) -> None:
+    await store.enqueue([task("due"), task("leased"), task("done"), task("later", hours(1))])
+    [leased, done] = await store.claim("s1", QUEUE, [TYPE], [], 2, TTL)
+    assert {leased.workflow_id, done.workflow_id} <= {"due", "leased", "done", "later"}
+    await store.release("s1", (done.workflow_id, "", done.fence))
+    asked = ["due", "leased", "done", "later", "unknown"]
+    idle = set(await store.idle_runs(asked))
+    # Released with nothing due, or never heard of (a reset table): idle. Due or leased: not.
+    assert idle == {done.workflow_id, "unknown"}
