@@ -579,14 +579,15 @@ _NEEDS_WORKER = """(
 )"""
 
 # Open runs that need a worker and have had no journal write for `quiet` seconds, with no
-# scheduling request waiting in the outbox: the scheduler is asked which of them it has no
-# leased or due task for.
+# scheduling request waiting in the outbox, a page after (after_at, after_id): the scheduler is
+# asked which of them it has no leased or due task for.
 SELECT_QUIET_RUNS = f"""
-SELECT w.workflow_id FROM history.workflows w
+SELECT w.workflow_id, w.updated_at FROM history.workflows w
 WHERE w.status IN {OPEN} AND {_NEEDS_WORKER}
   AND w.updated_at < now() - make_interval(secs => %(quiet)s)
   AND NOT EXISTS (SELECT 1 FROM history.outbox o WHERE o.workflow_id = w.workflow_id)
-ORDER BY w.updated_at
+  AND (w.updated_at, w.workflow_id) > (%(after_at)s::timestamptz, %(after_id)s::text)
+ORDER BY w.updated_at, w.workflow_id
 LIMIT %(limit)s
 """
 

@@ -13,6 +13,7 @@ import contextlib
 import logging
 import os
 from collections.abc import Callable
+from datetime import UTC, datetime
 
 import grpc
 from psycopg_pool import AsyncConnectionPool
@@ -85,13 +86,29 @@ class StrandedSweep:
                 log.exception("stranded-run sweep failed, will retry")
 
     async def sweep(self) -> list[str]:
-        """Report and make due again the stranded runs found now; return their ids."""
-        params = {"quiet": self._quiet, "limit": BATCH}
-        async with self._pool.connection() as conn:
-            rows = await store.fetch_all(conn, store.SELECT_QUIET_RUNS, params)
-        quiet = [row["workflow_id"] for row in rows]
-        if not quiet:
-            return []
+        """Report and make due again the stranded runs found now, looking at every quiet run
+        page by page (runs a lease holds for long stay quiet: they must not hide the rest);
+        return their ids."""
+        found: list[str] = []
+        after: tuple[datetime, str] = (datetime.min.replace(tzinfo=UTC), "")
+        while True:
+            params = {
+                "quiet": self._quiet,
+                "limit": BATCH,
+                "after_at": after[0],
+                "after_id": after[1],
+            }
+            async with self._pool.connection() as conn:
+                rows = await store.fetch_all(conn, store.SELECT_QUIET_RUNS, params)
+            if not rows:
+                return found
+            found += await self._requeue_idle([row["workflow_id"] for row in rows])
+            if len(rows) < BATCH:
+                return found
+            after = (rows[-1]["updated_at"], rows[-1]["workflow_id"])
+
+    async def _requeue_idle(self, quiet: list[str]) -> list[str]:
+        """Of the quiet runs, make due again those the scheduler has nothing for."""
         answer = await self._scheduler.FindIdleRuns(
             sched.FindIdleRunsRequest(workflow_ids=quiet), timeout=10
         )
