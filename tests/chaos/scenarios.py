@@ -17,6 +17,7 @@ from google.protobuf import struct_pb2
 
 from perdure.api.worker.v1 import journal_service_pb2 as jpb
 from perdure.api.worker.v1 import journal_service_pb2_grpc as jgrpc
+from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.client import Client
 from tests.chaos.checker import Report, check
 from tests.chaos.harness import GATEWAYS, HISTORIES, SCHEDULERS, WORKERS, ChaosCluster
@@ -361,6 +362,16 @@ def oversized_journal(
             time.sleep(0.5)
     if outcome != ("PARKED", "JournalTooLarge"):
         log.violations.append(f"{workflow_id}: not parked as JournalTooLarge: {outcome}")
+    # However large, the run can be described and its history read.
+    with Client(cluster.gateways[0]) as client:
+        steps = client.describe(workflow_id).steps
+        outputs = sum(
+            event.event_type == wf.EVENT_TYPE_STEP_COMPLETED
+            for event in client.history(workflow_id)
+        )
+    shown = [step for step in steps if not step.output_omitted]
+    if not (len(steps) == outputs == OVERSIZED_OUTPUTS and 0 < len(shown) < len(steps)):
+        log.violations.append(f"{workflow_id}: described or read wrong ({len(shown)} shown)")
     lost = sorted(_expired(cluster) - expired_before)
     if lost:
         log.violations.append(f"leases expired beside the oversized journal: {lost}")

@@ -180,6 +180,9 @@ def sessions_per_key(stream: str) -> OpenCap:
 # A page of history stops at this many bytes of events (at least one event a page, and one
 # event is at most a few payloads): a page always fits in a message.
 HISTORY_PAGE_BYTES = MAX_MESSAGE_BYTES // 4
+# A description shows step outputs up to this many bytes in all (later ones are left out, and
+# marked so): it fits in a message, with room for the rest of the run.
+DESCRIBED_OUTPUT_BYTES = MAX_MESSAGE_BYTES // 2
 
 
 def journal_load_bytes() -> int:

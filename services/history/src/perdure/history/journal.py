@@ -237,6 +237,7 @@ class Journal:
             row = await self._require(conn, workflow_id, store.SELECT_WORKFLOW_WITH_PROGRESS)
             events = await store.fetch_all(conn, store.SELECT_DESCRIBED_EVENTS, [workflow_id])
         steps = convert.step_infos(events, convert.progress_rows(row["progress"]))
+        _leave_out_outputs(steps, limits.DESCRIBED_OUTPUT_BYTES)
         return Described(
             info=convert.workflow_info(row),
             steps=steps,
@@ -794,6 +795,17 @@ def _count_closed(row: Row, status: str) -> None:
         "perdure.workflow.outcome": status.lower(),
     }
     WORKFLOWS_CLOSED.add(1, attributes)
+
+
+def _leave_out_outputs(steps: list[wf.StepInfo], budget: int) -> None:
+    """Show the steps' outputs up to `budget` bytes in all; mark those left out."""
+    for step in steps:
+        size = step.output.ByteSize()
+        if size > budget:
+            step.ClearField("output")
+            step.output_omitted = True
+        else:
+            budget -= size
 
 
 def _within(events: list[wf.HistoryEvent], budget: int) -> int:
