@@ -457,12 +457,14 @@ LIMIT %(limit)s
 """
 
 # SKIP LOCKED lets several history replicas relay side by side; a request relayed twice is
-# harmless because the scheduler's enqueue is idempotent. Each carries the run's fence mark as
-# it is when relayed: the scheduler grants above it.
+# harmless because the scheduler's enqueue is idempotent. Each carries the fence mark of its
+# task (the run's, or a remote step's own) as it is when relayed: the scheduler grants above it.
 CLAIM_OUTBOX = """
 SELECT o.id, o.workflow_id, o.workflow_type, o.task_queue, o.run_at, o.wake_reason,
-       o.step_id, o.closed, w.trace_context, COALESCE(w.fence, 0) AS fence
+       o.step_id, o.closed, w.trace_context,
+       COALESCE(CASE WHEN o.step_id IS NULL THEN w.fence ELSE s.fence END, 0) AS fence
 FROM history.outbox o LEFT JOIN history.workflows w USING (workflow_id)
+LEFT JOIN history.step_tasks s ON s.workflow_id = o.workflow_id AND s.step_id = o.step_id
 ORDER BY o.id LIMIT %s FOR UPDATE OF o SKIP LOCKED
 """
 
