@@ -149,6 +149,8 @@ class ChaosCluster:
             "PERDURE_LEASE_TTL": f"{self.lease_ttl:g}",
             # Worker sessions move between scheduler replicas every few seconds, faults or not.
             "PERDURE_SESSION_MAX_AGE": "3",
+            # Stranded runs (a scheduler database reset) are found and made due again quickly.
+            "PERDURE_STUCK_AFTER": "3",
             "PYTHONUNBUFFERED": "1",
             **extra,
         }

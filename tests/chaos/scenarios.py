@@ -19,6 +19,7 @@ from google.protobuf import struct_pb2
 
 from perdure.api.worker.v1 import journal_service_pb2 as jpb
 from perdure.api.worker.v1 import journal_service_pb2_grpc as jgrpc
+from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.client import Client
 from tests.chaos.checker import Report, check
 from tests.chaos.harness import GATEWAYS, HISTORIES, SCHEDULERS, WORKERS, ChaosCluster
@@ -33,6 +34,10 @@ HEALED_LOAD_SECONDS = 3.0
 STALE_REFUSED = "refused a write with stale fence"
 LEASE_EXPIRED = re.compile(r"lease of (\S+) expired \(holder \S+\); taking over with fence (\d+)")
 RUNNING = re.compile(r"running ledger_run (\S+) \(fence (\d+)\)")
+JOURNAL_CALL_FAILED = "journal call failed"
+STRANDED = "with no lease, no task and no wake-up"
+OVERSIZED_OUTPUTS = 44
+OVERSIZED_OUTPUT_BYTES = 1536 * 1024
 
 
 @dataclass
@@ -445,6 +450,74 @@ def abandoned_sync_steps(
         log.violations.append(f"{workflow_id}: {status}, outcomes {outcomes}, not {expected}")
 
 
+def scheduler_reset(
+    cluster: ChaosCluster, rng: random.Random, log: FaultLog, duration: float
+) -> None:
+    """The schedulers' database reset to empty under load: both replicas killed, their tables
+    emptied (every task, lease, due time and fence counter gone), both started again. Every
+    open run must end all the same: history's stranded-run sweep makes it due again, and the
+    next grant is above its fence mark."""
+    running = _until(duration)
+    swept_before = cluster.logs("history").count(STRANDED)
+    while running():
+        _pause(rng, 1.0, 3.0)
+        for name in SCHEDULERS:
+            cluster.kill(name)
+        with cluster.connect() as conn:
+            conn.execute("TRUNCATE scheduler.tasks, scheduler.workflow_types")
+        log.note("scheduler database reset to empty")
+        for name in SCHEDULERS:
+            cluster.restart(name)
+        _pause(rng, 1.0, 2.0)
+    # Shown in the summary: how many runs the sweep found stranded so far (more may follow).
+    log.injected["stranded runs made due again"] += (
+        cluster.logs("history").count(STRANDED) - swept_before
+    )
+
+
+def oversized_journal(
+    cluster: ChaosCluster, rng: random.Random, log: FaultLog, duration: float
+) -> None:
+    """Beside the load, a run whose journal outgrows what a worker can load (44 outputs of
+    1.5 MiB: 66 MiB, over the 64 MiB message limit) is loaded again: it is parked
+    (JournalTooLarge), and no other run loses its lease to it (no lease expires, no worker's
+    journal call fails)."""
+    expired_before = _expired(cluster)
+    failed_before = cluster.logs("worker").count(JOURNAL_CALL_FAILED)
+    workflow_id = f"oversized-{rng.randrange(10**9)}"
+    with Client(cluster.gateways[0]) as client:
+        params = {"count": OVERSIZED_OUTPUTS, "size": OVERSIZED_OUTPUT_BYTES}
+        client.start_workflow("bulky_run", params, workflow_id=workflow_id)
+    log.note("a run with an oversized journal")
+    deadline = time.monotonic() + max(duration, QUIESCE_TIMEOUT / 2)
+    outcome = None
+    with cluster.connect() as conn:
+        while time.monotonic() < deadline and outcome is None:
+            outcome = conn.execute(
+                "SELECT status, failure->>'type' FROM history.workflows"
+                " WHERE workflow_id = %s AND status NOT IN ('RUNNING', 'WAITING')",
+                [workflow_id],
+            ).fetchone()
+            time.sleep(0.5)
+    if outcome != ("PARKED", "JournalTooLarge"):
+        log.violations.append(f"{workflow_id}: not parked as JournalTooLarge: {outcome}")
+    # However large, the run can be described and its history read.
+    with Client(cluster.gateways[0]) as client:
+        steps = client.describe(workflow_id).steps
+        outputs = sum(
+            event.event_type == wf.EVENT_TYPE_STEP_COMPLETED
+            for event in client.history(workflow_id)
+        )
+    shown = [step for step in steps if not step.output_omitted]
+    if not (len(steps) == outputs == OVERSIZED_OUTPUTS and 0 < len(shown) < len(steps)):
+        log.violations.append(f"{workflow_id}: described or read wrong ({len(shown)} shown)")
+    lost = sorted(_expired(cluster) - expired_before)
+    if lost:
+        log.violations.append(f"leases expired beside the oversized journal: {lost}")
+    if cluster.logs("worker").count(JOURNAL_CALL_FAILED) != failed_before:
+        log.violations.append("a worker's journal call failed beside the oversized journal")
+
+
 SCENARIOS: dict[str, Scenario] = {
     "kill-worker": kill(WORKERS),
     "kill-history": kill(HISTORIES),
@@ -472,12 +545,16 @@ SCENARIOS: dict[str, Scenario] = {
     "crash-loop-step": crash_loop,
     "hung-step": hung_step,
     "abandoned-sync-steps": abandoned_sync_steps,
+    "scheduler-reset": scheduler_reset,
+    "oversized-journal": oversized_journal,
 }
 # Scenarios that run until a run of their own ends, whatever the duration: not in the random
 # schedule, whose slices are short.
 SELF_TIMED = {"crash-loop-step", "hung-step", "abandoned-sync-steps"}
 # Faults whose point is a stale lease writing late: the run must show refused writes.
 PROVOKES_STALE_WRITES = {"pause-worker"}
+# Scenarios that measure what other faults would blur (every lease kept): never in a mix.
+ALONE = {"oversized-journal"}
 
 
 def random_schedule(slice_seconds: float) -> Scenario:
@@ -485,9 +562,12 @@ def random_schedule(slice_seconds: float) -> Scenario:
 
     def scenario(cluster: ChaosCluster, rng: random.Random, log: FaultLog, duration: float) -> None:
         running = _until(duration)
-        # Long-step and self-timed scenarios wait for runs of their own, longer than a slice.
+        # Long-step, self-timed and lone scenarios wait for runs of their own, longer than a
+        # slice.
         names = [
-            name for name in SCENARIOS if name not in LONG_STEP_SCENARIOS and name not in SELF_TIMED
+            name
+            for name in SCENARIOS
+            if name not in LONG_STEP_SCENARIOS and name not in SELF_TIMED and name not in ALONE
         ]
         rng.shuffle(names)
         for name in ["pause-worker", *names]:  # a stale lease, however short the run

@@ -207,3 +207,17 @@ async def abandoned_threads(ctx: WorkflowContext) -> int:
             await ctx.step(f"hang-{index}", hang, timeout=0.2, retry=ONE_ATTEMPT)
     pid: int = await ctx.step("seventh", os.getpid, timeout=2.0, retry=ONE_ATTEMPT)
     return pid
+
+
+def _output(size: int) -> str:
+    return "x" * size
+
+
+@workflow
+async def bulky_run(ctx: WorkflowContext, params: dict[str, Any]) -> int:
+    """`count` steps of `size` bytes of output each, then a short sleep: the run is loaded again
+    with its whole journal."""
+    for index in range(int(params["count"])):
+        await ctx.step(f"output-{index}", _output, int(params["size"]))
+    await ctx.sleep(0.5)
+    return int(params["count"])

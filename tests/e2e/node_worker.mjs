@@ -2,11 +2,12 @@
 // A Node worker for Python end-to-end tests: the workflows `node_order`, `clock_reading` and
 // `cancel_path_switch` (as in tests/e2e/drifting_workflows.py), `node_long` (one step of
 // `input.ms` that honours its AbortSignal unless `input.ignore_signal`, and appends a `body`
-// line with its fence at its start and end) and `node_limits`, and the remote step types
-// `notify`, `flaky`, `gated`, `square` (which never ends on the worker named in its input's
-// `stall_on`) and `crash` (which kills the worker). Every step execution appends one JSON line
-// to the ledger file. Prints "connected" once welcomed; drains on SIGTERM/SIGINT. With
-// CLOCK_AHEAD_MS in the environment, the process's wall clock (Date) runs that far ahead.
+// line with its fence at its start and end), `node_limits`, `node_gated` and `node_bulky`
+// (tests/e2e/test_isolation.py), and the remote step types `notify`, `flaky`, `gated`,
+// `square` (which never ends on the worker named in its input's `stall_on`) and `crash` (which
+// kills the worker). Every step execution appends one JSON line to the ledger file. Prints
+// "connected" once welcomed; drains on SIGTERM/SIGINT. With CLOCK_AHEAD_MS in the
+// environment, the process's wall clock (Date) runs that far ahead.
 //
 //   node tests/e2e/node_worker.mjs --scheduler HOST:PORT --history HOST:PORT --task-queue Q \
 //     --identity ID --concurrency N --ledger FILE
@@ -147,6 +148,26 @@ async function nodeLimits(ctx) {
   }, { heartbeatTimeout: 0.5, retry });
 }
 
+/** One step that holds the run's lease until `input.gate` exists, then another. */
+async function nodeGated(ctx, input) {
+  await ctx.step('held', async (info) => {
+    ledger('held', info);
+    await waitForFile(input.gate);
+    return null;
+  });
+  return ctx.step('after', () => 'after');
+}
+
+/** `input.count` steps of `input.size` bytes of output; with `reload`, then a short sleep, so
+ * that the run is loaded again with its whole journal. */
+async function nodeBulky(ctx, input) {
+  for (let index = 0; index < input.count; index++) {
+    await ctx.step(`output_${index}`, () => 'x'.repeat(input.size));
+  }
+  if (input.reload) await ctx.sleep(0.5);
+  return input.count;
+}
+
 const steps = {
   crash: () => process.exit(70), // as an OOM kill or a segfault would
   notify: (input, info) => {
@@ -188,6 +209,8 @@ const worker = new Worker({
     cancel_path_switch: cancelPathSwitch,
     node_long: nodeLong,
     node_limits: nodeLimits,
+    node_gated: nodeGated,
+    node_bulky: nodeBulky,
   },
   steps,
   onConnected: () => process.stdout.write(`node worker ${identity} connected\n`),

@@ -52,7 +52,9 @@ def step(fence: int, step_id: str, position: int, text: str) -> jpb.RecordStepRe
     )
 
 
-def test_a_hand_driven_run_follows_the_journal_rules(journal: jgrpc.JournalServiceStub) -> None:
+def test_a_hand_driven_run_follows_the_journal_rules(
+    journal: jgrpc.JournalServiceStub, cluster: Cluster
+) -> None:
     loaded = journal.LoadJournal(jpb.LoadJournalRequest(workflow_id="raw-1", fence=5))
     assert loaded.workflow.status == wf.WORKFLOW_STATUS_RUNNING and loaded.workflow.fence == 5
     assert [e.event_type for e in loaded.events] == [wf.EVENT_TYPE_WORKFLOW_STARTED]
@@ -86,14 +88,19 @@ def test_a_hand_driven_run_follows_the_journal_rules(journal: jgrpc.JournalServi
     )
     assert reason_of(journal.FinishWorkflow, failing) == "WORKFLOW_CLOSED"
 
-    final = journal.LoadJournal(jpb.LoadJournalRequest(workflow_id="raw-1", fence=6))
-    assert [(e.event_id, e.step_id, e.fence) for e in final.events] == [
+    # A closed run is not loaded again, not even under its last fence.
+    load = jpb.LoadJournalRequest(workflow_id="raw-1", fence=7)
+    assert reason_of(journal.LoadJournal, load) == "WORKFLOW_CLOSED"
+    with cluster.client() as client:
+        final = list(client.history("raw-1"))
+        closed = client.describe("raw-1").workflow
+    assert [(e.event_id, e.step_id, e.fence) for e in final] == [
         (1, "", 0),
         (2, "a", 5),
         (3, "a#2", 5),
         (4, "", 6),
     ]
-    assert final.workflow.result.number_value == 42
+    assert closed.result.number_value == 42 and closed.fence == 6
 
 
 def test_a_finish_sent_again_with_another_outcome_is_refused(

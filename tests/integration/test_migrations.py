@@ -39,12 +39,14 @@ FILES = {
         "0007_lease_keys.sql",
         "0008_signal_consumptions.sql",
         "0010_attempts_and_timeouts.sql",
+        "0011_stranded_runs.sql",
     ],
     "perdure.scheduler": [
         "0001_init.sql",
         "0002_tracing.sql",
         "0003_step_tasks.sql",
         "0004_lease_keys.sql",
+        "0005_closed_tasks.sql",
     ],
 }
 SCHEDULER_TABLES = {"schema_migrations", "tasks", "workflow_types"}

@@ -61,6 +61,7 @@ def task(
     queue: str = QUEUE,
     reason: str | None = None,
     trace_context: dict[str, str] | None = None,
+    fence_floor: int = 0,
 ) -> Enqueued:
     return (
         workflow_id,
@@ -70,6 +71,7 @@ def task(
         run_at,
         reason,
         Jsonb(trace_context) if trace_context else None,
+        fence_floor,
     )
 
 
@@ -511,7 +513,7 @@ async def test_registered_types_are_per_queue_sorted_and_deduplicated(store: Tas
 async def test_step_tasks_have_their_own_lease_and_go_to_sessions_serving_their_step_type(
     store: TaskStore,
 ) -> None:
-    step_task: Enqueued = ("wf-1", "charge", "charge", QUEUE, None, None, None)
+    step_task: Enqueued = ("wf-1", "charge", "charge", QUEUE, None, None, None, 0)
     await store.enqueue([task("wf-1"), step_task])
 
     # A session serving the step type only gets the step task, and a workflow's session only
@@ -530,3 +532,45 @@ async def test_step_tasks_have_their_own_lease_and_go_to_sessions_serving_their_
     assert await store.renew("steps", [("wf-1", "charge", 1)], TTL) == {("wf-1", "charge", 1)}
     await store.release("steps", ("wf-1", "charge", 1))
     assert await store.renew("runs", [("wf-1", "", 1)], TTL) == {("wf-1", "", 1)}
+
+
+# --- fence floors and closed runs ------------------------------------------------------------
+
+
+async def test_a_grant_is_above_the_fence_floor_history_sends(
+    store: TaskStore, pool: AsyncConnectionPool
+) -> None:
+    # A scheduler database reset to empty: history's mark (41) is far above the counter.
+    await store.enqueue([task("wf-1", fence_floor=41)])
+    assert [g.fence for g in await claim(store, "s1")] == [42]
+    await store.release("s1", ("wf-1", "", 42))
+    # A floor below the counter changes nothing; one above raises it.
+    await store.enqueue([task("wf-1", fence_floor=7)])
+    assert [g.fence for g in await claim(store, "s1")] == [43]
+    await store.release("s1", ("wf-1", "", 43))
+    await store.enqueue([task("wf-1", fence_floor=100)])
+    assert [g.fence for g in await claim(store, "s1")] == [101]
+
+
+async def test_a_closed_runs_tasks_are_never_due_again(
+    store: TaskStore, pool: AsyncConnectionPool
+) -> None:
+    await store.enqueue([task("wf-1")])
+    [leased] = await claim(store, "s1")
+    await store.enqueue([], closed=["wf-1"])
+    # Handed back, the lease of a closed run leaves nothing due; later requests neither.
+    await store.release("s1", ("wf-1", "", leased.fence), again=True)
+    await store.enqueue([task("wf-1")])
+    assert await claim(store, "s2") == []
+    assert (await row(pool, "wf-1"))["run_at"] is None
+
+
+async def test_idle_runs_are_those_with_no_lease_and_no_due_time(store: TaskStore) -> None:
+    await store.enqueue([task("due"), task("leased"), task("done"), task("later", hours(1))])
+    [leased, done] = await store.claim("s1", QUEUE, [TYPE], [], 2, TTL)
+    assert {leased.workflow_id, done.workflow_id} <= {"due", "leased", "done", "later"}
+    await store.release("s1", (done.workflow_id, "", done.fence))
+    asked = ["due", "leased", "done", "later", "unknown"]
+    idle = set(await store.idle_runs(asked))
+    # Released with nothing due, or never heard of (a reset table): idle. Due or leased: not.
+    assert idle == {done.workflow_id, "unknown"}

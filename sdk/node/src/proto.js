@@ -53,16 +53,19 @@ export function loadProtos() {
 
 /**
  * Channel options: round-robin over every address a name resolves to (each replica behind a
- * headless Service, or an "ipv4:host:port,host:port" list), 10 s keepalive pings, 64 MiB
- * receive limit (a journal can be large).
+ * headless Service, or an "ipv4:host:port,host:port" list), 10 s keepalive pings, and the
+ * message limits every Perdure channel and server uses (MAX_MESSAGE_BYTES in
+ * perdure.telemetry.rpc): 64 MiB each way.
  */
+export const MAX_MESSAGE_BYTES = 64 * 1024 * 1024;
 export const CHANNEL_OPTIONS = Object.freeze({
   'grpc.service_config': JSON.stringify({ loadBalancingConfig: [{ round_robin: {} }] }),
   'grpc.max_reconnect_backoff_ms': 1000, // a restarted replica is back in the rotation at once
   'grpc.keepalive_time_ms': 10_000,
   'grpc.keepalive_timeout_ms': 5_000,
   'grpc.keepalive_permit_without_calls': 1,
-  'grpc.max_receive_message_length': 64 * 1024 * 1024,
+  'grpc.max_receive_message_length': MAX_MESSAGE_BYTES,
+  'grpc.max_send_message_length': MAX_MESSAGE_BYTES,
 });
 
 /**

@@ -152,3 +152,29 @@ async def test_an_old_stream_takes_no_new_calls_and_closes_once_its_calls_are_an
     finally:
         await session.close()
         await server.stop(None)
+
+
+async def test_a_call_too_large_for_a_message_fails_alone_and_the_stream_carries_on(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A small limit stands in for 64 MiB: two calls that fit it together cannot share a message.
+    monkeypatch.setattr(_session, "MAX_ITEM_BYTES", 200)
+    journal = ScriptedJournal(event_id_of)
+    server, session = await serve(journal)
+    try:
+        huge = record("step9")
+        huge.output.string_value = "x" * 500
+        with pytest.raises(JournalCallError) as refused:
+            await session.call(huge, 10)
+        assert refused.value.code == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert refused.value.reason == "MESSAGE_TOO_LARGE"
+        assert journal.received == []  # never written: the stream the others share is whole
+        big = [record(f"step{n}") for n in (1, 2)]
+        for request in big:
+            request.output.string_value = "y" * 120
+        answers = await asyncio.gather(*(session.call(request, 10) for request in big))
+        assert [a.event_id for a in answers] == [1, 2]
+        assert (journal.streams, journal.messages) == (1, 2)  # one stream, a message each
+    finally:
+        await session.close()
+        await server.stop(None)

@@ -120,7 +120,7 @@ class Failure(_message.Message):
     def __init__(self, type: _Optional[str] = ..., message: _Optional[str] = ..., stack_trace: _Optional[str] = ...) -> None: ...
 
 class WorkflowInfo(_message.Message):
-    __slots__ = ("workflow_id", "workflow_type", "task_queue", "status", "input", "result", "failure", "create_time", "update_time", "close_time", "fence", "event_count", "wait", "cancel_requested", "trace_id", "namespace")
+    __slots__ = ("workflow_id", "workflow_type", "task_queue", "status", "input", "result", "failure", "create_time", "update_time", "close_time", "fence", "event_count", "wait", "cancel_requested", "trace_id", "namespace", "stuck_time")
     WORKFLOW_ID_FIELD_NUMBER: _ClassVar[int]
     WORKFLOW_TYPE_FIELD_NUMBER: _ClassVar[int]
     TASK_QUEUE_FIELD_NUMBER: _ClassVar[int]
@@ -137,6 +137,7 @@ class WorkflowInfo(_message.Message):
     CANCEL_REQUESTED_FIELD_NUMBER: _ClassVar[int]
     TRACE_ID_FIELD_NUMBER: _ClassVar[int]
     NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    STUCK_TIME_FIELD_NUMBER: _ClassVar[int]
     workflow_id: str
     workflow_type: str
     task_queue: str
@@ -153,10 +154,11 @@ class WorkflowInfo(_message.Message):
     cancel_requested: bool
     trace_id: str
     namespace: str
-    def __init__(self, workflow_id: _Optional[str] = ..., workflow_type: _Optional[str] = ..., task_queue: _Optional[str] = ..., status: _Optional[_Union[WorkflowStatus, str]] = ..., input: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., result: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., failure: _Optional[_Union[Failure, _Mapping]] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., close_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., fence: _Optional[int] = ..., event_count: _Optional[int] = ..., wait: _Optional[_Union[Wait, _Mapping]] = ..., cancel_requested: _Optional[bool] = ..., trace_id: _Optional[str] = ..., namespace: _Optional[str] = ...) -> None: ...
+    stuck_time: _timestamp_pb2.Timestamp
+    def __init__(self, workflow_id: _Optional[str] = ..., workflow_type: _Optional[str] = ..., task_queue: _Optional[str] = ..., status: _Optional[_Union[WorkflowStatus, str]] = ..., input: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., result: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., failure: _Optional[_Union[Failure, _Mapping]] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., close_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., fence: _Optional[int] = ..., event_count: _Optional[int] = ..., wait: _Optional[_Union[Wait, _Mapping]] = ..., cancel_requested: _Optional[bool] = ..., trace_id: _Optional[str] = ..., namespace: _Optional[str] = ..., stuck_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class StepInfo(_message.Message):
-    __slots__ = ("step_id", "name", "position", "succeeded", "output", "failure", "attempts", "complete_time", "fence", "status", "start_time", "next_retry_time", "heartbeat_details", "heartbeat_time")
+    __slots__ = ("step_id", "name", "position", "succeeded", "output", "failure", "attempts", "complete_time", "fence", "status", "start_time", "next_retry_time", "heartbeat_details", "heartbeat_time", "output_omitted")
     STEP_ID_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     POSITION_FIELD_NUMBER: _ClassVar[int]
@@ -171,6 +173,7 @@ class StepInfo(_message.Message):
     NEXT_RETRY_TIME_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_DETAILS_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_TIME_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_OMITTED_FIELD_NUMBER: _ClassVar[int]
     step_id: str
     name: str
     position: int
@@ -185,7 +188,8 @@ class StepInfo(_message.Message):
     next_retry_time: _timestamp_pb2.Timestamp
     heartbeat_details: _struct_pb2.Value
     heartbeat_time: _timestamp_pb2.Timestamp
-    def __init__(self, step_id: _Optional[str] = ..., name: _Optional[str] = ..., position: _Optional[int] = ..., succeeded: _Optional[bool] = ..., output: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., failure: _Optional[_Union[Failure, _Mapping]] = ..., attempts: _Optional[int] = ..., complete_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., fence: _Optional[int] = ..., status: _Optional[_Union[StepStatus, str]] = ..., start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., next_retry_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., heartbeat_details: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., heartbeat_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    output_omitted: bool
+    def __init__(self, step_id: _Optional[str] = ..., name: _Optional[str] = ..., position: _Optional[int] = ..., succeeded: _Optional[bool] = ..., output: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., failure: _Optional[_Union[Failure, _Mapping]] = ..., attempts: _Optional[int] = ..., complete_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., fence: _Optional[int] = ..., status: _Optional[_Union[StepStatus, str]] = ..., start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., next_retry_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., heartbeat_details: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., heartbeat_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., output_omitted: _Optional[bool] = ...) -> None: ...
 
 class PendingSignal(_message.Message):
     __slots__ = ("name", "signal_id", "payload", "receive_time", "event_id")

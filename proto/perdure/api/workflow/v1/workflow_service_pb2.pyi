@@ -90,20 +90,22 @@ class GetWorkflowHistoryResponse(_message.Message):
     def __init__(self, events: _Optional[_Iterable[_Union[_workflow_pb2.HistoryEvent, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class ListWorkflowsRequest(_message.Message):
-    __slots__ = ("page_size", "page_token", "status", "workflow_type", "namespace", "workflow_id_prefix")
+    __slots__ = ("page_size", "page_token", "status", "workflow_type", "namespace", "workflow_id_prefix", "stuck")
     PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
     PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
     WORKFLOW_TYPE_FIELD_NUMBER: _ClassVar[int]
     NAMESPACE_FIELD_NUMBER: _ClassVar[int]
     WORKFLOW_ID_PREFIX_FIELD_NUMBER: _ClassVar[int]
+    STUCK_FIELD_NUMBER: _ClassVar[int]
     page_size: int
     page_token: str
     status: _workflow_pb2.WorkflowStatus
     workflow_type: str
     namespace: str
     workflow_id_prefix: str
-    def __init__(self, page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., status: _Optional[_Union[_workflow_pb2.WorkflowStatus, str]] = ..., workflow_type: _Optional[str] = ..., namespace: _Optional[str] = ..., workflow_id_prefix: _Optional[str] = ...) -> None: ...
+    stuck: bool
+    def __init__(self, page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., status: _Optional[_Union[_workflow_pb2.WorkflowStatus, str]] = ..., workflow_type: _Optional[str] = ..., namespace: _Optional[str] = ..., workflow_id_prefix: _Optional[str] = ..., stuck: _Optional[bool] = ...) -> None: ...
 
 class ListWorkflowsResponse(_message.Message):
     __slots__ = ("workflows", "next_page_token")

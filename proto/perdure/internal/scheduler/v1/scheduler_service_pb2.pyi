@@ -10,7 +10,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class TaskRequest(_message.Message):
-    __slots__ = ("workflow_id", "workflow_type", "task_queue", "run_time", "trace_context", "wake_reason", "step_id")
+    __slots__ = ("workflow_id", "workflow_type", "task_queue", "run_time", "trace_context", "wake_reason", "step_id", "fence_floor", "closed")
     class TraceContextEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -25,6 +25,8 @@ class TaskRequest(_message.Message):
     TRACE_CONTEXT_FIELD_NUMBER: _ClassVar[int]
     WAKE_REASON_FIELD_NUMBER: _ClassVar[int]
     STEP_ID_FIELD_NUMBER: _ClassVar[int]
+    FENCE_FLOOR_FIELD_NUMBER: _ClassVar[int]
+    CLOSED_FIELD_NUMBER: _ClassVar[int]
     workflow_id: str
     workflow_type: str
     task_queue: str
@@ -32,7 +34,9 @@ class TaskRequest(_message.Message):
     trace_context: _containers.ScalarMap[str, str]
     wake_reason: str
     step_id: str
-    def __init__(self, workflow_id: _Optional[str] = ..., workflow_type: _Optional[str] = ..., task_queue: _Optional[str] = ..., run_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., trace_context: _Optional[_Mapping[str, str]] = ..., wake_reason: _Optional[str] = ..., step_id: _Optional[str] = ...) -> None: ...
+    fence_floor: int
+    closed: bool
+    def __init__(self, workflow_id: _Optional[str] = ..., workflow_type: _Optional[str] = ..., task_queue: _Optional[str] = ..., run_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., trace_context: _Optional[_Mapping[str, str]] = ..., wake_reason: _Optional[str] = ..., step_id: _Optional[str] = ..., fence_floor: _Optional[int] = ..., closed: _Optional[bool] = ...) -> None: ...
 
 class EnqueueTasksRequest(_message.Message):
     __slots__ = ("tasks",)
@@ -75,3 +79,15 @@ class CheckLeaseResponse(_message.Message):
     HELD_FIELD_NUMBER: _ClassVar[int]
     held: bool
     def __init__(self, held: _Optional[bool] = ...) -> None: ...
+
+class FindIdleRunsRequest(_message.Message):
+    __slots__ = ("workflow_ids",)
+    WORKFLOW_IDS_FIELD_NUMBER: _ClassVar[int]
+    workflow_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, workflow_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class FindIdleRunsResponse(_message.Message):
+    __slots__ = ("workflow_ids",)
+    WORKFLOW_IDS_FIELD_NUMBER: _ClassVar[int]
+    workflow_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, workflow_ids: _Optional[_Iterable[str]] = ...) -> None: ...

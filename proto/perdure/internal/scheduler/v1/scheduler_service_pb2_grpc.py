@@ -50,6 +50,11 @@ class SchedulerServiceStub:
                 request_serializer=perdure_dot_internal_dot_scheduler_dot_v1_dot_scheduler__service__pb2.CheckLeaseRequest.SerializeToString,
                 response_deserializer=perdure_dot_internal_dot_scheduler_dot_v1_dot_scheduler__service__pb2.CheckLeaseResponse.FromString,
                 _registered_method=True)
+        self.FindIdleRuns = channel.unary_unary(
+                '/perdure.internal.scheduler.v1.SchedulerService/FindIdleRuns',
+                request_serializer=perdure_dot_internal_dot_scheduler_dot_v1_dot_scheduler__service__pb2.FindIdleRunsRequest.SerializeToString,
+                response_deserializer=perdure_dot_internal_dot_scheduler_dot_v1_dot_scheduler__service__pb2.FindIdleRunsResponse.FromString,
+                _registered_method=True)
 
 
 class SchedulerServiceServicer:
@@ -79,6 +84,14 @@ class SchedulerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def FindIdleRuns(self, request, context):
+        """Says which of these runs have no task of their own that is leased or due (no row, or one
+        that is neither): history's stranded-run sweep asks, and makes those due again.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SchedulerServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -96,6 +109,11 @@ def add_SchedulerServiceServicer_to_server(servicer, server):
                     servicer.CheckLease,
                     request_deserializer=perdure_dot_internal_dot_scheduler_dot_v1_dot_scheduler__service__pb2.CheckLeaseRequest.FromString,
                     response_serializer=perdure_dot_internal_dot_scheduler_dot_v1_dot_scheduler__service__pb2.CheckLeaseResponse.SerializeToString,
+            ),
+            'FindIdleRuns': grpc.unary_unary_rpc_method_handler(
+                    servicer.FindIdleRuns,
+                    request_deserializer=perdure_dot_internal_dot_scheduler_dot_v1_dot_scheduler__service__pb2.FindIdleRunsRequest.FromString,
+                    response_serializer=perdure_dot_internal_dot_scheduler_dot_v1_dot_scheduler__service__pb2.FindIdleRunsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -180,6 +198,33 @@ class SchedulerService:
             '/perdure.internal.scheduler.v1.SchedulerService/CheckLease',
             perdure_dot_internal_dot_scheduler_dot_v1_dot_scheduler__service__pb2.CheckLeaseRequest.SerializeToString,
             perdure_dot_internal_dot_scheduler_dot_v1_dot_scheduler__service__pb2.CheckLeaseResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def FindIdleRuns(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/perdure.internal.scheduler.v1.SchedulerService/FindIdleRuns',
+            perdure_dot_internal_dot_scheduler_dot_v1_dot_scheduler__service__pb2.FindIdleRunsRequest.SerializeToString,
+            perdure_dot_internal_dot_scheduler_dot_v1_dot_scheduler__service__pb2.FindIdleRunsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -125,6 +125,12 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     listing.add_argument("--status", choices=statuses)
     listing.add_argument("--type", default="", help="only this workflow type")
     listing.add_argument("--limit", type=int, default=50)
+    listing.add_argument(
+        "--stuck",
+        action="store_true",
+        help="only runs found open with no lease, no task and no wake-up (made due again; "
+        "listed until a worker loads them), with when they were found",
+    )
 
 
 def _print(message: Message) -> None:
@@ -208,11 +214,14 @@ def _execute(client: Client, args: argparse.Namespace) -> int:
         status = (
             wf.WorkflowStatus.Value(f"WORKFLOW_STATUS_{args.status.upper()}") if args.status else 0
         )
-        page = client.list(status=status, workflow_type=args.type, page_size=args.limit)
+        page = client.list(
+            status=status, workflow_type=args.type, page_size=args.limit, stuck=args.stuck
+        )
         for run in page.workflows:
+            stuck = f"\tstuck since {run.stuck_time.ToJsonString()}" if args.stuck else ""
             print(
                 f"{run.workflow_id}\t{run.workflow_type}\t"
                 f"{wf.WorkflowStatus.Name(run.status).removeprefix('WORKFLOW_STATUS_')}\t"
-                f"{run.create_time.ToJsonString()}"
+                f"{run.create_time.ToJsonString()}{stuck}"
             )
     return 0

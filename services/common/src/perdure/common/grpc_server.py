@@ -16,7 +16,7 @@ from grpc_reflection.v1alpha import reflection
 
 from perdure.common.decoding import TolerantServer
 from perdure.common.tls import server_credentials
-from perdure.telemetry.rpc import server_interceptors
+from perdure.telemetry.rpc import MESSAGE_LIMITS, server_interceptors
 
 log = logging.getLogger(__name__)
 
@@ -31,8 +31,7 @@ SERVER_OPTIONS = [
     # service's name again: new replicas get their share of calls. Long streams move on their
     # own terms (a worker's session, after --session-max-age).
     ("grpc.max_connection_age_ms", 300_000),
-    ("grpc.max_receive_message_length", 16 * 1024 * 1024),
-    ("grpc.max_send_message_length", 64 * 1024 * 1024),
+    *MESSAGE_LIMITS,
     # A port already in use is an error, not a port silently shared with another server.
     ("grpc.so_reuseport", 0),
 ]

@@ -1,6 +1,7 @@
 """Rate limits: a token bucket per API key at the gateway, and per stream for the messages a
-worker sends; and how many worker streams one API key may hold open. Refusals are
-RESOURCE_EXHAUSTED naming the limit and when to retry (or what to change)."""
+worker sends; how many worker streams one API key may hold open; and how large a message, a
+page of history and a loaded journal may be. Refusals are RESOURCE_EXHAUSTED naming the limit
+and when to retry (or what to change)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from collections.abc import Iterator
 import grpc
 
 from perdure.common import errors
+from perdure.telemetry.rpc import MAX_ITEM_BYTES, MAX_MESSAGE_BYTES
 
 
 def rate_setting(variable: str, default: float) -> float:
@@ -170,4 +172,30 @@ def sessions_per_key(stream: str) -> OpenCap:
         f"{stream} streams",
         "SESSIONS_PER_KEY_EXCEEDED",
         "close one, give each worker pool a key of its own, or raise the cap",
+    )
+
+
+# -- message sizes ---------------------------------------------------------------------------
+
+# A page of history stops at this many bytes of events (at least one event a page, and one
+# event is at most a few payloads): a page always fits in a message.
+HISTORY_PAGE_BYTES = MAX_MESSAGE_BYTES // 4
+# A description shows step outputs up to this many bytes in all (later ones are left out, and
+# marked so): it fits in a message, with room for the rest of the run.
+DESCRIBED_OUTPUT_BYTES = MAX_MESSAGE_BYTES // 2
+
+
+def journal_load_bytes() -> int:
+    """The largest journal a worker may load (PERDURE_MAX_JOURNAL_BYTES, at most the message
+    limit less its slack): a run whose journal outgrows it is parked with JournalTooLarge."""
+    value = count_setting("PERDURE_MAX_JOURNAL_BYTES", MAX_ITEM_BYTES)
+    if not 0 < value <= MAX_ITEM_BYTES:
+        raise SystemExit(f"PERDURE_MAX_JOURNAL_BYTES must be between 1 and {MAX_ITEM_BYTES}")
+    return value
+
+
+def too_large(what: str, size: int, limit: int) -> errors.ApiError:
+    """One answer that would not fit in a message: that call fails, alone."""
+    return exhausted(
+        "MESSAGE_TOO_LARGE", f"{what} is {size} bytes, over the {limit}-byte message limit"
     )

@@ -28,6 +28,7 @@ from perdure.history.handlers import HistoryServicer, JournalServicer
 from perdure.history.journal import DEFAULT_CRASH_LOOP_LIMIT, Journal
 from perdure.history.keys import KeyRing
 from perdure.history.outbox import OutboxRelay
+from perdure.history.stranded import StrandedSweep, stuck_after
 from perdure.internal.history.v1 import history_service_pb2, history_service_pb2_grpc
 from perdure.internal.scheduler.v1 import scheduler_service_pb2_grpc
 from perdure.telemetry import telemetry_for
@@ -61,6 +62,7 @@ async def run(args: argparse.Namespace) -> None:
     relay = OutboxRelay(pool, scheduler)
     journal = Journal(pool, relay.notify, args.crash_loop_limit)
     deadlines = DeadlineWatch(journal)
+    sweep = StrandedSweep(pool, scheduler, relay.notify, stuck_after())
     journal_servicer = JournalServicer(
         journal, rate_setting("PERDURE_STREAM_MESSAGE_RATE", 5000.0), scheduler
     )
@@ -81,9 +83,11 @@ async def run(args: argparse.Namespace) -> None:
     async def started() -> None:
         relay.start()
         deadlines.start()
+        sweep.start()
 
     async def stopping() -> None:
         journal_servicer.close_sessions()  # workers' long-lived streams would hold the stop
+        await sweep.stop()
         await relay.stop()
         await deadlines.stop()
 

@@ -54,6 +54,7 @@ def workflow_info(row: Row) -> wf.WorkflowInfo:
         wait=_wait(row["wait_kind"], row["wait_name"], row["wait_until"]),
         cancel_requested=row["cancel_requested"],
         trace_id=trace_id_of(row["trace_context"] or {}),
+        stuck_time=timestamp(row["stuck_since"]),
     )
 
 

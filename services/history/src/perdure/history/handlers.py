@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
@@ -17,7 +17,7 @@ from perdure.api.worker.v1 import journal_service_pb2 as jpb
 from perdure.api.worker.v1 import journal_service_pb2_grpc as jgrpc
 from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.api.workflow.v1 import workflow_service_pb2 as api
-from perdure.common import auth, errors, namespaces
+from perdure.common import auth, errors, limits, namespaces
 from perdure.common.convert import (
     datetime_of,
     python_to_value,
@@ -44,7 +44,7 @@ from perdure.internal.history.v1 import history_service_pb2_grpc as hgrpc
 from perdure.internal.scheduler.v1 import scheduler_service_pb2 as spb
 from perdure.internal.scheduler.v1 import scheduler_service_pb2_grpc as sgrpc
 from perdure.telemetry.propagation import context_from
-from perdure.telemetry.rpc import multiplexed_call_span
+from perdure.telemetry.rpc import MAX_ITEM_BYTES, multiplexed_call_span
 
 log = logging.getLogger(__name__)
 
@@ -190,6 +190,7 @@ class HistoryServicer(hgrpc.HistoryServiceServicer):
             r.page_size,
             r.page_token,
             namespaces.qualify(namespace, r.workflow_id_prefix) if r.workflow_id_prefix else None,
+            stuck=r.stuck,
         )
         return hpb.ListWorkflowsResponse(
             response=api.ListWorkflowsResponse(
@@ -424,6 +425,7 @@ class JournalServicer(jgrpc.JournalServiceServicer):
         self._journal = journal
         self._call_rate = call_rate  # per Session stream, calls per second
         self._scheduler = scheduler  # who holds which lease
+        self._max_journal_bytes = limits.journal_load_bytes()
         self._session_readers: set[asyncio.Task[None]] = set()
 
     async def _require_lease(self, workflow_id: str, step_id: str, fence: int) -> None:
@@ -453,7 +455,7 @@ class JournalServicer(jgrpc.JournalServiceServicer):
         _require_fence(request.fence)
         await self._require_lease(request.workflow_id, "", request.fence)
         loaded = await self._journal.load(request.workflow_id, request.fence)
-        return jpb.LoadJournalResponse(
+        response = jpb.LoadJournalResponse(
             workflow=loaded.info,
             events=loaded.events,
             now=timestamp(loaded.now),
@@ -467,6 +469,13 @@ class JournalServicer(jgrpc.JournalServiceServicer):
                 for row in loaded.progress
             ],
         )
+        size = response.ByteSize()
+        if size > self._max_journal_bytes:
+            # It can never be loaded: park it, rather than hand it out again and again.
+            raise await self._journal.park_too_large(
+                request.workflow_id, request.fence, size, self._max_journal_bytes
+            )
+        return response
 
     @errors.unary
     async def RecordStep(
@@ -746,9 +755,8 @@ class JournalServicer(jgrpc.JournalServiceServicer):
                 while not answers.empty():
                     ready.append(answers.get_nowait())
                 finished = ready[-1] is None  # the reader's last word
-                sent = [answer for answer in ready if answer is not None]
-                if sent:
-                    yield jpb.SessionResponse(answers=sent)
+                for batch in _batches([answer for answer in ready if answer is not None]):
+                    yield jpb.SessionResponse(answers=batch)
             if refused:
                 await errors.abort_with(context, refused[0])
         finally:
@@ -793,6 +801,28 @@ def _session_calls() -> dict[str, tuple[str, Any]]:
 
 
 _SESSION_CALLS = _session_calls()
+
+
+def _batches(answers: list[jpb.JournalAnswer]) -> Iterator[list[jpb.JournalAnswer]]:
+    """The answers in messages that each fit the message limit. An answer too large for any
+    message fails alone (one run's call never costs the stream, and so the worker's other
+    runs, anything)."""
+    batch: list[jpb.JournalAnswer] = []
+    room = MAX_ITEM_BYTES
+    for answer in answers:
+        size = answer.ByteSize()
+        if size > MAX_ITEM_BYTES:
+            what = f"the answer to journal call {answer.id}"
+            refused = jpb.JournalAnswer(id=answer.id)
+            refused.error.CopyFrom(_session_error(limits.too_large(what, size, MAX_ITEM_BYTES)))
+            answer, size = refused, refused.ByteSize()
+        if batch and size > room:
+            yield batch
+            batch, room = [], MAX_ITEM_BYTES
+        batch.append(answer)
+        room -= size
+    if batch:
+        yield batch
 
 
 def _session_error(error: errors.ApiError) -> jpb.SessionError:

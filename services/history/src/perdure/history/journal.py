@@ -17,7 +17,7 @@ from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
 from perdure.api.workflow.v1 import workflow_pb2 as wf
-from perdure.common import errors, namespaces
+from perdure.common import errors, limits, namespaces
 from perdure.common.page_tokens import decode_page_token, encode_page_token
 from perdure.common.text import printable
 from perdure.history import convert, store
@@ -236,6 +236,7 @@ class Journal:
             if closed is None:
                 row = await self._require(conn, workflow_id)
                 raise _closed(workflow_id, row["status"])
+        self._on_scheduled()  # its tasks are retired
         _count_closed(closed, "TERMINATED")
 
     async def query(self, workflow_id: str, key: str) -> Row:
@@ -259,6 +260,7 @@ class Journal:
             row = await self._require(conn, workflow_id, store.SELECT_WORKFLOW_WITH_PROGRESS)
             events = await store.fetch_all(conn, store.SELECT_DESCRIBED_EVENTS, [workflow_id])
         steps = convert.step_infos(events, convert.progress_rows(row["progress"]))
+        _leave_out_outputs(steps, limits.DESCRIBED_OUTPUT_BYTES)
         return Described(
             info=convert.workflow_info(row),
             steps=steps,
@@ -281,10 +283,11 @@ class Journal:
                 store.SELECT_EVENTS,
                 {"workflow_id": workflow_id, "after": after, "limit": size + 1},
             )
-        more = len(rows) > size
-        rows = rows[:size]
-        next_token = encode_page_token(rows[-1]["event_id"]) if more else ""
-        return [convert.history_event(row) for row in rows], next_token
+        events = [convert.history_event(row) for row in rows[:size]]
+        kept = _within(events, limits.HISTORY_PAGE_BYTES)
+        more = len(rows) > kept
+        next_token = encode_page_token(rows[kept - 1]["event_id"]) if more else ""
+        return events[:kept], next_token
 
     async def list_page(
         self,
@@ -294,9 +297,10 @@ class Journal:
         requested_size: int,
         token: str,
         id_prefix: str | None = None,
+        stuck: bool = False,
     ) -> tuple[list[wf.WorkflowInfo], str]:
-        """One page of runs (whose qualified id starts with `id_prefix`, if given), newest
-        first, and the token of the next."""
+        """One page of runs (whose qualified id starts with `id_prefix`, if given; only stuck
+        ones if `stuck`), newest first, and the token of the next."""
         before = decode_page_token(token)
         size = page_size(requested_size)
         async with self._pool.connection() as conn:
@@ -308,6 +312,7 @@ class Journal:
                     "status": status,
                     "workflow_type": workflow_type,
                     "id_prefix": id_prefix,
+                    "stuck": stuck,
                     "before": before,
                     "limit": size + 1,
                 },
@@ -377,6 +382,21 @@ class Journal:
             log.info("workflow %s failed: execution timeout", printable(row["workflow_id"]))
             _count_closed(row, "FAILED")
         return len(rows)
+
+    async def park_too_large(
+        self, workflow_id: str, fence: int, size: int, limit: int
+    ) -> errors.ApiError:
+        """Park a run (under the fence that just loaded it) whose journal is too large to load;
+        return the error that answers the load."""
+        message = (
+            f"the journal of workflow {workflow_id!r} is {size} bytes, more than the "
+            f"{limit} bytes a worker can load; it is parked"
+        )
+        log.error("%s", printable(message))
+        await self.finish(
+            workflow_id, fence, "park", wf.Failure(type="JournalTooLarge", message=message)
+        )
+        return errors.failed_precondition("JOURNAL_TOO_LARGE", message)
 
     async def record(
         self, call: Call, event_type: str, *, positioned: bool = True, **fields: Any
@@ -547,6 +567,7 @@ class Journal:
             with timed_write(f"workflow_{status.lower()}"):
                 closed = await store.fetch_one(conn, store.CLOSE_RUN, params)
             if closed is not None:
+                self._on_scheduled()  # its tasks are retired
                 _count_closed(closed, status)
                 return status
             lease = await store.fetch_one(conn, store.SELECT_CLOSE, [workflow_id])
@@ -853,6 +874,27 @@ def _count_closed(row: Row, status: str) -> None:
         "perdure.workflow.outcome": status.lower(),
     }
     WORKFLOWS_CLOSED.add(1, attributes)
+
+
+def _leave_out_outputs(steps: list[wf.StepInfo], budget: int) -> None:
+    """Show the steps' outputs up to `budget` bytes in all; mark those left out."""
+    for step in steps:
+        size = step.output.ByteSize()
+        if size > budget:
+            step.ClearField("output")
+            step.output_omitted = True
+        else:
+            budget -= size
+
+
+def _within(events: list[wf.HistoryEvent], budget: int) -> int:
+    """How many of `events`, from the first, fit in `budget` bytes (the first always does: an
+    event alone fits in a message)."""
+    for count, event in enumerate(events):
+        budget -= event.ByteSize()
+        if count and budget < 0:
+            return count
+    return len(events)
 
 
 def _stale(what: str, fence: int, mark: int) -> errors.ApiError:

@@ -43,3 +43,11 @@ def timed_write(operation: str) -> Iterator[None]:
     finally:
         duration = time.perf_counter() - started
         _WRITE_DURATION.record(duration, {"perdure.journal.operation": operation})
+
+
+STUCK_RUNS = _meter.create_counter(
+    "perdure.workflow.stuck",
+    unit="{workflow}",
+    description="Runs found open with no lease, no task and no wake-up, and made due again, "
+    "by workflow type.",
+)

@@ -81,6 +81,8 @@ class OutboxRelay:
                     trace_context=row["trace_context"] or {},
                     wake_reason=row["wake_reason"] or "",
                     step_id=row["step_id"] or "",
+                    fence_floor=row["fence"],
+                    closed=row["closed"],
                 )
                 for row in rows
             ]

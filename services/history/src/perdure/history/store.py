@@ -17,7 +17,7 @@ Row = dict[str, Any]
 WORKFLOW_COLUMNS = (
     "workflow_id, workflow_type, task_queue, status, input, result, failure, fence,"
     " event_count, created_at, updated_at, closed_at, wait_kind, wait_name, wait_until,"
-    " cancel_requested, trace_context"
+    " cancel_requested, trace_context, stuck_since"
 )
 EVENT_COLUMNS = (
     "event_id, event_type, fence, step_id, step_name, position, attempt, payload, failure,"
@@ -74,19 +74,20 @@ SELECT_WORKFLOW_WITH_PROGRESS = (
 # one (with authentication on: the lease the scheduler granted to the caller's key) can write.
 # A waiting run being picked up is running again (it suspends anew if what it waits for is not
 # there yet).
+# A closed run is never loaded: its task is refused (WORKFLOW_CLOSED) and done.
 # A load that finds the journal as long as the previous load left it (idle_loads): the
 # previous holder recorded nothing, not even an attempt's start; the same fence loaded again
 # (a retried request) is no new load.
 ADVANCE_FENCE = f"""
 UPDATE history.workflows w
-SET fence = %(fence)s, fence_key = %(lease_key)s,
+SET fence = %(fence)s, fence_key = %(lease_key)s, stuck_since = NULL,
     status = CASE WHEN status = 'WAITING' THEN 'RUNNING' ELSE status END,
     wait_kind = NULL, wait_name = NULL, wait_until = NULL,
     idle_loads = CASE WHEN fence = %(fence)s THEN idle_loads
                       WHEN event_count = loaded_event_count THEN idle_loads + 1
                       ELSE 1 END,
     loaded_event_count = event_count
-WHERE workflow_id = %(workflow_id)s AND fence <= %(fence)s
+WHERE workflow_id = %(workflow_id)s AND fence <= %(fence)s AND status IN {OPEN}
 RETURNING {WORKFLOW_COLUMNS}, idle_loads, now() AS db_now, {_PROGRESS}
 """
 
@@ -248,12 +249,19 @@ SUSPEND = _append(
     schedule=True,
 )
 
+# A run that closes retires its tasks at the scheduler: it is never handed out again.
+_RETIRED = """, retired AS (
+    INSERT INTO history.outbox (workflow_id, workflow_type, task_queue, closed)
+    SELECT workflow_id, workflow_type, task_queue, true FROM appended
+)"""
+
 CLOSE_RUN = _append(
     f"""UPDATE history.workflows
     SET event_count = event_count + 1, updated_at = now(),
         status = %(status)s, result = %(payload)s, failure = %(failure)s, closed_at = now(),
         wait_kind = NULL, wait_name = NULL, wait_until = NULL
-    {_FENCED}"""
+    {_FENCED}""",
+    also=_RETIRED,
 )
 
 # Platform writes (fence 0 in the event) need no lease: they only require an open run.
@@ -290,7 +298,7 @@ TERMINATE = _append(
         failure = %(failure)s, closed_at = now(),
         wait_kind = NULL, wait_name = NULL, wait_until = NULL
     {_OPEN_RUN}""",
-    also=_AUDITED,
+    also=_AUDITED + _RETIRED,
 )
 
 
@@ -517,17 +525,21 @@ WHERE namespace = %(namespace)s
   AND (%(status)s::text IS NULL OR status = %(status)s)
   AND (%(workflow_type)s::text IS NULL OR workflow_type = %(workflow_type)s)
   AND (%(id_prefix)s::text IS NULL OR starts_with(workflow_id, %(id_prefix)s))
+  AND (NOT %(stuck)s OR stuck_since IS NOT NULL)
   AND (%(before)s::bigint IS NULL OR run_seq < %(before)s)
 ORDER BY run_seq DESC
 LIMIT %(limit)s
 """
 
 # SKIP LOCKED lets several history replicas relay side by side; a request relayed twice is
-# harmless because the scheduler's enqueue is idempotent.
+# harmless because the scheduler's enqueue is idempotent. Each carries the fence mark of its
+# task (the run's, or a remote step's own) as it is when relayed: the scheduler grants above it.
 CLAIM_OUTBOX = """
 SELECT o.id, o.workflow_id, o.workflow_type, o.task_queue, o.run_at, o.wake_reason,
-       o.step_id, w.trace_context
+       o.step_id, o.closed, w.trace_context,
+       COALESCE(CASE WHEN o.step_id IS NULL THEN w.fence ELSE s.fence END, 0) AS fence
 FROM history.outbox o LEFT JOIN history.workflows w USING (workflow_id)
+LEFT JOIN history.step_tasks s ON s.workflow_id = o.workflow_id AND s.step_id = o.step_id
 ORDER BY o.id LIMIT %s FOR UPDATE OF o SKIP LOCKED
 """
 
@@ -623,3 +635,54 @@ def lease_key() -> str:
     with it, and only writes of the same key match the mark."""
     principal = current_principal.get()
     return principal.key_id if principal is not None else ""
+
+
+# -- the stranded-run sweep --------------------------------------------------------------------
+
+# An open run that needs a worker now or at a known time (the workflows row aliased `w`):
+# running; or waiting with a wake-up time, a cancel request, a signal it waits for that is not
+# consumed, or a remote step it waits for that has its outcome.
+_NEEDS_WORKER = """(
+    w.status = 'RUNNING' OR w.wait_until IS NOT NULL OR w.cancel_requested
+    OR (w.wait_kind = 'SIGNAL' AND EXISTS (
+        SELECT 1 FROM history.events s
+        WHERE s.workflow_id = w.workflow_id AND s.event_type = 'SIGNAL_RECEIVED'
+          AND s.name = w.wait_name
+          AND NOT EXISTS (SELECT 1 FROM history.signal_consumptions c
+                          WHERE c.workflow_id = s.workflow_id AND c.event_id = s.event_id)))
+    OR (w.wait_kind = 'STEP' AND EXISTS (
+        SELECT 1 FROM history.step_tasks t
+        WHERE t.workflow_id = w.workflow_id AND t.step_id = w.wait_name AND t.closed))
+)"""
+
+# Open runs that need a worker and have had no journal write for `quiet` seconds, with no
+# scheduling request waiting in the outbox, a page after (after_at, after_id): the scheduler is
+# asked which of them it has no leased or due task for.
+SELECT_QUIET_RUNS = f"""
+SELECT w.workflow_id, w.updated_at FROM history.workflows w
+WHERE w.status IN {OPEN} AND {_NEEDS_WORKER}
+  AND w.updated_at < now() - make_interval(secs => %(quiet)s)
+  AND NOT EXISTS (SELECT 1 FROM history.outbox o WHERE o.workflow_id = w.workflow_id)
+  AND (w.updated_at, w.workflow_id) > (%(after_at)s::timestamptz, %(after_id)s::text)
+ORDER BY w.updated_at, w.workflow_id
+LIMIT %(limit)s
+"""
+
+# Marks the idle ones stuck and makes each due again (a waiting one at its wake-up time), the
+# request carrying the fence mark as the relay sends it. Still quiet, or it moved on meanwhile.
+REQUEUE_STRANDED = f"""
+WITH stranded AS (
+    UPDATE history.workflows w SET stuck_since = COALESCE(w.stuck_since, now())
+    WHERE w.workflow_id = ANY(%(ids)s) AND w.status IN {OPEN} AND {_NEEDS_WORKER}
+      AND w.updated_at < now() - make_interval(secs => %(quiet)s)
+    RETURNING w.workflow_id, w.workflow_type, w.task_queue, w.status, w.wait_kind, w.wait_until,
+              w.cancel_requested, w.updated_at
+), scheduled AS (
+    INSERT INTO history.outbox (workflow_id, workflow_type, task_queue, run_at, wake_reason)
+    SELECT workflow_id, workflow_type, task_queue,
+           CASE WHEN status = 'WAITING' AND NOT cancel_requested THEN wait_until END,
+           CASE WHEN status = 'WAITING' AND wait_until IS NOT NULL THEN lower(wait_kind) END
+    FROM stranded
+)
+SELECT workflow_id, workflow_type, status, updated_at FROM stranded
+"""

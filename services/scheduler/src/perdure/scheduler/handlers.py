@@ -32,6 +32,7 @@ log = logging.getLogger(__name__)
 Context = grpc.aio.ServicerContext[Any, Any]
 MAX_CAPACITY = 10_000
 MAX_TIMER_LOOKAHEAD_SECONDS = 1.0
+MAX_IDLE_QUERY = 1000  # runs per FindIdleRuns
 # How long a worker asked to reconnect gets to half-close its stream before it is ended (a
 # worker that ignores Reconnect then finds the stream closed, and reconnects all the same).
 HANDOVER_SECONDS = 5.0
@@ -282,9 +283,26 @@ class SchedulerServicer(sgrpc.SchedulerServiceServicer):
         return spb.CheckLeaseResponse(held=await self._store.holds(lease, request.key_id))
 
     @errors.unary
+    async def FindIdleRuns(
+        self, request: spb.FindIdleRunsRequest, context: Context
+    ) -> spb.FindIdleRunsResponse:
+        if len(request.workflow_ids) > MAX_IDLE_QUERY:
+            asked = len(request.workflow_ids)
+            raise errors.invalid_argument(
+                f"ask about at most {MAX_IDLE_QUERY} runs at a time, not {asked}"
+            )
+        idle = await self._store.idle_runs(list(request.workflow_ids))
+        return spb.FindIdleRunsResponse(workflow_ids=idle)
+
+    @errors.unary
     async def EnqueueTasks(
         self, request: spb.EnqueueTasksRequest, context: Context
     ) -> spb.EnqueueTasksResponse:
+        for t in request.tasks:
+            if not (t.workflow_id and t.workflow_type and t.task_queue):
+                raise errors.invalid_argument("every task needs workflow_id, type and task_queue")
+            if t.fence_floor < 0:
+                raise errors.invalid_argument("fence_floor must not be negative")
         rows: list[Enqueued] = [
             (
                 t.workflow_id,
@@ -294,13 +312,12 @@ class SchedulerServicer(sgrpc.SchedulerServiceServicer):
                 t.run_time.ToDatetime(tzinfo=UTC) if t.HasField("run_time") else None,
                 t.wake_reason or None,
                 Jsonb(dict(t.trace_context)) if t.trace_context else None,
+                t.fence_floor,
             )
             for t in request.tasks
         ]
-        for workflow_id, _, workflow_type, task_queue, *_ in rows:
-            if not (workflow_id and workflow_type and task_queue):
-                raise errors.invalid_argument("every task needs workflow_id, type and task_queue")
-        await self._store.enqueue(rows)
+        closed = sorted({t.workflow_id for t in request.tasks if t.closed})
+        await self._store.enqueue(rows, closed)
         self._dispatcher.wake()
         return spb.EnqueueTasksResponse()
 

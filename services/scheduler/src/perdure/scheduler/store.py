@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -12,23 +13,36 @@ from psycopg_pool import AsyncConnectionPool
 # workflow_type holding the step type). One statement for a whole batch. LEAST ignores NULL,
 # so an earlier due time always wins and a request is never lost; the reason of the winning
 # due time comes with it (SET sees the row as it was). A batch naming a task twice keeps its
-# earliest request; rows are locked in key order, so concurrent batches cannot deadlock.
+# earliest request; rows are locked in key order, so concurrent batches cannot deadlock. The
+# fence counter never falls below the floor history sends (the run's fence mark), so the next
+# grant is always above the mark. A closed task stays closed: never due again.
 ENQUEUE = """
 INSERT INTO scheduler.tasks
-    (workflow_id, step_id, workflow_type, task_queue, run_at, due_reason, trace_context)
+    (workflow_id, step_id, workflow_type, task_queue, run_at, due_reason, trace_context, fence)
 SELECT DISTINCT ON (workflow_id, step_id) workflow_id, step_id, workflow_type, task_queue,
-       COALESCE(run_at, now()), due_reason, trace_context
+       COALESCE(run_at, now()), due_reason, trace_context, fence_floor
 FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[], %s::timestamptz[], %s::text[],
-            %s::jsonb[])
-     AS t(workflow_id, step_id, workflow_type, task_queue, run_at, due_reason, trace_context)
+            %s::jsonb[], %s::bigint[])
+     AS t(workflow_id, step_id, workflow_type, task_queue, run_at, due_reason, trace_context,
+          fence_floor)
 ORDER BY workflow_id, step_id, COALESCE(run_at, now())
 ON CONFLICT (workflow_id, step_id) DO UPDATE
-SET run_at = LEAST(scheduler.tasks.run_at, EXCLUDED.run_at),
+SET run_at = CASE WHEN scheduler.tasks.closed THEN NULL
+                  ELSE LEAST(scheduler.tasks.run_at, EXCLUDED.run_at) END,
     due_reason = CASE
         WHEN scheduler.tasks.run_at IS NULL OR EXCLUDED.run_at < scheduler.tasks.run_at
         THEN EXCLUDED.due_reason ELSE scheduler.tasks.due_reason END,
     trace_context = COALESCE(EXCLUDED.trace_context, scheduler.tasks.trace_context),
+    fence = GREATEST(scheduler.tasks.fence, EXCLUDED.fence),
     updated_at = now()
+"""
+
+# Retires every task of closed runs (run_at NULL, never due again); a lease under way ends as
+# it would have, and its release leaves the task as it is.
+CLOSE = """
+UPDATE scheduler.tasks
+SET closed = true, run_at = NULL, due_reason = NULL, updated_at = now()
+WHERE workflow_id = ANY(%s::text[])
 """
 
 # A task is grantable when it is due and unleased, or when its lease has expired: a worker
@@ -44,6 +58,7 @@ WITH due AS (
     WHERE task_queue = %(task_queue)s
       AND CASE WHEN step_id = '' THEN workflow_type = ANY(%(types)s)
                ELSE workflow_type = ANY(%(step_types)s) END
+      AND NOT closed
       AND ((lease_owner IS NULL AND run_at <= now())
            OR (lease_owner IS NULL AND due_reason = 'timer'
                AND run_at <= now() + make_interval(secs => %(timer_lookahead)s))
@@ -100,6 +115,16 @@ WHERE t.workflow_id = held.workflow_id AND t.step_id = held.step_id AND t.fence 
 RETURNING t.workflow_id, t.step_id, t.fence, t.lease_expires_at
 """
 
+# Of the runs asked about, those whose own task is neither leased nor due (or has no row).
+IDLE_RUNS = """
+SELECT asked.workflow_id FROM unnest(%s::text[]) AS asked(workflow_id)
+WHERE NOT EXISTS (
+    SELECT 1 FROM scheduler.tasks t
+    WHERE t.workflow_id = asked.workflow_id AND t.step_id = '' AND NOT t.closed
+      AND (t.lease_owner IS NOT NULL OR t.run_at IS NOT NULL)
+)
+"""
+
 HOLDS = """
 SELECT 1 FROM scheduler.tasks
 WHERE workflow_id = %s AND step_id = %s AND fence = %s AND lease_key = %s
@@ -112,7 +137,7 @@ WHERE workflow_id = %s AND step_id = %s AND fence = %s AND lease_key = %s
 RELEASE = """
 UPDATE scheduler.tasks
 SET lease_owner = NULL, lease_expires_at = NULL, updated_at = now(),
-    run_at = CASE WHEN %(again)s THEN now() ELSE run_at END
+    run_at = CASE WHEN %(again)s AND NOT closed THEN now() ELSE run_at END
 WHERE workflow_id = %(workflow_id)s AND step_id = %(step_id)s AND fence = %(fence)s
   AND lease_owner = %(session)s
 RETURNING fence
@@ -121,7 +146,8 @@ RETURNING fence
 # The session's worker is gone mid-task: its work is due again at once.
 RELEASE_SESSION = """
 UPDATE scheduler.tasks
-SET lease_owner = NULL, lease_expires_at = NULL, run_at = now(), updated_at = now()
+SET lease_owner = NULL, lease_expires_at = NULL, updated_at = now(),
+    run_at = CASE WHEN closed THEN NULL ELSE now() END
 WHERE lease_owner = %s
 RETURNING workflow_id, step_id
 """
@@ -161,8 +187,8 @@ SELECT workflow_type FROM scheduler.workflow_types WHERE task_queue = %s ORDER B
 
 # A task to make due: workflow id, step id ('' for the workflow's own task), workflow or step
 # type, task queue, due time (None: now), what a timed due time waits for (None: nothing), the
-# workflow's trace context.
-Enqueued = tuple[str, str, str, str, datetime | None, str | None, Jsonb | None]
+# workflow's trace context, the fence floor (history's fence mark).
+Enqueued = tuple[str, str, str, str, datetime | None, str | None, Jsonb | None, int]
 # A task's identity: its workflow id and step id ('' for the workflow's own task).
 TaskKey = tuple[str, str]
 # A lease a worker reports: its task and fence.
@@ -200,13 +226,15 @@ class TaskStore:
     def __init__(self, pool: AsyncConnectionPool) -> None:
         self._pool = pool
 
-    async def enqueue(self, tasks: list[Enqueued]) -> None:
-        """Make workflows due at their time (now when None), in one statement."""
-        if not tasks:
-            return
-        columns = [list(column) for column in zip(*tasks, strict=True)]
-        async with self._pool.connection() as conn:
-            await conn.execute(ENQUEUE, columns)
+    async def enqueue(self, tasks: list[Enqueued], closed: Sequence[str] = ()) -> None:
+        """Make workflows due at their time (now when None), then retire every task of the
+        `closed` runs, in one transaction."""
+        async with self._pool.connection() as conn, conn.transaction():
+            if tasks:
+                columns = [list(column) for column in zip(*tasks, strict=True)]
+                await conn.execute(ENQUEUE, columns)
+            if closed:
+                await conn.execute(CLOSE, [list(closed)])
 
     async def claim(
         self,
@@ -276,6 +304,12 @@ class TaskStore:
             cur = await conn.execute(RENEW_OWN, {"key": key, "ttl": ttl, **_lease_columns(leases)})
             rows = await cur.fetchall()
         return row[0], {(str(w), str(s), int(f)): expires for w, s, f, expires in rows}
+
+    async def idle_runs(self, workflow_ids: list[str]) -> list[str]:
+        """Those of the runs whose own task is neither leased nor due."""
+        async with self._pool.connection() as conn:
+            cur = await conn.execute(IDLE_RUNS, [workflow_ids])
+            return [str(row[0]) for row in await cur.fetchall()]
 
     async def holds(self, lease: Lease, key: str) -> bool:
         """Whether a session of this API key holds this live lease."""

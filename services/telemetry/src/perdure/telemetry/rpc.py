@@ -43,9 +43,21 @@ _TRACED_SERVER_CALLS = filters.negate(
 # resolved again then, so replicas that start later get their share. An address that refused
 # is tried again at least every second (the default backoff grows to two minutes): a replica
 # that restarts is back in the rotation at once.
+# The largest message any Perdure channel or server sends or takes, both ways: gRPC's default
+# of 4 MiB received is less than one run's outputs can add up to (2 MiB payloads, many steps),
+# and a limit that differs between the two ends of a channel fails calls only one end allows.
+MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+# One call or answer of a stream that carries several in a message (JournalService.Session)
+# keeps this much less, for the message around it: larger, it fails alone.
+MAX_ITEM_BYTES = MAX_MESSAGE_BYTES - 64 * 1024
+MESSAGE_LIMITS = [
+    ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+    ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+]
 _CHANNEL_DEFAULTS = [
     ("grpc.lb_policy_name", "round_robin"),
     ("grpc.max_reconnect_backoff_ms", 1000),
+    *MESSAGE_LIMITS,
 ]
 _tracer = trace.get_tracer("perdure.rpc")
 

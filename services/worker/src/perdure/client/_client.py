@@ -181,9 +181,16 @@ class Client:
                 return
 
     def list(
-        self, *, status: int = 0, workflow_type: str = "", page_size: int = 0, page_token: str = ""
+        self,
+        *,
+        status: int = 0,
+        workflow_type: str = "",
+        page_size: int = 0,
+        page_token: str = "",
+        stuck: bool = False,
     ) -> api.ListWorkflowsResponse:
-        """One page of runs, newest first."""
+        """One page of runs, newest first (`stuck`: only runs found stuck, see
+        WorkflowInfo.stuck_time)."""
         response: api.ListWorkflowsResponse = self._stub.ListWorkflows(
             api.ListWorkflowsRequest(
                 namespace=self.namespace,
@@ -191,6 +198,7 @@ class Client:
                 workflow_type=workflow_type,
                 page_size=page_size,
                 page_token=page_token,
+                stuck=stuck,
             ),
             timeout=self._timeout,
         )

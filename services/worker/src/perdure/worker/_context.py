@@ -66,8 +66,15 @@ _STEP_OUTCOMES = (wf.EVENT_TYPE_STEP_COMPLETED, wf.EVENT_TYPE_STEP_FAILED)
 # granted ahead of its timer never suspends again.
 LOCAL_WAIT_SECONDS = 0.25
 # History's answers that mean this lease (or step) is not ours to write any more (with worker
-# keys, LEASE_NOT_HELD when a worker of another key holds it now).
-_LEASE_LOST = ("STALE_FENCE", "WORKFLOW_CLOSED", "STEP_CLOSED", "LEASE_NOT_HELD")
+# keys, LEASE_NOT_HELD when a worker of another key holds it now; JOURNAL_TOO_LARGE: the run
+# was parked as its load was refused).
+_LEASE_LOST = (
+    "STALE_FENCE",
+    "WORKFLOW_CLOSED",
+    "STEP_CLOSED",
+    "LEASE_NOT_HELD",
+    "JOURNAL_TOO_LARGE",
+)
 
 
 class Suspended(BaseException):

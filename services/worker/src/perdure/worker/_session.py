@@ -3,7 +3,9 @@
 In Python gRPC a unary call costs about four times a message on an open stream, and every
 step of every workflow is a journal call: one stream per worker process carries them all,
 matched by id. Journal calls are idempotent, so calls left unanswered by a broken stream are
-sent again on a new one, a few times, as a unary channel's retry policy would.
+sent again on a new one, a few times, as a unary channel's retry policy would. One run's call
+never breaks the stream the others share: a call too large for a message fails alone, here,
+and history answers a call whose answer is too large with an error of its own.
 
 A stream moves after about STREAM_MAX_AGE_SECONDS: new calls go on a new one, which the
 channel's round-robin opens on another history replica, and the old one is closed once its
@@ -27,7 +29,7 @@ from opentelemetry.trace import SpanKind
 from perdure.api.worker.v1 import journal_service_pb2 as jpb
 from perdure.api.worker.v1 import journal_service_pb2_grpc as jgrpc
 from perdure.telemetry.propagation import current_carrier
-from perdure.telemetry.rpc import multiplexed_call_span
+from perdure.telemetry.rpc import MAX_ITEM_BYTES, multiplexed_call_span
 
 SERVICE = jpb.DESCRIPTOR.services_by_name["JournalService"].full_name
 ATTEMPTS = 5
@@ -91,6 +93,14 @@ class JournalSession:
         with multiplexed_call_span(SERVICE, method, SpanKind.CLIENT):
             call = jpb.JournalCall(trace_context=current_carrier())
             getattr(call, field_name).CopyFrom(request)
+            size = call.ByteSize()
+            if size > MAX_ITEM_BYTES:
+                # Sent, it would break the stream every other run's calls share.
+                raise JournalCallError(
+                    grpc.StatusCode.RESOURCE_EXHAUSTED,
+                    f"{method} is {size} bytes, over the {MAX_ITEM_BYTES}-byte message limit",
+                    "MESSAGE_TOO_LARGE",
+                )
             try:
                 async with asyncio.timeout(timeout):
                     answer = await self._send_with_retries(call)
@@ -167,7 +177,7 @@ class JournalSession:
 
     async def _write(self, connection: _Connection) -> None:
         while connection.outgoing:
-            calls, connection.outgoing = connection.outgoing, []
+            calls = _next_message(connection.outgoing)
             try:
                 await connection.stream.write(jpb.SessionRequest(calls=calls))
             except (grpc.aio.AioRpcError, grpc.aio.UsageError, asyncio.InvalidStateError):
@@ -197,6 +207,21 @@ class JournalSession:
         for waiting in connection.unanswered.values():
             if not waiting.done():
                 waiting.set_exception(_StreamBrokenError(reason))
+
+
+def _next_message(outgoing: list[jpb.JournalCall]) -> list[jpb.JournalCall]:
+    """Take from `outgoing` the calls of the next message: as many as fit the message limit
+    (at least one; each call fits alone)."""
+    room = MAX_ITEM_BYTES
+    taken = 0
+    for call in outgoing:
+        room -= call.ByteSize()
+        if taken and room < 0:
+            break
+        taken += 1
+    calls = outgoing[:taken]
+    del outgoing[:taken]
+    return calls
 
 
 def _status_code(number: int) -> grpc.StatusCode:

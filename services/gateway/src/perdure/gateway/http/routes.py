@@ -11,6 +11,7 @@ from typing import Any
 
 import grpc
 from aiohttp import web
+from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 
 from perdure.api.workflow.v1 import workflow_service_pb2 as api
@@ -217,8 +218,18 @@ def query_fields(request: web.Request, message: Message) -> dict[str, Any]:
         values = request.query.getall(name)
         if len(values) > 1:
             raise invalid_json(f"query parameter {name!r} is given {len(values)} times")
-        fields[name] = values[0]
+        fields[name] = _query_value(field, values[0])
     return fields
+
+
+def _query_value(field: Any, value: str) -> Any:
+    """A query parameter's value as its field's JSON: a bool is `true` or `false` (JSON takes
+    it unquoted); the rest as the text it is (JSON takes numbers and enums quoted)."""
+    if field.type != FieldDescriptor.TYPE_BOOL:
+        return value
+    if value not in ("true", "false"):
+        raise invalid_json(f"query parameter {field.name!r} must be true or false, not {value!r}")
+    return value == "true"
 
 
 def approval_signal(fields: Any) -> dict[str, Any]:
