@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 
 import grpc
 import psycopg
-from google.protobuf import struct_pb2
 
 from perdure.api.worker.v1 import journal_service_pb2 as jpb
 from perdure.api.worker.v1 import journal_service_pb2_grpc as jgrpc
+from perdure.worker._payload import to_payload
 from tests.chaos.checker import Report, check
 from tests.chaos.harness import GATEWAYS, HISTORIES, SCHEDULERS, WORKERS, ChaosCluster
 from tests.chaos.proxy import HOLD_REPLIES, HOLD_REQUESTS, PARTITION, RESET, Fault
@@ -225,9 +225,8 @@ def duplicate_completions(
 def _complete_again(
     journal: jgrpc.JournalServiceStub, workflow_id: str, fence: int, result: object
 ) -> None:
-    same = struct_pb2.Value()
-    same.struct_value.update(result)  # type: ignore[arg-type]
-    other = struct_pb2.Value(string_value="another outcome")
+    same = to_payload(result)
+    other = to_payload("another outcome")
     calls = [
         (
             journal.FinishWorkflow,

@@ -12,5 +12,5 @@ export {
   NonDeterminismError,
   JournalRejectedError,
 } from './errors.js';
-export { toValue, fromValue } from './payload.js';
+export { toPayload, fromPayload } from './payload.js';
 export { loadProtos, protoDir } from './proto.js';

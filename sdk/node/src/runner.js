@@ -9,7 +9,7 @@ import {
   WorkflowCancelledError,
   classifyJournalError,
 } from './errors.js';
-import { failureFrom, fromDuration, fromValue, hasValue, toDuration, toTimestamp, toValue } from './payload.js';
+import { failureFrom, fromDuration, fromPayload, hasPayload, toDuration, toTimestamp, toPayload } from './payload.js';
 import { NO_RETRY, RetryPolicy } from './retry.js';
 import { ANNOUNCE_AFTER_MS, HeartbeatSender, StepInfo, invokeWithTimeout } from './step-info.js';
 
@@ -65,7 +65,7 @@ export async function runWorkflowTask(task, journal, workflows, { log, abort, on
     else abort.addEventListener('abort', onAbort, { once: true });
   }
   try {
-    const outcome = await execute(entry.fn, ctx, fromValue(workflow.input));
+    const outcome = await execute(entry.fn, ctx, fromPayload(workflow.input));
     if (outcome.kind === 'lost') throw outcome.error;
     if (outcome.kind === 'unavailable') throw outcome.error;
     if (outcome.kind === 'suspend') {
@@ -120,7 +120,7 @@ export async function execute(fn, ctx, input) {
         return { kind: 'park', value: failureFrom(error) };
       }
       try {
-        return { kind: 'result', value: toValue(ended.value) };
+        return { kind: 'result', value: toPayload(ended.value) };
       } catch (error) {
         return { kind: 'failure', value: failureFrom(error) };
       }
@@ -213,7 +213,7 @@ export async function runStepTask(task, journal, steps, { log, abort }) {
     stepId: lease.step_id,
     attempt,
     fence: lease.fence,
-    heartbeatDetails: hasValue(loaded.heartbeat_details) ? fromValue(loaded.heartbeat_details) : null,
+    heartbeatDetails: hasPayload(loaded.heartbeat_details) ? fromPayload(loaded.heartbeat_details) : null,
     workflowType: loaded.workflow_type ?? '',
     stepType,
     signal: controller.signal,
@@ -222,7 +222,7 @@ export async function runStepTask(task, journal, steps, { log, abort }) {
   const announce = setTimeout(() => heartbeats.queue(lease.step_id, attempt, undefined), ANNOUNCE_AFTER_MS);
   let result;
   try {
-    result = await invokeWithTimeout(() => handler(fromValue(loaded.input), info), timeout, controller);
+    result = await invokeWithTimeout(() => handler(fromPayload(loaded.input), info), timeout, controller);
   } catch (error) {
     if (abort?.aborted) throw new JournalUnavailableError('the worker is shutting down');
     return fail(error, retry);
@@ -232,7 +232,7 @@ export async function runStepTask(task, journal, steps, { log, abort }) {
   }
   let encoded;
   try {
-    encoded = toValue(result);
+    encoded = toPayload(result);
   } catch (error) {
     return fail(error, NO_RETRY); // retrying would return the same value
   }

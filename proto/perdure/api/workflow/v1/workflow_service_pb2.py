@@ -22,12 +22,12 @@ _runtime_version.ValidateProtobufRuntimeVersion(
 _sym_db = _symbol_database.Default()
 
 
-from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
+from perdure.api.common.v1 import payload_pb2 as perdure_dot_api_dot_common_dot_v1_dot_payload__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 from perdure.api.workflow.v1 import workflow_pb2 as perdure_dot_api_dot_workflow_dot_v1_dot_workflow__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n.perdure/api/workflow/v1/workflow_service.proto\x12\x17perdure.api.workflow.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a&perdure/api/workflow/v1/workflow.proto\"\x90\x01\n\x14StartWorkflowRequest\x12\x15\n\rworkflow_type\x18\x01 \x01(\t\x12\x13\n\x0bworkflow_id\x18\x02 \x01(\t\x12\x12\n\ntask_queue\x18\x03 \x01(\t\x12%\n\x05input\x18\x04 \x01(\x0b\x32\x16.google.protobuf.Value\x12\x11\n\tnamespace\x18\x05 \x01(\t\"v\n\x15StartWorkflowResponse\x12\x13\n\x0bworkflow_id\x18\x01 \x01(\t\x12\x0f\n\x07started\x18\x02 \x01(\x08\x12\x37\n\x06status\x18\x03 \x01(\x0e\x32\'.perdure.api.workflow.v1.WorkflowStatus\"A\n\x17\x44\x65scribeWorkflowRequest\x12\x13\n\x0bworkflow_id\x18\x01 \x01(\t\x12\x11\n\tnamespace\x18\x02 \x01(\t\"\xef\x02\n\x18\x44\x65scribeWorkflowResponse\x12\x37\n\x08workflow\x18\x01 \x01(\x0b\x32%.perdure.api.workflow.v1.WorkflowInfo\x12\x30\n\x05steps\x18\x02 \x03(\x0b\x32!.perdure.api.workflow.v1.StepInfo\x12\x14\n\x0c\x63urrent_step\x18\x03 \x01(\t\x12?\n\x0fpending_signals\x18\x04 \x03(\x0b\x32&.perdure.api.workflow.v1.PendingSignal\x12K\n\x05state\x18\x05 \x03(\x0b\x32<.perdure.api.workflow.v1.DescribeWorkflowResponse.StateEntry\x1a\x44\n\nStateEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12%\n\x05value\x18\x02 \x01(\x0b\x32\x16.google.protobuf.Value:\x02\x38\x01\"\x82\x01\n\x19GetWorkflowHistoryRequest\x12\x13\n\x0bworkflow_id\x18\x01 \x01(\t\x12\x11\n\tpage_size\x18\x02 \x01(\x05\x12\x12\n\npage_token\x18\x03 \x01(\t\x12\x11\n\tnamespace\x18\x04 \x01(\t\x12\x16\n\x0e\x61\x66ter_event_id\x18\x05 \x01(\x03\"l\n\x1aGetWorkflowHistoryResponse\x12\x35\n\x06\x65vents\x18\x01 \x03(\x0b\x32%.perdure.api.workflow.v1.HistoryEvent\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"\xbc\x01\n\x14ListWorkflowsRequest\x12\x11\n\tpage_size\x18\x01 \x01(\x05\x12\x12\n\npage_token\x18\x02 \x01(\t\x12\x37\n\x06status\x18\x03 \x01(\x0e\x32\'.perdure.api.workflow.v1.WorkflowStatus\x12\x15\n\rworkflow_type\x18\x04 \x01(\t\x12\x11\n\tnamespace\x18\x05 \x01(\t\x12\x1a\n\x12workflow_id_prefix\x18\x06 \x01(\t\"j\n\x15ListWorkflowsResponse\x12\x38\n\tworkflows\x18\x01 \x03(\x0b\x32%.perdure.api.workflow.v1.WorkflowInfo\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"\x90\x01\n\x15SignalWorkflowRequest\x12\x13\n\x0bworkflow_id\x18\x01 \x01(\t\x12\x13\n\x0bsignal_name\x18\x02 \x01(\t\x12\'\n\x07payload\x18\x03 \x01(\x0b\x32\x16.google.protobuf.Value\x12\x11\n\tsignal_id\x18\x04 \x01(\t\x12\x11\n\tnamespace\x18\x05 \x01(\t\"*\n\x16SignalWorkflowResponse\x12\x10\n\x08\x61\x63\x63\x65pted\x18\x01 \x01(\x08\"\xaf\x01\n\x1eSignalWithStartWorkflowRequest\x12<\n\x05start\x18\x01 \x01(\x0b\x32-.perdure.api.workflow.v1.StartWorkflowRequest\x12\x13\n\x0bsignal_name\x18\x02 \x01(\t\x12\'\n\x07payload\x18\x03 \x01(\x0b\x32\x16.google.protobuf.Value\x12\x11\n\tsignal_id\x18\x04 \x01(\t\"D\n\x1fSignalWithStartWorkflowResponse\x12\x0f\n\x07started\x18\x01 \x01(\x08\x12\x10\n\x08\x61\x63\x63\x65pted\x18\x02 \x01(\x08\"O\n\x15\x43\x61ncelWorkflowRequest\x12\x13\n\x0bworkflow_id\x18\x01 \x01(\t\x12\x0e\n\x06reason\x18\x02 \x01(\t\x12\x11\n\tnamespace\x18\x03 \x01(\t\"\x18\n\x16\x43\x61ncelWorkflowResponse\"R\n\x18TerminateWorkflowRequest\x12\x13\n\x0bworkflow_id\x18\x01 \x01(\t\x12\x0e\n\x06reason\x18\x02 \x01(\t\x12\x11\n\tnamespace\x18\x03 \x01(\t\"\x1b\n\x19TerminateWorkflowResponse\"K\n\x14QueryWorkflowRequest\x12\x13\n\x0bworkflow_id\x18\x01 \x01(\t\x12\x0b\n\x03key\x18\x02 \x01(\t\x12\x11\n\tnamespace\x18\x03 \x01(\t\"o\n\x15QueryWorkflowResponse\x12%\n\x05value\x18\x01 \x01(\x0b\x32\x16.google.protobuf.Value\x12/\n\x0bupdate_time\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp2\xca\x08\n\x0fWorkflowService\x12n\n\rStartWorkflow\x12-.perdure.api.workflow.v1.StartWorkflowRequest\x1a..perdure.api.workflow.v1.StartWorkflowResponse\x12w\n\x10\x44\x65scribeWorkflow\x12\x30.perdure.api.workflow.v1.DescribeWorkflowRequest\x1a\x31.perdure.api.workflow.v1.DescribeWorkflowResponse\x12}\n\x12GetWorkflowHistory\x12\x32.perdure.api.workflow.v1.GetWorkflowHistoryRequest\x1a\x33.perdure.api.workflow.v1.GetWorkflowHistoryResponse\x12n\n\rListWorkflows\x12-.perdure.api.workflow.v1.ListWorkflowsRequest\x1a..perdure.api.workflow.v1.ListWorkflowsResponse\x12q\n\x0eSignalWorkflow\x12..perdure.api.workflow.v1.SignalWorkflowRequest\x1a/.perdure.api.workflow.v1.SignalWorkflowResponse\x12\x8c\x01\n\x17SignalWithStartWorkflow\x12\x37.perdure.api.workflow.v1.SignalWithStartWorkflowRequest\x1a\x38.perdure.api.workflow.v1.SignalWithStartWorkflowResponse\x12q\n\x0e\x43\x61ncelWorkflow\x12..perdure.api.workflow.v1.CancelWorkflowRequest\x1a/.perdure.api.workflow.v1.CancelWorkflowResponse\x12z\n\x11TerminateWorkflow\x12\x31.perdure.api.workflow.v1.TerminateWorkflowRequest\x1a\x32.perdure.api.workflow.v1.TerminateWorkflowResponse\x12n\n\rQueryWorkflow\x12-.perdure.api.workflow.v1.QueryWorkflowRequest\x1a..perdure.api.workflow.v1.QueryWorkflowResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n.perdure/api/workflow/v1/workflow_service.proto\x12\x17perdure.api.workflow.v1\x1a#perdure/api/common/v1/payload.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a&perdure/api/workflow/v1/workflow.proto\"\x98\x01\n\x14StartWorkflowRequest\x12\x15\n\rworkflow_type\x18\x01 \x01(\t\x12\x13\n\x0bworkflow_id\x18\x02 \x01(\t\x12\x12\n\ntask_queue\x18\x03 \x01(\t\x12-\n\x05input\x18\x04 \x01(\x0b\x32\x1e.perdure.api.common.v1.Payload\x12\x11\n\tnamespace\x18\x05 \x01(\t\"v\n\x15StartWorkflowResponse\x12\x13\n\x0bworkflow_id\x18\x01 \x01(\t\x12\x0f\n\x07started\x18\x02 \x01(\x08\x12\x37\n\x06status\x18\x03 \x01(\x0e\x32\'.perdure.api.workflow.v1.WorkflowStatus\"A\n\x17\x44\x65scribeWorkflowRequest\x12\x13\n\x0bworkflow_id\x18\x01 \x01(\t\x12\x11\n\tnamespace\x18\x02 \x01(\t\"\xf7\x02\n\x18\x44\x65scribeWorkflowResponse\x12\x37\n\x08workflow\x18\x01 \x01(\x0b\x32%.perdure.api.workflow.v1.WorkflowInfo\x12\x30\n\x05steps\x18\x02 \x03(\x0b\x32!.perdure.api.workflow.v1.StepInfo\x12\x14\n\x0c\x63urrent_step\x18\x03 \x01(\t\x12?\n\x0fpending_signals\x18\x04 \x03(\x0b\x32&.perdure.api.workflow.v1.PendingSignal\x12K\n\x05state\x18\x05 \x03(\x0b\x32<.perdure.api.workflow.v1.DescribeWorkflowResponse.StateEntry\x1aL\n\nStateEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12-\n\x05value\x18\x02 \x01(\x0b\x32\x1e.perdure.api.common.v1.Payload:\x02\x38\x01\"\x82\x01\n\x19GetWorkflowHistoryRequest\x12\x13\n\x0bworkflow_id\x18\x01 \x01(\t\x12\x11\n\tpage_size\x18\x02 \x01(\x05\x12\x12\n\npage_token\x18\x03 \x01(\t\x12\x11\n\tnamespace\x18\x04 \x01(\t\x12\x16\n\x0e\x61\x66ter_event_id\x18\x05 \x01(\x03\"l\n\x1aGetWorkflowHistoryResponse\x12\x35\n\x06\x65vents\x18\x01 \x03(\x0b\x32%.perdure.api.workflow.v1.HistoryEvent\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"\xbc\x01\n\x14ListWorkflowsRequest\x12\x11\n\tpage_size\x18\x01 \x01(\x05\x12\x12\n\npage_token\x18\x02 \x01(\t\x12\x37\n\x06status\x18\x03 \x01(\x0e\x32\'.perdure.api.workflow.v1.WorkflowStatus\x12\x15\n\rworkflow_type\x18\x04 \x01(\t\x12\x11\n\tnamespace\x18\x05 \x01(\t\x12\x1a\n\x12workflow_id_prefix\x18\x06 \x01(\t\"j\n\x15ListWorkflowsResponse\x12\x38\n\tworkflows\x18\x01 \x03(\x0b\x32%.perdure.api.workflow.v1.WorkflowInfo\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"\x98\x01\n\x15SignalWorkflowRequest\x12\x13\n\x0bworkflow_id\x18\x01 \x01(\t\x12\x13\n\x0bsignal_name\x18\x02 \x01(\t\x12/\n\x07payload\x18\x03 \x01(\x0b\x32\x1e.perdure.api.common.v1.Payload\x12\x11\n\tsignal_id\x18\x04 \x01(\t\x12\x11\n\tnamespace\x18\x05 \x01(\t\"*\n\x16SignalWorkflowResponse\x12\x10\n\x08\x61\x63\x63\x65pted\x18\x01 \x01(\x08\"\xb7\x01\n\x1eSignalWithStartWorkflowRequest\x12<\n\x05start\x18\x01 \x01(\x0b\x32-.perdure.api.workflow.v1.StartWorkflowRequest\x12\x13\n\x0bsignal_name\x18\x02 \x01(\t\x12/\n\x07payload\x18\x03 \x01(\x0b\x32\x1e.perdure.api.common.v1.Payload\x12\x11\n\tsignal_id\x18\x04 \x01(\t\"D\n\x1fSignalWithStartWorkflowResponse\x12\x0f\n\x07started\x18\x01 \x01(\x08\x12\x10\n\x08\x61\x63\x63\x65pted\x18\x02 \x01(\x08\"O\n\x15\x43\x61ncelWorkflowRequest\x12\x13\n\x0bworkflow_id\x18\x01 \x01(\t\x12\x0e\n\x06reason\x18\x02 \x01(\t\x12\x11\n\tnamespace\x18\x03 \x01(\t\"\x18\n\x16\x43\x61ncelWorkflowResponse\"R\n\x18TerminateWorkflowRequest\x12\x13\n\x0bworkflow_id\x18\x01 \x01(\t\x12\x0e\n\x06reason\x18\x02 \x01(\t\x12\x11\n\tnamespace\x18\x03 \x01(\t\"\x1b\n\x19TerminateWorkflowResponse\"K\n\x14QueryWorkflowRequest\x12\x13\n\x0bworkflow_id\x18\x01 \x01(\t\x12\x0b\n\x03key\x18\x02 \x01(\t\x12\x11\n\tnamespace\x18\x03 \x01(\t\"w\n\x15QueryWorkflowResponse\x12-\n\x05value\x18\x01 \x01(\x0b\x32\x1e.perdure.api.common.v1.Payload\x12/\n\x0bupdate_time\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp2\xca\x08\n\x0fWorkflowService\x12n\n\rStartWorkflow\x12-.perdure.api.workflow.v1.StartWorkflowRequest\x1a..perdure.api.workflow.v1.StartWorkflowResponse\x12w\n\x10\x44\x65scribeWorkflow\x12\x30.perdure.api.workflow.v1.DescribeWorkflowRequest\x1a\x31.perdure.api.workflow.v1.DescribeWorkflowResponse\x12}\n\x12GetWorkflowHistory\x12\x32.perdure.api.workflow.v1.GetWorkflowHistoryRequest\x1a\x33.perdure.api.workflow.v1.GetWorkflowHistoryResponse\x12n\n\rListWorkflows\x12-.perdure.api.workflow.v1.ListWorkflowsRequest\x1a..perdure.api.workflow.v1.ListWorkflowsResponse\x12q\n\x0eSignalWorkflow\x12..perdure.api.workflow.v1.SignalWorkflowRequest\x1a/.perdure.api.workflow.v1.SignalWorkflowResponse\x12\x8c\x01\n\x17SignalWithStartWorkflow\x12\x37.perdure.api.workflow.v1.SignalWithStartWorkflowRequest\x1a\x38.perdure.api.workflow.v1.SignalWithStartWorkflowResponse\x12q\n\x0e\x43\x61ncelWorkflow\x12..perdure.api.workflow.v1.CancelWorkflowRequest\x1a/.perdure.api.workflow.v1.CancelWorkflowResponse\x12z\n\x11TerminateWorkflow\x12\x31.perdure.api.workflow.v1.TerminateWorkflowRequest\x1a\x32.perdure.api.workflow.v1.TerminateWorkflowResponse\x12n\n\rQueryWorkflow\x12-.perdure.api.workflow.v1.QueryWorkflowRequest\x1a..perdure.api.workflow.v1.QueryWorkflowResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -36,44 +36,44 @@ if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_DESCRIBEWORKFLOWRESPONSE_STATEENTRY']._loaded_options = None
   _globals['_DESCRIBEWORKFLOWRESPONSE_STATEENTRY']._serialized_options = b'8\001'
-  _globals['_STARTWORKFLOWREQUEST']._serialized_start=179
-  _globals['_STARTWORKFLOWREQUEST']._serialized_end=323
-  _globals['_STARTWORKFLOWRESPONSE']._serialized_start=325
-  _globals['_STARTWORKFLOWRESPONSE']._serialized_end=443
-  _globals['_DESCRIBEWORKFLOWREQUEST']._serialized_start=445
-  _globals['_DESCRIBEWORKFLOWREQUEST']._serialized_end=510
-  _globals['_DESCRIBEWORKFLOWRESPONSE']._serialized_start=513
-  _globals['_DESCRIBEWORKFLOWRESPONSE']._serialized_end=880
-  _globals['_DESCRIBEWORKFLOWRESPONSE_STATEENTRY']._serialized_start=812
-  _globals['_DESCRIBEWORKFLOWRESPONSE_STATEENTRY']._serialized_end=880
-  _globals['_GETWORKFLOWHISTORYREQUEST']._serialized_start=883
-  _globals['_GETWORKFLOWHISTORYREQUEST']._serialized_end=1013
-  _globals['_GETWORKFLOWHISTORYRESPONSE']._serialized_start=1015
-  _globals['_GETWORKFLOWHISTORYRESPONSE']._serialized_end=1123
-  _globals['_LISTWORKFLOWSREQUEST']._serialized_start=1126
-  _globals['_LISTWORKFLOWSREQUEST']._serialized_end=1314
-  _globals['_LISTWORKFLOWSRESPONSE']._serialized_start=1316
-  _globals['_LISTWORKFLOWSRESPONSE']._serialized_end=1422
-  _globals['_SIGNALWORKFLOWREQUEST']._serialized_start=1425
-  _globals['_SIGNALWORKFLOWREQUEST']._serialized_end=1569
-  _globals['_SIGNALWORKFLOWRESPONSE']._serialized_start=1571
-  _globals['_SIGNALWORKFLOWRESPONSE']._serialized_end=1613
-  _globals['_SIGNALWITHSTARTWORKFLOWREQUEST']._serialized_start=1616
-  _globals['_SIGNALWITHSTARTWORKFLOWREQUEST']._serialized_end=1791
-  _globals['_SIGNALWITHSTARTWORKFLOWRESPONSE']._serialized_start=1793
-  _globals['_SIGNALWITHSTARTWORKFLOWRESPONSE']._serialized_end=1861
-  _globals['_CANCELWORKFLOWREQUEST']._serialized_start=1863
-  _globals['_CANCELWORKFLOWREQUEST']._serialized_end=1942
-  _globals['_CANCELWORKFLOWRESPONSE']._serialized_start=1944
-  _globals['_CANCELWORKFLOWRESPONSE']._serialized_end=1968
-  _globals['_TERMINATEWORKFLOWREQUEST']._serialized_start=1970
-  _globals['_TERMINATEWORKFLOWREQUEST']._serialized_end=2052
-  _globals['_TERMINATEWORKFLOWRESPONSE']._serialized_start=2054
-  _globals['_TERMINATEWORKFLOWRESPONSE']._serialized_end=2081
-  _globals['_QUERYWORKFLOWREQUEST']._serialized_start=2083
-  _globals['_QUERYWORKFLOWREQUEST']._serialized_end=2158
-  _globals['_QUERYWORKFLOWRESPONSE']._serialized_start=2160
-  _globals['_QUERYWORKFLOWRESPONSE']._serialized_end=2271
-  _globals['_WORKFLOWSERVICE']._serialized_start=2274
-  _globals['_WORKFLOWSERVICE']._serialized_end=3372
+  _globals['_STARTWORKFLOWREQUEST']._serialized_start=186
+  _globals['_STARTWORKFLOWREQUEST']._serialized_end=338
+  _globals['_STARTWORKFLOWRESPONSE']._serialized_start=340
+  _globals['_STARTWORKFLOWRESPONSE']._serialized_end=458
+  _globals['_DESCRIBEWORKFLOWREQUEST']._serialized_start=460
+  _globals['_DESCRIBEWORKFLOWREQUEST']._serialized_end=525
+  _globals['_DESCRIBEWORKFLOWRESPONSE']._serialized_start=528
+  _globals['_DESCRIBEWORKFLOWRESPONSE']._serialized_end=903
+  _globals['_DESCRIBEWORKFLOWRESPONSE_STATEENTRY']._serialized_start=827
+  _globals['_DESCRIBEWORKFLOWRESPONSE_STATEENTRY']._serialized_end=903
+  _globals['_GETWORKFLOWHISTORYREQUEST']._serialized_start=906
+  _globals['_GETWORKFLOWHISTORYREQUEST']._serialized_end=1036
+  _globals['_GETWORKFLOWHISTORYRESPONSE']._serialized_start=1038
+  _globals['_GETWORKFLOWHISTORYRESPONSE']._serialized_end=1146
+  _globals['_LISTWORKFLOWSREQUEST']._serialized_start=1149
+  _globals['_LISTWORKFLOWSREQUEST']._serialized_end=1337
+  _globals['_LISTWORKFLOWSRESPONSE']._serialized_start=1339
+  _globals['_LISTWORKFLOWSRESPONSE']._serialized_end=1445
+  _globals['_SIGNALWORKFLOWREQUEST']._serialized_start=1448
+  _globals['_SIGNALWORKFLOWREQUEST']._serialized_end=1600
+  _globals['_SIGNALWORKFLOWRESPONSE']._serialized_start=1602
+  _globals['_SIGNALWORKFLOWRESPONSE']._serialized_end=1644
+  _globals['_SIGNALWITHSTARTWORKFLOWREQUEST']._serialized_start=1647
+  _globals['_SIGNALWITHSTARTWORKFLOWREQUEST']._serialized_end=1830
+  _globals['_SIGNALWITHSTARTWORKFLOWRESPONSE']._serialized_start=1832
+  _globals['_SIGNALWITHSTARTWORKFLOWRESPONSE']._serialized_end=1900
+  _globals['_CANCELWORKFLOWREQUEST']._serialized_start=1902
+  _globals['_CANCELWORKFLOWREQUEST']._serialized_end=1981
+  _globals['_CANCELWORKFLOWRESPONSE']._serialized_start=1983
+  _globals['_CANCELWORKFLOWRESPONSE']._serialized_end=2007
+  _globals['_TERMINATEWORKFLOWREQUEST']._serialized_start=2009
+  _globals['_TERMINATEWORKFLOWREQUEST']._serialized_end=2091
+  _globals['_TERMINATEWORKFLOWRESPONSE']._serialized_start=2093
+  _globals['_TERMINATEWORKFLOWRESPONSE']._serialized_end=2120
+  _globals['_QUERYWORKFLOWREQUEST']._serialized_start=2122
+  _globals['_QUERYWORKFLOWREQUEST']._serialized_end=2197
+  _globals['_QUERYWORKFLOWRESPONSE']._serialized_start=2199
+  _globals['_QUERYWORKFLOWRESPONSE']._serialized_end=2318
+  _globals['_WORKFLOWSERVICE']._serialized_start=2321
+  _globals['_WORKFLOWSERVICE']._serialized_end=3419
 # @@protoc_insertion_point(module_scope)

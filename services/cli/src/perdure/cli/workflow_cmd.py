@@ -9,15 +9,18 @@ import os
 import sys
 import uuid
 from pathlib import Path
-from typing import Any
 
 import grpc
-from google.protobuf import json_format
 from google.protobuf.message import Message
 
+from perdure.api.common.v1.payload_pb2 import Payload
 from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.client import Client
 from perdure.common.embedded_db import DEFAULT_DATA_DIR
+from perdure.common.payload import json_payload
+from perdure.gateway.http.convert import dumps, to_json
+from perdure.gateway.http.payloads import shown
+from perdure.worker._payload import to_payload
 
 DEV_KEY_FILE = "admin.key"  # where `perdure dev` leaves its admin key, in its data directory
 
@@ -120,8 +123,9 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     listing.add_argument("--limit", type=int, default=50)
 
 
-def _print(message: Message) -> None:
-    print(json_format.MessageToJson(message, preserving_proto_field_name=True, indent=2))
+def _print(message: Message, indent: int | None = 2) -> None:
+    """A message as JSON, each payload as its exact JSON text (bytes as base64)."""
+    print(dumps(to_json(message), indent))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -134,11 +138,13 @@ def run(args: argparse.Namespace) -> int:
         return 1
 
 
-def _json_argument(flag: str, text: str) -> Any:
+def _json_argument(flag: str, text: str) -> Payload:
+    """The JSON text given, sent exactly as written (numbers are never read as floats)."""
     try:
-        return json.loads(text)
-    except json.JSONDecodeError as error:
+        json.loads(text)
+    except (json.JSONDecodeError, RecursionError) as error:
         raise _UsageError(f"{flag} is not valid JSON: {error}") from None
+    return json_payload(text)
 
 
 class _UsageError(Exception):
@@ -166,16 +172,20 @@ def _execute(client: Client, args: argparse.Namespace) -> int:
             )
         return 0
     if args.command == "signal":
-        payload = _json_argument("--payload", args.payload)
         sent_id = signal_id(args.signal_id)
-        accepted = client.signal(args.workflow_id, args.signal_name, payload, signal_id=sent_id)
+        accepted = client.signal(
+            args.workflow_id,
+            args.signal_name,
+            _json_argument("--payload", args.payload),
+            signal_id=sent_id,
+        )
         print(json.dumps({"accepted": accepted, "signal_id": sent_id}))
         return 0
     if args.command in ("cancel", "terminate"):
         getattr(client, args.command)(args.workflow_id, args.reason)
         return 0
     if args.command == "query":
-        print(json.dumps(client.query(args.workflow_id, args.key), indent=2))
+        print(dumps(shown(to_payload(client.query(args.workflow_id, args.key))), 2))
         return 0
     if args.command == "start":
         value = _json_argument("--input", args.input)
@@ -192,7 +202,7 @@ def _execute(client: Client, args: argparse.Namespace) -> int:
         _print(client.describe(args.workflow_id))
     elif args.command == "history":
         for event in client.history(args.workflow_id):
-            print(json_format.MessageToJson(event, preserving_proto_field_name=True, indent=None))
+            _print(event, indent=None)
     elif args.command == "list":
         status = (
             wf.WorkflowStatus.Value(f"WORKFLOW_STATUS_{args.status.upper()}") if args.status else 0

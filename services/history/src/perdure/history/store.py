@@ -9,18 +9,22 @@ from psycopg import AsyncConnection
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
+from perdure.api.common.v1.payload_pb2 import Payload
 from perdure.common import namespaces
 from perdure.common.auth import current_principal
+from perdure.common.payload import null_payload
 
 Row = dict[str, Any]
 
 WORKFLOW_COLUMNS = (
-    "workflow_id, workflow_type, task_queue, status, input, result, failure, fence,"
+    "workflow_id, workflow_type, task_queue, status, input, input_encoding, result,"
+    " result_encoding, failure, fence,"
     " event_count, created_at, updated_at, closed_at, wait_kind, wait_name, wait_until,"
     " cancel_requested, trace_context"
 )
 EVENT_COLUMNS = (
-    "event_id, event_type, fence, step_id, step_name, position, attempt, payload, failure,"
+    "event_id, event_type, fence, step_id, step_name, position, attempt, payload,"
+    " payload_encoding, failure,"
     " created_at, due_at, name, signal_id, consumed, started_at, wait, trace_context,"
     " task_queue"
 )
@@ -30,7 +34,8 @@ OPEN = f"{OPEN_STATUSES}"  # as SQL: ('RUNNING', 'WAITING')
 # load or a describe costs no extra round trip. Needs the workflows row aliased `w`.
 _PROGRESS = """(
     SELECT COALESCE(json_agg(json_build_object(
-               'step_id', p.step_id, 'attempt', p.attempt, 'details', p.details,
+               'step_id', p.step_id, 'attempt', p.attempt,
+               'details', encode(p.details, 'base64'), 'details_encoding', p.details_encoding,
                'updated_at', p.updated_at) ORDER BY p.updated_at), '[]')
     FROM history.step_progress p WHERE p.workflow_id = w.workflow_id
 ) AS progress"""
@@ -40,15 +45,16 @@ _PROGRESS = """(
 START_WORKFLOW = """
 WITH run AS (
     INSERT INTO history.workflows
-        (workflow_id, namespace, workflow_type, task_queue, status, input, event_count,
-         trace_context)
+        (workflow_id, namespace, workflow_type, task_queue, status, input, input_encoding,
+         event_count, trace_context)
     VALUES (%(workflow_id)s, %(namespace)s, %(workflow_type)s, %(task_queue)s, 'RUNNING',
-            %(input)s, 1, %(trace_context)s)
+            %(input)s, %(input_encoding)s, 1, %(trace_context)s)
     ON CONFLICT (workflow_id) DO NOTHING
-    RETURNING workflow_id, workflow_type, task_queue, input
+    RETURNING workflow_id, workflow_type, task_queue, input, input_encoding
 ), started AS (
-    INSERT INTO history.events (workflow_id, event_id, event_type, fence, payload)
-    SELECT workflow_id, 1, 'WORKFLOW_STARTED', 0, input FROM run
+    INSERT INTO history.events
+        (workflow_id, event_id, event_type, fence, payload, payload_encoding)
+    SELECT workflow_id, 1, 'WORKFLOW_STARTED', 0, input, input_encoding FROM run
 ), scheduled AS (
     INSERT INTO history.outbox (workflow_id, workflow_type, task_queue)
     SELECT workflow_id, workflow_type, task_queue FROM run
@@ -87,10 +93,11 @@ RETURNING {WORKFLOW_COLUMNS}, now() AS db_now, {_PROGRESS}
 _APPENDED_COLUMNS = "workflow_id, workflow_type, task_queue, event_count, cancel_requested"
 _INSERT_EVENT = """, inserted AS (
     INSERT INTO history.events (workflow_id, event_id, event_type, fence, step_id, step_name,
-                                position, attempt, payload, failure, due_at, name, signal_id,
-                                consumed, started_at, wait, trace_context, task_queue)
+                                position, attempt, payload, payload_encoding, failure, due_at,
+                                name, signal_id, consumed, started_at, wait, trace_context,
+                                task_queue)
     SELECT workflow_id, event_count, %(event_type)s, %(fence)s, %(step_id)s, %(step_name)s,
-           %(position)s, %(attempt)s, %(payload)s, %(failure)s,
+           %(position)s, %(attempt)s, %(payload)s, %(payload_encoding)s, %(failure)s,
            COALESCE(%(due_at)s::timestamptz, now() + make_interval(secs => %(due_in)s::float8)),
            %(name)s, %(signal_id)s, %(consumed)s, %(started_at)s, %(wait)s, %(trace_context)s,
            %(task_queue)s
@@ -178,12 +185,12 @@ WITH input AS (
     SELECT * FROM unnest(
         %(workflow_id)s::text[], %(fence)s::bigint[], %(event_type)s::text[],
         %(step_id)s::text[], %(step_name)s::text[], %(position)s::bigint[], %(attempt)s::int[],
-        %(payload)s::jsonb[], %(failure)s::jsonb[], %(due_at)s::timestamptz[],
-        %(due_in)s::float8[], %(name)s::text[], %(consumed)s::jsonb[],
-        %(started_at)s::timestamptz[], %(lease_key)s::text[]
+        %(payload)s::bytea[], %(payload_encoding)s::text[], %(failure)s::jsonb[],
+        %(due_at)s::timestamptz[], %(due_in)s::float8[], %(name)s::text[],
+        %(consumed)s::jsonb[], %(started_at)s::timestamptz[], %(lease_key)s::text[]
     ) WITH ORDINALITY AS i(workflow_id, fence, event_type, step_id, step_name, position,
-                           attempt, payload, failure, due_at, due_in, name, consumed,
-                           started_at, lease_key, ord)
+                           attempt, payload, payload_encoding, failure, due_at, due_in, name,
+                           consumed, started_at, lease_key, ord)
 ), appended AS (
     UPDATE history.workflows w
     SET event_count = w.event_count + 1, updated_at = now()
@@ -193,10 +200,10 @@ WITH input AS (
     RETURNING i.ord, w.workflow_id, w.workflow_type, w.event_count, w.cancel_requested
 ), inserted AS (
     INSERT INTO history.events (workflow_id, event_id, event_type, fence, step_id, step_name,
-                                position, attempt, payload, failure, due_at, name, consumed,
-                                started_at)
+                                position, attempt, payload, payload_encoding, failure, due_at,
+                                name, consumed, started_at)
     SELECT a.workflow_id, a.event_count, i.event_type, i.fence, i.step_id, i.step_name,
-           i.position, i.attempt, i.payload, i.failure,
+           i.position, i.attempt, i.payload, i.payload_encoding, i.failure,
            COALESCE(i.due_at, now() + make_interval(secs => i.due_in)), i.name,
            CASE WHEN i.consumed IS NOT NULL
                 THEN ARRAY(SELECT jsonb_array_elements_text(i.consumed)::bigint) END,
@@ -218,6 +225,7 @@ RECORD_EVENTS_COLUMNS = (
     "position",
     "attempt",
     "payload",
+    "payload_encoding",
     "failure",
     "due_at",
     "due_in",
@@ -239,7 +247,8 @@ SUSPEND = _append(
 CLOSE_RUN = _append(
     f"""UPDATE history.workflows
     SET event_count = event_count + 1, updated_at = now(),
-        status = %(status)s, result = %(payload)s, failure = %(failure)s, closed_at = now(),
+        status = %(status)s, result = %(payload)s, result_encoding = %(payload_encoding)s,
+        failure = %(failure)s, closed_at = now(),
         wait_kind = NULL, wait_name = NULL, wait_until = NULL
     {_FENCED}"""
 )
@@ -298,11 +307,13 @@ def _heartbeat(live: str) -> str:
     finds the lease good; answer whether a cancel was requested."""
     return f"""
 WITH live AS ({live}), upserted AS (
-    INSERT INTO history.step_progress (workflow_id, step_id, attempt, details)
-    SELECT workflow_id, %(step_id)s, %(attempt)s, %(details)s FROM live
+    INSERT INTO history.step_progress (workflow_id, step_id, attempt, details, details_encoding)
+    SELECT workflow_id, %(step_id)s, %(attempt)s, %(details)s, %(details_encoding)s FROM live
     ON CONFLICT (workflow_id, step_id) DO UPDATE
     SET attempt = EXCLUDED.attempt, updated_at = now(),
-        details = COALESCE(EXCLUDED.details, history.step_progress.details)
+        details = COALESCE(EXCLUDED.details, history.step_progress.details),
+        details_encoding = COALESCE(EXCLUDED.details_encoding,
+                                    history.step_progress.details_encoding)
 )
 SELECT cancel_requested FROM live
 """
@@ -318,9 +329,10 @@ SCHEDULE_STEP = _append(
     _RECORD,
     also=""", step_task AS (
     INSERT INTO history.step_tasks
-        (workflow_id, step_id, step_type, task_queue, input, retry, timeout_seconds)
-    SELECT workflow_id, %(step_id)s, %(name)s, %(task_queue)s, %(payload)s, %(retry)s,
-           %(timeout_seconds)s
+        (workflow_id, step_id, step_type, task_queue, input, input_encoding, retry,
+         timeout_seconds)
+    SELECT workflow_id, %(step_id)s, %(name)s, %(task_queue)s, %(payload)s,
+           %(payload_encoding)s, %(retry)s, %(timeout_seconds)s
     FROM appended
 ), scheduled AS (
     INSERT INTO history.outbox (workflow_id, workflow_type, task_queue, step_id)
@@ -335,13 +347,16 @@ UPDATE history.step_tasks s SET fence = %(fence)s, fence_key = %(lease_key)s
 FROM history.workflows w
 WHERE s.workflow_id = %(workflow_id)s AND s.step_id = %(step_id)s AND s.fence <= %(fence)s
   AND w.workflow_id = s.workflow_id
-RETURNING s.step_type, s.input, s.retry, s.timeout_seconds, s.closed, w.status,
-          w.workflow_type,
+RETURNING s.step_type, s.input, s.input_encoding, s.retry, s.timeout_seconds, s.closed,
+          w.status, w.workflow_type,
           (SELECT count(*) + 1 FROM history.events e
            WHERE e.workflow_id = s.workflow_id AND e.step_id = s.step_id
              AND e.event_type = 'STEP_ATTEMPT_FAILED') AS attempt,
           (SELECT p.details FROM history.step_progress p
-           WHERE p.workflow_id = s.workflow_id AND p.step_id = s.step_id) AS heartbeat_details
+           WHERE p.workflow_id = s.workflow_id AND p.step_id = s.step_id) AS heartbeat_details,
+          (SELECT p.details_encoding FROM history.step_progress p
+           WHERE p.workflow_id = s.workflow_id AND p.step_id = s.step_id)
+              AS heartbeat_details_encoding
 """
 
 SELECT_STEP_TASK = """
@@ -366,9 +381,9 @@ WITH task AS (
               task.step_type, task.task_queue AS step_queue
 ), inserted AS (
     INSERT INTO history.events (workflow_id, event_id, event_type, fence, step_id, step_name,
-                                attempt, payload, failure, due_at, started_at)
+                                attempt, payload, payload_encoding, failure, due_at, started_at)
     SELECT workflow_id, event_count, %(event_type)s, %(fence)s, %(step_id)s, step_type,
-           %(attempt)s, %(payload)s, %(failure)s,
+           %(attempt)s, %(payload)s, %(payload_encoding)s, %(failure)s,
            now() + make_interval(secs => %(due_in)s::float8), %(started_at)s
     FROM appended
     RETURNING event_id, due_at
@@ -432,7 +447,7 @@ ORDER BY event_id
 
 # The latest value published under a key.
 SELECT_STATE = """
-SELECT payload, created_at FROM history.events
+SELECT payload, payload_encoding, created_at FROM history.events
 WHERE workflow_id = %(workflow_id)s AND event_type = 'STATE_UPDATED' AND name = %(key)s
 ORDER BY event_id DESC LIMIT 1
 """
@@ -479,7 +494,29 @@ async def fetch_all(conn: AsyncConnection, query: str, params: Any) -> list[Row]
         return await cur.fetchall()
 
 
-# Events whose payload column holds a JSON value (JSON null included).
+def payload_of(row: Row, column: str) -> Payload | None:
+    """The payload stored in `column` and `<column>_encoding` of a row (SQL NULL: None), its
+    bytes as they were written."""
+    data = row[column]
+    if data is None:
+        return None
+    return Payload(encoding=row[f"{column}_encoding"], data=bytes(data))
+
+
+def payload_in(row: Row, column: str) -> Payload:
+    """The payload of a column that always holds one (JSON null if it is SQL NULL)."""
+    payload = payload_of(row, column)
+    return payload if payload is not None else null_payload()
+
+
+def payload_columns(column: str, payload: Payload | None) -> dict[str, Any]:
+    """The parameters `column` and `<column>_encoding` for a payload (None: SQL NULL)."""
+    if payload is None:
+        return {column: None, f"{column}_encoding": None}
+    return {column: payload.data, f"{column}_encoding": payload.encoding}
+
+
+# Events whose payload column holds a payload (JSON null included).
 PAYLOAD_EVENTS = frozenset(
     {
         "WORKFLOW_STARTED",
@@ -502,7 +539,7 @@ def event_params(
     step_name: str | None = None,
     position: int | None = None,
     attempt: int | None = None,
-    payload: Any = None,
+    payload: Payload | None = None,
     failure: dict[str, str] | None = None,
     due_at: datetime | None = None,
     due_in: float | None = None,
@@ -526,7 +563,7 @@ def event_params(
         "step_name": step_name,
         "position": position,
         "attempt": attempt,
-        "payload": Jsonb(payload) if event_type in PAYLOAD_EVENTS else None,
+        **payload_columns("payload", _event_payload(event_type, payload)),
         "failure": json_or_none(failure),
         "due_at": due_at,
         "due_in": due_in,
@@ -542,6 +579,12 @@ def event_params(
         "task_queue": task_queue,
         "lease_key": lease_key(),
     }
+
+
+def _event_payload(event_type: str, payload: Payload | None) -> Payload | None:
+    if event_type not in PAYLOAD_EVENTS:
+        return None
+    return payload if payload is not None else null_payload()
 
 
 def lease_key() -> str:

@@ -11,7 +11,7 @@ from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.api.workflow.v1 import workflow_service_pb2 as api
 from perdure.api.workflow.v1 import workflow_service_pb2_grpc as apigrpc
 from perdure.telemetry.rpc import sync_channel
-from perdure.worker._payload import from_value, to_value
+from perdure.worker._payload import from_payload, to_payload
 from perdure.worker._rpc import CHANNEL_OPTIONS
 
 CLOSED = frozenset(
@@ -70,7 +70,7 @@ class Client:
             workflow_type=workflow_type,
             workflow_id=workflow_id,
             task_queue=task_queue,
-            input=to_value(input),
+            input=to_payload(input),
         )
         response: api.StartWorkflowResponse = self._stub.StartWorkflow(
             request, timeout=self._timeout
@@ -86,7 +86,7 @@ class Client:
                 namespace=self.namespace,
                 workflow_id=workflow_id,
                 signal_name=signal_name,
-                payload=to_value(payload),
+                payload=to_payload(payload),
                 signal_id=signal_id,
             ),
             timeout=self._timeout,
@@ -112,10 +112,10 @@ class Client:
                     workflow_type=workflow_type,
                     workflow_id=workflow_id,
                     task_queue=task_queue,
-                    input=to_value(input),
+                    input=to_payload(input),
                 ),
                 signal_name=signal_name,
-                payload=to_value(payload),
+                payload=to_payload(payload),
                 signal_id=signal_id,
             ),
             timeout=self._timeout,
@@ -146,7 +146,7 @@ class Client:
             api.QueryWorkflowRequest(namespace=self.namespace, workflow_id=workflow_id, key=key),
             timeout=self._timeout,
         )
-        return from_value(response.value)
+        return from_payload(response.value)
 
     def describe(self, workflow_id: str) -> api.DescribeWorkflowResponse:
         """The run's state and its recorded steps."""
