@@ -1,5 +1,6 @@
 #!/usr/bin/env node
-// A Node worker for Python end-to-end tests: the workflow `node_order` and the remote step
+// A Node worker for Python end-to-end tests: the workflows `node_order` and `echo_payloads`
+// (tests/e2e/payload_workflows.py's twin), and the remote step
 // types `notify`, `flaky`, `gated` and `square` (which never ends on the worker named in its
 // input's `stall_on`). Every step execution appends one JSON line to
 // the ledger file. Prints "connected" once welcomed; drains on SIGTERM/SIGINT.
@@ -98,13 +99,22 @@ const steps = {
   },
 };
 
+/** The input through a step's output into state "echoed"; the signal "value" as the result. */
+async function echoPayloads(ctx, value) {
+  const echoed = await ctx.step('echo', () => value);
+  await ctx.setState('echoed', echoed);
+  const signalled = await ctx.waitForSignal('value');
+  await ctx.setState('signalled', signalled);
+  return signalled;
+}
+
 const worker = new Worker({
   scheduler: args.scheduler,
   history: args.history,
   taskQueue: args['task-queue'],
   identity,
   concurrency: Number(args.concurrency),
-  workflows: { node_order: nodeOrder },
+  workflows: { node_order: nodeOrder, echo_payloads: echoPayloads },
   steps,
   onConnected: () => process.stdout.write(`node worker ${identity} connected\n`),
 });

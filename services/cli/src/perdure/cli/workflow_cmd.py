@@ -82,7 +82,11 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
     start = commands.add_parser("start", help="start a workflow")
     start.add_argument("workflow_type")
-    start.add_argument("--input", default="null", help="the input as JSON (default null)")
+    start.add_argument(
+        "--input",
+        default="null",
+        help="the input as JSON, sent as written (default null)",
+    )
     start.add_argument("--id", default="", help="workflow id (generated when omitted)")
     start.add_argument("--task-queue", default="", help="task queue (default 'default')")
     start.add_argument("--wait", action="store_true", help="wait for the result")
@@ -91,7 +95,11 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     signal = commands.add_parser("signal", help="send a signal to a workflow")
     signal.add_argument("workflow_id")
     signal.add_argument("signal_name")
-    signal.add_argument("--payload", default="null", help="the payload as JSON (default null)")
+    signal.add_argument(
+        "--payload",
+        default="null",
+        help="the payload as JSON, sent as written (default null)",
+    )
     add_signal_id_flag(signal)
 
     for name, text in (

@@ -26,7 +26,8 @@ def to_payload(data: Any) -> Payload:
     if isinstance(data, bytes | bytearray | memoryview):
         return Payload(encoding=BINARY, data=bytes(data))
     _require_json(data, "value")
-    return Payload(encoding=JSON, data=json.dumps(data, ensure_ascii=False).encode())
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    return Payload(encoding=JSON, data=text.encode())
 
 
 def _require_json(data: Any, path: str) -> None:
