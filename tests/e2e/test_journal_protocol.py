@@ -13,7 +13,7 @@ from google.protobuf.duration_pb2 import Duration
 from perdure.api.worker.v1 import journal_service_pb2 as jpb
 from perdure.api.worker.v1 import journal_service_pb2_grpc as jgrpc
 from perdure.api.workflow.v1 import workflow_pb2 as wf
-from perdure.worker._payload import to_payload
+from perdure.worker._payload import from_payload, to_payload
 from tests.fixtures.cluster import Cluster
 from tests.fixtures.rpc import error_reason
 
@@ -91,7 +91,7 @@ def test_a_hand_driven_run_follows_the_journal_rules(journal: jgrpc.JournalServi
         (3, "a#2", 5),
         (4, "", 6),
     ]
-    assert final.workflow.result.number_value == 42
+    assert from_payload(final.workflow.result) == 42
 
 
 def test_a_failed_attempt_sent_again_is_journaled_once(
@@ -209,7 +209,7 @@ def test_a_remote_step_has_a_fence_of_its_own(journal: jgrpc.JournalServiceStub)
     # The step task's fences count apart from the workflow's (3): 1 is not stale for it.
     load = jpb.LoadStepRequest(workflow_id="raw-1", step_id="charge", fence=1)
     loaded = journal.LoadStep(load)
-    assert (loaded.step_type, loaded.input.string_value, loaded.attempt) == ("charge", "in", 1)
+    assert (loaded.step_type, from_payload(loaded.input), loaded.attempt) == ("charge", "in", 1)
     assert loaded.retry.maximum_attempts == 5  # the default policy: the call set none
     failed = attempt_of(
         1, "charge", 1, failure=wf.Failure(type="E", message="once"), retry_delay=Duration()
