@@ -24,6 +24,7 @@ def test_json_text_passes_unchanged() -> None:
 def test_an_empty_encoding_is_json_and_an_unset_payload_is_json_null() -> None:
     assert validate_payload("input", Payload(data=b"[1]")) == json_payload("[1]")
     assert validate_payload("input", Payload()) == json_payload("null")
+    assert validate_payload("input", Payload(encoding="json/plain")) == json_payload("null")
 
 
 def test_bytes_pass_as_they_are() -> None:

@@ -10,6 +10,7 @@ import grpc
 
 from perdure.api.common.v1 import payload_pb2
 from perdure.common import errors
+from perdure.common.text import printable
 
 JSON = "json/plain"
 BINARY = "binary/plain"
@@ -35,7 +36,7 @@ def null_payload() -> payload_pb2.Payload:
 
 def normalized(payload: payload_pb2.Payload) -> payload_pb2.Payload:
     """A payload checked already, as it is stored: its encoding named, JSON null if unset."""
-    if not payload.encoding and not payload.data:
+    if payload.encoding in ("", JSON) and not payload.data:
         return null_payload()
     return payload_pb2.Payload(encoding=payload.encoding or JSON, data=payload.data)
 
@@ -53,8 +54,9 @@ def validate_payload(field: str, payload: payload_pb2.Payload) -> payload_pb2.Pa
         )
     encoding = payload.encoding or JSON
     if encoding not in ENCODINGS:  # refused, not carried opaquely: every SDK can read any run
+        known = ", ".join(ENCODINGS)
         raise errors.invalid_argument(
-            f"{field} has encoding {encoding[:50]!r}; the encodings are {', '.join(ENCODINGS)}"
+            f"{field} has encoding {printable(encoding, 50)!r}; the encodings are {known}"
         )
     if encoding == JSON and payload.data:
         check_json(field, payload.data)
