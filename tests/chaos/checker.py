@@ -70,8 +70,9 @@ def check(conn: psycopg.Connection, workload: Workload) -> Report:
     return report
 
 
+# The workloads' results are JSON: read as jsonb here (history stores the bytes sent).
 _RUNS = """
-SELECT workflow_id, status, result, failure, event_count
+SELECT workflow_id, status, convert_from(result, 'UTF8')::jsonb AS result, failure, event_count
 FROM history.workflows WHERE workflow_id LIKE %s
 """
 

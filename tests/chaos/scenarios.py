@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import grpc
 import psycopg
 
+from perdure.api.common.v1.payload_pb2 import Payload
 from perdure.api.worker.v1 import journal_service_pb2 as jpb
 from perdure.api.worker.v1 import journal_service_pb2_grpc as jgrpc
 from perdure.worker._payload import to_payload
@@ -204,14 +205,16 @@ def duplicate_completions(
         journal = jgrpc.JournalServiceStub(channel)
         while running():
             rows = conn.execute(
-                "SELECT workflow_id, fence, event_count, result FROM history.workflows"
+                "SELECT workflow_id, fence, event_count, result, result_encoding"
+                " FROM history.workflows"
                 " WHERE status = 'COMPLETED' AND closed_at > now() - interval '10 s'"
             ).fetchall()
-            for workflow_id, fence, event_count, result in rows:
+            for workflow_id, fence, event_count, result, encoding in rows:
                 if workflow_id in done:
                     continue
                 done.add(workflow_id)
-                _complete_again(journal, workflow_id, fence, result)
+                same = Payload(encoding=encoding, data=result)
+                _complete_again(journal, workflow_id, fence, same)
                 log.note("duplicate completion")
                 after = conn.execute(
                     "SELECT event_count, result FROM history.workflows WHERE workflow_id = %s",
@@ -223,9 +226,8 @@ def duplicate_completions(
 
 
 def _complete_again(
-    journal: jgrpc.JournalServiceStub, workflow_id: str, fence: int, result: object
+    journal: jgrpc.JournalServiceStub, workflow_id: str, fence: int, same: Payload
 ) -> None:
-    same = to_payload(result)
     other = to_payload("another outcome")
     calls = [
         (

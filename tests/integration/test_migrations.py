@@ -38,6 +38,7 @@ FILES = {
         "0006_security.sql",
         "0007_lease_keys.sql",
         "0008_signal_consumptions.sql",
+        "0009_payloads.sql",
     ],
     "perdure.scheduler": [
         "0001_init.sql",
