@@ -143,7 +143,7 @@ def _check_journals(report: Report, conn: psycopg.Connection, like: str) -> None
 
 
 _EFFECTS = """
-SELECT f.workflow_id, f.step, f.key, f.amount, s.payload, s.step_id
+SELECT f.workflow_id, f.step, f.key, f.amount, convert_from(s.payload, 'UTF8')::jsonb, s.step_id
 FROM chaos.effects f
 LEFT JOIN history.events s
   ON s.workflow_id = f.workflow_id AND s.step_name = f.step AND s.event_type = 'STEP_COMPLETED'
