@@ -18,7 +18,7 @@ import requests
 
 from bench.cluster import Cluster
 from bench.stats import rates, summary_ms
-from perdure.client import Client
+from perdure.client import Client, from_payload
 
 TIMEOUT = 300.0
 STARTERS = 16  # threads starting workflows "at once"
@@ -235,7 +235,7 @@ def signals(cluster: Cluster, client: Client, workflows: int) -> dict[str, Any]:
     for index, workflow_id in enumerate(ids):
         sent = time.time()
         client.signal(workflow_id, "go")
-        resumed = client.wait(workflow_id, timeout=TIMEOUT).workflow.result.string_value
+        resumed = from_payload(client.wait(workflow_id, timeout=TIMEOUT).workflow.result)
         latencies.append(datetime.fromisoformat(resumed).timestamp() - sent)
         progress.update(index + 1, workflows)
     result = {"workflows": workflows, **summary_ms(latencies)}

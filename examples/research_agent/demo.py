@@ -42,19 +42,18 @@ from datetime import UTC
 from pathlib import Path
 from typing import Any
 
-from google.protobuf import json_format, struct_pb2
-
 from examples.research_agent.notifications import (
     DB_ENV,
     delivered_notifications,
     reservation_state,
 )
 from examples.research_agent.workflow import CRASH_EXIT_CODE, STEPS
+from perdure.api.common.v1.payload_pb2 import Payload
 from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.api.workflow.v1 import workflow_service_pb2 as api
 from perdure.cli.dev_cmd import free_base_port
 from perdure.cli.workflow_cmd import DEV_KEY_FILE
-from perdure.client import Client
+from perdure.client import Client, from_payload
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 STARTUP_TIMEOUT = 120.0
@@ -364,19 +363,9 @@ def status_name(status: int) -> str:
     return wf.WorkflowStatus.Name(status).removeprefix("WORKFLOW_STATUS_")
 
 
-def decode(value: struct_pb2.Value) -> Any:
-    """A JSON payload as Python; whole numbers as int (JSON numbers travel as doubles)."""
-
-    def whole(data: Any) -> Any:
-        if isinstance(data, float) and data.is_integer():
-            return int(data)
-        if isinstance(data, dict):
-            return {key: whole(item) for key, item in data.items()}
-        if isinstance(data, list):
-            return [whole(item) for item in data]
-        return data
-
-    return whole(json_format.MessageToDict(value)) if value.WhichOneof("kind") else None
+def decode(value: Payload) -> Any:
+    """A payload as Python."""
+    return from_payload(value)
 
 
 def published(described: api.DescribeWorkflowResponse) -> dict[str, Any]:

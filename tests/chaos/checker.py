@@ -72,8 +72,9 @@ def check(conn: psycopg.Connection, workload: Workload) -> Report:
     return report
 
 
+# The workloads' results are JSON: read as jsonb here (history stores the bytes sent).
 _RUNS = """
-SELECT workflow_id, status, result, failure, event_count
+SELECT workflow_id, status, convert_from(result, 'UTF8')::jsonb AS result, failure, event_count
 FROM history.workflows WHERE workflow_id LIKE %s
 """
 
@@ -144,7 +145,7 @@ def _check_journals(report: Report, conn: psycopg.Connection, like: str) -> None
 
 
 _EFFECTS = """
-SELECT f.workflow_id, f.step, f.key, f.amount, s.payload, s.step_id
+SELECT f.workflow_id, f.step, f.key, f.amount, convert_from(s.payload, 'UTF8')::jsonb, s.step_id
 FROM chaos.effects f
 LEFT JOIN history.events s
   ON s.workflow_id = f.workflow_id AND s.step_name = f.step AND s.event_type = 'STEP_COMPLETED'

@@ -15,12 +15,13 @@ from typing import Any
 
 import grpc
 import psycopg
-from google.protobuf import struct_pb2
 
+from perdure.api.common.v1.payload_pb2 import Payload
 from perdure.api.worker.v1 import journal_service_pb2 as jpb
 from perdure.api.worker.v1 import journal_service_pb2_grpc as jgrpc
 from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.client import Client
+from perdure.worker._payload import to_payload
 from tests.chaos.checker import Report, check
 from tests.chaos.harness import GATEWAYS, HISTORIES, SCHEDULERS, WORKERS, ChaosCluster
 from tests.chaos.long_steps import LONG_STEP_SCENARIOS
@@ -214,14 +215,16 @@ def duplicate_completions(
         journal = jgrpc.JournalServiceStub(channel)
         while running():
             rows = conn.execute(
-                "SELECT workflow_id, fence, event_count, result FROM history.workflows"
+                "SELECT workflow_id, fence, event_count, result, result_encoding"
+                " FROM history.workflows"
                 " WHERE status = 'COMPLETED' AND closed_at > now() - interval '10 s'"
             ).fetchall()
-            for workflow_id, fence, event_count, result in rows:
+            for workflow_id, fence, event_count, result, encoding in rows:
                 if workflow_id in done:
                     continue
                 done.add(workflow_id)
-                _complete_again(journal, workflow_id, fence, result)
+                same = Payload(encoding=encoding, data=result)
+                _complete_again(journal, workflow_id, fence, same)
                 log.note("duplicate completion")
                 after = conn.execute(
                     "SELECT event_count, result FROM history.workflows WHERE workflow_id = %s",
@@ -233,11 +236,9 @@ def duplicate_completions(
 
 
 def _complete_again(
-    journal: jgrpc.JournalServiceStub, workflow_id: str, fence: int, result: object
+    journal: jgrpc.JournalServiceStub, workflow_id: str, fence: int, same: Payload
 ) -> None:
-    same = struct_pb2.Value()
-    same.struct_value.update(result)  # type: ignore[arg-type]
-    other = struct_pb2.Value(string_value="another outcome")
+    other = to_payload("another outcome")
     calls = [
         (
             journal.FinishWorkflow,

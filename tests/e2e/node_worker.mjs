@@ -3,7 +3,7 @@
 // `cancel_path_switch` (as in tests/e2e/drifting_workflows.py), `node_long` (one step of
 // `input.ms` that honours its AbortSignal unless `input.ignore_signal`, and appends a `body`
 // line with its fence at its start and end), `node_limits`, `node_gated` and `node_bulky`
-// (tests/e2e/test_isolation.py), and the remote step types `notify`, `flaky`, `gated`,
+// (tests/e2e/test_isolation.py), `echo_payloads` (tests/e2e/payload_workflows.py's twin), and the remote step types `notify`, `flaky`, `gated`,
 // `square` (which never ends on the worker named in its input's `stall_on`) and `crash` (which
 // kills the worker). Every step execution appends one JSON line to the ledger file. Prints
 // "connected" once welcomed; drains on SIGTERM/SIGINT. With CLOCK_AHEAD_MS in the
@@ -196,6 +196,15 @@ const steps = {
   },
 };
 
+/** The input through a step's output into state "echoed"; the signal "value" as the result. */
+async function echoPayloads(ctx, value) {
+  const echoed = await ctx.step('echo', () => value);
+  await ctx.setState('echoed', echoed);
+  const signalled = await ctx.waitForSignal('value');
+  await ctx.setState('signalled', signalled);
+  return signalled;
+}
+
 const worker = new Worker({
   scheduler: args.scheduler,
   history: args.history,
@@ -211,6 +220,7 @@ const worker = new Worker({
     node_limits: nodeLimits,
     node_gated: nodeGated,
     node_bulky: nodeBulky,
+    echo_payloads: echoPayloads,
   },
   steps,
   onConnected: () => process.stdout.write(`node worker ${identity} connected\n`),

@@ -9,14 +9,17 @@ from typing import Any
 
 import grpc
 import pytest
-from google.protobuf import duration_pb2, struct_pb2
+from google.protobuf import duration_pb2
 
+from perdure.api.common.v1.payload_pb2 import Payload
 from perdure.api.worker.v1 import journal_service_pb2 as jpb
 from perdure.api.worker.v1 import journal_service_pb2_grpc as jgrpc
 from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.api.workflow.v1 import workflow_service_pb2 as api
 from perdure.api.workflow.v1 import workflow_service_pb2_grpc as apigrpc
 from perdure.client import Client
+from perdure.common.payload import json_payload
+from perdure.worker._payload import to_payload
 from tests.chaos.proxy import HOLD_REPLIES, RESET, Proxy
 from tests.fixtures.cluster import Cluster, wait_until
 from tests.fixtures.rpc import error_reason
@@ -147,28 +150,24 @@ def test_generated_ids_and_default_queue(api_cluster: Cluster) -> None:
             "whitespace",
         ),
         (
-            api.StartWorkflowRequest(
-                workflow_type="loop_agent", input=struct_pb2.Value(number_value=float("nan"))
-            ),
+            api.StartWorkflowRequest(workflow_type="loop_agent", input=json_payload("NaN")),
             grpc.StatusCode.INVALID_ARGUMENT,
             "INVALID_REQUEST",
-            "not a finite number",
+            "NaN is not a JSON number",
         ),
         (
             api.StartWorkflowRequest(
                 workflow_type="loop_agent",
-                input=struct_pb2.Value(
-                    struct_value=struct_pb2.Struct(fields={"a": struct_pb2.Value()})
-                ),
+                input=Payload(encoding="text/yaml", data=b"a: 1"),
             ),
             grpc.StatusCode.INVALID_ARGUMENT,
             "INVALID_REQUEST",
-            "input.a is not a JSON value",
+            "input has encoding 'text/yaml'; the encodings are json/plain, binary/plain",
         ),
         (
             api.StartWorkflowRequest(
                 workflow_type="loop_agent",
-                input=struct_pb2.Value(string_value="x" * (3 * 1024 * 1024)),
+                input=to_payload("x" * (3 * 1024 * 1024)),
             ),
             grpc.StatusCode.RESOURCE_EXHAUSTED,
             "PAYLOAD_TOO_LARGE",
@@ -233,7 +232,7 @@ def test_malformed_reads_are_invalid_arguments(stub: apigrpc.WorkflowServiceStub
         assert mentions in (error.details() or ""), error.details()
 
 
-HUGE = struct_pb2.Value(string_value="x" * (3 * 1024 * 1024))
+HUGE = to_payload("x" * (3 * 1024 * 1024))
 
 
 @pytest.mark.parametrize(
@@ -336,7 +335,7 @@ def test_listing_pages_newest_first(api_cluster: Cluster) -> None:
 
 
 def test_client_refuses_values_that_are_not_json(api_cluster: Cluster) -> None:
-    with api_cluster.client() as client, pytest.raises(TypeError, match="not JSON"):
+    with api_cluster.client() as client, pytest.raises(TypeError, match="not encodable"):
         client.start_workflow("loop_agent", {"when": object()})
 
 
@@ -344,8 +343,8 @@ def test_the_worker_protocol_validates_what_workers_write(api_cluster: Cluster) 
     with api_cluster.client() as client:
         client.start_workflow("loop_agent", {"turns": 0}, workflow_id="proto-1")
         client.wait("proto-1", timeout=60)
-    nan = struct_pb2.Value(number_value=float("nan"))
-    nan_free = struct_pb2.Value(string_value="fine")
+    nan = json_payload("NaN")
+    nan_free = to_payload("fine")
     cases: list[tuple[Any, str]] = [
         (jpb.LoadJournalRequest(workflow_id="proto-1", fence=0), "fence"),
         (
@@ -356,11 +355,11 @@ def test_the_worker_protocol_validates_what_workers_write(api_cluster: Cluster) 
             jpb.RecordStepRequest(
                 workflow_id="proto-1", fence=99, step_id="a", step_name="a", output=nan
             ),
-            "not a finite number",
+            "NaN is not a JSON number",
         ),
         (
             jpb.FinishWorkflowRequest(workflow_id="proto-1", fence=99, result=nan),
-            "not a finite number",
+            "NaN is not a JSON number",
         ),
     ]
     lease: dict[str, Any] = {"workflow_id": "proto-1", "fence": 99}
@@ -401,7 +400,7 @@ def test_the_worker_protocol_validates_what_workers_write(api_cluster: Cluster) 
                 fence=99,
                 step_id="a",
                 step_name="a",
-                output=struct_pb2.Value(string_value="late"),
+                output=to_payload("late"),
             ),
         )
     assert closed.code() == grpc.StatusCode.FAILED_PRECONDITION

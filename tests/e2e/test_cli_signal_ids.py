@@ -10,9 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from google.protobuf import json_format
-
 from perdure.api.workflow.v1 import workflow_pb2 as wf
+from perdure.worker._payload import from_payload
 from tests.fixtures.cluster import REPO_ROOT, Cluster
 
 
@@ -36,7 +35,7 @@ def received(cluster: Cluster, workflow_id: str) -> list[tuple[str, str, object]
     """The run's signals: (name, signal id, payload)."""
     with cluster.client() as client:
         return [
-            (e.name, e.signal_id, json_format.MessageToDict(e.payload))
+            (e.name, e.signal_id, from_payload(e.payload))
             for e in client.history(workflow_id)
             if e.event_type == wf.EVENT_TYPE_SIGNAL_RECEIVED
         ]

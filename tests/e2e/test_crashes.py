@@ -16,13 +16,13 @@ from pathlib import Path
 import grpc
 import psycopg
 import pytest
-from google.protobuf import struct_pb2
 
 from perdure.api.worker.v1 import journal_service_pb2 as jpb
 from perdure.api.worker.v1 import journal_service_pb2_grpc as jgrpc
 from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.client import Client
 from perdure.common.embedded_db import stop_embedded_postgres
+from perdure.worker._payload import from_payload, to_payload
 from tests.e2e.blocking import WAIT, runs_per_step, start_blocked, started
 from tests.fixtures.cluster import Cluster, Process, wait_until
 from tests.fixtures.keys import make_key
@@ -58,9 +58,7 @@ def test_worker_killed_mid_step_is_resumed_by_another(
     assert runs["step_1"] == 1 and runs["step_2"] == 1
     assert runs["step_3"] >= 1 and runs["step_4"] == 1
     assert started(ledger, "step_3")[0] == str(first.popen.pid)
-    assert described.workflow.result.struct_value.fields["step_3_pid"].number_value == (
-        second.popen.pid
-    )
+    assert from_payload(described.workflow.result)["step_3_pid"] == second.popen.pid
     assert "Skipping completed step: step_1" in second.output()
     assert "Skipping completed step: step_2" in second.output()
     # The attempt the crash cut short counts: the second lease (fence 2) recorded it lost, and
@@ -111,9 +109,7 @@ def test_paused_worker_is_fenced_out(start_cluster: Callable[..., Cluster], tmp_
     ]
     assert events[-1].event_type == wf.EVENT_TYPE_WORKFLOW_COMPLETED and events[-1].fence == 3
     assert len(events) == 13  # suspended for the retry between: nothing from the stale holder
-    assert described.workflow.result.struct_value.fields["step_3_pid"].number_value == (
-        successor.popen.pid
-    )
+    assert from_payload(described.workflow.result)["step_3_pid"] == successor.popen.pid
 
 
 def test_history_rejects_a_stale_fence_in_the_write_transaction(
@@ -134,7 +130,7 @@ def test_history_rejects_a_stale_fence_in_the_write_transaction(
                     step_id="x",
                     step_name="x",
                     position=9,
-                    output=struct_pb2.Value(string_value="late"),
+                    output=to_payload("late"),
                 )
             )
         assert rejected.value.code() == grpc.StatusCode.FAILED_PRECONDITION

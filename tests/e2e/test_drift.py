@@ -12,6 +12,7 @@ import pytest
 
 from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.client import Client
+from perdure.worker._payload import from_payload
 from tests.e2e.drifting_workflows import CLOCK_AHEAD
 from tests.fixtures.cluster import Cluster, wait_until
 from tests.fixtures.postgres import fresh_database
@@ -81,7 +82,7 @@ def test_now_is_the_database_clock_not_the_workers(drifting: Cluster, sdk: str) 
         described = client.wait(run, timeout=WAIT)
 
     assert described.workflow.status == wf.WORKFLOW_STATUS_COMPLETED
-    now = datetime.fromisoformat(described.workflow.result.string_value)
+    now = datetime.fromisoformat(from_payload(described.workflow.result))
     started = described.workflow.create_time.ToDatetime(tzinfo=UTC)
     closed = described.workflow.close_time.ToDatetime(tzinfo=UTC)
     # Between the start and the close by the database's clock (Node.js keeps milliseconds);

@@ -552,8 +552,8 @@ def test_crafted_bodies_are_invalid_arguments_in_the_apis_words(
         ),
         400,
     )
-    assert (payload["reason"], payload["message"][:6]) == ("INVALID_REQUEST", "input.")
-    assert "nests deeper than 32 levels" in payload["message"]
+    assert payload["reason"] == "INVALID_REQUEST"
+    assert payload["message"].startswith("input nests deeper than 32 levels")
 
 
 def test_crafted_page_tokens_are_invalid_arguments_in_the_apis_words(

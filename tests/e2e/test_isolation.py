@@ -19,6 +19,7 @@ import requests
 
 from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.client import Client
+from perdure.worker._payload import from_payload
 from tests.e2e.isolation_workflows import MIB
 from tests.fixtures.cluster import Cluster, Process, wait_until
 from tests.fixtures.postgres import fresh_database
@@ -122,10 +123,10 @@ def test_describe_history_and_wait_work_for_a_run_with_more_than_4_mib_of_output
 
     assert done.workflow.status == wf.WORKFLOW_STATUS_COMPLETED
     assert done.ByteSize() > 5 * MIB
-    assert [len(step.output.string_value) for step in done.steps] == [MIB] * 5
+    assert [len(from_payload(step.output)) for step in done.steps] == [MIB] * 5
     events = list(client.history("large-outputs"))
     outputs = [e for e in events if e.event_type == wf.EVENT_TYPE_STEP_COMPLETED]
-    assert [len(event.payload.string_value) for event in outputs] == [MIB] * 5
+    assert [len(from_payload(event.payload)) for event in outputs] == [MIB] * 5
     assert events[-1].event_type == wf.EVENT_TYPE_WORKFLOW_COMPLETED
 
 

@@ -8,12 +8,12 @@ from typing import Any
 
 import grpc
 import pytest
-from google.protobuf import struct_pb2
 from google.protobuf.duration_pb2 import Duration
 
 from perdure.api.worker.v1 import journal_service_pb2 as jpb
 from perdure.api.worker.v1 import journal_service_pb2_grpc as jgrpc
 from perdure.api.workflow.v1 import workflow_pb2 as wf
+from perdure.worker._payload import from_payload, to_payload
 from tests.fixtures.cluster import Cluster
 from tests.fixtures.rpc import error_reason
 
@@ -48,7 +48,7 @@ def step(fence: int, step_id: str, position: int, text: str) -> jpb.RecordStepRe
         step_name=step_id.split("#")[0],
         position=position,
         attempt=1,
-        output=struct_pb2.Value(string_value=text),
+        output=to_payload(text),
     )
 
 
@@ -77,9 +77,7 @@ def test_a_hand_driven_run_follows_the_journal_rules(
         == "STALE_FENCE"
     )
 
-    finish = jpb.FinishWorkflowRequest(
-        workflow_id="raw-1", fence=6, result=struct_pb2.Value(number_value=42)
-    )
+    finish = jpb.FinishWorkflowRequest(workflow_id="raw-1", fence=6, result=to_payload(42))
     assert journal.FinishWorkflow(finish).status == wf.WORKFLOW_STATUS_COMPLETED
     assert journal.FinishWorkflow(finish).status == wf.WORKFLOW_STATUS_COMPLETED  # retried
     assert reason_of(journal.RecordStep, step(6, "c", 2, "after")) == "WORKFLOW_CLOSED"
@@ -100,11 +98,11 @@ def test_a_hand_driven_run_follows_the_journal_rules(
         (3, "a#2", 5),
         (4, "", 6),
     ]
-    assert closed.result.number_value == 42 and closed.fence == 6
+    assert from_payload(closed.result) == 42 and closed.fence == 6
 
 
 def test_a_finish_sent_again_with_another_outcome_is_refused(
-    journal: jgrpc.JournalServiceStub,
+    cluster: Cluster, journal: jgrpc.JournalServiceStub
 ) -> None:
     journal.LoadJournal(jpb.LoadJournalRequest(workflow_id="raw-1", fence=1))
     first = jpb.FinishWorkflowRequest(
@@ -121,9 +119,10 @@ def test_a_finish_sent_again_with_another_outcome_is_refused(
     assert error_reason(caught.value) == "WORKFLOW_CLOSED"
     assert "another outcome" in (caught.value.details() or "")
 
-    final = journal.LoadJournal(jpb.LoadJournalRequest(workflow_id="raw-1", fence=1))
-    assert final.workflow.failure.message == "first"
-    closing = [e for e in final.events if e.event_type == wf.EVENT_TYPE_WORKFLOW_FAILED]
+    with cluster.client() as client:  # a closed run is read through the public API
+        assert client.describe("raw-1").workflow.failure.message == "first"
+        final = list(client.history("raw-1"))
+    closing = [e for e in final if e.event_type == wf.EVENT_TYPE_WORKFLOW_FAILED]
     assert [e.failure.message for e in closing] == ["first"]
 
 
@@ -202,7 +201,7 @@ def schedule(fence: int, step_id: str, position: int, **fields: object) -> jpb.S
         step_name=step_id.split("#")[0],
         position=position,
         task_queue="tools",
-        input=struct_pb2.Value(string_value="in"),
+        input=to_payload("in"),
     )
     for name, value in fields.items():
         field = getattr(request, name)
@@ -236,14 +235,14 @@ def test_a_remote_step_has_a_fence_of_its_own(journal: jgrpc.JournalServiceStub)
     journal.LoadJournal(jpb.LoadJournalRequest(workflow_id="raw-1", fence=3))
     first = journal.ScheduleStep(schedule(3, "charge", 0))
     assert journal.ScheduleStep(schedule(3, "charge", 0)).event_id == first.event_id  # resent
-    other_input = schedule(3, "charge", 0, input=struct_pb2.Value(string_value="other"))
+    other_input = schedule(3, "charge", 0, input=to_payload("other"))
     assert reason_of(journal.ScheduleStep, other_input) == "STEP_CONFLICT"
 
     # The step task's fences count apart from the workflow's (3): 1 is not stale for it. The
     # load starts attempt 1; the same load sent again starts nothing more.
     load = jpb.LoadStepRequest(workflow_id="raw-1", step_id="charge", fence=1)
     loaded = journal.LoadStep(load)
-    assert (loaded.step_type, loaded.input.string_value, loaded.attempt) == ("charge", "in", 1)
+    assert (loaded.step_type, from_payload(loaded.input), loaded.attempt) == ("charge", "in", 1)
     assert loaded.retry.maximum_attempts == 5  # the default policy: the call set none
     assert not loaded.attempt_lost and not journal.LoadStep(load).attempt_lost
     failed = attempt_of(
@@ -254,11 +253,11 @@ def test_a_remote_step_has_a_fence_of_its_own(journal: jgrpc.JournalServiceStub)
     # A newer step task fences out the older one; the workflow's lease is untouched.
     retried = journal.LoadStep(jpb.LoadStepRequest(workflow_id="raw-1", step_id="charge", fence=2))
     assert retried.attempt == 2
-    late = attempt_of(1, "charge", 2, output=struct_pb2.Value(string_value="late"))
+    late = attempt_of(1, "charge", 2, output=to_payload("late"))
     assert reason_of(journal.RecordStep, late) == "STALE_FENCE"
-    done = attempt_of(2, "charge", 2, output=struct_pb2.Value(string_value="ok"))
+    done = attempt_of(2, "charge", 2, output=to_payload("ok"))
     assert journal.RecordStep(done).event_id == journal.RecordStep(done).event_id  # resent
-    different = attempt_of(2, "charge", 2, output=struct_pb2.Value(string_value="other"))
+    different = attempt_of(2, "charge", 2, output=to_payload("other"))
     assert reason_of(journal.RecordStep, different) == "STEP_CONFLICT"
     closed = jpb.LoadStepRequest(workflow_id="raw-1", step_id="charge", fence=3)
     assert reason_of(journal.LoadStep, closed) == "STEP_CLOSED"

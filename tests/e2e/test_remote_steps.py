@@ -15,7 +15,7 @@ import pytest
 from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.api.workflow.v1 import workflow_service_pb2 as api
 from perdure.client import Client
-from perdure.worker._payload import from_value
+from perdure.worker._payload import from_payload
 from tests.fixtures.cluster import Cluster, Process, wait_until
 
 MODULE = "tests.e2e.remote_workflows"
@@ -29,7 +29,7 @@ def ledger_lines(ledger: Path) -> list[dict[str, Any]]:
 
 def result_of(described: api.DescribeWorkflowResponse) -> Any:
     """A completed run's result as JSON values."""
-    return from_value(described.workflow.result)
+    return from_payload(described.workflow.result)
 
 
 def remote_outcomes(client: Client, workflow_id: str) -> list[wf.HistoryEvent]:

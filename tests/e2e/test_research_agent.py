@@ -24,7 +24,7 @@ from examples.research_agent.workflow import CRASH_EXIT_CODE, RETRY
 from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.api.workflow.v1 import workflow_service_pb2 as api
 from perdure.client import Client
-from perdure.worker._payload import from_value
+from perdure.worker._payload import from_payload
 from tests.fixtures.cluster import REPO_ROOT, Cluster, wait_until
 
 BEFORE_APPROVAL = list(STEPS[:5])
@@ -41,7 +41,7 @@ def agent(start_cluster: Callable[..., Cluster], tmp_path: Path) -> tuple[Cluste
 
 def state(described: api.DescribeWorkflowResponse) -> dict[str, Any]:
     """What the run published with ctx.set_state."""
-    return {key: from_value(value) for key, value in described.state.items()}
+    return {key: from_payload(value) for key, value in described.state.items()}
 
 
 def step_ids(described: api.DescribeWorkflowResponse) -> list[str]:
@@ -49,7 +49,7 @@ def step_ids(described: api.DescribeWorkflowResponse) -> list[str]:
 
 
 def outputs(described: api.DescribeWorkflowResponse) -> dict[str, Any]:
-    return {step.step_id: from_value(step.output) for step in described.steps}
+    return {step.step_id: from_payload(step.output) for step in described.steps}
 
 
 def events(client: Client, workflow_id: str, event_type: int) -> list[wf.HistoryEvent]:
@@ -109,7 +109,7 @@ def test_the_agent_waits_for_approval_then_reports_and_notifies_once(
         done = client.wait("ra-ok", timeout=60)
     assert done.workflow.status == wf.WORKFLOW_STATUS_COMPLETED, done.workflow.failure
     assert step_ids(done) == list(STEPS)
-    result = from_value(done.workflow.result)
+    result = from_payload(done.workflow.result)
     assert result["topic"] == "fencing"
     assert (result["decision"], result["comment"]) == ("approved", "ship it")
     assert result["recommendation"] == outputs(done)["recommend"]
@@ -135,7 +135,7 @@ def test_a_rejection_returns_the_recommendation_without_report_or_notification(
         done = client.wait("ra-no", timeout=60)
     assert done.workflow.status == wf.WORKFLOW_STATUS_COMPLETED, done.workflow.failure
     assert step_ids(done) == BEFORE_APPROVAL
-    assert from_value(done.workflow.result) == {
+    assert from_payload(done.workflow.result) == {
         "topic": "queues",
         "decision": "rejected",
         "comment": "not convincing",
@@ -226,7 +226,7 @@ def test_crash_after_notification_delivers_exactly_one_notification(
         ]
     assert done.workflow.status == wf.WORKFLOW_STATUS_COMPLETED, done.workflow.failure
     assert len(notify_records) == 1
-    notification = from_value(done.workflow.result)["notification"]
+    notification = from_payload(done.workflow.result)["notification"]
     assert notification["delivery"].startswith("already sent: the reservation was 'sent'")
     assert count_delivered("ra-crash", database) == 1
     assert "Skipping completed step: report" in second.output()

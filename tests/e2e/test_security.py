@@ -9,7 +9,6 @@ from typing import Any
 
 import grpc
 import pytest
-from google.protobuf import json_format
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from perdure.api.admin.v1 import admin_service_pb2 as admin
@@ -22,6 +21,7 @@ from perdure.api.workflow.v1 import workflow_service_pb2 as api
 from perdure.api.workflow.v1 import workflow_service_pb2_grpc as apigrpc
 from perdure.client import Client
 from perdure.common.auth import bearer_metadata
+from perdure.worker._payload import from_payload, to_payload
 from tests.fixtures.cluster import Cluster, wait_until
 from tests.fixtures.keys import make_key
 from tests.fixtures.rpc import error_reason
@@ -50,7 +50,7 @@ def test_a_namespace_sees_and_reaches_nothing_of_another(secured: Cluster, tmp_p
     for ns, client in (("alpha", alpha), ("beta", beta)):
         client.start_workflow("five_steps", {"ledger": str(tmp_path / ns)}, workflow_id="same")
     for ns, client in (("alpha", alpha), ("beta", beta)):
-        result = json_format.MessageToDict(client.wait("same", timeout=60).workflow.result)
+        result = from_payload(client.wait("same", timeout=60).workflow.result)
         assert result == {"total": 150, "key": f"@{ns}/same"}
     described = alpha.describe("same").workflow
     assert (described.namespace, described.workflow_id) == ("alpha", "same")
@@ -259,12 +259,12 @@ def test_oversize_payloads_and_messages_are_refused_naming_the_limit(
     with grpc.insecure_channel(cluster.gateway) as channel:
         stub = apigrpc.WorkflowServiceStub(channel)
         big = api.StartWorkflowRequest(workflow_type="clock", workflow_id="big")
-        big.input.string_value = "x" * (3 * 1024 * 1024)
+        big.input.CopyFrom(to_payload("x" * (3 * 1024 * 1024)))
         error = refused(stub.StartWorkflow, big)
         assert error.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
         assert "the limit is 2097152 bytes" in str(error.details())
         huge = api.StartWorkflowRequest(workflow_type="clock", workflow_id="huge")
-        huge.input.string_value = "x" * (17 * 1024 * 1024)
+        huge.input.CopyFrom(to_payload("x" * (17 * 1024 * 1024)))
         error = refused(stub.StartWorkflow, huge)
         assert error.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
         assert "16777216" in str(error.details())  # the server's message limit, named
@@ -361,7 +361,7 @@ def test_only_the_worker_granted_a_lease_may_load_or_write_under_it(
                 position=3,
                 key="phase",
             )
-            write.value.string_value = "hijacked"
+            write.value.CopyFrom(to_payload("hijacked"))
             error = refused(journal.SetState, write, metadata=as_rogue)
             assert error_reason(error) == "LEASE_NOT_HELD"
         with grpc.insecure_channel(secured.address("scheduler")) as channel:
@@ -379,6 +379,6 @@ def test_only_the_worker_granted_a_lease_may_load_or_write_under_it(
         gate.touch()
         described = client.wait("held", timeout=60)
         written = [e.step_id for e in client.history("held")]
-    result = json_format.MessageToDict(described.workflow.result)
+    result = from_payload(described.workflow.result)
     assert result["fence"] == fence  # the holder kept its lease to the end
     assert "rogue" not in written

@@ -20,6 +20,7 @@ from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.api.workflow.v1.workflow_service_pb2 import ListWorkflowsRequest
 from perdure.api.workflow.v1.workflow_service_pb2_grpc import WorkflowServiceStub
 from perdure.client import Client
+from perdure.worker._payload import from_payload
 from tests.fixtures.cluster import REPO_ROOT, SERVICES, Cluster, free_port, wait_until
 from tests.fixtures.keys import make_key
 
@@ -123,7 +124,7 @@ def test_a_workflow_runs_with_mtls_everywhere(
         )
         described = client.wait("tls-1")
     assert described.workflow.status == wf.WORKFLOW_STATUS_COMPLETED
-    assert described.workflow.result.struct_value.fields["total"].number_value == 150
+    assert from_payload(described.workflow.result)["total"] == 150
     for process in cluster.processes[:3]:
         assert " (TLS)" in process.output(), process.output()
     # The gateway asks for no client certificate by default: a caller trusting the CA is
@@ -324,5 +325,5 @@ def test_python_and_node_workers_with_keys_over_mtls(
         )
         described = client.wait("mtls-1", timeout=90)
     assert described.workflow.namespace == "acme"
-    remote = described.workflow.result.struct_value.fields["remote"].struct_value.fields
-    assert remote["by"].string_value == "node" and remote["message"].string_value == "sealed"
+    remote = from_payload(described.workflow.result)["remote"]
+    assert remote["by"] == "node" and remote["message"] == "sealed"

@@ -24,7 +24,7 @@ from google.protobuf import timestamp_pb2
 from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.api.workflow.v1 import workflow_service_pb2 as api
 from perdure.client import Client
-from perdure.worker._payload import from_value
+from perdure.worker._payload import from_payload
 from tests.fixtures.cluster import Cluster, Process, wait_until
 from tests.fixtures.postgres import fresh_database
 from tests.fixtures.rpc import error_reason
@@ -209,7 +209,7 @@ def test_retries_follow_the_backoff_formula(client: Client, tmp_path: Path) -> N
     events = list(client.history("retry-formula"))
 
     assert described.workflow.status == wf.WORKFLOW_STATUS_COMPLETED
-    assert from_value(described.workflow.result)["attempt"] == 4
+    assert from_payload(described.workflow.result)["attempt"] == 4
     failed = of_type(events, wf.EVENT_TYPE_STEP_ATTEMPT_FAILED)
     assert [(e.step_id, e.attempt, e.failure.type) for e in failed] == [
         ("fetch", n, "ConnectionError") for n in (1, 2, 3)
@@ -293,7 +293,7 @@ def test_exhausted_and_non_retryable_failures_reach_the_code_which_compensates(
     events = list(client.history("gives-up"))
 
     assert described.workflow.status == wf.WORKFLOW_STATUS_COMPLETED
-    outcome = from_value(described.workflow.result)
+    outcome = from_payload(described.workflow.result)
     assert outcome["charge"] == ["charge", "ConnectionError", "charge: attempt 3 failed"]
     assert outcome["reserve"][:2] == ["reserve", "KeyError"]
     assert "no such item" in outcome["reserve"][2]
@@ -325,7 +325,7 @@ def test_a_step_timeout_is_a_failed_attempt(client: Client, tmp_path: Path) -> N
     events = list(client.history("times-out"))
 
     assert described.workflow.status == wf.WORKFLOW_STATUS_COMPLETED
-    result = from_value(described.workflow.result)
+    result = from_payload(described.workflow.result)
     assert result["slow"] == 2  # the second attempt, within its time
     assert result["stuck"][0] == "StepTimeoutError"  # every attempt timed out: StepFailedError
     failed = of_type(events, wf.EVENT_TYPE_STEP_ATTEMPT_FAILED)
@@ -382,7 +382,7 @@ def test_a_timer_survives_a_restart_of_every_process(
     assert fire - ROUNDING <= at(woke.start_time) <= max(fire, back_at) + LATE
     assert ran(ledger, "before") == [(1, before.popen.pid)]
     assert ran(ledger, "after") == [(1, after.popen.pid)]
-    assert from_value(described.workflow.result) == after.popen.pid
+    assert from_payload(described.workflow.result) == after.popen.pid
 
 
 def test_sleep_until_fires_at_the_given_moment(client: Client, tmp_path: Path) -> None:
@@ -392,7 +392,7 @@ def test_sleep_until_fires_at_the_given_moment(client: Client, tmp_path: Path) -
     events = list(client.history("alarm"))
 
     assert described.workflow.status == wf.WORKFLOW_STATUS_COMPLETED
-    result = from_value(described.workflow.result)
+    result = from_payload(described.workflow.result)
     started, fire = (datetime.fromisoformat(result[k]) for k in ("started", "fire"))
     timer, past = of_type(events, wf.EVENT_TYPE_TIMER_STARTED)
     assert (timer.step_id, at(timer.due_time)) == ("$sleep", fire)
@@ -417,13 +417,13 @@ def test_signals_sent_before_and_after_the_wait(client: Client) -> None:
     waiting_for(client, "two-signals", wf.WAIT_KIND_SIGNAL, "go")
     assert client.signal("two-signals", "early", {"n": 1})  # before its wait begins
     pending = client.describe("two-signals").pending_signals
-    assert [(p.name, from_value(p.payload)) for p in pending] == [("early", {"n": 1})]
+    assert [(p.name, from_payload(p.payload)) for p in pending] == [("early", {"n": 1})]
     assert client.signal("two-signals", "go", "now")  # during its wait
     described = client.wait("two-signals", timeout=WAIT)
     events = list(client.history("two-signals"))
 
     assert described.workflow.status == wf.WORKFLOW_STATUS_COMPLETED
-    assert from_value(described.workflow.result) == ["now", {"n": 1}]
+    assert from_payload(described.workflow.result) == ["now", {"n": 1}]
     assert list(described.pending_signals) == []
     received = {e.name: e.event_id for e in of_type(events, wf.EVENT_TYPE_SIGNAL_RECEIVED)}
     consumed = of_type(events, wf.EVENT_TYPE_SIGNAL_CONSUMED)
@@ -446,7 +446,7 @@ def test_a_duplicate_signal_id_is_accepted_once_and_drain_takes_all(client: Clie
     assert client.signal("steering", "item", "b") is True
     assert client.signal("steering", "item", "c", signal_id="s-2") is True
     pending = client.describe("steering").pending_signals
-    assert [(p.name, p.signal_id, from_value(p.payload)) for p in pending] == [
+    assert [(p.name, p.signal_id, from_payload(p.payload)) for p in pending] == [
         ("item", "s-1", "a"),
         ("item", "", "b"),
         ("item", "s-2", "c"),
@@ -456,9 +456,9 @@ def test_a_duplicate_signal_id_is_accepted_once_and_drain_takes_all(client: Clie
     events = list(client.history("steering"))
 
     assert described.workflow.status == wf.WORKFLOW_STATUS_COMPLETED
-    assert from_value(described.workflow.result) == {"items": ["a", "b", "c"], "again": []}
+    assert from_payload(described.workflow.result) == {"items": ["a", "b", "c"], "again": []}
     items = [e for e in of_type(events, wf.EVENT_TYPE_SIGNAL_RECEIVED) if e.name == "item"]
-    assert [from_value(e.payload) for e in items] == ["a", "b", "c"]  # the resend: not journaled
+    assert [from_payload(e.payload) for e in items] == ["a", "b", "c"]  # the resend: not journaled
     drains = {e.step_id: e for e in of_type(events, wf.EVENT_TYPE_SIGNAL_CONSUMED)}
     assert list(drains["$drain:item"].consumed_event_ids) == [e.event_id for e in items]
     assert list(drains["$drain:item#2"].consumed_event_ids) == []
@@ -476,7 +476,7 @@ def test_signal_with_start_starts_when_absent_and_signals_when_present(client: C
     described = client.wait("collector", timeout=WAIT)
 
     assert described.workflow.status == wf.WORKFLOW_STATUS_COMPLETED
-    assert from_value(described.workflow.result) == {"input": {"v": 1}, "items": [1, 2]}
+    assert from_payload(described.workflow.result) == {"input": {"v": 1}, "items": [1, 2]}
     events = list(client.history("collector"))
     assert [e.event_type for e in events[:2]] == [
         wf.EVENT_TYPE_WORKFLOW_STARTED,
@@ -496,7 +496,7 @@ def test_a_signal_wait_times_out(client: Client) -> None:
     events = list(client.history("deadline"))
 
     assert described.workflow.status == wf.WORKFLOW_STATUS_COMPLETED
-    result = from_value(described.workflow.result)
+    result = from_payload(described.workflow.result)
     assert result["approved"] == "yes"
     assert result["escalated"].startswith("SignalTimeoutError: no signal 'escalate'")
     approve_timer = one(events, wf.EVENT_TYPE_TIMER_STARTED, "$timeout:approve")
@@ -550,13 +550,13 @@ def test_a_waiting_run_holds_no_worker(
     client.start_workflow("quick", params, workflow_id="busy-b", task_queue="solo")
     busy = client.wait("busy-b", timeout=WAIT)
     assert busy.workflow.status == wf.WORKFLOW_STATUS_COMPLETED
-    assert from_value(busy.workflow.result) == [solo.popen.pid, solo.popen.pid]
+    assert from_payload(busy.workflow.result) == [solo.popen.pid, solo.popen.pid]
     assert client.describe("idle-a").workflow.status == wf.WORKFLOW_STATUS_WAITING
 
     assert client.signal("idle-a", "go")
     idle = client.wait("idle-a", timeout=WAIT)
     assert idle.workflow.status == wf.WORKFLOW_STATUS_COMPLETED
-    assert from_value(idle.workflow.result) == solo.popen.pid
+    assert from_payload(idle.workflow.result) == solo.popen.pid
 
 
 # -- 5. cancellation and termination -----------------------------------------------------------
@@ -668,7 +668,7 @@ def test_terminate_ends_a_run_at_once_and_fences_out_its_worker(
     client.start_workflow("quick", params, workflow_id="after-terminate", task_queue="terminate")
     after = client.wait("after-terminate", timeout=WAIT)
     assert after.workflow.status == wf.WORKFLOW_STATUS_COMPLETED
-    assert from_value(after.workflow.result) == [worker.popen.pid, worker.popen.pid]
+    assert from_payload(after.workflow.result) == [worker.popen.pid, worker.popen.pid]
 
 
 # -- 6. queries --------------------------------------------------------------------------------
@@ -700,7 +700,7 @@ def test_describe_and_query_a_waiting_run_with_no_worker(
     assert retry.current_step == "charge"
     plan, charge = retry.steps
     assert (plan.step_id, plan.status, plan.attempts) == ("plan", wf.STEP_STATUS_COMPLETED, 1)
-    assert from_value(plan.output) == inspector.popen.pid
+    assert from_payload(plan.output) == inspector.popen.pid
     assert (charge.step_id, charge.status, charge.attempts) == (
         "charge",
         wf.STEP_STATUS_RETRYING,
@@ -712,10 +712,10 @@ def test_describe_and_query_a_waiting_run_with_no_worker(
     )
     assert charge.next_retry_time == failure.due_time
     assert not charge.HasField("complete_time")
-    assert [(p.name, p.signal_id, from_value(p.payload)) for p in retry.pending_signals] == [
+    assert [(p.name, p.signal_id, from_payload(p.payload)) for p in retry.pending_signals] == [
         ("note", "n-1", {"text": "call me"})
     ]
-    assert {k: from_value(v) for k, v in retry.state.items()} == {
+    assert {k: from_payload(v) for k, v in retry.state.items()} == {
         "phase": "charging",  # the latest of two values
         "progress": {"done": 1, "of": 2},
     }
@@ -751,7 +751,7 @@ def test_a_killed_steps_next_attempt_resumes_from_its_last_heartbeat(
     client.start_workflow("long_job", params, workflow_id="heartbeats", task_queue="hb")
 
     def progress_is_visible(d: api.DescribeWorkflowResponse) -> bool:
-        return bool(d.steps) and from_value(d.steps[0].heartbeat_details) == {"next": 3}
+        return bool(d.steps) and from_payload(d.steps[0].heartbeat_details) == {"next": 3}
 
     during = described_when(client, "heartbeats", progress_is_visible, "progress in describe")
     assert during.current_step == "process"
@@ -763,7 +763,7 @@ def test_a_killed_steps_next_attempt_resumes_from_its_last_heartbeat(
     described = client.wait("heartbeats", timeout=WAIT)
 
     assert described.workflow.status == wf.WORKFLOW_STATUS_COMPLETED
-    assert from_value(described.workflow.result) == {
+    assert from_payload(described.workflow.result) == {
         "resumed_from": 3,
         "pid": second.popen.pid,
     }
@@ -787,7 +787,7 @@ def test_a_failed_steps_next_attempt_resumes_from_its_last_heartbeat(
     described = client.wait("hb-failure", timeout=WAIT)
 
     assert described.workflow.status == wf.WORKFLOW_STATUS_COMPLETED
-    assert from_value(described.workflow.result) == {"resumed_from": 2, "attempt": 2}
+    assert from_payload(described.workflow.result) == {"resumed_from": 2, "attempt": 2}
     lines = ledger_lines(ledger)
     assert [line[1:3] for line in lines if line[0] == "resume"] == [["0", "1"], ["2", "2"]]
     assert [int(line[1]) for line in lines if line[0] == "item"] == [0, 1, 2, 3]

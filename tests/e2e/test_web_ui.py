@@ -422,6 +422,25 @@ def test_the_apis_errors_are_shown_and_terminate_asks_for_a_confirmation(
     expect_full_history(page, agent, "ui-terminate")
 
 
+def test_a_payload_is_sent_and_shown_with_its_numbers_as_written(
+    agent: Cluster, page: Page
+) -> None:
+    open_ui(page, agent, "#/start")
+    generic = page.get_by_test_id("generic-form")
+    generic.get_by_label("Workflow type").fill("research_agent")
+    generic.get_by_label("Workflow ID (optional)").fill("ui-exact")
+    # Unknown fields: the run fails at once, and its input is still what was typed.
+    generic.get_by_label("Input (JSON)").fill('{"n": 18446744073709551617, "f": 1.0}')
+    generic.get_by_role("button", name="Start workflow").click()
+    expect(page.get_by_test_id("workflow-id")).to_have_text("ui-exact")
+    shown = page.get_by_test_id("workflow-input")
+    expect(shown).to_contain_text('"n": 18446744073709551617')  # not 18446744073709552000
+    expect(shown).to_contain_text('"f": 1.0')
+    with agent.client() as client:
+        sent = client.describe("ui-exact").workflow.input
+    assert sent.data == b'{"n":18446744073709551617,"f":1.0}'
+
+
 def test_the_list_filters_searches_pages_and_refreshes_itself(agent: Cluster, page: Page) -> None:
     for workflow_id in ("list-a-1", "list-b-1", "list-b-2"):
         api(

@@ -14,7 +14,6 @@ from typing import Any
 import grpc
 import psycopg
 import pytest
-from google.protobuf import json_format, struct_pb2
 
 from perdure.api.worker.v1 import journal_service_pb2 as jpb
 from perdure.api.worker.v1 import journal_service_pb2_grpc as jgrpc
@@ -23,6 +22,7 @@ from perdure.api.worker.v1 import task_service_pb2_grpc as tgrpc
 from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.client import Client
 from perdure.common.auth import bearer_metadata
+from perdure.worker._payload import from_payload, to_payload
 from tests.fixtures.cluster import Cluster, wait_until
 from tests.fixtures.keys import make_key
 from tests.fixtures.rpc import error_reason
@@ -143,10 +143,10 @@ def journal_probes(workflow_id: str, fence: int) -> list[tuple[str, Any]]:
     lease: dict[str, Any] = {"workflow_id": workflow_id, "fence": fence}
     call: dict[str, Any] = {**lease, "step_id": "x", "step_name": "x", "position": 9}
     state = jpb.SetStateRequest(**call, key="phase")
-    state.value.string_value = "hijacked"
+    state.value.CopyFrom(to_payload("hijacked"))
     finish = jpb.FinishWorkflowRequest(**lease)
-    finish.result.string_value = "hijacked"
-    nothing = struct_pb2.Value(null_value=struct_pb2.NULL_VALUE)
+    finish.result.CopyFrom(to_payload("hijacked"))
+    nothing = to_payload(None)
     return [
         ("LoadJournal", jpb.LoadJournalRequest(**lease)),
         ("SetState", state),
@@ -197,7 +197,7 @@ def test_a_worker_key_cannot_end_renew_or_report_on_a_lease_it_does_not_hold(
         gate.touch()
         described = client.wait("held", timeout=WAIT)
     assert described.workflow.status == wf.WORKFLOW_STATUS_COMPLETED
-    assert json_format.MessageToDict(described.workflow.result)["fence"] == fence
+    assert from_payload(described.workflow.result)["fence"] == fence
     started = [line for line in lines(ledger) if line.startswith("start step_3 ")]
     assert len(started) == 1, lines(ledger)  # the step in flight never ran a second time
 
@@ -258,7 +258,7 @@ def test_history_tells_a_key_that_holds_no_lease_nothing_and_the_holder_why(
         assert holder_told(3)[0] == "FENCE_NOT_LOADED"
 
         finish = jpb.FinishWorkflowRequest(workflow_id="r", fence=2)
-        finish.result.string_value = "done"
+        finish.result.CopyFrom(to_payload("done"))
         journal.FinishWorkflow(finish, metadata=bearer_metadata(holder), timeout=30)
         assert_told_nothing()  # a closed run, alike
         assert holder_told(2)[0] == "WORKFLOW_CLOSED"
@@ -297,7 +297,7 @@ def consume(position: int, *event_ids: int) -> jpb.ConsumeSignalsRequest:
         signal_name="go",
         event_ids=list(event_ids),
     )
-    request.result.CopyFrom(struct_pb2.Value(string_value=f"took {list(event_ids)}"))
+    request.result.CopyFrom(to_payload(f"took {list(event_ids)}"))
     return request
 
 

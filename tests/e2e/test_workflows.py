@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from perdure.api.workflow.v1 import workflow_pb2 as wf
+from perdure.worker._payload import from_payload
 from tests.fixtures.cluster import Cluster
 
 
@@ -23,11 +24,11 @@ def test_five_step_workflow_completes_and_is_described(cluster: Cluster, tmp_pat
         events = list(client.history("five", page_size=2))  # several pages
 
     assert described.workflow.status == wf.WORKFLOW_STATUS_COMPLETED
-    result = described.workflow.result.struct_value.fields
-    assert result["total"].number_value == 150
-    assert result["key"].string_value == "five"
+    result = from_payload(described.workflow.result)
+    assert result["total"] == 150
+    assert result["key"] == "five"
     assert [s.step_id for s in described.steps] == [f"step_{i}" for i in range(1, 6)]
-    assert [s.output.number_value for s in described.steps] == [10, 20, 30, 40, 50]
+    assert [from_payload(s.output) for s in described.steps] == [10, 20, 30, 40, 50]
     assert all(s.succeeded and s.fence == 1 for s in described.steps)
 
     assert [e.event_type for e in events] == [
@@ -46,7 +47,7 @@ def test_repeated_step_names_get_occurrence_numbers(cluster: Cluster) -> None:
         client.start_workflow("loop_agent", {"turns": 3}, workflow_id="agent-1")
         described = client.wait("agent-1", timeout=60)
     assert [s.step_id for s in described.steps] == ["model", "model#2", "model#3"]
-    keys = [v.string_value for v in described.workflow.result.list_value.values]
+    keys = from_payload(described.workflow.result)
     assert keys == ["agent-1:model", "agent-1:model#2", "agent-1:model#3"]
 
 
@@ -96,7 +97,7 @@ def test_recorded_values_are_journaled(cluster: Cluster) -> None:
     assert described.workflow.status == wf.WORKFLOW_STATUS_COMPLETED
     assert list(described.steps) == []  # the SDK's own calls are history, not user steps
     now_step, uuid_step = [e for e in history if e.event_type == wf.EVENT_TYPE_STEP_COMPLETED]
-    fields = described.workflow.result.struct_value.fields
+    fields = from_payload(described.workflow.result)
     assert (now_step.step_id, uuid_step.step_id) == ("$now", "$uuid")
-    assert fields["uuid"].string_value == uuid_step.payload.string_value
-    assert fields["now"].string_value.startswith(now_step.payload.string_value[:19])
+    assert fields["uuid"] == from_payload(uuid_step.payload)
+    assert fields["now"].startswith(from_payload(now_step.payload)[:19])

@@ -5,11 +5,14 @@ UTF-8) that no client library would send."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from google.protobuf import descriptor as d
-from google.protobuf import message, message_factory, struct_pb2
+from google.protobuf import message, message_factory
 from hypothesis import strategies as st
+
+from perdure.api.common.v1.payload_pb2 import Payload
 
 MAX_DEPTH = 3
 # Strings a person or a buggy client sends: empty, blank, long, control characters, paths,
@@ -56,54 +59,38 @@ def integers(low: int, high: int) -> st.SearchStrategy[int]:
     return st.one_of(st.sampled_from(edges), st.integers(low, high))
 
 
-def json_values(depth: int = 40) -> st.SearchStrategy[struct_pb2.Value]:
-    """JSON as google.protobuf.Value: ordinary, empty (no kind), non-finite, or nested deeper
-    than the payload limit allows."""
-    leaves = st.one_of(
-        st.builds(lambda: struct_pb2.Value(null_value=struct_pb2.NULL_VALUE)),
-        st.builds(lambda b: struct_pb2.Value(bool_value=b), st.booleans()),
-        st.builds(lambda f: struct_pb2.Value(number_value=f), st.floats()),
-        st.builds(lambda s: struct_pb2.Value(string_value=s), text()),
-        st.just(struct_pb2.Value()),  # no kind set
+def payloads(depth: int = 40) -> st.SearchStrategy[Payload]:
+    """Payloads: JSON of every kind (integers of any size, NaN and infinities, nested deeper
+    than the limit allows), text that is not JSON, raw bytes, and unknown encodings."""
+    leaves = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), text())
+    values = st.recursive(
+        leaves,
+        lambda children: st.one_of(
+            st.lists(children, max_size=3), st.dictionaries(text(), children, max_size=3)
+        ),
+        max_leaves=8,
     )
-
-    def nested(children: st.SearchStrategy[struct_pb2.Value]) -> st.SearchStrategy[Any]:
-        def as_list(items: list[struct_pb2.Value]) -> struct_pb2.Value:
-            value = struct_pb2.Value()
-            value.list_value.values.extend(items)
-            return value
-
-        def as_struct(items: dict[str, struct_pb2.Value]) -> struct_pb2.Value:
-            value = struct_pb2.Value()
-            for key, item in items.items():
-                value.struct_value.fields[key].CopyFrom(item)
-            return value
-
-        return st.one_of(
-            st.builds(as_list, st.lists(children, max_size=3)),
-            st.builds(as_struct, st.dictionaries(text(), children, max_size=3)),
-        )
-
+    json_text = st.one_of(
+        values.map(json.dumps),  # NaN and Infinity included: not JSON
+        st.integers(30, depth).map(lambda levels: "[" * levels + "1" + "]" * levels),
+        text(),
+    )
     return st.one_of(
-        st.recursive(leaves, nested, max_leaves=8), st.builds(_deep, st.integers(30, depth))
+        st.builds(
+            Payload,
+            encoding=st.sampled_from(["", "json/plain"]),
+            data=json_text.map(lambda value: value.encode("utf-8", "surrogatepass")),
+        ),
+        st.builds(Payload, encoding=st.just("binary/plain"), data=st.binary(max_size=64)),
+        st.builds(Payload, encoding=text(), data=st.binary(max_size=16)),
     )
-
-
-def _deep(levels: int) -> struct_pb2.Value:
-    """[[[...]]] `levels` deep."""
-    value = struct_pb2.Value(string_value="bottom")
-    for _ in range(levels):
-        outer = struct_pb2.Value()
-        outer.list_value.values.append(value)
-        value = outer
-    return value
 
 
 def messages(descriptor: Any, depth: int = 0) -> st.SearchStrategy[message.Message]:
     """Instances of the message type: each field left unset or given a value."""
     cls = message_factory.GetMessageClass(descriptor)
-    if descriptor.full_name == "google.protobuf.Value":
-        return json_values()
+    if descriptor.full_name == Payload.DESCRIPTOR.full_name:
+        return payloads()
     fields = {
         field.name: st.one_of(st.none(), _field_values(field, depth))
         for field in descriptor.fields

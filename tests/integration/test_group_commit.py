@@ -14,6 +14,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from perdure.common.db import open_pool
 from perdure.common.migrate import apply_migrations
+from perdure.common.payload import json_payload
 from perdure.history import store
 from perdure.history.group_commit import GroupCommit
 
@@ -66,13 +67,15 @@ async def transactions(pool: AsyncConnectionPool) -> dict[tuple[str, str], str]:
 
 async def test_records_arriving_together_share_one_commit(pool: AsyncConnectionPool) -> None:
     group = GroupCommit(pool)
-    first = asyncio.create_task(group.append(record("a", "s1", 0, payload=1)))
+    first = asyncio.create_task(group.append(record("a", "s1", 0, payload=json_payload("1"))))
     await asyncio.sleep(0)  # the first goes alone; the next three arrive while it is written
     rest = [
-        group.append(record("b", "s1", 0, payload={"x": [1, 2]})),
+        group.append(record("b", "s1", 0, payload=json_payload('{"x": [1, 2]}'))),
         group.append(record("c", "w", 0, event_type="SIGNAL_CONSUMED", consumed=[3, 4])),
         group.append(record("a", "s2", 1, payload=None)),
-        group.append(record("a", "s3", 2, payload=3)),  # the same run again: the next batch
+        group.append(
+            record("a", "s3", 2, payload=json_payload("3"))
+        ),  # the same run again: the next batch
     ]
     rows = [await first, *await asyncio.gather(*rest)]
     assert [(r["event_id"], r["cancel_requested"]) for r in rows if r] == [
@@ -83,11 +86,11 @@ async def test_records_arriving_together_share_one_commit(pool: AsyncConnectionP
         (4, False),
     ]
     assert await events(pool) == [
-        ("a", 2, "s1", 1, None),
-        ("a", 3, "s2", None, None),
-        ("a", 4, "s3", 3, None),
-        ("b", 2, "s1", {"x": [1, 2]}, None),
-        ("c", 2, "w", None, [3, 4]),
+        ("a", 2, "s1", b"1", None),
+        ("a", 3, "s2", b"null", None),  # a step that returned None: JSON null
+        ("a", 4, "s3", b"3", None),
+        ("b", 2, "s1", b'{"x": [1, 2]}', None),  # the bytes as written
+        ("c", 2, "w", b"null", [3, 4]),
     ]
     written = await transactions(pool)
     # Alone at an idle journal; then together; then the second record of a run, after.
@@ -112,10 +115,12 @@ async def test_a_stale_or_closed_record_gets_no_row_and_spoils_nothing(
 
 async def test_a_conflicting_record_fails_alone(pool: AsyncConnectionPool) -> None:
     group = GroupCommit(pool)
-    await group.append(record("a", "s1", 0, payload=1))
+    await group.append(record("a", "s1", 0, payload=json_payload("1")))
     results = await asyncio.gather(
         group.append(record("b", "s1", 0)),
-        group.append(record("a", "s1", 0, payload=2)),  # step s1 is recorded already
+        group.append(
+            record("a", "s1", 0, payload=json_payload("2"))
+        ),  # step s1 is recorded already
         group.append(record("c", "s1", 0)),
         return_exceptions=True,
     )

@@ -38,6 +38,7 @@ FILES = {
         "0006_security.sql",
         "0007_lease_keys.sql",
         "0008_signal_consumptions.sql",
+        "0009_payloads.sql",
         "0010_attempts_and_timeouts.sql",
         "0011_stranded_runs.sql",
     ],
@@ -116,6 +117,29 @@ async def test_apply_creates_the_tables_and_records_the_files(
     assert await recorded(conn, schema) == [
         (number_of(name), name, checksum_of(package, name)) for name in FILES[package]
     ]
+
+
+async def test_payloads_written_before_0009_read_back_as_their_json(conn: AsyncConnection) -> None:
+    folder = resources.files("perdure.history").joinpath("migrations")
+    await conn.execute("CREATE SCHEMA history")
+    await conn.execute("SET search_path TO history")
+    *before, payloads = FILES["perdure.history"]
+    for name in before:
+        await conn.execute(folder.joinpath(name).read_text().encode())
+    await conn.execute(
+        "INSERT INTO workflows (workflow_id, workflow_type, task_queue, status, input, result)"
+        """ VALUES ('w', 't', 'q', 'COMPLETED', '{"n": 1.5}', 'null')"""
+    )
+    await conn.execute(
+        "INSERT INTO events (workflow_id, event_id, event_type, fence, payload) VALUES"
+        """ ('w', 1, 'WORKFLOW_STARTED', 0, '{"n": 1.5}'), ('w', 2, 'TIMER_STARTED', 1, NULL)"""
+    )
+    await conn.execute(folder.joinpath(payloads).read_text().encode())
+
+    run = await conn.execute("SELECT input, input_encoding, result, result_encoding FROM workflows")
+    assert await run.fetchall() == [(b'{"n": 1.5}', "json/plain", b"null", "json/plain")]
+    events = await conn.execute("SELECT payload, payload_encoding FROM events ORDER BY event_id")
+    assert await events.fetchall() == [(b'{"n": 1.5}', "json/plain"), (None, None)]
 
 
 async def test_both_schemas_live_side_by_side(conn: AsyncConnection) -> None:

@@ -21,7 +21,7 @@ import {
   classifyJournalError,
   lostAttemptError,
 } from './errors.js';
-import { failureFrom, fromValue, hasValue, timestampMs, toDuration, toTimestamp, toValue } from './payload.js';
+import { failureFrom, fromPayload, hasPayload, timestampMs, toDuration, toTimestamp, toPayload } from './payload.js';
 import { NO_RETRY, RetryPolicy } from './retry.js';
 import { ANNOUNCE_AFTER_MS, HeartbeatSender, Pulse, StepInfo, invokeWithLimits } from './step-info.js';
 
@@ -246,12 +246,12 @@ export class WorkflowContext {
         if (call.recorded.event_type === EVENT.SIGNAL_TIMED_OUT) {
           throw new SignalTimeoutError(`no signal '${name}' within ${timeout}s`);
         }
-        return fromValue(call.recorded.payload);
+        return fromPayload(call.recorded.payload);
       }
       const taken = this._takeSignals(name, 1);
       if (taken.length) {
-        const payload = fromValue(taken[0].payload);
-        await this._consume(call, name, taken, toValue(payload));
+        const payload = fromPayload(taken[0].payload);
+        await this._consume(call, name, taken, toPayload(payload));
         return payload;
       }
       if (deadline && deadline.ms <= this._nowMs) {
@@ -272,10 +272,10 @@ export class WorkflowContext {
     const call = this._allocate(`$drain:${name}`);
     return this._op(async () => {
       await this._check(call);
-      if (call.recorded) return fromValue(call.recorded.payload) ?? [];
+      if (call.recorded) return fromPayload(call.recorded.payload) ?? [];
       const taken = this._takeSignals(name, Infinity);
-      const payloads = taken.map((event) => fromValue(event.payload));
-      await this._consume(call, name, taken, toValue(payloads));
+      const payloads = taken.map((event) => fromPayload(event.payload));
+      await this._consume(call, name, taken, toPayload(payloads));
       return payloads;
     });
   }
@@ -290,7 +290,7 @@ export class WorkflowContext {
     if (typeof key !== 'string' || !key || key.length > 200) {
       throw new RangeError('key must be a string of 1 to 200 characters');
     }
-    const encoded = toValue(value);
+    const encoded = toPayload(value);
     const call = this._allocate(`$state:${key}`);
     return this._op(async () => {
       await this._check(call);
@@ -316,7 +316,7 @@ export class WorkflowContext {
     if (!(retry instanceof RetryPolicy)) throw new TypeError('retry must be a RetryPolicy');
     const taskQueue = options.taskQueue ?? this._taskQueue;
     if (typeof taskQueue !== 'string' || !taskQueue) throw new TypeError('taskQueue must be a non-empty string');
-    const encoded = toValue(input);
+    const encoded = toPayload(input);
     const call = this._allocate(stepType);
     // Settles once the call is journaled (or found in the journal): what gather waits for.
     let scheduled;
@@ -352,7 +352,7 @@ export class WorkflowContext {
       if (outcome && !remote.gathered) await this._interruptible(call.stepId, false);
       if (outcome) {
         if (outcome.event_type === EVENT.STEP_FAILED) throw new StepFailedError(call.stepId, outcome.failure ?? {});
-        return fromValue(outcome.payload);
+        return fromPayload(outcome.payload);
       }
       return this._block(op, call, { kind: WAIT.STEP, name: call.stepId, until: null }, remote);
     });
@@ -674,7 +674,7 @@ export class WorkflowContext {
       }
       if (!internal) this._log.info(`Skipping completed step: ${call.stepId}`);
       if (recorded.event_type === EVENT.STEP_FAILED) throw new StepFailedError(call.stepId, recorded.failure ?? {});
-      return fromValue(recorded.payload);
+      return fromPayload(recorded.payload);
     }
     const failures = this._failedAttempts.get(call.stepId) ?? [];
     // An attempt started and never recorded was lost with its worker: it fails now.
@@ -701,7 +701,7 @@ export class WorkflowContext {
       stepId: call.stepId,
       attempt,
       fence: this.fence,
-      heartbeatDetails: progress && hasValue(progress.details) ? fromValue(progress.details) : null,
+      heartbeatDetails: progress && hasPayload(progress.details) ? fromPayload(progress.details) : null,
       workflowType: this.workflowType,
       stepType: call.name,
       signal: controller.signal,
@@ -725,7 +725,7 @@ export class WorkflowContext {
     if (this._halted) return NEVER;
     let encoded;
     try {
-      encoded = toValue(result);
+      encoded = toPayload(result);
     } catch (error) {
       // retrying would return the same value: fail now
       return this._attemptFailed(op, call, request, error, NO_RETRY);
@@ -738,7 +738,7 @@ export class WorkflowContext {
       return this._attemptFailed(op, call, request, error, NO_RETRY);
     }
     // The decoded JSON, exactly what a replay will return.
-    return fromValue(encoded);
+    return fromPayload(encoded);
   }
 
   /** Journal a failed attempt; block until the retry, or throw StepFailedError. */

@@ -15,5 +15,5 @@ export {
   JournalRejectedError,
   WorkerConfigurationError,
 } from './errors.js';
-export { toValue, fromValue } from './payload.js';
+export { toPayload, fromPayload } from './payload.js';
 export { loadProtos, protoDir } from './proto.js';

@@ -1,117 +1,183 @@
-// JSON payloads as google.protobuf.Value, Failures, Durations and Timestamps as the worker
-// protocol carries them (proto-loader objects: the well-known types use camelCase fields).
+// Payloads ({encoding, data}), Failures, Durations and Timestamps as the worker protocol
+// carries them (proto-loader objects: the well-known types use camelCase fields).
+//
+// A payload is exact both ways. JSON ("json/plain") is read with a parser of its own: an
+// integer beyond Number's safe range (2**53 - 1) becomes a BigInt, and a BigInt is written as
+// its digits. JavaScript has one number type, so a whole float from another language (Python's
+// 1.0) reads as the number 1 and is written back as 1. A Buffer or Uint8Array travels as
+// "binary/plain" and reads back as a Buffer.
 
-/** @typedef {{nullValue?: string|number, numberValue?: number, stringValue?: string, boolValue?: boolean, structValue?: {fields: Record<string, any>}, listValue?: {values: any[]}, kind?: string}} ProtoValue */
+export const JSON_ENCODING = 'json/plain';
+export const BINARY_ENCODING = 'binary/plain';
+
+/** @typedef {{encoding: string, data: Uint8Array}} Payload */
 
 /**
- * Encode a JSON value as a google.protobuf.Value. `undefined` at the top becomes null, object
- * properties that are `undefined` are left out and array items that are become null (as
- * JSON.stringify does); `toJSON()` is honoured (a Date becomes its ISO string). Throws
- * TypeError for what is not JSON: NaN/Infinity, bigint, functions, symbols, cycles.
+ * Encode a value as a Payload. `undefined` at the top becomes null, object properties that are
+ * `undefined` are left out and array items that are become null (as JSON.stringify does);
+ * `toJSON()` is honoured (a Date becomes its ISO string). Throws TypeError naming what cannot
+ * be encoded exactly: NaN/Infinity, functions, symbols, cycles, bytes inside a JSON value.
  * @param {any} data
- * @returns {ProtoValue}
+ * @returns {Payload}
  */
-export function toValue(data) {
-  return encode(data, new Set(), '$');
+export function toPayload(data) {
+  if (data instanceof Uint8Array) return { encoding: BINARY_ENCODING, data: Buffer.from(data) };
+  return { encoding: JSON_ENCODING, data: Buffer.from(stringify(data, new Set(), '$') ?? 'null', 'utf8') };
 }
 
-function encode(data, seen, path) {
+/** JSON text of a value, numbers exact; undefined where JSON.stringify leaves a value out. */
+function stringify(data, seen, path) {
+  if (data instanceof Uint8Array) {
+    throw new TypeError(`value at ${path} is not encodable: bytes travel only as a whole payload`);
+  }
   if (data !== null && typeof data === 'object' && typeof data.toJSON === 'function') {
     data = data.toJSON();
   }
-  if (data === null || data === undefined) return { nullValue: 'NULL_VALUE' };
+  if (data === null) return 'null';
   switch (typeof data) {
-    case 'boolean':
-      return { boolValue: data };
-    case 'string':
-      return { stringValue: data };
-    case 'number':
-      if (!Number.isFinite(data)) {
-        throw new TypeError(`value at ${path} is not JSON-serializable: ${data} is not finite`);
+    case 'undefined':
+    case 'function':
+    case 'symbol':
+      if (path === '$') {
+        if (data === undefined) return 'null';
+        throw new TypeError(`value at ${path} is not encodable: a ${typeof data}`);
       }
-      return { numberValue: data };
+      return undefined;
+    case 'boolean':
+      return data ? 'true' : 'false';
+    case 'string':
+      return JSON.stringify(data);
+    case 'bigint':
+      return data.toString();
+    case 'number':
+      if (!Number.isFinite(data)) throw new TypeError(`value at ${path} is not encodable: ${data} is not a JSON number`);
+      return JSON.stringify(data);
     case 'object': {
-      if (seen.has(data)) throw new TypeError(`value at ${path} is not JSON-serializable: a cycle`);
+      if (seen.has(data)) throw new TypeError(`value at ${path} is not encodable: a cycle`);
       seen.add(data);
       try {
         if (Array.isArray(data)) {
-          return {
-            listValue: {
-              values: data.map((item, i) =>
-                item === undefined || typeof item === 'function' || typeof item === 'symbol'
-                  ? { nullValue: 'NULL_VALUE' }
-                  : encode(item, seen, `${path}[${i}]`),
-              ),
-            },
-          };
+          return `[${data.map((item, i) => stringify(item, seen, `${path}[${i}]`) ?? 'null').join(',')}]`;
         }
-        /** @type {Record<string, ProtoValue>} */
-        const fields = {};
+        const fields = [];
         for (const [key, item] of Object.entries(data)) {
-          if (item === undefined) continue;
-          fields[key] = encode(item, seen, `${path}.${key}`);
+          const text = stringify(item, seen, `${path}.${key}`);
+          if (text !== undefined) fields.push(`${JSON.stringify(key)}:${text}`);
         }
-        return { structValue: { fields } };
+        return `{${fields.join(',')}}`;
       } finally {
         seen.delete(data);
       }
     }
     default:
-      throw new TypeError(`value at ${path} is not JSON-serializable: a ${typeof data}`);
+      throw new TypeError(`value at ${path} is not encodable: a ${typeof data}`);
   }
 }
 
 /**
- * Decode a google.protobuf.Value (unset or empty: null).
- * @param {ProtoValue|null|undefined} value
+ * Decode a Payload (unset: null): a Buffer for "binary/plain", else the JSON value with
+ * integers beyond Number's safe range as BigInt.
+ * @param {Payload|null|undefined} payload
  * @returns {any}
  */
-export function fromValue(value) {
-  if (value === null || value === undefined) return null;
-  const kind = value.kind ?? kindOf(value);
-  switch (kind) {
-    case 'numberValue':
-    case 'number_value':
-      return Number(value.numberValue ?? value.number_value);
-    case 'stringValue':
-    case 'string_value':
-      return value.stringValue ?? value.string_value;
-    case 'boolValue':
-    case 'bool_value':
-      return Boolean(value.boolValue ?? value.bool_value);
-    case 'structValue':
-    case 'struct_value': {
-      const fields = (value.structValue ?? value.struct_value)?.fields ?? {};
-      /** @type {Record<string, any>} */
+export function fromPayload(payload) {
+  if (payload === null || payload === undefined) return null;
+  const data = Buffer.from(payload.data ?? []);
+  if (payload.encoding === BINARY_ENCODING) return data;
+  if (payload.encoding && payload.encoding !== JSON_ENCODING) {
+    throw new TypeError(`payload encoding '${payload.encoding}' is not one this SDK reads`);
+  }
+  return data.length ? parseExact(data.toString('utf8')) : null;
+}
+
+/** Whether a decoded Payload field is set (present on the wire). */
+export function hasPayload(payload) {
+  return payload !== null && payload !== undefined;
+}
+
+const NUMBER = /-?(?:0|[1-9]\d*)(\.\d+)?([eE][+-]?\d+)?/y;
+const STRING = /"(?:[^"\\\u0000-\u001f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})*"/y;
+const WHITESPACE = /[ \t\n\r]*/y;
+
+/**
+ * Parse JSON text exactly: integers beyond Number's safe range become BigInt.
+ * @param {string} text
+ */
+export function parseExact(text) {
+  let at = 0;
+  const skip = () => {
+    WHITESPACE.lastIndex = at;
+    WHITESPACE.exec(text);
+    at = WHITESPACE.lastIndex;
+  };
+  const fail = (what) => {
+    throw new SyntaxError(`invalid JSON at offset ${at}: ${what}`);
+  };
+  const token = (pattern) => {
+    pattern.lastIndex = at;
+    const match = pattern.exec(text);
+    if (!match) return null;
+    at = pattern.lastIndex;
+    return match;
+  };
+  const value = () => {
+    skip();
+    const char = text[at];
+    if (char === '{') {
+      at += 1;
       const out = {};
-      for (const [key, item] of Object.entries(fields)) out[key] = fromValue(item);
-      return out;
+      skip();
+      if (text[at] === '}') {
+        at += 1;
+        return out;
+      }
+      for (;;) {
+        skip();
+        const key = token(STRING);
+        if (!key) fail('expected a string key');
+        skip();
+        if (text[at] !== ':') fail("expected ':'");
+        at += 1;
+        Object.defineProperty(out, JSON.parse(key[0]), { value: value(), enumerable: true, writable: true, configurable: true });
+        skip();
+        if (text[at] === ',') at += 1;
+        else if (text[at] === '}') return (at += 1), out;
+        else fail("expected ',' or '}'");
+      }
     }
-    case 'listValue':
-    case 'list_value':
-      return ((value.listValue ?? value.list_value)?.values ?? []).map(fromValue);
-    default:
-      return null;
-  }
-}
-
-function kindOf(value) {
-  for (const key of ['numberValue', 'stringValue', 'boolValue', 'structValue', 'listValue']) {
-    if (value[key] !== undefined && value[key] !== null) return key;
-  }
-  return 'nullValue';
-}
-
-/** Whether a decoded proto Value is set (a Value field that was present on the wire). */
-export function hasValue(value) {
-  return value !== null && value !== undefined && Boolean(value.kind ?? kindOfSet(value));
-}
-
-function kindOfSet(value) {
-  for (const key of ['nullValue', 'numberValue', 'stringValue', 'boolValue', 'structValue', 'listValue']) {
-    if (value[key] !== undefined && value[key] !== null) return key;
-  }
-  return '';
+    if (char === '[') {
+      at += 1;
+      const out = [];
+      skip();
+      if (text[at] === ']') return (at += 1), out;
+      for (;;) {
+        out.push(value());
+        skip();
+        if (text[at] === ',') at += 1;
+        else if (text[at] === ']') return (at += 1), out;
+        else fail("expected ',' or ']'");
+      }
+    }
+    if (char === '"') {
+      const string = token(STRING);
+      if (!string) fail('invalid string');
+      return JSON.parse(string[0]);
+    }
+    for (const [word, literal] of [['true', true], ['false', false], ['null', null]]) {
+      if (text.startsWith(word, at)) return (at += word.length), literal;
+    }
+    const number = token(NUMBER);
+    if (!number) fail('expected a value');
+    if (number[1] === undefined && number[2] === undefined) {
+      const whole = Number(number[0]);
+      return Number.isSafeInteger(whole) ? whole : BigInt(number[0]);
+    }
+    return Number(number[0]);
+  };
+  const result = value();
+  skip();
+  if (at !== text.length) fail('unexpected text after the value');
+  return result;
 }
 
 /**

@@ -10,7 +10,7 @@ import {
   classifyJournalError,
   lostAttemptError,
 } from './errors.js';
-import { failureFrom, fromDuration, fromValue, hasValue, toDuration, toTimestamp, toValue } from './payload.js';
+import { failureFrom, fromDuration, fromPayload, hasPayload, toDuration, toTimestamp, toPayload } from './payload.js';
 import { NO_RETRY, RetryPolicy } from './retry.js';
 import { ANNOUNCE_AFTER_MS, HeartbeatSender, Pulse, StepInfo, invokeWithLimits } from './step-info.js';
 
@@ -66,7 +66,7 @@ export async function runWorkflowTask(task, journal, workflows, { log, abort, on
     else abort.addEventListener('abort', onAbort, { once: true });
   }
   try {
-    const outcome = await execute(entry.fn, ctx, fromValue(workflow.input));
+    const outcome = await execute(entry.fn, ctx, fromPayload(workflow.input));
     if (outcome.kind === 'lost') throw outcome.error;
     if (outcome.kind === 'unavailable') throw outcome.error;
     if (outcome.kind === 'suspend') {
@@ -129,7 +129,7 @@ async function run(fn, ctx, input) {
   switch (ended.kind) {
     case 'return':
       try {
-        return { kind: 'result', value: toValue(ended.value) };
+        return { kind: 'result', value: toPayload(ended.value) };
       } catch (error) {
         return { kind: 'failure', value: failureFrom(error) };
       }
@@ -224,7 +224,7 @@ export async function runStepTask(task, journal, steps, { log, abort }) {
     stepId: lease.step_id,
     attempt,
     fence: lease.fence,
-    heartbeatDetails: hasValue(loaded.heartbeat_details) ? fromValue(loaded.heartbeat_details) : null,
+    heartbeatDetails: hasPayload(loaded.heartbeat_details) ? fromPayload(loaded.heartbeat_details) : null,
     workflowType: loaded.workflow_type ?? '',
     stepType,
     signal: controller.signal,
@@ -237,7 +237,7 @@ export async function runStepTask(task, journal, steps, { log, abort }) {
   const announce = setTimeout(() => heartbeats.queue(lease.step_id, attempt, undefined), ANNOUNCE_AFTER_MS);
   let result;
   try {
-    const body = () => handler(fromValue(loaded.input), info);
+    const body = () => handler(fromPayload(loaded.input), info);
     result = await invokeWithLimits(body, { limit: timeout, beatLimit: heartbeatTimeout, pulse }, controller);
   } catch (error) {
     if (abort?.aborted) throw new JournalUnavailableError('the worker is shutting down');
@@ -250,7 +250,7 @@ export async function runStepTask(task, journal, steps, { log, abort }) {
   if (abort?.aborted) throw new JournalUnavailableError(`the step's work was stopped: ${abort.reason?.message ?? abort.reason}`);
   let encoded;
   try {
-    encoded = toValue(result);
+    encoded = toPayload(result);
   } catch (error) {
     return fail(error, NO_RETRY); // retrying would return the same value
   }

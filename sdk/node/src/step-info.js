@@ -1,7 +1,7 @@
 // StepInfo: what a running step (local or remote) may hand to the outside world.
 
 import { StepHeartbeatTimeoutError, StepTimeoutError } from './errors.js';
-import { toValue } from './payload.js';
+import { toPayload } from './payload.js';
 
 /** A step still running after this long reports itself, so that describe shows it. */
 export const ANNOUNCE_AFTER_MS = 1000;
@@ -42,7 +42,7 @@ export class StepInfo {
    * @param {any} [details]
    */
   heartbeat(details) {
-    this._onHeartbeat(details === undefined ? undefined : toValue(details));
+    this._onHeartbeat(details === undefined ? undefined : toPayload(details));
   }
 }
 

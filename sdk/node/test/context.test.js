@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { execute } from '../src/runner.js';
 import { RetryPolicy } from '../src/retry.js';
 import { StepFailedError, SignalTimeoutError, WorkflowCancelledError } from '../src/errors.js';
-import { fromValue } from '../src/payload.js';
+import { fromPayload } from '../src/payload.js';
 import { FakeJournal, JournalBuilder, NOW, context, timestampMs } from './helpers.js';
 
 test('step ids count per name; positions follow call order; results are recorded', async () => {
@@ -18,7 +18,7 @@ test('step ids count per name; positions follow call order; results are recorded
     return { a, b, d };
   }, ctx, null);
   assert.equal(outcome.kind, 'result');
-  assert.deepEqual(fromValue(outcome.value), { a: { n: 1 }, b: 'x', d: ['charge#2', 1, 'wf-1:charge#2'] });
+  assert.deepEqual(fromPayload(outcome.value), { a: { n: 1 }, b: 'x', d: ['charge#2', 1, 'wf-1:charge#2'] });
   const steps = journal.recorded('RecordStep');
   assert.deepEqual(steps.map((r) => [r.step_id, r.step_name, r.position, r.attempt, r.fence, r.workflow_id]), [
     ['charge', 'charge', 0, 1, 7, 'wf-1'],
@@ -47,7 +47,7 @@ test('replay returns recorded results and failures in order', async () => {
     return { first, errorType: error.errorType, isStepFailed: error instanceof StepFailedError, third };
   }, context(builder, journal), null);
   assert.equal(ran, 0);
-  assert.deepEqual(fromValue(outcome.value), { first: { paid: 5 }, errorType: 'CardError', isStepFailed: true, third: 'new' });
+  assert.deepEqual(fromPayload(outcome.value), { first: { paid: 5 }, errorType: 'CardError', isStepFailed: true, third: 'new' });
   assert.deepEqual(journal.methods(), ['RecordStep']);
   assert.equal(journal.recorded('RecordStep')[0].position, 3);
 });
@@ -98,7 +98,7 @@ test('the retry runs attempt n+1 once due, and waits again when woken early', as
   const due = new JournalBuilder().attemptFailed('flaky', 1, NOW - 10).attemptFailed('flaky', 2, NOW - 5);
   const journal = new FakeJournal();
   const outcome = await execute(async (c) => c.step('flaky', (info) => info.attempt), context(due, journal), null);
-  assert.deepEqual(fromValue(outcome.value), 3);
+  assert.deepEqual(fromPayload(outcome.value), 3);
   assert.equal(journal.recorded('RecordStep')[0].attempt, 3);
 
   const early = new JournalBuilder().attemptFailed('flaky', 1, NOW + 5000);
@@ -122,7 +122,7 @@ test('a final failure is recorded without retry_delay and thrown into the code',
     }
     return null;
   }, context(builder, journal, retry), null);
-  assert.deepEqual(fromValue(outcome.value), { caught: 'StepFailedError', type: 'PayError', step: 'pay' });
+  assert.deepEqual(fromPayload(outcome.value), { caught: 'StepFailedError', type: 'PayError', step: 'pay' });
   const [request] = journal.recorded('RecordStep');
   assert.equal(request.attempt, 2);
   assert.equal(request.retry_delay, undefined);
@@ -137,7 +137,7 @@ test('non-retryable error names fail at once; a non-JSON result fails without re
     try { await c.step('b', () => NaN); } catch (e) { errors.push(e.errorType); }
     return errors;
   }, context(new JournalBuilder(), journal, retry), null);
-  assert.deepEqual(fromValue(outcome.value), ['TypeError', 'TypeError']);
+  assert.deepEqual(fromPayload(outcome.value), ['TypeError', 'TypeError']);
   assert.ok(journal.recorded('RecordStep').every((r) => r.retry_delay === undefined && r.failure));
 });
 
@@ -165,7 +165,7 @@ test('sleep starts a timer and suspends until it fires; a fired timer goes on', 
   const fired = new JournalBuilder().timer(0, '$sleep', NOW - 1);
   const journal2 = new FakeJournal();
   const done = await execute(async (c) => { await c.sleep(30); await c.sleep(0); return 'awake'; }, context(fired, journal2), null);
-  assert.deepEqual(fromValue(done.value), 'awake');
+  assert.deepEqual(fromPayload(done.value), 'awake');
   assert.deepEqual(journal2.recorded('StartTimer').map((r) => [r.step_id, r.position]), [['$sleep#2', 1]]);
 });
 
@@ -184,7 +184,7 @@ test('signals: the oldest pending one is consumed; none suspends on the signal n
   assert.equal(outcome.kind, 'suspend');
   assert.deepEqual(outcome.wait, { kind: 'WAIT_KIND_SIGNAL', name: 'approve', until: null });
   const consumed = journal.recorded('ConsumeSignals');
-  assert.deepEqual(consumed.map((r) => [r.step_id, r.position, r.event_ids, fromValue(r.result)]), [
+  assert.deepEqual(consumed.map((r) => [r.step_id, r.position, r.event_ids, fromPayload(r.result)]), [
     ['$signal:approve', 0, [2], { by: 'ann' }],
     ['$signal:approve#2', 1, [3], { by: 'bob' }],
   ]);
@@ -203,7 +203,7 @@ test('a signal wait with a timeout starts $timeout:<name>, and times out once du
     try { await c.waitForSignal('go', { timeout: 60 }); } catch (e) { return e instanceof SignalTimeoutError; }
     return false;
   }, context(due, journal2), null);
-  assert.equal(fromValue(outcome.value), true);
+  assert.equal(fromPayload(outcome.value), true);
   assert.deepEqual(journal2.recorded('ConsumeSignals').map((r) => [r.step_id, r.position, r.timed_out]), [['$signal:go', 1, true]]);
 });
 
@@ -256,7 +256,7 @@ test('ctx.call schedules a remote step and suspends with WAIT_KIND_STEP', async 
   assert.equal(request.step_name, 'charge');
   assert.equal(request.position, 1);
   assert.equal(request.task_queue, 'payments');
-  assert.deepEqual(fromValue(request.input), { amount: 5 });
+  assert.deepEqual(fromPayload(request.input), { amount: 5 });
   assert.deepEqual(request.timeout, { seconds: 30, nanos: 0 });
   assert.equal(request.retry.maximum_attempts, 3);
   assert.deepEqual(request.retry.initial_interval, { seconds: 1, nanos: 0 });
@@ -280,7 +280,7 @@ test('gather schedules every call before suspending, on the first pending step i
   );
   assert.equal(outcome.kind, 'suspend');
   assert.deepEqual(outcome.wait, { kind: 'WAIT_KIND_STEP', name: 'square', until: null });
-  assert.deepEqual(journal.recorded('ScheduleStep').map((r) => [r.step_id, r.position, fromValue(r.input)]), [
+  assert.deepEqual(journal.recorded('ScheduleStep').map((r) => [r.step_id, r.position, fromPayload(r.input)]), [
     ['square', 0, { n: 1 }],
     ['square#2', 1, { n: 2 }],
     ['cube', 2, { n: 3 }],
@@ -302,7 +302,7 @@ test('replayed remote steps: outcomes found by step id (no position); pending on
     const results = await c.gather([c.call('square', { n: 1 }), c.call('square', { n: 2 })]);
     return { results, after: await c.step('sum', () => results[0] + results[1]) };
   }, context(builder, journal), null);
-  assert.deepEqual(fromValue(done.value), { results: [1, 4], after: 5 });
+  assert.deepEqual(fromPayload(done.value), { results: [1, 4], after: 5 });
   assert.deepEqual(journal.recorded('RecordStep').map((r) => [r.step_id, r.position]), [['sum', 2]]);
 });
 
@@ -322,13 +322,13 @@ test('gather settles all calls, then throws the first failure in call order', as
     }
     return null;
   }, context(builder), null);
-  assert.deepEqual(fromValue(outcome.value), ['b', 'BError']);
+  assert.deepEqual(fromPayload(outcome.value), ['b', 'BError']);
 });
 
 test('Promise.all over ctx.call works too', async () => {
   const builder = new JournalBuilder().scheduled(0, 'a', 1).scheduled(1, 'b', 2).remoteCompleted('b', 20).remoteCompleted('a', 10);
   const outcome = await execute(async (c) => Promise.all([c.call('a', 1), c.call('b', 2)]), context(builder), null);
-  assert.deepEqual(fromValue(outcome.value), [10, 20]);
+  assert.deepEqual(fromPayload(outcome.value), [10, 20]);
 });
 
 test('a remote call finding a local step at its position is non-deterministic', async () => {
@@ -392,11 +392,11 @@ test('now() and uuid4() are recorded once as $now and $uuid', async () => {
     const id = await c.uuid4();
     return { isDate: now instanceof Date, id };
   }, context(new JournalBuilder(), journal), null);
-  assert.equal(fromValue(outcome.value).isDate, true);
+  assert.equal(fromPayload(outcome.value).isDate, true);
   assert.deepEqual(journal.recorded('RecordStep').map((r) => [r.step_id, r.position]), [['$now', 0], ['$uuid', 1]]);
   const builder = new JournalBuilder().completed(0, '$now', '2020-01-01T00:00:00.000Z');
   const replay = await execute(async (c) => (await c.now()).toISOString(), context(builder), null);
-  assert.equal(fromValue(replay.value), '2020-01-01T00:00:00.000Z');
+  assert.equal(fromPayload(replay.value), '2020-01-01T00:00:00.000Z');
 });
 
 test('names starting with $ are refused', () => {
@@ -506,7 +506,7 @@ test('an attempt started and never recorded fails as WorkerLostError without run
     return null;
   }, context(last, journal2), null);
   assert.equal(ran, 0);
-  assert.equal(fromValue(failed.value), 'WorkerLostError');
+  assert.equal(fromPayload(failed.value), 'WorkerLostError');
   assert.equal(journal2.recorded('RecordStep')[0].retry_delay, undefined);
 });
 

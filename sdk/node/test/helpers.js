@@ -1,7 +1,7 @@
 // Fakes for unit tests: a hand-built journal (LoadJournalResponse) and a journal client that
 // records every call and answers like history would.
 
-import { toValue, toTimestamp, timestampMs, fromDuration } from '../src/payload.js';
+import { toPayload, toTimestamp, timestampMs, fromDuration } from '../src/payload.js';
 import { WorkflowContext } from '../src/context.js';
 import { RetryPolicy } from '../src/retry.js';
 
@@ -15,7 +15,7 @@ export class JournalBuilder {
       workflow_type: workflowType,
       task_queue: 'q',
       status: 'WORKFLOW_STATUS_RUNNING',
-      input: toValue(input),
+      input: toPayload(input),
       cancel_requested: cancelRequested,
     };
     this.events = [];
@@ -29,7 +29,7 @@ export class JournalBuilder {
   }
 
   completed(position, stepId, payload, name = stepId.replace(/#\d+$/, '')) {
-    return this.add('EVENT_TYPE_STEP_COMPLETED', { position, step_id: stepId, step_name: name, payload: toValue(payload) });
+    return this.add('EVENT_TYPE_STEP_COMPLETED', { position, step_id: stepId, step_name: name, payload: toPayload(payload) });
   }
 
   failed(position, stepId, type, message) {
@@ -54,7 +54,7 @@ export class JournalBuilder {
   }
 
   signal(name, payload) {
-    return this.add('EVENT_TYPE_SIGNAL_RECEIVED', { name, payload: toValue(payload) });
+    return this.add('EVENT_TYPE_SIGNAL_RECEIVED', { name, payload: toPayload(payload) });
   }
 
   scheduled(position, stepId, input, taskQueue = 'tools') {
@@ -63,14 +63,14 @@ export class JournalBuilder {
       step_id: stepId,
       step_name: stepId.replace(/#\d+$/, ''),
       name: stepId.replace(/#\d+$/, ''),
-      payload: toValue(input),
+      payload: toPayload(input),
       task_queue: taskQueue,
     });
   }
 
   /** A remote step's outcome: no position. */
   remoteCompleted(stepId, payload) {
-    return this.add('EVENT_TYPE_STEP_COMPLETED', { step_id: stepId, step_name: stepId, payload: toValue(payload) });
+    return this.add('EVENT_TYPE_STEP_COMPLETED', { step_id: stepId, step_name: stepId, payload: toPayload(payload) });
   }
 
   remoteFailed(stepId, type, message) {

@@ -5,7 +5,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import grpc from '@grpc/grpc-js';
-import { RetryPolicy, StepFailedError, Worker, fromValue, loadProtos, toValue } from '../src/index.js';
+import { RetryPolicy, StepFailedError, Worker, fromPayload, loadProtos, toPayload } from '../src/index.js';
 import { JournalClient } from '../src/journal.js';
 
 const GATEWAY = process.env.PERDURE_GATEWAY;
@@ -136,11 +136,11 @@ test('a workflow of steps completes with its result', { skip: SKIP, timeout: 60_
       workflow_type: 'sum_order',
       workflow_id: id,
       task_queue: taskQueue,
-      input: toValue({ items: [{ qty: 2, price: 3 }, { qty: 1, price: 4.5 }] }),
+      input: toPayload({ items: [{ qty: 2, price: 3 }, { qty: 1, price: 4.5 }] }),
     });
     const described = await closed(api, id);
     assert.equal(described.workflow.status, 'WORKFLOW_STATUS_COMPLETED');
-    assert.deepEqual(fromValue(described.workflow.result), {
+    assert.deepEqual(fromPayload(described.workflow.result), {
       total: 10.5,
       key: `${id}:total`,
       items: [6, 4.5],
@@ -179,7 +179,7 @@ test('sleep, a signal and published state work across suspensions', { skip: SKIP
   try {
     const id = `approval-${randomUUID()}`;
     const started = Date.now();
-    await api.start({ workflow_type: 'approval', workflow_id: id, task_queue: taskQueue, input: toValue({ sleep: 1 }) });
+    await api.start({ workflow_type: 'approval', workflow_id: id, task_queue: taskQueue, input: toPayload({ sleep: 1 }) });
     const waiting = await waitUntil(
       api,
       id,
@@ -189,12 +189,12 @@ test('sleep, a signal and published state work across suspensions', { skip: SKIP
     assert.ok(Date.now() - started >= 1000, 'the sleep lasted a second');
     assert.equal(waiting.workflow.wait.name, 'approve');
     const phase = await api.query({ workflow_id: id, key: 'phase' });
-    assert.equal(fromValue(phase.value), 'awaiting_approval');
-    await api.signal({ workflow_id: id, signal_name: 'approve', payload: toValue({ by: 'ann', ok: true }) });
+    assert.equal(fromPayload(phase.value), 'awaiting_approval');
+    await api.signal({ workflow_id: id, signal_name: 'approve', payload: toPayload({ by: 'ann', ok: true }) });
     const described = await closed(api, id);
     assert.equal(described.workflow.status, 'WORKFLOW_STATUS_COMPLETED');
-    assert.deepEqual(fromValue(described.workflow.result), { approval: { by: 'ann', ok: true }, timedOut: true });
-    assert.equal(fromValue((await api.query({ workflow_id: id, key: 'phase' })).value), 'done');
+    assert.deepEqual(fromPayload(described.workflow.result), { approval: { by: 'ann', ok: true }, timedOut: true });
+    assert.equal(fromPayload((await api.query({ workflow_id: id, key: 'phase' })).value), 'done');
     const types = (await historyOf(api, id)).map((e) => e.event_type);
     for (const type of ['EVENT_TYPE_TIMER_STARTED', 'EVENT_TYPE_SIGNAL_CONSUMED', 'EVENT_TYPE_SIGNAL_TIMED_OUT', 'EVENT_TYPE_STATE_UPDATED', 'EVENT_TYPE_WORKFLOW_SUSPENDED']) {
       assert.ok(types.includes(type), `history has ${type}`);
@@ -240,7 +240,7 @@ test('a step failing once is retried durably', { skip: SKIP, timeout: 60_000 }, 
     await api.start({ workflow_type: 'flaky_flow', workflow_id: id, task_queue: taskQueue });
     const described = await closed(api, id);
     assert.equal(described.workflow.status, 'WORKFLOW_STATUS_COMPLETED');
-    assert.deepEqual(fromValue(described.workflow.result), { result: { attempt: 2 }, final: 'TypeError' });
+    assert.deepEqual(fromPayload(described.workflow.result), { result: { attempt: 2 }, final: 'TypeError' });
     assert.deepEqual(attempts, [1, 2]);
     const events = await historyOf(api, id);
     const failedAttempts = events.filter((e) => e.event_type === 'EVENT_TYPE_STEP_ATTEMPT_FAILED');
@@ -275,10 +275,10 @@ test('a signal during a sleep wakes the run early; it waits out the timer, then 
     const started = Date.now();
     await api.start({ workflow_type: 'early', workflow_id: id, task_queue: taskQueue });
     await waitUntil(api, id, (d) => d.workflow.wait?.kind === 'WAIT_KIND_TIMER', 'the run did not sleep');
-    await api.signal({ workflow_id: id, signal_name: 'go', payload: toValue('now') });
+    await api.signal({ workflow_id: id, signal_name: 'go', payload: toPayload('now') });
     const described = await closed(api, id);
     assert.equal(described.workflow.status, 'WORKFLOW_STATUS_COMPLETED');
-    assert.equal(fromValue(described.workflow.result), 'now');
+    assert.equal(fromPayload(described.workflow.result), 'now');
     assert.ok(Date.now() - started >= 2000, 'the timer was waited out');
     const suspensions = (await historyOf(api, id)).filter((e) => e.event_type === 'EVENT_TYPE_WORKFLOW_SUSPENDED');
     assert.ok(suspensions.filter((e) => e.wait?.kind === 'WAIT_KIND_TIMER').length >= 2, 'woken early, it suspended again');
@@ -344,7 +344,7 @@ test('code that no longer matches its journal parks the run', { skip: SKIP, time
     await api.start({ workflow_type: 'changing', workflow_id: id, task_queue: taskQueue });
     await waitUntil(api, id, (d) => d.workflow.wait?.kind === 'WAIT_KIND_SIGNAL', 'the run did not wait');
     version = 2; // a deploy renamed the step
-    await api.signal({ workflow_id: id, signal_name: 'continue', payload: toValue(null) });
+    await api.signal({ workflow_id: id, signal_name: 'continue', payload: toPayload(null) });
     const described = await closed(api, id);
     assert.equal(described.workflow.status, 'WORKFLOW_STATUS_PARKED');
     assert.equal(described.workflow.failure.type, 'NonDeterminismError');
@@ -405,10 +405,10 @@ test('a Node workflow calls remote steps served by another Node worker', { skip:
   });
   try {
     const id = `fan-${randomUUID()}`;
-    await api.start({ workflow_type: 'fan_out', workflow_id: id, task_queue: workflowQueue, input: toValue({ ns: [2, 3, 4] }) });
+    await api.start({ workflow_type: 'fan_out', workflow_id: id, task_queue: workflowQueue, input: toPayload({ ns: [2, 3, 4] }) });
     const described = await closed(api, id);
     assert.equal(described.workflow.status, 'WORKFLOW_STATUS_COMPLETED', JSON.stringify(described.workflow.failure));
-    assert.deepEqual(fromValue(described.workflow.result), {
+    assert.deepEqual(fromPayload(described.workflow.result), {
       squares: [4, 9, 16],
       flaky: { attempts: 2, key: `${id}:flaky` },
       broken: 'RangeError',

@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { runStepTask } from '../src/runner.js';
 import { JournalCallError, LeaseLostError, JournalUnavailableError } from '../src/errors.js';
 import { RetryPolicy } from '../src/retry.js';
-import { fromValue, toValue, toDuration } from '../src/payload.js';
+import { fromPayload, toPayload, toDuration } from '../src/payload.js';
 
 const log = { info() {}, warn() {}, error() {} };
 const task = { workflow_id: 'wf-9', fence: 3, step_id: 'charge#2', step_type: 'charge', workflow_type: '' };
@@ -39,7 +39,7 @@ class StepJournal {
 const loaded = (fields = {}) => ({
   workflow_type: 'order',
   step_type: 'charge',
-  input: toValue({ amount: 5 }),
+  input: toPayload({ amount: 5 }),
   attempt: 1,
   retry: new RetryPolicy({ maximumAttempts: 3 }).toProto(),
   timeout: null,
@@ -62,7 +62,7 @@ test('a step task loads its step, runs the handler and records the output', asyn
   assert.equal(record.step_id, 'charge#2');
   assert.equal(record.fence, 3);
   assert.equal(record.attempt, 1);
-  assert.deepEqual(fromValue(record.output), { charged: 5 });
+  assert.deepEqual(fromPayload(record.output), { charged: 5 });
   assert.ok(record.start_time);
 });
 
@@ -94,7 +94,7 @@ test('an attempt over the step timeout fails as StepTimeoutError', async () => {
 });
 
 test('heartbeat details reach the next attempt and are recorded with step_task', async () => {
-  const journal = new StepJournal(loaded({ heartbeat_details: toValue({ done: 3 }) }));
+  const journal = new StepJournal(loaded({ heartbeat_details: toPayload({ done: 3 }) }));
   let details;
   const steps = new Map([['charge', async (input, info) => {
     details = info.heartbeatDetails;
@@ -107,7 +107,7 @@ test('heartbeat details reach the next attempt and are recorded with step_task',
   const [beat] = journal.recorded('RecordHeartbeat');
   assert.equal(beat.step_task, true);
   assert.equal(beat.step_id, 'charge#2');
-  assert.deepEqual(fromValue(beat.details), { done: 4 });
+  assert.deepEqual(fromPayload(beat.details), { done: 4 });
 });
 
 test('STEP_CLOSED / STALE_FENCE / WORKFLOW_CLOSED mean: drop it (LeaseLostError, TaskDone follows)', async () => {

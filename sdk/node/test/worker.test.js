@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import grpc from '@grpc/grpc-js';
 import { Worker } from '../src/index.js';
 import { loadProtos } from '../src/proto.js';
-import { fromValue, toValue } from '../src/payload.js';
+import { fromPayload, toPayload } from '../src/payload.js';
 import { RetryPolicy } from '../src/retry.js';
 
 class FakeCluster {
@@ -18,7 +18,7 @@ class FakeCluster {
     this.loadStep = {
       workflow_type: 'order',
       step_type: 'charge',
-      input: toValue({ amount: 2 }),
+      input: toPayload({ amount: 2 }),
       attempt: 1,
       retry: new RetryPolicy().toProto(),
     };
@@ -143,7 +143,7 @@ test('a worker says hello, executes a pushed step task, heartbeats its lease and
     const [, record] = cluster.journalCalls.find(([m]) => m === 'RecordStep');
     assert.equal(record.step_task, true);
     assert.equal(record.step_id, 'charge');
-    assert.deepEqual(fromValue(record.output), { charged: 2, key: 'wf-1:charge' });
+    assert.deepEqual(fromPayload(record.output), { charged: 2, key: 'wf-1:charge' });
     // the lease is no longer listed
     const count = cluster.messages.length;
     await cluster.until(() => cluster.messages.slice(count).some((m) => m.message === 'heartbeat'), 'the next heartbeat');

@@ -1,163 +1,86 @@
-"""Validation of JSON payloads: every problem named with its path, before anything is written."""
+"""Validation of payloads: an unknown encoding or data that is not JSON is refused before
+anything is written; what passes is stored byte for byte."""
 
 from __future__ import annotations
 
 import grpc
 import pytest
-from google.protobuf import struct_pb2
 
-from perdure.common.payload import MAX_PAYLOAD_BYTES, MAX_PAYLOAD_DEPTH, validate_payload
+from perdure.api.common.v1.payload_pb2 import Payload
+from perdure.common.payload import (
+    MAX_PAYLOAD_BYTES,
+    MAX_PAYLOAD_DEPTH,
+    json_payload,
+    validate_payload,
+)
 from tests.unit.api_errors import assert_invalid, rejected
 
 
-def number(x: float) -> struct_pb2.Value:
-    return struct_pb2.Value(number_value=x)
+def test_json_text_passes_unchanged() -> None:
+    text = ' {"big": 18446744073709551617, "float": 1.0, "s": "\\u00e9\\u0000", "n": null} '
+    assert validate_payload("input", json_payload(text)) == json_payload(text)
 
 
-def as_list(*items: struct_pb2.Value) -> struct_pb2.Value:
-    value = struct_pb2.Value()
-    value.list_value.values.extend(items)
-    return value
+def test_an_empty_encoding_is_json_and_an_unset_payload_is_json_null() -> None:
+    assert validate_payload("input", Payload(data=b"[1]")) == json_payload("[1]")
+    assert validate_payload("input", Payload()) == json_payload("null")
+    assert validate_payload("input", Payload(encoding="json/plain")) == json_payload("null")
 
 
-def as_struct(**fields: struct_pb2.Value) -> struct_pb2.Value:
-    value = struct_pb2.Value()
-    for key, item in fields.items():
-        value.struct_value.fields[key].CopyFrom(item)
-    return value
+def test_bytes_pass_as_they_are() -> None:
+    raw = Payload(encoding="binary/plain", data=bytes(range(256)))
+    assert validate_payload("input", raw) == raw
+    empty = Payload(encoding="binary/plain")
+    assert validate_payload("input", empty) == empty
 
 
-def nested(depth: int, kind: str) -> struct_pb2.Value:
-    """A number `depth` lists (or objects) deep: the root is at depth 0, the number at `depth`.
-
-    Built in place: copying a message this deep goes through protobuf's parser, which refuses
-    to nest beyond 100 messages.
-    """
-    root = struct_pb2.Value()
-    node = root
-    for _ in range(depth):
-        node = node.list_value.values.add() if kind == "list" else node.struct_value.fields["k"]
-    node.number_value = 1
-    return root
+def test_an_unknown_encoding_is_refused() -> None:
+    error = rejected(lambda: validate_payload("input", Payload(encoding="text/yaml", data=b"")))
+    assert_invalid(error, "input has encoding 'text/yaml'", "json/plain, binary/plain")
 
 
-# --- payloads ------------------------------------------------------------------------------------
+@pytest.mark.parametrize("bad", ["NaN", "Infinity", "-Infinity"])
+def test_non_finite_numbers_are_refused(bad: str) -> None:
+    error = rejected(lambda: validate_payload("input", json_payload(f"[1, {bad}]")))
+    assert_invalid(error, "input is not JSON", f"{bad} is not a JSON number")
 
 
-def test_ordinary_json_payload_passes() -> None:
-    value = as_struct(
-        name=struct_pb2.Value(string_value="x"),
-        count=number(3),
-        ok=struct_pb2.Value(bool_value=True),
-        nothing=struct_pb2.Value(null_value=struct_pb2.NULL_VALUE),
-        items=as_list(number(1), as_struct(deep=number(-2.5))),
-    )
-    validate_payload("input", value)
-
-
-@pytest.mark.parametrize("bad", [float("nan"), float("inf"), float("-inf")])
-def test_non_finite_numbers_are_rejected(bad: float) -> None:
-    error = rejected(lambda: validate_payload("input", number(bad)))
-    assert_invalid(error, "input is not JSON", "not a finite number")
-
-
-def test_non_finite_number_deep_inside_is_rejected_with_its_path() -> None:
-    value = as_struct(a=as_list(number(1), as_struct(b=number(float("nan")))))
-    error = rejected(lambda: validate_payload("input", value))
-    assert_invalid(error, "input.a[1].b is not JSON")
-
-
-def test_unset_root_value_is_rejected() -> None:
-    error = rejected(lambda: validate_payload("input", struct_pb2.Value()))
-    assert_invalid(error, "input is not a JSON value: no kind is set")
-
-
-def test_unset_value_in_struct_is_rejected_with_its_path() -> None:
-    value = as_struct(ok=number(1), missing=struct_pb2.Value())
-    error = rejected(lambda: validate_payload("input", value))
-    assert_invalid(error, "input.missing is not a JSON value")
-
-
-def test_unset_value_in_list_is_rejected_with_its_index() -> None:
-    value = as_list(number(1), number(2), struct_pb2.Value())
-    error = rejected(lambda: validate_payload("input", value))
-    assert_invalid(error, "input[2] is not a JSON value")
-
-
-def test_unset_value_nested_in_struct_in_list_is_found() -> None:
-    value = as_struct(rows=as_list(as_struct(cell=as_list(struct_pb2.Value()))))
-    error = rejected(lambda: validate_payload("input", value))
-    assert_invalid(error, "input.rows[0].cell[0] is not a JSON value")
-
-
-def test_empty_struct_and_list_are_valid() -> None:
-    empty_struct = struct_pb2.Value()
-    empty_struct.struct_value.SetInParent()
-    empty_list = struct_pb2.Value()
-    empty_list.list_value.SetInParent()
-    validate_payload("input", empty_struct)
-    validate_payload("input", empty_list)
-    validate_payload("input", as_list(empty_struct, empty_list))
-
-
-@pytest.mark.parametrize("kind", ["list", "struct"])
-def test_depth_limit_is_allowed(kind: str) -> None:
-    validate_payload("input", nested(MAX_PAYLOAD_DEPTH, kind))
-
-
-def test_list_depth_over_the_limit_is_rejected() -> None:
-    value = nested(MAX_PAYLOAD_DEPTH + 1, "list")
-    error = rejected(lambda: validate_payload("input", value))
+@pytest.mark.parametrize("text", ["{", "[1,]", "1 2", "'x'", '"\t"', "{1: 2}"])
+def test_data_that_is_not_one_json_value_is_refused(text: str) -> None:
     assert_invalid(
-        error,
-        "input"
-        + "[0]" * (MAX_PAYLOAD_DEPTH + 1)
-        + f" nests deeper than {MAX_PAYLOAD_DEPTH} levels",
+        rejected(lambda: validate_payload("result", json_payload(text))), "result is not JSON"
     )
 
 
-def test_struct_depth_over_the_limit_is_rejected() -> None:
-    value = nested(MAX_PAYLOAD_DEPTH + 1, "struct")
-    error = rejected(lambda: validate_payload("input", value))
-    assert_invalid(
-        error,
-        "input" + ".k" * (MAX_PAYLOAD_DEPTH + 1) + f" nests deeper than {MAX_PAYLOAD_DEPTH} levels",
-    )
+def test_data_that_is_not_utf8_is_refused() -> None:
+    bad = Payload(encoding="json/plain", data=b'"\xff"')
+    assert_invalid(rejected(lambda: validate_payload("value", bad)), "value is not UTF-8 JSON")
 
 
-def string_of_size(total_bytes: int) -> struct_pb2.Value:
-    """A string Value whose serialized size is exactly `total_bytes`."""
-    length = total_bytes
-    for _ in range(5):  # the length prefix shrinks with the string: converge on the size
-        value = struct_pb2.Value(string_value="x" * length)
-        if value.ByteSize() == total_bytes:
-            return value
-        length += total_bytes - value.ByteSize()
-    raise AssertionError(f"no string Value serializes to exactly {total_bytes} bytes")
+@pytest.mark.parametrize(("open_", "close"), [("[", "]"), ('{"k":', "}")])
+def test_depth_limit(open_: str, close: str) -> None:
+    def nested(levels: int) -> Payload:
+        return json_payload(open_ * levels + "1" + close * levels)
+
+    validate_payload("input", nested(MAX_PAYLOAD_DEPTH))
+    error = rejected(lambda: validate_payload("input", nested(MAX_PAYLOAD_DEPTH + 1)))
+    assert_invalid(error, f"input nests deeper than {MAX_PAYLOAD_DEPTH} levels")
 
 
-def test_payload_of_exactly_the_limit_passes() -> None:
-    validate_payload("input", string_of_size(MAX_PAYLOAD_BYTES))
+def test_thousands_of_levels_are_refused_as_too_deep() -> None:
+    error = rejected(lambda: validate_payload("input", json_payload("[" * 100_000)))
+    assert_invalid(error, "input")
 
 
-def test_payload_over_2_mib_is_resource_exhausted() -> None:
-    size = MAX_PAYLOAD_BYTES + 1
-    error = rejected(lambda: validate_payload("input", string_of_size(size)))
+def test_size_limit_is_resource_exhausted_and_checked_before_content() -> None:
+    at_limit = json_payload('"' + "x" * (MAX_PAYLOAD_BYTES - 2) + '"')
+    validate_payload("input", at_limit)
+    over = Payload(encoding="binary/plain", data=b"x" * (MAX_PAYLOAD_BYTES + 1))
+    error = rejected(lambda: validate_payload("input", over))
     assert error.code == grpc.StatusCode.RESOURCE_EXHAUSTED
     assert error.reason == "PAYLOAD_TOO_LARGE"
-    assert f"input is {size} bytes" in error.message
-    assert f"the limit is {2 * 1024 * 1024} bytes" in error.message
-
-
-def test_size_is_checked_before_content() -> None:
-    value = as_list(string_of_size(MAX_PAYLOAD_BYTES), number(float("nan")))
-    error = rejected(lambda: validate_payload("input", value))
-    assert error.code == grpc.StatusCode.RESOURCE_EXHAUSTED
-
-
-def test_a_nul_in_a_string_or_a_key_is_rejected_with_its_path() -> None:
-    in_string = as_struct(a=as_list(struct_pb2.Value(string_value="x\x00y")))
-    assert_invalid(rejected(lambda: validate_payload("input", in_string)), "input.a[0]", "NUL")
-    in_key = struct_pb2.Value()
-    in_key.struct_value.fields["k\x00"].string_value = "fine"
-    assert_invalid(rejected(lambda: validate_payload("result", in_key)), "result key", "NUL")
+    assert f"input is {MAX_PAYLOAD_BYTES + 1} bytes" in error.message
+    not_json = json_payload("NaN" + " " * MAX_PAYLOAD_BYTES)
+    assert rejected(lambda: validate_payload("input", not_json)).code == (
+        grpc.StatusCode.RESOURCE_EXHAUSTED
+    )

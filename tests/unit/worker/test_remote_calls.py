@@ -12,7 +12,7 @@ from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.worker import NonDeterminismError, RetryPolicy, StepFailedError
 from perdure.worker._context import Suspended
 from perdure.worker._errors import WorkflowCancelledError
-from perdure.worker._payload import to_value
+from perdure.worker._payload import to_payload
 from tests.unit.worker.fake_journal import FakeJournal, make_context
 
 
@@ -34,7 +34,7 @@ def outcome(event_id: int, step_id: str, output: Any = None, failure: str = "") 
         event.failure.CopyFrom(wf.Failure(type="Boom", message=failure))
     else:
         event.event_type = wf.EVENT_TYPE_STEP_COMPLETED
-        event.payload.CopyFrom(to_value(output))
+        event.payload.CopyFrom(to_payload(output))
     return event
 
 

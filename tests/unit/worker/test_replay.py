@@ -10,10 +10,11 @@ from typing import Any
 
 import pytest
 
+from perdure.api.common.v1.payload_pb2 import Payload
 from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.worker import NonDeterminismError, StepContext, StepFailedError, current_step
 from perdure.worker._context import WorkflowContext
-from perdure.worker._payload import to_value
+from perdure.worker._payload import to_payload
 from perdure.worker._retry import NO_RETRY
 from tests.unit.worker.fake_journal import FakeJournal, make_context
 
@@ -36,7 +37,7 @@ class Calls:
 def started_event() -> wf.HistoryEvent:
     # Position 0 by default, like every non-step event: it must not shadow step 0.
     return wf.HistoryEvent(
-        event_id=1, event_type=wf.EVENT_TYPE_WORKFLOW_STARTED, payload=to_value({"n": 1})
+        event_id=1, event_type=wf.EVENT_TYPE_WORKFLOW_STARTED, payload=to_payload({"n": 1})
     )
 
 
@@ -57,7 +58,7 @@ def step_event(
 
 def completed(event_id: int, position: int, step_id: str, output: Any) -> wf.HistoryEvent:
     return step_event(
-        wf.EVENT_TYPE_STEP_COMPLETED, event_id, position, step_id, payload=to_value(output)
+        wf.EVENT_TYPE_STEP_COMPLETED, event_id, position, step_id, payload=to_payload(output)
     )
 
 
@@ -126,7 +127,7 @@ async def test_new_step_after_replayed_ones_runs_and_is_recorded(
     assert (request.step_id, request.step_name, request.position) == ("ship", "ship", 2)
     assert request.attempt == 1
     assert request.WhichOneof("outcome") == "output"
-    assert request.output == to_value({"tracking": "Z1", "parcels": [1, 2]})
+    assert request.output == to_payload({"tracking": "Z1", "parcels": [1, 2]})
     assert "Skipping completed step: ship" not in caplog.messages
 
 
@@ -147,7 +148,7 @@ async def test_a_step_returning_none_records_json_null() -> None:
     assert await ctx.step("noop", Calls(None)) is None
     [request] = journal.recorded
     assert request.WhichOneof("outcome") == "output"
-    assert request.output.WhichOneof("kind") == "null_value"
+    assert request.output == Payload(encoding="json/plain", data=b"null")
 
 
 # --- step ids ------------------------------------------------------------------------------------
@@ -246,7 +247,7 @@ async def test_the_failure_replays_as_the_same_error() -> None:
     [
         object(),
         {1, 2},
-        b"bytes",
+        {"raw": b"bytes inside JSON"},
         {"when": datetime(2024, 1, 1, tzinfo=UTC)},
         {1: "non-string key"},
         pytest.param(float("nan"), id="nan"),
@@ -259,7 +260,7 @@ async def test_a_non_json_return_value_becomes_a_recorded_failure(value: Any) ->
         await ctx.step("compute", Calls(value))
 
     assert caught.value.error_type == "TypeError"
-    assert "not JSON-serializable" in caught.value.message
+    assert "is not encodable" in caught.value.message
     [request] = journal.recorded
     assert request.WhichOneof("outcome") == "failure"
     assert request.failure.type == "TypeError"
@@ -341,7 +342,7 @@ async def test_an_async_step_is_awaited_on_the_loop() -> None:
         return {"n": n, "thread_is_loop": int(threading.get_ident() == loop_thread)}
 
     assert await ctx.step("fetch", fetch, 7) == {"n": 7, "thread_is_loop": 1}
-    assert journal.recorded[0].output == to_value({"n": 7, "thread_is_loop": 1})
+    assert journal.recorded[0].output == to_payload({"n": 7, "thread_is_loop": 1})
 
 
 async def test_a_sync_function_returning_an_awaitable_is_awaited() -> None:
@@ -417,9 +418,12 @@ async def test_current_step_is_reset_after_a_failing_step() -> None:
     ("returned", "expected"),
     [
         ((1, 2, 3), [1, 2, 3]),
-        (3.0, 3),
+        (3.0, 3.0),
+        (3, 3),
+        (2**64 + 1, 2**64 + 1),
+        (b"\x00\xff", b"\x00\xff"),
         (2.5, 2.5),
-        ({"pair": ("a", 1.0), "nested": [{"x": 4.0}]}, {"pair": ["a", 1], "nested": [{"x": 4}]}),
+        ({"pair": ("a", 1.0), "nested": [{"x": 4}]}, {"pair": ["a", 1.0], "nested": [{"x": 4}]}),
         ("text", "text"),
         (True, True),
         ([], []),
@@ -470,7 +474,7 @@ async def test_unconsumed_steps_lists_recorded_steps_not_reached_in_order() -> N
 
 async def test_unconsumed_steps_ignores_non_step_events() -> None:
     finished = wf.HistoryEvent(
-        event_id=3, event_type=wf.EVENT_TYPE_WORKFLOW_COMPLETED, payload=to_value("r")
+        event_id=3, event_type=wf.EVENT_TYPE_WORKFLOW_COMPLETED, payload=to_payload("r")
     )
     ctx, _ = context([completed(2, 0, "only", 1), finished])
     assert ctx.unconsumed_steps() == ["only"]

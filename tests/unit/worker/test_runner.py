@@ -13,7 +13,7 @@ from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.worker import WorkflowContext
 from perdure.worker._context import JournalClient
 from perdure.worker._errors import JournalUnavailableError, LeaseLostError
-from perdure.worker._payload import to_value
+from perdure.worker._payload import to_payload
 from perdure.worker._runner import _execute
 from perdure.worker._session import JournalCallError
 from tests.unit.worker.fake_journal import FakeJournal, make_context
@@ -32,7 +32,7 @@ def completed(position: int, step_id: str, output: Any) -> wf.HistoryEvent:
         step_id=step_id,
         step_name=step_id,
         position=position,
-        payload=to_value(output),
+        payload=to_payload(output),
     )
 
 
@@ -43,14 +43,14 @@ async def test_a_returning_workflow_gives_its_json_result() -> None:
 
     outcome, value = await _execute(flow, context(), {"n": 21})
     assert outcome == "result"
-    assert value == to_value({"doubled": 42, "pair": [1, 2]})
+    assert value == to_payload({"doubled": 42, "pair": [1, 2]})
 
 
 async def test_a_workflow_taking_only_ctx_is_called_without_input() -> None:
     async def flow(ctx: WorkflowContext) -> str:
         return ctx.workflow_id
 
-    assert await _execute(flow, context(), {"ignored": True}) == ("result", to_value("wf-1"))
+    assert await _execute(flow, context(), {"ignored": True}) == ("result", to_payload("wf-1"))
 
 
 async def test_a_raising_workflow_fails() -> None:

@@ -15,6 +15,7 @@ import pytest
 from perdure.api.worker.v1 import journal_service_pb2 as jpb
 from perdure.api.worker.v1 import journal_service_pb2_grpc as jgrpc
 from perdure.worker import _session
+from perdure.worker._payload import to_payload
 from perdure.worker._session import JournalCallError, JournalSession
 
 Answer = Callable[[jpb.JournalCall, int], jpb.JournalAnswer | None]
@@ -163,7 +164,7 @@ async def test_a_call_too_large_for_a_message_fails_alone_and_the_stream_carries
     server, session = await serve(journal)
     try:
         huge = record("step9")
-        huge.output.string_value = "x" * 500
+        huge.output.CopyFrom(to_payload("x" * 500))
         with pytest.raises(JournalCallError) as refused:
             await session.call(huge, 10)
         assert refused.value.code == grpc.StatusCode.RESOURCE_EXHAUSTED
@@ -171,7 +172,7 @@ async def test_a_call_too_large_for_a_message_fails_alone_and_the_stream_carries
         assert journal.received == []  # never written: the stream the others share is whole
         big = [record(f"step{n}") for n in (1, 2)]
         for request in big:
-            request.output.string_value = "y" * 120
+            request.output.CopyFrom(to_payload("y" * 120))
         answers = await asyncio.gather(*(session.call(request, 10) for request in big))
         assert [a.event_id for a in answers] == [1, 2]
         assert (journal.streams, journal.messages) == (1, 2)  # one stream, a message each

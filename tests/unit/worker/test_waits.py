@@ -20,7 +20,7 @@ from perdure.worker import (
     current_step,
 )
 from perdure.worker._context import LOCAL_WAIT_SECONDS, Suspended
-from perdure.worker._payload import to_value
+from perdure.worker._payload import to_payload
 from tests.unit.worker.fake_journal import NOW, FakeJournal, make_context
 
 
@@ -47,7 +47,7 @@ def signal(event_id: int, name: str, payload: Any) -> wf.HistoryEvent:
         event_id=event_id,
         event_type=wf.EVENT_TYPE_SIGNAL_RECEIVED,
         name=name,
-        payload=to_value(payload),
+        payload=to_payload(payload),
     )
 
 

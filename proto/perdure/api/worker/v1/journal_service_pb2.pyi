@@ -1,8 +1,8 @@
 import datetime
 
 from google.protobuf import duration_pb2 as _duration_pb2
-from google.protobuf import struct_pb2 as _struct_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
+from perdure.api.common.v1 import payload_pb2 as _payload_pb2
 from perdure.api.workflow.v1 import workflow_pb2 as _workflow_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
@@ -40,9 +40,9 @@ class StepProgress(_message.Message):
     UPDATE_TIME_FIELD_NUMBER: _ClassVar[int]
     step_id: str
     attempt: int
-    details: _struct_pb2.Value
+    details: _payload_pb2.Payload
     update_time: _timestamp_pb2.Timestamp
-    def __init__(self, step_id: _Optional[str] = ..., attempt: _Optional[int] = ..., details: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    def __init__(self, step_id: _Optional[str] = ..., attempt: _Optional[int] = ..., details: _Optional[_Union[_payload_pb2.Payload, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class RecordStepRequest(_message.Message):
     __slots__ = ("workflow_id", "fence", "step_id", "step_name", "position", "attempt", "output", "failure", "start_time", "retry_delay", "step_task", "attempt_started")
@@ -64,13 +64,13 @@ class RecordStepRequest(_message.Message):
     step_name: str
     position: int
     attempt: int
-    output: _struct_pb2.Value
+    output: _payload_pb2.Payload
     failure: _workflow_pb2.Failure
     start_time: _timestamp_pb2.Timestamp
     retry_delay: _duration_pb2.Duration
     step_task: bool
     attempt_started: bool
-    def __init__(self, workflow_id: _Optional[str] = ..., fence: _Optional[int] = ..., step_id: _Optional[str] = ..., step_name: _Optional[str] = ..., position: _Optional[int] = ..., attempt: _Optional[int] = ..., output: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., failure: _Optional[_Union[_workflow_pb2.Failure, _Mapping]] = ..., start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., retry_delay: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., step_task: _Optional[bool] = ..., attempt_started: _Optional[bool] = ...) -> None: ...
+    def __init__(self, workflow_id: _Optional[str] = ..., fence: _Optional[int] = ..., step_id: _Optional[str] = ..., step_name: _Optional[str] = ..., position: _Optional[int] = ..., attempt: _Optional[int] = ..., output: _Optional[_Union[_payload_pb2.Payload, _Mapping]] = ..., failure: _Optional[_Union[_workflow_pb2.Failure, _Mapping]] = ..., start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., retry_delay: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., step_task: _Optional[bool] = ..., attempt_started: _Optional[bool] = ...) -> None: ...
 
 class RecordStepResponse(_message.Message):
     __slots__ = ("event_id", "retry_time", "cancel_requested")
@@ -126,9 +126,9 @@ class ConsumeSignalsRequest(_message.Message):
     position: int
     signal_name: str
     event_ids: _containers.RepeatedScalarFieldContainer[int]
-    result: _struct_pb2.Value
+    result: _payload_pb2.Payload
     timed_out: bool
-    def __init__(self, workflow_id: _Optional[str] = ..., fence: _Optional[int] = ..., step_id: _Optional[str] = ..., step_name: _Optional[str] = ..., position: _Optional[int] = ..., signal_name: _Optional[str] = ..., event_ids: _Optional[_Iterable[int]] = ..., result: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., timed_out: _Optional[bool] = ...) -> None: ...
+    def __init__(self, workflow_id: _Optional[str] = ..., fence: _Optional[int] = ..., step_id: _Optional[str] = ..., step_name: _Optional[str] = ..., position: _Optional[int] = ..., signal_name: _Optional[str] = ..., event_ids: _Optional[_Iterable[int]] = ..., result: _Optional[_Union[_payload_pb2.Payload, _Mapping]] = ..., timed_out: _Optional[bool] = ...) -> None: ...
 
 class ConsumeSignalsResponse(_message.Message):
     __slots__ = ("cancel_requested",)
@@ -151,8 +151,8 @@ class SetStateRequest(_message.Message):
     step_name: str
     position: int
     key: str
-    value: _struct_pb2.Value
-    def __init__(self, workflow_id: _Optional[str] = ..., fence: _Optional[int] = ..., step_id: _Optional[str] = ..., step_name: _Optional[str] = ..., position: _Optional[int] = ..., key: _Optional[str] = ..., value: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ...) -> None: ...
+    value: _payload_pb2.Payload
+    def __init__(self, workflow_id: _Optional[str] = ..., fence: _Optional[int] = ..., step_id: _Optional[str] = ..., step_name: _Optional[str] = ..., position: _Optional[int] = ..., key: _Optional[str] = ..., value: _Optional[_Union[_payload_pb2.Payload, _Mapping]] = ...) -> None: ...
 
 class SetStateResponse(_message.Message):
     __slots__ = ("cancel_requested",)
@@ -190,9 +190,9 @@ class RecordHeartbeatRequest(_message.Message):
     fence: int
     step_id: str
     attempt: int
-    details: _struct_pb2.Value
+    details: _payload_pb2.Payload
     step_task: bool
-    def __init__(self, workflow_id: _Optional[str] = ..., fence: _Optional[int] = ..., step_id: _Optional[str] = ..., attempt: _Optional[int] = ..., details: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., step_task: _Optional[bool] = ...) -> None: ...
+    def __init__(self, workflow_id: _Optional[str] = ..., fence: _Optional[int] = ..., step_id: _Optional[str] = ..., attempt: _Optional[int] = ..., details: _Optional[_Union[_payload_pb2.Payload, _Mapping]] = ..., step_task: _Optional[bool] = ...) -> None: ...
 
 class RecordHeartbeatResponse(_message.Message):
     __slots__ = ("cancel_requested",)
@@ -246,11 +246,11 @@ class ScheduleStepRequest(_message.Message):
     step_name: str
     position: int
     task_queue: str
-    input: _struct_pb2.Value
+    input: _payload_pb2.Payload
     retry: RetryPolicy
     timeout: _duration_pb2.Duration
     heartbeat_timeout: _duration_pb2.Duration
-    def __init__(self, workflow_id: _Optional[str] = ..., fence: _Optional[int] = ..., step_id: _Optional[str] = ..., step_name: _Optional[str] = ..., position: _Optional[int] = ..., task_queue: _Optional[str] = ..., input: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., retry: _Optional[_Union[RetryPolicy, _Mapping]] = ..., timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., heartbeat_timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+    def __init__(self, workflow_id: _Optional[str] = ..., fence: _Optional[int] = ..., step_id: _Optional[str] = ..., step_name: _Optional[str] = ..., position: _Optional[int] = ..., task_queue: _Optional[str] = ..., input: _Optional[_Union[_payload_pb2.Payload, _Mapping]] = ..., retry: _Optional[_Union[RetryPolicy, _Mapping]] = ..., timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., heartbeat_timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
 
 class ScheduleStepResponse(_message.Message):
     __slots__ = ("event_id", "cancel_requested")
@@ -283,14 +283,14 @@ class LoadStepResponse(_message.Message):
     ATTEMPT_LOST_FIELD_NUMBER: _ClassVar[int]
     workflow_type: str
     step_type: str
-    input: _struct_pb2.Value
+    input: _payload_pb2.Payload
     attempt: int
     retry: RetryPolicy
     timeout: _duration_pb2.Duration
-    heartbeat_details: _struct_pb2.Value
+    heartbeat_details: _payload_pb2.Payload
     heartbeat_timeout: _duration_pb2.Duration
     attempt_lost: bool
-    def __init__(self, workflow_type: _Optional[str] = ..., step_type: _Optional[str] = ..., input: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., attempt: _Optional[int] = ..., retry: _Optional[_Union[RetryPolicy, _Mapping]] = ..., timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., heartbeat_details: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., heartbeat_timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., attempt_lost: _Optional[bool] = ...) -> None: ...
+    def __init__(self, workflow_type: _Optional[str] = ..., step_type: _Optional[str] = ..., input: _Optional[_Union[_payload_pb2.Payload, _Mapping]] = ..., attempt: _Optional[int] = ..., retry: _Optional[_Union[RetryPolicy, _Mapping]] = ..., timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., heartbeat_details: _Optional[_Union[_payload_pb2.Payload, _Mapping]] = ..., heartbeat_timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., attempt_lost: _Optional[bool] = ...) -> None: ...
 
 class FinishWorkflowRequest(_message.Message):
     __slots__ = ("workflow_id", "fence", "result", "failure", "park", "cancelled")
@@ -302,11 +302,11 @@ class FinishWorkflowRequest(_message.Message):
     CANCELLED_FIELD_NUMBER: _ClassVar[int]
     workflow_id: str
     fence: int
-    result: _struct_pb2.Value
+    result: _payload_pb2.Payload
     failure: _workflow_pb2.Failure
     park: _workflow_pb2.Failure
     cancelled: _workflow_pb2.Failure
-    def __init__(self, workflow_id: _Optional[str] = ..., fence: _Optional[int] = ..., result: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., failure: _Optional[_Union[_workflow_pb2.Failure, _Mapping]] = ..., park: _Optional[_Union[_workflow_pb2.Failure, _Mapping]] = ..., cancelled: _Optional[_Union[_workflow_pb2.Failure, _Mapping]] = ...) -> None: ...
+    def __init__(self, workflow_id: _Optional[str] = ..., fence: _Optional[int] = ..., result: _Optional[_Union[_payload_pb2.Payload, _Mapping]] = ..., failure: _Optional[_Union[_workflow_pb2.Failure, _Mapping]] = ..., park: _Optional[_Union[_workflow_pb2.Failure, _Mapping]] = ..., cancelled: _Optional[_Union[_workflow_pb2.Failure, _Mapping]] = ...) -> None: ...
 
 class FinishWorkflowResponse(_message.Message):
     __slots__ = ("status",)

@@ -23,12 +23,12 @@ _sym_db = _symbol_database.Default()
 
 
 from google.protobuf import duration_pb2 as google_dot_protobuf_dot_duration__pb2
-from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
+from perdure.api.common.v1 import payload_pb2 as perdure_dot_api_dot_common_dot_v1_dot_payload__pb2
 from perdure.api.workflow.v1 import workflow_pb2 as perdure_dot_api_dot_workflow_dot_v1_dot_workflow__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n.perdure/api/workflow/v1/workflow_service.proto\x12\x17perdure.api.workflow.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a&perdure/api/workflow/v1/workflow.proto\"\xc6\x01\n\x14StartWorkflowRequest\x12\x15\n\rworkflow_type\x18\x01 \x01(\t\x12\x13\n\x0bworkflow_id\x18\x02 \x01(\t\x12\x12\n\ntask_queue\x18\x03 \x01(\t\x12%\n\x05input\x18\x04 \x01(\x0b\x32\x16.google.protobuf.Value\x12\x11\n\tnamespace\x18\x05 \x01(\t\x12\x34\n\x11\x65xecution_timeout\x18\x06 \x01(\x0b\x32\x19.google.protobuf.Duration\"v\n\x15StartWorkflowResponse\x12\x13\n\x0bworkflow_id\x18\x01 \x01(\t\x12\x0f\n\x07started\x18\x02 \x01(\x08\x12\x37\n\x06status\x18\x03 \x01(\x0e\x32\'.perdure.api.workflow.v1.WorkflowStatus\"A\n\x17\x44\x65scribeWorkflowRequest\x12\x13\n\x0bworkflow_id\x18\x01 \x01(\t\x12\x11\n\tnamespace\x18\x02 \x01(\t\"\xef\x02\n\x18\x44\x65scribeWorkflowResponse\x12\x37\n\x08workflow\x18\x01 \x01(\x0b\x32%.perdure.api.workflow.v1.WorkflowInfo\x12\x30\n\x05steps\x18\x02 \x03(\x0b\x32!.perdure.api.workflow.v1.StepInfo\x12\x14\n\x0c\x63urrent_step\x18\x03 \x01(\t\x12?\n\x0fpending_signals\x18\x04 \x03(\x0b\x32&.perdure.api.workflow.v1.PendingSignal\x12K\n\x05state\x18\x05 \x03(\x0b\x32<.perdure.api.workflow.v1.DescribeWorkflowResponse.StateEntry\x1a\x44\n\nStateEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12%\n\x05value\x18\x02 \x01(\x0b\x32\x16.google.protobuf.Value:\x02\x38\x01\"\x82\x01\n\x19GetWorkflowHistoryRequest\x12\x13\n\x0bworkflow_id\x18\x01 \x01(\t\x12\x11\n\tpage_size\x18\x02 \x01(\x05\x12\x12\n\npage_token\x18\x03 \x01(\t\x12\x11\n\tnamespace\x18\x04 \x01(\t\x12\x16\n\x0e\x61\x66ter_event_id\x18\x05 \x01(\x03\"l\n\x1aGetWorkflowHistoryResponse\x12\x35\n\x06\x65vents\x18\x01 \x03(\x0b\x32%.perdure.api.workflow.v1.HistoryEvent\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"\xcb\x01\n\x14ListWorkflowsRequest\x12\x11\n\tpage_size\x18\x01 \x01(\x05\x12\x12\n\npage_token\x18\x02 \x01(\t\x12\x37\n\x06status\x18\x03 \x01(\x0e\x32\'.perdure.api.workflow.v1.WorkflowStatus\x12\x15\n\rworkflow_type\x18\x04 \x01(\t\x12\x11\n\tnamespace\x18\x05 \x01(\t\x12\x1a\n\x12workflow_id_prefix\x18\x06 \x01(\t\x12\r\n\x05stuck\x18\x07 \x01(\x08\"j\n\x15ListWorkflowsResponse\x12\x38\n\tworkflows\x18\x01 \x03(\x0b\x32%.perdure.api.workflow.v1.WorkflowInfo\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"\x90\x01\n\x15SignalWorkflowRequest\x12\x13\n\x0bworkflow_id\x18\x01 \x01(\t\x12\x13\n\x0bsignal_name\x18\x02 \x01(\t\x12\'\n\x07payload\x18\x03 \x01(\x0b\x32\x16.google.protobuf.Value\x12\x11\n\tsignal_id\x18\x04 \x01(\t\x12\x11\n\tnamespace\x18\x05 \x01(\t\"*\n\x16SignalWorkflowResponse\x12\x10\n\x08\x61\x63\x63\x65pted\x18\x01 \x01(\x08\"\xaf\x01\n\x1eSignalWithStartWorkflowRequest\x12<\n\x05start\x18\x01 \x01(\x0b\x32-.perdure.api.workflow.v1.StartWorkflowRequest\x12\x13\n\x0bsignal_name\x18\x02 \x01(\t\x12\'\n\x07payload\x18\x03 \x01(\x0b\x32\x16.google.protobuf.Value\x12\x11\n\tsignal_id\x18\x04 \x01(\t\"D\n\x1fSignalWithStartWorkflowResponse\x12\x0f\n\x07started\x18\x01 \x01(\x08\x12\x10\n\x08\x61\x63\x63\x65pted\x18\x02 \x01(\x08\"O\n\x15\x43\x61ncelWorkflowRequest\x12\x13\n\x0bworkflow_id\x18\x01 \x01(\t\x12\x0e\n\x06reason\x18\x02 \x01(\t\x12\x11\n\tnamespace\x18\x03 \x01(\t\"\x18\n\x16\x43\x61ncelWorkflowResponse\"R\n\x18TerminateWorkflowRequest\x12\x13\n\x0bworkflow_id\x18\x01 \x01(\t\x12\x0e\n\x06reason\x18\x02 \x01(\t\x12\x11\n\tnamespace\x18\x03 \x01(\t\"\x1b\n\x19TerminateWorkflowResponse\"K\n\x14QueryWorkflowRequest\x12\x13\n\x0bworkflow_id\x18\x01 \x01(\t\x12\x0b\n\x03key\x18\x02 \x01(\t\x12\x11\n\tnamespace\x18\x03 \x01(\t\"o\n\x15QueryWorkflowResponse\x12%\n\x05value\x18\x01 \x01(\x0b\x32\x16.google.protobuf.Value\x12/\n\x0bupdate_time\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp2\xca\x08\n\x0fWorkflowService\x12n\n\rStartWorkflow\x12-.perdure.api.workflow.v1.StartWorkflowRequest\x1a..perdure.api.workflow.v1.StartWorkflowResponse\x12w\n\x10\x44\x65scribeWorkflow\x12\x30.perdure.api.workflow.v1.DescribeWorkflowRequest\x1a\x31.perdure.api.workflow.v1.DescribeWorkflowResponse\x12}\n\x12GetWorkflowHistory\x12\x32.perdure.api.workflow.v1.GetWorkflowHistoryRequest\x1a\x33.perdure.api.workflow.v1.GetWorkflowHistoryResponse\x12n\n\rListWorkflows\x12-.perdure.api.workflow.v1.ListWorkflowsRequest\x1a..perdure.api.workflow.v1.ListWorkflowsResponse\x12q\n\x0eSignalWorkflow\x12..perdure.api.workflow.v1.SignalWorkflowRequest\x1a/.perdure.api.workflow.v1.SignalWorkflowResponse\x12\x8c\x01\n\x17SignalWithStartWorkflow\x12\x37.perdure.api.workflow.v1.SignalWithStartWorkflowRequest\x1a\x38.perdure.api.workflow.v1.SignalWithStartWorkflowResponse\x12q\n\x0e\x43\x61ncelWorkflow\x12..perdure.api.workflow.v1.CancelWorkflowRequest\x1a/.perdure.api.workflow.v1.CancelWorkflowResponse\x12z\n\x11TerminateWorkflow\x12\x31.perdure.api.workflow.v1.TerminateWorkflowRequest\x1a\x32.perdure.api.workflow.v1.TerminateWorkflowResponse\x12n\n\rQueryWorkflow\x12-.perdure.api.workflow.v1.QueryWorkflowRequest\x1a..perdure.api.workflow.v1.QueryWorkflowResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n.perdure/api/workflow/v1/workflow_service.proto\x12\x17perdure.api.workflow.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a#perdure/api/common/v1/payload.proto\x1a&perdure/api/workflow/v1/workflow.proto\"\xce\x01\n\x14StartWorkflowRequest\x12\x15\n\rworkflow_type\x18\x01 \x01(\t\x12\x13\n\x0bworkflow_id\x18\x02 \x01(\t\x12\x12\n\ntask_queue\x18\x03 \x01(\t\x12-\n\x05input\x18\x04 \x01(\x0b\x32\x1e.perdure.api.common.v1.Payload\x12\x11\n\tnamespace\x18\x05 \x01(\t\x12\x34\n\x11\x65xecution_timeout\x18\x06 \x01(\x0b\x32\x19.google.protobuf.Duration\"v\n\x15StartWorkflowResponse\x12\x13\n\x0bworkflow_id\x18\x01 \x01(\t\x12\x0f\n\x07started\x18\x02 \x01(\x08\x12\x37\n\x06status\x18\x03 \x01(\x0e\x32\'.perdure.api.workflow.v1.WorkflowStatus\"A\n\x17\x44\x65scribeWorkflowRequest\x12\x13\n\x0bworkflow_id\x18\x01 \x01(\t\x12\x11\n\tnamespace\x18\x02 \x01(\t\"\xf7\x02\n\x18\x44\x65scribeWorkflowResponse\x12\x37\n\x08workflow\x18\x01 \x01(\x0b\x32%.perdure.api.workflow.v1.WorkflowInfo\x12\x30\n\x05steps\x18\x02 \x03(\x0b\x32!.perdure.api.workflow.v1.StepInfo\x12\x14\n\x0c\x63urrent_step\x18\x03 \x01(\t\x12?\n\x0fpending_signals\x18\x04 \x03(\x0b\x32&.perdure.api.workflow.v1.PendingSignal\x12K\n\x05state\x18\x05 \x03(\x0b\x32<.perdure.api.workflow.v1.DescribeWorkflowResponse.StateEntry\x1aL\n\nStateEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12-\n\x05value\x18\x02 \x01(\x0b\x32\x1e.perdure.api.common.v1.Payload:\x02\x38\x01\"\x82\x01\n\x19GetWorkflowHistoryRequest\x12\x13\n\x0bworkflow_id\x18\x01 \x01(\t\x12\x11\n\tpage_size\x18\x02 \x01(\x05\x12\x12\n\npage_token\x18\x03 \x01(\t\x12\x11\n\tnamespace\x18\x04 \x01(\t\x12\x16\n\x0e\x61\x66ter_event_id\x18\x05 \x01(\x03\"l\n\x1aGetWorkflowHistoryResponse\x12\x35\n\x06\x65vents\x18\x01 \x03(\x0b\x32%.perdure.api.workflow.v1.HistoryEvent\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"\xcb\x01\n\x14ListWorkflowsRequest\x12\x11\n\tpage_size\x18\x01 \x01(\x05\x12\x12\n\npage_token\x18\x02 \x01(\t\x12\x37\n\x06status\x18\x03 \x01(\x0e\x32\'.perdure.api.workflow.v1.WorkflowStatus\x12\x15\n\rworkflow_type\x18\x04 \x01(\t\x12\x11\n\tnamespace\x18\x05 \x01(\t\x12\x1a\n\x12workflow_id_prefix\x18\x06 \x01(\t\x12\r\n\x05stuck\x18\x07 \x01(\x08\"j\n\x15ListWorkflowsResponse\x12\x38\n\tworkflows\x18\x01 \x03(\x0b\x32%.perdure.api.workflow.v1.WorkflowInfo\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"\x98\x01\n\x15SignalWorkflowRequest\x12\x13\n\x0bworkflow_id\x18\x01 \x01(\t\x12\x13\n\x0bsignal_name\x18\x02 \x01(\t\x12/\n\x07payload\x18\x03 \x01(\x0b\x32\x1e.perdure.api.common.v1.Payload\x12\x11\n\tsignal_id\x18\x04 \x01(\t\x12\x11\n\tnamespace\x18\x05 \x01(\t\"*\n\x16SignalWorkflowResponse\x12\x10\n\x08\x61\x63\x63\x65pted\x18\x01 \x01(\x08\"\xb7\x01\n\x1eSignalWithStartWorkflowRequest\x12<\n\x05start\x18\x01 \x01(\x0b\x32-.perdure.api.workflow.v1.StartWorkflowRequest\x12\x13\n\x0bsignal_name\x18\x02 \x01(\t\x12/\n\x07payload\x18\x03 \x01(\x0b\x32\x1e.perdure.api.common.v1.Payload\x12\x11\n\tsignal_id\x18\x04 \x01(\t\"D\n\x1fSignalWithStartWorkflowResponse\x12\x0f\n\x07started\x18\x01 \x01(\x08\x12\x10\n\x08\x61\x63\x63\x65pted\x18\x02 \x01(\x08\"O\n\x15\x43\x61ncelWorkflowRequest\x12\x13\n\x0bworkflow_id\x18\x01 \x01(\t\x12\x0e\n\x06reason\x18\x02 \x01(\t\x12\x11\n\tnamespace\x18\x03 \x01(\t\"\x18\n\x16\x43\x61ncelWorkflowResponse\"R\n\x18TerminateWorkflowRequest\x12\x13\n\x0bworkflow_id\x18\x01 \x01(\t\x12\x0e\n\x06reason\x18\x02 \x01(\t\x12\x11\n\tnamespace\x18\x03 \x01(\t\"\x1b\n\x19TerminateWorkflowResponse\"K\n\x14QueryWorkflowRequest\x12\x13\n\x0bworkflow_id\x18\x01 \x01(\t\x12\x0b\n\x03key\x18\x02 \x01(\t\x12\x11\n\tnamespace\x18\x03 \x01(\t\"w\n\x15QueryWorkflowResponse\x12-\n\x05value\x18\x01 \x01(\x0b\x32\x1e.perdure.api.common.v1.Payload\x12/\n\x0bupdate_time\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp2\xca\x08\n\x0fWorkflowService\x12n\n\rStartWorkflow\x12-.perdure.api.workflow.v1.StartWorkflowRequest\x1a..perdure.api.workflow.v1.StartWorkflowResponse\x12w\n\x10\x44\x65scribeWorkflow\x12\x30.perdure.api.workflow.v1.DescribeWorkflowRequest\x1a\x31.perdure.api.workflow.v1.DescribeWorkflowResponse\x12}\n\x12GetWorkflowHistory\x12\x32.perdure.api.workflow.v1.GetWorkflowHistoryRequest\x1a\x33.perdure.api.workflow.v1.GetWorkflowHistoryResponse\x12n\n\rListWorkflows\x12-.perdure.api.workflow.v1.ListWorkflowsRequest\x1a..perdure.api.workflow.v1.ListWorkflowsResponse\x12q\n\x0eSignalWorkflow\x12..perdure.api.workflow.v1.SignalWorkflowRequest\x1a/.perdure.api.workflow.v1.SignalWorkflowResponse\x12\x8c\x01\n\x17SignalWithStartWorkflow\x12\x37.perdure.api.workflow.v1.SignalWithStartWorkflowRequest\x1a\x38.perdure.api.workflow.v1.SignalWithStartWorkflowResponse\x12q\n\x0e\x43\x61ncelWorkflow\x12..perdure.api.workflow.v1.CancelWorkflowRequest\x1a/.perdure.api.workflow.v1.CancelWorkflowResponse\x12z\n\x11TerminateWorkflow\x12\x31.perdure.api.workflow.v1.TerminateWorkflowRequest\x1a\x32.perdure.api.workflow.v1.TerminateWorkflowResponse\x12n\n\rQueryWorkflow\x12-.perdure.api.workflow.v1.QueryWorkflowRequest\x1a..perdure.api.workflow.v1.QueryWorkflowResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -37,44 +37,44 @@ if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_DESCRIBEWORKFLOWRESPONSE_STATEENTRY']._loaded_options = None
   _globals['_DESCRIBEWORKFLOWRESPONSE_STATEENTRY']._serialized_options = b'8\001'
-  _globals['_STARTWORKFLOWREQUEST']._serialized_start=211
-  _globals['_STARTWORKFLOWREQUEST']._serialized_end=409
-  _globals['_STARTWORKFLOWRESPONSE']._serialized_start=411
-  _globals['_STARTWORKFLOWRESPONSE']._serialized_end=529
-  _globals['_DESCRIBEWORKFLOWREQUEST']._serialized_start=531
-  _globals['_DESCRIBEWORKFLOWREQUEST']._serialized_end=596
-  _globals['_DESCRIBEWORKFLOWRESPONSE']._serialized_start=599
-  _globals['_DESCRIBEWORKFLOWRESPONSE']._serialized_end=966
-  _globals['_DESCRIBEWORKFLOWRESPONSE_STATEENTRY']._serialized_start=898
-  _globals['_DESCRIBEWORKFLOWRESPONSE_STATEENTRY']._serialized_end=966
-  _globals['_GETWORKFLOWHISTORYREQUEST']._serialized_start=969
-  _globals['_GETWORKFLOWHISTORYREQUEST']._serialized_end=1099
-  _globals['_GETWORKFLOWHISTORYRESPONSE']._serialized_start=1101
-  _globals['_GETWORKFLOWHISTORYRESPONSE']._serialized_end=1209
-  _globals['_LISTWORKFLOWSREQUEST']._serialized_start=1212
-  _globals['_LISTWORKFLOWSREQUEST']._serialized_end=1415
-  _globals['_LISTWORKFLOWSRESPONSE']._serialized_start=1417
-  _globals['_LISTWORKFLOWSRESPONSE']._serialized_end=1523
-  _globals['_SIGNALWORKFLOWREQUEST']._serialized_start=1526
-  _globals['_SIGNALWORKFLOWREQUEST']._serialized_end=1670
-  _globals['_SIGNALWORKFLOWRESPONSE']._serialized_start=1672
-  _globals['_SIGNALWORKFLOWRESPONSE']._serialized_end=1714
-  _globals['_SIGNALWITHSTARTWORKFLOWREQUEST']._serialized_start=1717
-  _globals['_SIGNALWITHSTARTWORKFLOWREQUEST']._serialized_end=1892
-  _globals['_SIGNALWITHSTARTWORKFLOWRESPONSE']._serialized_start=1894
-  _globals['_SIGNALWITHSTARTWORKFLOWRESPONSE']._serialized_end=1962
-  _globals['_CANCELWORKFLOWREQUEST']._serialized_start=1964
-  _globals['_CANCELWORKFLOWREQUEST']._serialized_end=2043
-  _globals['_CANCELWORKFLOWRESPONSE']._serialized_start=2045
-  _globals['_CANCELWORKFLOWRESPONSE']._serialized_end=2069
-  _globals['_TERMINATEWORKFLOWREQUEST']._serialized_start=2071
-  _globals['_TERMINATEWORKFLOWREQUEST']._serialized_end=2153
-  _globals['_TERMINATEWORKFLOWRESPONSE']._serialized_start=2155
-  _globals['_TERMINATEWORKFLOWRESPONSE']._serialized_end=2182
-  _globals['_QUERYWORKFLOWREQUEST']._serialized_start=2184
-  _globals['_QUERYWORKFLOWREQUEST']._serialized_end=2259
-  _globals['_QUERYWORKFLOWRESPONSE']._serialized_start=2261
-  _globals['_QUERYWORKFLOWRESPONSE']._serialized_end=2372
-  _globals['_WORKFLOWSERVICE']._serialized_start=2375
-  _globals['_WORKFLOWSERVICE']._serialized_end=3473
+  _globals['_STARTWORKFLOWREQUEST']._serialized_start=218
+  _globals['_STARTWORKFLOWREQUEST']._serialized_end=424
+  _globals['_STARTWORKFLOWRESPONSE']._serialized_start=426
+  _globals['_STARTWORKFLOWRESPONSE']._serialized_end=544
+  _globals['_DESCRIBEWORKFLOWREQUEST']._serialized_start=546
+  _globals['_DESCRIBEWORKFLOWREQUEST']._serialized_end=611
+  _globals['_DESCRIBEWORKFLOWRESPONSE']._serialized_start=614
+  _globals['_DESCRIBEWORKFLOWRESPONSE']._serialized_end=989
+  _globals['_DESCRIBEWORKFLOWRESPONSE_STATEENTRY']._serialized_start=913
+  _globals['_DESCRIBEWORKFLOWRESPONSE_STATEENTRY']._serialized_end=989
+  _globals['_GETWORKFLOWHISTORYREQUEST']._serialized_start=992
+  _globals['_GETWORKFLOWHISTORYREQUEST']._serialized_end=1122
+  _globals['_GETWORKFLOWHISTORYRESPONSE']._serialized_start=1124
+  _globals['_GETWORKFLOWHISTORYRESPONSE']._serialized_end=1232
+  _globals['_LISTWORKFLOWSREQUEST']._serialized_start=1235
+  _globals['_LISTWORKFLOWSREQUEST']._serialized_end=1438
+  _globals['_LISTWORKFLOWSRESPONSE']._serialized_start=1440
+  _globals['_LISTWORKFLOWSRESPONSE']._serialized_end=1546
+  _globals['_SIGNALWORKFLOWREQUEST']._serialized_start=1549
+  _globals['_SIGNALWORKFLOWREQUEST']._serialized_end=1701
+  _globals['_SIGNALWORKFLOWRESPONSE']._serialized_start=1703
+  _globals['_SIGNALWORKFLOWRESPONSE']._serialized_end=1745
+  _globals['_SIGNALWITHSTARTWORKFLOWREQUEST']._serialized_start=1748
+  _globals['_SIGNALWITHSTARTWORKFLOWREQUEST']._serialized_end=1931
+  _globals['_SIGNALWITHSTARTWORKFLOWRESPONSE']._serialized_start=1933
+  _globals['_SIGNALWITHSTARTWORKFLOWRESPONSE']._serialized_end=2001
+  _globals['_CANCELWORKFLOWREQUEST']._serialized_start=2003
+  _globals['_CANCELWORKFLOWREQUEST']._serialized_end=2082
+  _globals['_CANCELWORKFLOWRESPONSE']._serialized_start=2084
+  _globals['_CANCELWORKFLOWRESPONSE']._serialized_end=2108
+  _globals['_TERMINATEWORKFLOWREQUEST']._serialized_start=2110
+  _globals['_TERMINATEWORKFLOWREQUEST']._serialized_end=2192
+  _globals['_TERMINATEWORKFLOWRESPONSE']._serialized_start=2194
+  _globals['_TERMINATEWORKFLOWRESPONSE']._serialized_end=2221
+  _globals['_QUERYWORKFLOWREQUEST']._serialized_start=2223
+  _globals['_QUERYWORKFLOWREQUEST']._serialized_end=2298
+  _globals['_QUERYWORKFLOWRESPONSE']._serialized_start=2300
+  _globals['_QUERYWORKFLOWRESPONSE']._serialized_end=2419
+  _globals['_WORKFLOWSERVICE']._serialized_start=2422
+  _globals['_WORKFLOWSERVICE']._serialized_end=3520
 # @@protoc_insertion_point(module_scope)

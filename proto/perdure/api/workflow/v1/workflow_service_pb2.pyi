@@ -1,8 +1,8 @@
 import datetime
 
 from google.protobuf import duration_pb2 as _duration_pb2
-from google.protobuf import struct_pb2 as _struct_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
+from perdure.api.common.v1 import payload_pb2 as _payload_pb2
 from perdure.api.workflow.v1 import workflow_pb2 as _workflow_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
@@ -23,10 +23,10 @@ class StartWorkflowRequest(_message.Message):
     workflow_type: str
     workflow_id: str
     task_queue: str
-    input: _struct_pb2.Value
+    input: _payload_pb2.Payload
     namespace: str
     execution_timeout: _duration_pb2.Duration
-    def __init__(self, workflow_type: _Optional[str] = ..., workflow_id: _Optional[str] = ..., task_queue: _Optional[str] = ..., input: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., namespace: _Optional[str] = ..., execution_timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+    def __init__(self, workflow_type: _Optional[str] = ..., workflow_id: _Optional[str] = ..., task_queue: _Optional[str] = ..., input: _Optional[_Union[_payload_pb2.Payload, _Mapping]] = ..., namespace: _Optional[str] = ..., execution_timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
 
 class StartWorkflowResponse(_message.Message):
     __slots__ = ("workflow_id", "started", "status")
@@ -53,8 +53,8 @@ class DescribeWorkflowResponse(_message.Message):
         KEY_FIELD_NUMBER: _ClassVar[int]
         VALUE_FIELD_NUMBER: _ClassVar[int]
         key: str
-        value: _struct_pb2.Value
-        def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ...) -> None: ...
+        value: _payload_pb2.Payload
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[_payload_pb2.Payload, _Mapping]] = ...) -> None: ...
     WORKFLOW_FIELD_NUMBER: _ClassVar[int]
     STEPS_FIELD_NUMBER: _ClassVar[int]
     CURRENT_STEP_FIELD_NUMBER: _ClassVar[int]
@@ -64,8 +64,8 @@ class DescribeWorkflowResponse(_message.Message):
     steps: _containers.RepeatedCompositeFieldContainer[_workflow_pb2.StepInfo]
     current_step: str
     pending_signals: _containers.RepeatedCompositeFieldContainer[_workflow_pb2.PendingSignal]
-    state: _containers.MessageMap[str, _struct_pb2.Value]
-    def __init__(self, workflow: _Optional[_Union[_workflow_pb2.WorkflowInfo, _Mapping]] = ..., steps: _Optional[_Iterable[_Union[_workflow_pb2.StepInfo, _Mapping]]] = ..., current_step: _Optional[str] = ..., pending_signals: _Optional[_Iterable[_Union[_workflow_pb2.PendingSignal, _Mapping]]] = ..., state: _Optional[_Mapping[str, _struct_pb2.Value]] = ...) -> None: ...
+    state: _containers.MessageMap[str, _payload_pb2.Payload]
+    def __init__(self, workflow: _Optional[_Union[_workflow_pb2.WorkflowInfo, _Mapping]] = ..., steps: _Optional[_Iterable[_Union[_workflow_pb2.StepInfo, _Mapping]]] = ..., current_step: _Optional[str] = ..., pending_signals: _Optional[_Iterable[_Union[_workflow_pb2.PendingSignal, _Mapping]]] = ..., state: _Optional[_Mapping[str, _payload_pb2.Payload]] = ...) -> None: ...
 
 class GetWorkflowHistoryRequest(_message.Message):
     __slots__ = ("workflow_id", "page_size", "page_token", "namespace", "after_event_id")
@@ -124,10 +124,10 @@ class SignalWorkflowRequest(_message.Message):
     NAMESPACE_FIELD_NUMBER: _ClassVar[int]
     workflow_id: str
     signal_name: str
-    payload: _struct_pb2.Value
+    payload: _payload_pb2.Payload
     signal_id: str
     namespace: str
-    def __init__(self, workflow_id: _Optional[str] = ..., signal_name: _Optional[str] = ..., payload: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., signal_id: _Optional[str] = ..., namespace: _Optional[str] = ...) -> None: ...
+    def __init__(self, workflow_id: _Optional[str] = ..., signal_name: _Optional[str] = ..., payload: _Optional[_Union[_payload_pb2.Payload, _Mapping]] = ..., signal_id: _Optional[str] = ..., namespace: _Optional[str] = ...) -> None: ...
 
 class SignalWorkflowResponse(_message.Message):
     __slots__ = ("accepted",)
@@ -143,9 +143,9 @@ class SignalWithStartWorkflowRequest(_message.Message):
     SIGNAL_ID_FIELD_NUMBER: _ClassVar[int]
     start: StartWorkflowRequest
     signal_name: str
-    payload: _struct_pb2.Value
+    payload: _payload_pb2.Payload
     signal_id: str
-    def __init__(self, start: _Optional[_Union[StartWorkflowRequest, _Mapping]] = ..., signal_name: _Optional[str] = ..., payload: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., signal_id: _Optional[str] = ...) -> None: ...
+    def __init__(self, start: _Optional[_Union[StartWorkflowRequest, _Mapping]] = ..., signal_name: _Optional[str] = ..., payload: _Optional[_Union[_payload_pb2.Payload, _Mapping]] = ..., signal_id: _Optional[str] = ...) -> None: ...
 
 class SignalWithStartWorkflowResponse(_message.Message):
     __slots__ = ("started", "accepted")
@@ -197,6 +197,6 @@ class QueryWorkflowResponse(_message.Message):
     __slots__ = ("value", "update_time")
     VALUE_FIELD_NUMBER: _ClassVar[int]
     UPDATE_TIME_FIELD_NUMBER: _ClassVar[int]
-    value: _struct_pb2.Value
+    value: _payload_pb2.Payload
     update_time: _timestamp_pb2.Timestamp
-    def __init__(self, value: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    def __init__(self, value: _Optional[_Union[_payload_pb2.Payload, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...

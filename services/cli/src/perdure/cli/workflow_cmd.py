@@ -9,15 +9,18 @@ import os
 import sys
 import uuid
 from pathlib import Path
-from typing import Any
 
 import grpc
-from google.protobuf import json_format
 from google.protobuf.message import Message
 
+from perdure.api.common.v1.payload_pb2 import Payload
 from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.client import Client
 from perdure.common.embedded_db import DEFAULT_DATA_DIR
+from perdure.common.payload import json_payload
+from perdure.gateway.http.convert import dumps, to_json
+from perdure.gateway.http.payloads import shown
+from perdure.worker._payload import to_payload
 
 DEV_KEY_FILE = "admin.key"  # where `perdure dev` leaves its admin key, in its data directory
 
@@ -79,7 +82,11 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
     start = commands.add_parser("start", help="start a workflow")
     start.add_argument("workflow_type")
-    start.add_argument("--input", default="null", help="the input as JSON (default null)")
+    start.add_argument(
+        "--input",
+        default="null",
+        help="the input as JSON, sent as written (default null)",
+    )
     start.add_argument("--id", default="", help="workflow id (generated when omitted)")
     start.add_argument("--task-queue", default="", help="task queue (default 'default')")
     start.add_argument(
@@ -95,7 +102,11 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     signal = commands.add_parser("signal", help="send a signal to a workflow")
     signal.add_argument("workflow_id")
     signal.add_argument("signal_name")
-    signal.add_argument("--payload", default="null", help="the payload as JSON (default null)")
+    signal.add_argument(
+        "--payload",
+        default="null",
+        help="the payload as JSON, sent as written (default null)",
+    )
     add_signal_id_flag(signal)
 
     for name, text in (
@@ -133,8 +144,9 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     )
 
 
-def _print(message: Message) -> None:
-    print(json_format.MessageToJson(message, preserving_proto_field_name=True, indent=2))
+def _print(message: Message, indent: int | None = 2) -> None:
+    """A message as JSON, each payload as its exact JSON text (bytes as base64)."""
+    print(dumps(to_json(message), indent))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -147,11 +159,13 @@ def run(args: argparse.Namespace) -> int:
         return 1
 
 
-def _json_argument(flag: str, text: str) -> Any:
+def _json_argument(flag: str, text: str) -> Payload:
+    """The JSON text given, sent exactly as written (numbers are never read as floats)."""
     try:
-        return json.loads(text)
-    except json.JSONDecodeError as error:
+        json.loads(text)
+    except (json.JSONDecodeError, RecursionError) as error:
         raise _UsageError(f"{flag} is not valid JSON: {error}") from None
+    return json_payload(text)
 
 
 class _UsageError(Exception):
@@ -179,16 +193,20 @@ def _execute(client: Client, args: argparse.Namespace) -> int:
             )
         return 0
     if args.command == "signal":
-        payload = _json_argument("--payload", args.payload)
         sent_id = signal_id(args.signal_id)
-        accepted = client.signal(args.workflow_id, args.signal_name, payload, signal_id=sent_id)
+        accepted = client.signal(
+            args.workflow_id,
+            args.signal_name,
+            _json_argument("--payload", args.payload),
+            signal_id=sent_id,
+        )
         print(json.dumps({"accepted": accepted, "signal_id": sent_id}))
         return 0
     if args.command in ("cancel", "terminate"):
         getattr(client, args.command)(args.workflow_id, args.reason)
         return 0
     if args.command == "query":
-        print(json.dumps(client.query(args.workflow_id, args.key), indent=2))
+        print(dumps(shown(to_payload(client.query(args.workflow_id, args.key))), 2))
         return 0
     if args.command == "start":
         value = _json_argument("--input", args.input)
@@ -209,7 +227,7 @@ def _execute(client: Client, args: argparse.Namespace) -> int:
         _print(client.describe(args.workflow_id))
     elif args.command == "history":
         for event in client.history(args.workflow_id):
-            print(json_format.MessageToJson(event, preserving_proto_field_name=True, indent=None))
+            _print(event, indent=None)
     elif args.command == "list":
         status = (
             wf.WorkflowStatus.Value(f"WORKFLOW_STATUS_{args.status.upper()}") if args.status else 0

@@ -10,13 +10,6 @@ from google.protobuf import duration_pb2, json_format, struct_pb2, timestamp_pb2
 from perdure.common import errors
 
 
-def value_to_python(value: struct_pb2.Value) -> Any:
-    """A protobuf Value as plain JSON-able Python (an unset Value is null)."""
-    if not value.WhichOneof("kind"):
-        return None
-    return json_format.MessageToDict(value)
-
-
 def python_to_value(data: Any) -> struct_pb2.Value:
     """Plain JSON-able Python as a protobuf Value."""
     return json_format.ParseDict(data, struct_pb2.Value())

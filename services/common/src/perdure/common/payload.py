@@ -1,50 +1,96 @@
-"""Validation of JSON payloads (google.protobuf.Value) arriving from any client or worker."""
+"""Payloads ({encoding, data}) arriving from any client or worker: the encodings the platform
+knows, and the checks a payload passes before it is stored. Stored bytes are never re-encoded."""
 
 from __future__ import annotations
 
-import math
+import json
+from typing import Any
 
 import grpc
-from google.protobuf import struct_pb2
 
+from perdure.api.common.v1 import payload_pb2
 from perdure.common import errors
-from perdure.common.text import require_storable
+from perdure.common.text import printable
+
+JSON = "json/plain"
+BINARY = "binary/plain"
+ENCODINGS = (JSON, BINARY)
 
 MAX_PAYLOAD_BYTES = 2 * 1024 * 1024
-# Protobuf decoders stop at 100 levels of message nesting, and each JSON level costs two or
-# three of them; 32 JSON levels stay decodable everywhere.
+# Every SDK decodes what it is given; 32 JSON levels keep recursive decoders far from their
+# stack limits in every language.
 MAX_PAYLOAD_DEPTH = 32
 
+NULL_DATA = b"null"
 
-def validate_payload(field: str, value: struct_pb2.Value) -> None:
-    """A JSON value: every node set, numbers finite, no NUL in strings, bounded depth and
-    size."""
-    size = value.ByteSize()
+
+def json_payload(text: str) -> payload_pb2.Payload:
+    """A JSON text as a payload."""
+    return payload_pb2.Payload(encoding=JSON, data=text.encode())
+
+
+def null_payload() -> payload_pb2.Payload:
+    """JSON null, what an unset payload means."""
+    return payload_pb2.Payload(encoding=JSON, data=NULL_DATA)
+
+
+def normalized(payload: payload_pb2.Payload) -> payload_pb2.Payload:
+    """A payload checked already, as it is stored: its encoding named, JSON null if unset."""
+    if payload.encoding in ("", JSON) and not payload.data:
+        return null_payload()
+    return payload_pb2.Payload(encoding=payload.encoding or JSON, data=payload.data)
+
+
+def validate_payload(field: str, payload: payload_pb2.Payload) -> payload_pb2.Payload:
+    """The payload as it is stored: its encoding named ("json/plain" when empty, JSON null when
+    unset), its data unchanged. INVALID_ARGUMENT for an unknown encoding or data that is not
+    one JSON value within the depth limit; RESOURCE_EXHAUSTED above the size limit."""
+    size = len(payload.data)
     if size > MAX_PAYLOAD_BYTES:
         raise errors.ApiError(
             grpc.StatusCode.RESOURCE_EXHAUSTED,
             "PAYLOAD_TOO_LARGE",
             f"{field} is {size} bytes; the limit is {MAX_PAYLOAD_BYTES} bytes",
         )
-    _json_value(field, value, 0)
-
-
-def _json_value(path: str, value: struct_pb2.Value, depth: int) -> None:
-    if depth > MAX_PAYLOAD_DEPTH:
-        raise errors.invalid_argument(f"{path} nests deeper than {MAX_PAYLOAD_DEPTH} levels")
-    kind = value.WhichOneof("kind")
-    if kind is None:
-        raise errors.invalid_argument(f"{path} is not a JSON value: no kind is set")
-    if kind == "number_value" and not math.isfinite(value.number_value):
+    encoding = payload.encoding or JSON
+    if encoding not in ENCODINGS:  # refused, not carried opaquely: every SDK can read any run
+        known = ", ".join(ENCODINGS)
         raise errors.invalid_argument(
-            f"{path} is not JSON: {value.number_value} is not a finite number"
+            f"{field} has encoding {printable(encoding, 50)!r}; the encodings are {known}"
         )
-    if kind == "string_value":
-        require_storable(path, value.string_value)
-    elif kind == "struct_value":
-        for key, item in value.struct_value.fields.items():
-            require_storable(f"{path} key {key[:50]!r}", key)
-            _json_value(f"{path}.{key}", item, depth + 1)
-    elif kind == "list_value":
-        for index, item in enumerate(value.list_value.values):
-            _json_value(f"{path}[{index}]", item, depth + 1)
+    if encoding == JSON and payload.data:
+        check_json(field, payload.data)
+    return normalized(payload)
+
+
+def check_json(field: str, data: bytes) -> None:
+    """Refuse data that is not one UTF-8 JSON value (NaN and Infinity are not JSON) nesting at
+    most MAX_PAYLOAD_DEPTH levels."""
+    try:
+        parsed = json.loads(data.decode("utf-8"), parse_constant=_no_constant)
+    except UnicodeDecodeError as error:
+        raise errors.invalid_argument(f"{field} is not UTF-8 JSON: {error}") from None
+    except RecursionError:
+        raise _too_deep(field) from None
+    except ValueError as error:
+        raise errors.invalid_argument(f"{field} is not JSON: {error}") from None
+    if _depth(parsed, 0) > MAX_PAYLOAD_DEPTH:
+        raise _too_deep(field)
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _depth(value: Any, depth: int) -> int:
+    if depth > MAX_PAYLOAD_DEPTH:
+        return depth
+    if isinstance(value, dict):
+        return max((_depth(item, depth + 1) for item in value.values()), default=depth)
+    if isinstance(value, list):
+        return max((_depth(item, depth + 1) for item in value), default=depth)
+    return depth
+
+
+def _too_deep(field: str) -> errors.ApiError:
+    return errors.invalid_argument(f"{field} nests deeper than {MAX_PAYLOAD_DEPTH} levels")

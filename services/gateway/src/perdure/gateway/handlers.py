@@ -7,7 +7,6 @@ import uuid
 from typing import Any, TypeVar
 
 import grpc
-from google.protobuf import struct_pb2
 from google.protobuf.message import Message
 from opentelemetry import trace
 
@@ -18,7 +17,7 @@ from perdure.api.workflow.v1 import workflow_service_pb2_grpc as apigrpc
 from perdure.common import errors, namespaces
 from perdure.common.auth import acting_namespace, current_principal
 from perdure.common.limits import KeyedLimits
-from perdure.common.payload import validate_payload
+from perdure.common.payload import normalized, validate_payload
 from perdure.common.service_identity import caller_metadata
 from perdure.gateway import validate
 from perdure.internal.history.v1 import history_service_pb2 as hpb
@@ -29,7 +28,6 @@ from perdure.internal.scheduler.v1 import scheduler_service_pb2_grpc as sgrpc
 tracer = trace.get_tracer("perdure.gateway")
 Context = grpc.aio.ServicerContext[Any, Any]
 DOWNSTREAM_TIMEOUT = 30.0
-NULL = struct_pb2.Value(null_value=struct_pb2.NULL_VALUE)
 Answer = TypeVar("Answer", bound=Message)
 Signal = TypeVar("Signal", api.SignalWorkflowRequest, api.SignalWithStartWorkflowRequest)
 Request = TypeVar("Request", bound=Message)
@@ -211,22 +209,21 @@ class WorkflowServicer(apigrpc.WorkflowServiceServicer):
         validate.workflow_id(request.workflow_id, required=False)
         if request.task_queue:
             validate.name("task_queue", request.task_queue)
-        if request.HasField("input"):
-            validate_payload("input", request.input)
-        normalized = api.StartWorkflowRequest(
+        input_value = validate_payload("input", request.input)
+        start = api.StartWorkflowRequest(
             workflow_type=request.workflow_type,
             workflow_id=request.workflow_id or str(uuid.uuid4()),
             task_queue=request.task_queue or validate.DEFAULT_TASK_QUEUE,
-            input=request.input if request.HasField("input") else NULL,
+            input=input_value,
             namespace=namespace,
         )
         if request.HasField("execution_timeout"):
             validate.execution_timeout(request.execution_timeout)
-            normalized.execution_timeout.CopyFrom(request.execution_timeout)
+            start.execution_timeout.CopyFrom(request.execution_timeout)
         await self._require_registered(
-            namespaces.qualify(namespace, normalized.task_queue), normalized.workflow_type
+            namespaces.qualify(namespace, start.task_queue), start.workflow_type
         )
-        return normalized
+        return start
 
     async def _require_registered(self, qualified_queue: str, workflow_type: str) -> None:
         if (qualified_queue, workflow_type) in self._registered:
@@ -260,17 +257,15 @@ def _describe_start(span: trace.Span, start: api.StartWorkflowRequest) -> None:
 def _validate_signal(request: Signal) -> None:
     validate.name("signal_name", request.signal_name)
     validate.signal_id(request.signal_id)
-    if request.HasField("payload"):
-        validate_payload("payload", request.payload)
+    validate_payload("payload", request.payload)
 
 
 def _with_payload(request: Signal) -> Signal:
-    """A copy of the request whose absent payload is JSON null."""
-    normalized = type(request)()
-    normalized.CopyFrom(request)
-    if not request.HasField("payload"):
-        normalized.payload.CopyFrom(NULL)
-    return normalized
+    """A copy of the request whose payload is as it is stored (an absent one is JSON null)."""
+    copy = type(request)()
+    copy.CopyFrom(request)
+    copy.payload.CopyFrom(normalized(request.payload))
+    return copy
 
 
 async def forward(

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import base64
 from datetime import datetime
 from typing import Any
 
+from perdure.api.common.v1.payload_pb2 import Payload
 from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.common import namespaces
-from perdure.common.convert import python_to_value, timestamp
+from perdure.common.convert import timestamp
 from perdure.common.text import storable
-from perdure.history.store import OPEN_STATUSES, PAYLOAD_EVENTS, Row
+from perdure.history.store import OPEN_STATUSES, Row, payload_in, payload_of
 from perdure.telemetry.propagation import trace_id_of
 
 
@@ -43,8 +45,8 @@ def workflow_info(row: Row) -> wf.WorkflowInfo:
         workflow_type=row["workflow_type"],
         task_queue=namespaces.split(row["task_queue"])[1],
         status=f"WORKFLOW_STATUS_{row['status']}",
-        input=python_to_value(row["input"]),
-        result=python_to_value(row["result"]) if row["status"] == "COMPLETED" else None,
+        input=payload_in(row, "input"),
+        result=payload_of(row, "result") if row["status"] == "COMPLETED" else None,
         failure=dict_to_failure(row["failure"]),
         create_time=timestamp(row["created_at"]),
         update_time=timestamp(row["updated_at"]),
@@ -74,7 +76,7 @@ def history_event(row: Row) -> wf.HistoryEvent:
         step_id=row["step_id"] or "",
         step_name=row["step_name"] or "",
         position=row["position"] or 0,
-        payload=python_to_value(row["payload"]) if row["event_type"] in PAYLOAD_EVENTS else None,
+        payload=payload_of(row, "payload"),
         failure=dict_to_failure(row["failure"]),
         attempt=row["attempt"] or 0,
         due_time=timestamp(row["due_at"]),
@@ -126,7 +128,7 @@ def step_infos(events: list[Row], progress: list[Row]) -> list[wf.StepInfo]:
         step.succeeded = row["event_type"] == "STEP_COMPLETED"
         if step.succeeded:
             step.status = wf.STEP_STATUS_COMPLETED
-            step.output.CopyFrom(python_to_value(row["payload"]))
+            step.output.CopyFrom(payload_in(row, "payload"))
             step.ClearField("failure")
         else:
             step.status = wf.STEP_STATUS_FAILED
@@ -137,7 +139,7 @@ def step_infos(events: list[Row], progress: list[Row]) -> list[wf.StepInfo]:
         if step.status in (wf.STEP_STATUS_COMPLETED, wf.STEP_STATUS_FAILED):
             continue
         if row["details"] is not None:
-            step.heartbeat_details.CopyFrom(python_to_value(row["details"]))
+            step.heartbeat_details.CopyFrom(row["details"])
         step.heartbeat_time.FromDatetime(row["updated_at"])
         if row["attempt"] > step.attempts or step.status == wf.STEP_STATUS_UNSPECIFIED:
             step.status = wf.STEP_STATUS_RUNNING
@@ -147,8 +149,22 @@ def step_infos(events: list[Row], progress: list[Row]) -> list[wf.StepInfo]:
 
 
 def progress_rows(progress: list[dict[str, Any]]) -> list[Row]:
-    """The JSON progress array of a run (see store._PROGRESS) with its times as datetimes."""
-    return [{**row, "updated_at": datetime.fromisoformat(row["updated_at"])} for row in progress]
+    """The JSON progress array of a run (see store._PROGRESS) with its times as datetimes and
+    its details as payloads."""
+    return [
+        {
+            **row,
+            "details": _progress_details(row),
+            "updated_at": datetime.fromisoformat(row["updated_at"]),
+        }
+        for row in progress
+    ]
+
+
+def _progress_details(row: dict[str, Any]) -> Payload | None:
+    if row["details"] is None:
+        return None
+    return Payload(encoding=row["details_encoding"], data=base64.b64decode(row["details"]))
 
 
 def _new_step(step_id: str, name: str | None) -> wf.StepInfo:
@@ -178,7 +194,7 @@ def pending_signals(events: list[Row]) -> list[wf.PendingSignal]:
         wf.PendingSignal(
             name=row["name"],
             signal_id=row["signal_id"] or "",
-            payload=python_to_value(row["payload"]),
+            payload=payload_in(row, "payload"),
             receive_time=timestamp(row["created_at"]),
             event_id=row["event_id"],
         )
@@ -187,6 +203,10 @@ def pending_signals(events: list[Row]) -> list[wf.PendingSignal]:
     ]
 
 
-def published_state(events: list[Row]) -> dict[str, Any]:
+def published_state(events: list[Row]) -> dict[str, Payload]:
     """The latest value of every key published with ctx.set_state."""
-    return {row["name"]: row["payload"] for row in events if row["event_type"] == "STATE_UPDATED"}
+    return {
+        row["name"]: payload_in(row, "payload")
+        for row in events
+        if row["event_type"] == "STATE_UPDATED"
+    }

@@ -18,17 +18,11 @@ from perdure.api.worker.v1 import journal_service_pb2_grpc as jgrpc
 from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.api.workflow.v1 import workflow_service_pb2 as api
 from perdure.common import auth, errors, limits, namespaces
-from perdure.common.convert import (
-    datetime_of,
-    python_to_value,
-    seconds_of,
-    timestamp,
-    value_to_python,
-)
+from perdure.common.convert import datetime_of, seconds_of, timestamp
 from perdure.common.limits import StreamCap
-from perdure.common.payload import validate_payload
+from perdure.common.payload import normalized, validate_payload
 from perdure.common.text import require_storable
-from perdure.history import keys
+from perdure.history import keys, store
 from perdure.history.convert import failure_to_dict
 from perdure.history.journal import (
     Appended,
@@ -134,7 +128,7 @@ class HistoryServicer(hgrpc.HistoryServiceServicer):
             _run_key(r),
             r.workflow_type,
             namespaces.qualify(namespace, r.task_queue),
-            value_to_python(r.input),
+            normalized(r.input),
             _execution_timeout(r),
         )
         return hpb.StartWorkflowResponse(
@@ -156,7 +150,7 @@ class HistoryServicer(hgrpc.HistoryServiceServicer):
                 steps=described.steps,
                 current_step=described.current_step,
                 pending_signals=described.pending_signals,
-                state={key: python_to_value(value) for key, value in described.state.items()},
+                state=described.state,
             )
         )
 
@@ -204,7 +198,7 @@ class HistoryServicer(hgrpc.HistoryServiceServicer):
     ) -> hpb.SignalWorkflowResponse:
         r = request.request
         accepted = await self._journal.signal(
-            _run_key(r), r.signal_name, value_to_python(r.payload), r.signal_id or None
+            _run_key(r), r.signal_name, normalized(r.payload), r.signal_id or None
         )
         return hpb.SignalWorkflowResponse(response=api.SignalWorkflowResponse(accepted=accepted))
 
@@ -217,9 +211,9 @@ class HistoryServicer(hgrpc.HistoryServiceServicer):
             _run_key(r.start),
             r.start.workflow_type,
             namespaces.qualify(auth.acting_namespace(r.start.namespace), r.start.task_queue),
-            value_to_python(r.start.input),
+            normalized(r.start.input),
             r.signal_name,
-            value_to_python(r.payload),
+            normalized(r.payload),
             r.signal_id or None,
             _execution_timeout(r.start),
         )
@@ -250,7 +244,7 @@ class HistoryServicer(hgrpc.HistoryServiceServicer):
         row = await self._journal.query(_run_key(request.request), request.request.key)
         return hpb.QueryWorkflowResponse(
             response=api.QueryWorkflowResponse(
-                value=python_to_value(row["payload"]), update_time=timestamp(row["created_at"])
+                value=store.payload_in(row, "payload"), update_time=timestamp(row["created_at"])
             )
         )
 
@@ -404,8 +398,7 @@ def _outcome(request: jpb.RecordStepRequest) -> tuple[str, dict[str, Any], float
     if outcome is None:
         raise errors.invalid_argument("one of output or failure is required")
     if outcome == "output":
-        validate_payload("output", request.output)
-        fields: dict[str, Any] = {"payload": value_to_python(request.output)}
+        fields: dict[str, Any] = {"payload": validate_payload("output", request.output)}
     else:
         fields = {"failure": failure_to_dict(request.failure)}
     if not request.HasField("retry_delay"):
@@ -463,7 +456,7 @@ class JournalServicer(jgrpc.JournalServiceServicer):
                 jpb.StepProgress(
                     step_id=row["step_id"],
                     attempt=row["attempt"],
-                    details=python_to_value(row["details"]) if row["details"] is not None else None,
+                    details=row["details"],
                     update_time=timestamp(row["updated_at"]),
                 )
                 for row in loaded.progress
@@ -549,7 +542,7 @@ class JournalServicer(jgrpc.JournalServiceServicer):
             )
         require_storable("task_queue", request.task_queue)
         namespaces.require_public("task_queue", request.task_queue)
-        validate_payload("input", request.input)
+        input_value = validate_payload("input", request.input)
         timeout = _limit(request, "timeout")
         step = RemoteStep(
             step_type=request.step_name,
@@ -557,7 +550,7 @@ class JournalServicer(jgrpc.JournalServiceServicer):
             task_queue=namespaces.qualify(
                 namespaces.namespace_of(request.workflow_id), request.task_queue
             ),
-            input_value=value_to_python(request.input),
+            input_value=input_value,
             retry=_retry_policy(request),
             timeout_seconds=timeout,
             heartbeat_timeout_seconds=_limit(request, "heartbeat_timeout"),
@@ -577,7 +570,7 @@ class JournalServicer(jgrpc.JournalServiceServicer):
         response = jpb.LoadStepResponse(
             workflow_type=row["workflow_type"],
             step_type=row["step_type"],
-            input=python_to_value(row["input"]),
+            input=store.payload_in(row, "input"),
             attempt=row["attempt"],
             retry=_retry_message(row["retry"]),
             attempt_lost=row["attempt_lost"],
@@ -587,8 +580,8 @@ class JournalServicer(jgrpc.JournalServiceServicer):
         if row["heartbeat_timeout_seconds"] is not None:
             seconds = row["heartbeat_timeout_seconds"]
             response.heartbeat_timeout.FromTimedelta(timedelta(seconds=seconds))
-        if row["heartbeat_details"] is not None:
-            response.heartbeat_details.CopyFrom(python_to_value(row["heartbeat_details"]))
+        if (details := store.payload_of(row, "heartbeat_details")) is not None:
+            response.heartbeat_details.CopyFrom(details)
         return response
 
     @errors.unary
@@ -626,12 +619,11 @@ class JournalServicer(jgrpc.JournalServiceServicer):
                 call, "SIGNAL_TIMED_OUT", name=request.signal_name
             )
         else:
-            validate_payload("result", request.result)
             appended = await self._journal.consume_signals(
                 call,
                 request.signal_name,
                 list(request.event_ids),
-                value_to_python(request.result),
+                validate_payload("result", request.result),
             )
         return jpb.ConsumeSignalsResponse(cancel_requested=appended.cancel_requested)
 
@@ -643,9 +635,9 @@ class JournalServicer(jgrpc.JournalServiceServicer):
         if not request.key or len(request.key) > MAX_KEY_LENGTH:
             raise errors.invalid_argument(f"key must have 1 to {MAX_KEY_LENGTH} characters")
         require_storable("key", request.key)
-        validate_payload("value", request.value)
+        value = validate_payload("value", request.value)
         appended = await self._journal.record(
-            call, "STATE_UPDATED", name=request.key, payload=value_to_python(request.value)
+            call, "STATE_UPDATED", name=request.key, payload=value
         )
         return jpb.SetStateResponse(cancel_requested=appended.cancel_requested)
 
@@ -663,8 +655,7 @@ class JournalServicer(jgrpc.JournalServiceServicer):
         _require_step_lease(request)
         details = None
         if request.HasField("details"):
-            validate_payload("details", request.details)
-            details = value_to_python(request.details)
+            details = validate_payload("details", request.details)
         cancel_requested = await self._journal.heartbeat(
             request.workflow_id,
             request.fence,
@@ -708,10 +699,10 @@ class JournalServicer(jgrpc.JournalServiceServicer):
         outcome = request.WhichOneof("outcome")
         if outcome is None:
             raise errors.invalid_argument("one of result, failure, park or cancelled is required")
-        if outcome == "result":
-            validate_payload("result", request.result)
         value = (
-            value_to_python(request.result) if outcome == "result" else getattr(request, outcome)
+            validate_payload("result", request.result)
+            if outcome == "result"
+            else getattr(request, outcome)
         )
         status = await self._journal.finish(request.workflow_id, request.fence, outcome, value)
         return jpb.FinishWorkflowResponse(status=f"WORKFLOW_STATUS_{status}")

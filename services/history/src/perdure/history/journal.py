@@ -16,6 +16,7 @@ from psycopg.errors import UniqueViolation
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
+from perdure.api.common.v1.payload_pb2 import Payload
 from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.common import errors, limits, namespaces
 from perdure.common.page_tokens import decode_page_token, encode_page_token
@@ -80,7 +81,7 @@ class RemoteStep:
 
     step_type: str
     task_queue: str
-    input_value: Any
+    input_value: Payload
     retry: dict[str, Any]  # the RetryPolicy message as JSON
     timeout_seconds: float | None
     heartbeat_timeout_seconds: float | None = None
@@ -95,7 +96,7 @@ class StepAttempt:
     fence: int
     attempt: int
     event_type: str  # STEP_COMPLETED, STEP_FAILED or STEP_ATTEMPT_FAILED
-    payload: Any
+    payload: Payload | None
     failure: dict[str, str] | None
     retry_in: float | None  # STEP_ATTEMPT_FAILED: seconds until the next attempt
     started_at: datetime | None
@@ -109,7 +110,7 @@ class Described:
     steps: list[wf.StepInfo]
     current_step: str
     pending_signals: list[wf.PendingSignal]
-    state: dict[str, Any]
+    state: dict[str, Payload]
 
 
 @dataclass(frozen=True)
@@ -144,7 +145,7 @@ class Journal:
         workflow_id: str,
         workflow_type: str,
         task_queue: str,
-        input_value: Any,
+        input_value: Payload,
         execution_timeout: float | None = None,
     ) -> tuple[bool, str]:
         """Create the run and schedule it; an identical earlier start returns it unchanged. A
@@ -162,7 +163,7 @@ class Journal:
             for name, asked, stored in (
                 ("workflow_type", workflow_type, existing["workflow_type"]),
                 ("task_queue", task_queue, existing["task_queue"]),
-                ("input", input_value, existing["input"]),
+                ("input", input_value, store.payload_of(existing, "input")),
             )
             if asked != stored
         ]
@@ -175,7 +176,7 @@ class Journal:
         return False, str(existing["status"])
 
     async def signal(
-        self, workflow_id: str, name: str, payload: Any, signal_id: str | None
+        self, workflow_id: str, name: str, payload: Payload, signal_id: str | None
     ) -> bool:
         """Journal a signal and wake the run; False when its id was already received."""
         async with self._pool.connection() as conn:
@@ -186,9 +187,9 @@ class Journal:
         workflow_id: str,
         workflow_type: str,
         task_queue: str,
-        input_value: Any,
+        input_value: Payload,
         name: str,
-        payload: Any,
+        payload: Payload,
         signal_id: str | None,
         execution_timeout: float | None = None,
     ) -> tuple[bool, bool]:
@@ -421,7 +422,7 @@ class Journal:
         fence: int,
         step_id: str,
         attempt: int,
-        details: Any,
+        details: Payload | None,
         step_task: bool = False,
     ) -> bool:
         """Keep a step attempt's latest progress; returns whether a cancel was requested. With
@@ -431,7 +432,7 @@ class Journal:
             "fence": fence,
             "step_id": step_id,
             "attempt": attempt,
-            "details": store.json_or_none(details),
+            **store.payload_columns("details", details),
             "lease_key": store.lease_key(),
         }
         query = store.RECORD_STEP_HEARTBEAT if step_task else store.RECORD_HEARTBEAT
@@ -551,7 +552,9 @@ class Journal:
         if until is not None:
             self._on_scheduled()
 
-    async def finish(self, workflow_id: str, fence: int, outcome: str, value: Any) -> str:
+    async def finish(
+        self, workflow_id: str, fence: int, outcome: str, value: Payload | wf.Failure
+    ) -> str:
         """Close the run as completed ("result"), failed ("failure"), parked ("park") or
         cancelled ("cancelled")."""
         status = CLOSED_STATUS[outcome]
@@ -559,8 +562,8 @@ class Journal:
             workflow_id=workflow_id,
             event_type=f"WORKFLOW_{status}",  # only WORKFLOW_COMPLETED keeps the payload
             fence=fence,
-            payload=value if outcome == "result" else None,
-            failure=convert.failure_to_dict(value) if outcome != "result" else None,
+            payload=value if isinstance(value, Payload) else None,
+            failure=convert.failure_to_dict(value) if isinstance(value, wf.Failure) else None,
         )
         params["status"] = status
         async with self._pool.connection() as conn:
@@ -584,7 +587,7 @@ class Journal:
         raise _lease_refusal(lease, workflow_id, "", fence) or _changed(workflow_id)
 
     async def consume_signals(
-        self, call: Call, name: str, event_ids: list[int], payload: Any
+        self, call: Call, name: str, event_ids: list[int], payload: Payload
     ) -> Appended:
         """Journal the consumption of the run's signals `event_ids` (SIGNAL_RECEIVED events,
         each named once and not consumed yet), marking them consumed in the same statement.
@@ -628,7 +631,7 @@ class Journal:
         workflow_id: str,
         workflow_type: str,
         task_queue: str,
-        input_value: Any,
+        input_value: Payload,
         execution_timeout: float | None = None,
     ) -> bool:
         params = {
@@ -636,7 +639,7 @@ class Journal:
             "namespace": namespaces.namespace_of(workflow_id),
             "workflow_type": workflow_type,
             "task_queue": task_queue,
-            "input": Jsonb(input_value),
+            **store.payload_columns("input", input_value),
             # The start's span: every later span of the run joins its trace.
             "trace_context": store.json_or_none(current_carrier() or None),
             "execution_timeout": execution_timeout,
@@ -653,7 +656,7 @@ class Journal:
         conn: AsyncConnection,
         workflow_id: str,
         name: str,
-        payload: Any,
+        payload: Payload,
         signal_id: str | None,
     ) -> bool:
         attributes = {"perdure.workflow.id": workflow_id, "perdure.signal.name": name}
@@ -717,8 +720,7 @@ class Journal:
             query, keys["position"] = store.SELECT_STEP_EVENT, call.position
         row = await store.fetch_one(conn, query, keys)
         same = row is not None and all(
-            row[column] == _plain(params[column])
-            for column in ("step_id", "position", "event_type", "payload", "failure", "consumed")
+            row[column] == _plain(params[column]) for column in _RECORDED_COLUMNS
         )
         if row is not None and same:
             return Appended(row["event_id"], row["due_at"], False)
@@ -827,8 +829,15 @@ def _lease_refusal(
 def _closed_by(run: Row, fence: int, params: dict[str, Any]) -> bool:
     """Whether `run` (a SELECT_CLOSE row) was closed by this very close: the same lease, status,
     result and failure. Any other close of a closed run is refused, never acknowledged unstored."""
-    asked = (fence, params["status"], _plain(params["payload"]), _plain(params["failure"]))
-    return (run["fence"], run["status"], run["result"], run["failure"]) == asked
+    asked = (
+        fence,
+        params["status"],
+        params["payload"],
+        params["payload_encoding"],
+        _plain(params["failure"]),
+    )
+    stored = (run["fence"], run["status"], run["result"], run["result_encoding"], run["failure"])
+    return stored == asked
 
 
 def _may_see(lease: Row | None) -> bool:
@@ -928,6 +937,18 @@ def _closed(workflow_id: str, status: str) -> errors.ApiError:
     return errors.failed_precondition(
         "WORKFLOW_CLOSED", f"workflow {workflow_id!r} is already {status.lower()}"
     )
+
+
+# What makes a record the same as one recorded: the payload's bytes and encoding included.
+_RECORDED_COLUMNS = (
+    "step_id",
+    "position",
+    "event_type",
+    "payload",
+    "payload_encoding",
+    "failure",
+    "consumed",
+)
 
 
 def _plain(value: Any) -> Any:

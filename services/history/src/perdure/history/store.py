@@ -9,18 +9,22 @@ from psycopg import AsyncConnection
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
+from perdure.api.common.v1.payload_pb2 import Payload
 from perdure.common import namespaces
 from perdure.common.auth import current_principal
+from perdure.common.payload import null_payload
 
 Row = dict[str, Any]
 
 WORKFLOW_COLUMNS = (
-    "workflow_id, workflow_type, task_queue, status, input, result, failure, fence,"
+    "workflow_id, workflow_type, task_queue, status, input, input_encoding, result,"
+    " result_encoding, failure, fence,"
     " event_count, created_at, updated_at, closed_at, wait_kind, wait_name, wait_until,"
     " cancel_requested, trace_context, stuck_since"
 )
 EVENT_COLUMNS = (
-    "event_id, event_type, fence, step_id, step_name, position, attempt, payload, failure,"
+    "event_id, event_type, fence, step_id, step_name, position, attempt, payload,"
+    " payload_encoding, failure,"
     " created_at, due_at, name, signal_id, consumed, started_at, wait, trace_context,"
     " task_queue"
 )
@@ -30,7 +34,8 @@ OPEN = f"{OPEN_STATUSES}"  # as SQL: ('RUNNING', 'WAITING')
 # load or a describe costs no extra round trip. Needs the workflows row aliased `w`.
 _PROGRESS = """(
     SELECT COALESCE(json_agg(json_build_object(
-               'step_id', p.step_id, 'attempt', p.attempt, 'details', p.details,
+               'step_id', p.step_id, 'attempt', p.attempt,
+               'details', encode(p.details, 'base64'), 'details_encoding', p.details_encoding,
                'updated_at', p.updated_at) ORDER BY p.updated_at), '[]')
     FROM history.step_progress p WHERE p.workflow_id = w.workflow_id
 ) AS progress"""
@@ -40,16 +45,17 @@ _PROGRESS = """(
 START_WORKFLOW = """
 WITH run AS (
     INSERT INTO history.workflows
-        (workflow_id, namespace, workflow_type, task_queue, status, input, event_count,
-         trace_context, deadline)
+        (workflow_id, namespace, workflow_type, task_queue, status, input, input_encoding,
+         event_count, trace_context, deadline)
     VALUES (%(workflow_id)s, %(namespace)s, %(workflow_type)s, %(task_queue)s, 'RUNNING',
-            %(input)s, 1, %(trace_context)s,
+            %(input)s, %(input_encoding)s, 1, %(trace_context)s,
             now() + make_interval(secs => %(execution_timeout)s::float8))
     ON CONFLICT (workflow_id) DO NOTHING
-    RETURNING workflow_id, workflow_type, task_queue, input
+    RETURNING workflow_id, workflow_type, task_queue, input, input_encoding
 ), started AS (
-    INSERT INTO history.events (workflow_id, event_id, event_type, fence, payload)
-    SELECT workflow_id, 1, 'WORKFLOW_STARTED', 0, input FROM run
+    INSERT INTO history.events
+        (workflow_id, event_id, event_type, fence, payload, payload_encoding)
+    SELECT workflow_id, 1, 'WORKFLOW_STARTED', 0, input, input_encoding FROM run
 ), scheduled AS (
     INSERT INTO history.outbox (workflow_id, workflow_type, task_queue)
     SELECT workflow_id, workflow_type, task_queue FROM run
@@ -62,7 +68,8 @@ SELECT_WORKFLOW = f"SELECT {WORKFLOW_COLUMNS} FROM history.workflows WHERE workf
 SELECT_LEASE = "SELECT fence, fence_key, status FROM history.workflows WHERE workflow_id = %s"
 # A closed run's lease and outcome: whether a FinishWorkflow sent again is the one that closed it.
 SELECT_CLOSE = (
-    "SELECT fence, fence_key, status, result, failure FROM history.workflows WHERE workflow_id = %s"
+    "SELECT fence, fence_key, status, result, result_encoding, failure FROM history.workflows"
+    " WHERE workflow_id = %s"
 )
 SELECT_WORKFLOW_WITH_PROGRESS = (
     f"SELECT {WORKFLOW_COLUMNS}, {_PROGRESS} FROM history.workflows w WHERE workflow_id = %s"
@@ -100,10 +107,11 @@ RETURNING {WORKFLOW_COLUMNS}, idle_loads, now() AS db_now, {_PROGRESS}
 _APPENDED_COLUMNS = "workflow_id, workflow_type, task_queue, event_count, cancel_requested"
 _INSERT_EVENT = """, inserted AS (
     INSERT INTO history.events (workflow_id, event_id, event_type, fence, step_id, step_name,
-                                position, attempt, payload, failure, due_at, name, signal_id,
-                                consumed, started_at, wait, trace_context, task_queue)
+                                position, attempt, payload, payload_encoding, failure, due_at,
+                                name, signal_id, consumed, started_at, wait, trace_context,
+                                task_queue)
     SELECT workflow_id, event_count, %(event_type)s, %(fence)s, %(step_id)s, %(step_name)s,
-           %(position)s, %(attempt)s, %(payload)s, %(failure)s,
+           %(position)s, %(attempt)s, %(payload)s, %(payload_encoding)s, %(failure)s,
            COALESCE(%(due_at)s::timestamptz, now() + make_interval(secs => %(due_in)s::float8)),
            %(name)s, %(signal_id)s, %(consumed)s, %(started_at)s, %(wait)s, %(trace_context)s,
            %(task_queue)s
@@ -191,12 +199,12 @@ WITH input AS (
     SELECT * FROM unnest(
         %(workflow_id)s::text[], %(fence)s::bigint[], %(event_type)s::text[],
         %(step_id)s::text[], %(step_name)s::text[], %(position)s::bigint[], %(attempt)s::int[],
-        %(payload)s::jsonb[], %(failure)s::jsonb[], %(due_at)s::timestamptz[],
-        %(due_in)s::float8[], %(name)s::text[], %(consumed)s::jsonb[],
-        %(started_at)s::timestamptz[], %(lease_key)s::text[]
+        %(payload)s::bytea[], %(payload_encoding)s::text[], %(failure)s::jsonb[],
+        %(due_at)s::timestamptz[], %(due_in)s::float8[], %(name)s::text[],
+        %(consumed)s::jsonb[], %(started_at)s::timestamptz[], %(lease_key)s::text[]
     ) WITH ORDINALITY AS i(workflow_id, fence, event_type, step_id, step_name, position,
-                           attempt, payload, failure, due_at, due_in, name, consumed,
-                           started_at, lease_key, ord)
+                           attempt, payload, payload_encoding, failure, due_at, due_in, name,
+                           consumed, started_at, lease_key, ord)
 ), appended AS (
     UPDATE history.workflows w
     SET event_count = w.event_count + 1, updated_at = now()
@@ -206,10 +214,10 @@ WITH input AS (
     RETURNING i.ord, w.workflow_id, w.workflow_type, w.event_count, w.cancel_requested
 ), inserted AS (
     INSERT INTO history.events (workflow_id, event_id, event_type, fence, step_id, step_name,
-                                position, attempt, payload, failure, due_at, name, consumed,
-                                started_at)
+                                position, attempt, payload, payload_encoding, failure, due_at,
+                                name, consumed, started_at)
     SELECT a.workflow_id, a.event_count, i.event_type, i.fence, i.step_id, i.step_name,
-           i.position, i.attempt, i.payload, i.failure,
+           i.position, i.attempt, i.payload, i.payload_encoding, i.failure,
            COALESCE(i.due_at, now() + make_interval(secs => i.due_in)), i.name,
            CASE WHEN i.consumed IS NOT NULL
                 THEN ARRAY(SELECT jsonb_array_elements_text(i.consumed)::bigint) END,
@@ -231,6 +239,7 @@ RECORD_EVENTS_COLUMNS = (
     "position",
     "attempt",
     "payload",
+    "payload_encoding",
     "failure",
     "due_at",
     "due_in",
@@ -258,7 +267,8 @@ _RETIRED = """, retired AS (
 CLOSE_RUN = _append(
     f"""UPDATE history.workflows
     SET event_count = event_count + 1, updated_at = now(),
-        status = %(status)s, result = %(payload)s, failure = %(failure)s, closed_at = now(),
+        status = %(status)s, result = %(payload)s, result_encoding = %(payload_encoding)s,
+        failure = %(failure)s, closed_at = now(),
         wait_kind = NULL, wait_name = NULL, wait_until = NULL
     {_FENCED}""",
     also=_RETIRED,
@@ -346,11 +356,13 @@ def _heartbeat(live: str) -> str:
     finds the lease good; answer whether a cancel was requested."""
     return f"""
 WITH live AS ({live}), upserted AS (
-    INSERT INTO history.step_progress (workflow_id, step_id, attempt, details)
-    SELECT workflow_id, %(step_id)s, %(attempt)s, %(details)s FROM live
+    INSERT INTO history.step_progress (workflow_id, step_id, attempt, details, details_encoding)
+    SELECT workflow_id, %(step_id)s, %(attempt)s, %(details)s, %(details_encoding)s FROM live
     ON CONFLICT (workflow_id, step_id) DO UPDATE
     SET attempt = EXCLUDED.attempt, updated_at = now(),
-        details = COALESCE(EXCLUDED.details, history.step_progress.details)
+        details = COALESCE(EXCLUDED.details, history.step_progress.details),
+        details_encoding = COALESCE(EXCLUDED.details_encoding,
+                                    history.step_progress.details_encoding)
 )
 SELECT cancel_requested FROM live
 """
@@ -366,10 +378,10 @@ SCHEDULE_STEP = _append(
     _RECORD,
     also=""", step_task AS (
     INSERT INTO history.step_tasks
-        (workflow_id, step_id, step_type, task_queue, input, retry, timeout_seconds,
-         heartbeat_timeout_seconds)
-    SELECT workflow_id, %(step_id)s, %(name)s, %(task_queue)s, %(payload)s, %(retry)s,
-           %(timeout_seconds)s, %(heartbeat_timeout_seconds)s
+        (workflow_id, step_id, step_type, task_queue, input, input_encoding, retry,
+         timeout_seconds, heartbeat_timeout_seconds)
+    SELECT workflow_id, %(step_id)s, %(name)s, %(task_queue)s, %(payload)s,
+           %(payload_encoding)s, %(retry)s, %(timeout_seconds)s, %(heartbeat_timeout_seconds)s
     FROM appended
 ), scheduled AS (
     INSERT INTO history.outbox (workflow_id, workflow_type, task_queue, step_id)
@@ -399,7 +411,7 @@ WITH prior AS (
     FROM history.workflows w
     WHERE s.workflow_id = %(workflow_id)s AND s.step_id = %(step_id)s AND s.fence <= %(fence)s
       AND w.workflow_id = s.workflow_id
-    RETURNING s.workflow_id, s.step_type, s.input, s.retry, s.timeout_seconds,
+    RETURNING s.workflow_id, s.step_type, s.input, s.input_encoding, s.retry, s.timeout_seconds,
               s.heartbeat_timeout_seconds, s.closed, w.status, w.workflow_type
 ), plan AS (
     SELECT task.*,
@@ -422,7 +434,10 @@ WITH prior AS (
 )
 SELECT plan.*,
        (SELECT p.details FROM history.step_progress p
-        WHERE p.workflow_id = plan.workflow_id AND p.step_id = %(step_id)s) AS heartbeat_details
+        WHERE p.workflow_id = plan.workflow_id AND p.step_id = %(step_id)s) AS heartbeat_details,
+       (SELECT p.details_encoding FROM history.step_progress p
+        WHERE p.workflow_id = plan.workflow_id AND p.step_id = %(step_id)s)
+           AS heartbeat_details_encoding
 FROM plan
 """
 
@@ -448,9 +463,9 @@ WITH task AS (
               task.step_type, task.task_queue AS step_queue
 ), inserted AS (
     INSERT INTO history.events (workflow_id, event_id, event_type, fence, step_id, step_name,
-                                attempt, payload, failure, due_at, started_at)
+                                attempt, payload, payload_encoding, failure, due_at, started_at)
     SELECT workflow_id, event_count, %(event_type)s, %(fence)s, %(step_id)s, step_type,
-           %(attempt)s, %(payload)s, %(failure)s,
+           %(attempt)s, %(payload)s, %(payload_encoding)s, %(failure)s,
            now() + make_interval(secs => %(due_in)s::float8), %(started_at)s
     FROM appended
     RETURNING event_id, due_at
@@ -514,7 +529,7 @@ ORDER BY event_id
 
 # The latest value published under a key.
 SELECT_STATE = """
-SELECT payload, created_at FROM history.events
+SELECT payload, payload_encoding, created_at FROM history.events
 WHERE workflow_id = %(workflow_id)s AND event_type = 'STATE_UPDATED' AND name = %(key)s
 ORDER BY event_id DESC LIMIT 1
 """
@@ -565,7 +580,29 @@ async def fetch_all(conn: AsyncConnection, query: str, params: Any) -> list[Row]
         return await cur.fetchall()
 
 
-# Events whose payload column holds a JSON value (JSON null included).
+def payload_of(row: Row, column: str) -> Payload | None:
+    """The payload stored in `column` and `<column>_encoding` of a row (SQL NULL: None), its
+    bytes as they were written."""
+    data = row[column]
+    if data is None:
+        return None
+    return Payload(encoding=row[f"{column}_encoding"], data=bytes(data))
+
+
+def payload_in(row: Row, column: str) -> Payload:
+    """The payload of a column that always holds one (JSON null if it is SQL NULL)."""
+    payload = payload_of(row, column)
+    return payload if payload is not None else null_payload()
+
+
+def payload_columns(column: str, payload: Payload | None) -> dict[str, Any]:
+    """The parameters `column` and `<column>_encoding` for a payload (None: SQL NULL)."""
+    if payload is None:
+        return {column: None, f"{column}_encoding": None}
+    return {column: payload.data, f"{column}_encoding": payload.encoding}
+
+
+# Events whose payload column holds a payload (JSON null included).
 PAYLOAD_EVENTS = frozenset(
     {
         "WORKFLOW_STARTED",
@@ -588,7 +625,7 @@ def event_params(
     step_name: str | None = None,
     position: int | None = None,
     attempt: int | None = None,
-    payload: Any = None,
+    payload: Payload | None = None,
     failure: dict[str, str] | None = None,
     due_at: datetime | None = None,
     due_in: float | None = None,
@@ -612,7 +649,7 @@ def event_params(
         "step_name": step_name,
         "position": position,
         "attempt": attempt,
-        "payload": Jsonb(payload) if event_type in PAYLOAD_EVENTS else None,
+        **payload_columns("payload", _event_payload(event_type, payload)),
         "failure": json_or_none(failure),
         "due_at": due_at,
         "due_in": due_in,
@@ -628,6 +665,12 @@ def event_params(
         "task_queue": task_queue,
         "lease_key": lease_key(),
     }
+
+
+def _event_payload(event_type: str, payload: Payload | None) -> Payload | None:
+    if event_type not in PAYLOAD_EVENTS:
+        return None
+    return payload if payload is not None else null_payload()
 
 
 def lease_key() -> str:

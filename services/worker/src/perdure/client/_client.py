@@ -13,7 +13,7 @@ from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.api.workflow.v1 import workflow_service_pb2 as api
 from perdure.api.workflow.v1 import workflow_service_pb2_grpc as apigrpc
 from perdure.telemetry.rpc import sync_channel
-from perdure.worker._payload import from_value, to_value
+from perdure.worker._payload import from_payload, to_payload
 from perdure.worker._rpc import CHANNEL_OPTIONS
 
 CLOSED = frozenset(
@@ -93,7 +93,7 @@ class Client:
                 namespace=self.namespace,
                 workflow_id=workflow_id,
                 signal_name=signal_name,
-                payload=to_value(payload),
+                payload=to_payload(payload),
                 signal_id=signal_id,
             ),
             timeout=self._timeout,
@@ -121,7 +121,7 @@ class Client:
             api.SignalWithStartWorkflowRequest(
                 start=start,
                 signal_name=signal_name,
-                payload=to_value(payload),
+                payload=to_payload(payload),
                 signal_id=signal_id,
             ),
             timeout=self._timeout,
@@ -152,7 +152,7 @@ class Client:
             api.QueryWorkflowRequest(namespace=self.namespace, workflow_id=workflow_id, key=key),
             timeout=self._timeout,
         )
-        return from_value(response.value)
+        return from_payload(response.value)
 
     def describe(self, workflow_id: str) -> api.DescribeWorkflowResponse:
         """The run's state and its recorded steps."""
@@ -231,7 +231,7 @@ def _start_request(
         workflow_type=workflow_type,
         workflow_id=workflow_id,
         task_queue=task_queue,
-        input=to_value(input),
+        input=to_payload(input),
     )
     if execution_timeout is not None:
         request.execution_timeout.FromTimedelta(timedelta(seconds=execution_timeout))

@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from datetime import UTC, timedelta
 from typing import Any
 
-from google.protobuf import struct_pb2
 from opentelemetry.util.types import AttributeValue
 
+from perdure.api.common.v1.payload_pb2 import Payload
 from perdure.api.worker.v1 import journal_service_pb2 as jpb
 from perdure.worker._errors import (
     JournalRejectedError,
@@ -28,7 +28,7 @@ from perdure.worker._errors import (
     WorkerLostError,
 )
 from perdure.worker._loop_watch import running
-from perdure.worker._payload import failure_from, to_value
+from perdure.worker._payload import failure_from, to_payload
 from perdure.worker._retry import NO_RETRY, RetryPolicy
 from perdure.worker._telemetry import step_attempt_ended, tracer
 
@@ -83,7 +83,7 @@ def heartbeat(details: Any = None) -> None:
     `current_step().heartbeat_details`. Sent in the background; never blocks."""
     step = current_step()
     _current_pulse.get().at = time.monotonic()
-    _current_heartbeats.get().report_threadsafe(step, to_value(details))
+    _current_heartbeats.get().report_threadsafe(step, to_payload(details))
 
 
 class Heartbeats:
@@ -93,10 +93,10 @@ class Heartbeats:
         self._record = record
         self._step_task = step_task  # the records go under a step task's lease
         self._loop = asyncio.get_running_loop()
-        self._latest: tuple[StepContext, struct_pb2.Value | None] | None = None
+        self._latest: tuple[StepContext, Payload | None] | None = None
         self._sender: asyncio.Task[None] | None = None
 
-    def report_threadsafe(self, step: StepContext, details: struct_pb2.Value | None) -> None:
+    def report_threadsafe(self, step: StepContext, details: Payload | None) -> None:
         """Queue progress from any thread (a sync step's, or the event loop's own)."""
         try:
             on_loop = asyncio.get_running_loop() is self._loop
@@ -108,7 +108,7 @@ class Heartbeats:
             # Queued before the thread's result reaches the loop, so before the flush below.
             self._loop.call_soon_threadsafe(self.report, step, details)
 
-    def report(self, step: StepContext, details: struct_pb2.Value | None) -> None:
+    def report(self, step: StepContext, details: Payload | None) -> None:
         """Queue progress (on the event loop)."""
         self._latest = (step, details)
         if self._sender is None or self._sender.done():
@@ -249,7 +249,7 @@ async def run_attempt(
             except Exception as error:
                 return await failed(error, attempt.retry)
             try:
-                encoded = to_value(result)
+                encoded = to_payload(result)
             except TypeError as error:  # retrying would return the same value: fail now
                 return await failed(error, NO_RETRY)
         finally:

@@ -14,9 +14,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import grpc
-from google.protobuf import struct_pb2
 from opentelemetry.util.types import AttributeValue
 
+from perdure.api.common.v1.payload_pb2 import Payload
 from perdure.api.worker.v1 import journal_service_pb2 as jpb
 from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.telemetry.propagation import links_to
@@ -38,7 +38,7 @@ from perdure.worker._errors import (
     StepFailedError,
     WorkflowCancelledError,
 )
-from perdure.worker._payload import from_value, to_value
+from perdure.worker._payload import from_payload, to_payload
 from perdure.worker._retry import NO_RETRY, RetryPolicy
 from perdure.worker._session import JournalCallError, JournalSession
 from perdure.worker._telemetry import TIMER_LATENESS, tracer
@@ -284,11 +284,11 @@ class WorkflowContext:
         if call.recorded is not None:
             if call.recorded.event_type == wf.EVENT_TYPE_SIGNAL_TIMED_OUT:
                 raise SignalTimeoutError(f"no signal {name!r} within {timeout}s")
-            return from_value(call.recorded.payload)
+            return from_payload(call.recorded.payload)
         taken = self._take_signals(name, limit=1)
         if taken:
             await self._consume(call, name, taken, taken[0].payload)
-            return from_value(taken[0].payload)
+            return from_payload(taken[0].payload)
         if deadline is not None and deadline <= self._now:
             request = jpb.ConsumeSignalsRequest(signal_name=name, timed_out=True, **call.ref())
             await self._record(request)
@@ -300,10 +300,10 @@ class WorkflowContext:
         _check_name(name, "signal name")
         call = await self._begin(f"$drain:{name}")
         if call.recorded is not None:
-            return list(from_value(call.recorded.payload))
+            return list(from_payload(call.recorded.payload))
         taken = self._take_signals(name, limit=None)
-        payloads = [from_value(event.payload) for event in taken]
-        await self._consume(call, name, taken, to_value(payloads))
+        payloads = [from_payload(event.payload) for event in taken]
+        await self._consume(call, name, taken, to_payload(payloads))
         return payloads
 
     async def set_state(self, key: str, value: Any) -> None:
@@ -313,7 +313,7 @@ class WorkflowContext:
             raise ValueError("key must be a string of 1 to 200 characters")
         call = await self._begin(f"$state:{key}")
         if call.recorded is None:
-            request = jpb.SetStateRequest(key=key, value=to_value(value), **call.ref())
+            request = jpb.SetStateRequest(key=key, value=to_payload(value), **call.ref())
             await self._record(request)
 
     def heartbeat(self, details: Any = None) -> None:
@@ -346,7 +346,7 @@ class WorkflowContext:
         queue = task_queue or self._task_queue
         retry = retry or self._retry
         return RemoteCall(
-            self, step_type, to_value(input), queue, retry, timeout, heartbeat_timeout
+            self, step_type, to_payload(input), queue, retry, timeout, heartbeat_timeout
         )
 
     async def gather(self, *calls: RemoteCall) -> list[Any]:
@@ -365,7 +365,7 @@ class WorkflowContext:
             outcome = self._remote_outcomes[call.step_id]
             if outcome.event_type == wf.EVENT_TYPE_STEP_FAILED:
                 raise StepFailedError(call.step_id, outcome.failure)
-            results.append(from_value(outcome.payload))
+            results.append(from_payload(outcome.payload))
         return results
 
     def unconsumed_steps(self) -> list[str]:
@@ -506,7 +506,7 @@ class WorkflowContext:
         return matching
 
     async def _consume(
-        self, call: _Call, name: str, taken: list[wf.HistoryEvent], result: struct_pb2.Value
+        self, call: _Call, name: str, taken: list[wf.HistoryEvent], result: Payload
     ) -> None:
         request = jpb.ConsumeSignalsRequest(
             signal_name=name, event_ids=[e.event_id for e in taken], result=result, **call.ref()
@@ -541,7 +541,7 @@ class WorkflowContext:
                 log.info("Skipping completed step: %s", call.step_id)
             if recorded.event_type == wf.EVENT_TYPE_STEP_FAILED:
                 raise StepFailedError(call.step_id, recorded.failure)
-            return from_value(recorded.payload)
+            return from_payload(recorded.payload)
 
         failures = self._failed_attempts.get(call.step_id, [])
         # An attempt started and never recorded was lost with its worker: it fails now.
@@ -558,7 +558,7 @@ class WorkflowContext:
             idempotency_key=f"{self.workflow_id}:{call.step_id}",
             fence=self.fence,
             attempt=started if lost else len(failures) + 1,
-            heartbeat_details=from_value(progress.details) if progress else None,
+            heartbeat_details=from_payload(progress.details) if progress else None,
         )
         attempt = Attempt(
             step,
@@ -575,7 +575,7 @@ class WorkflowContext:
         attempted = await run_attempt(attempt, request, self._record, self._heartbeats, lost)
         if attempted.error is None:
             # The decoded JSON, exactly what a replay will return (tuples become lists).
-            return from_value(attempted.request.output)
+            return from_payload(attempted.request.output)
         if attempted.retrying:
             retry_at = attempted.response.retry_time.ToDatetime(tzinfo=UTC)
             raise _wait(wf.WAIT_KIND_RETRY, call.step_id, retry_at) from attempted.error
@@ -588,7 +588,7 @@ class RemoteCall:
 
     ctx: WorkflowContext
     step_type: str
-    input: struct_pb2.Value
+    input: Payload
     task_queue: str
     retry: RetryPolicy
     timeout: float | None

@@ -1,46 +1,67 @@
-"""JSON payloads and failures as the worker protocol carries them."""
+"""Payloads and failures as the worker protocol carries them. A value is encoded exactly or
+refused: bytes travel as "binary/plain", everything else as "json/plain" (integers of any
+size, floats that stay floats, str, bool, None, lists and dicts with str keys)."""
 
 from __future__ import annotations
 
 import json
+import math
 import traceback
 from typing import Any
 
-from google.protobuf import json_format, struct_pb2
-
+from perdure.api.common.v1.payload_pb2 import Payload
 from perdure.api.workflow.v1 import workflow_pb2 as wf
 
-
-def to_value(data: Any) -> struct_pb2.Value:
-    """Encode a JSON-able Python value; raise TypeError naming what is not JSON."""
-    try:
-        json.dumps(data, allow_nan=False)  # NaN and Infinity are not JSON
-        return json_format.ParseDict(data, struct_pb2.Value())
-    except (json_format.ParseError, TypeError, ValueError) as error:
-        raise TypeError(
-            f"value of type {type(data).__name__} is not JSON-serializable: {error}"
-        ) from None
+JSON = "json/plain"
+BINARY = "binary/plain"
 
 
-def from_value(value: struct_pb2.Value) -> Any:
-    """Decode a protobuf Value (an unset one is None); whole numbers come back as int."""
-    if not value.WhichOneof("kind"):
-        return None
-    return _whole_numbers_as_int(json_format.MessageToDict(value))
+def to_payload(data: Any) -> Payload:
+    """Encode a value; raise TypeError naming the type of what cannot be encoded exactly
+    (NaN and infinities, sets, bytes inside a JSON value, dict keys that are not str, other
+    objects). A tuple is encoded as a JSON array (it reads back as a list); a Payload is
+    taken as encoded already."""
+    if isinstance(data, Payload):
+        return data
+    if isinstance(data, bytes | bytearray | memoryview):
+        return Payload(encoding=BINARY, data=bytes(data))
+    _require_json(data, "value")
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    return Payload(encoding=JSON, data=text.encode())
 
 
-def _whole_numbers_as_int(data: Any) -> Any:
-    # JSON numbers travel as doubles; `3` should not come back as `3.0`.
-    if isinstance(data, float) and data.is_integer() and abs(data) <= _MAX_EXACT_INT:
-        return int(data)
+def _require_json(data: Any, path: str) -> None:
+    if data is None or isinstance(data, str | bool | int):
+        return
+    if isinstance(data, float):
+        if not math.isfinite(data):
+            raise TypeError(f"{path} of type float is not encodable: {data} is not a JSON number")
+        return
+    if isinstance(data, list | tuple):
+        for index, item in enumerate(data):
+            _require_json(item, f"{path}[{index}]")
+        return
     if isinstance(data, dict):
-        return {key: _whole_numbers_as_int(item) for key, item in data.items()}
-    if isinstance(data, list):
-        return [_whole_numbers_as_int(item) for item in data]
-    return data
+        for key, item in data.items():
+            if not isinstance(key, str):
+                raise TypeError(
+                    f"{path} key {key!r} of type {type(key).__name__} is not encodable: JSON "
+                    "object keys are str"
+                )
+            _require_json(item, f"{path}[{key!r}]")
+        return
+    hint = " (bytes travel only as a whole payload)" if isinstance(data, bytes) else ""
+    raise TypeError(f"{path} of type {type(data).__name__} is not encodable{hint}")
 
 
-_MAX_EXACT_INT = 2**53
+def from_payload(payload: Payload) -> Any:
+    """Decode a payload (an unset one is None): bytes, or the JSON value as written (1.0 is a
+    float, 2**64 + 1 an int)."""
+    if payload.encoding == BINARY:
+        return bytes(payload.data)
+    if payload.encoding not in ("", JSON):
+        raise ValueError(f"payload encoding {payload.encoding!r} is not one this SDK reads")
+    return json.loads(payload.data) if payload.data else None
 
 
 def failure_from(error: BaseException) -> wf.Failure:

@@ -18,7 +18,7 @@ from perdure.worker._errors import (
     NonDeterminismError,
     WorkflowCancelledError,
 )
-from perdure.worker._payload import failure_from, from_value, to_value
+from perdure.worker._payload import failure_from, from_payload, to_payload
 from perdure.worker._registry import WorkflowFunction, workflow_retry
 from perdure.worker._session import JournalSession
 from perdure.worker._telemetry import trace_ended_wait, tracer, wait_attributes
@@ -52,7 +52,7 @@ async def run_task(
         return
     trace_ended_wait(loaded)
     ctx = WorkflowContext(loaded, journal, workflow_retry(fn), stopping)
-    outcome, value = await _execute(fn, ctx, from_value(loaded.workflow.input))
+    outcome, value = await _execute(fn, ctx, from_payload(loaded.workflow.input))
     run_span = trace.get_current_span()
     run_span.set_attribute("perdure.task.outcome", outcome)
     if outcome == "suspend":
@@ -115,7 +115,7 @@ async def _execute(fn: WorkflowFunction, ctx: WorkflowContext, arg: Any) -> tupl
 async def _outcome(fn: WorkflowFunction, ctx: WorkflowContext, arg: Any) -> tuple[str, Any]:
     try:
         result = await call_workflow(fn, ctx, arg)
-        return "result", to_value(result)
+        return "result", to_payload(result)
     except Suspended as suspended:
         return "suspend", suspended.wait
     except WorkflowCancelledError as error:

@@ -8,7 +8,7 @@ from perdure.api.worker.v1 import journal_service_pb2 as jpb
 from perdure.api.worker.v1 import task_service_pb2 as tpb
 from perdure.worker._attempt import Attempt, Heartbeats, StepContext, run_attempt
 from perdure.worker._context import JournalClient
-from perdure.worker._payload import from_value
+from perdure.worker._payload import from_payload
 from perdure.worker._registry import StepFunction
 from perdure.worker._retry import RetryPolicy
 from perdure.worker._session import JournalSession
@@ -35,14 +35,14 @@ async def run_step_task(
         fence=task.fence,
         attempt=loaded.attempt,
         heartbeat_details=(
-            from_value(loaded.heartbeat_details) if loaded.HasField("heartbeat_details") else None
+            from_payload(loaded.heartbeat_details) if loaded.HasField("heartbeat_details") else None
         ),
     )
     attempt = Attempt(
         step,
         loaded.step_type,
         fn,
-        (from_value(loaded.input),),
+        (from_payload(loaded.input),),
         {},
         RetryPolicy.from_message(loaded.retry),
         _seconds(loaded, "timeout"),

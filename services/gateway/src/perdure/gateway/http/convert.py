@@ -11,6 +11,7 @@ from google.protobuf.message import Message
 
 from perdure.common.errors import ApiError, reason_of
 from perdure.common.payload import MAX_PAYLOAD_DEPTH
+from perdure.gateway.http import payloads
 
 # The HTTP status of each gRPC code, as google.rpc.Code documents it.
 HTTP_STATUS = {
@@ -58,21 +59,34 @@ def invalid_json(message: str) -> ApiError:
 
 def to_json(message: Message) -> dict[str, Any]:
     """A message in the proto3 JSON mapping, with .proto field names and every field that has
-    no presence (scalars, lists, maps) printed even when unset."""
-    return json_format.MessageToDict(
+    no presence (scalars, lists, maps) printed even when unset; each payload as its own JSON
+    text (see payloads.shown; write the result with `dumps`)."""
+    data = json_format.MessageToDict(
         message, preserving_proto_field_name=True, always_print_fields_with_no_presence=True
     )
+    payloads.show(message, data)
+    return data
 
 
 def from_json(value: Any, message: M) -> M:
-    """Fill `message` from decoded JSON; ApiError (400) naming what does not fit."""
+    """Fill `message` from JSON decoded by decode_body; ApiError (400) naming what does not
+    fit. Each payload field takes any JSON value, kept exactly (see payloads.taken)."""
     if not isinstance(value, dict):
         raise invalid_json(f"the body must be a JSON object, not {_kind(value)}")
     try:
-        json_format.ParseDict(value, message)
+        taken = payloads.take(message.DESCRIPTOR, value)
+        json_format.ParseDict(payloads.plain(value), message)
     except json_format.ParseError as error:
         raise invalid_json(str(error)) from None
+    except payloads.PayloadError as error:
+        raise invalid_json(str(error)) from None
+    payloads.put(message, taken)
     return message
+
+
+def dumps(data: Any, indent: int | None = None) -> str:
+    """JSON text of an answer made by to_json: payloads spliced in as their exact text."""
+    return payloads.dumps(data, indent)
 
 
 def decode_body(raw: bytes) -> Any:
@@ -81,7 +95,7 @@ def decode_body(raw: bytes) -> Any:
     if not raw.strip():
         return {}
     try:
-        value = json.loads(raw)
+        value = payloads.loads(raw)  # numbers as written: a payload keeps them exactly
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
         raise invalid_json(f"the body is not valid JSON: {error}") from None
     except RecursionError:  # the decoder's own stack limit, some thousand levels down

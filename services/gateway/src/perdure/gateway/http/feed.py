@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import re
 import time
 
@@ -15,7 +14,7 @@ from perdure.api.workflow.v1 import workflow_service_pb2 as api
 from perdure.api.workflow.v1 import workflow_service_pb2_grpc as api_grpc
 from perdure.common.auth import auth_enabled, bearer_token, parse_token
 from perdure.common.limits import OpenCap
-from perdure.gateway.http.convert import invalid_json, rpc_error_body, to_json
+from perdure.gateway.http.convert import dumps, invalid_json, rpc_error_body, to_json
 from perdure.gateway.http.routes import CALL_TIMEOUT_SECONDS, Handler, forwarded
 
 PATH = "/v1/workflows/{workflow_id}/events"
@@ -123,7 +122,7 @@ async def _stream(
 def _message(event: str, data: object, event_id: int | None = None) -> bytes:
     """One Server-Sent Events message (its data on one line: JSON has no raw newlines)."""
     lines = [f"id: {event_id}"] if event_id is not None else []
-    lines += [f"event: {event}", f"data: {json.dumps(data, separators=(',', ':'))}"]
+    lines += [f"event: {event}", f"data: {dumps(data)}"]
     return ("\n".join(lines) + "\n\n").encode()
 
 

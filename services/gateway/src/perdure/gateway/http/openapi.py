@@ -27,13 +27,19 @@ _INTEGER_64 = (
     FieldDescriptor.TYPE_UINT64,
     FieldDescriptor.TYPE_FIXED64,
 )
-# The well-known types in the proto3 JSON mapping.
+# The well-known types in the proto3 JSON mapping, and payloads as this API shows them.
 _WELL_KNOWN: dict[str, Schema] = {
     "google.protobuf.Value": {},
     "google.protobuf.Struct": {"type": "object"},
     "google.protobuf.ListValue": {"type": "array"},
     "google.protobuf.Timestamp": {"type": "string", "format": "date-time"},
     "google.protobuf.Duration": {"type": "string", "pattern": r"^-?[0-9]+(\.[0-9]+)?s$"},
+    # A payload is its own JSON value, or bytes as {"encoding": "binary/plain", "base64": ...}
+    # (see payloads.py).
+    "perdure.api.common.v1.Payload": {
+        "description": "Any JSON value, kept exactly; bytes as "
+        '{"encoding": "binary/plain", "base64": "..."}'
+    },
 }
 ERROR: Schema = {
     "type": "object",

@@ -19,7 +19,7 @@ from perdure.api.workflow.v1 import workflow_service_pb2_grpc as api_grpc
 from perdure.common.errors import ApiError
 from perdure.common.service_identity import CLIENT_ADDRESS_HEADER
 from perdure.gateway.http.admission import body_cap, read_body, refuse_declared_size, require_key
-from perdure.gateway.http.convert import decode_body, from_json, invalid_json, to_json
+from perdure.gateway.http.convert import decode_body, dumps, from_json, invalid_json, to_json
 
 CALL_TIMEOUT_SECONDS = 30.0
 APPROVAL_SIGNAL = "approval"  # the signal `perdure approve` and the research agent use
@@ -181,7 +181,7 @@ def route_handler(route: Route, stub: api_grpc.WorkflowServiceStub) -> Handler:
         # Converting a large body takes a while: in a thread, the event loop goes on serving.
         message = await asyncio.to_thread(request_message, route, request, body)
         answer = await call(message, metadata=metadata, timeout=CALL_TIMEOUT_SECONDS)
-        return web.json_response(to_json(answer))
+        return web.json_response(to_json(answer), dumps=dumps)
 
     return handle
 

@@ -2,6 +2,7 @@
 // and namespace, its errors as ApiError, and the banner asking for a key on a 401.
 
 import { $, enc, isAbort } from "./dom.js";
+import { parseExact, stringifyExact } from "./exactjson.js";
 import { settings } from "./settings.js";
 
 export class ApiError extends Error {
@@ -60,7 +61,7 @@ export async function api(method, path, { params, body, signal } = {}) {
     response = await fetch(apiUrl(path, params), {
       method,
       headers: authHeaders(body === undefined ? {} : { "Content-Type": "application/json" }),
-      body: body === undefined ? undefined : JSON.stringify(body),
+      body: body === undefined ? undefined : stringifyExact(body),
       signal,
       cache: "no-store",
     });
@@ -71,7 +72,7 @@ export async function api(method, path, { params, body, signal } = {}) {
   if (!response.ok) throw await errorFrom(response);
   hideAuthBanner();
   const text = await response.text();
-  return text ? JSON.parse(text) : {};
+  return text ? parseExact(text) : {};
 }
 
 export const workflowPath = (id, suffix = "") => `/v1/workflows/${enc(id)}${suffix}`;

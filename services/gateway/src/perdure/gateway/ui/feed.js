@@ -1,6 +1,7 @@
 // A run's live feed: server-sent events read over fetch (so the Authorization header can be
 // sent), resumed with Last-Event-ID after a drop.
 
+import { parseExact } from "./exactjson.js";
 import { apiUrl, authHeaders, errorFrom, workflowPath } from "./api.js";
 import { isAbort, sleep } from "./dom.js";
 import { fmtSeconds } from "./format.js";
@@ -41,7 +42,7 @@ export async function followEvents(id, { signal, onEvent, onEnd, onState, lastEv
         const type = message.event || "message";
         message = { id: null, event: "", data: [] };
         let parsed;
-        try { parsed = JSON.parse(data); } catch { return; }
+        try { parsed = parseExact(data); } catch { return; }
         if (type === "history") { backoff = 500; onEvent(parsed); }
         else if (type === "end") { ended = true; onEnd(parsed); }
         else if (type === "error") feedError = parsed?.error?.message || "the feed failed";

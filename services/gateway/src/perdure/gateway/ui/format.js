@@ -1,6 +1,7 @@
 // How the API's values are shown: enum labels, dates, durations, JSON blocks, status badges,
 // failures and waits.
 
+import { stringifyExact } from "./exactjson.js";
 import { h } from "./dom.js";
 
 /** The statuses of a run that has not closed. */
@@ -69,12 +70,13 @@ export function timeEl(iso, format = fmtDateTime) {
   return h("time", { datetime: iso, title: iso }, format(iso));
 }
 
+// Payloads arrive with their numbers as JsonNumber (exactjson.js): shown as written.
 export function prettyJson(value) {
-  return JSON.stringify(value === undefined ? null : value, null, 2);
+  return stringifyExact(value, 2);
 }
 
 export function shortJson(value, max = 140) {
-  const text = JSON.stringify(value === undefined ? null : value);
+  const text = stringifyExact(value);
   return text.length > max ? `${text.slice(0, max - 1)}…` : text;
 }
 

@@ -2,6 +2,7 @@
 // request runs, a labelled field, a required field and a JSON text field checked and marked
 // invalid.
 
+import { parseExact } from "./exactjson.js";
 import { ApiError } from "./api.js";
 import { h } from "./dom.js";
 
@@ -58,7 +59,7 @@ export function parseJsonField(field) {
   const text = field.value.trim();
   if (!text) { field.removeAttribute("aria-invalid"); return { ok: true, value: null }; }
   try {
-    const value = JSON.parse(text);
+    const value = parseExact(text); // numbers kept as written, sent back exactly
     field.removeAttribute("aria-invalid");
     return { ok: true, value };
   } catch (error) {
