@@ -208,7 +208,7 @@ def timers(cluster: Cluster, client: Client, workflows: int, seconds: float) -> 
     _wait_closed(cluster.dsn, "tm-", workflows, progress)
     rows = _query(
         cluster.dsn,
-        """SELECT w.result #>> '{}', e.due_at FROM history.workflows w
+        """SELECT convert_from(w.result, 'UTF8')::jsonb #>> '{}', e.due_at FROM history.workflows w
            JOIN history.events e USING (workflow_id)
            WHERE w.workflow_id LIKE 'tm-%%' AND e.event_type = 'TIMER_STARTED'""",
         [],
@@ -270,7 +270,8 @@ def recovery(cluster: Cluster, client: Client, workflows: int, scratch: Path) ->
     _wait_closed(cluster.dsn, "rc-", workflows, progress)
     rows = _query(
         cluster.dsn,
-        "SELECT result #>> '{}' FROM history.workflows WHERE workflow_id LIKE 'rc-%%'",
+        "SELECT convert_from(result, 'UTF8')::jsonb #>> '{}' FROM history.workflows"
+        " WHERE workflow_id LIKE 'rc-%%'",
         [],
     )
     delays = [datetime.fromisoformat(r[0]).timestamp() - killed for r in rows]

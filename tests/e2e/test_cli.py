@@ -151,7 +151,7 @@ def test_dev_restarts_a_killed_worker_which_resumes_the_workflow(
         completed = [s["step_id"] for s in steps if s["status"] == "STEP_STATUS_COMPLETED"]
         return completed == ["create_plan"]
 
-    wait_until(research_running, 60, "the slow research step to start")
+    wait_until(research_running, 120, "the slow research step to start")
     (worker_pid,) = re.findall(r"worker \S+:(\d+) connected:", log.read_text())
     os.kill(int(worker_pid), signal.SIGKILL)
 

@@ -285,7 +285,9 @@ def test_each_scheduler_restart_is_met_with_a_prompt_reconnect(
 def test_scheduler_restart_mid_step_keeps_the_lease(
     start_cluster: Callable[..., Cluster], tmp_path: Path
 ) -> None:
-    cluster = start_cluster(PERDURE_LEASE_TTL="2")
+    # A lease that outlasts the scheduler's restart on a loaded machine: a worker fences itself
+    # when renewals fail for three quarters of it, which would (rightly) cost the lease.
+    cluster = start_cluster(PERDURE_LEASE_TTL="8")
     ledger, gate = tmp_path / "ledger", tmp_path / "gate"
     services = {p.name: p for p in cluster.processes}
     worker = cluster.start_worker("w1", concurrency=1)

@@ -21,6 +21,7 @@ from perdure.api.workflow.v1 import workflow_service_pb2 as api
 from perdure.api.workflow.v1 import workflow_service_pb2_grpc as apigrpc
 from perdure.client import Client
 from perdure.common.auth import bearer_metadata
+from perdure.telemetry.rpc import MAX_MESSAGE_BYTES
 from perdure.worker._payload import from_payload, to_payload
 from tests.fixtures.cluster import Cluster, wait_until
 from tests.fixtures.keys import make_key
@@ -264,10 +265,10 @@ def test_oversize_payloads_and_messages_are_refused_naming_the_limit(
         assert error.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
         assert "the limit is 2097152 bytes" in str(error.details())
         huge = api.StartWorkflowRequest(workflow_type="clock", workflow_id="huge")
-        huge.input.CopyFrom(to_payload("x" * (17 * 1024 * 1024)))
+        huge.input.CopyFrom(to_payload("x" * (MAX_MESSAGE_BYTES + 1024)))
         error = refused(stub.StartWorkflow, huge)
         assert error.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
-        assert "16777216" in str(error.details())  # the server's message limit, named
+        assert str(MAX_MESSAGE_BYTES) in str(error.details())  # the message limit, named
         with pytest.raises(grpc.RpcError):
             stub.DescribeWorkflow(api.DescribeWorkflowRequest(workflow_id="big"), timeout=30)
 

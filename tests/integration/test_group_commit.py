@@ -145,9 +145,11 @@ async def test_a_conflict_in_a_large_batch_costs_a_few_statements_not_one_per_re
                 [run],
             )
     group = GroupCommit(pool)
-    await group.append(record("r40", "s1", 0, payload=1))
+    await group.append(record("r40", "s1", 0, payload=json_payload("1")))
     results = await asyncio.gather(
-        *(group.append(record(run, "s1", 0, payload=2)) for run in runs),  # one batch
+        *(
+            group.append(record(run, "s1", 0, payload=json_payload("2"))) for run in runs
+        ),  # one batch
         return_exceptions=True,
     )
     assert isinstance(results[40], UniqueViolation)  # step s1 of r40 is recorded already
