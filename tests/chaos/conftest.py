@@ -26,7 +26,8 @@ def chaos_seed() -> int:
 def chaos_cluster(chaos_seed: int) -> Iterator[ChaosCluster]:
     """The whole cluster behind the proxy, started once for the module's scenarios. Its
     directory is its own, not under pytest's base temp, which another pytest session on the
-    machine may delete (pytest keeps only the last three) while the database runs in it."""
+    machine may delete (pytest keeps only the last three) while the database runs in it.
+    PERDURE_KEEP_CHAOS_DIR=1 keeps it afterwards: every process's log and the database's."""
     workdir = Path(tempfile.mkdtemp(prefix="perdure-chaos-"))
     cluster = ChaosCluster(workdir, seed=chaos_seed)
     try:
@@ -34,4 +35,7 @@ def chaos_cluster(chaos_seed: int) -> Iterator[ChaosCluster]:
         yield cluster
     finally:
         cluster.close()
-        shutil.rmtree(workdir, ignore_errors=True)
+        if not os.environ.get("PERDURE_KEEP_CHAOS_DIR"):
+            shutil.rmtree(workdir, ignore_errors=True)
+        else:
+            print(f"chaos cluster directory kept: {workdir}")

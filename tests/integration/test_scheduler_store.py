@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -574,3 +574,57 @@ async def test_idle_runs_are_those_with_no_lease_and_no_due_time(store: TaskStor
     idle = set(await store.idle_runs(asked))
     # Released with nothing due, or never heard of (a reset table): idle. Due or leased: not.
     assert idle == {done.workflow_id, "unknown"}
+
+
+# --- lock order ----------------------------------------------------------------------------------
+
+# Two tasks stored in the reverse of their key order ("late" first), both leased to "s1" with
+# API key "k1", and the statements that change several of them at once: each must lock them in
+# key order.
+EARLY, LATE = ("early", "", 1), ("late", "", 1)
+CHANGES_SEVERAL: dict[str, Callable[[TaskStore], Awaitable[object]]] = {
+    "heartbeat": lambda store: store.renew("s1", [LATE, EARLY], TTL),
+    "hello": lambda store: store.adopt("s2", [LATE, EARLY], TTL, key="k1", task_queue=QUEUE),
+    "renewal": lambda store: store.renew_own("k1", [LATE, EARLY], TTL),
+    "session end": lambda store: store.release_session("s1"),
+    "runs closed": lambda store: store.enqueue([], closed=["late", "early"]),
+    "batch": lambda store: store.enqueue([task("late")], closed=["early"]),
+}
+
+
+@pytest.mark.parametrize("statement", list(CHANGES_SEVERAL))
+async def test_statements_changing_several_tasks_lock_them_in_key_order(
+    store: TaskStore, database_dsn: str, statement: str
+) -> None:
+    """Another transaction holds "early" and will want "late" next. A statement that took
+    "late" first and then waited for "early" would close a cycle, and PostgreSQL would end one
+    of the two with a deadlock error (which once ended a worker's stream and the TaskDones on
+    it). In key order, the statement waits for "early" holding nothing, and both go through."""
+    await store.enqueue([task("late")])
+    await store.enqueue([task("early")])
+    await store.claim("s1", QUEUE, [TYPE], [], 10, TTL, key="k1")
+    async with await psycopg.AsyncConnection.connect(database_dsn) as other:
+        await other.execute("SELECT 1 FROM scheduler.tasks WHERE workflow_id = 'early' FOR UPDATE")
+        changing = asyncio.create_task(CHANGES_SEVERAL[statement](store))
+        await _until_waiting_for_a_lock(database_dsn, changing)
+        await other.execute(
+            "UPDATE scheduler.tasks SET updated_at = now() WHERE workflow_id = 'late'"
+        )
+        await other.commit()
+    await asyncio.wait_for(changing, timeout=30)
+
+
+async def _until_waiting_for_a_lock(database_dsn: str, changing: asyncio.Task[object]) -> None:
+    """Until some session waits for a row lock on the tasks (the statement under test)."""
+    async with await psycopg.AsyncConnection.connect(database_dsn, autocommit=True) as watcher:
+        for _ in range(3000):
+            assert not changing.done(), "the statement did not wait for the held row"
+            cursor = await watcher.execute(
+                "SELECT count(*) FROM pg_stat_activity"
+                " WHERE wait_event_type = 'Lock' AND query LIKE '%%scheduler.tasks%%'"
+            )
+            found = await cursor.fetchone()
+            if found is not None and found[0] > 0:
+                return
+            await asyncio.sleep(0.01)
+    raise AssertionError("the statement never waited for the held row")

@@ -37,12 +37,36 @@ SET run_at = CASE WHEN scheduler.tasks.closed THEN NULL
     updated_at = now()
 """
 
+
+# Every statement that changes several tasks first locks them in key order (workflow id, step
+# id), as ENQUEUE inserts them: two such statements, or transactions made of them, then never
+# wait on each other in a cycle (PostgreSQL would end one with a deadlock error, and with it a
+# worker's stream and the TaskDones on their way). CLAIM skips locked rows and never waits.
+def _in_key_order(rows: str) -> str:
+    """A CTE `locked` of the task keys `rows` (a FROM ... WHERE ... over `scheduler.tasks t`)
+    selects, locked in key order."""
+    return f"""locked AS (
+    SELECT t.workflow_id, t.step_id {rows}
+    ORDER BY t.workflow_id, t.step_id
+    FOR UPDATE OF t
+)"""
+
+
+LOCKED = "t.workflow_id = locked.workflow_id AND t.step_id = locked.step_id"
+
+# Locks every task of these runs, in key order, for a transaction that changes several.
+LOCK_RUNS = """
+SELECT 1 FROM scheduler.tasks WHERE workflow_id = ANY(%s::text[])
+ORDER BY workflow_id, step_id FOR UPDATE
+"""
+
 # Retires every task of closed runs (run_at NULL, never due again); a lease under way ends as
 # it would have, and its release leaves the task as it is.
-CLOSE = """
-UPDATE scheduler.tasks
+CLOSE = f"""
+WITH {_in_key_order("FROM scheduler.tasks t WHERE t.workflow_id = ANY(%s::text[])")}
+UPDATE scheduler.tasks t
 SET closed = true, run_at = NULL, due_reason = NULL, updated_at = now()
-WHERE workflow_id = ANY(%s::text[])
+FROM locked WHERE {LOCKED}
 """
 
 # A task is grantable when it is due and unleased, or when its lease has expired: a worker
@@ -78,16 +102,25 @@ RETURNING t.workflow_id, t.step_id, t.workflow_type, t.fence, due.previous_owner
 """
 
 
+def _listed_leases(holder: str) -> str:
+    """The listed leases (the columns `_lease_columns` makes) whose fence still matches and
+    whose row `t` meets `holder`, locked in key order."""
+    return _in_key_order(f"""
+    FROM scheduler.tasks t
+    JOIN unnest(%(ids)s::text[], %(step_ids)s::text[], %(fences)s::bigint[])
+         AS held(workflow_id, step_id, fence)
+      ON t.workflow_id = held.workflow_id AND t.step_id = held.step_id AND t.fence = held.fence
+    WHERE {holder}""")
+
+
 def _renew(holder: str) -> str:
     """Extend the listed leases whose fence still matches and that `holder` (a condition on
     the row `t`) allows this session to hold; the session holds them from then on."""
     return f"""
+WITH {_listed_leases(holder)}
 UPDATE scheduler.tasks t
 SET lease_owner = %(session)s, lease_expires_at = now() + make_interval(secs => %(ttl)s)
-FROM unnest(%(ids)s::text[], %(step_ids)s::text[], %(fences)s::bigint[])
-     AS held(workflow_id, step_id, fence)
-WHERE t.workflow_id = held.workflow_id AND t.step_id = held.step_id AND t.fence = held.fence
-  AND {holder}
+FROM locked WHERE {LOCKED}
 RETURNING t.workflow_id, t.step_id, t.fence
 """
 
@@ -105,13 +138,11 @@ ADOPT = _renew(
 # or broken session of its API key may hold them (a broken stream's leases stand until they
 # expire or a hello takes them over). The owner stays as it is: only a hello moves a lease. The
 # expiry and now() are the database clock's, for the worker to fence itself by.
-RENEW_OWN = """
+RENEW_OWN = f"""
+WITH {_listed_leases("t.lease_owner IS NOT NULL AND t.lease_key = %(key)s")}
 UPDATE scheduler.tasks t
 SET lease_expires_at = now() + make_interval(secs => %(ttl)s), updated_at = now()
-FROM unnest(%(ids)s::text[], %(step_ids)s::text[], %(fences)s::bigint[])
-     AS held(workflow_id, step_id, fence)
-WHERE t.workflow_id = held.workflow_id AND t.step_id = held.step_id AND t.fence = held.fence
-  AND t.lease_owner IS NOT NULL AND t.lease_key = %(key)s
+FROM locked WHERE {LOCKED}
 RETURNING t.workflow_id, t.step_id, t.fence, t.lease_expires_at
 """
 
@@ -144,12 +175,13 @@ RETURNING fence
 """
 
 # The session's worker is gone mid-task: its work is due again at once.
-RELEASE_SESSION = """
-UPDATE scheduler.tasks
+RELEASE_SESSION = f"""
+WITH {_in_key_order("FROM scheduler.tasks t WHERE t.lease_owner = %s")}
+UPDATE scheduler.tasks t
 SET lease_owner = NULL, lease_expires_at = NULL, updated_at = now(),
     run_at = CASE WHEN closed THEN NULL ELSE now() END
-WHERE lease_owner = %s
-RETURNING workflow_id, step_id
+FROM locked WHERE {LOCKED}
+RETURNING t.workflow_id, t.step_id
 """
 
 # Seconds until the next task of these queues becomes grantable (a due time, less the timer
@@ -230,6 +262,9 @@ class TaskStore:
         """Make workflows due at their time (now when None), then retire every task of the
         `closed` runs, in one transaction."""
         async with self._pool.connection() as conn, conn.transaction():
+            if tasks and closed:  # two statements: take all their locks in key order first
+                runs = sorted({task[0] for task in tasks} | set(closed))
+                await conn.execute(LOCK_RUNS, [runs])
             if tasks:
                 columns = [list(column) for column in zip(*tasks, strict=True)]
                 await conn.execute(ENQUEUE, columns)
