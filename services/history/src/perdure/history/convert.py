@@ -11,7 +11,8 @@ from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.common import namespaces
 from perdure.common.convert import timestamp
 from perdure.common.text import storable
-from perdure.history.store import OPEN_STATUSES, Row, payload_in, payload_of
+from perdure.history.model import OPEN_STATUSES
+from perdure.history.rows import Row, payload_in, payload_of
 from perdure.telemetry.propagation import trace_id_of
 
 

@@ -8,8 +8,6 @@ runs quiet for PERDURE_STUCK_AFTER seconds it has nothing for."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 import os
 from collections.abc import Callable
@@ -18,9 +16,11 @@ from datetime import UTC, datetime
 import grpc
 from psycopg_pool import AsyncConnectionPool
 
+from perdure.common.background import BackgroundLoop
 from perdure.common.text import printable
 from perdure.history import store
 from perdure.history.metrics import STUCK_RUNS
+from perdure.history.rows import fetch_all
 from perdure.internal.scheduler.v1 import scheduler_service_pb2 as sched
 from perdure.internal.scheduler.v1 import scheduler_service_pb2_grpc as sched_grpc
 from perdure.telemetry.propagation import untraced
@@ -45,7 +45,7 @@ def stuck_after() -> float:
     return value
 
 
-class StrandedSweep:
+class StrandedSweep(BackgroundLoop):
     """Looks for stranded runs every half threshold (at most every 30 s) in the background."""
 
     def __init__(
@@ -55,35 +55,25 @@ class StrandedSweep:
         on_scheduled: Callable[[], None],
         quiet: float,
     ) -> None:
+        super().__init__(
+            "stranded-run sweep",
+            self._sweep_untraced,
+            min(quiet / 2, MAX_SWEEP_INTERVAL_SECONDS),
+            transient=(grpc.aio.AioRpcError, OSError),  # the scheduler, unreachable a while
+        )
         self._pool = pool
         self._scheduler = scheduler
         self._on_scheduled = on_scheduled  # wakes the outbox relay
         self._quiet = quiet
-        self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
         """Sweep in the background (not at all when the threshold is 0)."""
         if self._quiet > 0:
-            self._task = asyncio.create_task(self._run(), name="stranded-sweep")
+            super().start()
 
-    async def stop(self) -> None:
-        """Stop sweeping."""
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-
-    async def _run(self) -> None:
-        interval = min(self._quiet / 2, MAX_SWEEP_INTERVAL_SECONDS)
-        while True:
-            await asyncio.sleep(interval)
-            try:
-                with untraced():
-                    await self.sweep()
-            except (grpc.aio.AioRpcError, OSError) as error:
-                log.warning("stranded-run sweep could not ask the scheduler, will retry: %s", error)
-            except Exception:
-                log.exception("stranded-run sweep failed, will retry")
+    async def _sweep_untraced(self) -> None:
+        with untraced():
+            await self.sweep()
 
     async def sweep(self) -> list[str]:
         """Report and make due again the stranded runs found now, looking at every quiet run
@@ -99,7 +89,7 @@ class StrandedSweep:
                 "after_id": after[1],
             }
             async with self._pool.connection() as conn:
-                rows = await store.fetch_all(conn, store.SELECT_QUIET_RUNS, params)
+                rows = await fetch_all(conn, store.SELECT_QUIET_RUNS, params)
             if not rows:
                 return found
             found += await self._requeue_idle([row["workflow_id"] for row in rows])
@@ -115,7 +105,7 @@ class StrandedSweep:
         if not answer.workflow_ids:
             return []
         async with self._pool.connection() as conn:
-            stranded = await store.fetch_all(
+            stranded = await fetch_all(
                 conn,
                 store.REQUEUE_STRANDED,
                 {"ids": list(answer.workflow_ids), "quiet": self._quiet},
