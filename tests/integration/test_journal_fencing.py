@@ -72,7 +72,7 @@ async def test_a_remote_step_s_lease_is_fenced_by_its_own_mark(db: Db) -> None:
     await db.journal.load_step(first)
     second = Lease(run.workflow_id, 2, "", "charge")
     task = await db.journal.load_step(second)
-    assert task["attempt"] == 1 and task["attempt_lost"]  # the first holder's attempt is lost
+    assert task.attempt == 1 and task.attempt_lost  # the first holder's attempt is lost
     outcome = StepAttempt(first, 1, EventType.STEP_COMPLETED, json_payload("1"), None, None, None)
     error = await refusal(db.journal.record_step_attempt(outcome))
     assert error.reason == "STALE_FENCE"

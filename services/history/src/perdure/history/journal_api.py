@@ -26,7 +26,6 @@ from perdure.history.model import (
     StepRecord,
 )
 from perdure.history.retries import retry_message, retry_policy
-from perdure.history.rows import payload_in, payload_of
 from perdure.history.validation import (
     call_of,
     require_state_key,
@@ -179,22 +178,22 @@ class JournalApi:
     ) -> jpb.LoadStepResponse:
         lease = step_lease(request)
         await self._require_lease(lease)
-        row = await self._journal.load_step(lease)
+        task = await self._journal.load_step(lease)
         response = jpb.LoadStepResponse(
-            workflow_type=row["workflow_type"],
-            step_type=row["step_type"],
-            input=payload_in(row, "input"),
-            attempt=row["attempt"],
-            retry=retry_message(row["retry"]),
-            attempt_lost=row["attempt_lost"],
+            workflow_type=task.workflow_type,
+            step_type=task.step_type,
+            input=task.input_value,
+            attempt=task.attempt,
+            retry=retry_message(task.retry),
+            attempt_lost=task.attempt_lost,
         )
-        if row["timeout_seconds"] is not None:
-            response.timeout.FromTimedelta(timedelta(seconds=row["timeout_seconds"]))
-        if row["heartbeat_timeout_seconds"] is not None:
-            seconds = row["heartbeat_timeout_seconds"]
+        if task.timeout_seconds is not None:
+            response.timeout.FromTimedelta(timedelta(seconds=task.timeout_seconds))
+        if task.heartbeat_timeout_seconds is not None:
+            seconds = task.heartbeat_timeout_seconds
             response.heartbeat_timeout.FromTimedelta(timedelta(seconds=seconds))
-        if (details := payload_of(row, "heartbeat_details")) is not None:
-            response.heartbeat_details.CopyFrom(details)
+        if task.heartbeat_details is not None:
+            response.heartbeat_details.CopyFrom(task.heartbeat_details)
         return response
 
     @errors.unary

@@ -197,6 +197,21 @@ class StepAttempt:
 
 
 @dataclass(frozen=True)
+class StepTask:
+    """A remote step's task as its executor loads it: what to execute and how."""
+
+    workflow_type: str
+    step_type: str
+    input_value: Payload
+    attempt: int  # the attempt the load started, or the lost one to record as failed
+    attempt_lost: bool
+    retry: dict[str, Any]  # the RetryPolicy message as JSON
+    timeout_seconds: float | None
+    heartbeat_timeout_seconds: float | None
+    heartbeat_details: Payload | None  # the last progress of an earlier attempt
+
+
+@dataclass(frozen=True)
 class Wait:
     """What a suspending run waits for, and until when (a timer's or a retry's wake-up)."""
 

@@ -20,8 +20,9 @@ from perdure.history.model import (
     Lease,
     RemoteStep,
     StepAttempt,
+    StepTask,
 )
-from perdure.history.rows import Row, fetch_one, payload_columns
+from perdure.history.rows import fetch_one, payload_columns, payload_in, payload_of
 
 
 class Steps(JournalBase):
@@ -77,10 +78,9 @@ class Steps(JournalBase):
         self._on_scheduled()
         return Appended(row["event_id"], None, row["cancel_requested"])
 
-    async def load_step(self, lease: Lease) -> Row:
-        """Raise a remote step's fence mark to the lease's fence and return what to execute
-        (columns of store.LOAD_STEP). A closed step or run is FAILED_PRECONDITION: nothing to
-        do."""
+    async def load_step(self, lease: Lease) -> StepTask:
+        """Raise a remote step's fence mark to the lease's fence and return what to execute.
+        A closed step or run is FAILED_PRECONDITION: nothing to do."""
         async with self._pool.connection() as conn:
             row = await fetch_one(conn, store.LOAD_STEP, fencing.lease_params(lease))
             if row is None:
@@ -89,7 +89,17 @@ class Steps(JournalBase):
             raise fencing.closed(lease.workflow_id, row["status"])
         if row["closed"]:
             raise fencing.step_closed(lease.workflow_id, lease.step_id)
-        return row
+        return StepTask(
+            workflow_type=row["workflow_type"],
+            step_type=row["step_type"],
+            input_value=payload_in(row, "input"),
+            attempt=row["attempt"],
+            attempt_lost=row["attempt_lost"],
+            retry=row["retry"],
+            timeout_seconds=row["timeout_seconds"],
+            heartbeat_timeout_seconds=row["heartbeat_timeout_seconds"],
+            heartbeat_details=payload_of(row, "heartbeat_details"),
+        )
 
     async def record_step_attempt(self, attempt: StepAttempt) -> Appended:
         """Record an attempt of a remote step under its step task's lease: a failed attempt
