@@ -8,6 +8,7 @@ import grpc
 
 from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.common.payload import json_payload
+from perdure.history.deadlines import EXPIRE_BATCH, expire_runs
 from perdure.history.model import (
     EventType,
     Lease,
@@ -104,3 +105,17 @@ async def test_loads_that_find_nothing_new_park_a_crash_loop(db: Db) -> None:
         await db.journal.load(Lease(lease.workflow_id, fence, ""))
     error = await refusal(db.journal.load(Lease(lease.workflow_id, 4, "")))
     assert error.reason == "WORKFLOW_CLOSED" and "parked" in error.message
+
+
+async def test_a_run_past_its_deadline_is_failed_and_its_holder_fenced_out(db: Db) -> None:
+    workflow_id = run_id()
+    await db.journal.start(workflow_id, "flow", "q", json_payload("1"), execution_timeout=0)
+    lease = Lease(workflow_id, 1, "")
+    await db.journal.load(lease)
+    while await expire_runs(db.pool) == EXPIRE_BATCH:  # other tests' runs have no deadline
+        pass
+    described = await db.journal.describe(workflow_id)
+    assert described.info.status == wf.WORKFLOW_STATUS_FAILED
+    assert described.info.failure.type == "ExecutionTimeout"
+    error = await refusal(db.journal.record(call(lease, 0), done("1")))
+    assert error.reason == "WORKFLOW_CLOSED"

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from perdure.history import fencing, store
+from perdure.history import deadlines, fencing, outbox, store, stranded
 
 # Writes under a run's lease (a worker running the run's code).
 RUN_LEASE_WRITES = {
@@ -44,10 +44,11 @@ _WRITE = re.compile(r"\b(INSERT INTO|UPDATE|DELETE FROM)\s+history\.", re.IGNORE
 
 
 def write_statements() -> dict[str, str]:
-    """Every statement of store.py that writes to the history schema, by name."""
+    """Every statement of history that writes to its schema, by name."""
     return {
         name: value
-        for name, value in vars(store).items()
+        for module in (store, deadlines, stranded, outbox)
+        for name, value in vars(module).items()
         if name.isupper()
         and not name.startswith("_")
         and isinstance(value, str)

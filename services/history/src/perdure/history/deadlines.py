@@ -8,7 +8,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from perdure.common.background import BackgroundLoop
 from perdure.common.text import printable
-from perdure.history import store
+from perdure.history.fencing import OPEN
 from perdure.history.metrics import count_closed, timed_write
 from perdure.history.model import RunStatus
 from perdure.history.rows import fetch_all
@@ -20,11 +20,39 @@ POLL_SECONDS = 0.5  # how late past its deadline a run may fail, at most (plus t
 EXPIRE_BATCH = 200
 
 
+# Fails the open runs whose execution deadline has passed, a batch at a time (replicas side by
+# side skip each other's rows), with no lease: the run's code may be running nowhere.
+EXPIRE_RUNS = f"""
+WITH due AS (
+    SELECT workflow_id FROM history.workflows
+    WHERE deadline <= now() AND status IN {OPEN}
+    ORDER BY deadline LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+), appended AS (
+    UPDATE history.workflows w
+    SET event_count = event_count + 1, updated_at = now(), status = 'FAILED',
+        closed_at = now(), wait_kind = NULL, wait_name = NULL, wait_until = NULL,
+        failure = jsonb_build_object(
+            'type', 'ExecutionTimeout',
+            'message', 'the run did not finish within its execution timeout of '
+                || trim_scale(round(extract(epoch FROM w.deadline - w.created_at)::numeric, 3))
+                || 's (from its start); it was failed at its deadline',
+            'stack_trace', '')
+    FROM due WHERE w.workflow_id = due.workflow_id
+    RETURNING w.workflow_id, w.workflow_type, w.event_count, w.failure
+), inserted AS (
+    INSERT INTO history.events (workflow_id, event_id, event_type, fence, failure)
+    SELECT workflow_id, event_count, 'WORKFLOW_FAILED', 0, failure FROM appended
+)
+SELECT workflow_id, workflow_type FROM appended
+"""
+
+
 async def expire_runs(pool: AsyncConnectionPool) -> int:
     """Fail the open runs past their execution deadline (a batch); how many were failed."""
     async with pool.connection() as conn:
         with timed_write("workflow_failed"):
-            rows = await fetch_all(conn, store.EXPIRE_RUNS, {"limit": EXPIRE_BATCH})
+            rows = await fetch_all(conn, EXPIRE_RUNS, {"limit": EXPIRE_BATCH})
     for row in rows:
         log.info("workflow %s failed: execution timeout", printable(row["workflow_id"]))
         count_closed(row["workflow_type"], RunStatus.FAILED)

@@ -10,7 +10,6 @@ from psycopg_pool import AsyncConnectionPool
 
 from perdure.common.background import BackgroundLoop
 from perdure.common.convert import timestamp
-from perdure.history import store
 from perdure.history.rows import fetch_all
 from perdure.internal.scheduler.v1 import scheduler_service_pb2 as sched
 from perdure.internal.scheduler.v1 import scheduler_service_pb2_grpc as sched_grpc
@@ -20,6 +19,21 @@ tracer = trace.get_tracer("perdure.history")
 
 BATCH = 200
 POLL_SECONDS = 1.0
+
+
+# SKIP LOCKED lets several history replicas relay side by side; a request relayed twice is
+# harmless because the scheduler's enqueue is idempotent. Each carries the fence mark of its
+# task (the run's, or a remote step's own) as it is when relayed: the scheduler grants above it.
+CLAIM_OUTBOX = """
+SELECT o.id, o.workflow_id, o.workflow_type, o.task_queue, o.run_at, o.wake_reason,
+       o.step_id, o.closed, w.trace_context,
+       COALESCE(CASE WHEN o.step_id IS NULL THEN w.fence ELSE s.fence END, 0) AS fence
+FROM history.outbox o LEFT JOIN history.workflows w USING (workflow_id)
+LEFT JOIN history.step_tasks s ON s.workflow_id = o.workflow_id AND s.step_id = o.step_id
+ORDER BY o.id LIMIT %s FOR UPDATE OF o SKIP LOCKED
+"""
+
+DELETE_OUTBOX = "DELETE FROM history.outbox WHERE id = ANY(%s)"
 
 
 class OutboxRelay(BackgroundLoop):
@@ -56,7 +70,7 @@ class OutboxRelay(BackgroundLoop):
     async def _relay_batch(self) -> int:
         async with self._pool.connection() as conn, conn.transaction():
             with untraced():  # the poll runs every second; only a relay is worth a trace
-                rows = await fetch_all(conn, store.CLAIM_OUTBOX, [BATCH])
+                rows = await fetch_all(conn, CLAIM_OUTBOX, [BATCH])
             if not rows:
                 return 0
             tasks = [
@@ -80,5 +94,5 @@ class OutboxRelay(BackgroundLoop):
             ):
                 request = sched.EnqueueTasksRequest(tasks=tasks)
                 await self._scheduler.EnqueueTasks(request, timeout=10)
-                await conn.execute(store.DELETE_OUTBOX, [[row["id"] for row in rows]])
+                await conn.execute(DELETE_OUTBOX, [[row["id"] for row in rows]])
         return len(rows)

@@ -329,34 +329,6 @@ TERMINATE = _append(
 )
 
 
-# Fails the open runs whose execution deadline has passed, a batch at a time (replicas side by
-# side skip each other's rows), with no lease: the run's code may be running nowhere.
-EXPIRE_RUNS = f"""
-WITH due AS (
-    SELECT workflow_id FROM history.workflows
-    WHERE deadline <= now() AND status IN {OPEN}
-    ORDER BY deadline LIMIT %(limit)s
-    FOR UPDATE SKIP LOCKED
-), appended AS (
-    UPDATE history.workflows w
-    SET event_count = event_count + 1, updated_at = now(), status = 'FAILED',
-        closed_at = now(), wait_kind = NULL, wait_name = NULL, wait_until = NULL,
-        failure = jsonb_build_object(
-            'type', 'ExecutionTimeout',
-            'message', 'the run did not finish within its execution timeout of '
-                || trim_scale(round(extract(epoch FROM w.deadline - w.created_at)::numeric, 3))
-                || 's (from its start); it was failed at its deadline',
-            'stack_trace', '')
-    FROM due WHERE w.workflow_id = due.workflow_id
-    RETURNING w.workflow_id, w.workflow_type, w.event_count, w.failure
-), inserted AS (
-    INSERT INTO history.events (workflow_id, event_id, event_type, fence, failure)
-    SELECT workflow_id, event_count, 'WORKFLOW_FAILED', 0, failure FROM appended
-)
-SELECT workflow_id, workflow_type FROM appended
-"""
-
-
 def audit_params(workflow_id: str, key_id: str, reason: str) -> dict[str, Any]:
     """The audit log's columns for an action on a run by `key_id` ("" without keys)."""
     namespace, public_id = namespaces.split(workflow_id)
@@ -554,20 +526,6 @@ ORDER BY run_seq DESC
 LIMIT %(limit)s
 """
 
-# SKIP LOCKED lets several history replicas relay side by side; a request relayed twice is
-# harmless because the scheduler's enqueue is idempotent. Each carries the fence mark of its
-# task (the run's, or a remote step's own) as it is when relayed: the scheduler grants above it.
-CLAIM_OUTBOX = """
-SELECT o.id, o.workflow_id, o.workflow_type, o.task_queue, o.run_at, o.wake_reason,
-       o.step_id, o.closed, w.trace_context,
-       COALESCE(CASE WHEN o.step_id IS NULL THEN w.fence ELSE s.fence END, 0) AS fence
-FROM history.outbox o LEFT JOIN history.workflows w USING (workflow_id)
-LEFT JOIN history.step_tasks s ON s.workflow_id = o.workflow_id AND s.step_id = o.step_id
-ORDER BY o.id LIMIT %s FOR UPDATE OF o SKIP LOCKED
-"""
-
-DELETE_OUTBOX = "DELETE FROM history.outbox WHERE id = ANY(%s)"
-
 
 def event_params(
     *,
@@ -627,54 +585,3 @@ def _event_payload(event_type: EventType, payload: Payload | None) -> Payload | 
     if event_type not in PAYLOAD_EVENTS:
         return None
     return payload if payload is not None else null_payload()
-
-
-# -- the stranded-run sweep --------------------------------------------------------------------
-
-# An open run that needs a worker now or at a known time (the workflows row aliased `w`):
-# running; or waiting with a wake-up time, a cancel request, a signal it waits for that is not
-# consumed, or a remote step it waits for that has its outcome.
-_NEEDS_WORKER = """(
-    w.status = 'RUNNING' OR w.wait_until IS NOT NULL OR w.cancel_requested
-    OR (w.wait_kind = 'SIGNAL' AND EXISTS (
-        SELECT 1 FROM history.events s
-        WHERE s.workflow_id = w.workflow_id AND s.event_type = 'SIGNAL_RECEIVED'
-          AND s.name = w.wait_name
-          AND NOT EXISTS (SELECT 1 FROM history.signal_consumptions c
-                          WHERE c.workflow_id = s.workflow_id AND c.event_id = s.event_id)))
-    OR (w.wait_kind = 'STEP' AND EXISTS (
-        SELECT 1 FROM history.step_tasks t
-        WHERE t.workflow_id = w.workflow_id AND t.step_id = w.wait_name AND t.closed))
-)"""
-
-# Open runs that need a worker and have had no journal write for `quiet` seconds, with no
-# scheduling request waiting in the outbox, a page after (after_at, after_id): the scheduler is
-# asked which of them it has no leased or due task for.
-SELECT_QUIET_RUNS = f"""
-SELECT w.workflow_id, w.updated_at FROM history.workflows w
-WHERE w.status IN {OPEN} AND {_NEEDS_WORKER}
-  AND w.updated_at < now() - make_interval(secs => %(quiet)s)
-  AND NOT EXISTS (SELECT 1 FROM history.outbox o WHERE o.workflow_id = w.workflow_id)
-  AND (w.updated_at, w.workflow_id) > (%(after_at)s::timestamptz, %(after_id)s::text)
-ORDER BY w.updated_at, w.workflow_id
-LIMIT %(limit)s
-"""
-
-# Marks the idle ones stuck and makes each due again (a waiting one at its wake-up time), the
-# request carrying the fence mark as the relay sends it. Still quiet, or it moved on meanwhile.
-REQUEUE_STRANDED = f"""
-WITH stranded AS (
-    UPDATE history.workflows w SET stuck_since = COALESCE(w.stuck_since, now())
-    WHERE w.workflow_id = ANY(%(ids)s) AND w.status IN {OPEN} AND {_NEEDS_WORKER}
-      AND w.updated_at < now() - make_interval(secs => %(quiet)s)
-    RETURNING w.workflow_id, w.workflow_type, w.task_queue, w.status, w.wait_kind, w.wait_until,
-              w.cancel_requested, w.updated_at
-), scheduled AS (
-    INSERT INTO history.outbox (workflow_id, workflow_type, task_queue, run_at, wake_reason)
-    SELECT workflow_id, workflow_type, task_queue,
-           CASE WHEN status = 'WAITING' AND NOT cancel_requested THEN wait_until END,
-           CASE WHEN status = 'WAITING' AND wait_until IS NOT NULL THEN lower(wait_kind) END
-    FROM stranded
-)
-SELECT workflow_id, workflow_type, status, updated_at FROM stranded
-"""
