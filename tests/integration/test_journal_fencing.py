@@ -79,3 +79,16 @@ async def test_a_remote_step_s_lease_is_fenced_by_its_own_mark(db: Db) -> None:
     assert "step charge of workflow" in error.message
     error = await refusal(db.journal.load_step(Lease(run.workflow_id, 1, "", "nope")))
     assert error.reason == "STEP_NOT_FOUND"
+
+
+async def test_a_heartbeat_is_fenced_and_carries_the_cancel_request(db: Db) -> None:
+    old = await started(db.journal, fence=1)
+    assert not await db.journal.heartbeat(old, "slow", 1, json_payload('"half"'))
+    await db.journal.cancel(old.workflow_id, "enough", "")
+    assert await db.journal.heartbeat(old, "slow", 1, None)  # the details kept
+    loaded = await db.journal.load(Lease(old.workflow_id, 2, ""))
+    assert [(p["step_id"], bytes(p["details"].data)) for p in loaded.progress] == [
+        ("slow", b'"half"')
+    ]
+    error = await refusal(db.journal.heartbeat(old, "slow", 1, None))
+    assert error.reason == "STALE_FENCE"
