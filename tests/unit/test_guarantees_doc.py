@@ -11,6 +11,7 @@ TEST_DIRS = (
     "tests/integration",
     "tests/unit/worker",
     "tests/unit/common",
+    "tests/unit/history",
     "tests/unit/cli",
     "tests/chaos",
     "tests/fuzz",

@@ -9,7 +9,7 @@ import pytest
 
 from perdure.common.errors import ApiError
 from perdure.common.page_tokens import decode_page_token, encode_page_token
-from perdure.history import journal
+from perdure.history import reads
 
 
 def b64(raw: bytes) -> str:
@@ -77,14 +77,14 @@ def test_foreign_tokens_are_invalid_page_tokens(token: str) -> None:
 
 
 def test_page_size_zero_means_the_default() -> None:
-    assert journal.page_size(0) == journal.DEFAULT_PAGE_SIZE == 100
+    assert reads.page_size(0) == reads.DEFAULT_PAGE_SIZE == 100
 
 
 @pytest.mark.parametrize("requested", [1, 2, 99, 100, 101, 999, 1000])
 def test_page_size_within_the_cap_is_kept(requested: int) -> None:
-    assert journal.page_size(requested) == requested
+    assert reads.page_size(requested) == requested
 
 
 @pytest.mark.parametrize("requested", [1001, 5000, 2**31 - 1])
 def test_page_size_is_capped(requested: int) -> None:
-    assert journal.page_size(requested) == journal.MAX_PAGE_SIZE == 1000
+    assert reads.page_size(requested) == reads.MAX_PAGE_SIZE == 1000

@@ -23,9 +23,10 @@ from perdure.common.grpc_server import ServerSpec, serve
 from perdure.common.guard import guards
 from perdure.common.limits import rate_setting
 from perdure.common.service_identity import service_channel
+from perdure.history.appends import DEFAULT_CRASH_LOOP_LIMIT
 from perdure.history.deadlines import DeadlineWatch
 from perdure.history.handlers import HistoryServicer, JournalServicer
-from perdure.history.journal import DEFAULT_CRASH_LOOP_LIMIT, Journal
+from perdure.history.journal import Journal
 from perdure.history.keys import KeyRing
 from perdure.history.outbox import OutboxRelay
 from perdure.history.stranded import StrandedSweep, stuck_after
@@ -61,7 +62,7 @@ async def run(args: argparse.Namespace) -> None:
     scheduler = scheduler_service_pb2_grpc.SchedulerServiceStub(channel)
     relay = OutboxRelay(pool, scheduler)
     journal = Journal(pool, relay.notify, args.crash_loop_limit)
-    deadlines = DeadlineWatch(journal)
+    deadlines = DeadlineWatch(pool)
     sweep = StrandedSweep(pool, scheduler, relay.notify, stuck_after())
     journal_servicer = JournalServicer(
         journal, rate_setting("PERDURE_STREAM_MESSAGE_RATE", 5000.0), scheduler

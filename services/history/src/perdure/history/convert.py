@@ -11,7 +11,8 @@ from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.common import namespaces
 from perdure.common.convert import timestamp
 from perdure.common.text import storable
-from perdure.history.store import OPEN_STATUSES, Row, payload_in, payload_of
+from perdure.history.model import OPEN_STATUSES, EventType, RunStatus
+from perdure.history.rows import Row, payload_in, payload_of
 from perdure.telemetry.propagation import trace_id_of
 
 
@@ -46,7 +47,7 @@ def workflow_info(row: Row) -> wf.WorkflowInfo:
         task_queue=namespaces.split(row["task_queue"])[1],
         status=f"WORKFLOW_STATUS_{row['status']}",
         input=payload_in(row, "input"),
-        result=payload_of(row, "result") if row["status"] == "COMPLETED" else None,
+        result=payload_of(row, "result") if row["status"] == RunStatus.COMPLETED else None,
         failure=dict_to_failure(row["failure"]),
         create_time=timestamp(row["created_at"]),
         update_time=timestamp(row["updated_at"]),
@@ -97,7 +98,14 @@ def _wait_from_json(data: dict[str, Any] | None) -> wf.Wait | None:
     return _wait(data["kind"], data.get("name"), until)
 
 
-_STEP_EVENTS = frozenset({"STEP_SCHEDULED", "STEP_COMPLETED", "STEP_FAILED", "STEP_ATTEMPT_FAILED"})
+_STEP_EVENTS = frozenset(
+    {
+        EventType.STEP_SCHEDULED,
+        EventType.STEP_COMPLETED,
+        EventType.STEP_FAILED,
+        EventType.STEP_ATTEMPT_FAILED,
+    }
+)
 
 
 def step_infos(events: list[Row], progress: list[Row]) -> list[wf.StepInfo]:
@@ -108,7 +116,7 @@ def step_infos(events: list[Row], progress: list[Row]) -> list[wf.StepInfo]:
         if row["event_type"] not in _STEP_EVENTS or row["step_name"].startswith("$"):
             continue
         step = steps.setdefault(row["step_id"], _new_step(row["step_id"], row["step_name"]))
-        if row["event_type"] == "STEP_SCHEDULED":  # a remote step, until its worker reports
+        if row["event_type"] == EventType.STEP_SCHEDULED:  # a remote step, until its worker reports
             step.position = row["position"]
             step.status = wf.STEP_STATUS_RUNNING
             continue
@@ -118,14 +126,14 @@ def step_infos(events: list[Row], progress: list[Row]) -> list[wf.StepInfo]:
         step.fence = row["fence"]
         step.failure.CopyFrom(dict_to_failure(row["failure"]) or wf.Failure())
         step.ClearField("next_retry_time")
-        if row["event_type"] == "STEP_ATTEMPT_FAILED":
+        if row["event_type"] == EventType.STEP_ATTEMPT_FAILED:
             step.status = wf.STEP_STATUS_RETRYING
             step.next_retry_time.FromDatetime(row["due_at"])
             continue
         if row["position"] is not None:  # a remote step's outcome keeps its call's position
             step.position = row["position"]
         step.complete_time.FromDatetime(row["created_at"])
-        step.succeeded = row["event_type"] == "STEP_COMPLETED"
+        step.succeeded = row["event_type"] == EventType.STEP_COMPLETED
         if step.succeeded:
             step.status = wf.STEP_STATUS_COMPLETED
             step.output.CopyFrom(payload_in(row, "payload"))
@@ -187,7 +195,7 @@ def pending_signals(events: list[Row]) -> list[wf.PendingSignal]:
     consumed = {
         event_id
         for row in events
-        if row["event_type"] == "SIGNAL_CONSUMED"
+        if row["event_type"] == EventType.SIGNAL_CONSUMED
         for event_id in row["consumed"] or []
     }
     return [
@@ -199,7 +207,7 @@ def pending_signals(events: list[Row]) -> list[wf.PendingSignal]:
             event_id=row["event_id"],
         )
         for row in events
-        if row["event_type"] == "SIGNAL_RECEIVED" and row["event_id"] not in consumed
+        if row["event_type"] == EventType.SIGNAL_RECEIVED and row["event_id"] not in consumed
     ]
 
 

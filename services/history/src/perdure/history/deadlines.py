@@ -2,42 +2,73 @@
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 
-from perdure.history.journal import EXPIRE_BATCH, Journal
+from psycopg_pool import AsyncConnectionPool
+
+from perdure.common.background import BackgroundLoop
+from perdure.common.text import printable
+from perdure.history.fencing import OPEN
+from perdure.history.metrics import count_closed, timed_write
+from perdure.history.model import RunStatus
+from perdure.history.rows import fetch_all
 from perdure.telemetry.propagation import untraced
 
 log = logging.getLogger(__name__)
 
 POLL_SECONDS = 0.5  # how late past its deadline a run may fail, at most (plus the write)
+EXPIRE_BATCH = 200
 
 
-class DeadlineWatch:
-    """Looks for runs past their deadline twice a second and fails them."""
+# Fails the open runs whose execution deadline has passed, a batch at a time (replicas side by
+# side skip each other's rows), with no lease: the run's code may be running nowhere.
+EXPIRE_RUNS = f"""
+WITH due AS (
+    SELECT workflow_id FROM history.workflows
+    WHERE deadline <= now() AND status IN {OPEN}
+    ORDER BY deadline LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+), appended AS (
+    UPDATE history.workflows w
+    SET event_count = event_count + 1, updated_at = now(), status = 'FAILED',
+        closed_at = now(), wait_kind = NULL, wait_name = NULL, wait_until = NULL,
+        failure = jsonb_build_object(
+            'type', 'ExecutionTimeout',
+            'message', 'the run did not finish within its execution timeout of '
+                || trim_scale(round(extract(epoch FROM w.deadline - w.created_at)::numeric, 3))
+                || 's (from its start); it was failed at its deadline',
+            'stack_trace', '')
+    FROM due WHERE w.workflow_id = due.workflow_id
+    RETURNING w.workflow_id, w.workflow_type, w.event_count, w.failure
+), inserted AS (
+    INSERT INTO history.events (workflow_id, event_id, event_type, fence, failure)
+    SELECT workflow_id, event_count, 'WORKFLOW_FAILED', 0, failure FROM appended
+)
+SELECT workflow_id, workflow_type FROM appended
+"""
 
-    def __init__(self, journal: Journal) -> None:
-        self._journal = journal
-        self._task: asyncio.Task[None] | None = None
 
-    def start(self) -> None:
-        """Watch in the background."""
-        self._task = asyncio.create_task(self._run(), name="deadline-watch")
+async def expire_runs(pool: AsyncConnectionPool) -> int:
+    """Fail the open runs past their execution deadline (a batch); how many were failed."""
+    async with pool.connection() as conn:
+        with timed_write("workflow_failed"):
+            rows = await fetch_all(conn, EXPIRE_RUNS, {"limit": EXPIRE_BATCH})
+    for row in rows:
+        log.info("workflow %s failed: execution timeout", printable(row["workflow_id"]))
+        count_closed(row["workflow_type"], RunStatus.FAILED)
+    return len(rows)
 
-    async def stop(self) -> None:
-        """Stop watching; runs past their deadline fail at the next start (or another replica)."""
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
 
-    async def _run(self) -> None:
-        while True:
-            await asyncio.sleep(POLL_SECONDS)
-            try:
-                with untraced():  # the poll runs all the time; the closes are logged
-                    while await self._journal.expire_runs() == EXPIRE_BATCH:
-                        pass
-            except Exception:
-                log.exception("failing runs past their execution deadline failed, will retry")
+class DeadlineWatch(BackgroundLoop):
+    """Looks for runs past their deadline twice a second and fails them; stopped, runs past
+    their deadline fail at the next start (or at another replica)."""
+
+    def __init__(self, pool: AsyncConnectionPool) -> None:
+        super().__init__("deadline watch", self.expire, POLL_SECONDS)
+        self._pool = pool
+
+    async def expire(self) -> None:
+        """Fail every open run past its execution deadline, a batch at a time."""
+        with untraced():  # the poll runs all the time; the closes are logged
+            while await expire_runs(self._pool) == EXPIRE_BATCH:
+                pass

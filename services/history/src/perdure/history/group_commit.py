@@ -18,7 +18,7 @@ from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
 from perdure.history import store
-from perdure.history.store import Row
+from perdure.history.rows import Row, fetch_all
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +34,7 @@ class _Record:
 
 
 class GroupCommit:
-    """Appends records (parameters of store.RECORD_EVENT) in batches, one batch at a time."""
+    """Appends records (store.event_params's) in batches, one batch at a time."""
 
     def __init__(self, pool: AsyncConnectionPool) -> None:
         self._pool = pool
@@ -42,7 +42,7 @@ class GroupCommit:
         self._writer: asyncio.Task[None] | None = None
 
     async def append(self, params: dict[str, Any]) -> Row | None:
-        """Append one record; return RECORD_EVENT's row, or None when its run matched no
+        """Append one record; return RECORD_EVENTS's row, or None when its run matched no
         update (a stale fence, a closed run). Raises what writing it alone would raise."""
         record = _Record(params)
         self._queue.append(record)
@@ -76,12 +76,14 @@ class GroupCommit:
         return batch
 
     async def _write(self, batch: list[_Record]) -> None:
-        if len(batch) == 1:
-            await self._write_alone(batch[0])
-            return
         try:
             rows = await self._write_together(batch)
-        except psycopg.Error as error:
+        except Exception as error:
+            if len(batch) == 1:
+                _settle(batch[0], error=error)
+                return
+            if not isinstance(error, psycopg.Error):
+                raise
             # One record's conflict (a retried call) or a deadlock with another replica's
             # batch undoes them all: write each half together again, so only the failing
             # record ends up alone and gets its own error (about 2 log2(n) statements, not n).
@@ -94,22 +96,15 @@ class GroupCommit:
                 _settle(record, rows.get(index))
 
     async def _write_together(self, batch: list[_Record]) -> dict[int, Row]:
+        """Write a batch (of one or more) with store.RECORD_EVENTS: the one append statement of
+        the workers' records."""
         columns = {
             column: [_array_element(column, r.params[column]) for r in batch]
             for column in store.RECORD_EVENTS_COLUMNS
         }
         async with self._pool.connection() as conn:
-            rows = await store.fetch_all(conn, store.RECORD_EVENTS, columns)
+            rows = await fetch_all(conn, store.RECORD_EVENTS, columns)
         return {row["ord"]: row for row in rows}
-
-    async def _write_alone(self, record: _Record) -> None:
-        try:
-            async with self._pool.connection() as conn:
-                row = await store.fetch_one(conn, store.RECORD_EVENT, record.params)
-        except Exception as error:
-            _settle(record, error=error)
-        else:
-            _settle(record, row)
 
 
 def _settle(record: _Record, row: Row | None = None, error: Exception | None = None) -> None:

@@ -24,7 +24,7 @@ from perdure.common.auth import (
 from perdure.common.convert import python_to_value, timestamp
 from perdure.common.page_tokens import decode_page_token, encode_page_token
 from perdure.common.text import require_storable
-from perdure.history.store import fetch_all, fetch_one
+from perdure.history.rows import fetch_all, fetch_one
 
 MAX_NAME_LENGTH = 200
 MAX_QUEUES = 100

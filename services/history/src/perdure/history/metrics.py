@@ -51,3 +51,17 @@ STUCK_RUNS = _meter.create_counter(
     description="Runs found open with no lease, no task and no wake-up, and made due again, "
     "by workflow type.",
 )
+
+
+def count_started(workflow_type: str) -> None:
+    """Count a run started (once committed: started = closed + open)."""
+    WORKFLOWS_STARTED.add(1, {"perdure.workflow.type": workflow_type})
+
+
+def count_closed(workflow_type: str, status: str) -> None:
+    """Count a run closed with `status`."""
+    attributes = {
+        "perdure.workflow.type": workflow_type,
+        "perdure.workflow.outcome": status.lower(),
+    }
+    WORKFLOWS_CLOSED.add(1, attributes)

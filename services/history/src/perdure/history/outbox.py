@@ -3,73 +3,74 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import logging
 
 import grpc
 from opentelemetry import trace
 from psycopg_pool import AsyncConnectionPool
 
-from perdure.common.aio import wait_event
+from perdure.common.background import BackgroundLoop
 from perdure.common.convert import timestamp
-from perdure.history import store
+from perdure.history.rows import fetch_all
 from perdure.internal.scheduler.v1 import scheduler_service_pb2 as sched
 from perdure.internal.scheduler.v1 import scheduler_service_pb2_grpc as sched_grpc
 from perdure.telemetry.propagation import links_to, untraced
 
-log = logging.getLogger(__name__)
 tracer = trace.get_tracer("perdure.history")
 
 BATCH = 200
 POLL_SECONDS = 1.0
 
 
-class OutboxRelay:
+# SKIP LOCKED lets several history replicas relay side by side; a request relayed twice is
+# harmless because the scheduler's enqueue is idempotent. Each carries the fence mark of its
+# task (the run's, or a remote step's own) as it is when relayed: the scheduler grants above it.
+CLAIM_OUTBOX = """
+SELECT o.id, o.workflow_id, o.workflow_type, o.task_queue, o.run_at, o.wake_reason,
+       o.step_id, o.closed, w.trace_context,
+       COALESCE(CASE WHEN o.step_id IS NULL THEN w.fence ELSE s.fence END, 0) AS fence
+FROM history.outbox o LEFT JOIN history.workflows w USING (workflow_id)
+LEFT JOIN history.step_tasks s ON s.workflow_id = o.workflow_id AND s.step_id = o.step_id
+ORDER BY o.id LIMIT %s FOR UPDATE OF o SKIP LOCKED
+"""
+
+DELETE_OUTBOX = "DELETE FROM history.outbox WHERE id = ANY(%s)"
+
+
+class OutboxRelay(BackgroundLoop):
     """Sends outbox rows to the scheduler and deletes them once it has acknowledged them.
 
     A request survives any crash: it is deleted only after the scheduler's answer, so a
     crash in between sends it again, which the scheduler's idempotent enqueue absorbs.
+    Stopped, what is left stays in the outbox for the next start.
     """
 
     def __init__(
         self, pool: AsyncConnectionPool, scheduler: sched_grpc.SchedulerServiceStub
     ) -> None:
+        self._relay_soon = asyncio.Event()
+        super().__init__(
+            "outbox relay",
+            self.relay,
+            POLL_SECONDS,
+            wake=self._relay_soon,
+            transient=(grpc.aio.AioRpcError, OSError),  # the scheduler, unreachable a while
+        )
         self._pool = pool
         self._scheduler = scheduler
-        self._wake = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
 
     def notify(self) -> None:
         """Relay soon: a transaction with outbox rows just committed."""
-        self._wake.set()
+        self._relay_soon.set()
 
-    def start(self) -> None:
-        """Run the relay in the background."""
-        self._task = asyncio.create_task(self._run(), name="outbox-relay")
-
-    async def stop(self) -> None:
-        """Stop relaying; what is left stays in the outbox for the next start."""
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-
-    async def _run(self) -> None:
-        while True:
-            await wait_event(self._wake, POLL_SECONDS)
-            self._wake.clear()
-            try:
-                while await self._relay_batch() == BATCH:
-                    pass
-            except (grpc.aio.AioRpcError, OSError) as error:
-                log.warning("outbox relay to the scheduler failed, will retry: %s", error)
-            except Exception:
-                log.exception("outbox relay failed, will retry")
+    async def relay(self) -> None:
+        """Relay everything in the outbox now, a batch at a time."""
+        while await self._relay_batch() == BATCH:
+            pass
 
     async def _relay_batch(self) -> int:
         async with self._pool.connection() as conn, conn.transaction():
             with untraced():  # the poll runs every second; only a relay is worth a trace
-                rows = await store.fetch_all(conn, store.CLAIM_OUTBOX, [BATCH])
+                rows = await fetch_all(conn, CLAIM_OUTBOX, [BATCH])
             if not rows:
                 return 0
             tasks = [
@@ -93,5 +94,5 @@ class OutboxRelay:
             ):
                 request = sched.EnqueueTasksRequest(tasks=tasks)
                 await self._scheduler.EnqueueTasks(request, timeout=10)
-                await conn.execute(store.DELETE_OUTBOX, [[row["id"] for row in rows]])
+                await conn.execute(DELETE_OUTBOX, [[row["id"] for row in rows]])
         return len(rows)

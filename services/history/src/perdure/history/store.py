@@ -1,20 +1,27 @@
-"""SQL for the history schema, and the helpers that run it."""
+"""The history schema's statements (their fence conditions are fencing.py's), and the
+parameters of an event's append."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from psycopg import AsyncConnection
-from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
 from perdure.api.common.v1.payload_pb2 import Payload
 from perdure.common import namespaces
-from perdure.common.auth import current_principal
 from perdure.common.payload import null_payload
-
-Row = dict[str, Any]
+from perdure.history.fencing import (
+    OPEN,
+    TAKE_LEASE,
+    run_lease_held,
+    run_lease_taken,
+    step_lease_held,
+    step_lease_taken,
+)
+from perdure.history.model import PAYLOAD_EVENTS, EventType
+from perdure.history.rows import json_or_none, payload_columns
 
 WORKFLOW_COLUMNS = (
     "workflow_id, workflow_type, task_queue, status, input, input_encoding, result,"
@@ -28,8 +35,6 @@ EVENT_COLUMNS = (
     " created_at, due_at, name, signal_id, consumed, started_at, wait, trace_context,"
     " task_queue"
 )
-OPEN_STATUSES = ("RUNNING", "WAITING")
-OPEN = f"{OPEN_STATUSES}"  # as SQL: ('RUNNING', 'WAITING')
 # The run's step progress (last heartbeats) as a JSON array, returned with the run so that a
 # load or a describe costs no extra round trip. Needs the workflows row aliased `w`.
 _PROGRESS = """(
@@ -64,8 +69,6 @@ SELECT workflow_id FROM run
 """
 
 SELECT_WORKFLOW = f"SELECT {WORKFLOW_COLUMNS} FROM history.workflows WHERE workflow_id = %s"
-# A run's lease as history knows it: the fence mark, the key whose load set it, the status.
-SELECT_LEASE = "SELECT fence, fence_key, status FROM history.workflows WHERE workflow_id = %s"
 # A closed run's lease and outcome: whether a FinishWorkflow sent again is the one that closed it.
 SELECT_CLOSE = (
     "SELECT fence, fence_key, status, result, result_encoding, failure FROM history.workflows"
@@ -77,7 +80,7 @@ SELECT_WORKFLOW_WITH_PROGRESS = (
 
 # Raising the fence mark and taking the row lock happen in one statement: a lower fence
 # matches no row, so a stale holder can never reach the write that follows. Only a load raises
-# the mark; every other write must carry the mark itself (_FENCED), so no fence but a loaded
+# the mark; every other write must carry the mark itself (run_lease_held), so no fence but a loaded
 # one (with authentication on: the lease the scheduler granted to the caller's key) can write.
 # A waiting run being picked up is running again (it suspends anew if what it waits for is not
 # there yet).
@@ -87,37 +90,74 @@ SELECT_WORKFLOW_WITH_PROGRESS = (
 # (a retried request) is no new load.
 ADVANCE_FENCE = f"""
 UPDATE history.workflows w
-SET fence = %(fence)s, fence_key = %(lease_key)s, stuck_since = NULL,
+SET {TAKE_LEASE}, stuck_since = NULL,
     status = CASE WHEN status = 'WAITING' THEN 'RUNNING' ELSE status END,
     wait_kind = NULL, wait_name = NULL, wait_until = NULL,
     idle_loads = CASE WHEN fence = %(fence)s THEN idle_loads
                       WHEN event_count = loaded_event_count THEN idle_loads + 1
                       ELSE 1 END,
     loaded_event_count = event_count
-WHERE workflow_id = %(workflow_id)s AND fence <= %(fence)s AND status IN {OPEN}
+WHERE {run_lease_taken()}
 RETURNING {WORKFLOW_COLUMNS}, idle_loads, now() AS db_now, {_PROGRESS}
 """
 
 # Every journal append is one statement: an UPDATE of the run (`appended`, which must return
 # workflow_id, workflow_type, task_queue, event_count, cancel_requested and, for the statements
 # of requests from outside the run, trace_context) reserves the next
-# event id, and the INSERT below writes the event from it. When the UPDATE matches no row (a
-# stale fence, a closed run) nothing is written; a step id, position or signal id already
+# event id, and the INSERT of _insert_event writes the event from it. When the UPDATE matches no
+# row (a stale fence, a closed run) nothing is written; a step id, position or signal id already
 # taken raises UniqueViolation and the whole statement, the UPDATE included, is undone.
 _APPENDED_COLUMNS = "workflow_id, workflow_type, task_queue, event_count, cancel_requested"
-_INSERT_EVENT = """, inserted AS (
+
+# An event's parameters (event_params's keys) and their SQL types: the one list both the single
+# appends and the batched one (RECORD_EVENTS) write from.
+EVENT_PARAMS = {
+    "workflow_id": "text",
+    "fence": "bigint",
+    "event_type": "text",
+    "step_id": "text",
+    "step_name": "text",
+    "position": "bigint",
+    "attempt": "int",
+    "payload": "bytea",
+    "payload_encoding": "text",
+    "failure": "jsonb",
+    "due_at": "timestamptz",
+    "due_in": "float8",
+    "name": "text",
+    "signal_id": "text",
+    "consumed": "bigint[]",
+    "started_at": "timestamptz",
+    "wait": "jsonb",
+    "trace_context": "jsonb",
+    "task_queue": "text",
+}
+
+
+def _insert_event(value: Callable[[str], str], source: str = "appended") -> str:
+    """The INSERT of an append's event (the CTE `inserted`), `value` spelling how each of
+    EVENT_PARAMS is read, `source` the rows it reads them from (`appended` among them)."""
+    v = value
+    return f""", inserted AS (
     INSERT INTO history.events (workflow_id, event_id, event_type, fence, step_id, step_name,
                                 position, attempt, payload, payload_encoding, failure, due_at,
                                 name, signal_id, consumed, started_at, wait, trace_context,
                                 task_queue)
-    SELECT workflow_id, event_count, %(event_type)s, %(fence)s, %(step_id)s, %(step_name)s,
-           %(position)s, %(attempt)s, %(payload)s, %(payload_encoding)s, %(failure)s,
-           COALESCE(%(due_at)s::timestamptz, now() + make_interval(secs => %(due_in)s::float8)),
-           %(name)s, %(signal_id)s, %(consumed)s, %(started_at)s, %(wait)s, %(trace_context)s,
-           %(task_queue)s
-    FROM appended
-    RETURNING event_id, due_at
+    SELECT appended.workflow_id, appended.event_count, {v("event_type")}, {v("fence")},
+           {v("step_id")}, {v("step_name")}, {v("position")}, {v("attempt")}, {v("payload")},
+           {v("payload_encoding")}, {v("failure")},
+           COALESCE({v("due_at")}, now() + make_interval(secs => {v("due_in")})),
+           {v("name")}, {v("signal_id")}, {v("consumed")}, {v("started_at")}, {v("wait")},
+           {v("trace_context")}, {v("task_queue")}
+    FROM {source}
+    RETURNING workflow_id, event_id, due_at
 )"""
+
+
+def _parameter(name: str) -> str:
+    return f"%({name})s::{EVENT_PARAMS[name]}"
+
+
 # Wakes the run through the outbox at run_at (NULL: now), committed with the append.
 _SCHEDULE = """, scheduled AS (
     INSERT INTO history.outbox (workflow_id, workflow_type, task_queue, run_at, wake_reason)
@@ -138,7 +178,7 @@ def _append(update: str, *, schedule: bool = False, linked: bool = False, also: 
     returning = _APPENDED_COLUMNS + (", trace_context" if linked else "")
     return (
         f"WITH appended AS ({update} RETURNING {returning})"
-        + _INSERT_EVENT
+        + _insert_event(_parameter)
         + (_SCHEDULE if schedule else "")
         + also
         + _RESULT
@@ -147,17 +187,11 @@ def _append(update: str, *, schedule: bool = False, linked: bool = False, also: 
     )
 
 
-_FENCED = (
-    "WHERE workflow_id = %(workflow_id)s AND fence = %(fence)s AND fence_key = %(lease_key)s"
-    f" AND status IN {OPEN}"
-)
-
 # A worker's record of one call of the code (a step outcome, a timer, state...; a signal
 # consumption is CONSUME_SIGNALS's).
 _RECORD = f"""UPDATE history.workflows
     SET event_count = event_count + 1, updated_at = now()
-    {_FENCED}"""
-RECORD_EVENT = _append(_RECORD)
+    WHERE {run_lease_held()}"""
 
 # A signal consumption (SIGNAL_CONSUMED, its `consumed` the SIGNAL_RECEIVED event ids it takes):
 # only this run's signals, each named once and not consumed yet; the run matches no row
@@ -167,7 +201,7 @@ RECORD_EVENT = _append(_RECORD)
 CONSUME_SIGNALS = _append(
     f"""UPDATE history.workflows w
     SET event_count = event_count + 1, updated_at = now()
-    {_FENCED}
+    WHERE {run_lease_held()}
       AND cardinality(%(consumed)s::bigint[]) = (
           SELECT count(*) FROM history.events s
           WHERE s.workflow_id = w.workflow_id AND s.event_id = ANY(%(consumed)s::bigint[])
@@ -191,62 +225,45 @@ WHERE s.workflow_id = %(workflow_id)s AND s.event_id = ANY(%(event_ids)s::bigint
   AND s.event_type = 'SIGNAL_RECEIVED'
 """
 
-# Many workers' records in one statement and one commit (group commit): the same append as
-# RECORD_EVENT for each input row, at most one row per run. A row whose run matches no update
-# (a stale fence, a closed run) gets no result row. Any error undoes the whole statement.
-RECORD_EVENTS = f"""
+# The workers' records (step outcomes, timers, state...), one or many in one statement and
+# one commit (group commit): each input row is appended as _append's statements append one,
+# at most one row per run. A row whose run matches no update (a stale fence, a closed run) gets
+# no result row. Any error undoes the whole statement. Parameters: EVENT_PARAMS and lease_key,
+# each an array with one element per record (consumed as jsonb: rows differ in length).
+_BATCHED = {**EVENT_PARAMS, "consumed": "jsonb", "lease_key": "text"}
+RECORD_EVENTS_COLUMNS = tuple(_BATCHED)
+_BATCHED_LEASE_HELD = run_lease_held(
+    "w.", workflow_id="i.workflow_id", fence="i.fence", lease_key="i.lease_key"
+)
+
+
+def _input(name: str) -> str:
+    if name == "consumed":
+        return (
+            "CASE WHEN i.consumed IS NOT NULL"
+            " THEN ARRAY(SELECT jsonb_array_elements_text(i.consumed)::bigint) END"
+        )
+    return f"i.{name}"
+
+
+RECORD_EVENTS = (
+    f"""
 WITH input AS (
-    SELECT * FROM unnest(
-        %(workflow_id)s::text[], %(fence)s::bigint[], %(event_type)s::text[],
-        %(step_id)s::text[], %(step_name)s::text[], %(position)s::bigint[], %(attempt)s::int[],
-        %(payload)s::bytea[], %(payload_encoding)s::text[], %(failure)s::jsonb[],
-        %(due_at)s::timestamptz[], %(due_in)s::float8[], %(name)s::text[],
-        %(consumed)s::jsonb[], %(started_at)s::timestamptz[], %(lease_key)s::text[]
-    ) WITH ORDINALITY AS i(workflow_id, fence, event_type, step_id, step_name, position,
-                           attempt, payload, payload_encoding, failure, due_at, due_in, name,
-                           consumed, started_at, lease_key, ord)
+    SELECT * FROM unnest({", ".join(f"%({n})s::{t}[]" for n, t in _BATCHED.items())})
+        WITH ORDINALITY AS i({", ".join(_BATCHED)}, ord)
 ), appended AS (
     UPDATE history.workflows w
     SET event_count = w.event_count + 1, updated_at = now()
     FROM input i
-    WHERE w.workflow_id = i.workflow_id AND w.fence = i.fence AND w.fence_key = i.lease_key
-      AND w.status IN {OPEN}
+    WHERE {_BATCHED_LEASE_HELD}
     RETURNING i.ord, w.workflow_id, w.workflow_type, w.event_count, w.cancel_requested
-), inserted AS (
-    INSERT INTO history.events (workflow_id, event_id, event_type, fence, step_id, step_name,
-                                position, attempt, payload, payload_encoding, failure, due_at,
-                                name, consumed, started_at)
-    SELECT a.workflow_id, a.event_count, i.event_type, i.fence, i.step_id, i.step_name,
-           i.position, i.attempt, i.payload, i.payload_encoding, i.failure,
-           COALESCE(i.due_at, now() + make_interval(secs => i.due_in)), i.name,
-           CASE WHEN i.consumed IS NOT NULL
-                THEN ARRAY(SELECT jsonb_array_elements_text(i.consumed)::bigint) END,
-           i.started_at
-    FROM appended a JOIN input i USING (ord)
-    RETURNING workflow_id, event_id, due_at
-)
+)"""
+    + _insert_event(_input, source="appended JOIN input i USING (ord)")
+    + """
 SELECT a.ord, inserted.event_id, inserted.due_at, a.cancel_requested, a.workflow_type
 FROM appended a JOIN inserted
   ON inserted.workflow_id = a.workflow_id AND inserted.event_id = a.event_count
 """
-# The columns of RECORD_EVENTS's arrays, one element per record.
-RECORD_EVENTS_COLUMNS = (
-    "workflow_id",
-    "fence",
-    "event_type",
-    "step_id",
-    "step_name",
-    "position",
-    "attempt",
-    "payload",
-    "payload_encoding",
-    "failure",
-    "due_at",
-    "due_in",
-    "name",
-    "consumed",
-    "started_at",
-    "lease_key",
 )
 
 SUSPEND = _append(
@@ -254,7 +271,7 @@ SUSPEND = _append(
     SET event_count = event_count + 1, updated_at = now(),
         status = 'WAITING', wait_kind = %(wait_kind)s, wait_name = %(wait_name)s,
         wait_until = %(run_at)s
-    {_FENCED}""",
+    WHERE {run_lease_held()}""",
     schedule=True,
 )
 
@@ -270,7 +287,7 @@ CLOSE_RUN = _append(
         status = %(status)s, result = %(payload)s, result_encoding = %(payload_encoding)s,
         failure = %(failure)s, closed_at = now(),
         wait_kind = NULL, wait_name = NULL, wait_until = NULL
-    {_FENCED}""",
+    WHERE {run_lease_held()}""",
     also=_RETIRED,
 )
 
@@ -312,34 +329,6 @@ TERMINATE = _append(
 )
 
 
-# Fails the open runs whose execution deadline has passed, a batch at a time (replicas side by
-# side skip each other's rows), with no lease: the run's code may be running nowhere.
-EXPIRE_RUNS = f"""
-WITH due AS (
-    SELECT workflow_id FROM history.workflows
-    WHERE deadline <= now() AND status IN {OPEN}
-    ORDER BY deadline LIMIT %(limit)s
-    FOR UPDATE SKIP LOCKED
-), appended AS (
-    UPDATE history.workflows w
-    SET event_count = event_count + 1, updated_at = now(), status = 'FAILED',
-        closed_at = now(), wait_kind = NULL, wait_name = NULL, wait_until = NULL,
-        failure = jsonb_build_object(
-            'type', 'ExecutionTimeout',
-            'message', 'the run did not finish within its execution timeout of '
-                || trim_scale(round(extract(epoch FROM w.deadline - w.created_at)::numeric, 3))
-                || 's (from its start); it was failed at its deadline',
-            'stack_trace', '')
-    FROM due WHERE w.workflow_id = due.workflow_id
-    RETURNING w.workflow_id, w.workflow_type, w.event_count, w.failure
-), inserted AS (
-    INSERT INTO history.events (workflow_id, event_id, event_type, fence, failure)
-    SELECT workflow_id, event_count, 'WORKFLOW_FAILED', 0, failure FROM appended
-)
-SELECT workflow_id, workflow_type FROM appended
-"""
-
-
 def audit_params(workflow_id: str, key_id: str, reason: str) -> dict[str, Any]:
     """The audit log's columns for an action on a run by `key_id` ("" without keys)."""
     namespace, public_id = namespaces.split(workflow_id)
@@ -369,7 +358,7 @@ SELECT cancel_requested FROM live
 
 
 RECORD_HEARTBEAT = _heartbeat(
-    f"SELECT workflow_id, cancel_requested FROM history.workflows {_FENCED}"
+    f"SELECT workflow_id, cancel_requested FROM history.workflows WHERE {run_lease_held()}"
 )
 
 # A remote step's call: its STEP_SCHEDULED event, its step task's row (the spec its executor
@@ -407,10 +396,9 @@ WITH prior AS (
     FROM history.step_tasks s
     WHERE s.workflow_id = %(workflow_id)s AND s.step_id = %(step_id)s
 ), task AS (
-    UPDATE history.step_tasks s SET fence = %(fence)s, fence_key = %(lease_key)s
+    UPDATE history.step_tasks s SET {TAKE_LEASE}
     FROM history.workflows w
-    WHERE s.workflow_id = %(workflow_id)s AND s.step_id = %(step_id)s AND s.fence <= %(fence)s
-      AND w.workflow_id = s.workflow_id
+    WHERE {step_lease_taken("s.")} AND w.workflow_id = s.workflow_id
     RETURNING s.workflow_id, s.step_type, s.input, s.input_encoding, s.retry, s.timeout_seconds,
               s.heartbeat_timeout_seconds, s.closed, w.status, w.workflow_type
 ), plan AS (
@@ -441,20 +429,13 @@ SELECT plan.*,
 FROM plan
 """
 
-SELECT_STEP_TASK = """
-SELECT s.fence, s.fence_key, s.closed, w.status FROM history.step_tasks s
-JOIN history.workflows w USING (workflow_id)
-WHERE s.workflow_id = %s AND s.step_id = %s
-"""
-
 # A step task's record of one attempt of its remote step, fenced by the step's own mark. A
 # failed attempt (due_in set) makes the step task due again at the retry time; a final outcome
 # closes the step and wakes the workflow, which finds it on replay.
 RECORD_STEP_TASK = f"""
 WITH task AS (
     UPDATE history.step_tasks SET closed = %(final)s
-    WHERE workflow_id = %(workflow_id)s AND step_id = %(step_id)s AND fence = %(fence)s
-      AND fence_key = %(lease_key)s AND NOT closed
+    WHERE {step_lease_held()}
     RETURNING workflow_id, step_type, task_queue
 ), appended AS (
     UPDATE history.workflows w SET event_count = event_count + 1, updated_at = now()
@@ -491,8 +472,7 @@ WHERE workflow_id = %(workflow_id)s AND step_id = %(step_id)s AND position IS NU
 RECORD_STEP_HEARTBEAT = _heartbeat(
     f"""SELECT w.workflow_id, w.cancel_requested FROM history.step_tasks s
     JOIN history.workflows w USING (workflow_id)
-    WHERE s.workflow_id = %(workflow_id)s AND s.step_id = %(step_id)s AND s.fence = %(fence)s
-      AND s.fence_key = %(lease_key)s AND NOT s.closed AND w.status IN {OPEN}"""
+    WHERE {step_lease_held("s.")} AND w.status IN {OPEN}"""
 )
 
 SELECT_SIGNAL = """
@@ -546,81 +526,13 @@ ORDER BY run_seq DESC
 LIMIT %(limit)s
 """
 
-# SKIP LOCKED lets several history replicas relay side by side; a request relayed twice is
-# harmless because the scheduler's enqueue is idempotent. Each carries the fence mark of its
-# task (the run's, or a remote step's own) as it is when relayed: the scheduler grants above it.
-CLAIM_OUTBOX = """
-SELECT o.id, o.workflow_id, o.workflow_type, o.task_queue, o.run_at, o.wake_reason,
-       o.step_id, o.closed, w.trace_context,
-       COALESCE(CASE WHEN o.step_id IS NULL THEN w.fence ELSE s.fence END, 0) AS fence
-FROM history.outbox o LEFT JOIN history.workflows w USING (workflow_id)
-LEFT JOIN history.step_tasks s ON s.workflow_id = o.workflow_id AND s.step_id = o.step_id
-ORDER BY o.id LIMIT %s FOR UPDATE OF o SKIP LOCKED
-"""
-
-DELETE_OUTBOX = "DELETE FROM history.outbox WHERE id = ANY(%s)"
-
-
-def json_or_none(value: Any) -> Jsonb | None:
-    """Wrap a value for a jsonb column; None stays SQL NULL."""
-    return None if value is None else Jsonb(value)
-
-
-async def fetch_one(conn: AsyncConnection, query: str, params: Any) -> Row | None:
-    """Run a query and return its first row as a dict, or None."""
-    async with conn.cursor(row_factory=dict_row) as cur:
-        await cur.execute(query, params)
-        return await cur.fetchone()
-
-
-async def fetch_all(conn: AsyncConnection, query: str, params: Any) -> list[Row]:
-    """Run a query and return every row as a dict."""
-    async with conn.cursor(row_factory=dict_row) as cur:
-        await cur.execute(query, params)
-        return await cur.fetchall()
-
-
-def payload_of(row: Row, column: str) -> Payload | None:
-    """The payload stored in `column` and `<column>_encoding` of a row (SQL NULL: None), its
-    bytes as they were written."""
-    data = row[column]
-    if data is None:
-        return None
-    return Payload(encoding=row[f"{column}_encoding"], data=bytes(data))
-
-
-def payload_in(row: Row, column: str) -> Payload:
-    """The payload of a column that always holds one (JSON null if it is SQL NULL)."""
-    payload = payload_of(row, column)
-    return payload if payload is not None else null_payload()
-
-
-def payload_columns(column: str, payload: Payload | None) -> dict[str, Any]:
-    """The parameters `column` and `<column>_encoding` for a payload (None: SQL NULL)."""
-    if payload is None:
-        return {column: None, f"{column}_encoding": None}
-    return {column: payload.data, f"{column}_encoding": payload.encoding}
-
-
-# Events whose payload column holds a payload (JSON null included).
-PAYLOAD_EVENTS = frozenset(
-    {
-        "WORKFLOW_STARTED",
-        "STEP_COMPLETED",
-        "WORKFLOW_COMPLETED",
-        "SIGNAL_RECEIVED",
-        "SIGNAL_CONSUMED",
-        "STATE_UPDATED",
-        "STEP_SCHEDULED",
-    }
-)
-
 
 def event_params(
     *,
     workflow_id: str,
-    event_type: str,
+    event_type: EventType,
     fence: int = 0,
+    lease_key: str = "",
     step_id: str | None = None,
     step_name: str | None = None,
     position: int | None = None,
@@ -640,10 +552,12 @@ def event_params(
     trace_context: dict[str, str] | None = None,
     task_queue: str | None = None,
 ) -> dict[str, Any]:
-    """Parameters of the append statements for one event (and the wake-up it schedules)."""
+    """Parameters of the append statements for one event (EVENT_PARAMS), the lease it is
+    written under (`fence` and `lease_key`, the API key of the caller: "" without keys;
+    platform writes need none) and the wake-up it schedules."""
     return {
         "workflow_id": workflow_id,
-        "event_type": event_type,
+        "event_type": str(event_type),
         "fence": fence,
         "step_id": step_id,
         "step_name": step_name,
@@ -658,74 +572,16 @@ def event_params(
         "consumed": consumed,
         "started_at": started_at,
         "wait": json_or_none(wait),
+        "trace_context": json_or_none(trace_context or None),
+        "task_queue": task_queue,
         "run_at": run_at,
         "wake": wake,
         "wake_reason": wake_reason,
-        "trace_context": json_or_none(trace_context or None),
-        "task_queue": task_queue,
-        "lease_key": lease_key(),
+        "lease_key": lease_key,
     }
 
 
-def _event_payload(event_type: str, payload: Payload | None) -> Payload | None:
+def _event_payload(event_type: EventType, payload: Payload | None) -> Payload | None:
     if event_type not in PAYLOAD_EVENTS:
         return None
     return payload if payload is not None else null_payload()
-
-
-def lease_key() -> str:
-    """The API key of the worker making this call ("" without keys): a load marks the fence
-    with it, and only writes of the same key match the mark."""
-    principal = current_principal.get()
-    return principal.key_id if principal is not None else ""
-
-
-# -- the stranded-run sweep --------------------------------------------------------------------
-
-# An open run that needs a worker now or at a known time (the workflows row aliased `w`):
-# running; or waiting with a wake-up time, a cancel request, a signal it waits for that is not
-# consumed, or a remote step it waits for that has its outcome.
-_NEEDS_WORKER = """(
-    w.status = 'RUNNING' OR w.wait_until IS NOT NULL OR w.cancel_requested
-    OR (w.wait_kind = 'SIGNAL' AND EXISTS (
-        SELECT 1 FROM history.events s
-        WHERE s.workflow_id = w.workflow_id AND s.event_type = 'SIGNAL_RECEIVED'
-          AND s.name = w.wait_name
-          AND NOT EXISTS (SELECT 1 FROM history.signal_consumptions c
-                          WHERE c.workflow_id = s.workflow_id AND c.event_id = s.event_id)))
-    OR (w.wait_kind = 'STEP' AND EXISTS (
-        SELECT 1 FROM history.step_tasks t
-        WHERE t.workflow_id = w.workflow_id AND t.step_id = w.wait_name AND t.closed))
-)"""
-
-# Open runs that need a worker and have had no journal write for `quiet` seconds, with no
-# scheduling request waiting in the outbox, a page after (after_at, after_id): the scheduler is
-# asked which of them it has no leased or due task for.
-SELECT_QUIET_RUNS = f"""
-SELECT w.workflow_id, w.updated_at FROM history.workflows w
-WHERE w.status IN {OPEN} AND {_NEEDS_WORKER}
-  AND w.updated_at < now() - make_interval(secs => %(quiet)s)
-  AND NOT EXISTS (SELECT 1 FROM history.outbox o WHERE o.workflow_id = w.workflow_id)
-  AND (w.updated_at, w.workflow_id) > (%(after_at)s::timestamptz, %(after_id)s::text)
-ORDER BY w.updated_at, w.workflow_id
-LIMIT %(limit)s
-"""
-
-# Marks the idle ones stuck and makes each due again (a waiting one at its wake-up time), the
-# request carrying the fence mark as the relay sends it. Still quiet, or it moved on meanwhile.
-REQUEUE_STRANDED = f"""
-WITH stranded AS (
-    UPDATE history.workflows w SET stuck_since = COALESCE(w.stuck_since, now())
-    WHERE w.workflow_id = ANY(%(ids)s) AND w.status IN {OPEN} AND {_NEEDS_WORKER}
-      AND w.updated_at < now() - make_interval(secs => %(quiet)s)
-    RETURNING w.workflow_id, w.workflow_type, w.task_queue, w.status, w.wait_kind, w.wait_until,
-              w.cancel_requested, w.updated_at
-), scheduled AS (
-    INSERT INTO history.outbox (workflow_id, workflow_type, task_queue, run_at, wake_reason)
-    SELECT workflow_id, workflow_type, task_queue,
-           CASE WHEN status = 'WAITING' AND NOT cancel_requested THEN wait_until END,
-           CASE WHEN status = 'WAITING' AND wait_until IS NOT NULL THEN lower(wait_kind) END
-    FROM stranded
-)
-SELECT workflow_id, workflow_type, status, updated_at FROM stranded
-"""

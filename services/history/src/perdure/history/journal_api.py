@@ -1,0 +1,298 @@
+"""The worker protocol's journal calls (JournalService's unary methods), each under a lease:
+the run's, or a remote step's own. The same calls arrive multiplexed on a Session stream
+(session.py)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import grpc
+
+from perdure.api.worker.v1 import journal_service_pb2 as jpb
+from perdure.common import auth, errors, limits, namespaces
+from perdure.common.convert import datetime_of, seconds_of, timestamp
+from perdure.common.payload import validate_payload
+from perdure.common.text import require_storable
+from perdure.history import fencing
+from perdure.history.journal import Journal
+from perdure.history.model import (
+    Appended,
+    EventType,
+    Lease,
+    Outcome,
+    RemoteStep,
+    StepAttempt,
+    StepRecord,
+)
+from perdure.history.retries import retry_message, retry_policy
+from perdure.history.validation import (
+    call_of,
+    require_state_key,
+    require_task_queue,
+    run_lease,
+    started_at,
+    step_lease,
+    step_outcome,
+    time_limit,
+    wait_of,
+)
+from perdure.internal.scheduler.v1 import scheduler_service_pb2 as spb
+from perdure.internal.scheduler.v1 import scheduler_service_pb2_grpc as sgrpc
+
+Context = grpc.aio.ServicerContext[Any, Any]
+LEASE_CHECK_TIMEOUT = 10.0
+
+
+class JournalApi:
+    """JournalService's unary calls."""
+
+    def __init__(self, journal: Journal, scheduler: sgrpc.SchedulerServiceStub) -> None:
+        self._journal = journal
+        self._scheduler = scheduler  # who holds which lease
+        self._max_journal_bytes = limits.journal_load_bytes()
+
+    async def _require_lease(self, lease: Lease) -> None:
+        """With a worker key in force, only the session the scheduler granted this lease to
+        (a session of the same key) may take it up: a load is what raises the fence mark."""
+        if auth.current_principal.get() is None:
+            return
+        check = spb.CheckLeaseRequest(
+            workflow_id=lease.workflow_id,
+            step_id=lease.step_id,
+            fence=lease.fence,
+            key_id=lease.key,
+        )
+        answer = await self._scheduler.CheckLease(check, timeout=LEASE_CHECK_TIMEOUT)
+        if not answer.held:
+            raise fencing.lease_not_held(lease)
+
+    @errors.unary
+    async def LoadJournal(
+        self, request: jpb.LoadJournalRequest, context: Context
+    ) -> jpb.LoadJournalResponse:
+        lease = run_lease(request)
+        await self._require_lease(lease)
+        loaded = await self._journal.load(lease)
+        response = jpb.LoadJournalResponse(
+            workflow=loaded.info,
+            events=loaded.events,
+            now=timestamp(loaded.now),
+            progress=[
+                jpb.StepProgress(
+                    step_id=row["step_id"],
+                    attempt=row["attempt"],
+                    details=row["details"],
+                    update_time=timestamp(row["updated_at"]),
+                )
+                for row in loaded.progress
+            ],
+        )
+        size = response.ByteSize()
+        if size > self._max_journal_bytes:
+            # It can never be loaded: park it, rather than hand it out again and again.
+            raise await self._journal.park_too_large(lease, size, self._max_journal_bytes)
+        return response
+
+    @errors.unary
+    async def RecordStep(
+        self, request: jpb.RecordStepRequest, context: Context
+    ) -> jpb.RecordStepResponse:
+        if request.step_task:
+            appended = await self._record_step_task(request)
+        elif request.attempt_started:
+            appended = await self._record_attempt_started(request)
+        else:
+            call = call_of(request)
+            appended = await self._journal.record(call, step_outcome(request))
+        return jpb.RecordStepResponse(
+            event_id=appended.event_id,
+            retry_time=timestamp(appended.due_at),
+            cancel_requested=appended.cancel_requested,
+        )
+
+    async def _record_attempt_started(self, request: jpb.RecordStepRequest) -> Appended:
+        """Journal that an attempt begins (before its body runs): it counts even if its worker
+        dies. Sent again (its answer lost), it changes nothing a replay reads."""
+        call = call_of(request)
+        if request.WhichOneof("outcome") is not None or request.HasField("retry_delay"):
+            raise errors.invalid_argument(
+                "attempt_started goes without an outcome and retry_delay: record the outcome of "
+                "the attempt in a RecordStep of its own once it ends"
+            )
+        if request.attempt < 1:
+            raise errors.invalid_argument("attempt must be 1 or more with attempt_started")
+        record = StepRecord(
+            EventType.STEP_ATTEMPT_STARTED,
+            positioned=False,
+            attempt=request.attempt,
+            started_at=started_at(request),
+        )
+        return await self._journal.record(call, record)
+
+    async def _record_step_task(self, request: jpb.RecordStepRequest) -> Appended:
+        lease = step_lease(request)
+        if request.attempt_started:
+            raise errors.invalid_argument(
+                "a step task's attempt is started by LoadStep: leave attempt_started unset"
+            )
+        outcome = step_outcome(request)
+        attempt = StepAttempt(
+            lease=lease,
+            attempt=max(request.attempt, 1),
+            event_type=outcome.event_type,
+            payload=outcome.payload,
+            failure=outcome.failure,
+            retry_in=outcome.due_in,
+            started_at=outcome.started_at,
+        )
+        return await self._journal.record_step_attempt(attempt)
+
+    @errors.unary
+    async def ScheduleStep(
+        self, request: jpb.ScheduleStepRequest, context: Context
+    ) -> jpb.ScheduleStepResponse:
+        call = call_of(request)
+        require_task_queue(request.task_queue)
+        input_value = validate_payload("input", request.input)
+        timeout = time_limit(request, "timeout")
+        step = RemoteStep(
+            step_type=request.step_name,
+            # The queue is named in the run's namespace, whose workers alone serve it.
+            task_queue=namespaces.qualify(
+                namespaces.namespace_of(request.workflow_id), request.task_queue
+            ),
+            input_value=input_value,
+            retry=retry_policy(request),
+            timeout_seconds=timeout,
+            heartbeat_timeout_seconds=time_limit(request, "heartbeat_timeout"),
+        )
+        appended = await self._journal.schedule_step(call, step)
+        return jpb.ScheduleStepResponse(
+            event_id=appended.event_id, cancel_requested=appended.cancel_requested
+        )
+
+    @errors.unary
+    async def LoadStep(
+        self, request: jpb.LoadStepRequest, context: Context
+    ) -> jpb.LoadStepResponse:
+        lease = step_lease(request)
+        await self._require_lease(lease)
+        task = await self._journal.load_step(lease)
+        response = jpb.LoadStepResponse(
+            workflow_type=task.workflow_type,
+            step_type=task.step_type,
+            input=task.input_value,
+            attempt=task.attempt,
+            retry=retry_message(task.retry),
+            attempt_lost=task.attempt_lost,
+        )
+        if task.timeout_seconds is not None:
+            response.timeout.FromTimedelta(timedelta(seconds=task.timeout_seconds))
+        if task.heartbeat_timeout_seconds is not None:
+            seconds = task.heartbeat_timeout_seconds
+            response.heartbeat_timeout.FromTimedelta(timedelta(seconds=seconds))
+        if task.heartbeat_details is not None:
+            response.heartbeat_details.CopyFrom(task.heartbeat_details)
+        return response
+
+    @errors.unary
+    async def StartTimer(
+        self, request: jpb.StartTimerRequest, context: Context
+    ) -> jpb.StartTimerResponse:
+        call = call_of(request)
+        fire = request.WhichOneof("fire")
+        if fire is None:
+            raise errors.invalid_argument("one of delay or fire_time is required")
+        if fire == "delay":
+            appended = await self._journal.start_timer(
+                call, due_in=seconds_of("delay", request.delay)
+            )
+        else:
+            appended = await self._journal.start_timer(
+                call, due_at=datetime_of("fire_time", request.fire_time)
+            )
+        return jpb.StartTimerResponse(
+            fire_time=timestamp(appended.due_at), cancel_requested=appended.cancel_requested
+        )
+
+    @errors.unary
+    async def ConsumeSignals(
+        self, request: jpb.ConsumeSignalsRequest, context: Context
+    ) -> jpb.ConsumeSignalsResponse:
+        call = call_of(request)
+        if not request.signal_name:
+            raise errors.invalid_argument("signal_name is required")
+        require_storable("signal_name", request.signal_name)
+        if request.timed_out:
+            if request.event_ids:
+                raise errors.invalid_argument("a timed-out wait consumes no signals")
+            record = StepRecord(EventType.SIGNAL_TIMED_OUT, name=request.signal_name)
+            appended = await self._journal.record(call, record)
+        else:
+            appended = await self._journal.consume_signals(
+                call,
+                request.signal_name,
+                list(request.event_ids),
+                validate_payload("result", request.result),
+            )
+        return jpb.ConsumeSignalsResponse(cancel_requested=appended.cancel_requested)
+
+    @errors.unary
+    async def SetState(
+        self, request: jpb.SetStateRequest, context: Context
+    ) -> jpb.SetStateResponse:
+        call = call_of(request)
+        require_state_key(request.key)
+        value = validate_payload("value", request.value)
+        record = StepRecord(EventType.STATE_UPDATED, name=request.key, payload=value)
+        appended = await self._journal.record(call, record)
+        return jpb.SetStateResponse(cancel_requested=appended.cancel_requested)
+
+    @errors.unary
+    async def RecordCancellation(
+        self, request: jpb.RecordCancellationRequest, context: Context
+    ) -> jpb.RecordCancellationResponse:
+        record = StepRecord(EventType.CANCELLATION_DELIVERED)
+        await self._journal.record(call_of(request), record)
+        return jpb.RecordCancellationResponse()
+
+    @errors.unary
+    async def RecordHeartbeat(
+        self, request: jpb.RecordHeartbeatRequest, context: Context
+    ) -> jpb.RecordHeartbeatResponse:
+        # The run's lease, or with step_task the remote step's own.
+        lease = step_lease(request)
+        if not request.step_task:
+            lease = Lease(lease.workflow_id, lease.fence, lease.key)
+        details = None
+        if request.HasField("details"):
+            details = validate_payload("details", request.details)
+        cancel_requested = await self._journal.heartbeat(
+            lease, request.step_id, max(request.attempt, 1), details
+        )
+        return jpb.RecordHeartbeatResponse(cancel_requested=cancel_requested)
+
+    @errors.unary
+    async def SuspendWorkflow(
+        self, request: jpb.SuspendWorkflowRequest, context: Context
+    ) -> jpb.SuspendWorkflowResponse:
+        lease = run_lease(request)
+        await self._journal.suspend(lease, wait_of(request))
+        return jpb.SuspendWorkflowResponse()
+
+    @errors.unary
+    async def FinishWorkflow(
+        self, request: jpb.FinishWorkflowRequest, context: Context
+    ) -> jpb.FinishWorkflowResponse:
+        lease = run_lease(request)
+        outcome = request.WhichOneof("outcome")
+        if outcome is None:
+            raise errors.invalid_argument("one of result, failure, park or cancelled is required")
+        value = (
+            validate_payload("result", request.result)
+            if outcome == "result"
+            else getattr(request, outcome)
+        )
+        status = await self._journal.finish(lease, Outcome(outcome), value)
+        return jpb.FinishWorkflowResponse(status=status.proto)

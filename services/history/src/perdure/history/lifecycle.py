@@ -1,0 +1,249 @@
+"""A run's life: its start (idempotent), a worker's load of it (which takes up its lease), its
+close by its code, and a cancel or terminate from outside."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from opentelemetry import trace
+from psycopg import AsyncConnection
+
+from perdure.api.common.v1.payload_pb2 import Payload
+from perdure.api.workflow.v1 import workflow_pb2 as wf
+from perdure.common import errors, namespaces
+from perdure.common.text import printable
+from perdure.history import convert, fencing, store
+from perdure.history.appends import JournalBase, link_workflow, plain
+from perdure.history.metrics import count_closed, count_started, timed_write
+from perdure.history.model import (
+    OPEN_STATUSES,
+    EventType,
+    Lease,
+    Loaded,
+    Outcome,
+    RunStatus,
+)
+from perdure.history.rows import (
+    Row,
+    fetch_all,
+    fetch_one,
+    json_or_none,
+    payload_columns,
+    payload_of,
+)
+from perdure.telemetry.propagation import current_carrier
+
+log = logging.getLogger(__name__)
+tracer = trace.get_tracer("perdure.history")
+
+
+class Lifecycle(JournalBase):
+    """Starting, loading, closing, cancelling and terminating runs."""
+
+    async def start(
+        self,
+        workflow_id: str,
+        workflow_type: str,
+        task_queue: str,
+        input_value: Payload,
+        execution_timeout: float | None = None,
+    ) -> tuple[bool, RunStatus]:
+        """Create the run and schedule it; an identical earlier start returns it unchanged
+        (started, status). A run with an `execution_timeout` (seconds) fails once it is open
+        that long."""
+        async with self._pool.connection() as conn:
+            created = await self._create(
+                conn, workflow_id, workflow_type, task_queue, input_value, execution_timeout
+            )
+            if created:
+                count_started(workflow_type)
+                return True, RunStatus.RUNNING
+            existing = await self._require(conn, workflow_id)
+        mismatch = [
+            name
+            for name, asked, stored in (
+                ("workflow_type", workflow_type, existing["workflow_type"]),
+                ("task_queue", task_queue, existing["task_queue"]),
+                ("input", input_value, payload_of(existing, "input")),
+            )
+            if asked != stored
+        ]
+        if mismatch:
+            raise errors.already_exists(
+                "WORKFLOW_ID_CONFLICT",
+                f"workflow id {workflow_id!r} is already used by a run with a different "
+                f"{', '.join(mismatch)}; choose another id or repeat the original request",
+            )
+        return False, RunStatus(existing["status"])
+
+    async def _create(
+        self,
+        conn: AsyncConnection,
+        workflow_id: str,
+        workflow_type: str,
+        task_queue: str,
+        input_value: Payload,
+        execution_timeout: float | None = None,
+    ) -> bool:
+        params = {
+            "workflow_id": workflow_id,
+            "namespace": namespaces.namespace_of(workflow_id),
+            "workflow_type": workflow_type,
+            "task_queue": task_queue,
+            **payload_columns("input", input_value),
+            # The start's span: every later span of the run joins its trace.
+            "trace_context": json_or_none(current_carrier() or None),
+            "execution_timeout": execution_timeout,
+        }
+        with timed_write("workflow_started"):
+            created = await fetch_one(conn, store.START_WORKFLOW, params)
+        if created is None:
+            return False
+        self._on_scheduled()
+        return True
+
+    async def cancel(self, workflow_id: str, reason: str, by: str) -> None:
+        """Ask the run to cancel and wake it, audited as `by`'s (an API key id); asking again
+        changes nothing."""
+        params = store.event_params(
+            workflow_id=workflow_id,
+            event_type=EventType.CANCEL_REQUESTED,
+            failure={"type": "CancelRequested", "message": reason, "stack_trace": ""},
+            wake=True,
+        ) | store.audit_params(workflow_id, by, reason)
+        attributes = {"perdure.workflow.id": workflow_id}
+        with tracer.start_as_current_span("perdure.cancel.request", attributes=attributes) as span:
+            async with self._pool.connection() as conn:
+                requested = await fetch_one(conn, store.REQUEST_CANCEL, params)
+                if requested is not None:
+                    link_workflow(span, requested)
+                    self._on_scheduled()
+                    return
+                row = await self._require(conn, workflow_id)
+        if row["status"] not in OPEN_STATUSES:
+            raise fencing.closed(workflow_id, row["status"])
+
+    async def terminate(self, workflow_id: str, reason: str, by: str) -> None:
+        """Close the run at once as terminated, audited as `by`'s (an API key id)."""
+        failure = {"type": "Terminated", "message": reason, "stack_trace": ""}
+        params = store.event_params(
+            workflow_id=workflow_id, event_type=EventType.WORKFLOW_TERMINATED, failure=failure
+        ) | store.audit_params(workflow_id, by, reason)
+        async with self._pool.connection() as conn:
+            with timed_write("workflow_terminated"):
+                closed = await fetch_one(conn, store.TERMINATE, params)
+            if closed is None:
+                row = await self._require(conn, workflow_id)
+                raise fencing.closed(workflow_id, row["status"])
+        self._on_scheduled()  # its tasks are retired
+        count_closed(closed["workflow_type"], RunStatus.TERMINATED)
+
+    async def load(self, lease: Lease) -> Loaded:
+        """Raise the run's fence mark to the lease's fence and return the run with its whole
+        journal.
+
+        The mark is committed before the read: from then on every earlier holder is fenced out.
+        """
+        async with self._pool.connection() as conn:
+            row = await fetch_one(conn, store.ADVANCE_FENCE, fencing.lease_params(lease))
+            if row is None:
+                raise await fencing.rejection(conn, lease)
+            if row["status"] in OPEN_STATUSES and row["idle_loads"] > self._crash_loop_limit:
+                await self._park_crash_loop(conn, lease, row["idle_loads"] - 1)
+            events = await fetch_all(
+                conn,
+                store.SELECT_EVENTS,
+                {"workflow_id": lease.workflow_id, "after": 0, "limit": None},
+            )
+        return Loaded(
+            info=convert.workflow_info(row),
+            events=[convert.history_event(event) for event in events],
+            now=row["db_now"],
+            progress=convert.progress_rows(row["progress"]),
+        )
+
+    async def _park_crash_loop(self, conn: AsyncConnection, lease: Lease, losses: int) -> None:
+        """Park a run whose last `losses` holders each recorded nothing before their lease
+        ended: its own code (outside steps) kills or hangs the worker."""
+        failure = {
+            "type": "WorkerCrashLoop",
+            "message": (
+                f"the workflow's code lost its worker {losses} times in a row without recording "
+                "anything (a crash or hang outside its steps, e.g. os._exit, a segfault or OOM); "
+                f"parked after {self._crash_loop_limit} (PERDURE_CRASH_LOOP_LIMIT)"
+            ),
+            "stack_trace": "",
+        }
+        params = store.event_params(
+            workflow_id=lease.workflow_id,
+            event_type=EventType.WORKFLOW_PARKED,
+            fence=lease.fence,
+            lease_key=lease.key,
+            failure=failure,
+        )
+        params.update(status=str(RunStatus.PARKED))
+        log.warning("parked workflow %s: %s", printable(lease.workflow_id), failure["message"])
+        closed = await fetch_one(conn, store.CLOSE_RUN, params)
+        if closed is not None:
+            count_closed(closed["workflow_type"], RunStatus.PARKED)
+        raise fencing.closed(lease.workflow_id, RunStatus.PARKED)
+
+    async def park_too_large(self, lease: Lease, size: int, limit: int) -> errors.ApiError:
+        """Park a run (under the lease that just loaded it) whose journal is too large to load;
+        return the error that answers the load."""
+        message = (
+            f"the journal of workflow {lease.workflow_id!r} is {size} bytes, more than the "
+            f"{limit} bytes a worker can load; it is parked"
+        )
+        log.error("%s", printable(message))
+        await self.finish(lease, Outcome.PARK, wf.Failure(type="JournalTooLarge", message=message))
+        return errors.failed_precondition("JOURNAL_TOO_LARGE", message)
+
+    async def finish(
+        self, lease: Lease, outcome: Outcome, value: Payload | wf.Failure
+    ) -> RunStatus:
+        """Close the run as completed, failed, parked or cancelled (by `outcome`)."""
+        status = outcome.status
+        params = store.event_params(
+            workflow_id=lease.workflow_id,
+            event_type=EventType(f"WORKFLOW_{status}"),  # only WORKFLOW_COMPLETED keeps the payload
+            fence=lease.fence,
+            lease_key=lease.key,
+            payload=value if isinstance(value, Payload) else None,
+            failure=convert.failure_to_dict(value) if isinstance(value, wf.Failure) else None,
+        )
+        params["status"] = str(status)
+        async with self._pool.connection() as conn:
+            with timed_write(f"workflow_{status.lower()}"):
+                closed = await fetch_one(conn, store.CLOSE_RUN, params)
+            if closed is not None:
+                self._on_scheduled()  # its tasks are retired
+                count_closed(closed["workflow_type"], status)
+                return status
+            row = await fetch_one(conn, store.SELECT_CLOSE, [lease.workflow_id])
+        if row is not None and fencing.may_see(row, lease.key) and row["fence"] == lease.fence:
+            if _closed_by(row, lease.fence, params):
+                return status  # a retried call whose first attempt committed
+            if row["status"] not in OPEN_STATUSES:
+                raise errors.failed_precondition(
+                    "WORKFLOW_CLOSED",
+                    f"workflow {lease.workflow_id!r} is already {row['status'].lower()}, closed "
+                    "by this lease with another outcome: a FinishWorkflow sent again must be "
+                    "identical to the first (its result or failure is not changed)",
+                )
+        raise fencing.refusal(row, lease) or fencing.changed(lease.workflow_id)
+
+
+def _closed_by(run: Row, fence: int, params: dict[str, Any]) -> bool:
+    """Whether `run` (a SELECT_CLOSE row) was closed by this very close: the same lease, status,
+    result and failure. Any other close of a closed run is refused, never acknowledged unstored."""
+    asked = (
+        fence,
+        params["status"],
+        params["payload"],
+        params["payload_encoding"],
+        plain(params["failure"]),
+    )
+    stored = (run["fence"], run["status"], run["result"], run["result_encoding"], run["failure"])
+    return stored == asked

@@ -1,0 +1,128 @@
+"""Reading runs from outside: a published value, a run's description, its history and the
+list of runs, a page at a time within the page limits."""
+
+from __future__ import annotations
+
+from perdure.api.workflow.v1 import workflow_pb2 as wf
+from perdure.common import errors, limits
+from perdure.common.page_tokens import decode_page_token, encode_page_token
+from perdure.history import convert, store
+from perdure.history.appends import JournalBase
+from perdure.history.model import Described, RunStatus
+from perdure.history.rows import Row, fetch_all, fetch_one
+
+MAX_PAGE_SIZE = 1000
+DEFAULT_PAGE_SIZE = 100
+
+
+def page_size(requested: int) -> int:
+    """The page size to use for a request (0 means the default)."""
+    return min(requested or DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE)
+
+
+class Reads(JournalBase):
+    """What the public API reads."""
+
+    async def query(self, workflow_id: str, key: str) -> Row:
+        """The latest value published under `key` (columns payload and created_at)."""
+        async with self._pool.connection() as conn:
+            await self._require(conn, workflow_id)
+            row = await fetch_one(
+                conn, store.SELECT_STATE, {"workflow_id": workflow_id, "key": key}
+            )
+        if row is None:
+            raise errors.not_found(
+                "STATE_NOT_FOUND",
+                f"workflow {workflow_id!r} has not published a value under {key!r} "
+                "(the code publishes with ctx.set_state)",
+            )
+        return row
+
+    async def describe(self, workflow_id: str) -> Described:
+        """The run, its steps, what it does now, its pending signals and published state."""
+        async with self._pool.connection() as conn:
+            row = await self._require(conn, workflow_id, store.SELECT_WORKFLOW_WITH_PROGRESS)
+            events = await fetch_all(conn, store.SELECT_DESCRIBED_EVENTS, [workflow_id])
+        steps = convert.step_infos(events, convert.progress_rows(row["progress"]))
+        _leave_out_outputs(steps, limits.DESCRIBED_OUTPUT_BYTES)
+        return Described(
+            info=convert.workflow_info(row),
+            steps=steps,
+            current_step=convert.current_step(row, steps),
+            pending_signals=convert.pending_signals(events),
+            state=convert.published_state(events),
+        )
+
+    async def history_page(
+        self, workflow_id: str, requested_size: int, token: str, after_event_id: int = 0
+    ) -> tuple[list[wf.HistoryEvent], str]:
+        """One page of events (after `after_event_id` when there is no token) and the token of
+        the next (empty at the end)."""
+        after = decode_page_token(token) if token else after_event_id
+        size = page_size(requested_size)
+        async with self._pool.connection() as conn:
+            await self._require(conn, workflow_id)
+            rows = await fetch_all(
+                conn,
+                store.SELECT_EVENTS,
+                {"workflow_id": workflow_id, "after": after, "limit": size + 1},
+            )
+        events = [convert.history_event(row) for row in rows[:size]]
+        kept = _within(events, limits.HISTORY_PAGE_BYTES)
+        more = len(rows) > kept
+        next_token = encode_page_token(rows[kept - 1]["event_id"]) if more else ""
+        return events[:kept], next_token
+
+    async def list_page(
+        self,
+        namespace: str,
+        status: RunStatus | None,
+        workflow_type: str | None,
+        requested_size: int,
+        token: str,
+        id_prefix: str | None = None,
+        stuck: bool = False,
+    ) -> tuple[list[wf.WorkflowInfo], str]:
+        """One page of runs (whose qualified id starts with `id_prefix`, if given; only stuck
+        ones if `stuck`), newest first, and the token of the next."""
+        before = decode_page_token(token)
+        size = page_size(requested_size)
+        async with self._pool.connection() as conn:
+            rows = await fetch_all(
+                conn,
+                store.LIST_WORKFLOWS,
+                {
+                    "namespace": namespace,
+                    "status": None if status is None else str(status),
+                    "workflow_type": workflow_type,
+                    "id_prefix": id_prefix,
+                    "stuck": stuck,
+                    "before": before,
+                    "limit": size + 1,
+                },
+            )
+        more = len(rows) > size
+        rows = rows[:size]
+        next_token = encode_page_token(rows[-1]["run_seq"]) if more else ""
+        return [convert.workflow_info(row) for row in rows], next_token
+
+
+def _leave_out_outputs(steps: list[wf.StepInfo], budget: int) -> None:
+    """Show the steps' outputs up to `budget` bytes in all; mark those left out."""
+    for step in steps:
+        size = step.output.ByteSize()
+        if size > budget:
+            step.ClearField("output")
+            step.output_omitted = True
+        else:
+            budget -= size
+
+
+def _within(events: list[wf.HistoryEvent], budget: int) -> int:
+    """How many of `events`, from the first, fit in `budget` bytes (the first always does: an
+    event alone fits in a message)."""
+    for count, event in enumerate(events):
+        budget -= event.ByteSize()
+        if count and budget < 0:
+            return count
+    return len(events)

@@ -1,0 +1,162 @@
+"""The public workflow API as history serves it (the gateway validated the request first):
+start, signal, cancel, terminate, describe, query, history and list. Public names arrive with
+their namespace and leave without it; inside, runs go by qualified ids."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import grpc
+
+from perdure.api.workflow.v1 import workflow_pb2 as wf
+from perdure.api.workflow.v1 import workflow_service_pb2 as api
+from perdure.common import auth, errors, namespaces
+from perdure.common.convert import timestamp
+from perdure.common.payload import normalized
+from perdure.history.journal import Journal
+from perdure.history.model import RunStatus
+from perdure.history.rows import payload_in
+from perdure.history.validation import acting_key, execution_timeout, run_key
+from perdure.internal.history.v1 import history_service_pb2 as hpb
+
+Context = grpc.aio.ServicerContext[Any, Any]
+
+
+def _public(info: wf.WorkflowInfo) -> wf.WorkflowInfo:
+    """A run's summary as its namespace's callers know it."""
+    info.workflow_id = namespaces.split(info.workflow_id)[1]
+    return info
+
+
+class WorkflowApi:
+    """HistoryService's calls of the public workflow API."""
+
+    _journal: Journal
+
+    @errors.unary
+    async def StartWorkflow(
+        self, request: hpb.StartWorkflowRequest, context: Context
+    ) -> hpb.StartWorkflowResponse:
+        r = request.request
+        namespace = namespaces.resolve(r.namespace)
+        started, status = await self._journal.start(
+            run_key(r),
+            r.workflow_type,
+            namespaces.qualify(namespace, r.task_queue),
+            normalized(r.input),
+            execution_timeout(r),
+        )
+        return hpb.StartWorkflowResponse(
+            response=api.StartWorkflowResponse(
+                workflow_id=r.workflow_id, started=started, status=status.proto
+            )
+        )
+
+    @errors.unary
+    async def DescribeWorkflow(
+        self, request: hpb.DescribeWorkflowRequest, context: Context
+    ) -> hpb.DescribeWorkflowResponse:
+        described = await self._journal.describe(run_key(request.request))
+        return hpb.DescribeWorkflowResponse(
+            response=api.DescribeWorkflowResponse(
+                workflow=_public(described.info),
+                steps=described.steps,
+                current_step=described.current_step,
+                pending_signals=described.pending_signals,
+                state=described.state,
+            )
+        )
+
+    @errors.unary
+    async def GetWorkflowHistory(
+        self, request: hpb.GetWorkflowHistoryRequest, context: Context
+    ) -> hpb.GetWorkflowHistoryResponse:
+        r = request.request
+        events, token = await self._journal.history_page(
+            run_key(r), r.page_size, r.page_token, r.after_event_id
+        )
+        return hpb.GetWorkflowHistoryResponse(
+            response=api.GetWorkflowHistoryResponse(events=events, next_page_token=token)
+        )
+
+    @errors.unary
+    async def ListWorkflows(
+        self, request: hpb.ListWorkflowsRequest, context: Context
+    ) -> hpb.ListWorkflowsResponse:
+        r = request.request
+        status = (
+            RunStatus(wf.WorkflowStatus.Name(r.status).removeprefix("WORKFLOW_STATUS_"))
+            if r.status != wf.WORKFLOW_STATUS_UNSPECIFIED
+            else None
+        )
+        namespace = auth.acting_namespace(r.namespace)
+        runs, token = await self._journal.list_page(
+            namespace,
+            status,
+            r.workflow_type or None,
+            r.page_size,
+            r.page_token,
+            namespaces.qualify(namespace, r.workflow_id_prefix) if r.workflow_id_prefix else None,
+            stuck=r.stuck,
+        )
+        return hpb.ListWorkflowsResponse(
+            response=api.ListWorkflowsResponse(
+                workflows=[_public(run) for run in runs], next_page_token=token
+            )
+        )
+
+    @errors.unary
+    async def SignalWorkflow(
+        self, request: hpb.SignalWorkflowRequest, context: Context
+    ) -> hpb.SignalWorkflowResponse:
+        r = request.request
+        accepted = await self._journal.signal(
+            run_key(r), r.signal_name, normalized(r.payload), r.signal_id or None
+        )
+        return hpb.SignalWorkflowResponse(response=api.SignalWorkflowResponse(accepted=accepted))
+
+    @errors.unary
+    async def SignalWithStartWorkflow(
+        self, request: hpb.SignalWithStartWorkflowRequest, context: Context
+    ) -> hpb.SignalWithStartWorkflowResponse:
+        r = request.request
+        started, accepted = await self._journal.signal_with_start(
+            run_key(r.start),
+            r.start.workflow_type,
+            namespaces.qualify(auth.acting_namespace(r.start.namespace), r.start.task_queue),
+            normalized(r.start.input),
+            r.signal_name,
+            normalized(r.payload),
+            r.signal_id or None,
+            execution_timeout(r.start),
+        )
+        return hpb.SignalWithStartWorkflowResponse(
+            response=api.SignalWithStartWorkflowResponse(started=started, accepted=accepted)
+        )
+
+    @errors.unary
+    async def CancelWorkflow(
+        self, request: hpb.CancelWorkflowRequest, context: Context
+    ) -> hpb.CancelWorkflowResponse:
+        r = request.request
+        await self._journal.cancel(run_key(r), r.reason, acting_key())
+        return hpb.CancelWorkflowResponse(response=api.CancelWorkflowResponse())
+
+    @errors.unary
+    async def TerminateWorkflow(
+        self, request: hpb.TerminateWorkflowRequest, context: Context
+    ) -> hpb.TerminateWorkflowResponse:
+        r = request.request
+        await self._journal.terminate(run_key(r), r.reason, acting_key())
+        return hpb.TerminateWorkflowResponse(response=api.TerminateWorkflowResponse())
+
+    @errors.unary
+    async def QueryWorkflow(
+        self, request: hpb.QueryWorkflowRequest, context: Context
+    ) -> hpb.QueryWorkflowResponse:
+        row = await self._journal.query(run_key(request.request), request.request.key)
+        return hpb.QueryWorkflowResponse(
+            response=api.QueryWorkflowResponse(
+                value=payload_in(row, "payload"), update_time=timestamp(row["created_at"])
+            )
+        )

@@ -1,0 +1,46 @@
+"""One event append: the single appends and the batched one (group commit) insert the same
+columns, from the same parameters."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from perdure.history import store
+from perdure.history.model import EventType
+
+_INSERT = re.compile(r"INSERT INTO history\.events \(([^)]*)\)")
+# Every statement that appends a worker's or the platform's event through _insert_event.
+APPENDS = (
+    "RECORD_EVENTS",
+    "CONSUME_SIGNALS",
+    "SUSPEND",
+    "CLOSE_RUN",
+    "SIGNAL",
+    "REQUEST_CANCEL",
+    "TERMINATE",
+    "SCHEDULE_STEP",
+)
+
+
+def inserted_columns(statement: str) -> list[str]:
+    (columns,) = _INSERT.findall(statement)
+    return [column.strip() for column in columns.split(",")]
+
+
+@pytest.mark.parametrize("name", APPENDS)
+def test_every_append_writes_every_event_column(name: str) -> None:
+    columns = inserted_columns(getattr(store, name))
+    expected = ["event_id", *(c for c in store.EVENT_PARAMS if c != "due_in")]  # due_in: due_at
+    assert sorted(columns) == sorted(expected)
+
+
+def test_the_batched_append_takes_every_event_parameter_and_the_lease_key() -> None:
+    assert set(store.RECORD_EVENTS_COLUMNS) == {*store.EVENT_PARAMS, "lease_key"}
+
+
+def test_event_params_gives_every_parameter() -> None:
+    params = store.event_params(workflow_id="w", event_type=EventType.TIMER_STARTED)
+    assert set(store.RECORD_EVENTS_COLUMNS) <= set(params)
+    assert params["event_type"] == "TIMER_STARTED" and params["lease_key"] == ""
