@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable, Coroutine
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -582,7 +582,7 @@ async def test_idle_runs_are_those_with_no_lease_and_no_due_time(store: TaskStor
 # API key "k1", and the statements that change several of them at once: each must lock them in
 # key order.
 EARLY, LATE = ("early", "", 1), ("late", "", 1)
-CHANGES_SEVERAL: dict[str, Callable[[TaskStore], Awaitable[object]]] = {
+CHANGES_SEVERAL: dict[str, Callable[[TaskStore], Coroutine[Any, Any, object]]] = {
     "heartbeat": lambda store: store.renew("s1", [LATE, EARLY], TTL),
     "hello": lambda store: store.adopt("s2", [LATE, EARLY], TTL, key="k1", task_queue=QUEUE),
     "renewal": lambda store: store.renew_own("k1", [LATE, EARLY], TTL),
@@ -605,7 +605,7 @@ async def test_statements_changing_several_tasks_lock_them_in_key_order(
     await store.claim("s1", QUEUE, [TYPE], [], 10, TTL, key="k1")
     async with await psycopg.AsyncConnection.connect(database_dsn) as other:
         await other.execute("SELECT 1 FROM scheduler.tasks WHERE workflow_id = 'early' FOR UPDATE")
-        changing = asyncio.create_task(CHANGES_SEVERAL[statement](store))
+        changing: asyncio.Task[object] = asyncio.create_task(CHANGES_SEVERAL[statement](store))
         await _until_waiting_for_a_lock(database_dsn, changing)
         await other.execute(
             "UPDATE scheduler.tasks SET updated_at = now() WHERE workflow_id = 'late'"
