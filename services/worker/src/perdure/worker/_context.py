@@ -155,6 +155,7 @@ class WorkflowContext:
         journal: JournalClient,
         retry: RetryPolicy,
         stopping: asyncio.Event | None = None,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.workflow_id = loaded.workflow.workflow_id
         self.workflow_type = loaded.workflow.workflow_type
@@ -163,7 +164,8 @@ class WorkflowContext:
         self._retry = retry
         # What the database clock said at load: a timer or retry later than this is not due.
         self._now = loaded.now.ToDatetime(tzinfo=UTC)
-        self._loaded_at = time.monotonic()  # the load's answer came at least this late
+        self._monotonic = monotonic
+        self._loaded_at = monotonic()  # the load's answer came at least this late
         self._task_queue = loaded.workflow.task_queue
         events = list(loaded.events)
         scheduled = {e.step_id for e in events if e.event_type == wf.EVENT_TYPE_STEP_SCHEDULED}
@@ -497,7 +499,7 @@ class WorkflowContext:
 
     def _database_now(self) -> datetime:
         """The database clock now, never ahead of it: its time at load, plus the time since."""
-        return self._now + timedelta(seconds=time.monotonic() - self._loaded_at)
+        return self._now + timedelta(seconds=self._monotonic() - self._loaded_at)
 
     def _take_signals(self, name: str, limit: int | None) -> list[wf.HistoryEvent]:
         matching = [event for event in self._signals if event.name == name][:limit]
