@@ -14,12 +14,13 @@ from opentelemetry.trace import Status, StatusCode
 from perdure.api.worker.v1 import journal_service_pb2 as jpb
 from perdure.api.worker.v1 import task_service_pb2 as tpb
 from perdure.api.workflow.v1 import workflow_pb2 as wf
-from perdure.worker._context import JournalClient, Suspended, WorkflowContext, call_workflow
+from perdure.worker._context import Suspended, WorkflowContext, call_workflow
 from perdure.worker._errors import (
     JournalRejectedError,
     NonDeterminismError,
     WorkflowCancelledError,
 )
+from perdure.worker._journal import JournalClient
 from perdure.worker._payload import failure_from, from_payload, to_payload
 from perdure.worker._registry import WorkflowFunction, workflow_retry
 from perdure.worker._session import JournalSession
