@@ -18,12 +18,15 @@ worker serves the functions marked `@remote_step` that it is given.
 from perdure.worker._attempt import StepContext, current_step, heartbeat
 from perdure.worker._context import RemoteCall, WorkflowContext
 from perdure.worker._errors import (
+    JournalRejectedError,
     LeaseLostError,
     NonDeterminismError,
+    PerdureError,
     SignalTimeoutError,
     StepFailedError,
     StepHeartbeatTimeoutError,
     StepTimeoutError,
+    WorkerConfigurationError,
     WorkerLostError,
     WorkflowCancelledError,
 )
@@ -32,8 +35,10 @@ from perdure.worker._retry import RetryPolicy
 from perdure.worker._worker import Worker
 
 __all__ = [
+    "JournalRejectedError",
     "LeaseLostError",
     "NonDeterminismError",
+    "PerdureError",
     "RemoteCall",
     "RetryPolicy",
     "SignalTimeoutError",
@@ -42,6 +47,7 @@ __all__ = [
     "StepHeartbeatTimeoutError",
     "StepTimeoutError",
     "Worker",
+    "WorkerConfigurationError",
     "WorkerLostError",
     "WorkflowCancelledError",
     "WorkflowContext",
