@@ -23,8 +23,8 @@ _CLOSING = {
     "cancelled": ("finishWorkflow", "cancelled", "failure"),
     "parked": ("finishWorkflow", "park", "failure"),
 }
-# Kinds that end the run without a closing call: "none" makes no call after the load (a run
-# loaded closed), "leaseLost" stops at an answer that the lease is gone.
+# Kinds that end the run without a closing call: "none" makes no call after the exchanges (a
+# run loaded closed, a step task), "leaseLost" stops at an answer that the lease is gone.
 WITHOUT_CLOSING_CALL = ("none", "leaseLost")
 
 
@@ -37,13 +37,36 @@ class Exchange:
 
 
 @dataclass(frozen=True)
+class StepTask:
+    """A remote step's task: the step it leases, and its LoadStep answer."""
+
+    workflow_id: str
+    step_id: str
+    fence: int
+    load: jpb.LoadStepResponse
+
+
+@dataclass(frozen=True)
 class Case:
     name: str
     description: str
-    workflow: str
-    load: jpb.LoadJournalResponse
+    workflow: str  # a catalogued workflow, or remote step type for a step task
+    load: jpb.LoadJournalResponse | None  # a workflow task's (else: step_task)
+    step_task: StepTask | None
     exchanges: list[Exchange]
     outcome: dict[str, Any]
+
+    @property
+    def first_call(self) -> tuple[dict[str, Any], jpb.JournalAnswer]:
+        """The load the engine must call first, and its answer."""
+        if self.step_task is not None:
+            task = self.step_task
+            request = {"workflowId": task.workflow_id, "stepId": task.step_id, "fence": task.fence}
+            return {"loadStep": request}, jpb.JournalAnswer(load_step=task.load)
+        assert self.load is not None
+        info = self.load.workflow
+        request = {"workflowId": info.workflow_id, "fence": info.fence}
+        return {"loadJournal": request}, jpb.JournalAnswer(load_journal=self.load)
 
     @property
     def closing_call(self) -> dict[str, Any] | None:
@@ -59,11 +82,20 @@ class Case:
 
 def read_case(path: Path) -> Case:
     raw = json.loads(path.read_text(encoding="utf-8"))
-    unknown = set(raw) - {"description", "workflow", "load", "exchanges", "outcome"}
+    unknown = set(raw) - {"description", "workflow", "load", "stepTask", "exchanges", "outcome"}
     assert not unknown, f"{path.name}: unknown keys {sorted(unknown)}"
-    load = json_format.ParseDict(raw["load"], jpb.LoadJournalResponse())
-    if not load.workflow.workflow_type:
-        load.workflow.workflow_type = raw["workflow"]
+    assert ("load" in raw) != ("stepTask" in raw), f"{path.name}: a load or a stepTask"
+    load = step_task = None
+    if "load" in raw:
+        load = json_format.ParseDict(raw["load"], jpb.LoadJournalResponse())
+        if not load.workflow.workflow_type:
+            load.workflow.workflow_type = raw["workflow"]
+    else:
+        task = raw["stepTask"]
+        loaded = json_format.ParseDict(task["load"], jpb.LoadStepResponse())
+        if not loaded.step_type:
+            loaded.step_type = raw["workflow"]
+        step_task = StepTask(task["workflowId"], task["stepId"], int(task["fence"]), loaded)
     exchanges = []
     for exchange in raw["exchanges"]:
         call = exchange["call"]
@@ -72,7 +104,8 @@ def read_case(path: Path) -> Case:
         exchanges.append(Exchange(call, answer))
     kind = raw["outcome"]["kind"]
     assert kind in (*_CLOSING, *WITHOUT_CLOSING_CALL), f"{path.name}: unknown outcome {kind!r}"
-    return Case(path.stem, raw["description"], raw["workflow"], load, exchanges, raw["outcome"])
+    outcome = raw["outcome"]
+    return Case(path.stem, raw["description"], raw["workflow"], load, step_task, exchanges, outcome)
 
 
 def all_cases() -> list[Path]:

@@ -1,7 +1,7 @@
-"""The workflows the replay cases (tests/replay/cases/*.json) run, by name, one line of spec
-each. Every SDK's replay runner registers the same workflows under the same names, written to
-these specs (the Node.js SDK's: sdk/node/test/replay/workflows.js), so that one journal gives
-the same calls in every language.
+"""The workflows and remote steps the replay cases (tests/replay/cases/*.json) run, by name,
+one line of spec each. Every SDK's replay runner registers the same ones under the same names,
+written to these specs (the Node.js SDK's: sdk/node/test/replay/workflows.js), so that one
+journal gives the same calls in every language.
 
 Errors a spec "raises" are of a class (Python) or with a `name` (JavaScript) of that type name.
 Step bodies return at once: a case never depends on how long anything takes.
@@ -18,9 +18,15 @@ from perdure.worker import (
     StepFailedError,
     WorkflowCancelledError,
     WorkflowContext,
+    remote_step,
     workflow,
 )
-from perdure.worker._registry import WorkflowFunction, workflow_name
+from perdure.worker._registry import (
+    StepFunction,
+    WorkflowFunction,
+    remote_step_name,
+    workflow_name,
+)
 
 # Retries in the cases: attempt n fails, the next one is due 1s, 2s, 4s... later; 3 attempts.
 RETRY = RetryPolicy(initial_interval=1.0, backoff_coefficient=2.0, maximum_attempts=3)
@@ -32,6 +38,13 @@ class PaymentDeclinedError(Exception):
 
 
 PaymentDeclinedError.__name__ = "PaymentDeclined"
+
+
+class ImageTooLargeError(Exception):
+    """A remote step's own error (type name "ImageTooLarge")."""
+
+
+ImageTooLargeError.__name__ = "ImageTooLarge"
 
 
 class OrderRejectedError(Exception):
@@ -178,11 +191,33 @@ async def cancellable(ctx: WorkflowContext) -> str:
         raise
 
 
+@workflow(name="oversized", retry=RETRY)
+async def oversized(ctx: WorkflowContext) -> Any:
+    """Step "report" (policy: 3 attempts) returns "too large"; returns the step's result."""
+    return await ctx.step("report", lambda: "too large")
+
+
 @workflow(name="unique")
 async def unique(ctx: WorkflowContext) -> str:
     """ctx.uuid4(), then returns it."""
     return await ctx.uuid4()
 
+
+@remote_step(name="resize")
+def resize(image: dict[str, Any]) -> dict[str, Any]:
+    """Remote step: returns its input {"width": w} as {"width": w, "done": true}."""
+    return {"width": image["width"], "done": True}
+
+
+@remote_step(name="unreliable")
+def unreliable(_: Any) -> None:
+    """Remote step: raises ImageTooLarge("too large")."""
+    raise ImageTooLargeError("too large")
+
+
+REMOTE_STEPS: dict[str, StepFunction] = {
+    str(remote_step_name(fn)): fn for fn in (resize, unreliable)
+}
 
 WORKFLOWS: dict[str, WorkflowFunction] = {
     str(workflow_name(fn)): fn
@@ -203,6 +238,7 @@ WORKFLOWS: dict[str, WorkflowFunction] = {
         remote,
         fan_out,
         cancellable,
+        oversized,
         unique,
     )
 }

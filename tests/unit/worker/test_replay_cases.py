@@ -18,8 +18,9 @@ from perdure.api.worker.v1 import task_service_pb2 as tpb
 from perdure.worker import LeaseLostError
 from perdure.worker._runner import run_task
 from perdure.worker._session import JournalSession
+from perdure.worker._step_task import run_step_task
 from tests.replay.contract import Case, all_cases, as_json, differences, read_case
-from tests.replay.workflows import WORKFLOWS
+from tests.replay.workflows import REMOTE_STEPS, WORKFLOWS
 
 
 class ScriptBrokenError(BaseException):
@@ -55,9 +56,7 @@ class ScriptedSession(JournalSession):
         case = self.case
         if not self.loaded:
             self.loaded = True
-            info = case.load.workflow
-            request = {"workflowId": info.workflow_id, "fence": info.fence}
-            return {"loadJournal": request}, jpb.JournalAnswer(load_journal=case.load)
+            return case.first_call
         if self.answered < len(case.exchanges):
             exchange = case.exchanges[self.answered]
             self.answered += 1
@@ -85,10 +84,16 @@ def _show(call: jpb.JournalCall) -> str:
 async def test_replay_case(path: Path) -> None:
     case = read_case(path)
     session = ScriptedSession(case)
-    info = case.load.workflow
-    task = tpb.Task(workflow_id=info.workflow_id, fence=info.fence)
     try:
-        await run_task(task, session, WORKFLOWS, asyncio.Event(), monotonic=lambda: 0.0)
+        if case.step_task is not None:
+            step = case.step_task
+            task = tpb.Task(workflow_id=step.workflow_id, step_id=step.step_id, fence=step.fence)
+            await run_step_task(task, session, REMOTE_STEPS)
+        else:
+            assert case.load is not None
+            info = case.load.workflow
+            task = tpb.Task(workflow_id=info.workflow_id, fence=info.fence)
+            await run_task(task, session, WORKFLOWS, asyncio.Event(), monotonic=lambda: 0.0)
         stopped = None
     except ScriptBrokenError:
         stopped = None  # reported below, with the case
@@ -107,5 +112,8 @@ async def test_replay_case(path: Path) -> None:
 def test_every_case_names_a_catalogued_workflow_or_says_it_does_not() -> None:
     for path in all_cases():
         case = read_case(path)
+        if case.step_task is not None:
+            assert case.workflow in REMOTE_STEPS, path.name
+            continue
         parked_unknown = case.outcome.get("failure", {}).get("type") == "UnknownWorkflowType"
         assert (case.workflow in WORKFLOWS) != parked_unknown, path.name
