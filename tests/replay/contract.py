@@ -144,7 +144,7 @@ def _compare(raw: Any, normal: Any, actual: Any, path: str, found: list[str]) ->
                 if actual.get(key, 0) not in _DEFAULTS:
                     found.append(f"{where}: expected unset, got {actual[key]!r}")
             elif key not in actual:
-                found.append(f"{where}: expected {normal[key]!r}, got nothing")
+                found.append(f"{where}: expected {value!r}, got nothing")
             else:
                 _compare(value, normal[key], actual[key], where, found)
     elif isinstance(raw, list):

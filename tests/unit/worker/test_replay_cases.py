@@ -15,6 +15,7 @@ from google.protobuf import json_format
 from perdure.api.worker.v1 import journal_service_pb2 as jpb
 from perdure.api.worker.v1 import journal_service_pb2_grpc as jgrpc
 from perdure.api.worker.v1 import task_service_pb2 as tpb
+from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.worker import LeaseLostError
 from perdure.worker._runner import run_task
 from perdure.worker._session import JournalSession
@@ -117,3 +118,34 @@ def test_every_case_names_a_catalogued_workflow_or_says_it_does_not() -> None:
             continue
         parked_unknown = case.outcome.get("failure", {}).get("type") == "UnknownWorkflowType"
         assert (case.workflow in WORKFLOWS) != parked_unknown, path.name
+
+
+def record(**fields: Any) -> jpb.JournalCall:
+    return jpb.JournalCall(record_step=jpb.RecordStepRequest(**fields))
+
+
+def test_a_call_matches_on_the_fields_the_case_lists() -> None:
+    actual = record(workflow_id="wf-1", fence=3, step_id="a", position=0, attempt=2)
+    assert differences({"recordStep": {"stepId": "a", "fence": "3", "position": 0}}, actual) == []
+    assert differences({"recordStep": {"attempt": 1}}, actual) == [
+        ".recordStep.attempt: expected 1, got 2"
+    ]
+    assert differences({"startTimer": {}}, actual) == [".startTimer: expected {}, got nothing"]
+
+
+def test_null_means_unset_or_default() -> None:
+    failed = record(step_id="a", failure=wf.Failure(type="E"))
+    assert differences({"recordStep": {"retryDelay": None, "output": None}}, failed) == []
+    failed.record_step.retry_delay.FromSeconds(1)
+    assert differences({"recordStep": {"retryDelay": None}}, failed) == [
+        ".recordStep.retryDelay: expected unset, got '1s'"
+    ]
+    assert differences({"recordStep": {"position": None}}, failed) == []
+
+
+def test_lists_match_whole() -> None:
+    consume = jpb.JournalCall(consume_signals=jpb.ConsumeSignalsRequest(event_ids=[2, 4]))
+    assert differences({"consumeSignals": {"eventIds": [2, 4]}}, consume) == []
+    assert differences({"consumeSignals": {"eventIds": [2]}}, consume) == [
+        ".consumeSignals.eventIds: expected ['2'], got ['2', '4']"
+    ]
