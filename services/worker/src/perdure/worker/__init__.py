@@ -13,6 +13,8 @@ request arrives as `WorkflowCancelledError` at the next durable call.
 Remote steps: `await ctx.call(step_type, input, task_queue=...)` (several at once with
 `ctx.gather`) has a step executed by a worker serving that type, in any language; a Python
 worker serves the functions marked `@remote_step` that it is given.
+
+Every error the SDK raises is a `PerdureError`.
 """
 
 from perdure.worker._attempt import StepContext, current_step, heartbeat
