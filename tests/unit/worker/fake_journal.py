@@ -7,7 +7,8 @@ from typing import Any, cast
 
 from perdure.api.worker.v1 import journal_service_pb2 as jpb
 from perdure.api.workflow.v1 import workflow_pb2 as wf
-from perdure.worker._context import JournalClient, WorkflowContext
+from perdure.worker._context import WorkflowContext
+from perdure.worker._journal import JournalClient
 from perdure.worker._retry import RetryPolicy
 from perdure.worker._session import JournalSession
 

@@ -11,8 +11,8 @@ import pytest
 from perdure.api.worker.v1 import journal_service_pb2 as jpb
 from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.worker import WorkflowContext
-from perdure.worker._context import JournalClient
 from perdure.worker._errors import JournalUnavailableError, LeaseLostError
+from perdure.worker._journal import JournalClient
 from perdure.worker._payload import to_payload
 from perdure.worker._runner import _execute
 from perdure.worker._session import JournalCallError

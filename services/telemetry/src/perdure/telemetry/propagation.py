@@ -11,7 +11,6 @@ from contextlib import contextmanager
 
 from opentelemetry import propagate, trace
 from opentelemetry.context import Context
-from opentelemetry.instrumentation.utils import suppress_instrumentation
 
 Carrier = dict[str, str]
 
@@ -48,5 +47,10 @@ def links_to(*carriers: Mapping[str, str]) -> list[trace.Link]:
 def untraced() -> Iterator[None]:
     """No library spans (database, gRPC) inside: for polling loops, whose spans would bury the
     traces that matter. Perdure's own spans still record."""
+    try:  # the instrumentation comes with the SDK (perdure-telemetry[sdk])
+        from opentelemetry.instrumentation.utils import suppress_instrumentation
+    except ImportError:  # no instrumentation installed: no library spans to suppress
+        yield
+        return
     with suppress_instrumentation():
         yield

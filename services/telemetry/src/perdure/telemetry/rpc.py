@@ -2,7 +2,9 @@
 
 Client interceptors put the caller's trace context in the request metadata; server
 interceptors continue it, so a call across services is one trace. Health checks are left
-out: probes would bury the traces that matter.
+out: probes would bury the traces that matter. The instrumentation comes with the SDK
+(perdure-telemetry[sdk]) and is imported only when tracing is on: a worker without the SDK
+builds its channels without it.
 
 Channels are TLS when PERDURE_TLS_CA is set: they trust that CA, and present the certificate
 in PERDURE_TLS_CERT/PERDURE_TLS_KEY when those are set (mutual TLS).
@@ -20,23 +22,11 @@ from typing import Any
 import grpc
 from opentelemetry import trace
 from opentelemetry.context import Context
-from opentelemetry.instrumentation.grpc import (
-    aio_client_interceptors,
-    aio_server_interceptor,
-    client_interceptor,
-    filters,
-)
 from opentelemetry.trace import Span, SpanKind
 
 from perdure.telemetry.credentials import aio_bearer, aio_metadata, sync_bearer
 from perdure.telemetry.setup import tracing_enabled
 
-_NOT_HEALTH = filters.negate(filters.health_check())
-# Calls a server does not trace: health checks, and lease renewals, a poll every few seconds
-# per worker whose spans would bury the traces that matter.
-_TRACED_SERVER_CALLS = filters.negate(
-    filters.any_of(filters.health_check(), filters.method_name("RenewLeases"))
-)
 # A connection to every address a name resolves to (each replica behind a headless Service's
 # DNS name, or an "ipv4:host:port,host:port" list), calls taking turns on those that are up.
 # Servers close connections after a while (grpc.max_connection_age_ms), and the name is
@@ -64,7 +54,31 @@ _tracer = trace.get_tracer("perdure.rpc")
 
 def server_interceptors() -> list[grpc.aio.ServerInterceptor]:
     """Interceptors for a grpc.aio server (none when tracing is off)."""
-    return [aio_server_interceptor(filter_=_TRACED_SERVER_CALLS)] if tracing_enabled() else []
+    if not tracing_enabled():
+        return []
+    from opentelemetry.instrumentation.grpc import aio_server_interceptor, filters
+
+    # Calls a server does not trace: health checks, and lease renewals, a poll every few
+    # seconds per worker whose spans would bury the traces that matter.
+    untraced = filters.any_of(filters.health_check(), filters.method_name("RenewLeases"))
+    return [aio_server_interceptor(filter_=filters.negate(untraced))]
+
+
+def _client_interceptors(aio: bool) -> list[Any]:
+    """The instrumentation's client interceptors, health checks left out (none when tracing
+    is off)."""
+    if not tracing_enabled():
+        return []
+    from opentelemetry.instrumentation.grpc import (
+        aio_client_interceptors,
+        client_interceptor,
+        filters,
+    )
+
+    not_health = filters.negate(filters.health_check())
+    if aio:
+        return list(aio_client_interceptors(filter_=not_health))
+    return [client_interceptor(filter_=not_health)]
 
 
 class TLSConfigError(ValueError):
@@ -137,7 +151,7 @@ def aio_channel(
     """A grpc.aio channel (TLS per PERDURE_TLS_*) whose calls carry the trace context,
     `api_key` as a bearer token when given, and `metadata` (a service's credential)."""
     interceptors = [
-        *(aio_client_interceptors(filter_=_NOT_HEALTH) if tracing_enabled() else []),
+        *_client_interceptors(aio=True),
         *(aio_bearer(api_key) if api_key else []),
         *(aio_metadata(metadata) if metadata else []),
     ]
@@ -167,9 +181,8 @@ def sync_channel(
     )
     if api_key:
         channel = sync_bearer(channel, api_key)
-    if not (traced and tracing_enabled()):
-        return channel
-    return grpc.intercept_channel(channel, client_interceptor(filter_=_NOT_HEALTH))
+    interceptors = _client_interceptors(aio=False) if traced else []
+    return grpc.intercept_channel(channel, *interceptors) if interceptors else channel
 
 
 @contextmanager

@@ -6,6 +6,11 @@ nothing configured no provider is installed, so spans and instruments are the AP
 and no exporter thread runs. OTEL_EXPORTER_OTLP_[TRACES_|METRICS_]PROTOCOL picks `grpc`
 (default) or `http/protobuf`; endpoints, headers, sampling (OTEL_TRACES_SAMPLER), batching
 (OTEL_BSP_*) and the export interval (OTEL_METRIC_EXPORT_INTERVAL) are read by the SDK.
+
+The OpenTelemetry SDK and exporters are an extra (`perdure-telemetry[sdk]`; the services have
+it, a worker gets it with `perdure[otel]`): this module imports them only to export. Without
+them a process asking for exporters stops, saying what to install; one asking for nothing runs
+on the API's no-ops.
 """
 
 from __future__ import annotations
@@ -17,25 +22,19 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from importlib.metadata import version
+from typing import TYPE_CHECKING
 
 from opentelemetry import metrics, trace
-from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import (
-    ConsoleMetricExporter,
-    MetricExporter,
-    PeriodicExportingMetricReader,
-)
-from opentelemetry.sdk.resources import (
-    SERVICE_INSTANCE_ID,
-    SERVICE_NAME,
-    SERVICE_VERSION,
-    OTELResourceDetector,
-    Resource,
-)
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SpanExporter
 
+from perdure.telemetry.buckets import DURATION_BUCKETS as DURATION_BUCKETS  # imported from here too
 from perdure.telemetry.logs import configure_logging
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import MetricExporter
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SpanExporter
 
 _ENDPOINT_VARIABLES = {
     "traces": ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"),
@@ -75,6 +74,8 @@ def _otlp_protocol(signal: str) -> str:
 
 
 def _span_exporter(name: str) -> SpanExporter:
+    from opentelemetry.sdk.trace.export import ConsoleSpanExporter
+
     if name == "console":
         return ConsoleSpanExporter(out=sys.stdout)  # stdout now, not at import
     if _otlp_protocol("traces") == "grpc":
@@ -89,6 +90,8 @@ def _span_exporter(name: str) -> SpanExporter:
 
 
 def _metric_exporter(name: str) -> MetricExporter:
+    from opentelemetry.sdk.metrics.export import ConsoleMetricExporter
+
     if name == "console":
         return ConsoleMetricExporter(out=sys.stdout)
     if _otlp_protocol("metrics") == "grpc":
@@ -105,6 +108,14 @@ def _metric_exporter(name: str) -> MetricExporter:
 def service_resource(service: str) -> Resource:
     """The process's resource: `service` as service.name unless OTEL_SERVICE_NAME or
     OTEL_RESOURCE_ATTRIBUTES say otherwise, the version, a fresh instance id."""
+    from opentelemetry.sdk.resources import (
+        SERVICE_INSTANCE_ID,
+        SERVICE_NAME,
+        SERVICE_VERSION,
+        OTELResourceDetector,
+        Resource,
+    )
+
     defaults = Resource(
         {
             SERVICE_NAME: service,
@@ -117,6 +128,10 @@ def service_resource(service: str) -> Resource:
 
 def tracing_enabled() -> bool:
     """Whether spans are recorded in this process (an SDK tracer provider is installed)."""
+    try:
+        from opentelemetry.sdk.trace import TracerProvider
+    except ImportError:  # without the SDK, every tracer is the API's no-op
+        return False
     return isinstance(trace.get_tracer_provider(), TracerProvider)
 
 
@@ -140,6 +155,16 @@ def build_telemetry(service: str) -> Telemetry:
     metric_exporters = _exporter_names("metrics")
     if not span_exporters and not metric_exporters:
         return Telemetry(None, None)
+    try:
+        from opentelemetry.sdk.metrics import MeterProvider
+        from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor
+    except ImportError:
+        raise SystemExit(
+            "OTEL_* variables ask for telemetry to be exported, but the OpenTelemetry SDK is not "
+            "installed: install perdure[otel] (a worker) or perdure-telemetry[sdk]"
+        ) from None
     resource = service_resource(service)
     tracer_provider = meter_provider = None
     if span_exporters:
@@ -174,24 +199,3 @@ def telemetry_for(service: str, *, on_enabled: Callable[[], None] | None = None)
         yield
     finally:
         telemetry.shutdown()
-
-
-# Histogram buckets for durations in seconds, from a millisecond to a minute (the SDK's
-# default buckets are meant for milliseconds).
-DURATION_BUCKETS = (
-    0.001,
-    0.0025,
-    0.005,
-    0.01,
-    0.025,
-    0.05,
-    0.1,
-    0.25,
-    0.5,
-    1.0,
-    2.5,
-    5.0,
-    10.0,
-    30.0,
-    60.0,
-)

@@ -10,7 +10,7 @@ from opentelemetry.context import Context
 from opentelemetry.metrics import Histogram, Meter
 from opentelemetry.util.types import AttributeValue
 
-from perdure.telemetry.setup import DURATION_BUCKETS
+from perdure.telemetry.buckets import DURATION_BUCKETS
 
 
 def timer_lateness(meter: Meter) -> Histogram:

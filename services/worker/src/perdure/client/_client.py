@@ -5,14 +5,17 @@ from __future__ import annotations
 import os
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import timedelta
-from typing import Any
+from typing import Any, cast
+
+import grpc
 
 from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.api.workflow.v1 import workflow_service_pb2 as api
 from perdure.api.workflow.v1 import workflow_service_pb2_grpc as apigrpc
 from perdure.telemetry.rpc import sync_channel
+from perdure.worker._errors import PerdureError
 from perdure.worker._payload import from_payload, to_payload
 from perdure.worker._rpc import CHANNEL_OPTIONS
 
@@ -25,6 +28,46 @@ CLOSED = frozenset(
         wf.WORKFLOW_STATUS_TERMINATED,
     }
 )
+
+
+class WaitTimeoutError(PerdureError, TimeoutError):
+    """`Client.wait` gave up: the run was still open after its timeout."""
+
+
+class RpcError(PerdureError, grpc.RpcError):
+    """A call to the API failed. Also a grpc.RpcError, with the call's code(), details() and
+    trailing_metadata() (which carries the google.rpc.Status details)."""
+
+    def __init__(self, cause: grpc.RpcError) -> None:
+        super().__init__(f"{cause.code().name}: {cause.details()}")
+        self.cause = cause
+
+    def code(self) -> grpc.StatusCode:
+        return self.cause.code()
+
+    def details(self) -> str | None:
+        return self.cause.details()
+
+    def trailing_metadata(self) -> Any:
+        return self.cause.trailing_metadata()
+
+
+class _RaisingRpcError:
+    """A stub whose methods raise RpcError where grpc raises its own."""
+
+    def __init__(self, stub: apigrpc.WorkflowServiceStub) -> None:
+        self._stub = stub
+
+    def __getattr__(self, name: str) -> Callable[..., Any]:
+        method = getattr(self._stub, name)
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return method(*args, **kwargs)
+            except grpc.RpcError as error:
+                raise RpcError(error) from error
+
+        return call
 
 
 class Client:
@@ -45,7 +88,8 @@ class Client:
             address, CHANNEL_OPTIONS, api_key=api_key or os.environ.get("PERDURE_API_KEY")
         )
         self.namespace = namespace
-        self._stub = apigrpc.WorkflowServiceStub(self._channel)
+        stub = apigrpc.WorkflowServiceStub(self._channel)
+        self._stub = cast(apigrpc.WorkflowServiceStub, _RaisingRpcError(stub))
         self._timeout = timeout
 
     def __enter__(self) -> Client:
@@ -205,7 +249,8 @@ class Client:
         return response
 
     def wait(self, workflow_id: str, timeout: float = 60.0) -> api.DescribeWorkflowResponse:
-        """Poll until the run is closed; raise TimeoutError after `timeout` seconds."""
+        """Poll until the run is closed; raise WaitTimeoutError (a TimeoutError) after `timeout`
+        seconds."""
         deadline = time.monotonic() + timeout
         delay = 0.02
         while True:
@@ -213,7 +258,7 @@ class Client:
             if described.workflow.status in CLOSED:
                 return described
             if time.monotonic() >= deadline:
-                raise TimeoutError(f"workflow {workflow_id!r} still running after {timeout}s")
+                raise WaitTimeoutError(f"workflow {workflow_id!r} still running after {timeout}s")
             time.sleep(delay)
             delay = min(delay * 1.5, 0.5)
 

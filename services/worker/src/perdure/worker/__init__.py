@@ -13,17 +13,22 @@ request arrives as `WorkflowCancelledError` at the next durable call.
 Remote steps: `await ctx.call(step_type, input, task_queue=...)` (several at once with
 `ctx.gather`) has a step executed by a worker serving that type, in any language; a Python
 worker serves the functions marked `@remote_step` that it is given.
+
+Every error the SDK raises is a `PerdureError`.
 """
 
 from perdure.worker._attempt import StepContext, current_step, heartbeat
 from perdure.worker._context import RemoteCall, WorkflowContext
 from perdure.worker._errors import (
+    JournalRejectedError,
     LeaseLostError,
     NonDeterminismError,
+    PerdureError,
     SignalTimeoutError,
     StepFailedError,
     StepHeartbeatTimeoutError,
     StepTimeoutError,
+    WorkerConfigurationError,
     WorkerLostError,
     WorkflowCancelledError,
 )
@@ -32,8 +37,10 @@ from perdure.worker._retry import RetryPolicy
 from perdure.worker._worker import Worker
 
 __all__ = [
+    "JournalRejectedError",
     "LeaseLostError",
     "NonDeterminismError",
+    "PerdureError",
     "RemoteCall",
     "RetryPolicy",
     "SignalTimeoutError",
@@ -42,6 +49,7 @@ __all__ = [
     "StepHeartbeatTimeoutError",
     "StepTimeoutError",
     "Worker",
+    "WorkerConfigurationError",
     "WorkerLostError",
     "WorkflowCancelledError",
     "WorkflowContext",

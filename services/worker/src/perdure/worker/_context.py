@@ -1,4 +1,5 @@
-"""WorkflowContext: the durable calls workflow code makes, and their replay from the journal."""
+"""WorkflowContext: the durable calls workflow code makes. Each is matched to the journal by
+_replay, recorded through _journal if new, and run (a step's attempt) by _attempt."""
 
 from __future__ import annotations
 
@@ -13,7 +14,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import grpc
 from opentelemetry.util.types import AttributeValue
 
 from perdure.api.common.v1.payload_pb2 import Payload
@@ -30,51 +30,23 @@ from perdure.worker._attempt import (
     run_attempt,
 )
 from perdure.worker._errors import (
-    JournalRejectedError,
-    JournalUnavailableError,
-    LeaseLostError,
     NonDeterminismError,
     SignalTimeoutError,
     StepFailedError,
     WorkflowCancelledError,
 )
+from perdure.worker._journal import JournalClient
 from perdure.worker._payload import from_payload, to_payload
+from perdure.worker._replay import STEP_OUTCOMES, Call, Replay
 from perdure.worker._retry import NO_RETRY, RetryPolicy
-from perdure.worker._session import JournalCallError, JournalSession
 from perdure.worker._telemetry import TIMER_LATENESS, tracer
 
 log = logging.getLogger("perdure.worker")
 
-JOURNAL_TIMEOUT = 30.0
-# Calls of the code that hold a position in the journal; replay walks them in order. (The
-# outcome of a remote step holds none: its STEP_SCHEDULED holds the call's.)
-_POSITIONED = frozenset(
-    {
-        wf.EVENT_TYPE_STEP_COMPLETED,
-        wf.EVENT_TYPE_STEP_FAILED,
-        wf.EVENT_TYPE_STEP_SCHEDULED,
-        wf.EVENT_TYPE_TIMER_STARTED,
-        wf.EVENT_TYPE_SIGNAL_CONSUMED,
-        wf.EVENT_TYPE_SIGNAL_TIMED_OUT,
-        wf.EVENT_TYPE_STATE_UPDATED,
-        wf.EVENT_TYPE_CANCELLATION_DELIVERED,
-    }
-)
-_STEP_OUTCOMES = (wf.EVENT_TYPE_STEP_COMPLETED, wf.EVENT_TYPE_STEP_FAILED)
 # A timer due within this long is waited out in the worker rather than suspended. It is more
 # than the lookahead with which the worker accepts timer tasks (see Worker), so that a task
 # granted ahead of its timer never suspends again.
 LOCAL_WAIT_SECONDS = 0.25
-# History's answers that mean this lease (or step) is not ours to write any more (with worker
-# keys, LEASE_NOT_HELD when a worker of another key holds it now; JOURNAL_TOO_LARGE: the run
-# was parked as its load was refused).
-_LEASE_LOST = (
-    "STALE_FENCE",
-    "WORKFLOW_CLOSED",
-    "STEP_CLOSED",
-    "LEASE_NOT_HELD",
-    "JOURNAL_TOO_LARGE",
-)
 
 
 class Suspended(BaseException):
@@ -97,52 +69,6 @@ def _wait(kind: wf.WaitKind, name: str, until: datetime | None) -> Suspended:
     return Suspended(wait)
 
 
-class JournalClient:
-    """The journal calls of one lease; a stale fence becomes LeaseLostError."""
-
-    def __init__(self, session: JournalSession, workflow_id: str, fence: int) -> None:
-        self.session = session
-        self.workflow_id = workflow_id
-        self.fence = fence
-
-    async def call(self, request: Any) -> Any:
-        """Send a JournalService request of this lease; return its response."""
-        try:
-            return await self.session.call(request, JOURNAL_TIMEOUT)
-        except JournalCallError as error:
-            if error.reason in _LEASE_LOST:
-                raise LeaseLostError(error.message or "stale fence") from None
-            if error.code in _REJECTED:
-                raise JournalRejectedError(f"{error.reason}: {error.message}") from None
-            raise JournalUnavailableError(str(error)) from error
-
-    async def record(self, request: Any) -> Any:
-        """Send a record under this lease (its workflow id and fence filled in)."""
-        request.workflow_id = self.workflow_id
-        request.fence = self.fence
-        return await self.call(request)
-
-    async def load(self) -> jpb.LoadJournalResponse:
-        """Load the journal, fencing out every earlier holder."""
-        request = jpb.LoadJournalRequest(workflow_id=self.workflow_id, fence=self.fence)
-        loaded: jpb.LoadJournalResponse = await self.call(request)
-        return loaded
-
-
-@dataclass(frozen=True)
-class _Call:
-    """One durable call of the code: its identity, position, and what the journal holds."""
-
-    step_id: str
-    name: str
-    position: int
-    recorded: wf.HistoryEvent | None
-
-    def ref(self) -> dict[str, Any]:
-        """The fields every record of this call carries."""
-        return {"step_id": self.step_id, "step_name": self.name, "position": self.position}
-
-
 class WorkflowContext:
     """Handed to every workflow function; its methods are the workflow's durable calls.
 
@@ -155,6 +81,7 @@ class WorkflowContext:
         journal: JournalClient,
         retry: RetryPolicy,
         stopping: asyncio.Event | None = None,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.workflow_id = loaded.workflow.workflow_id
         self.workflow_type = loaded.workflow.workflow_type
@@ -163,53 +90,20 @@ class WorkflowContext:
         self._retry = retry
         # What the database clock said at load: a timer or retry later than this is not due.
         self._now = loaded.now.ToDatetime(tzinfo=UTC)
-        self._loaded_at = time.monotonic()  # the load's answer came at least this late
+        self._monotonic = monotonic
+        self._loaded_at = monotonic()  # the load's answer came at least this late
         self._task_queue = loaded.workflow.task_queue
-        events = list(loaded.events)
-        scheduled = {e.step_id for e in events if e.event_type == wf.EVENT_TYPE_STEP_SCHEDULED}
-        # The outcomes of remote steps, by step id; they hold no position.
-        self._remote_outcomes = {
-            e.step_id: e
-            for e in events
-            if e.event_type in _STEP_OUTCOMES and e.step_id in scheduled
-        }
-        self._recorded = {
-            e.position: e
-            for e in events
-            if e.event_type in _POSITIONED and self._remote_outcomes.get(e.step_id) is not e
-        }
-        self._failed_attempts: dict[str, list[wf.HistoryEvent]] = {}
-        self._started_attempts: dict[str, int] = {}  # the last attempt started, by step
-        consumed: set[int] = set()
-        for event in events:
-            if event.event_type == wf.EVENT_TYPE_STEP_ATTEMPT_FAILED:
-                self._failed_attempts.setdefault(event.step_id, []).append(event)
-            elif event.event_type == wf.EVENT_TYPE_STEP_ATTEMPT_STARTED:
-                last = self._started_attempts.get(event.step_id, 0)
-                self._started_attempts[event.step_id] = max(last, event.attempt)
-            elif event.event_type == wf.EVENT_TYPE_SIGNAL_CONSUMED:
-                consumed.update(event.consumed_event_ids)
-        self._signals = [
-            e
-            for e in events
-            if e.event_type == wf.EVENT_TYPE_SIGNAL_RECEIVED and e.event_id not in consumed
-        ]
-        self._progress = {p.step_id: p for p in loaded.progress}
+        self._replay = Replay(loaded)
         self._cancel_requested = loaded.workflow.cancel_requested
-        self._cancel_reason = next(
-            (e.failure.message for e in events if e.event_type == wf.EVENT_TYPE_CANCEL_REQUESTED),
-            "",
-        )
-        self._cancel_delivered = any(
-            e.event_type == wf.EVENT_TYPE_CANCELLATION_DELIVERED for e in events
-        )
-        self._position = 0
-        self._occurrences: dict[str, int] = {}
+        self._cancel_reason = self._replay.cancel_reason
+        self._cancel_delivered = self._replay.cancel_delivered
         self._heartbeats = Heartbeats(self._record)
         self._stopping = stopping  # set when the worker drains
-        # The first mismatch with the journal: the run parks with it, whatever the code does
-        # after (catches it, fails, is cancelled), and no later call is replayed or recorded.
-        self.non_determinism: NonDeterminismError | None = None
+
+    @property
+    def non_determinism(self) -> NonDeterminismError | None:
+        """The first mismatch of the code with its journal, if any: the run parks with it."""
+        return self._replay.non_determinism
 
     async def step(
         self,
@@ -285,7 +179,7 @@ class WorkflowContext:
             if call.recorded.event_type == wf.EVENT_TYPE_SIGNAL_TIMED_OUT:
                 raise SignalTimeoutError(f"no signal {name!r} within {timeout}s")
             return from_payload(call.recorded.payload)
-        taken = self._take_signals(name, limit=1)
+        taken = self._replay.take_signals(name, limit=1)
         if taken:
             await self._consume(call, name, taken, taken[0].payload)
             return from_payload(taken[0].payload)
@@ -301,7 +195,7 @@ class WorkflowContext:
         call = await self._begin(f"$drain:{name}")
         if call.recorded is not None:
             return list(from_payload(call.recorded.payload))
-        taken = self._take_signals(name, limit=None)
+        taken = self._replay.take_signals(name, limit=None)
         payloads = [from_payload(event.payload) for event in taken]
         await self._consume(call, name, taken, to_payload(payloads))
         return payloads
@@ -356,13 +250,13 @@ class WorkflowContext:
         scheduled = [await self._schedule(call) for call in calls]
         if not scheduled:
             return []
-        pending = [call for call in scheduled if call.step_id not in self._remote_outcomes]
+        pending = [call for call in scheduled if call.step_id not in self._replay.remote_outcomes]
         await self._interruptible(scheduled[0], waiting=bool(pending))
         if pending:
             raise _wait(wf.WAIT_KIND_STEP, pending[0].step_id, None)
         results = []
         for call in scheduled:
-            outcome = self._remote_outcomes[call.step_id]
+            outcome = self._replay.remote_outcomes[call.step_id]
             if outcome.event_type == wf.EVENT_TYPE_STEP_FAILED:
                 raise StepFailedError(call.step_id, outcome.failure)
             results.append(from_payload(outcome.payload))
@@ -370,46 +264,26 @@ class WorkflowContext:
 
     def unconsumed_steps(self) -> list[str]:
         """Recorded calls the code has not reached: non-deterministic if the run is ending."""
-        return [event.step_id for _, event in sorted(self._recorded.items())]
+        return self._replay.unreached()
 
     # -- internals ---------------------------------------------------------------------------
 
-    async def _begin(self, name: str) -> _Call:
+    async def _begin(self, name: str) -> Call:
         """Take the next position for a call; check it against the journal; deliver a pending
         cancellation here if the code has not seen it yet."""
-        if self.non_determinism is not None:
-            raise self.non_determinism
-        occurrence = self._occurrences.get(name, 0) + 1
-        self._occurrences[name] = occurrence
-        step_id = name if occurrence == 1 else f"{name}#{occurrence}"
-        position = self._position
-        self._position += 1
-        recorded = self._recorded.pop(position, None)
-        call = _Call(step_id, name, position, recorded)
-        if recorded is not None:
-            if recorded.step_id != step_id:
-                raise self._mismatch(
-                    f"workflow {self.workflow_id!r}: call #{position} of the code is "
-                    f"{step_id!r}, but the journal recorded {recorded.step_id!r} there; the "
-                    "code changed in a way that does not replay"
-                )
-            if recorded.event_type == wf.EVENT_TYPE_CANCELLATION_DELIVERED:
+        call = self._replay.next_call(name)
+        if call.recorded is not None:
+            if call.recorded.event_type == wf.EVENT_TYPE_CANCELLATION_DELIVERED:
                 raise self._cancellation()
             return call
         if self._stopping is not None and self._stopping.is_set():
-            raise HandedBack(f"handed back before {step_id!r}")
+            raise HandedBack(f"handed back before {call.step_id!r}")
         if self._cancel_requested and not self._cancel_delivered:
             request = jpb.RecordCancellationRequest(**call.ref())
             await self._record(request)
             self._cancel_delivered = True
             raise self._cancellation()
         return call
-
-    def _mismatch(self, message: str) -> NonDeterminismError:
-        """The code no longer matches its journal: remembered, so that the run parks."""
-        if self.non_determinism is None:
-            self.non_determinism = NonDeterminismError(message)
-        return self.non_determinism
 
     def _cancellation(self) -> WorkflowCancelledError:
         reason = f": {self._cancel_reason}" if self._cancel_reason else ""
@@ -424,7 +298,7 @@ class WorkflowContext:
 
     async def _timer(
         self, name: str, *, delay: float | None = None, until: datetime | None = None
-    ) -> tuple[_Call, datetime]:
+    ) -> tuple[Call, datetime]:
         call = await self._begin(name)
         if call.recorded is not None:
             return call, call.recorded.due_time.ToDatetime(tzinfo=UTC)
@@ -436,7 +310,7 @@ class WorkflowContext:
         started: jpb.StartTimerResponse = await self._record(request)
         return call, started.fire_time.ToDatetime(tzinfo=UTC)
 
-    async def _sleep(self, call: _Call, fire: datetime) -> None:
+    async def _sleep(self, call: Call, fire: datetime) -> None:
         """Wait for the timer of `call`. A cancellation requested before it fires ends the wait:
         it is delivered at the call right after the timer, "<timer step id>:cancelled", and
         replay raises it there again, whatever the time by then."""
@@ -457,12 +331,12 @@ class WorkflowContext:
         late_by = (self._database_now() - fire).total_seconds()
         record_fire(tracer, TIMER_LATENESS, "timer", fire, late_by, attributes)
 
-    async def _interruptible(self, call: _Call, waiting: bool) -> None:
+    async def _interruptible(self, call: Call, waiting: bool) -> None:
         """A cancellation requested while the code waits at `call` (a timer, remote steps)
         ends the wait: it is delivered at the call right after it, "<step id>:cancelled", and
         replay raises it there again, whatever happened to the wait since."""
         interrupt = f"{call.step_id}:cancelled"
-        following = self._recorded.get(self._position)
+        following = self._replay.following()
         delivered_here = (
             following is not None
             and following.event_type == wf.EVENT_TYPE_CANCELLATION_DELIVERED
@@ -472,15 +346,11 @@ class WorkflowContext:
         if delivered_here or pending:
             await self._begin(interrupt)  # records or replays the delivery, and raises it
 
-    async def _schedule(self, remote: RemoteCall) -> _Call:
+    async def _schedule(self, remote: RemoteCall) -> Call:
         """Journal a remote step's call at the next position (once: replay finds it)."""
         call = await self._begin(remote.step_type)
         if call.recorded is not None:
-            if call.recorded.event_type != wf.EVENT_TYPE_STEP_SCHEDULED:
-                raise self._mismatch(
-                    f"workflow {self.workflow_id!r}: call #{call.position} is remote step "
-                    f"{call.step_id!r}, but the journal recorded a {_kind(call.recorded)} there"
-                )
+            self._replay.expect(call, (wf.EVENT_TYPE_STEP_SCHEDULED,), "remote step")
             return call
         request = jpb.ScheduleStepRequest(
             task_queue=remote.task_queue,
@@ -497,16 +367,10 @@ class WorkflowContext:
 
     def _database_now(self) -> datetime:
         """The database clock now, never ahead of it: its time at load, plus the time since."""
-        return self._now + timedelta(seconds=time.monotonic() - self._loaded_at)
-
-    def _take_signals(self, name: str, limit: int | None) -> list[wf.HistoryEvent]:
-        matching = [event for event in self._signals if event.name == name][:limit]
-        for event in matching:
-            self._signals.remove(event)
-        return matching
+        return self._now + timedelta(seconds=self._monotonic() - self._loaded_at)
 
     async def _consume(
-        self, call: _Call, name: str, taken: list[wf.HistoryEvent], result: Payload
+        self, call: Call, name: str, taken: list[wf.HistoryEvent], result: Payload
     ) -> None:
         request = jpb.ConsumeSignalsRequest(
             signal_name=name, event_ids=[e.event_id for e in taken], result=result, **call.ref()
@@ -532,32 +396,27 @@ class WorkflowContext:
         call = await self._begin(name)
         recorded = call.recorded
         if recorded is not None:
-            if recorded.event_type not in _STEP_OUTCOMES:
-                raise self._mismatch(
-                    f"workflow {self.workflow_id!r}: call #{call.position} is step "
-                    f"{call.step_id!r}, but the journal recorded a {_kind(recorded)} there"
-                )
+            self._replay.expect(call, STEP_OUTCOMES, "step")
             if not name.startswith(INTERNAL_PREFIX):
                 log.info("Skipping completed step: %s", call.step_id)
             if recorded.event_type == wf.EVENT_TYPE_STEP_FAILED:
                 raise StepFailedError(call.step_id, recorded.failure)
             return from_payload(recorded.payload)
 
-        failures = self._failed_attempts.get(call.step_id, [])
+        attempts = self._replay.attempts(call.step_id)
         # An attempt started and never recorded was lost with its worker: it fails now.
-        started = self._started_attempts.get(call.step_id, 0)
-        lost = started > 0 and started not in {event.attempt for event in failures}
+        failures, lost = attempts.failures, attempts.lost
         if failures and not lost:
             retry_at = failures[-1].due_time.ToDatetime(tzinfo=UTC)
             if retry_at > self._now:  # woken early (a signal, a cancel request): wait on
                 raise _wait(wf.WAIT_KIND_RETRY, call.step_id, retry_at)
-        progress = self._progress.get(call.step_id)
+        progress = self._replay.progress.get(call.step_id)
         step = StepContext(
             workflow_id=self.workflow_id,
             step_id=call.step_id,
             idempotency_key=f"{self.workflow_id}:{call.step_id}",
             fence=self.fence,
-            attempt=started if lost else len(failures) + 1,
+            attempt=attempts.started if lost else len(failures) + 1,
             heartbeat_details=from_payload(progress.details) if progress else None,
         )
         attempt = Attempt(
@@ -597,14 +456,6 @@ class RemoteCall:
     def __await__(self) -> Generator[Any, None, Any]:
         results = yield from self.ctx.gather(self).__await__()
         return results[0]
-
-
-# History decided the request itself is wrong: the same request would be refused again.
-_REJECTED = (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.RESOURCE_EXHAUSTED)
-
-
-def _kind(event: wf.HistoryEvent) -> str:
-    return wf.EventType.Name(event.event_type).removeprefix("EVENT_TYPE_").lower()
 
 
 def _check_limit(what: str, seconds: float | None) -> None:

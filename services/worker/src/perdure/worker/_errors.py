@@ -5,7 +5,17 @@ from __future__ import annotations
 from perdure.api.workflow.v1 import workflow_pb2 as wf
 
 
-class StepFailedError(Exception):
+class PerdureError(BaseException):
+    """The base of every error the Perdure SDK raises or exports (worker and client).
+
+    Most are also an `Exception`. A few are not, as asyncio.CancelledError is not, so that
+    `except Exception` in workflow code cannot swallow them: WorkflowCancelledError,
+    NonDeterminismError, LeaseLostError, JournalUnavailableError. `except PerdureError` does
+    catch those: re-raise them.
+    """
+
+
+class StepFailedError(PerdureError, Exception):
     """A step raised; raised again, identically, when the workflow is replayed.
 
     The original exception cannot be rebuilt on another worker, so workflow code catches this
@@ -20,27 +30,27 @@ class StepFailedError(Exception):
         self.failure = failure
 
 
-class StepTimeoutError(Exception):
+class StepTimeoutError(PerdureError, Exception):
     """A step attempt ran longer than its `timeout` (start to close); counts as a failed
     attempt."""
 
 
-class StepHeartbeatTimeoutError(Exception):
+class StepHeartbeatTimeoutError(PerdureError, Exception):
     """A step attempt went longer than its `heartbeat_timeout` without calling heartbeat();
     counts as a failed attempt."""
 
 
-class WorkerLostError(Exception):
+class WorkerLostError(PerdureError, Exception):
     """A step attempt started (it is journaled) and never reported: the worker running it was
     lost (it crashed, or its lease expired). Counts as a failed attempt, under the step's retry
     policy; never raised by a body, only recorded for it on replay."""
 
 
-class SignalTimeoutError(Exception):
+class SignalTimeoutError(PerdureError, Exception):
     """`ctx.wait_for_signal(name, timeout=...)` reached its timeout without a signal."""
 
 
-class WorkflowCancelledError(BaseException):
+class WorkflowCancelledError(PerdureError):
     """Raised into the workflow at its next durable call after CancelWorkflow (a waiting
     workflow is woken for it at once). Catch it to run compensating steps, then re-raise it to
     end the run as CANCELLED; returning normally completes the run instead.
@@ -50,29 +60,29 @@ class WorkflowCancelledError(BaseException):
     """
 
 
-class NonDeterminismError(BaseException):
+class NonDeterminismError(PerdureError):
     """The workflow code no longer matches its journal; the run is parked, not corrupted.
 
     A BaseException so that `except Exception` in workflow code cannot swallow it.
     """
 
 
-class LeaseLostError(BaseException):
+class LeaseLostError(PerdureError):
     """Another worker now holds the workflow (history rejected our fence); stop at once."""
 
 
-class JournalUnavailableError(BaseException):
+class JournalUnavailableError(PerdureError):
     """History could not be reached: the run stops and its lease is left to expire, so it is
     retried later. A BaseException so that workflow code cannot mistake it for its own error."""
 
 
-class JournalRejectedError(Exception):
+class JournalRejectedError(PerdureError, Exception):
     """History refused a journal call as invalid (a value over the payload limits, say):
     sending it again cannot help. In a step it fails the step; elsewhere the workflow code
     gets it, and unhandled it fails the workflow."""
 
 
-class WorkerConfigurationError(Exception):
+class WorkerConfigurationError(PerdureError, Exception):
     """The worker cannot serve as configured, and retrying will not help: its key is missing,
     invalid, revoked or not a worker key of this namespace and queue, or an address does not
     resolve. `Worker.run()` raises it; `perdure worker` prints it and exits non-zero."""

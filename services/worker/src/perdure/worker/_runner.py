@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
+from collections.abc import Callable
 from typing import Any
 
 from opentelemetry import trace
@@ -12,12 +14,13 @@ from opentelemetry.trace import Status, StatusCode
 from perdure.api.worker.v1 import journal_service_pb2 as jpb
 from perdure.api.worker.v1 import task_service_pb2 as tpb
 from perdure.api.workflow.v1 import workflow_pb2 as wf
-from perdure.worker._context import JournalClient, Suspended, WorkflowContext, call_workflow
+from perdure.worker._context import Suspended, WorkflowContext, call_workflow
 from perdure.worker._errors import (
     JournalRejectedError,
     NonDeterminismError,
     WorkflowCancelledError,
 )
+from perdure.worker._journal import JournalClient
 from perdure.worker._payload import failure_from, from_payload, to_payload
 from perdure.worker._registry import WorkflowFunction, workflow_retry
 from perdure.worker._session import JournalSession
@@ -31,9 +34,11 @@ async def run_task(
     session: JournalSession,
     workflows: dict[str, WorkflowFunction],
     stopping: asyncio.Event,
+    monotonic: Callable[[], float] = time.monotonic,
 ) -> None:
     """Advance the task's workflow as far as it goes. Raises LeaseLostError if fenced out, and
-    HandedBack if `stopping` is set before the workflow's next new call."""
+    HandedBack if `stopping` is set before the workflow's next new call. `monotonic`: the
+    clock that measures the time since the load (the replay cases freeze it)."""
     journal = JournalClient(session, task.workflow_id, task.fence)
     loaded = await journal.load()
     if loaded.workflow.status != wf.WORKFLOW_STATUS_RUNNING:
@@ -51,7 +56,7 @@ async def run_task(
         await journal.call(finish)
         return
     trace_ended_wait(loaded)
-    ctx = WorkflowContext(loaded, journal, workflow_retry(fn), stopping)
+    ctx = WorkflowContext(loaded, journal, workflow_retry(fn), stopping, monotonic)
     outcome, value = await _execute(fn, ctx, from_payload(loaded.workflow.input))
     run_span = trace.get_current_span()
     run_span.set_attribute("perdure.task.outcome", outcome)

@@ -30,6 +30,7 @@ from perdure.api.worker.v1 import journal_service_pb2 as jpb
 from perdure.api.worker.v1 import journal_service_pb2_grpc as jgrpc
 from perdure.telemetry.propagation import current_carrier
 from perdure.telemetry.rpc import MAX_ITEM_BYTES, multiplexed_call_span
+from perdure.worker._errors import PerdureError
 
 SERVICE = jpb.DESCRIPTOR.services_by_name["JournalService"].full_name
 ATTEMPTS = 5
@@ -44,7 +45,7 @@ _FIELDS = {
 _Stream = grpc.aio.StreamStreamCall[jpb.SessionRequest, jpb.SessionResponse]
 
 
-class JournalCallError(Exception):
+class JournalCallError(PerdureError, Exception):
     """A journal call failed: the status (and ErrorInfo reason) a unary call would carry."""
 
     def __init__(self, code: grpc.StatusCode, message: str, reason: str = "") -> None:

@@ -7,7 +7,7 @@ import logging
 from perdure.api.worker.v1 import journal_service_pb2 as jpb
 from perdure.api.worker.v1 import task_service_pb2 as tpb
 from perdure.worker._attempt import Attempt, Heartbeats, StepContext, run_attempt
-from perdure.worker._context import JournalClient
+from perdure.worker._journal import JournalClient
 from perdure.worker._payload import from_payload
 from perdure.worker._registry import StepFunction
 from perdure.worker._retry import RetryPolicy

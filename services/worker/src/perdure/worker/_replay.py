@@ -1,0 +1,161 @@
+"""Replay: one run's journal matched to its code, call by call. Each durable call takes the
+next position and a step id; the journal's event there, if any, is the call's recorded
+outcome, and one of another call is non-determinism (docs/worker-protocol.md §5)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from perdure.api.worker.v1 import journal_service_pb2 as jpb
+from perdure.api.workflow.v1 import workflow_pb2 as wf
+from perdure.worker._errors import NonDeterminismError
+
+# Calls of the code that hold a position in the journal; replay walks them in order. (The
+# outcome of a remote step holds none: its STEP_SCHEDULED holds the call's.)
+_POSITIONED = frozenset(
+    {
+        wf.EVENT_TYPE_STEP_COMPLETED,
+        wf.EVENT_TYPE_STEP_FAILED,
+        wf.EVENT_TYPE_STEP_SCHEDULED,
+        wf.EVENT_TYPE_TIMER_STARTED,
+        wf.EVENT_TYPE_SIGNAL_CONSUMED,
+        wf.EVENT_TYPE_SIGNAL_TIMED_OUT,
+        wf.EVENT_TYPE_STATE_UPDATED,
+        wf.EVENT_TYPE_CANCELLATION_DELIVERED,
+    }
+)
+STEP_OUTCOMES = (wf.EVENT_TYPE_STEP_COMPLETED, wf.EVENT_TYPE_STEP_FAILED)
+
+
+@dataclass(frozen=True)
+class Call:
+    """One durable call of the code: its identity, position, and what the journal holds."""
+
+    step_id: str
+    name: str
+    position: int
+    recorded: wf.HistoryEvent | None
+
+    def ref(self) -> dict[str, Any]:
+        """The fields every record of this call carries."""
+        return {"step_id": self.step_id, "step_name": self.name, "position": self.position}
+
+
+@dataclass(frozen=True)
+class Attempts:
+    """What the journal holds of a step's attempts so far."""
+
+    failures: list[wf.HistoryEvent]  # the STEP_ATTEMPT_FAILED events, oldest first
+    started: int  # the last attempt started, 0 if none
+
+    @property
+    def lost(self) -> bool:
+        """An attempt started and never recorded: it was lost with its worker."""
+        return self.started > 0 and self.started not in {e.attempt for e in self.failures}
+
+
+class Replay:
+    """The journal of one run, indexed for its code's calls, and how far the code has come."""
+
+    def __init__(self, loaded: jpb.LoadJournalResponse) -> None:
+        self.workflow_id = loaded.workflow.workflow_id
+        events = list(loaded.events)
+        scheduled = {e.step_id for e in events if e.event_type == wf.EVENT_TYPE_STEP_SCHEDULED}
+        # The outcomes of remote steps, by step id; they hold no position.
+        self.remote_outcomes = {
+            e.step_id: e for e in events if e.event_type in STEP_OUTCOMES and e.step_id in scheduled
+        }
+        self._recorded = {
+            e.position: e
+            for e in events
+            if e.event_type in _POSITIONED and self.remote_outcomes.get(e.step_id) is not e
+        }
+        self._failed_attempts: dict[str, list[wf.HistoryEvent]] = {}
+        self._started_attempts: dict[str, int] = {}  # the last attempt started, by step
+        consumed: set[int] = set()
+        for event in events:
+            if event.event_type == wf.EVENT_TYPE_STEP_ATTEMPT_FAILED:
+                self._failed_attempts.setdefault(event.step_id, []).append(event)
+            elif event.event_type == wf.EVENT_TYPE_STEP_ATTEMPT_STARTED:
+                last = self._started_attempts.get(event.step_id, 0)
+                self._started_attempts[event.step_id] = max(last, event.attempt)
+            elif event.event_type == wf.EVENT_TYPE_SIGNAL_CONSUMED:
+                consumed.update(event.consumed_event_ids)
+        self._signals = [
+            e
+            for e in events
+            if e.event_type == wf.EVENT_TYPE_SIGNAL_RECEIVED and e.event_id not in consumed
+        ]
+        self.progress = {p.step_id: p for p in loaded.progress}
+        self.cancel_reason = next(
+            (e.failure.message for e in events if e.event_type == wf.EVENT_TYPE_CANCEL_REQUESTED),
+            "",
+        )
+        self.cancel_delivered = any(
+            e.event_type == wf.EVENT_TYPE_CANCELLATION_DELIVERED for e in events
+        )
+        self._position = 0
+        self._occurrences: dict[str, int] = {}
+        # The first mismatch with the journal: the run parks with it, whatever the code does
+        # after (catches it, fails, is cancelled), and no later call is replayed or recorded.
+        self.non_determinism: NonDeterminismError | None = None
+
+    def next_call(self, name: str) -> Call:
+        """Take the next position and step id for a call named `name`, with what the journal
+        recorded there; raise NonDeterminismError if that is another call's."""
+        if self.non_determinism is not None:
+            raise self.non_determinism
+        occurrence = self._occurrences.get(name, 0) + 1
+        self._occurrences[name] = occurrence
+        step_id = name if occurrence == 1 else f"{name}#{occurrence}"
+        position = self._position
+        self._position += 1
+        recorded = self._recorded.pop(position, None)
+        if recorded is not None and recorded.step_id != step_id:
+            raise self.mismatch(
+                f"workflow {self.workflow_id!r}: call #{position} of the code is "
+                f"{step_id!r}, but the journal recorded {recorded.step_id!r} there; the "
+                "code changed in a way that does not replay"
+            )
+        return Call(step_id, name, position, recorded)
+
+    def expect(self, call: Call, kinds: tuple[wf.EventType, ...], what: str) -> None:
+        """Check that the event recorded at `call` is of one of `kinds` (`what`: the call,
+        for the message)."""
+        recorded = call.recorded
+        if recorded is not None and recorded.event_type not in kinds:
+            raise self.mismatch(
+                f"workflow {self.workflow_id!r}: call #{call.position} is {what} "
+                f"{call.step_id!r}, but the journal recorded a {_kind(recorded)} there"
+            )
+
+    def following(self) -> wf.HistoryEvent | None:
+        """The event recorded at the next call's position, if any."""
+        return self._recorded.get(self._position)
+
+    def mismatch(self, message: str) -> NonDeterminismError:
+        """The code no longer matches its journal: remembered, so that the run parks."""
+        if self.non_determinism is None:
+            self.non_determinism = NonDeterminismError(message)
+        return self.non_determinism
+
+    def unreached(self) -> list[str]:
+        """Recorded calls the code has not reached: non-deterministic if the run is ending."""
+        return [event.step_id for _, event in sorted(self._recorded.items())]
+
+    def attempts(self, step_id: str) -> Attempts:
+        return Attempts(
+            self._failed_attempts.get(step_id, []), self._started_attempts.get(step_id, 0)
+        )
+
+    def take_signals(self, name: str, limit: int | None) -> list[wf.HistoryEvent]:
+        """Take the oldest pending signals `name` (at most `limit`): each is taken once."""
+        matching = [event for event in self._signals if event.name == name][:limit]
+        for event in matching:
+            self._signals.remove(event)
+        return matching
+
+
+def _kind(event: wf.HistoryEvent) -> str:
+    return wf.EventType.Name(event.event_type).removeprefix("EVENT_TYPE_").lower()

@@ -1,0 +1,244 @@
+"""The workflows and remote steps the replay cases (tests/replay/cases/*.json) run, by name,
+one line of spec each. Every SDK's replay runner registers the same ones under the same names,
+written to these specs (the Node.js SDK's: sdk/node/test/replay/workflows.js), so that one
+journal gives the same calls in every language.
+
+Errors a spec "raises" are of a class (Python) or with a `name` (JavaScript) of that type name.
+Step bodies return at once: a case never depends on how long anything takes.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from perdure.worker import (
+    RetryPolicy,
+    SignalTimeoutError,
+    StepFailedError,
+    WorkflowCancelledError,
+    WorkflowContext,
+    remote_step,
+    workflow,
+)
+from perdure.worker._registry import (
+    StepFunction,
+    WorkflowFunction,
+    remote_step_name,
+    workflow_name,
+)
+
+# Retries in the cases: attempt n fails, the next one is due 1s, 2s, 4s... later; 3 attempts.
+RETRY = RetryPolicy(initial_interval=1.0, backoff_coefficient=2.0, maximum_attempts=3)
+NO_RETRY = RetryPolicy(maximum_attempts=1)
+
+
+class PaymentDeclinedError(Exception):
+    """A step's own error (type name "PaymentDeclined")."""
+
+
+PaymentDeclinedError.__name__ = "PaymentDeclined"
+
+
+class ImageTooLargeError(Exception):
+    """A remote step's own error (type name "ImageTooLarge")."""
+
+
+ImageTooLargeError.__name__ = "ImageTooLarge"
+
+
+class OrderRejectedError(Exception):
+    """A workflow's own error (type name "OrderRejected")."""
+
+
+OrderRejectedError.__name__ = "OrderRejected"
+
+
+def declined() -> None:
+    raise PaymentDeclinedError("card declined")
+
+
+@workflow(name="two_steps")
+async def two_steps(ctx: WorkflowContext) -> list[str]:
+    """Step "reserve" returns "reserved", step "charge" returns "charged"; returns both."""
+    return [
+        await ctx.step("reserve", lambda: "reserved"),
+        await ctx.step("charge", lambda: "charged"),
+    ]
+
+
+@workflow(name="repeat")
+async def repeat(ctx: WorkflowContext) -> list[int]:
+    """Step "ping" three times, returning 1, 2, 3 (step ids ping, ping#2, ping#3); returns
+    the three results."""
+    return [await ctx.step("ping", lambda n=n: n) for n in (1, 2, 3)]
+
+
+@workflow(name="flaky", retry=RETRY)
+async def flaky(ctx: WorkflowContext) -> str:
+    """Step "charge" (policy: 1s initial interval, backoff 2, 3 attempts) raises
+    PaymentDeclined("card declined") on every attempt; uncaught; returns "paid" if it ever
+    returns."""
+    await ctx.step("charge", declined)
+    return "paid"
+
+
+@workflow(name="compensate", retry=NO_RETRY)
+async def compensate(ctx: WorkflowContext) -> dict[str, str]:
+    """Step "charge" (1 attempt) raises PaymentDeclined("card declined"); the workflow catches
+    the step's failure, runs step "refund" returning "refunded", and returns
+    {"failed": <the failure's type>, "refund": "refunded"}."""
+    try:
+        await ctx.step("charge", declined)
+    except StepFailedError as error:
+        refund = await ctx.step("refund", lambda: "refunded")
+        return {"failed": error.error_type, "refund": refund}
+    return {"failed": "", "refund": ""}
+
+
+@workflow(name="reject")
+async def reject(ctx: WorkflowContext) -> None:
+    """Raises OrderRejected("out of stock") without a durable call."""
+    raise OrderRejectedError("out of stock")
+
+
+@workflow(name="echo")
+async def echo(ctx: WorkflowContext, value: Any) -> Any:
+    """Step "echo" returns the input unchanged; returns the step's result."""
+    return await ctx.step("echo", lambda: value)
+
+
+@workflow(name="nap")
+async def nap(ctx: WorkflowContext) -> str:
+    """Sleeps 60 seconds (ctx.sleep), then step "wake" returns "awake"; returns it."""
+    await ctx.sleep(60)
+    return str(await ctx.step("wake", lambda: "awake"))
+
+
+@workflow(name="nap_until")
+async def nap_until(ctx: WorkflowContext) -> str:
+    """Sleeps until 2030-01-02T00:00:00Z (ctx.sleep_until); returns "morning"."""
+    await ctx.sleep_until(datetime(2030, 1, 2, tzinfo=UTC))
+    return "morning"
+
+
+@workflow(name="approval")
+async def approval(ctx: WorkflowContext) -> Any:
+    """Waits for signal "approve" (no timeout); returns its payload."""
+    return await ctx.wait_for_signal("approve")
+
+
+@workflow(name="approval_twice")
+async def approval_twice(ctx: WorkflowContext) -> list[Any]:
+    """Waits for signal "approve" twice; returns both payloads in order."""
+    return [await ctx.wait_for_signal("approve"), await ctx.wait_for_signal("approve")]
+
+
+@workflow(name="approval_timeout")
+async def approval_timeout(ctx: WorkflowContext) -> Any:
+    """Waits for signal "approve" with a 30-second timeout; returns its payload, or
+    "timed out" on the timeout."""
+    try:
+        return await ctx.wait_for_signal("approve", timeout=30)
+    except SignalTimeoutError:
+        return "timed out"
+
+
+@workflow(name="drain")
+async def drain(ctx: WorkflowContext) -> list[Any]:
+    """Drains signal "item" (ctx.drain_signals); returns the payloads, oldest first."""
+    return await ctx.drain_signals("item")
+
+
+@workflow(name="staged")
+async def staged(ctx: WorkflowContext) -> str:
+    """Sets state "stage" to "started", runs step "work" returning 1, sets "stage" to
+    "done"; returns "ok"."""
+    await ctx.set_state("stage", "started")
+    await ctx.step("work", lambda: 1)
+    await ctx.set_state("stage", "done")
+    return "ok"
+
+
+@workflow(name="remote", retry=RETRY)
+async def remote(ctx: WorkflowContext) -> Any:
+    """Calls remote step "resize" with input {"width": 10} on the workflow's task queue
+    (retry: the workflow's policy, 1s initial interval, backoff 2, 60s maximum interval, 3
+    attempts); returns its result."""
+    return await ctx.call("resize", {"width": 10})
+
+
+@workflow(name="fan_out", retry=RETRY)
+async def fan_out(ctx: WorkflowContext) -> list[Any]:
+    """Gathers remote steps "left" (input 1) and "right" (input 2) on task queue "pool";
+    returns both results in call order."""
+    return await ctx.gather(
+        ctx.call("left", 1, task_queue="pool"), ctx.call("right", 2, task_queue="pool")
+    )
+
+
+@workflow(name="cancellable")
+async def cancellable(ctx: WorkflowContext) -> str:
+    """Step "reserve" returns "reserved", sleeps 3600 seconds, step "ship" returns "shipped";
+    on cancellation runs step "release" returning "released" and raises the cancellation
+    again; returns "shipped"."""
+    try:
+        await ctx.step("reserve", lambda: "reserved")
+        await ctx.sleep(3600)
+        return str(await ctx.step("ship", lambda: "shipped"))
+    except WorkflowCancelledError:
+        await ctx.step("release", lambda: "released")
+        raise
+
+
+@workflow(name="oversized", retry=RETRY)
+async def oversized(ctx: WorkflowContext) -> Any:
+    """Step "report" (policy: 3 attempts) returns "too large"; returns the step's result."""
+    return await ctx.step("report", lambda: "too large")
+
+
+@workflow(name="unique")
+async def unique(ctx: WorkflowContext) -> str:
+    """ctx.uuid4(), then returns it."""
+    return await ctx.uuid4()
+
+
+@remote_step(name="resize")
+def resize(image: dict[str, Any]) -> dict[str, Any]:
+    """Remote step: returns its input {"width": w} as {"width": w, "done": true}."""
+    return {"width": image["width"], "done": True}
+
+
+@remote_step(name="unreliable")
+def unreliable(_: Any) -> None:
+    """Remote step: raises ImageTooLarge("too large")."""
+    raise ImageTooLargeError("too large")
+
+
+REMOTE_STEPS: dict[str, StepFunction] = {
+    str(remote_step_name(fn)): fn for fn in (resize, unreliable)
+}
+
+WORKFLOWS: dict[str, WorkflowFunction] = {
+    str(workflow_name(fn)): fn
+    for fn in (
+        two_steps,
+        repeat,
+        flaky,
+        compensate,
+        reject,
+        echo,
+        nap,
+        nap_until,
+        approval,
+        approval_twice,
+        approval_timeout,
+        drain,
+        staged,
+        remote,
+        fan_out,
+        cancellable,
+        oversized,
+        unique,
+    )
+}
