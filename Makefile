@@ -12,6 +12,11 @@ PACKAGES := $(addprefix -e ,$(SOURCES))
 
 NODE_SDK := sdk/node
 
+# What `buf breaking` compares the protos with: branch main of this repository (a clean clone
+# or a worktree alike). Override it where main is not a local branch, for example
+# BUF_AGAINST='..#format=git,ref=origin/main,subdir=proto'.
+BUF_AGAINST ?= ..\#format=git,branch=main,subdir=proto
+
 .PHONY: install node-install run demo bench chaos fuzz k8s-check constraints test pytest lint typecheck proto proto-check fmt clean
 
 $(STAMP): pyproject.toml proto/pyproject.toml services/*/pyproject.toml
@@ -81,6 +86,7 @@ lint: install
 	$(BIN)/ruff format --check .
 	$(BIN)/ruff check .
 	cd proto && ../$(BIN)/buf lint
+	cd proto && ../$(BIN)/buf breaking --against '$(BUF_AGAINST)'
 
 typecheck: install
 	$(BIN)/mypy
