@@ -12,10 +12,11 @@ PACKAGES := $(addprefix -e ,$(SOURCES))
 
 NODE_SDK := sdk/node
 
-# What `buf breaking` compares the protos with: branch main of this repository (a clean clone
-# or a worktree alike). Override it where main is not a local branch, for example
-# BUF_AGAINST='..#format=git,ref=origin/main,subdir=proto'.
-BUF_AGAINST ?= ..\#format=git,branch=main,subdir=proto
+# What `buf breaking` compares the protos with: branch main of this repository, the local
+# branch where there is one (a clone of main, a worktree), else origin/main (a clone of another
+# branch). BUF_AGAINST=... compares with anything else buf reads.
+BUF_MAIN := $(shell git rev-parse --verify -q refs/heads/main >/dev/null 2>&1 && echo main || echo origin/main)
+BUF_AGAINST ?= ..\#format=git,ref=$(BUF_MAIN),subdir=proto
 
 .PHONY: install node-install run demo bench chaos fuzz k8s-check constraints test pytest lint typecheck proto proto-check fmt clean
 
