@@ -12,6 +12,12 @@ PACKAGES := $(addprefix -e ,$(SOURCES))
 
 NODE_SDK := sdk/node
 
+# What `buf breaking` compares the protos with: branch main of this repository, the local
+# branch where there is one (a clone of main, a worktree), else origin/main (a clone of another
+# branch). BUF_AGAINST=... compares with anything else buf reads.
+BUF_MAIN := $(shell git rev-parse --verify -q refs/heads/main >/dev/null 2>&1 && echo main || echo origin/main)
+BUF_AGAINST ?= ..\#format=git,ref=$(BUF_MAIN),subdir=proto
+
 .PHONY: install node-install run demo bench chaos fuzz k8s-check constraints test pytest lint typecheck proto proto-check fmt clean
 
 $(STAMP): pyproject.toml proto/pyproject.toml services/*/pyproject.toml
@@ -81,6 +87,7 @@ lint: install
 	$(BIN)/ruff format --check .
 	$(BIN)/ruff check .
 	cd proto && ../$(BIN)/buf lint
+	cd proto && ../$(BIN)/buf breaking --against '$(BUF_AGAINST)'
 
 typecheck: install
 	$(BIN)/mypy

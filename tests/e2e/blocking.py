@@ -7,19 +7,20 @@ from pathlib import Path
 
 from perdure.client import Client
 from tests.fixtures.cluster import wait_until
+from tests.fixtures.ledger import ledger_lines
 
 WAIT = 90.0
 
 
 def runs_per_step(ledger: Path) -> Counter[str]:
     """How many times each step body finished, from the ledger."""
-    lines = ledger.read_text().splitlines() if ledger.exists() else []
+    lines = ledger_lines(ledger)
     return Counter(line.split()[0] for line in lines if not line.startswith("start "))
 
 
 def started(ledger: Path, step: str) -> list[str]:
     """The pids that started a blocking step."""
-    lines = ledger.read_text().splitlines() if ledger.exists() else []
+    lines = ledger_lines(ledger)
     return [line.split()[2] for line in lines if line.startswith(f"start {step} ")]
 
 

@@ -24,6 +24,8 @@ from tests.chaos.proxy import HOLD_REPLIES, RESET, Proxy
 from tests.fixtures.cluster import Cluster, wait_until
 from tests.fixtures.rpc import error_reason
 
+MODULE = "tests.e2e.workflows"  # what the shared cluster's worker serves
+
 
 @pytest.fixture
 def api_cluster(cluster: Cluster) -> Cluster:
@@ -33,9 +35,10 @@ def api_cluster(cluster: Cluster) -> Cluster:
 
 
 @pytest.fixture
-def stub(api_cluster: Cluster) -> Iterator[apigrpc.WorkflowServiceStub]:
-    """A raw stub, to send requests the client would refuse to build."""
-    with grpc.insecure_channel(api_cluster.gateway) as channel:
+def stub(shared: Cluster) -> Iterator[apigrpc.WorkflowServiceStub]:
+    """A raw stub, to send requests the client would refuse to build. Its tests send only
+    requests that must be refused, which change nothing: they share the module's cluster."""
+    with grpc.insecure_channel(shared.gateway) as channel:
         yield apigrpc.WorkflowServiceStub(channel)
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 
@@ -23,34 +23,13 @@ from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.api.workflow.v1 import workflow_service_pb2 as api
 from perdure.client import Client
 from tests.fixtures.cluster import Cluster, Process
-from tests.fixtures.postgres import fresh_database
 from tests.fixtures.rpc import error_reason
 
 MODULE = "tests.e2e.attempt_workflows"
 WAIT = 90.0  # upper bound of any wait for a run to end
 CRASH_LOOP_LIMIT = 2
+SHARED_ENV = {"PERDURE_LEASE_TTL": "2", "PERDURE_CRASH_LOOP_LIMIT": str(CRASH_LOOP_LIMIT)}
 ROUNDING = timedelta(milliseconds=1)  # timestamps travel as nanoseconds, stored as microseconds
-
-
-@pytest.fixture(scope="module")
-def shared(server_dsn: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    """One cluster for the module, with worker "main" serving the default queue."""
-    with fresh_database(server_dsn) as dsn:
-        env = {"PERDURE_LEASE_TTL": "2", "PERDURE_CRASH_LOOP_LIMIT": str(CRASH_LOOP_LIMIT)}
-        cluster = Cluster(dsn, tmp_path_factory.mktemp("attempts"), env_overrides=env)
-        try:
-            cluster.start_services()
-            cluster.start_worker("main", module=MODULE)
-            yield cluster
-        finally:
-            cluster.stop()
-
-
-@pytest.fixture
-def client(shared: Cluster) -> Iterator[Client]:
-    """A client of the shared cluster."""
-    with shared.client() as connected:
-        yield connected
 
 
 def attempts(client: Client, workflow_id: str, step_id: str) -> list[tuple[str, int, str]]:

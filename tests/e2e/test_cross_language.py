@@ -9,20 +9,17 @@ from collections.abc import Callable
 from pathlib import Path
 
 from perdure.api.workflow.v1 import workflow_pb2 as wf
-from tests.e2e.test_remote_steps import (
-    MODULE,
-    WAIT,
-    ledger_lines,
-    remote_outcomes,
-    result_of,
-    started_by,
-)
 from tests.fixtures.cluster import Cluster, wait_until
+from tests.fixtures.ledger import ledger_entries, started_by
+from tests.fixtures.runs import remote_outcomes, result_of
+
+MODULE = "tests.e2e.remote_workflows"  # the Python side of the remote-step tests
+WAIT = 90.0
 
 
 def kinds(ledger: Path) -> Counter[str]:
     """How many times each step ran, by kind."""
-    return Counter(line["kind"] for line in ledger_lines(ledger))
+    return Counter(line["kind"] for line in ledger_entries(ledger))
 
 
 def test_a_node_workflow_driven_through_the_gateway_survives_sigkill_of_its_worker(
@@ -54,7 +51,7 @@ def test_a_node_workflow_driven_through_the_gateway_survives_sigkill_of_its_work
     }
     # The completed step did not run again; the interrupted one did, on the new worker.
     assert kinds(ledger) == Counter({"reserve": 1, "hold": 2, "ship": 1})
-    holds = [line["identity"] for line in ledger_lines(ledger) if line["kind"] == "hold"]
+    holds = [line["identity"] for line in ledger_entries(ledger) if line["kind"] == "hold"]
     assert holds == ["node-1", "node-2"]
     assert client.query("order-1", "phase") == "shipping"
 
@@ -115,7 +112,7 @@ def test_a_failing_node_step_is_retried_on_the_durable_schedule(
         (1, "FlakyError", 1),
         (2, "FlakyError", 2),
     ]
-    assert [line["attempt"] for line in ledger_lines(ledger)] == [1, 2, 3]
+    assert [line["attempt"] for line in ledger_entries(ledger)] == [1, 2, 3]
 
 
 def test_fan_out_across_a_python_and_a_node_worker_survives_killing_the_node_one(

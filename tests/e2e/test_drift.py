@@ -15,17 +15,17 @@ from perdure.client import Client
 from perdure.worker._payload import from_payload
 from tests.e2e.drifting_workflows import CLOCK_AHEAD
 from tests.fixtures.cluster import Cluster, wait_until
-from tests.fixtures.postgres import fresh_database
+from tests.fixtures.postgres import Databases
 
 WAIT = 60.0
 SDKS = ("python", "node")  # each worker serves the task queue of its SDK's name
 
 
 @pytest.fixture(scope="module")
-def drifting(server_dsn: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+def drifting(databases: Databases, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     """One cluster, a Python and a Node.js worker whose wall clocks run an hour ahead."""
     workdir: Path = tmp_path_factory.mktemp("drift")
-    with fresh_database(server_dsn) as dsn:
+    with databases.fresh() as dsn:
         cluster = Cluster(dsn, workdir)
         try:
             cluster.start_services()

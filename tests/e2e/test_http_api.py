@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,15 +13,18 @@ import requests
 from tests.fixtures.cluster import Cluster, wait_until
 from tests.fixtures.keys import make_key
 
+MODULE = "examples.research_agent"
+SHARED_WORKER = "agent-1"
+SHARED_ENV = {"PERDURE_EXAMPLE_DB": "{workdir}/research_agent.sqlite3"}
+
 TIMEOUT = 30.0
 
 
 @pytest.fixture
-def agent(start_cluster: Callable[..., Cluster], tmp_path: Path) -> Cluster:
-    """A cluster with a worker serving the research agent example."""
-    running = start_cluster(PERDURE_EXAMPLE_DB=str(tmp_path / "research_agent.sqlite3"))
-    running.start_worker("agent-1", module="examples.research_agent")
-    return running
+def agent(shared: Cluster) -> Cluster:
+    """The module's cluster, with a worker serving the research agent example (each test's
+    runs have ids of their own)."""
+    return shared
 
 
 class Http:

@@ -28,10 +28,10 @@ from perdure.common.payload import MAX_PAYLOAD_BYTES
 from perdure.gateway import validate
 from perdure.gateway.http.admission import ENVELOPE_BYTES
 from perdure.gateway.http.headers import SECURITY_HEADERS
-from tests.e2e.test_tls import make_certs
 from tests.fixtures.cluster import Cluster, wait_until
 from tests.fixtures.keys import make_key
-from tests.fixtures.postgres import fresh_database
+from tests.fixtures.postgres import Databases
+from tests.fixtures.tls import make_certs
 
 TIMEOUT = 30.0
 FEEDS_PER_KEY = 2
@@ -52,11 +52,11 @@ class Keys:
 
 
 @pytest.fixture(scope="module")
-def secured(server_dsn: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+def secured(databases: Databases, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     """A cluster with keys on, few feeds per key, and a worker serving tests.e2e's waiting
     workflows."""
     workdir: Path = tmp_path_factory.mktemp("http-security")
-    with fresh_database(server_dsn) as dsn:
+    with databases.fresh() as dsn:
         cluster = Cluster(
             dsn,
             workdir,
@@ -81,11 +81,13 @@ def keys(secured: Cluster) -> Keys:
 
 
 @pytest.fixture(scope="module")
-def open_cluster(server_dsn: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+def open_cluster(
+    databases: Databases, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Cluster]:
     """A cluster with keys off (PERDURE_AUTH=off), few feeds per address, and a worker serving
     tests.e2e's waiting workflows."""
     workdir: Path = tmp_path_factory.mktemp("http-open")
-    with fresh_database(server_dsn) as dsn:
+    with databases.fresh() as dsn:
         cluster = Cluster(
             dsn, workdir, env_overrides={"PERDURE_HTTP_FEEDS_PER_KEY": str(FEEDS_PER_KEY)}
         )
@@ -488,11 +490,11 @@ def test_every_answer_carries_the_security_headers(secured: Cluster, keys: Keys)
 
 
 def test_https_answers_also_ask_for_https_from_then_on(
-    server_dsn: str, tmp_path_factory: pytest.TempPathFactory
+    databases: Databases, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
     workdir: Path = tmp_path_factory.mktemp("http-tls")
     certs = make_certs(workdir / "certs")
-    with fresh_database(server_dsn) as dsn:
+    with databases.fresh() as dsn:
         cluster = Cluster(dsn, workdir, certs=certs)
         try:
             cluster.start_services()

@@ -9,12 +9,10 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import psycopg
-import pytest
 import requests
 
 from perdure.api.workflow.v1 import workflow_pb2 as wf
@@ -22,7 +20,6 @@ from perdure.client import Client
 from perdure.worker._payload import from_payload
 from tests.e2e.isolation_workflows import MIB
 from tests.fixtures.cluster import Cluster, Process, wait_until
-from tests.fixtures.postgres import fresh_database
 
 MODULE = "tests.e2e.isolation_workflows"
 WAIT = 90.0  # upper bound of any wait for a run to get somewhere
@@ -30,32 +27,11 @@ WAIT = 90.0  # upper bound of any wait for a run to get somewhere
 MAX_JOURNAL_BYTES = 6 * MIB
 STUCK_AFTER = "2"  # seconds a run may be stranded before the sweep finds it
 OTHERS = 6  # runs holding their leases while another run's load is refused
-
-
-@pytest.fixture(scope="module")
-def shared(server_dsn: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    """One cluster for the module, with worker "main" serving the default queue."""
-    with fresh_database(server_dsn) as dsn:
-        cluster = Cluster(
-            dsn,
-            tmp_path_factory.mktemp("isolation"),
-            env_overrides={
-                "PERDURE_MAX_JOURNAL_BYTES": str(MAX_JOURNAL_BYTES),
-                "PERDURE_STUCK_AFTER": STUCK_AFTER,
-            },
-        )
-        try:
-            cluster.start_services()
-            cluster.start_worker("main", module=MODULE, concurrency=OTHERS + 4)
-            yield cluster
-        finally:
-            cluster.stop()
-
-
-@pytest.fixture
-def client(shared: Cluster) -> Iterator[Client]:
-    with shared.client() as connected:
-        yield connected
+SHARED_ENV = {
+    "PERDURE_MAX_JOURNAL_BYTES": str(MAX_JOURNAL_BYTES),
+    "PERDURE_STUCK_AFTER": STUCK_AFTER,
+}
+SHARED_CONCURRENCY = OTHERS + 4
 
 
 def worker(shared: Cluster, name: str) -> Process:

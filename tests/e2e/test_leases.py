@@ -4,7 +4,6 @@ lease can expire (the Python worker's stream breaks are the chaos suite's, tests
 
 from __future__ import annotations
 
-import json
 import signal
 import time
 from collections.abc import Callable
@@ -18,8 +17,9 @@ from perdure.api.worker.v1 import task_service_pb2_grpc as tgrpc
 from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.worker.__main__ import EXIT_MARGIN_SECONDS
 from perdure.worker._worker import CLOSE_SECONDS
-from tests.e2e.test_worker_boundaries import connect, hello, task_row
 from tests.fixtures.cluster import Cluster, wait_until
+from tests.fixtures.ledger import ledger_entries
+from tests.fixtures.worker_streams import connect, hello, task_row
 
 WAIT = 60.0
 GRACE = 1.0
@@ -82,8 +82,7 @@ def test_sigterm_ends_a_worker_with_a_hung_sync_step_within_its_grace(
 
 
 def _bodies(ledger: Path) -> list[dict[str, Any]]:
-    lines = ledger.read_text().splitlines() if ledger.exists() else []
-    return [entry for entry in map(json.loads, lines) if entry["kind"] == "body"]
+    return [entry for entry in ledger_entries(ledger) if entry["kind"] == "body"]
 
 
 def test_a_node_worker_with_no_scheduler_stops_its_step_before_the_lease_expires(

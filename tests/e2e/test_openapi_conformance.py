@@ -17,7 +17,7 @@ from schemathesis import GenerationMode, checks
 from schemathesis.core.result import Ok
 
 from tests.fixtures.cluster import Cluster
-from tests.fixtures.postgres import fresh_database
+from tests.fixtures.postgres import Databases
 
 EXAMPLES_PER_ROUTE = 40
 CHECKS = [
@@ -30,11 +30,13 @@ CHECKS = [
 
 
 @pytest.fixture(scope="module")
-def api_cluster(server_dsn: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+def api_cluster(
+    databases: Databases, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Cluster]:
     """One cluster for every route's examples, with the research agent's worker, so that
     generated starts of "research_agent" succeed."""
     workdir: Path = tmp_path_factory.mktemp("openapi")
-    with fresh_database(server_dsn) as dsn:
+    with databases.fresh() as dsn:
         cluster = Cluster(dsn, workdir, env_overrides={"PERDURE_RATE_LIMIT": "0"})
         try:
             cluster.start_services()

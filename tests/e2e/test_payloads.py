@@ -9,7 +9,6 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -24,9 +23,9 @@ from perdure.api.workflow.v1 import workflow_service_pb2 as api
 from perdure.api.workflow.v1 import workflow_service_pb2_grpc as apigrpc
 from perdure.client import Client, from_payload, to_payload
 from tests.fixtures.cluster import REPO_ROOT, Cluster, require_node
-from tests.fixtures.postgres import fresh_database
 
 MODULE = "tests.e2e.payload_workflows"
+SHARED_WORKER = "py"
 WAIT = 60.0
 
 VALUES: dict[str, Any] = {
@@ -37,27 +36,6 @@ VALUES: dict[str, Any] = {
     "null": None,
     "unicode": 'ünïcødé 🙂 \u2028 \x00 "quoted"',
 }
-
-
-@pytest.fixture(scope="module")
-def payloads_cluster(
-    server_dsn: str, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Cluster]:
-    """One cluster for the module, a Python worker serving the default queue."""
-    with fresh_database(server_dsn) as dsn:
-        cluster = Cluster(dsn, tmp_path_factory.mktemp("payloads"))
-        try:
-            cluster.start_services()
-            cluster.start_worker("py", module=MODULE)
-            yield cluster
-        finally:
-            cluster.stop()
-
-
-@pytest.fixture
-def client(payloads_cluster: Cluster) -> Iterator[Client]:
-    with payloads_cluster.client() as connected:
-        yield connected
 
 
 def same(got: Any, expected: Any) -> bool:
@@ -121,10 +99,10 @@ def test_values_round_trip_exactly_through_a_python_worker(client: Client) -> No
 
 
 def test_values_round_trip_exactly_through_a_node_worker(
-    payloads_cluster: Cluster, client: Client, tmp_path: Path
+    shared: Cluster, client: Client, tmp_path: Path
 ) -> None:
     require_node()
-    payloads_cluster.start_node_worker("node", "node", tmp_path / "ledger")
+    shared.start_node_worker("node", "node", tmp_path / "ledger")
     run_all(client, "node", "node")
     check_all(client, "node", as_javascript)
 
@@ -141,9 +119,9 @@ def test_a_value_that_cannot_be_encoded_is_refused_naming_its_type(client: Clien
 
 
 def test_the_api_refuses_an_unknown_encoding_and_data_that_is_not_json(
-    payloads_cluster: Cluster,
+    shared: Cluster,
 ) -> None:
-    with grpc.insecure_channel(payloads_cluster.gateway) as channel:
+    with grpc.insecure_channel(shared.gateway) as channel:
         stub = apigrpc.WorkflowServiceStub(channel)
         for payload, message in (
             (Payload(encoding="text/yaml", data=b"a: 1"), "input has encoding 'text/yaml'"),
@@ -176,18 +154,16 @@ def http(cluster: Cluster, method: str, path: str, body: str | None = None) -> A
     return json.loads(answer.text, parse_float=Decimal)
 
 
-def test_the_http_api_takes_and_shows_payloads_exactly(
-    payloads_cluster: Cluster, client: Client
-) -> None:
+def test_the_http_api_takes_and_shows_payloads_exactly(shared: Cluster, client: Client) -> None:
     for workflow_id, text in (("http-json", EXACT_TEXT), ("http-bytes", json.dumps(BYTES))):
         http(
-            payloads_cluster,
+            shared,
             "POST",
             "/v1/workflows",
             f'{{"workflow_type":"echo_payloads","workflow_id":"{workflow_id}","input":{text}}}',
         )
         http(
-            payloads_cluster,
+            shared,
             "POST",
             f"/v1/workflows/{workflow_id}/signals",
             f'{{"signal_name":"value","payload":{text}}}',
@@ -196,13 +172,13 @@ def test_the_http_api_takes_and_shows_payloads_exactly(
 
     sent = client.describe("http-json").workflow.input
     assert sent == Payload(encoding="json/plain", data=EXACT_TEXT.encode())  # as written
-    described = http(payloads_cluster, "GET", "/v1/workflows/http-json")
+    described = http(shared, "GET", "/v1/workflows/http-json")
     assert described["workflow"]["input"] == json.loads(EXACT_TEXT, parse_float=Decimal)
     assert str(described["workflow"]["input"]["f"]) == "1.0"
     assert (
         '"e":1E+2'
         in requests.get(  # the input as it was written, never through a float
-            f"http://{payloads_cluster.http_address}/v1/workflows/http-json", timeout=30
+            f"http://{shared.http_address}/v1/workflows/http-json", timeout=30
         ).text
     )
     # Through the Python worker: integers of any size and floats are what they were.
@@ -210,20 +186,20 @@ def test_the_http_api_takes_and_shows_payloads_exactly(
     assert described["workflow"]["result"] == exact
     assert described["steps"][0]["output"] == exact
     assert described["state"]["echoed"] == exact
-    queried = http(payloads_cluster, "GET", "/v1/workflows/http-json/state/signalled")
+    queried = http(shared, "GET", "/v1/workflows/http-json/state/signalled")
     assert queried["value"] == exact
-    history = http(payloads_cluster, "GET", "/v1/workflows/http-json/history")
+    history = http(shared, "GET", "/v1/workflows/http-json/history")
     started = history["events"][0]
     assert started["payload"] == json.loads(EXACT_TEXT, parse_float=Decimal)
 
-    with_bytes = http(payloads_cluster, "GET", "/v1/workflows/http-bytes")
+    with_bytes = http(shared, "GET", "/v1/workflows/http-bytes")
     assert with_bytes["workflow"]["input"] == BYTES
     assert with_bytes["workflow"]["result"] == BYTES
     assert from_payload(client.describe("http-bytes").workflow.result) == b"\x00\xff\x80 raw"
 
 
-def test_the_http_api_refuses_what_is_not_a_payload(payloads_cluster: Cluster) -> None:
-    base = f"http://{payloads_cluster.http_address}"
+def test_the_http_api_refuses_what_is_not_a_payload(shared: Cluster) -> None:
+    base = f"http://{shared.http_address}"
     for body, message in (
         ('{"workflow_type":"echo_payloads","input":[NaN]}', "NaN is not a JSON number"),
         (
@@ -237,9 +213,9 @@ def test_the_http_api_refuses_what_is_not_a_payload(payloads_cluster: Cluster) -
 
 
 def test_the_cli_sends_and_shows_payloads_exactly(
-    payloads_cluster: Cluster, client: Client, tmp_path: Path
+    shared: Cluster, client: Client, tmp_path: Path
 ) -> None:
-    gateway = payloads_cluster.gateway
+    gateway = shared.gateway
 
     def perdure(*args: str) -> str:
         env = {k: v for k, v in os.environ.items() if k != "PERDURE_API_KEY"}

@@ -3,45 +3,21 @@ retried durably, re-leased with a higher fence when their worker dies."""
 
 from __future__ import annotations
 
-import json
 import signal
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from perdure.api.workflow.v1 import workflow_pb2 as wf
-from perdure.api.workflow.v1 import workflow_service_pb2 as api
 from perdure.client import Client
-from perdure.worker._payload import from_payload
 from tests.fixtures.cluster import Cluster, Process, wait_until
+from tests.fixtures.ledger import ledger_entries, started_by
+from tests.fixtures.runs import remote_outcomes, result_of
 
 MODULE = "tests.e2e.remote_workflows"
 WAIT = 90.0
-
-
-def ledger_lines(ledger: Path) -> list[dict[str, Any]]:
-    """Every step execution the ledger holds."""
-    return [json.loads(line) for line in ledger.read_text().splitlines()] if ledger.exists() else []
-
-
-def result_of(described: api.DescribeWorkflowResponse) -> Any:
-    """A completed run's result as JSON values."""
-    return from_payload(described.workflow.result)
-
-
-def remote_outcomes(client: Client, workflow_id: str) -> list[wf.HistoryEvent]:
-    """The journaled outcomes of the run's remote steps (they hold no position)."""
-    events = list(client.history(workflow_id))
-    scheduled = {e.step_id for e in events if e.event_type == wf.EVENT_TYPE_STEP_SCHEDULED}
-    return [
-        e
-        for e in events
-        if e.step_id in scheduled
-        and e.event_type in (wf.EVENT_TYPE_STEP_COMPLETED, wf.EVENT_TYPE_STEP_FAILED)
-    ]
 
 
 def test_a_remote_step_runs_on_the_worker_serving_its_queue(
@@ -62,7 +38,7 @@ def test_a_remote_step_runs_on_the_worker_serving_its_queue(
 
     assert described.workflow.status == wf.WORKFLOW_STATUS_COMPLETED, described
     assert result_of(described) == {"remote": {"charged": 7, "by": "python"}, "after": "done"}
-    [execution] = ledger_lines(ledger)
+    [execution] = ledger_entries(ledger)
     assert execution["identity"] == "tools"  # the tools worker, not the runner
     [outcome] = remote_outcomes(client, "remote-1")
     assert outcome.fence == 1 and outcome.step_name == "charge"
@@ -103,7 +79,7 @@ def test_a_failing_remote_step_is_retried_on_the_durable_schedule(
     # Each retry waited for its journaled due time, on the database clock.
     for attempt_failed, next_event in zip(failed, [*failed[1:], outcome], strict=True):
         assert next_event.event_time.ToDatetime() >= attempt_failed.due_time.ToDatetime()
-    assert [line["attempt"] for line in ledger_lines(ledger)] == [1, 2, 3]
+    assert [line["attempt"] for line in ledger_entries(ledger)] == [1, 2, 3]
     # Every attempt went through a fresh step task, hence a higher fence.
     assert [e.fence for e in [*failed, outcome]] == [1, 2, 3]
 
@@ -209,11 +185,6 @@ def events_of(client: Client, workflow_id: str) -> list[wf.HistoryEvent]:
     return list(client.history(workflow_id))
 
 
-def started_by(ledger: Path, identity: str) -> set[str]:
-    """The steps a worker started, by step id."""
-    return {line["step_id"] for line in ledger_lines(ledger) if line["identity"] == identity}
-
-
 @pytest.mark.parametrize("language", ["python", "node"])
 def test_a_paused_remote_worker_is_fenced_out_and_its_late_result_refused(
     start_cluster: Callable[..., Cluster], tmp_path: Path, language: str
@@ -237,10 +208,10 @@ def test_a_paused_remote_worker_is_fenced_out_and_its_late_result_refused(
         workflow_id="fenced-1",
         task_queue="runs",
     )
-    wait_until(lambda: ledger_lines(ledger), WAIT, "the step to start on the first worker")
+    wait_until(lambda: ledger_entries(ledger), WAIT, "the step to start on the first worker")
     stalled.signal(signal.SIGSTOP)  # alive to the kernel, silent to the scheduler
     start_tools("tools-2")
-    wait_until(lambda: len(ledger_lines(ledger)) == 2, WAIT, "the step task to be re-leased")
+    wait_until(lambda: len(ledger_entries(ledger)) == 2, WAIT, "the step task to be re-leased")
     gate.touch()
     described = client.wait("fenced-1", timeout=WAIT)
     stalled.signal(signal.SIGCONT)  # it finishes its attempt and reports, too late
@@ -251,7 +222,7 @@ def test_a_paused_remote_worker_is_fenced_out_and_its_late_result_refused(
         "history to refuse the paused worker's late result",
     )
     assert result_of(described)["remote"] == {"by": "tools-2"}
-    assert [line["identity"] for line in ledger_lines(ledger)] == ["tools-1", "tools-2"]
+    assert [line["identity"] for line in ledger_entries(ledger)] == ["tools-1", "tools-2"]
     # The paused attempt counts: the next lease (fence 2) recorded it lost, the retry ran
     # under fence 3.
     [outcome] = remote_outcomes(client, "fenced-1")

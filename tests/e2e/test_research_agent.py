@@ -27,12 +27,23 @@ from perdure.client import Client
 from perdure.worker._payload import from_payload
 from tests.fixtures.cluster import REPO_ROOT, Cluster, wait_until
 
+MODULE = "examples.research_agent"
+SHARED_WORKER = "agent-1"
+SHARED_ENV = {"PERDURE_EXAMPLE_DB": "{workdir}/research_agent.sqlite3"}
 BEFORE_APPROVAL = list(STEPS[:5])
 
 
 @pytest.fixture
-def agent(start_cluster: Callable[..., Cluster], tmp_path: Path) -> tuple[Cluster, Path]:
-    """A cluster with one worker serving the example, and the example's SQLite database."""
+def agent(shared: Cluster) -> tuple[Cluster, Path]:
+    """The module's cluster with one worker serving the example, and the example's SQLite
+    database (each test's runs have ids of their own)."""
+    return shared, shared.workdir / "research_agent.sqlite3"
+
+
+@pytest.fixture
+def own_agent(start_cluster: Callable[..., Cluster], tmp_path: Path) -> tuple[Cluster, Path]:
+    """A cluster of the test's own with one worker serving the example (the test kills it), and
+    the example's SQLite database."""
     database = tmp_path / "research_agent.sqlite3"
     running = start_cluster(PERDURE_EXAMPLE_DB=str(database))
     running.start_worker("agent-1", module="examples.research_agent")
@@ -197,9 +208,9 @@ def test_fail_step_once_is_retried_on_the_durable_schedule(agent: tuple[Cluster,
 
 
 def test_crash_after_notification_delivers_exactly_one_notification(
-    agent: tuple[Cluster, Path],
+    own_agent: tuple[Cluster, Path],
 ) -> None:
-    cluster, database = agent
+    cluster, database = own_agent
     (first,) = [p for p in cluster.processes if p.name.startswith("worker-")]
     with cluster.client() as client:
         client.start_workflow(

@@ -29,9 +29,9 @@ from perdure.common.service_identity import SECRET_HEADER
 from perdure.internal.history.v1 import history_service_pb2 as hpb
 from perdure.internal.history.v1 import history_service_pb2_grpc as hgrpc
 from perdure.internal.scheduler.v1 import scheduler_service_pb2 as spb
-from tests.e2e.test_tls import make_certs, tls_channel
 from tests.fixtures.cluster import Cluster
 from tests.fixtures.keys import make_key
+from tests.fixtures.tls import make_certs, tls_channel
 
 INTERNAL_PACKAGE = "perdure.internal."
 # Every internal service the code defines: reflection must find each on some port.

@@ -17,6 +17,9 @@ from perdure.api.worker.v1 import task_service_pb2 as tpb
 from perdure.api.worker.v1 import task_service_pb2_grpc as tgrpc
 from tests.fixtures.cluster import REPO_ROOT, Cluster, free_port, wait_until
 
+# The shared cluster's worker; the tests on it only read, or send what must be refused.
+MODULE = "tests.e2e.workflows"
+
 
 def listed_services(address: str) -> set[str]:
     """What server reflection lists, as `grpcurl list` would show it."""
@@ -27,17 +30,17 @@ def listed_services(address: str) -> set[str]:
         return {service.name for service in answer.list_services_response.service}
 
 
-def test_reflection_lists_each_service(cluster: Cluster) -> None:
-    assert "perdure.api.workflow.v1.WorkflowService" in listed_services(cluster.gateway)
+def test_reflection_lists_each_service(shared: Cluster) -> None:
+    assert "perdure.api.workflow.v1.WorkflowService" in listed_services(shared.gateway)
     assert {
         "perdure.internal.history.v1.HistoryService",
         "perdure.api.worker.v1.JournalService",
-    } <= listed_services(cluster.address("history"))
+    } <= listed_services(shared.address("history"))
     assert {
         "perdure.api.worker.v1.TaskService",
         "perdure.internal.scheduler.v1.SchedulerService",
-    } <= listed_services(cluster.address("scheduler"))
-    for address in (cluster.gateway, cluster.address("history"), cluster.address("scheduler")):
+    } <= listed_services(shared.address("scheduler"))
+    for address in (shared.gateway, shared.address("history"), shared.address("scheduler")):
         assert "grpc.health.v1.Health" in listed_services(address)
 
 
@@ -120,9 +123,9 @@ def test_a_worker_that_never_reached_a_scheduler_stops_on_sigterm(tmp_path: Path
     ids=["no-queue", "no-capacity", "negative-lookahead", "lookahead-too-long"],
 )
 def test_a_bad_hello_is_refused_naming_the_field(
-    cluster: Cluster, hello: tpb.Hello, field: str
+    shared: Cluster, hello: tpb.Hello, field: str
 ) -> None:
-    with grpc.insecure_channel(cluster.address("scheduler")) as channel:
+    with grpc.insecure_channel(shared.address("scheduler")) as channel:
         stream = tgrpc.TaskServiceStub(channel).Connect(
             iter([tpb.ConnectRequest(hello=hello)]), timeout=30
         )
@@ -132,13 +135,13 @@ def test_a_bad_hello_is_refused_naming_the_field(
     assert field in (caught.value.details() or "")
 
 
-def test_a_service_refuses_a_port_already_in_use(cluster: Cluster) -> None:
+def test_a_service_refuses_a_port_already_in_use(shared: Cluster) -> None:
     """Two servers never share a port silently (gRPC would, with SO_REUSEPORT)."""
-    taken = cluster.address("history")
+    taken = shared.address("history")
     started = subprocess.run(
         [sys.executable, "-m", "perdure.scheduler", "--listen", taken],
         cwd=REPO_ROOT,
-        env=cluster.env(),
+        env=shared.env(),
         capture_output=True,
         text=True,
         timeout=60,

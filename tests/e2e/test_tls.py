@@ -23,40 +23,9 @@ from perdure.client import Client
 from perdure.worker._payload import from_payload
 from tests.fixtures.cluster import REPO_ROOT, SERVICES, Cluster, free_port, wait_until
 from tests.fixtures.keys import make_key
+from tests.fixtures.tls import FRESH, certs_dev, make_certs, tls_channel
 
-# Each channel gets its own connection: one made by an earlier channel of the test (with
-# other credentials) would otherwise be reused, and a reloaded certificate never seen.
-FRESH = [("grpc.use_local_subchannel_pool", 1)]
 SERVING = health_pb2.HealthCheckResponse.SERVING
-
-
-def certs_dev(directory: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    """`perdure certs dev --dir DIRECTORY ARGS...` as a person runs it."""
-    return subprocess.run(
-        [sys.executable, "-m", "perdure.cli", "certs", "dev", "--dir", str(directory), *args],
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-
-
-def make_certs(directory: Path) -> Path:
-    done = certs_dev(directory)
-    assert done.returncode == 0, done.stderr
-    for name in ("gateway", "history", "scheduler", "worker", "client"):
-        assert f"PERDURE_TLS_CERT={directory / name}.pem" in done.stdout
-    return directory
-
-
-def tls_channel(address: str, certs: Path, role: str | None = None) -> grpc.Channel:
-    """A channel trusting `certs`' CA, presenting `role`'s certificate (none when None)."""
-    key = cert = None
-    if role is not None:
-        cert = (certs / f"{role}.pem").read_bytes()
-        key = (certs / f"{role}-key.pem").read_bytes()
-    credentials = grpc.ssl_channel_credentials((certs / "ca.pem").read_bytes(), key, cert)
-    return grpc.secure_channel(address, credentials, options=FRESH)
 
 
 def check(channel: grpc.Channel) -> grpc.StatusCode | int:

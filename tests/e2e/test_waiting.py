@@ -26,7 +26,7 @@ from perdure.api.workflow.v1 import workflow_service_pb2 as api
 from perdure.client import Client
 from perdure.worker._payload import from_payload
 from tests.fixtures.cluster import Cluster, Process, wait_until
-from tests.fixtures.postgres import fresh_database
+from tests.fixtures.ledger import ledger_fields
 from tests.fixtures.rpc import error_reason
 
 MODULE = "tests.e2e.waiting_workflows"
@@ -42,26 +42,6 @@ RESTART_INTERVAL = 6.0
 
 
 # -- fixtures ----------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def shared(server_dsn: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    """One cluster for the module, with worker "main" serving the default queue."""
-    with fresh_database(server_dsn) as dsn:
-        cluster = Cluster(dsn, tmp_path_factory.mktemp("waiting"))
-        try:
-            cluster.start_services()
-            cluster.start_worker("main", module=MODULE)
-            yield cluster
-        finally:
-            cluster.stop()
-
-
-@pytest.fixture
-def client(shared: Cluster) -> Iterator[Client]:
-    """A client of the shared cluster."""
-    with shared.client() as connected:
-        yield connected
 
 
 @pytest.fixture
@@ -101,14 +81,9 @@ def one(events: list[wf.HistoryEvent], event_type: int, step_id: str) -> wf.Hist
     return found[0]
 
 
-def ledger_lines(path: Path) -> list[list[str]]:
-    """The ledger's lines, split ("<what> <attempt> <pid>")."""
-    return [line.split() for line in path.read_text().splitlines()] if path.exists() else []
-
-
 def ran(path: Path, what: str) -> list[tuple[int, int]]:
     """(attempt, pid) of every run of a step body, from the ledger."""
-    return [(int(line[1]), int(line[2])) for line in ledger_lines(path) if line[0] == what]
+    return [(int(line[1]), int(line[2])) for line in ledger_fields(path) if line[0] == what]
 
 
 def described_when(
@@ -598,7 +573,7 @@ def test_cancel_wakes_a_waiting_run_which_compensates(
         (wf.EVENT_TYPE_STEP_COMPLETED, "release"),
         (wf.EVENT_TYPE_WORKFLOW_CANCELLED, ""),
     ]
-    assert [line[0] for line in ledger_lines(ledger)] == ["reserve", "release"]
+    assert [line[0] for line in ledger_fields(ledger)] == ["reserve", "release"]
 
 
 def test_cancel_during_a_step_is_delivered_at_the_next_durable_call(
@@ -626,7 +601,7 @@ def test_cancel_during_a_step_is_delivered_at_the_next_durable_call(
         (wf.EVENT_TYPE_STEP_COMPLETED, "release"),
         (wf.EVENT_TYPE_WORKFLOW_CANCELLED, ""),
     ]
-    assert [line[0] for line in ledger_lines(ledger)] == [
+    assert [line[0] for line in ledger_fields(ledger)] == [
         "reserve",
         "start-work",
         "work",
@@ -767,7 +742,7 @@ def test_a_killed_steps_next_attempt_resumes_from_its_last_heartbeat(
         "resumed_from": 3,
         "pid": second.popen.pid,
     }
-    lines = ledger_lines(ledger)
+    lines = ledger_fields(ledger)
     assert [(line[1], int(line[-1])) for line in lines if line[0] == "resume"] == [
         ("0", first.popen.pid),
         ("3", second.popen.pid),
@@ -788,6 +763,6 @@ def test_a_failed_steps_next_attempt_resumes_from_its_last_heartbeat(
 
     assert described.workflow.status == wf.WORKFLOW_STATUS_COMPLETED
     assert from_payload(described.workflow.result) == {"resumed_from": 2, "attempt": 2}
-    lines = ledger_lines(ledger)
+    lines = ledger_fields(ledger)
     assert [line[1:3] for line in lines if line[0] == "resume"] == [["0", "1"], ["2", "2"]]
     assert [int(line[1]) for line in lines if line[0] == "item"] == [0, 1, 2, 3]

@@ -4,7 +4,6 @@ about itself reaches the logs only as printable text. Real services, real keys, 
 
 from __future__ import annotations
 
-import queue
 import re
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -12,94 +11,22 @@ from pathlib import Path
 from typing import Any
 
 import grpc
-import psycopg
 import pytest
 
 from perdure.api.worker.v1 import journal_service_pb2 as jpb
 from perdure.api.worker.v1 import journal_service_pb2_grpc as jgrpc
 from perdure.api.worker.v1 import task_service_pb2 as tpb
-from perdure.api.worker.v1 import task_service_pb2_grpc as tgrpc
 from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.client import Client
 from perdure.common.auth import bearer_metadata
 from perdure.worker._payload import from_payload, to_payload
 from tests.fixtures.cluster import Cluster, wait_until
 from tests.fixtures.keys import make_key
+from tests.fixtures.ledger import ledger_lines
 from tests.fixtures.rpc import error_reason
+from tests.fixtures.worker_streams import HeldStream, connect, hello, task_row
 
 WAIT = 60.0
-STREAM_TIMEOUT = 120.0  # no stream a test opens outlives this, whatever goes wrong
-
-
-class HeldStream:
-    """A stream the test keeps open: it sends messages when it likes and reads the answers."""
-
-    def __init__(self, method: Callable[..., Any], *first: Any, key: str = "") -> None:
-        self._requests: queue.Queue[Any] = queue.Queue()
-        for message in first:
-            self._requests.put(message)
-        metadata = bearer_metadata(key) if key else None
-        self.answers = method(
-            iter(self._requests.get, None), metadata=metadata, timeout=STREAM_TIMEOUT
-        )
-
-    def send(self, message: Any) -> None:
-        self._requests.put(message)
-
-    def receive(self) -> Any:
-        return next(self.answers)
-
-    def first(self) -> Any:
-        """The first answer; a stream refused at once is closed (its sender let go)."""
-        try:
-            return self.receive()
-        except grpc.RpcError:
-            self.close()
-            raise
-
-    def close(self) -> None:
-        self._requests.put(None)
-        self.answers.cancel()
-
-
-def hello(
-    task_queue: str,
-    *leases: tpb.LeaseRef,
-    identity: str = "probe",
-    workflow_type: str = "blocks_in_third",
-) -> tpb.ConnectRequest:
-    return tpb.ConnectRequest(
-        hello=tpb.Hello(
-            identity=identity,
-            task_queue=task_queue,
-            workflow_types=[workflow_type],
-            capacity=1,
-            leases=list(leases),
-        )
-    )
-
-
-def connect(channel: grpc.Channel, first: tpb.ConnectRequest, key: str = "") -> HeldStream:
-    """A welcomed worker session."""
-    stream = HeldStream(tgrpc.TaskServiceStub(channel).Connect, first, key=key)
-    assert stream.first().HasField("welcome")
-    return stream
-
-
-def task_row(cluster: Cluster, workflow_id: str) -> tuple[Any, ...]:
-    """A task's lease as the scheduler keeps it (its expiry left out: heartbeats move it)."""
-    with psycopg.connect(cluster.dsn) as conn:
-        row = conn.execute(
-            "SELECT fence, lease_owner, lease_key, run_at FROM scheduler.tasks"
-            " WHERE workflow_id = %s AND step_id = ''",
-            [workflow_id],
-        ).fetchone()
-    assert row is not None
-    return tuple(row)
-
-
-def lines(ledger: Path) -> list[str]:
-    return ledger.read_text().splitlines() if ledger.exists() else []
 
 
 @pytest.fixture
@@ -171,7 +98,7 @@ def test_a_worker_key_cannot_end_renew_or_report_on_a_lease_it_does_not_hold(
         client.start_workflow(
             "blocks_in_third", {"ledger": str(ledger), "gate": str(gate)}, workflow_id="held"
         )
-        wait_until(lambda: any("step_3" in line for line in lines(ledger)), WAIT, "step 3")
+        wait_until(lambda: any("step_3" in line for line in ledger_lines(ledger)), WAIT, "step 3")
         fence = client.describe("held").workflow.fence
         lease = tpb.LeaseRef(workflow_id="held", fence=fence)
         before = task_row(secured, "held")
@@ -198,8 +125,8 @@ def test_a_worker_key_cannot_end_renew_or_report_on_a_lease_it_does_not_hold(
         described = client.wait("held", timeout=WAIT)
     assert described.workflow.status == wf.WORKFLOW_STATUS_COMPLETED
     assert from_payload(described.workflow.result)["fence"] == fence
-    started = [line for line in lines(ledger) if line.startswith("start step_3 ")]
-    assert len(started) == 1, lines(ledger)  # the step in flight never ran a second time
+    started = [line for line in ledger_lines(ledger) if line.startswith("start step_3 ")]
+    assert len(started) == 1, ledger_lines(ledger)  # the step in flight never ran a second time
 
 
 def test_history_tells_a_key_that_holds_no_lease_nothing_and_the_holder_why(

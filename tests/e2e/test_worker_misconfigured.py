@@ -5,7 +5,7 @@ cannot be reached is retried, each attempt logged with its cause."""
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import grpc
@@ -24,7 +24,7 @@ from tests.fixtures.cluster import (
     worker_args,
 )
 from tests.fixtures.keys import make_key
-from tests.fixtures.postgres import fresh_database
+from tests.fixtures.postgres import Databases
 
 EXIT_WAIT = 30.0
 # A name that never resolves (RFC 6761 reserves .invalid).
@@ -32,10 +32,10 @@ NOWHERE = "scheduler.perdure.invalid:7402"
 
 
 @pytest.fixture(scope="module")
-def secured(server_dsn: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+def secured(databases: Databases, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     """A cluster with keys on and no worker."""
     workdir: Path = tmp_path_factory.mktemp("misconfigured")
-    with fresh_database(server_dsn) as dsn:
+    with databases.fresh() as dsn:
         cluster = Cluster(dsn, workdir, env_overrides={"PERDURE_AUTH": "on"})
         try:
             cluster.start_services()
@@ -78,29 +78,31 @@ def exit_of(process: Process) -> tuple[int, str]:
     return code, process.output()
 
 
+# What each misconfiguration is, as the worker's settings, and what its message must name.
+MISCONFIGURED: dict[str, tuple[Callable[[Cluster], dict[str, str]], tuple[str, ...]]] = {
+    "keyless": (lambda cluster: {}, ("UNAUTHENTICATED", "PERDURE_API_KEY")),
+    "reader": (
+        lambda cluster: {"PERDURE_API_KEY": make_key(cluster, "default", "reader")},
+        ("PERMISSION_DENIED", "worker key"),
+    ),
+    "nowhere": (
+        lambda cluster: {"PERDURE_SCHEDULER_ADDRESS": NOWHERE},
+        (f"scheduler address '{NOWHERE}' does not resolve",),
+    ),
+}
+
+
+@pytest.mark.parametrize("case", MISCONFIGURED)
 @pytest.mark.parametrize("sdk", START)
-def test_a_worker_without_a_key_exits_saying_so(secured: Cluster, sdk: str) -> None:
-    code, output = exit_of(START[sdk](secured, f"{sdk}-keyless"))
-    assert code != 0
-    assert "UNAUTHENTICATED" in output and "PERDURE_API_KEY" in output
-
-
-@pytest.mark.parametrize("sdk", START)
-def test_a_worker_with_a_key_of_another_role_exits_saying_so(secured: Cluster, sdk: str) -> None:
-    reader = make_key(secured, "default", "reader")
-    code, output = exit_of(START[sdk](secured, f"{sdk}-reader", PERDURE_API_KEY=reader))
-    assert code != 0
-    assert "PERMISSION_DENIED" in output and "worker key" in output
-
-
-@pytest.mark.parametrize("sdk", START)
-def test_a_worker_whose_scheduler_address_does_not_resolve_exits_saying_so(
-    secured: Cluster, sdk: str
+def test_a_misconfigured_worker_exits_saying_what_to_fix(
+    secured: Cluster, sdk: str, case: str
 ) -> None:
-    worker = START[sdk](secured, f"{sdk}-nowhere", PERDURE_SCHEDULER_ADDRESS=NOWHERE)
-    code, output = exit_of(worker)
+    """No key, a key of another role, a scheduler address that does not resolve."""
+    settings, expected = MISCONFIGURED[case]
+    code, output = exit_of(START[sdk](secured, f"{sdk}-{case}", **settings(secured)))
     assert code != 0
-    assert f"scheduler address '{NOWHERE}' does not resolve" in output
+    for words in expected:
+        assert words in output
 
 
 @pytest.mark.parametrize("sdk", START)

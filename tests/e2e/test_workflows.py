@@ -7,11 +7,7 @@ from pathlib import Path
 from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.worker._payload import from_payload
 from tests.fixtures.cluster import Cluster
-
-
-def ledger_lines(path: Path) -> list[str]:
-    """The ledger's lines (empty if nothing ran yet)."""
-    return path.read_text().splitlines() if path.exists() else []
+from tests.fixtures.ledger import ledger_lines
 
 
 def test_five_step_workflow_completes_and_is_described(cluster: Cluster, tmp_path: Path) -> None:

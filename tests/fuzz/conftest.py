@@ -4,17 +4,14 @@ its own; PERDURE_FUZZ_EXAMPLES sets how many requests each test generates."""
 from __future__ import annotations
 
 import os
-import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-import psycopg
 import pytest
 from hypothesis import HealthCheck, settings
-from psycopg import sql
 
 from tests.fixtures.cluster import Cluster
-from tests.fixtures.postgres import with_database
+from tests.fixtures.postgres import Databases
 
 SEEDED_RUNS = ("fuzz", "fuzz-1", "default", "go")
 
@@ -30,31 +27,25 @@ settings.load_profile("perdure")
 
 @contextmanager
 def cluster_of_its_own(
-    server_dsn: str, tmp_path_factory: pytest.TempPathFactory, **env: str
+    databases: Databases, tmp_path_factory: pytest.TempPathFactory, **env: str
 ) -> Iterator[Cluster]:
     """Gateway, history and scheduler on a database of their own, dropped afterwards."""
-    name = f"fuzz_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(server_dsn, autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    cluster = Cluster(
-        with_database(server_dsn, name), tmp_path_factory.mktemp("fuzz"), env_overrides=env
-    )
-    try:
-        cluster.start_services()
-        yield cluster
-    finally:
-        cluster.stop()
-        with psycopg.connect(server_dsn, autocommit=True) as conn:
-            conn.execute(
-                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
-            )
+    with databases.fresh() as dsn:
+        cluster = Cluster(dsn, tmp_path_factory.mktemp("fuzz"), env_overrides=env)
+        try:
+            cluster.start_services()
+            yield cluster
+        finally:
+            cluster.stop()
 
 
 @pytest.fixture(scope="module")
-def fuzz_cluster(server_dsn: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+def fuzz_cluster(
+    databases: Databases, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Cluster]:
     """A worker serving the e2e waiting workflows on `default`, and runs of `two_signals`
     (waiting for signal "go") under ids the strategies use."""
-    with cluster_of_its_own(server_dsn, tmp_path_factory) as cluster:
+    with cluster_of_its_own(databases, tmp_path_factory) as cluster:
         cluster.start_worker("fuzz-worker", module="tests.e2e.waiting_workflows")
         with cluster.client() as client:
             for workflow_id in SEEDED_RUNS:
@@ -63,7 +54,9 @@ def fuzz_cluster(server_dsn: str, tmp_path_factory: pytest.TempPathFactory) -> I
 
 
 @pytest.fixture(scope="module")
-def secured_cluster(server_dsn: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+def secured_cluster(
+    databases: Databases, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Cluster]:
     """A cluster requiring API keys (and holding none)."""
-    with cluster_of_its_own(server_dsn, tmp_path_factory, PERDURE_AUTH="on") as cluster:
+    with cluster_of_its_own(databases, tmp_path_factory, PERDURE_AUTH="on") as cluster:
         yield cluster

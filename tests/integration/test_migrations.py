@@ -54,8 +54,10 @@ SCHEDULER_TABLES = {"schema_migrations", "tasks", "workflow_types"}
 
 
 @pytest.fixture
-async def conn(database_dsn: str) -> AsyncIterator[AsyncConnection]:
-    async with await psycopg.AsyncConnection.connect(database_dsn, autocommit=True) as connection:
+async def conn(empty_database_dsn: str) -> AsyncIterator[AsyncConnection]:
+    async with await psycopg.AsyncConnection.connect(
+        empty_database_dsn, autocommit=True
+    ) as connection:
         yield connection
 
 
@@ -151,7 +153,7 @@ async def test_both_schemas_live_side_by_side(conn: AsyncConnection) -> None:
     assert await tables(conn, "scheduler") == SCHEDULER_TABLES
 
 
-async def test_applying_twice_is_a_no_op(conn: AsyncConnection, database_dsn: str) -> None:
+async def test_applying_twice_is_a_no_op(conn: AsyncConnection, empty_database_dsn: str) -> None:
     await apply_migrations(conn, "scheduler", "perdure.scheduler")
     await conn.execute(
         "INSERT INTO scheduler.tasks (workflow_id, workflow_type, task_queue)"
@@ -164,13 +166,13 @@ async def test_applying_twice_is_a_no_op(conn: AsyncConnection, database_dsn: st
     assert await recorded(conn, "scheduler") == before
     cursor = await conn.execute("SELECT count(*) FROM scheduler.tasks")
     assert await cursor.fetchone() == (1,)  # the data survived: nothing was re-run
-    assert await lock_is_free(database_dsn, "scheduler")
+    assert await lock_is_free(empty_database_dsn, "scheduler")
 
 
-async def test_concurrent_runs_apply_each_file_exactly_once(database_dsn: str) -> None:
+async def test_concurrent_runs_apply_each_file_exactly_once(empty_database_dsn: str) -> None:
     # Three replicas of each service start at once, each on its own connection.
     connections = [
-        await psycopg.AsyncConnection.connect(database_dsn, autocommit=True) for _ in range(6)
+        await psycopg.AsyncConnection.connect(empty_database_dsn, autocommit=True) for _ in range(6)
     ]
     try:
         results = await asyncio.gather(
@@ -190,14 +192,16 @@ async def test_concurrent_runs_apply_each_file_exactly_once(database_dsn: str) -
             await c.close()
 
 
-async def test_an_edited_migration_is_refused(conn: AsyncConnection, database_dsn: str) -> None:
+async def test_an_edited_migration_is_refused(
+    conn: AsyncConnection, empty_database_dsn: str
+) -> None:
     await apply_migrations(conn, "history", "perdure.history")
     await conn.execute("UPDATE history.schema_migrations SET checksum = 'edited' WHERE version = 1")
 
     with pytest.raises(MigrationError, match=r"history migration 0001_init\.sql changed"):
         await apply_migrations(conn, "history", "perdure.history")
 
-    assert await lock_is_free(database_dsn, "history")  # the error released the lock
+    assert await lock_is_free(empty_database_dsn, "history")  # the error released the lock
     # The other schema is checked on its own.
     applied = await apply_migrations(conn, "scheduler", "perdure.scheduler")
     assert applied == FILES["perdure.scheduler"]
@@ -254,7 +258,7 @@ async def test_files_apply_in_numeric_order_and_later_files_on_a_later_run(
 
 
 async def test_a_failing_migration_rolls_back_and_stops(
-    conn: AsyncConnection, database_dsn: str, make_package: Callable[[dict[str, str]], str]
+    conn: AsyncConnection, empty_database_dsn: str, make_package: Callable[[dict[str, str]], str]
 ) -> None:
     package = make_package(
         {
@@ -268,7 +272,7 @@ async def test_a_failing_migration_rolls_back_and_stops(
 
     assert await tables(conn, "app") == {"schema_migrations", "good"}
     assert [name for _, name, _ in await recorded(conn, "app")] == ["0001_ok.sql"]
-    assert await lock_is_free(database_dsn, "app")
+    assert await lock_is_free(empty_database_dsn, "app")
 
 
 async def test_a_misnamed_file_is_refused(
@@ -280,9 +284,9 @@ async def test_a_misnamed_file_is_refused(
     assert "t" not in await tables(conn, "app")
 
 
-def test_perdure_migrate_applies_both_schemas_once(database_dsn: str) -> None:
+def test_perdure_migrate_applies_both_schemas_once(empty_database_dsn: str) -> None:
     """`perdure migrate` (a deployment's migration Job): everything pending, then nothing."""
-    command = [sys.executable, "-m", "perdure.cli", "migrate", "--database-url", database_dsn]
+    command = [sys.executable, "-m", "perdure.cli", "migrate", "--database-url", empty_database_dsn]
     first = subprocess.run(command, capture_output=True, text=True, timeout=120)
     again = subprocess.run(command, capture_output=True, text=True, timeout=120)
     assert first.returncode == 0 and again.returncode == 0, first.stderr + again.stderr

@@ -9,6 +9,7 @@ REPO = Path(__file__).resolve().parents[2]
 TEST_DIRS = (
     "tests/e2e",
     "tests/integration",
+    "tests/unit",
     "tests/unit/worker",
     "tests/unit/common",
     "tests/unit/history",
