@@ -81,6 +81,7 @@ lint: install
 	$(BIN)/ruff format --check .
 	$(BIN)/ruff check .
 	cd proto && ../$(BIN)/buf lint
+	cd sdk/node && npm run lint
 
 typecheck: install
 	$(BIN)/mypy

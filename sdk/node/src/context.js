@@ -33,6 +33,7 @@ export const LOCAL_WAIT_MS = 250;
 /**
  * @typedef {import('./replay.js').Call} Call
  * @typedef {import('./replay.js').Wait} Wait
+ * @typedef {import('./step-info.js').StepInfo} StepInfo
  * @typedef {{kind: 'suspend', wait: Wait} | {kind: 'park', failure: any} | {kind: 'lost', error: Error}
  *   | {kind: 'unavailable', error: Error} | {kind: 'done'}} Halt
  */
@@ -263,6 +264,7 @@ export class WorkflowContext {
             );
           }
         } else {
+          /** @type {Record<string, any>} */
           const request = { ...ref(call), task_queue: taskQueue, input: encoded, retry: retry.toProto() };
           if (timeout !== null) request.timeout = toDuration(timeout);
           if (heartbeatTimeout !== null) request.heartbeat_timeout = toDuration(heartbeatTimeout);
@@ -317,7 +319,7 @@ export class WorkflowContext {
       await this._interruptible(remotes[0].stepId, pending.length > 0);
       if (pending.length) {
         const first = pending[0];
-        return this._block(op, { position: first.position, stepId: first.stepId }, { kind: WAIT.STEP, name: first.stepId, until: null });
+        return this._block(op, { position: first.position, stepId: first.stepId, name: '', recorded: null }, { kind: WAIT.STEP, name: first.stepId, until: null });
       }
       return settleAll(list);
     });

@@ -147,7 +147,7 @@ export function classifyJournalError(error) {
   if (error instanceof LeaseLostError || error instanceof JournalRejectedError || error instanceof JournalUnavailableError) {
     return error;
   }
-  return new JournalUnavailableError(String(error?.message ?? error));
+  return new JournalUnavailableError(String(/** @type {any} */ (error)?.message ?? error));
 }
 
 /**

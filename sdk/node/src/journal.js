@@ -1,7 +1,6 @@
 // JournalService calls: unary, each retried on UNAVAILABLE (5 sends in all, waiting 0.1, 0.2,
 // 0.4, 0.8 s) within a 30 s deadline per call, as the Python SDK's session stream does.
 
-import grpc from '@grpc/grpc-js';
 import { JournalCallError, classifyJournalError } from './errors.js';
 import { channelCredentials, clientOptions, errorReason, loadProtos, statusName } from './proto.js';
 

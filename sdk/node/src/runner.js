@@ -17,6 +17,8 @@ import { ANNOUNCE_AFTER_MS, HeartbeatSender, Pulse, StepInfo, invokeWithLimits }
 /**
  * @typedef {{fn: (ctx: WorkflowContext, input: any) => Promise<any>, retry: RetryPolicy}} WorkflowEntry
  * @typedef {{call: (method: string, request: object) => Promise<any>}} Journal
+ * @typedef {{kind: 'result'|'failure'|'park'|'cancelled'|'suspend'|'lost'|'unavailable', value?: any, wait?: any,
+ *   error?: Error}} Outcome  a Failure or Payload as `value`; the Wait of a suspension; the error of a stop
  */
 
 /**
@@ -99,8 +101,7 @@ export async function runWorkflowTask(task, journal, workflows, { log, abort, on
 /**
  * Run the workflow function against its context. Code that no longer matches its journal parks,
  * whether it found that on its way to a result or while failing or being cancelled.
- * @returns {Promise<{kind: 'result'|'failure'|'park'|'cancelled', value: any} | {kind: 'suspend', wait: any}
- *   | {kind: 'lost'|'unavailable', error: Error}>}
+ * @returns {Promise<Outcome>}
  */
 export async function execute(fn, ctx, input) {
   const outcome = await run(fn, ctx, input);
@@ -114,6 +115,7 @@ export async function execute(fn, ctx, input) {
   return { kind: 'park', value: failureFrom(error) };
 }
 
+/** @returns {Promise<Outcome>} */
 async function run(fn, ctx, input) {
   const running = (async () => fn(ctx, input))();
   running.catch(() => {});
@@ -193,6 +195,7 @@ export async function runStepTask(task, journal, steps, { log, abort }) {
   const record = async (request) => journalCall(journal, 'RecordStep', request);
   const fail = async (error, policy) => {
     const failure = failureFrom(error);
+    /** @type {Record<string, any>} */
     const request = { ...base, failure };
     if (policy.retries(error, attempt)) {
       request.retry_delay = toDuration(policy.delay(attempt));

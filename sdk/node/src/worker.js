@@ -31,7 +31,7 @@ export const consoleLogger = {
  * @typedef {(input: any, info: import('./step-info.js').StepInfo) => any} StepFn
  * @typedef {{
  *   scheduler?: string, history?: string, taskQueue?: string, concurrency?: number,
- *   identity?: string, workflows?: Record<string, WorkflowFn | {run: WorkflowFn, retry?: RetryPolicy}>,
+ *   identity?: string, apiKey?: string, namespace?: string, workflows?: Record<string, WorkflowFn | {run: WorkflowFn, retry?: RetryPolicy}>,
  *   steps?: Record<string, StepFn>, retry?: RetryPolicy, shutdownGraceMs?: number,
  *   logger?: {info: Function, warn: Function, error: Function} | null,
  *   onConnected?: (session: {sessionId: string, heartbeatIntervalMs: number}) => void,

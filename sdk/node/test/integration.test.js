@@ -443,6 +443,7 @@ test('a cancellation while a remote step runs is delivered at "<step id>:cancell
   const running = new Promise((resolve) => {
     started = resolve;
   });
+  /** @type {(value?: any) => void} */
   let release;
   const gate = new Promise((resolve) => {
     release = resolve;

@@ -16,7 +16,7 @@ const quiet = { warn() {} };
 function scripted() {
   const scheduler = {
     down: false,
-    renews: () => true,
+    renews: (/** @type {any} */ _lease) => true,
     async renew(request) {
       if (scheduler.down) throw new Error('UNAVAILABLE');
       const now = Date.now();

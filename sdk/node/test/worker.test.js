@@ -46,6 +46,7 @@ class FakeCluster {
         stream.on('error', () => {});
       },
     });
+    /** @type {Record<string, any>} */
     const journal = {};
     for (const method of Object.keys(JournalService.service)) {
       journal[method] = (call, callback) => {
@@ -97,6 +98,7 @@ class FakeCluster {
 test('a worker says hello, executes a pushed step task, heartbeats its lease and reports TaskDone', { timeout: 20_000 }, async () => {
   const cluster = new FakeCluster();
   await cluster.start();
+  /** @type {(value?: any) => void} */
   let release;
   const gate = new Promise((resolve) => {
     release = resolve;
@@ -160,6 +162,7 @@ test('a worker says hello, executes a pushed step task, heartbeats its lease and
 test('leases still held are sent in the hello after a reconnect; stop() drains', { timeout: 20_000 }, async () => {
   const cluster = new FakeCluster();
   await cluster.start();
+  /** @type {(value?: any) => void} */
   let release;
   const gate = new Promise((resolve) => {
     release = resolve;
