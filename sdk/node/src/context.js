@@ -15,6 +15,7 @@ import {
   JournalRejectedError,
   LeaseLostError,
   NonDeterminismError,
+  PerdureError,
   SignalTimeoutError,
   StepFailedError,
   WorkflowCancelledError,
@@ -389,7 +390,7 @@ export class WorkflowContext {
   _halt(outcome) {
     if (!this._halted) {
       this._halted = outcome;
-      for (const controller of this._steps) controller.abort(new Error('the workflow run stopped'));
+      for (const controller of this._steps) controller.abort(new PerdureError('the workflow run stopped'));
       this._resolveHalt(outcome);
     }
     return NEVER;

@@ -14,6 +14,7 @@ export {
   NonDeterminismError,
   JournalRejectedError,
   WorkerConfigurationError,
+  PerdureError,
 } from './errors.js';
 export { toPayload, fromPayload } from './payload.js';
 export { loadProtos, protoDir } from './proto.js';

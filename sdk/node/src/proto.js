@@ -5,6 +5,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import grpc from '@grpc/grpc-js';
 import protoLoader from '@grpc/proto-loader';
+import { WorkerConfigurationError } from './errors.js';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 
@@ -76,7 +77,7 @@ export const CHANNEL_OPTIONS = Object.freeze({
 export function channelCredentials(env = process.env) {
   if (!env.PERDURE_TLS_CA) return grpc.credentials.createInsecure();
   if (Boolean(env.PERDURE_TLS_CERT) !== Boolean(env.PERDURE_TLS_KEY)) {
-    throw new Error('set both PERDURE_TLS_CERT and PERDURE_TLS_KEY, or neither');
+    throw new WorkerConfigurationError('set both PERDURE_TLS_CERT and PERDURE_TLS_KEY, or neither');
   }
   const read = (name) => (env[name] ? fs.readFileSync(env[name]) : null);
   return grpc.credentials.createSsl(read('PERDURE_TLS_CA'), read('PERDURE_TLS_KEY'), read('PERDURE_TLS_CERT'));

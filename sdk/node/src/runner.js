@@ -6,6 +6,7 @@ import {
   JournalRejectedError,
   JournalUnavailableError,
   NonDeterminismError,
+  PerdureError,
   WorkflowCancelledError,
   classifyJournalError,
   lostAttemptError,
@@ -212,12 +213,12 @@ export async function runStepTask(task, journal, steps, { log, abort }) {
   if (loaded.attempt_lost) return fail(lostAttemptError(lease.step_id, attempt), retry);
   const handler = steps.get(stepType);
   if (!handler) {
-    const error = new Error(`step type '${stepType}' is not registered on this worker`);
+    const error = new PerdureError(`step type '${stepType}' is not registered on this worker`);
     error.name = 'UnknownStepType';
     return fail(error, NO_RETRY);
   }
   const controller = new AbortController();
-  const onAbort = () => controller.abort(abort?.reason ?? new Error('the worker is shutting down'));
+  const onAbort = () => controller.abort(abort?.reason ?? new PerdureError('the worker is shutting down'));
   if (abort) {
     if (abort.aborted) onAbort();
     else abort.addEventListener('abort', onAbort, { once: true });

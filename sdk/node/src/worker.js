@@ -3,7 +3,7 @@
 
 import os from 'node:os';
 import grpc from '@grpc/grpc-js';
-import { JournalRejectedError, JournalUnavailableError, LeaseLostError } from './errors.js';
+import { JournalRejectedError, JournalUnavailableError, LeaseLostError, PerdureError } from './errors.js';
 import { JournalClient } from './journal.js';
 import { checkResolves, permanent } from './misconfigured.js';
 import { LeaseFencedError, LeaseKeeper, taskName } from './leases.js';
@@ -129,7 +129,7 @@ export class Worker {
    * WorkerConfigurationError at once if the configuration cannot work.
    */
   async run() {
-    if (this._runCalled) throw new Error('run() may be called once');
+    if (this._runCalled) throw new PerdureError('run() may be called once');
     this._runCalled = true;
     await checkResolves(this.schedulerAddress, 'scheduler');
     await checkResolves(this.historyAddress, 'history');
@@ -231,7 +231,7 @@ export class Worker {
         }
         reject(error);
       };
-      this._endStream = () => end(new Error('the worker stopped'));
+      this._endStream = () => end(new PerdureError('the worker stopped'));
       this._sayGoodbye = () => {
         if (this._call === call) this._call = null;
         call.end();
@@ -239,7 +239,7 @@ export class Worker {
       call.on('data', (message) => {
         if (!welcomed) {
           if (message.message !== 'welcome') {
-            end(new Error('the scheduler did not welcome this worker'));
+            end(new PerdureError('the scheduler did not welcome this worker'));
             return;
           }
           welcomed = true;
@@ -274,9 +274,9 @@ export class Worker {
         }
       });
       call.on('error', (error) => end(error));
-      call.on('end', () => end(moving ? new MovedError() : new Error('the scheduler closed the stream')));
+      call.on('end', () => end(moving ? new MovedError() : new PerdureError('the scheduler closed the stream')));
       call.on('status', (status) => {
-        if (status.code !== grpc.status.OK) end(Object.assign(new Error(status.details), { code: status.code }));
+        if (status.code !== grpc.status.OK) end(Object.assign(new PerdureError(status.details), { code: status.code }));
       });
       const hello = {
         identity: this.identity,
@@ -398,7 +398,7 @@ export class Worker {
 }
 
 /** The scheduler asked this worker to move its session (Reconnect), and the stream ended. */
-class MovedError extends Error {
+class MovedError extends PerdureError {
   constructor() {
     super('moved to another scheduler replica');
   }
