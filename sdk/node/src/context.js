@@ -21,7 +21,7 @@ import {
   WorkflowCancelledError,
 } from './errors.js';
 import { LeaseJournal, NEVER } from './journal.js';
-import { failureFrom, fromPayload, timestampMs, toDuration, toPayload } from './payload.js';
+import { failureFrom, fromPayload, timestampMs, toDuration, toPayload, toTimestamp } from './payload.js';
 import { EVENT, INTERNAL_PREFIX, Replay, WAIT, chooseWait, kindName, ref } from './replay.js';
 import { NO_RETRY, RetryPolicy } from './retry.js';
 import { HeartbeatSender } from './step-info.js';
@@ -149,7 +149,24 @@ export class WorkflowContext {
     }
     const call = this._replay.allocate('$sleep');
     return this._op(async (op) => {
-      const fire = await this._timer(call, seconds);
+      const fire = await this._timer(call, { delay: toDuration(seconds) });
+      return this._sleep(op, call, fire);
+    });
+  }
+
+  /**
+   * Suspend the workflow until `moment` (a durable timer, as `sleep`; a moment past fires at
+   * once). The journal keeps the due time, so replay waits for the same instant.
+   * @param {Date} moment
+   * @returns {Promise<void>}
+   */
+  sleepUntil(moment) {
+    if (!(moment instanceof Date) || Number.isNaN(moment.getTime())) {
+      throw new TypeError(`sleepUntil needs a valid Date, not ${moment}`);
+    }
+    const call = this._replay.allocate('$sleep');
+    return this._op(async (op) => {
+      const fire = await this._timer(call, { fire_time: toTimestamp(moment.getTime()) });
       return this._sleep(op, call, fire);
     });
   }
@@ -170,7 +187,7 @@ export class WorkflowContext {
     const timerCall = timeout == null ? null : this._replay.allocate(`$timeout:${name}`);
     return this._op(async (op) => {
       let deadline = null;
-      if (timerCall) deadline = await this._timer(timerCall, timeout);
+      if (timerCall) deadline = await this._timer(timerCall, { delay: toDuration(timeout) });
       const call = await this._begin(`$signal:${name}`);
       if (call.recorded) {
         if (call.recorded.event_type === EVENT.SIGNAL_TIMED_OUT) {
@@ -502,14 +519,14 @@ export class WorkflowContext {
   }
 
   /**
-   * Start (or replay) a timer; its fire time as {ms, ts}.
+   * Start (or replay) a timer firing after a `delay` or at a `fire_time`; its fire time as {ms, ts}.
    * @param {Call} call
-   * @param {number} seconds
+   * @param {{delay: any} | {fire_time: any}} fire
    */
-  async _timer(call, seconds) {
+  async _timer(call, fire) {
     await this._check(call);
     if (call.recorded) return { ms: timestampMs(call.recorded.due_time), ts: call.recorded.due_time };
-    const started = await this._record('StartTimer', { ...ref(call), delay: toDuration(seconds) });
+    const started = await this._record('StartTimer', { ...ref(call), ...fire });
     return { ms: timestampMs(started.fire_time), ts: started.fire_time };
   }
 
