@@ -48,14 +48,26 @@ class FakeCluster {
     });
     /** @type {Record<string, any>} */
     const journal = {};
+    const answer = (method, request) => {
+      this.journalCalls.push([method, request]);
+      this._notify();
+      return method === 'LoadStep' ? this.loadStep : {};
+    };
     for (const method of Object.keys(JournalService.service)) {
-      journal[method] = (call, callback) => {
-        this.journalCalls.push([method, call.request]);
-        this._notify();
-        if (method === 'LoadStep') callback(null, this.loadStep);
-        else callback(null, {});
-      };
+      journal[method] = (call, callback) => callback(null, answer(method, call.request));
     }
+    // The worker's journal calls come on a Session stream, matched to answers by id.
+    journal.Session = (stream) => {
+      stream.on('data', (message) => {
+        const answers = message.calls.map((call) => {
+          const method = call.call.replace(/(^|_)([a-z])/g, (_, __, letter) => letter.toUpperCase());
+          return { id: call.id, [call.call]: answer(method, call[call.call]) };
+        });
+        stream.write({ answers });
+      });
+      stream.on('end', () => stream.end());
+      stream.on('error', () => {});
+    };
     this.server.addService(JournalService.service, journal);
     this.port = await new Promise((resolve, reject) =>
       this.server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (error, port) => (error ? reject(error) : resolve(port))),
