@@ -8,6 +8,7 @@ import { failureFrom, fromPayload, hasPayload, timestampMs, toDuration, toPayloa
 import { EVENT, INTERNAL_PREFIX, STEP_OUTCOMES, WAIT, kindName, ref } from './replay.js';
 import { NO_RETRY } from './retry.js';
 import { ANNOUNCE_AFTER_MS, Pulse, StepInfo, invokeWithLimits } from './step-info.js';
+import { stepAttemptEnded, stepAttemptSpan, withSpan } from './telemetry.js';
 
 /**
  * @typedef {import('./context.js').WorkflowContext} WorkflowContext
@@ -51,10 +52,11 @@ export async function runLocalStep(ctx, op, call, fn, retry, limits) {
   }
   const attempt = lost ? started : failures.length + 1;
   const request = { ...ref(call), attempt, start_time: toTimestamp(Date.now()) };
-  if (lost) return attemptFailed(ctx, op, call, request, lostAttemptError(call.stepId, attempt), retry);
+  const span = stepAttemptSpan(call.name, { stepId: call.stepId, attempt, idempotencyKey: `${ctx.workflowId}:${call.stepId}` });
+  if (lost) return attemptFailed(ctx, op, call, request, lostAttemptError(call.stepId, attempt), retry, span);
   // Journaled before the body runs, so that an attempt whose worker dies still counts (the
   // SDK's own calls, such as ctx.now(), cannot crash a worker).
-  if (!internal) await ctx._record('RecordStep', { ...request, attempt_started: true });
+  if (!internal) await withSpan(span, () => ctx._record('RecordStep', { ...request, attempt_started: true }));
   const pulse = new Pulse();
   const progress = ctx._replay.progress.get(call.stepId);
   const controller = new AbortController();
@@ -76,29 +78,31 @@ export async function runLocalStep(ctx, op, call, fn, retry, limits) {
   ctx._steps.add(controller);
   let result;
   try {
-    result = await invokeWithLimits(() => fn(info), { ...limits, pulse }, controller);
+    // The attempt's span is current while the step runs: the step's own calls nest in it.
+    result = await withSpan(span, () => invokeWithLimits(() => fn(info), { ...limits, pulse }, controller));
   } catch (error) {
-    if (ctx._halted) return NEVER;
-    return attemptFailed(ctx, op, call, request, error, retry);
+    if (ctx._halted) return halted(span);
+    return attemptFailed(ctx, op, call, request, error, retry, span);
   } finally {
     if (announce) clearTimeout(announce);
     ctx._steps.delete(controller);
   }
-  if (ctx._halted) return NEVER;
+  if (ctx._halted) return halted(span);
   let encoded;
   try {
     encoded = toPayload(result);
   } catch (error) {
     // retrying would return the same value: fail now
-    return attemptFailed(ctx, op, call, request, error, NO_RETRY);
+    return attemptFailed(ctx, op, call, request, error, NO_RETRY, span);
   }
   try {
     await ctx._record('RecordStep', { ...request, output: encoded });
   } catch (error) {
     if (!(error instanceof JournalRejectedError)) throw error;
     // the result breaks the payload limits
-    return attemptFailed(ctx, op, call, request, error, NO_RETRY);
+    return attemptFailed(ctx, op, call, request, error, NO_RETRY, span);
   }
+  stepAttemptEnded(span);
   // The decoded JSON, exactly what a replay will return.
   return fromPayload(encoded);
 }
@@ -111,20 +115,29 @@ export async function runLocalStep(ctx, op, call, fn, retry, limits) {
  * @param {any} request
  * @param {unknown} error
  * @param {RetryPolicy} retry
+ * @param {import('@opentelemetry/api').Span} span the attempt's, ended here
  */
-async function attemptFailed(ctx, op, call, request, error, retry) {
+async function attemptFailed(ctx, op, call, request, error, retry, span) {
   const failure = failureFrom(error);
   const failed = { ...request, failure };
   if (retry.retries(error, request.attempt)) {
     failed.retry_delay = toDuration(retry.delay(request.attempt));
     const answer = await ctx._record('RecordStep', failed);
+    stepAttemptEnded(span, error, timestampMs(answer.retry_time));
     ctx._log.warn(
       `step ${call.stepId} attempt ${request.attempt} failed (${failure.type}: ${failure.message}); next attempt at ${isoOf(answer.retry_time)}`,
     );
     return ctx._block(op, call, { kind: WAIT.RETRY, name: call.stepId, until: answer.retry_time });
   }
   await ctx._record('RecordStep', failed);
+  stepAttemptEnded(span, error);
   throw new StepFailedError(call.stepId, failure);
+}
+
+/** The run stopped during the attempt: end its span, and never settle. */
+function halted(span) {
+  span.end();
+  return NEVER;
 }
 
 function isoOf(ts) {

@@ -25,6 +25,7 @@ import { failureFrom, fromPayload, timestampMs, toDuration, toPayload, toTimesta
 import { EVENT, INTERNAL_PREFIX, Replay, WAIT, chooseWait, kindName, ref } from './replay.js';
 import { NO_RETRY, RetryPolicy } from './retry.js';
 import { HeartbeatSender } from './step-info.js';
+import { inSpan, linksTo } from './telemetry.js';
 
 export { EVENT, WAIT } from './replay.js';
 
@@ -556,12 +557,11 @@ export class WorkflowContext {
   }
 
   async _consume(call, name, taken, result) {
-    await this._record('ConsumeSignals', {
-      ...ref(call),
-      signal_name: name,
-      event_ids: taken.map((event) => Number(event.event_id)),
-      result,
-    });
+    const request = { ...ref(call), signal_name: name, event_ids: taken.map((event) => Number(event.event_id)), result };
+    // Linked to the spans that received the signals, which link to this workflow's trace.
+    const links = linksTo(taken.map((event) => event.trace_context));
+    const attributes = { 'perdure.signal.name': name, 'perdure.signal.count': taken.length };
+    await inSpan('perdure.signal.consume', { links, attributes }, () => this._record('ConsumeSignals', request));
   }
 }
 

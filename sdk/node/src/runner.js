@@ -11,9 +11,10 @@ import {
   classifyJournalError,
   lostAttemptError,
 } from './errors.js';
-import { failureFrom, fromDuration, fromPayload, hasPayload, toDuration, toTimestamp, toPayload } from './payload.js';
+import { failureFrom, fromDuration, fromPayload, hasPayload, timestampMs, toDuration, toTimestamp, toPayload } from './payload.js';
 import { NO_RETRY, RetryPolicy } from './retry.js';
 import { ANNOUNCE_AFTER_MS, HeartbeatSender, Pulse, StepInfo, invokeWithLimits } from './step-info.js';
+import { inSpan, setRunAttribute, stepAttemptEnded, stepAttemptSpan, traceEndedWait, waitAttributes, withSpan } from './telemetry.js';
 
 /**
  * @typedef {{fn: (ctx: WorkflowContext, input: any) => Promise<any>, retry: RetryPolicy}} WorkflowEntry
@@ -61,6 +62,7 @@ export async function runWorkflowTask(task, journal, workflows, { log, abort, on
     });
     return 'parked';
   }
+  traceEndedWait(loaded, timestampMs);
   const ctx = new WorkflowContext(loaded, journal, { fence: lease.fence, retry: entry.retry, log });
   onContext?.(ctx);
   const onAbort = () => ctx._halt({ kind: 'unavailable', error: new JournalUnavailableError('the worker is shutting down') });
@@ -72,11 +74,14 @@ export async function runWorkflowTask(task, journal, workflows, { log, abort, on
     const outcome = await execute(entry.fn, ctx, fromPayload(workflow.input));
     if (outcome.kind === 'lost') throw outcome.error;
     if (outcome.kind === 'unavailable') throw outcome.error;
+    setRunAttribute('perdure.task.outcome', outcome.kind);
     if (outcome.kind === 'suspend') {
+      /** @type {{kind: string, name: string, until?: any}} */
       const wait = { kind: outcome.wait.kind, name: outcome.wait.name };
       if (outcome.wait.until) wait.until = outcome.wait.until;
       log.info(`workflow ${task.workflow_id} waiting for ${wait.kind} ${wait.name}`);
-      await journalCall(journal, 'SuspendWorkflow', { ...lease, wait });
+      const attributes = waitAttributes(wait, timestampMs);
+      await inSpan('perdure.suspend', { attributes }, () => journalCall(journal, 'SuspendWorkflow', { ...lease, wait }));
       return 'suspended';
     }
     const finish = { ...lease, [outcome.kind]: outcome.value };
@@ -181,6 +186,7 @@ export async function runStepTask(task, journal, steps, { log, abort }) {
     start_time: toTimestamp(Date.now()),
     step_task: true,
   };
+  const span = stepAttemptSpan(stepType, { stepId: lease.step_id, attempt, idempotencyKey: `${lease.workflow_id}:${lease.step_id}` });
   const heartbeats = new HeartbeatSender(
     (stepId, n, details) =>
       journalCall(journal, 'RecordHeartbeat', {
@@ -201,10 +207,12 @@ export async function runStepTask(task, journal, steps, { log, abort }) {
     if (policy.retries(error, attempt)) {
       request.retry_delay = toDuration(policy.delay(attempt));
       const answer = await record(request);
+      stepAttemptEnded(span, error, timestampMs(answer?.retry_time) ?? Date.now());
       log.warn(`step ${lease.step_id} of ${lease.workflow_id} attempt ${attempt} failed (${failure.type}: ${failure.message}); retried at ${answer?.retry_time ? new Date(Number(answer.retry_time.seconds) * 1000).toISOString() : '?'}`);
       return 'retrying';
     }
     await record(request);
+    stepAttemptEnded(span, error);
     log.warn(`step ${lease.step_id} of ${lease.workflow_id} failed: ${failure.type}: ${failure.message}`);
     return 'failed';
   };
@@ -242,15 +250,20 @@ export async function runStepTask(task, journal, steps, { log, abort }) {
   let result;
   try {
     const body = () => handler(fromPayload(loaded.input), info);
-    result = await invokeWithLimits(body, { limit: timeout, beatLimit: heartbeatTimeout, pulse }, controller);
+    // The attempt's span is current while the step runs: the step's own calls nest in it.
+    result = await withSpan(span, () => invokeWithLimits(body, { limit: timeout, beatLimit: heartbeatTimeout, pulse }, controller));
   } catch (error) {
-    if (abort?.aborted) throw new JournalUnavailableError('the worker is shutting down');
+    if (abort?.aborted) {
+      span.end();
+      throw new JournalUnavailableError('the worker is shutting down');
+    }
     return fail(error, retry);
   } finally {
     clearTimeout(announce);
     abort?.removeEventListener('abort', onAbort);
   }
   // A body that ignored its signal: its result is dropped (the lease is given up or fenced).
+  if (abort?.aborted) span.end();
   if (abort?.aborted) throw new JournalUnavailableError(`the step's work was stopped: ${abort.reason?.message ?? abort.reason}`);
   let encoded;
   try {
@@ -264,5 +277,6 @@ export async function runStepTask(task, journal, steps, { log, abort }) {
     if (!(error instanceof JournalRejectedError)) throw error;
     return fail(error, NO_RETRY); // the result breaks the payload limits
   }
+  stepAttemptEnded(span);
   return 'completed';
 }

@@ -80,6 +80,15 @@ export function failed(span, error) {
 }
 
 /**
+ * Mark a task's span: its lease could not be renewed in time, and its work was stopped.
+ * @param {import('@opentelemetry/api').Span} span
+ */
+export function selfFenced(span) {
+  span.setAttribute('perdure.task.outcome', 'self_fenced');
+  span.setStatus({ code: SpanStatusCode.ERROR, message: 'lease not renewed in time' });
+}
+
+/**
  * The client span of a journal call sent on the Session stream: named as the unary call's
  * span would be, one name in traces whichever way the call travelled.
  * @template T
@@ -106,4 +115,85 @@ export function waitAttributes(wait, timestampMs) {
   const until = wait.until ? timestampMs(wait.until) : null;
   if (until !== null) attributes['perdure.wait.until'] = new Date(until).toISOString();
   return attributes;
+}
+
+/**
+ * Start a span (not made current: see `withSpan`); the caller ends it.
+ * @param {string} name
+ * @param {import('@opentelemetry/api').Attributes} attributes
+ */
+export function startSpan(name, attributes) {
+  return tracer().startSpan(name, { attributes });
+}
+
+/**
+ * Run `fn` with `span` current (the calls it makes nest in it).
+ * @template T
+ * @param {import('@opentelemetry/api').Span} span
+ * @param {() => T} fn
+ * @returns {T}
+ */
+export function withSpan(span, fn) {
+  return context.with(trace.setSpan(context.active(), span), fn);
+}
+
+/**
+ * The span of a step attempt: `perdure.step <name>`, as the Python SDK names it.
+ * @param {string} name
+ * @param {{stepId: string, attempt: number, idempotencyKey: string}} step
+ */
+export function stepAttemptSpan(name, step) {
+  return startSpan(`perdure.step ${name}`, {
+    'perdure.step.name': name,
+    'perdure.step.id': step.stepId,
+    'perdure.step.attempt': step.attempt,
+    'perdure.step.idempotency_key': step.idempotencyKey,
+  });
+}
+
+/**
+ * Record how a step attempt ended on its span, and end it: completed (no error), retrying
+ * (an error and the next attempt's time), or failed.
+ * @param {import('@opentelemetry/api').Span} span
+ * @param {unknown} [error]
+ * @param {number | null} [retryAtMs]
+ */
+export function stepAttemptEnded(span, error, retryAtMs = null) {
+  const outcome = error === undefined ? 'completed' : retryAtMs !== null ? 'retrying' : 'failed';
+  span.setAttribute('perdure.step.outcome', outcome);
+  if (error !== undefined) failed(span, error);
+  if (retryAtMs !== null) span.setAttribute('perdure.step.next_retry_time', new Date(retryAtMs).toISOString());
+  span.end();
+}
+
+/**
+ * Set an attribute on the span current now (the task's run), if any.
+ * @param {string} key
+ * @param {string} value
+ */
+export function setRunAttribute(key, value) {
+  trace.getActiveSpan()?.setAttribute(key, value);
+}
+
+/**
+ * If this run ends a wait, a span of the whole wait: from the suspension to the load, both on
+ * the database clock (no process was running meanwhile).
+ * @param {any} loaded a LoadJournalResponse
+ * @param {(ts: any) => number | null} timestampMs
+ */
+export function traceEndedWait(loaded, timestampMs) {
+  const events = loaded.events ?? [];
+  let last = null; // the last run's last event
+  for (let i = events.length - 1; i >= 0; i--) {
+    if (Number(events[i].fence) > 0) {
+      last = events[i];
+      break;
+    }
+  }
+  if (!last || last.event_type !== 'EVENT_TYPE_WORKFLOW_SUSPENDED' || !last.wait) return;
+  const start = timestampMs(last.event_time);
+  const end = timestampMs(loaded.now);
+  if (start === null || end === null) return;
+  const span = tracer().startSpan('perdure.wait', { attributes: waitAttributes(last.wait, timestampMs), startTime: start });
+  span.end(end);
 }

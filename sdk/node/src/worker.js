@@ -10,6 +10,7 @@ import { LeaseFencedError, LeaseKeeper, taskName } from './leases.js';
 import { fromDuration, toDuration } from './payload.js';
 import { channelCredentials, clientOptions, loadProtos, statusName } from './proto.js';
 import { RetryPolicy } from './retry.js';
+import { contextFrom, failed, inSpan, selfFenced } from './telemetry.js';
 import { runStepTask, runWorkflowTask } from './runner.js';
 
 const RECONNECT_FIRST_MS = 100;
@@ -316,23 +317,44 @@ export class Worker {
 
   async _runWorkflow(task, lease, abort) {
     this._log.info(`running ${task.workflow_type} ${task.workflow_id} (fence ${task.fence})`);
-    await this._finishTask(lease, abort, () => runWorkflowTask(task, this._journal, this._workflows, { log: this._log, abort }));
+    await this._finishTask(task, lease, abort, () => runWorkflowTask(task, this._journal, this._workflows, { log: this._log, abort }));
   }
 
   async _runStep(task, lease, abort) {
     this._log.info(`running step ${task.step_type} ${task.step_id} of ${task.workflow_id} (fence ${task.fence})`);
-    await this._finishTask(lease, abort, () => runStepTask(task, this._journal, this._steps, { log: this._log, abort }));
+    await this._finishTask(task, lease, abort, () => runStepTask(task, this._journal, this._steps, { log: this._log, abort }));
   }
 
-  /** Run a task; send TaskDone unless the lease is left to expire. */
-  async _finishTask(lease, abort, run) {
+  /** The span of a task's run: a child of the lease grant, in the workflow's one trace. */
+  _taskAttributes(task) {
+    /** @type {Record<string, string | number>} */
+    const attributes = {
+      'perdure.workflow.id': task.workflow_id,
+      'perdure.task_queue': this.taskQueue,
+      'perdure.fence': Number(task.fence),
+      'perdure.worker.identity': this.identity,
+    };
+    if (task.step_id) Object.assign(attributes, { 'perdure.step.id': task.step_id, 'perdure.step.type': task.step_type });
+    else attributes['perdure.workflow.type'] = task.workflow_type;
+    return attributes;
+  }
+
+  /** Run a task in its span; send TaskDone unless the lease is left to expire. */
+  _finishTask(task, lease, abort, run) {
+    const options = { parent: contextFrom(task.trace_context), attributes: this._taskAttributes(task) };
+    return inSpan('perdure.task.run', options, (span) => this._settleTask(lease, abort, run, span));
+  }
+
+  async _settleTask(lease, abort, run, span) {
     const what = taskName(lease);
     try {
       await run();
     } catch (error) {
       if (abort.reason instanceof LeaseFencedError) {
+        selfFenced(span);
         return; // dropped when fenced; it expires and is granted again, with a higher fence
       }
+      failed(span, error);
       if (error instanceof LeaseLostError) {
         // Still say we are done with it: the release is fenced, a newer holder is untouched.
         this._log.warn(`${what}: lease with fence ${lease.fence} lost, abandoning: ${error.message}`);
