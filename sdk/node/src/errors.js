@@ -174,3 +174,46 @@ export class WorkerConfigurationError extends PerdureError {
     this.name = 'WorkerConfigurationError';
   }
 }
+
+/** A call of the gateway's WorkflowService failed (Client): the gRPC status code (name), the
+ * message and the ErrorInfo reason. */
+export class ClientCallError extends PerdureError {
+  /**
+   * @param {string} code e.g. "NOT_FOUND"
+   * @param {string} message
+   * @param {string} [reason] e.g. "WORKFLOW_NOT_FOUND"
+   */
+  constructor(code, message, reason = '') {
+    super(`${code}${reason ? ` (${reason})` : ''}: ${message}`);
+    this.name = 'ClientCallError';
+    this.code = code;
+    this.reason = reason;
+    this.detail = message;
+  }
+}
+
+/** `client.wait()` (or `client.result()`) gave up: the run was still open at its timeout. */
+export class WaitTimeoutError extends PerdureError {
+  constructor(message) {
+    super(message);
+    this.name = 'WaitTimeoutError';
+  }
+}
+
+/** `client.result()`: the run closed without a result (failed, parked, cancelled or
+ * terminated). */
+export class WorkflowEndedError extends PerdureError {
+  /**
+   * @param {string} workflowId
+   * @param {string} status e.g. "WORKFLOW_STATUS_FAILED"
+   * @param {{type?: string, message?: string} | null} failure
+   */
+  constructor(workflowId, status, failure) {
+    const state = String(status).replace(/^WORKFLOW_STATUS_/, '').toLowerCase();
+    super(`workflow '${workflowId}' ${state}${failure ? `: ${failure.type}: ${failure.message}` : ''}`);
+    this.name = 'WorkflowEndedError';
+    this.workflowId = workflowId;
+    this.status = status;
+    this.failure = failure;
+  }
+}

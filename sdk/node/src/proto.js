@@ -6,6 +6,7 @@ import { fileURLToPath } from 'node:url';
 import grpc from '@grpc/grpc-js';
 import protoLoader from '@grpc/proto-loader';
 import { WorkerConfigurationError } from './errors.js';
+import { currentCarrier } from './telemetry.js';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 
@@ -84,12 +85,20 @@ export function channelCredentials(env = process.env) {
 }
 
 /**
- * Client options for a channel: CHANNEL_OPTIONS, plus an interceptor that sends `apiKey` as
- * `authorization: Bearer <key>` on every call (unary and streaming) when one is given.
+ * Client options for a channel: CHANNEL_OPTIONS, plus interceptors that send the caller's trace
+ * context (`traceparent`, `tracestate`: empty unless the program traces) and `apiKey` as
+ * `authorization: Bearer <key>` (when one is given) on every call, unary and streaming.
  * @param {string | undefined} apiKey
  */
 export function clientOptions(apiKey) {
-  if (!apiKey) return CHANNEL_OPTIONS;
+  const traced = (options, nextCall) =>
+    new grpc.InterceptingCall(nextCall(options), {
+      start(metadata, listener, next) {
+        for (const [key, value] of Object.entries(currentCarrier())) metadata.set(key, value);
+        next(metadata, listener);
+      },
+    });
+  if (!apiKey) return { ...CHANNEL_OPTIONS, interceptors: [traced] };
   const bearer = (options, nextCall) =>
     new grpc.InterceptingCall(nextCall(options), {
       start(metadata, listener, next) {
@@ -97,7 +106,7 @@ export function clientOptions(apiKey) {
         next(metadata, listener);
       },
     });
-  return { ...CHANNEL_OPTIONS, interceptors: [bearer] };
+  return { ...CHANNEL_OPTIONS, interceptors: [traced, bearer] };
 }
 
 /** The name of a numeric gRPC status code ("UNAVAILABLE"...). */
