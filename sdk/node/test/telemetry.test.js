@@ -13,6 +13,8 @@ import { runWorkflowTask } from '../src/runner.js';
 import { JournalClient } from '../src/journal.js';
 import { loadProtos } from '../src/proto.js';
 import { RetryPolicy } from '../src/retry.js';
+import { Worker } from '../src/worker.js';
+import { FakeCluster } from './fake-cluster.js';
 import { FakeJournal, JournalBuilder } from './helpers.js';
 
 const exporter = new InMemorySpanExporter();
@@ -113,4 +115,42 @@ test('a journal call is a client span named as the unary call, its context sent 
   assert.equal(span.kind, 2); // CLIENT
   const { traceId, spanId } = span.spanContext();
   assert.equal(carriers[0].traceparent, `00-${traceId}-${spanId}-01`);
+});
+
+test("a task's run is a perdure.task.run span, a child of Task.trace_context, with its step attempt in it", { timeout: 20_000 }, async () => {
+  exporter.reset();
+  const cluster = new FakeCluster();
+  await cluster.start();
+  const worker = new Worker({
+    scheduler: cluster.address,
+    history: cluster.address,
+    taskQueue: 'tools',
+    identity: 'traced-worker',
+    logger: null,
+    steps: { charge: (input) => ({ charged: input.amount }) },
+  });
+  const running = worker.run();
+  try {
+    await cluster.until(() => cluster.hellos.length === 1, 'the hello');
+    const grant = { traceparent: `00-${SIGNAL_TRACE}-${SIGNAL_SPAN}-01` };
+    cluster.push({ workflow_id: 'wf-1', workflow_type: '', fence: 4, step_id: 'charge', step_type: 'charge', trace_context: grant });
+    await cluster.until(() => cluster.messages.some((m) => m.message === 'task_done'), 'TaskDone');
+  } finally {
+    worker.stop();
+    await running;
+    cluster.stop();
+  }
+  const spans = exporter.getFinishedSpans();
+  const run = spans.find((span) => span.name === 'perdure.task.run');
+  assert.ok(run);
+  assert.deepEqual([run.spanContext().traceId, run.parentSpanContext?.spanId], [SIGNAL_TRACE, SIGNAL_SPAN]);
+  assert.deepEqual(
+    ['perdure.workflow.id', 'perdure.task_queue', 'perdure.fence', 'perdure.worker.identity', 'perdure.step.id', 'perdure.step.type'].map((k) => run.attributes[k]),
+    ['wf-1', 'tools', 4, 'traced-worker', 'charge', 'charge'],
+  );
+  const step = spans.find((span) => span.name === 'perdure.step charge');
+  assert.equal(step.parentSpanContext?.spanId, run.spanContext().spanId);
+  assert.equal(step.attributes['perdure.step.outcome'], 'completed');
+  const journalCalls = spans.filter((span) => span.name.startsWith('/perdure.api.worker.v1.JournalService/'));
+  assert.ok(journalCalls.length >= 2 && journalCalls.every((span) => span.spanContext().traceId === SIGNAL_TRACE));
 });
