@@ -2,7 +2,7 @@
 // perdure.api.workflow.v1.WorkflowService, as the Python SDK's perdure.client does.
 
 import { randomUUID } from 'node:crypto';
-import { ClientCallError, WaitTimeoutError, WorkflowEndedError } from './errors.js';
+import { RpcError, WaitTimeoutError, WorkflowEndedError } from './errors.js';
 import { fromPayload, toDuration, toPayload } from './payload.js';
 import { channelCredentials, clientOptions, errorReason, loadProtos, statusName } from './proto.js';
 
@@ -19,7 +19,7 @@ export const CLOSED = Object.freeze(
 
 /**
  * Start workflows and read their state through the gateway. Every method rejects with
- * ClientCallError (its `code`, e.g. "NOT_FOUND", and ErrorInfo `reason`) when the gateway
+ * RpcError (its `code`, e.g. "NOT_FOUND", and ErrorInfo `reason`) when the gateway
  * refuses or cannot be reached.
  */
 export class Client {
@@ -200,11 +200,11 @@ export class Client {
     return request;
   }
 
-  /** One call of WorkflowService, as a promise; failures as ClientCallError. */
+  /** One call of WorkflowService, as a promise; failures as RpcError. */
   _unary(method, request) {
     return new Promise((resolve, reject) => {
       this._client[method](request, { deadline: Date.now() + this._timeoutMs }, (error, response) => {
-        if (error) reject(new ClientCallError(statusName(error.code), error.details ?? String(error), errorReason(error)));
+        if (error) reject(new RpcError(statusName(error.code), error.details ?? String(error), errorReason(error)));
         else resolve(response);
       });
     });

@@ -177,7 +177,7 @@ export class WorkerConfigurationError extends PerdureError {
 
 /** A call of the gateway's WorkflowService failed (Client): the gRPC status code (name), the
  * message and the ErrorInfo reason. */
-export class ClientCallError extends PerdureError {
+export class RpcError extends PerdureError {
   /**
    * @param {string} code e.g. "NOT_FOUND"
    * @param {string} message
@@ -185,10 +185,11 @@ export class ClientCallError extends PerdureError {
    */
   constructor(code, message, reason = '') {
     super(`${code}${reason ? ` (${reason})` : ''}: ${message}`);
-    this.name = 'ClientCallError';
+    this.name = 'RpcError';
     this.code = code;
     this.reason = reason;
-    this.detail = message;
+    /** The gateway's message. */
+    this.details = message;
   }
 }
 

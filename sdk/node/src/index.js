@@ -16,7 +16,7 @@ export {
   JournalRejectedError,
   WorkerConfigurationError,
   PerdureError,
-  ClientCallError,
+  RpcError,
   WaitTimeoutError,
   WorkflowEndedError,
 } from './errors.js';

@@ -7,7 +7,7 @@ import { randomUUID } from 'node:crypto';
 import grpc from '@grpc/grpc-js';
 import {
   Client,
-  ClientCallError,
+  RpcError,
   PerdureError,
   RetryPolicy,
   StepFailedError,
@@ -554,7 +554,7 @@ test('the client starts, signals, queries, describes, lists and cancels runs, an
       assert.equal(error.status, 'WORKFLOW_STATUS_CANCELLED');
       return true;
     });
-    await assert.rejects(client.describe(`missing-${randomUUID()}`), (error) => error instanceof ClientCallError && error.code === 'NOT_FOUND');
+    await assert.rejects(client.describe(`missing-${randomUUID()}`), (error) => error instanceof RpcError && error.code === 'NOT_FOUND');
     const { workflow_id: open } = await client.startWorkflow('doomed', null, { taskQueue });
     await assert.rejects(client.wait(open, { timeout: 0.2 }), WaitTimeoutError);
     await client.terminate(open, 'cleanup');
