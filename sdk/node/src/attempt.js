@@ -52,11 +52,11 @@ export async function runLocalStep(ctx, op, call, fn, retry, limits) {
   }
   const attempt = lost ? started : failures.length + 1;
   const request = { ...ref(call), attempt, start_time: toTimestamp(Date.now()) };
-  const span = stepAttemptSpan(call.name, { stepId: call.stepId, attempt, idempotencyKey: `${ctx.workflowId}:${call.stepId}` });
-  if (lost) return attemptFailed(ctx, op, call, request, lostAttemptError(call.stepId, attempt), retry, span);
+  const traced = stepAttemptSpan(call.name, { stepId: call.stepId, attempt, idempotencyKey: `${ctx.workflowId}:${call.stepId}`, workflowType: ctx.workflowType });
+  if (lost) return attemptFailed(ctx, op, call, request, lostAttemptError(call.stepId, attempt), retry, traced);
   // Journaled before the body runs, so that an attempt whose worker dies still counts (the
   // SDK's own calls, such as ctx.now(), cannot crash a worker).
-  if (!internal) await withSpan(span, () => ctx._record('RecordStep', { ...request, attempt_started: true }));
+  if (!internal) await withSpan(traced.span, () => ctx._record('RecordStep', { ...request, attempt_started: true }));
   const pulse = new Pulse();
   const progress = ctx._replay.progress.get(call.stepId);
   const controller = new AbortController();
@@ -79,30 +79,30 @@ export async function runLocalStep(ctx, op, call, fn, retry, limits) {
   let result;
   try {
     // The attempt's span is current while the step runs: the step's own calls nest in it.
-    result = await withSpan(span, () => invokeWithLimits(() => fn(info), { ...limits, pulse }, controller));
+    result = await withSpan(traced.span, () => invokeWithLimits(() => fn(info), { ...limits, pulse }, controller));
   } catch (error) {
-    if (ctx._halted) return halted(span);
-    return attemptFailed(ctx, op, call, request, error, retry, span);
+    if (ctx._halted) return halted(traced.span);
+    return attemptFailed(ctx, op, call, request, error, retry, traced);
   } finally {
     if (announce) clearTimeout(announce);
     ctx._steps.delete(controller);
   }
-  if (ctx._halted) return halted(span);
+  if (ctx._halted) return halted(traced.span);
   let encoded;
   try {
     encoded = toPayload(result);
   } catch (error) {
     // retrying would return the same value: fail now
-    return attemptFailed(ctx, op, call, request, error, NO_RETRY, span);
+    return attemptFailed(ctx, op, call, request, error, NO_RETRY, traced);
   }
   try {
     await ctx._record('RecordStep', { ...request, output: encoded });
   } catch (error) {
     if (!(error instanceof JournalRejectedError)) throw error;
     // the result breaks the payload limits
-    return attemptFailed(ctx, op, call, request, error, NO_RETRY, span);
+    return attemptFailed(ctx, op, call, request, error, NO_RETRY, traced);
   }
-  stepAttemptEnded(span);
+  stepAttemptEnded(traced);
   // The decoded JSON, exactly what a replay will return.
   return fromPayload(encoded);
 }
@@ -115,22 +115,22 @@ export async function runLocalStep(ctx, op, call, fn, retry, limits) {
  * @param {any} request
  * @param {unknown} error
  * @param {RetryPolicy} retry
- * @param {import('@opentelemetry/api').Span} span the attempt's, ended here
+ * @param {import('./telemetry.js').StepAttemptTrace} traced the attempt's trace, ended here
  */
-async function attemptFailed(ctx, op, call, request, error, retry, span) {
+async function attemptFailed(ctx, op, call, request, error, retry, traced) {
   const failure = failureFrom(error);
   const failed = { ...request, failure };
   if (retry.retries(error, request.attempt)) {
     failed.retry_delay = toDuration(retry.delay(request.attempt));
     const answer = await ctx._record('RecordStep', failed);
-    stepAttemptEnded(span, error, timestampMs(answer.retry_time));
+    stepAttemptEnded(traced, error, timestampMs(answer.retry_time));
     ctx._log.warn(
       `step ${call.stepId} attempt ${request.attempt} failed (${failure.type}: ${failure.message}); next attempt at ${isoOf(answer.retry_time)}`,
     );
     return ctx._block(op, call, { kind: WAIT.RETRY, name: call.stepId, until: answer.retry_time });
   }
   await ctx._record('RecordStep', failed);
-  stepAttemptEnded(span, error);
+  stepAttemptEnded(traced, error);
   throw new StepFailedError(call.stepId, failure);
 }
 

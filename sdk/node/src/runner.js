@@ -186,7 +186,7 @@ export async function runStepTask(task, journal, steps, { log, abort }) {
     start_time: toTimestamp(Date.now()),
     step_task: true,
   };
-  const span = stepAttemptSpan(stepType, { stepId: lease.step_id, attempt, idempotencyKey: `${lease.workflow_id}:${lease.step_id}` });
+  const traced = stepAttemptSpan(stepType, { stepId: lease.step_id, attempt, idempotencyKey: `${lease.workflow_id}:${lease.step_id}`, workflowType: loaded.workflow_type ?? '' });
   const heartbeats = new HeartbeatSender(
     (stepId, n, details) =>
       journalCall(journal, 'RecordHeartbeat', {
@@ -207,12 +207,12 @@ export async function runStepTask(task, journal, steps, { log, abort }) {
     if (policy.retries(error, attempt)) {
       request.retry_delay = toDuration(policy.delay(attempt));
       const answer = await record(request);
-      stepAttemptEnded(span, error, timestampMs(answer?.retry_time) ?? Date.now());
+      stepAttemptEnded(traced, error, timestampMs(answer?.retry_time) ?? Date.now());
       log.warn(`step ${lease.step_id} of ${lease.workflow_id} attempt ${attempt} failed (${failure.type}: ${failure.message}); retried at ${answer?.retry_time ? new Date(Number(answer.retry_time.seconds) * 1000).toISOString() : '?'}`);
       return 'retrying';
     }
     await record(request);
-    stepAttemptEnded(span, error);
+    stepAttemptEnded(traced, error);
     log.warn(`step ${lease.step_id} of ${lease.workflow_id} failed: ${failure.type}: ${failure.message}`);
     return 'failed';
   };
@@ -251,10 +251,10 @@ export async function runStepTask(task, journal, steps, { log, abort }) {
   try {
     const body = () => handler(fromPayload(loaded.input), info);
     // The attempt's span is current while the step runs: the step's own calls nest in it.
-    result = await withSpan(span, () => invokeWithLimits(body, { limit: timeout, beatLimit: heartbeatTimeout, pulse }, controller));
+    result = await withSpan(traced.span, () => invokeWithLimits(body, { limit: timeout, beatLimit: heartbeatTimeout, pulse }, controller));
   } catch (error) {
     if (abort?.aborted) {
-      span.end();
+      traced.span.end();
       throw new JournalUnavailableError('the worker is shutting down');
     }
     return fail(error, retry);
@@ -263,7 +263,7 @@ export async function runStepTask(task, journal, steps, { log, abort }) {
     abort?.removeEventListener('abort', onAbort);
   }
   // A body that ignored its signal: its result is dropped (the lease is given up or fenced).
-  if (abort?.aborted) span.end();
+  if (abort?.aborted) traced.span.end();
   if (abort?.aborted) throw new JournalUnavailableError(`the step's work was stopped: ${abort.reason?.message ?? abort.reason}`);
   let encoded;
   try {
@@ -277,6 +277,6 @@ export async function runStepTask(task, journal, steps, { log, abort }) {
     if (!(error instanceof JournalRejectedError)) throw error;
     return fail(error, NO_RETRY); // the result breaks the payload limits
   }
-  stepAttemptEnded(span);
+  stepAttemptEnded(traced);
   return 'completed';
 }

@@ -1,9 +1,9 @@
-// The worker's spans and trace context propagation, through @opentelemetry/api only: no-ops
+// The worker's spans, step metrics and trace context propagation, through @opentelemetry/api only: no-ops
 // until the program registers an OpenTelemetry SDK (a tracer provider, the W3C propagator and a
 // context manager, as NodeSDK does). Span names and attributes are the Python SDK's
 // (docs/observability.md).
 
-import { ROOT_CONTEXT, SpanKind, SpanStatusCode, context, propagation, trace } from '@opentelemetry/api';
+import { ROOT_CONTEXT, SpanKind, SpanStatusCode, context, metrics, propagation, trace } from '@opentelemetry/api';
 
 const TRACER_NAME = 'perdure.worker';
 
@@ -137,33 +137,67 @@ export function withSpan(span, fn) {
   return context.with(trace.setSpan(context.active(), span), fn);
 }
 
+/** Seconds; the Python SDK's buckets (perdure.telemetry.setup.DURATION_BUCKETS). */
+const DURATION_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
+let instruments = null;
+
+/** The step instruments, made at first use: a meter provider registered after import counts. */
+function stepInstruments() {
+  if (instruments) return instruments;
+  const meter = metrics.getMeter(TRACER_NAME);
+  instruments = {
+    attempts: meter.createCounter('perdure.step.attempts', {
+      unit: '{attempt}',
+      description: 'Step attempts run, by workflow type, step name and outcome (completed, retrying, failed).',
+    }),
+    duration: meter.createHistogram('perdure.step.duration', {
+      unit: 's',
+      description: 'How long one step attempt ran, by workflow type, step name and outcome.',
+      advice: { explicitBucketBoundaries: DURATION_BUCKETS },
+    }),
+  };
+  return instruments;
+}
+
 /**
- * The span of a step attempt: `perdure.step <name>`, as the Python SDK names it.
+ * @typedef {{span: import('@opentelemetry/api').Span, name: string, workflowType: string, started: number}} StepAttemptTrace
+ */
+
+/**
+ * Begin tracing a step attempt: its span `perdure.step <name>`, as the Python SDK names it.
  * @param {string} name
- * @param {{stepId: string, attempt: number, idempotencyKey: string}} step
+ * @param {{stepId: string, attempt: number, idempotencyKey: string, workflowType: string}} step
+ * @returns {StepAttemptTrace}
  */
 export function stepAttemptSpan(name, step) {
-  return startSpan(`perdure.step ${name}`, {
+  const span = startSpan(`perdure.step ${name}`, {
     'perdure.step.name': name,
     'perdure.step.id': step.stepId,
     'perdure.step.attempt': step.attempt,
     'perdure.step.idempotency_key': step.idempotencyKey,
   });
+  return { span, name, workflowType: step.workflowType, started: performance.now() };
 }
 
 /**
- * Record how a step attempt ended on its span, and end it: completed (no error), retrying
- * (an error and the next attempt's time), or failed.
- * @param {import('@opentelemetry/api').Span} span
+ * Record how a step attempt ended on its span, and end it, and in the metrics
+ * (perdure.step.attempts, perdure.step.duration): completed (no error), retrying (an error
+ * and the next attempt's time), or failed.
+ * @param {StepAttemptTrace} attempt
  * @param {unknown} [error]
  * @param {number | null} [retryAtMs]
  */
-export function stepAttemptEnded(span, error, retryAtMs = null) {
+export function stepAttemptEnded(attempt, error, retryAtMs = null) {
+  const { span } = attempt;
   const outcome = error === undefined ? 'completed' : retryAtMs !== null ? 'retrying' : 'failed';
   span.setAttribute('perdure.step.outcome', outcome);
   if (error !== undefined) failed(span, error);
   if (retryAtMs !== null) span.setAttribute('perdure.step.next_retry_time', new Date(retryAtMs).toISOString());
   span.end();
+  const attributes = { 'perdure.workflow.type': attempt.workflowType, 'perdure.step.name': attempt.name, 'perdure.step.outcome': outcome };
+  const { attempts, duration } = stepInstruments();
+  attempts.add(1, attributes);
+  duration.record((performance.now() - attempt.started) / 1000, attributes);
 }
 
 /**

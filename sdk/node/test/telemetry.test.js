@@ -5,7 +5,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import grpc from '@grpc/grpc-js';
-import { context, propagation, trace } from '@opentelemetry/api';
+import { context, metrics, propagation, trace } from '@opentelemetry/api';
+import { MeterProvider, MetricReader } from '@opentelemetry/sdk-metrics';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
 import { W3CTraceContextPropagator } from '@opentelemetry/core';
 import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
@@ -21,6 +22,14 @@ const exporter = new InMemorySpanExporter();
 trace.setGlobalTracerProvider(new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] }));
 context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
 propagation.setGlobalPropagator(new W3CTraceContextPropagator());
+
+/** Collects on demand. */
+class TestReader extends MetricReader {
+  async onForceFlush() {}
+  async onShutdown() {}
+}
+const reader = new TestReader();
+metrics.setGlobalMeterProvider(new MeterProvider({ readers: [reader] }));
 
 const SIGNAL_TRACE = '0af7651916cd43dd8448eb211c80319c';
 const SIGNAL_SPAN = 'b7ad6b7169203331';
@@ -83,6 +92,13 @@ test('a run traces its step attempts, signal consumption and suspension under th
   const suspend = named('perdure.suspend');
   assert.ok(inRun(suspend));
   assert.deepEqual([suspend.attributes['perdure.wait.kind'], suspend.attributes['perdure.wait.name']], ['retry', 'charge']);
+
+  // perdure.step.attempts and perdure.step.duration, by workflow type, step name and outcome.
+  const { resourceMetrics } = await reader.collect();
+  const points = (name) => resourceMetrics.scopeMetrics.flatMap((scope) => scope.metrics).find((m) => m.descriptor.name === name)?.dataPoints ?? [];
+  const attempts = points('perdure.step.attempts').map((p) => [p.attributes['perdure.workflow.type'], p.attributes['perdure.step.name'], p.attributes['perdure.step.outcome'], p.value]);
+  assert.deepEqual(attempts.sort(), [['order', 'charge', 'retrying', 1], ['order', 'reserve', 'completed', 1]]);
+  assert.equal(points('perdure.step.duration').length, 2);
 });
 
 test('a journal call is a client span named as the unary call, its context sent in JournalCall.trace_context', async () => {
