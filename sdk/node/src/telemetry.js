@@ -79,13 +79,23 @@ export function failed(span, error) {
   span.setStatus({ code: SpanStatusCode.ERROR, message: `${err?.name ?? 'Error'}: ${err?.message ?? err}` });
 }
 
+let fencedCounter = null;
+
 /**
- * Mark a task's span: its lease could not be renewed in time, and its work was stopped.
+ * A task's lease could not be renewed in time and its work was stopped: mark its span, and
+ * count it (perdure.worker.leases.self_fenced, by task queue).
  * @param {import('@opentelemetry/api').Span} span
+ * @param {string} taskQueue
  */
-export function selfFenced(span) {
+export function selfFenced(span, taskQueue) {
   span.setAttribute('perdure.task.outcome', 'self_fenced');
   span.setStatus({ code: SpanStatusCode.ERROR, message: 'lease not renewed in time' });
+  fencedCounter ??= metrics.getMeter(TRACER_NAME).createCounter('perdure.worker.leases.self_fenced', {
+    unit: '{lease}',
+    description:
+      'Leases whose work this worker stopped because it could not renew them before their deadline (the scheduler or the link to it was down), by task queue.',
+  });
+  fencedCounter.add(1, { 'perdure.task_queue': taskQueue });
 }
 
 /**

@@ -351,7 +351,7 @@ export class Worker {
       await run();
     } catch (error) {
       if (abort.reason instanceof LeaseFencedError) {
-        selfFenced(span);
+        selfFenced(span, this.taskQueue);
         return; // dropped when fenced; it expires and is granted again, with a higher fence
       }
       failed(span, error);
