@@ -29,7 +29,7 @@ function fieldOf(method) {
  * One Session stream: the calls waiting to be written, and those waiting for answers.
  * @typedef {{stream: any, outgoing: any[], unanswered: Map<number, {resolve: (a: any) => void, reject: (e: Error) => void}>,
  *   flushing: boolean, retireAt: number, retired: boolean, broken: boolean}} Connection
- * @typedef {{connection: Connection | null, id: number}} Sent  where a call waits for its answer now
+ * @typedef {{connection: Connection | null, id: number, expired: boolean}} Sent  where a call waits for its answer now
  */
 
 /**
@@ -69,11 +69,12 @@ export class JournalClient {
         throw new JournalCallError('RESOURCE_EXHAUSTED', `${method} is ${size} bytes, over the ${MAX_ITEM_BYTES}-byte message limit`, 'MESSAGE_TOO_LARGE');
       }
       /** @type {Sent} */
-      const sent = { connection: null, id: 0 };
+      const sent = { connection: null, id: 0, expired: false };
       let answer;
       try {
         answer = await this._withDeadline(this._sendWithRetries(call, sent), method, timeoutMs);
       } finally {
+        sent.expired = true; // no resend after the deadline
         if (sent.connection) this._forget(sent.connection, sent.id); // given up on
       }
       if (answer.result === 'error') {
@@ -96,6 +97,7 @@ export class JournalClient {
     const expired = new Promise((_, reject) => {
       timer = setTimeout(() => reject(new JournalCallError('DEADLINE_EXCEEDED', `no answer to ${method} in ${timeoutMs / 1000}s`)), timeoutMs);
     });
+    answer.catch(() => {}); // it may still fail after the deadline: nobody waits for it then
     try {
       return await Promise.race([answer, expired]);
     } finally {
@@ -117,6 +119,7 @@ export class JournalClient {
         if (attempt >= ATTEMPTS || this._closed) throw new JournalCallError('UNAVAILABLE', error.message);
       }
       await new Promise((resolve) => setTimeout(resolve, backoff));
+      if (sent.expired) throw new JournalCallError('DEADLINE_EXCEEDED', 'given up on');
       backoff *= 2;
     }
   }

@@ -122,3 +122,16 @@ test('past its age a stream takes no new calls: they go on a new one, and the ol
     history.server.forceShutdown();
   }
 });
+
+test('a call not answered by its deadline fails as DEADLINE_EXCEEDED, and is not sent again after it', async () => {
+  const history = await fakeHistory(() => {}); // never answers
+  const client = new JournalClient(history.address);
+  try {
+    await assert.rejects(client.call('SetState', { workflow_id: 'w', fence: 1, key: 'k' }, { timeoutMs: 200 }), (/** @type {any} */ error) => error.code === 'DEADLINE_EXCEEDED');
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    assert.equal(history.messages.length, 1);
+  } finally {
+    client.close();
+    history.server.forceShutdown();
+  }
+});
