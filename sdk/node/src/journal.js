@@ -27,7 +27,7 @@ function fieldOf(method) {
 
 /**
  * One Session stream: the calls waiting to be written, and those waiting for answers.
- * @typedef {{stream: any, outgoing: any[], unanswered: Map<number, {resolve: (a: any) => void, reject: (e: Error) => void}>,
+ * @typedef {{stream: any, outgoing: {call: any, size: number}[], unanswered: Map<number, {resolve: (a: any) => void, reject: (e: Error) => void}>,
  *   flushing: boolean, retireAt: number, retired: boolean, broken: boolean}} Connection
  * @typedef {{connection: Connection | null, id: number, expired: boolean}} Sent  where a call waits for its answer now
  */
@@ -72,7 +72,7 @@ export class JournalClient {
       const sent = { connection: null, id: 0, expired: false };
       let answer;
       try {
-        answer = await this._withDeadline(this._sendWithRetries(call, sent), method, timeoutMs);
+        answer = await this._withDeadline(this._sendWithRetries({ call, size }, sent), method, timeoutMs);
       } finally {
         sent.expired = true; // no resend after the deadline
         if (sent.connection) this._forget(sent.connection, sent.id); // given up on
@@ -106,14 +106,14 @@ export class JournalClient {
   }
 
   /**
-   * @param {any} call
+   * @param {{call: any, size: number}} item the call, and its size in a message
    * @param {Sent} sent
    */
-  async _sendWithRetries(call, sent) {
+  async _sendWithRetries(item, sent) {
     let backoff = FIRST_BACKOFF_MS;
     for (let attempt = 1; ; attempt++) {
       try {
-        return await this._send(call, sent);
+        return await this._send(item, sent);
       } catch (error) {
         if (!(error instanceof StreamBrokenError)) throw error;
         if (attempt >= ATTEMPTS || this._closed) throw new JournalCallError('UNAVAILABLE', error.message);
@@ -125,18 +125,18 @@ export class JournalClient {
   }
 
   /**
-   * Send `call` with a new id on the current stream; resolve with its answer.
-   * @param {any} call
+   * Send a call with a new id on the current stream; resolve with its answer.
+   * @param {{call: any, size: number}} item
    * @param {Sent} sent
    */
-  _send(call, sent) {
+  _send(item, sent) {
     const connection = this._open();
     const id = this._nextId++;
     sent.connection = connection;
     sent.id = id;
     return new Promise((resolve, reject) => {
       connection.unanswered.set(id, { resolve, reject });
-      connection.outgoing.push({ ...call, id });
+      connection.outgoing.push({ call: { ...item.call, id }, size: item.size });
       if (!connection.flushing) {
         // Calls made until the next turn of the event loop go together in one message.
         connection.flushing = true;
@@ -200,12 +200,12 @@ export class JournalClient {
   _nextMessage(outgoing) {
     let room = MAX_ITEM_BYTES;
     let taken = 0;
-    for (const call of outgoing) {
-      room -= this._serialize({ calls: [call] }).length;
+    for (const { size } of outgoing) {
+      room -= size;
       if (taken && room < 0) break;
       taken += 1;
     }
-    return outgoing.splice(0, taken);
+    return outgoing.splice(0, taken).map(({ call }) => call);
   }
 
   /** The call `id` is answered or given up on: no longer waited for on `connection`. */
