@@ -25,7 +25,7 @@ import { failureFrom, fromPayload, timestampMs, toDuration, toPayload, toTimesta
 import { EVENT, INTERNAL_PREFIX, Replay, WAIT, chooseWait, kindName, ref } from './replay.js';
 import { NO_RETRY, RetryPolicy } from './retry.js';
 import { HeartbeatSender } from './step-info.js';
-import { inSpan, linksTo } from './telemetry.js';
+import { inSpan, linksTo, timerFired } from './telemetry.js';
 
 export { EVENT, WAIT } from './replay.js';
 
@@ -548,6 +548,7 @@ export class WorkflowContext {
       await new Promise((resolve) => setTimeout(resolve, Math.ceil(remaining)));
       if (this._halted) return NEVER;
     }
+    timerFired(fire.ms, this._databaseNow(), { 'perdure.workflow.id': this.workflowId, 'perdure.step.id': call.stepId });
     return undefined;
   }
 

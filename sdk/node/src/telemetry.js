@@ -241,3 +241,25 @@ export function traceEndedWait(loaded, timestampMs) {
   const span = tracer().startSpan('perdure.wait', { attributes: waitAttributes(last.wait, timestampMs), startTime: start });
   span.end(end);
 }
+
+let latenessHistogram = null;
+
+/**
+ * A timer this worker waited out (granted ahead of time) fired: measure how late
+ * (perdure.timer.lateness, kind "timer") and give it a perdure.timer.fire span from its due
+ * time to now, whose length is how late it fired; as the scheduler does for the timers it fires.
+ * @param {number} dueMs on the database clock
+ * @param {number} nowMs the database clock now
+ * @param {Record<string, string>} attributes
+ */
+export function timerFired(dueMs, nowMs, attributes) {
+  const lateBy = Math.max(0, nowMs - dueMs) / 1000;
+  latenessHistogram ??= metrics.getMeter(TRACER_NAME).createHistogram('perdure.timer.lateness', {
+    unit: 's',
+    description: 'How late timed wake-ups (timer, signal timeout, retry) fire, by kind.',
+    advice: { explicitBucketBoundaries: DURATION_BUCKETS },
+  });
+  latenessHistogram.record(lateBy, { 'perdure.wait.kind': 'timer' });
+  const fired = { ...attributes, 'perdure.wait.kind': 'timer', 'perdure.timer.lateness_ms': Math.round(lateBy * 1e6) / 1000 };
+  tracer().startSpan('perdure.timer.fire', { attributes: fired, startTime: dueMs }).end(dueMs + lateBy * 1000);
+}

@@ -16,7 +16,7 @@ import { loadProtos } from '../src/proto.js';
 import { RetryPolicy } from '../src/retry.js';
 import { Worker } from '../src/worker.js';
 import { FakeCluster } from './fake-cluster.js';
-import { FakeJournal, JournalBuilder } from './helpers.js';
+import { FakeJournal, JournalBuilder, NOW } from './helpers.js';
 
 const exporter = new InMemorySpanExporter();
 trace.setGlobalTracerProvider(new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] }));
@@ -169,4 +169,23 @@ test("a task's run is a perdure.task.run span, a child of Task.trace_context, wi
   assert.equal(step.attributes['perdure.step.outcome'], 'completed');
   const journalCalls = spans.filter((span) => span.name.startsWith('/perdure.api.worker.v1.JournalService/'));
   assert.ok(journalCalls.length >= 2 && journalCalls.every((span) => span.spanContext().traceId === SIGNAL_TRACE));
+});
+
+test('a timer waited out in the worker gets a perdure.timer.fire span and a lateness measure', async () => {
+  exporter.reset();
+  const builder = new JournalBuilder().timer(0, '$sleep', NOW + 50);
+  const nap = async (ctx) => {
+    await ctx.sleep(1);
+    return 'awake';
+  };
+  await runWorkflowTask({ workflow_id: 'wf-1', fence: 7 }, new LoadingJournal(builder), new Map([['order', { fn: nap, retry: new RetryPolicy() }]]), {
+    log: { info() {}, warn() {}, error() {} },
+  });
+  const fire = exporter.getFinishedSpans().find((span) => span.name === 'perdure.timer.fire');
+  assert.ok(fire);
+  assert.deepEqual([fire.attributes['perdure.step.id'], fire.attributes['perdure.wait.kind']], ['$sleep', 'timer']);
+  assert.ok(Number(fire.attributes['perdure.timer.lateness_ms']) >= 0);
+  const { resourceMetrics } = await reader.collect();
+  const lateness = resourceMetrics.scopeMetrics.flatMap((scope) => scope.metrics).find((m) => m.descriptor.name === 'perdure.timer.lateness');
+  assert.equal(lateness?.dataPoints[0].attributes['perdure.wait.kind'], 'timer');
 });
