@@ -7,11 +7,11 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { runWorkflowTask } from '../src/runner.js';
+import { runStepTask, runWorkflowTask } from '../src/runner.js';
 import { JournalCallError, LeaseLostError } from '../src/errors.js';
 import { statusName } from '../src/proto.js';
 import { fromJson, normalJson, toJson, type } from './replay/protojson.js';
-import { WORKFLOWS } from './replay/workflows.js';
+import { REMOTE_STEPS, WORKFLOWS } from './replay/workflows.js';
 
 const CASES = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..', '..', 'tests', 'replay', 'cases');
 const JournalCall = type('perdure.api.worker.v1.JournalCall');
@@ -83,6 +83,7 @@ function withoutNulls(value) {
 class ScriptedJournal {
   constructor(replayCase) {
     this.load = replayCase.load;
+    this.stepTask = replayCase.stepTask;
     const closing = closingCall(replayCase.outcome);
     this.expected = [...replayCase.exchanges, ...(closing ? [{ call: closing }] : [])];
     this.made = []; // the calls made after the load, as proto JSON
@@ -90,10 +91,19 @@ class ScriptedJournal {
   }
 
   async call(method, request) {
+    // Heartbeats depend on how long steps take: answered, and not part of a case.
+    if (method === 'RecordHeartbeat') return {};
     const made = toJson(JournalCall, { [fieldName(method)]: request });
     delete made.id;
     delete made.traceContext;
-    if (method === 'LoadJournal') {
+    if (method === 'LoadStep' && this.stepTask) {
+      const { workflowId, stepId, fence } = this.stepTask;
+      assert.equal(this.made.length, 0, 'LoadStep comes first');
+      assert.deepEqual([request.workflow_id, request.step_id, String(request.fence)], [workflowId, stepId, String(fence ?? 0)]);
+      this.made.push(made);
+      return fromJson(type('perdure.api.worker.v1.LoadStepResponse'), this.stepTask.load);
+    }
+    if (method === 'LoadJournal' && this.load) {
       const workflow = this.load.workflow ?? {};
       assert.equal(this.made.length, 0, 'LoadJournal comes first');
       assert.deepEqual([request.workflow_id, String(request.fence)], [workflow.workflowId, String(workflow.fence ?? 0)]);
@@ -139,13 +149,21 @@ performance.now = () => frozen;
 for (const file of files) {
   const replayCase = JSON.parse(fs.readFileSync(path.join(CASES, file), 'utf8'));
   test(`replay case ${file.replace(/\.json$/, '')}: ${replayCase.description}`, async () => {
-    const load = structuredClone(replayCase.load);
-    load.workflow = { ...load.workflow, workflowType: load.workflow?.workflowType || replayCase.workflow };
-    const journal = new ScriptedJournal({ ...replayCase, load });
-    const task = { workflow_id: load.workflow.workflowId, fence: Number(load.workflow.fence ?? 0) };
     let ended = 'returned';
+    let journal;
     try {
-      await runWorkflowTask(task, journal, WORKFLOWS, { log: quiet });
+      if (replayCase.stepTask) {
+        const { workflowId, stepId, fence } = replayCase.stepTask;
+        const task = { workflow_id: workflowId, step_id: stepId, step_type: replayCase.workflow, fence: Number(fence ?? 0) };
+        journal = new ScriptedJournal(replayCase);
+        await runStepTask(task, journal, REMOTE_STEPS, { log: quiet });
+      } else {
+        const load = structuredClone(replayCase.load);
+        load.workflow = { ...load.workflow, workflowType: load.workflow?.workflowType || replayCase.workflow };
+        const task = { workflow_id: load.workflow.workflowId, fence: Number(load.workflow.fence ?? 0) };
+        journal = new ScriptedJournal({ ...replayCase, load });
+        await runWorkflowTask(task, journal, WORKFLOWS, { log: quiet });
+      }
     } catch (error) {
       if (!(error instanceof LeaseLostError)) throw error;
       ended = 'leaseLost';

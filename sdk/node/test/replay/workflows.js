@@ -1,6 +1,7 @@
-// The workflows the replay cases (tests/replay/cases/*.json) run, by name: the Node.js mirror of
-// tests/replay/workflows.py, each written to the spec there (repeated above it). Errors a spec
-// "raises" are thrown with a `name` of that type name; step bodies return at once.
+// The workflows and remote steps the replay cases (tests/replay/cases/*.json) run, by name: the
+// Node.js mirror of tests/replay/workflows.py, each written to the spec there (repeated above
+// it). Errors a spec "raises" are thrown with a `name` of that type name; step bodies return at
+// once.
 
 import { RetryPolicy, SignalTimeoutError, StepFailedError, WorkflowCancelledError } from '../../src/index.js';
 
@@ -150,9 +151,24 @@ const CATALOGUE = {
     },
   },
 
+  // Step "report" (policy: 3 attempts) returns "too large"; returns the step's result.
+  oversized: { retry: RETRY, run: async (ctx) => ctx.step('report', () => 'too large') },
+
   // ctx.uuid4(), then returns it.
   unique: { run: async (ctx) => ctx.uuid4() },
 };
 
 /** The catalogue as the runner takes it: type name -> {fn, retry}. */
 export const WORKFLOWS = new Map(Object.entries(CATALOGUE).map(([name, { run, retry }]) => [name, { fn: run, retry: retry ?? DEFAULT }]));
+
+/** The remote steps, by step type. */
+export const REMOTE_STEPS = new Map(
+  Object.entries({
+    // Remote step: returns its input {"width": w} as {"width": w, "done": true}.
+    resize: (image) => ({ width: image.width, done: true }),
+    // Remote step: raises ImageTooLarge("too large").
+    unreliable: () => {
+      throw named('ImageTooLarge', 'too large');
+    },
+  }),
+);
