@@ -81,7 +81,7 @@ lint: install
 	$(BIN)/ruff format --check .
 	$(BIN)/ruff check .
 	cd proto && ../$(BIN)/buf lint
-	cd sdk/node && npm run lint
+	@if command -v npm >/dev/null 2>&1; then $(MAKE) --no-print-directory node-install && cd $(NODE_SDK) && npm run lint; else echo "npm not found: the Node.js SDK's eslint and tsc are skipped"; fi
 
 typecheck: install
 	$(BIN)/mypy
