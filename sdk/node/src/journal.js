@@ -6,7 +6,7 @@
 // fails alone, here. A stream moves after about STREAM_MAX_AGE_MS, so that history replicas
 // started later get their share of the workers. And each lease's calls (LeaseJournal).
 
-import { JournalCallError, classifyJournalError } from './errors.js';
+import { JournalCallError, PerdureError, classifyJournalError } from './errors.js';
 import { MAX_MESSAGE_BYTES, channelCredentials, clientOptions, loadProtos, statusName } from './proto.js';
 import { currentCarrier, journalCallSpan } from './telemetry.js';
 
@@ -18,7 +18,7 @@ export const STREAM_MAX_AGE_MS = 300_000;
 export const MAX_ITEM_BYTES = MAX_MESSAGE_BYTES - 64 * 1024;
 
 /** The stream ended before the call was answered. */
-class StreamBrokenError extends Error {}
+class StreamBrokenError extends PerdureError {}
 
 /** "RecordStep" -> "record_step": the call's field in JournalCall and JournalAnswer. */
 function fieldOf(method) {
