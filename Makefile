@@ -88,6 +88,7 @@ lint: install
 	$(BIN)/ruff check .
 	cd proto && ../$(BIN)/buf lint
 	cd proto && ../$(BIN)/buf breaking --against '$(BUF_AGAINST)'
+	@if command -v npm >/dev/null 2>&1; then $(MAKE) --no-print-directory node-install && cd $(NODE_SDK) && npm run lint; else echo "npm not found: the Node.js SDK's eslint and tsc are skipped"; fi
 
 typecheck: install
 	$(BIN)/mypy

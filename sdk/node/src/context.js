@@ -1,9 +1,8 @@
-// WorkflowContext: the durable calls workflow code makes, and their replay from the journal.
+// WorkflowContext: the durable calls workflow code makes (the workflow-facing API).
 //
-// Same rules as the Python SDK (services/worker/src/perdure/worker/_context.py): each durable
-// call takes the next position and a step id ("name", "name#2", ...) at the moment it is made
-// (synchronously, so that concurrent calls are numbered in call order), is matched against the
-// journal's event at that position, and is executed and recorded only if the journal has none.
+// Each call is matched against the journal by replay.js and executed and recorded only if the
+// journal has none (records through the lease's journal client, journal.js; local steps'
+// attempts in attempt.js).
 //
 // Control flow that workflow code must not catch (suspending, non-determinism, a lost lease)
 // never throws into the code: the call's promise simply never settles, and the run is halted
@@ -11,64 +10,32 @@
 // durable call in progress is blocked (on a timer, a signal, a retry or a remote step), so
 // that calls made together (ctx.gather) are all scheduled before the run lets go.
 
+import { runLocalStep } from './attempt.js';
 import {
   JournalRejectedError,
   LeaseLostError,
   NonDeterminismError,
+  PerdureError,
   SignalTimeoutError,
   StepFailedError,
   WorkflowCancelledError,
-  classifyJournalError,
-  lostAttemptError,
 } from './errors.js';
-import { failureFrom, fromPayload, hasPayload, timestampMs, toDuration, toTimestamp, toPayload } from './payload.js';
+import { LeaseJournal, NEVER } from './journal.js';
+import { failureFrom, fromPayload, timestampMs, toDuration, toPayload, toTimestamp } from './payload.js';
+import { EVENT, INTERNAL_PREFIX, Replay, WAIT, chooseWait, kindName, ref } from './replay.js';
 import { NO_RETRY, RetryPolicy } from './retry.js';
-import { ANNOUNCE_AFTER_MS, HeartbeatSender, Pulse, StepInfo, invokeWithLimits } from './step-info.js';
+import { HeartbeatSender } from './step-info.js';
+import { inSpan, linksTo, timerFired } from './telemetry.js';
 
-export const EVENT = Object.freeze({
-  STEP_COMPLETED: 'EVENT_TYPE_STEP_COMPLETED',
-  STEP_FAILED: 'EVENT_TYPE_STEP_FAILED',
-  STEP_ATTEMPT_FAILED: 'EVENT_TYPE_STEP_ATTEMPT_FAILED',
-  STEP_ATTEMPT_STARTED: 'EVENT_TYPE_STEP_ATTEMPT_STARTED',
-  TIMER_STARTED: 'EVENT_TYPE_TIMER_STARTED',
-  SIGNAL_RECEIVED: 'EVENT_TYPE_SIGNAL_RECEIVED',
-  SIGNAL_CONSUMED: 'EVENT_TYPE_SIGNAL_CONSUMED',
-  SIGNAL_TIMED_OUT: 'EVENT_TYPE_SIGNAL_TIMED_OUT',
-  STATE_UPDATED: 'EVENT_TYPE_STATE_UPDATED',
-  CANCEL_REQUESTED: 'EVENT_TYPE_CANCEL_REQUESTED',
-  CANCELLATION_DELIVERED: 'EVENT_TYPE_CANCELLATION_DELIVERED',
-  STEP_SCHEDULED: 'EVENT_TYPE_STEP_SCHEDULED',
-});
+export { EVENT, WAIT } from './replay.js';
 
-export const WAIT = Object.freeze({
-  TIMER: 'WAIT_KIND_TIMER',
-  SIGNAL: 'WAIT_KIND_SIGNAL',
-  RETRY: 'WAIT_KIND_RETRY',
-  STEP: 'WAIT_KIND_STEP',
-});
-
-// Calls of the code that hold a position in the journal; replay walks them in order.
-const POSITIONED = new Set([
-  EVENT.STEP_COMPLETED,
-  EVENT.STEP_FAILED,
-  EVENT.TIMER_STARTED,
-  EVENT.SIGNAL_CONSUMED,
-  EVENT.SIGNAL_TIMED_OUT,
-  EVENT.STATE_UPDATED,
-  EVENT.CANCELLATION_DELIVERED,
-  EVENT.STEP_SCHEDULED,
-]);
-const STEP_OUTCOMES = new Set([EVENT.STEP_COMPLETED, EVENT.STEP_FAILED]);
-const INTERNAL_PREFIX = '$';
 /** A timer due within this long is waited out in the worker (more than the timer lookahead). */
 export const LOCAL_WAIT_MS = 250;
 
-/** A promise that never settles: what a halted or blocked call returns. */
-const NEVER = new Promise(() => {});
-
 /**
- * @typedef {{stepId: string, name: string, position: number, recorded: any}} Call
- * @typedef {{kind: string, name: string, until: any}} Wait
+ * @typedef {import('./replay.js').Call} Call
+ * @typedef {import('./replay.js').Wait} Wait
+ * @typedef {import('./step-info.js').StepInfo} StepInfo
  * @typedef {{kind: 'suspend', wait: Wait} | {kind: 'park', failure: any} | {kind: 'lost', error: Error}
  *   | {kind: 'unavailable', error: Error} | {kind: 'done'}} Halt
  */
@@ -91,51 +58,15 @@ export class WorkflowContext {
     /** The lease's fencing token. */
     this.fence = fence;
     this._taskQueue = workflow.task_queue ?? '';
-    this._journal = journal;
     this._retry = retry;
     this._log = log;
     // What the database clock said at load: a timer or retry later than this is not due.
     this._nowMs = timestampMs(loaded.now) ?? Date.now();
     this._loadedAt = performance.now();
-    const events = loaded.events ?? [];
-    // Remote steps: their outcomes carry no position; they are known by step id.
-    const scheduled = new Set(events.filter((e) => e.event_type === EVENT.STEP_SCHEDULED).map((e) => e.step_id));
-    /** @type {Map<number, any>} position -> event */
-    this._recorded = new Map();
-    /** @type {Map<string, any>} step id -> STEP_COMPLETED/STEP_FAILED of a remote step */
-    this._remoteOutcomes = new Map();
-    /** @type {Map<string, any[]>} */
-    this._failedAttempts = new Map();
-    /** @type {Map<string, number>} step id -> the last attempt started */
-    this._startedAttempts = new Map();
-    const consumed = new Set();
-    for (const event of events) {
-      const type = event.event_type;
-      if (STEP_OUTCOMES.has(type) && scheduled.has(event.step_id)) {
-        this._remoteOutcomes.set(event.step_id, event);
-      } else if (POSITIONED.has(type)) {
-        this._recorded.set(Number(event.position), event);
-      }
-      if (type === EVENT.STEP_ATTEMPT_FAILED) {
-        if (!this._failedAttempts.has(event.step_id)) this._failedAttempts.set(event.step_id, []);
-        this._failedAttempts.get(event.step_id).push(event);
-      } else if (type === EVENT.STEP_ATTEMPT_STARTED) {
-        const last = this._startedAttempts.get(event.step_id) ?? 0;
-        this._startedAttempts.set(event.step_id, Math.max(last, Number(event.attempt)));
-      } else if (type === EVENT.SIGNAL_CONSUMED) {
-        for (const id of event.consumed_event_ids ?? []) consumed.add(Number(id));
-      }
-    }
-    this._signals = events.filter((e) => e.event_type === EVENT.SIGNAL_RECEIVED && !consumed.has(Number(e.event_id)));
-    this._progress = new Map((loaded.progress ?? []).map((p) => [p.step_id, p]));
-    this._cancelRequested = Boolean(workflow.cancel_requested);
-    this._cancelReason = events.find((e) => e.event_type === EVENT.CANCEL_REQUESTED)?.failure?.message ?? '';
-    this._cancelDelivered = events.some((e) => e.event_type === EVENT.CANCELLATION_DELIVERED);
-    this._position = 0;
-    /** @type {Map<string, number>} */
-    this._occurrences = new Map();
-    // Journal records of this lease go one at a time (heartbeats aside).
-    this._queue = Promise.resolve();
+    this._replay = new Replay(loaded);
+    this._journal = new LeaseJournal(journal, this.workflowId, fence, () => {
+      this._replay.cancelRequested = true;
+    });
     // Halting: the runner races the workflow function against this promise.
     /** @type {Halt|null} */
     this._halted = null;
@@ -152,7 +83,7 @@ export class WorkflowContext {
     this._steps = new Set(); // AbortControllers of local step attempts running now
     this._heartbeats = new HeartbeatSender(
       (stepId, attempt, details) =>
-        this._send('RecordHeartbeat', { step_id: stepId, attempt, ...(details === undefined ? {} : { details }) }),
+        this._journal.send('RecordHeartbeat', { step_id: stepId, attempt, ...(details === undefined ? {} : { details }) }),
       log,
     );
   }
@@ -182,8 +113,8 @@ export class WorkflowContext {
     };
     const retry = options.retry ?? this._retry;
     if (!(retry instanceof RetryPolicy)) throw new TypeError('retry must be a RetryPolicy');
-    const call = this._allocate(name);
-    return this._op((op) => this._durable(op, call, fn, retry, limits));
+    const call = this._replay.allocate(name);
+    return this._op((op) => runLocalStep(this, op, call, fn, retry, limits));
   }
 
   /**
@@ -192,9 +123,9 @@ export class WorkflowContext {
    * @returns {Promise<Date>}
    */
   async now() {
-    const call = this._allocate('$now');
+    const call = this._replay.allocate('$now');
     const moment = () => new Date(this._databaseNow()).toISOString();
-    const iso = await this._op((op) => this._durable(op, call, moment, NO_RETRY, null));
+    const iso = await this._op((op) => runLocalStep(this, op, call, moment, NO_RETRY, null));
     return new Date(iso);
   }
 
@@ -203,8 +134,8 @@ export class WorkflowContext {
    * @returns {Promise<string>}
    */
   uuid4() {
-    const call = this._allocate('$uuid');
-    return this._op((op) => this._durable(op, call, () => crypto.randomUUID(), NO_RETRY, null));
+    const call = this._replay.allocate('$uuid');
+    return this._op((op) => runLocalStep(this, op, call, () => crypto.randomUUID(), NO_RETRY, null));
   }
 
   /**
@@ -217,9 +148,26 @@ export class WorkflowContext {
     if (!(typeof seconds === 'number' && Number.isFinite(seconds) && seconds >= 0)) {
       throw new RangeError(`sleep needs a finite number of seconds >= 0, not ${seconds}`);
     }
-    const call = this._allocate('$sleep');
+    const call = this._replay.allocate('$sleep');
     return this._op(async (op) => {
-      const fire = await this._timer(call, seconds);
+      const fire = await this._timer(call, { delay: toDuration(seconds) });
+      return this._sleep(op, call, fire);
+    });
+  }
+
+  /**
+   * Suspend the workflow until `moment` (a durable timer, as `sleep`; a moment past fires at
+   * once). The journal keeps the due time, so replay waits for the same instant.
+   * @param {Date} moment
+   * @returns {Promise<void>}
+   */
+  sleepUntil(moment) {
+    if (!(moment instanceof Date) || Number.isNaN(moment.getTime())) {
+      throw new TypeError(`sleepUntil needs a valid Date, not ${moment}`);
+    }
+    const call = this._replay.allocate('$sleep');
+    return this._op(async (op) => {
+      const fire = await this._timer(call, { fire_time: toTimestamp(moment.getTime()) });
       return this._sleep(op, call, fire);
     });
   }
@@ -237,10 +185,10 @@ export class WorkflowContext {
     if (timeout !== undefined && timeout !== null && !(typeof timeout === 'number' && timeout >= 0 && Number.isFinite(timeout))) {
       throw new RangeError('timeout must be a number of seconds >= 0');
     }
-    const timerCall = timeout == null ? null : this._allocate(`$timeout:${name}`);
+    const timerCall = timeout == null ? null : this._replay.allocate(`$timeout:${name}`);
     return this._op(async (op) => {
       let deadline = null;
-      if (timerCall) deadline = await this._timer(timerCall, timeout);
+      if (timerCall) deadline = await this._timer(timerCall, { delay: toDuration(timeout) });
       const call = await this._begin(`$signal:${name}`);
       if (call.recorded) {
         if (call.recorded.event_type === EVENT.SIGNAL_TIMED_OUT) {
@@ -248,7 +196,7 @@ export class WorkflowContext {
         }
         return fromPayload(call.recorded.payload);
       }
-      const taken = this._takeSignals(name, 1);
+      const taken = this._replay.takeSignals(name, 1);
       if (taken.length) {
         const payload = fromPayload(taken[0].payload);
         await this._consume(call, name, taken, toPayload(payload));
@@ -269,11 +217,11 @@ export class WorkflowContext {
    */
   drainSignals(name) {
     checkName(name, 'signal name');
-    const call = this._allocate(`$drain:${name}`);
+    const call = this._replay.allocate(`$drain:${name}`);
     return this._op(async () => {
       await this._check(call);
       if (call.recorded) return fromPayload(call.recorded.payload) ?? [];
-      const taken = this._takeSignals(name, Infinity);
+      const taken = this._replay.takeSignals(name, Infinity);
       const payloads = taken.map((event) => fromPayload(event.payload));
       await this._consume(call, name, taken, toPayload(payloads));
       return payloads;
@@ -291,7 +239,7 @@ export class WorkflowContext {
       throw new RangeError('key must be a string of 1 to 200 characters');
     }
     const encoded = toPayload(value);
-    const call = this._allocate(`$state:${key}`);
+    const call = this._replay.allocate(`$state:${key}`);
     return this._op(async () => {
       await this._check(call);
       if (!call.recorded) await this._record('SetState', { ...ref(call), key, value: encoded });
@@ -317,7 +265,7 @@ export class WorkflowContext {
     const taskQueue = options.taskQueue ?? this._taskQueue;
     if (typeof taskQueue !== 'string' || !taskQueue) throw new TypeError('taskQueue must be a non-empty string');
     const encoded = toPayload(input);
-    const call = this._allocate(stepType);
+    const call = this._replay.allocate(stepType);
     // Settles once the call is journaled (or found in the journal): what gather waits for.
     let scheduled;
     const ready = new Promise((resolve, reject) => {
@@ -335,6 +283,7 @@ export class WorkflowContext {
             );
           }
         } else {
+          /** @type {Record<string, any>} */
           const request = { ...ref(call), task_queue: taskQueue, input: encoded, retry: retry.toProto() };
           if (timeout !== null) request.timeout = toDuration(timeout);
           if (heartbeatTimeout !== null) request.heartbeat_timeout = toDuration(heartbeatTimeout);
@@ -345,7 +294,7 @@ export class WorkflowContext {
         throw error;
       }
       scheduled.resolve();
-      const outcome = this._remoteOutcomes.get(call.stepId);
+      const outcome = this._replay.remoteOutcomes.get(call.stepId);
       // A cancellation delivered while this call waited is thrown here again on replay, even
       // if the outcome came since (a call in a gather: the gather does it; a pending call:
       // when the run would suspend, see _onQuiet).
@@ -385,11 +334,11 @@ export class WorkflowContext {
     for (const remote of remotes) remote.gathered = true; // their interruption is ours
     return this._op(async (op) => {
       await Promise.all(remotes.map((remote) => remote.ready));
-      const pending = remotes.filter((remote) => !this._remoteOutcomes.has(remote.stepId));
+      const pending = remotes.filter((remote) => !this._replay.remoteOutcomes.has(remote.stepId));
       await this._interruptible(remotes[0].stepId, pending.length > 0);
       if (pending.length) {
         const first = pending[0];
-        return this._block(op, { position: first.position, stepId: first.stepId }, { kind: WAIT.STEP, name: first.stepId, until: null });
+        return this._block(op, { position: first.position, stepId: first.stepId, name: '', recorded: null }, { kind: WAIT.STEP, name: first.stepId, until: null });
       }
       return settleAll(list);
     });
@@ -401,37 +350,22 @@ export class WorkflowContext {
    * throws it there again, whatever happened to the wait since.
    */
   async _interruptible(stepId, waiting) {
-    const interrupt = `${stepId}:cancelled`;
-    const following = this._recorded.get(this._position);
-    const deliveredHere =
-      following && following.event_type === EVENT.CANCELLATION_DELIVERED && following.step_id === interrupt;
-    if (deliveredHere || (waiting && this._cancelRequested && !this._cancelDelivered)) {
-      await this._begin(interrupt); // records or replays the delivery, and throws it
+    if (this._replay.interrupts(stepId, waiting)) {
+      await this._begin(`${stepId}:cancelled`); // records or replays the delivery, and throws it
       throw this._cancellation();
     }
   }
 
   /** Recorded calls the code has not reached: non-deterministic if the run is ending. */
   unconsumedSteps() {
-    return [...this._recorded.entries()].sort((a, b) => a[0] - b[0]).map(([, event]) => event.step_id);
+    return this._replay.unconsumed();
   }
 
   // -- internals ---------------------------------------------------------------------------
 
-  /** Take the next position and step id for a call named `name` (synchronously). */
-  _allocate(name) {
-    const occurrence = (this._occurrences.get(name) ?? 0) + 1;
-    this._occurrences.set(name, occurrence);
-    const stepId = occurrence === 1 ? name : `${name}#${occurrence}`;
-    const position = this._position++;
-    const recorded = this._recorded.get(position) ?? null;
-    this._recorded.delete(position);
-    return { stepId, name, position, recorded };
-  }
-
   /** Allocate a call and check it against the journal. */
   async _begin(name) {
-    const call = this._allocate(name);
+    const call = this._replay.allocate(name);
     await this._check(call);
     return call;
   }
@@ -444,16 +378,13 @@ export class WorkflowContext {
   async _check(call) {
     const recorded = call.recorded;
     if (recorded) {
-      if (recorded.step_id !== call.stepId) {
-        return this._nondeterminism(
-          `workflow '${this.workflowId}': call #${call.position} of the code is '${call.stepId}', but the journal recorded '${recorded.step_id}' there; the code changed in a way that does not replay`,
-        );
-      }
+      const mismatch = this._replay.mismatch(this.workflowId, call);
+      if (mismatch) return this._nondeterminism(mismatch);
       if (recorded.event_type === EVENT.CANCELLATION_DELIVERED) throw this._cancellation();
       return undefined;
     }
-    if (this._cancelRequested && !this._cancelDelivered) {
-      this._cancelDelivered = true;
+    if (this._replay.cancelRequested && !this._replay.cancelDelivered) {
+      this._replay.cancelDelivered = true;
       await this._record('RecordCancellation', ref(call));
       throw this._cancellation();
     }
@@ -461,7 +392,7 @@ export class WorkflowContext {
   }
 
   _cancellation() {
-    const reason = this._cancelReason ? `: ${this._cancelReason}` : '';
+    const reason = this._replay.cancelReason ? `: ${this._replay.cancelReason}` : '';
     return new WorkflowCancelledError(`workflow '${this.workflowId}' was cancelled${reason}`);
   }
 
@@ -477,7 +408,7 @@ export class WorkflowContext {
   _halt(outcome) {
     if (!this._halted) {
       this._halted = outcome;
-      for (const controller of this._steps) controller.abort(new Error('the workflow run stopped'));
+      for (const controller of this._steps) controller.abort(new PerdureError('the workflow run stopped'));
       this._resolveHalt(outcome);
     }
     return NEVER;
@@ -544,12 +475,12 @@ export class WorkflowContext {
     if (remote.length) {
       // As a timer that has not fired (Python's _sleep): a cancellation pending while remote
       // steps are outstanding is delivered at the next position, "<step id>:cancelled".
-      const following = this._recorded.get(this._position);
+      const following = this._replay.following();
       let target = null;
       if (following && following.event_type === EVENT.CANCELLATION_DELIVERED) {
         target = remote.find((entry) => following.step_id === `${entry.stepId}:cancelled`) ?? null;
       }
-      if (!target && this._cancelRequested && !this._cancelDelivered) target = remote[0];
+      if (!target && this._replay.cancelRequested && !this._replay.cancelDelivered) target = remote[0];
       if (target) {
         this._blocked.splice(this._blocked.indexOf(target), 1);
         const reject = target.reject;
@@ -576,37 +507,27 @@ export class WorkflowContext {
    */
   async _record(method, request) {
     if (this._halted) return NEVER;
-    const sent = this._queue.then(() => (this._halted ? NEVER : this._send(method, request)));
-    this._queue = sent.catch(() => {});
     let response;
     try {
-      response = await sent;
+      response = await this._journal.record(method, request, () => Boolean(this._halted));
     } catch (error) {
-      const classified = classifyJournalError(error);
-      if (classified instanceof JournalRejectedError) throw classified;
-      if (classified instanceof LeaseLostError) return this._halt({ kind: 'lost', error: classified });
-      return this._halt({ kind: 'unavailable', error: classified });
+      if (error instanceof JournalRejectedError) throw error;
+      if (error instanceof LeaseLostError) return this._halt({ kind: 'lost', error });
+      return this._halt({ kind: 'unavailable', error });
     }
     if (this._halted) return NEVER;
     return response;
   }
 
-  /** Send one journal call of this lease now. */
-  async _send(method, request) {
-    const response = await this._journal.call(method, { ...request, workflow_id: this.workflowId, fence: this.fence });
-    if (response?.cancel_requested) this._cancelRequested = true;
-    return response;
-  }
-
   /**
-   * Start (or replay) a timer; its fire time as {ms, ts}.
+   * Start (or replay) a timer firing after a `delay` or at a `fire_time`; its fire time as {ms, ts}.
    * @param {Call} call
-   * @param {number} seconds
+   * @param {{delay: any} | {fire_time: any}} fire
    */
-  async _timer(call, seconds) {
+  async _timer(call, fire) {
     await this._check(call);
     if (call.recorded) return { ms: timestampMs(call.recorded.due_time), ts: call.recorded.due_time };
-    const started = await this._record('StartTimer', { ...ref(call), delay: toDuration(seconds) });
+    const started = await this._record('StartTimer', { ...ref(call), ...fire });
     return { ms: timestampMs(started.fire_time), ts: started.fire_time };
   }
 
@@ -627,6 +548,7 @@ export class WorkflowContext {
       await new Promise((resolve) => setTimeout(resolve, Math.ceil(remaining)));
       if (this._halted) return NEVER;
     }
+    timerFired(fire.ms, this._databaseNow(), { 'perdure.workflow.id': this.workflowId, 'perdure.step.id': call.stepId });
     return undefined;
   }
 
@@ -635,151 +557,13 @@ export class WorkflowContext {
     return this._nowMs + (performance.now() - this._loadedAt);
   }
 
-  _takeSignals(name, limit) {
-    const taken = [];
-    for (const event of this._signals) {
-      if (taken.length >= limit) break;
-      if (event.name === name) taken.push(event);
-    }
-    this._signals = this._signals.filter((event) => !taken.includes(event));
-    return taken;
-  }
-
   async _consume(call, name, taken, result) {
-    await this._record('ConsumeSignals', {
-      ...ref(call),
-      signal_name: name,
-      event_ids: taken.map((event) => Number(event.event_id)),
-      result,
-    });
+    const request = { ...ref(call), signal_name: name, event_ids: taken.map((event) => Number(event.event_id)), result };
+    // Linked to the spans that received the signals, which link to this workflow's trace.
+    const links = linksTo(taken.map((event) => event.trace_context));
+    const attributes = { 'perdure.signal.name': name, 'perdure.signal.count': taken.length };
+    await inSpan('perdure.signal.consume', { links, attributes }, () => this._record('ConsumeSignals', request));
   }
-
-  /**
-   * A local step: replay it, or run an attempt and record its outcome.
-   * @param {{done: boolean}} op
-   * @param {Call} call
-   * @param {(info: StepInfo) => any} fn
-   * @param {RetryPolicy} retry
-   * @param {{limit: number|null, beatLimit: number|null}} limits
-   */
-  async _durable(op, call, fn, retry, limits) {
-    await this._check(call);
-    const recorded = call.recorded;
-    const internal = call.name.startsWith(INTERNAL_PREFIX);
-    if (recorded) {
-      if (!STEP_OUTCOMES.has(recorded.event_type)) {
-        return this._nondeterminism(
-          `workflow '${this.workflowId}': call #${call.position} is step '${call.stepId}', but the journal recorded a ${kindName(recorded)} there`,
-        );
-      }
-      if (!internal) this._log.info(`Skipping completed step: ${call.stepId}`);
-      if (recorded.event_type === EVENT.STEP_FAILED) throw new StepFailedError(call.stepId, recorded.failure ?? {});
-      return fromPayload(recorded.payload);
-    }
-    const failures = this._failedAttempts.get(call.stepId) ?? [];
-    // An attempt started and never recorded was lost with its worker: it fails now.
-    const started = this._startedAttempts.get(call.stepId) ?? 0;
-    const lost = started > 0 && !failures.some((event) => Number(event.attempt) === started);
-    if (failures.length && !lost) {
-      const last = failures[failures.length - 1];
-      if (timestampMs(last.due_time) > this._nowMs) {
-        // woken early (a signal, a cancel request): wait on
-        return this._block(op, call, { kind: WAIT.RETRY, name: call.stepId, until: last.due_time });
-      }
-    }
-    const attempt = lost ? started : failures.length + 1;
-    const request = { ...ref(call), attempt, start_time: toTimestamp(Date.now()) };
-    if (lost) return this._attemptFailed(op, call, request, lostAttemptError(call.stepId, attempt), retry);
-    // Journaled before the body runs, so that an attempt whose worker dies still counts (the
-    // SDK's own calls, such as ctx.now(), cannot crash a worker).
-    if (!internal) await this._record('RecordStep', { ...request, attempt_started: true });
-    const pulse = new Pulse();
-    const progress = this._progress.get(call.stepId);
-    const controller = new AbortController();
-    const info = new StepInfo({
-      workflowId: this.workflowId,
-      stepId: call.stepId,
-      attempt,
-      fence: this.fence,
-      heartbeatDetails: progress && hasPayload(progress.details) ? fromPayload(progress.details) : null,
-      workflowType: this.workflowType,
-      stepType: call.name,
-      signal: controller.signal,
-      onHeartbeat: (details) => {
-        pulse.beat();
-        this._heartbeats.queue(call.stepId, attempt, details);
-      },
-    });
-    const announce = internal ? null : setTimeout(() => this._heartbeats.queue(call.stepId, attempt, undefined), ANNOUNCE_AFTER_MS);
-    this._steps.add(controller);
-    let result;
-    try {
-      result = await invokeWithLimits(() => fn(info), { ...limits, pulse }, controller);
-    } catch (error) {
-      if (this._halted) return NEVER;
-      return this._attemptFailed(op, call, request, error, retry);
-    } finally {
-      if (announce) clearTimeout(announce);
-      this._steps.delete(controller);
-    }
-    if (this._halted) return NEVER;
-    let encoded;
-    try {
-      encoded = toPayload(result);
-    } catch (error) {
-      // retrying would return the same value: fail now
-      return this._attemptFailed(op, call, request, error, NO_RETRY);
-    }
-    try {
-      await this._record('RecordStep', { ...request, output: encoded });
-    } catch (error) {
-      if (!(error instanceof JournalRejectedError)) throw error;
-      // the result breaks the payload limits
-      return this._attemptFailed(op, call, request, error, NO_RETRY);
-    }
-    // The decoded JSON, exactly what a replay will return.
-    return fromPayload(encoded);
-  }
-
-  /** Journal a failed attempt; block until the retry, or throw StepFailedError. */
-  async _attemptFailed(op, call, request, error, retry) {
-    const failure = failureFrom(error);
-    const failed = { ...request, failure };
-    if (retry.retries(error, request.attempt)) {
-      failed.retry_delay = toDuration(retry.delay(request.attempt));
-      const answer = await this._record('RecordStep', failed);
-      this._log.warn(
-        `step ${call.stepId} attempt ${request.attempt} failed (${failure.type}: ${failure.message}); next attempt at ${isoOf(answer.retry_time)}`,
-      );
-      return this._block(op, call, { kind: WAIT.RETRY, name: call.stepId, until: answer.retry_time });
-    }
-    await this._record('RecordStep', failed);
-    throw new StepFailedError(call.stepId, failure);
-  }
-}
-
-/** The wait to suspend with: the earliest one that ends by itself, else the first call's. */
-function chooseWait(blocked) {
-  let best = null;
-  for (const entry of blocked) {
-    const until = timestampMs(entry.wait.until);
-    if (until !== null && (best === null || until < best.until)) best = { until, wait: entry.wait };
-  }
-  return best ? best.wait : blocked[0].wait;
-}
-
-/** The fields every record of a call carries. */
-function ref(call) {
-  return { step_id: call.stepId, step_name: call.name, position: call.position };
-}
-
-function kindName(event) {
-  return String(event.event_type).replace(/^EVENT_TYPE_/, '').toLowerCase();
-}
-
-function isoOf(ts) {
-  const ms = timestampMs(ts);
-  return ms === null ? '?' : new Date(ms).toISOString();
 }
 
 function checkName(name, what = 'step name') {
@@ -797,7 +581,6 @@ function checkTimeout(timeout, what = 'timeout') {
 }
 
 const quietLog = { info() {}, warn() {}, error() {} };
-
 
 /** Wait for every promise; results in order, or the first failure in order (a cancellation
  * at once). */

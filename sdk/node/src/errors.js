@@ -1,7 +1,20 @@
 // Errors the SDK raises into workflow and step code, and its own control-flow errors.
 
+/**
+ * The base of every error the SDK defines: `error instanceof PerdureError` tells the SDK's
+ * errors from the code's own. (Arguments the SDK refuses throw the built-in TypeError and
+ * RangeError, as JavaScript's own functions do.)
+ */
+export class PerdureError extends Error {
+  /** @param {string} [message] */
+  constructor(message) {
+    super(message);
+    this.name = 'PerdureError';
+  }
+}
+
 /** A step failed for good (attempts exhausted or not retryable); raised again on replay. */
-export class StepFailedError extends Error {
+export class StepFailedError extends PerdureError {
   /**
    * @param {string} stepId
    * @param {{type?: string, message?: string, stack_trace?: string}} failure
@@ -19,7 +32,7 @@ export class StepFailedError extends Error {
 }
 
 /** A step attempt ran longer than its `timeout`; counts as a failed attempt. */
-export class StepTimeoutError extends Error {
+export class StepTimeoutError extends PerdureError {
   constructor(message) {
     super(message);
     this.name = 'StepTimeoutError';
@@ -28,7 +41,7 @@ export class StepTimeoutError extends Error {
 
 /** A step attempt went longer than its `heartbeatTimeout` without calling heartbeat(); counts
  * as a failed attempt. */
-export class StepHeartbeatTimeoutError extends Error {
+export class StepHeartbeatTimeoutError extends PerdureError {
   constructor(message) {
     super(message);
     this.name = 'StepHeartbeatTimeoutError';
@@ -38,7 +51,7 @@ export class StepHeartbeatTimeoutError extends Error {
 /** A step attempt started (it is journaled) and never reported: the worker running it was lost
  * (it crashed, or its lease expired). Recorded as a failed attempt on replay, under the step's
  * retry policy; never thrown by a body. */
-export class WorkerLostError extends Error {
+export class WorkerLostError extends PerdureError {
   constructor(message) {
     super(message);
     this.name = 'WorkerLostError';
@@ -53,7 +66,7 @@ export function lostAttemptError(stepId, attempt) {
 }
 
 /** `ctx.waitForSignal(name, {timeout})` reached its timeout without a signal. */
-export class SignalTimeoutError extends Error {
+export class SignalTimeoutError extends PerdureError {
   constructor(message) {
     super(message);
     this.name = 'SignalTimeoutError';
@@ -65,7 +78,7 @@ export class SignalTimeoutError extends Error {
  * compensating steps, then rethrow it to end the run as CANCELLED; returning normally
  * completes the run instead.
  */
-export class WorkflowCancelledError extends Error {
+export class WorkflowCancelledError extends PerdureError {
   constructor(message) {
     super(message);
     this.name = 'WorkflowCancelledError';
@@ -76,7 +89,7 @@ export class WorkflowCancelledError extends Error {
  * The workflow code no longer matches its journal. Never thrown into workflow code (it could
  * be caught there): the SDK stops the run and parks it with this error's message.
  */
-export class NonDeterminismError extends Error {
+export class NonDeterminismError extends PerdureError {
   constructor(message) {
     super(message);
     this.name = 'NonDeterminismError';
@@ -84,7 +97,7 @@ export class NonDeterminismError extends Error {
 }
 
 /** A journal call failed: the gRPC status code (name), message and ErrorInfo reason. */
-export class JournalCallError extends Error {
+export class JournalCallError extends PerdureError {
   /**
    * @param {string} code e.g. "FAILED_PRECONDITION"
    * @param {string} message
@@ -100,7 +113,7 @@ export class JournalCallError extends Error {
 }
 
 /** Another worker holds the lease now (STALE_FENCE, WORKFLOW_CLOSED, STEP_CLOSED, LEASE_NOT_HELD). */
-export class LeaseLostError extends Error {
+export class LeaseLostError extends PerdureError {
   constructor(message) {
     super(message);
     this.name = 'LeaseLostError';
@@ -108,7 +121,7 @@ export class LeaseLostError extends Error {
 }
 
 /** History refused a request as invalid or too large: sending it again cannot help. */
-export class JournalRejectedError extends Error {
+export class JournalRejectedError extends PerdureError {
   constructor(message) {
     super(message);
     this.name = 'JournalRejectedError';
@@ -116,7 +129,7 @@ export class JournalRejectedError extends Error {
 }
 
 /** History could not be reached, or answered unexpectedly: leave the lease to expire. */
-export class JournalUnavailableError extends Error {
+export class JournalUnavailableError extends PerdureError {
   constructor(message) {
     super(message);
     this.name = 'JournalUnavailableError';
@@ -147,7 +160,7 @@ export function classifyJournalError(error) {
   if (error instanceof LeaseLostError || error instanceof JournalRejectedError || error instanceof JournalUnavailableError) {
     return error;
   }
-  return new JournalUnavailableError(String(error?.message ?? error));
+  return new JournalUnavailableError(String(/** @type {any} */ (error)?.message ?? error));
 }
 
 /**
@@ -155,9 +168,53 @@ export function classifyJournalError(error) {
  * invalid, revoked or not a worker key of this namespace and queue, or an address does not
  * resolve. `Worker.run()` rejects with it.
  */
-export class WorkerConfigurationError extends Error {
+export class WorkerConfigurationError extends PerdureError {
   constructor(message) {
     super(message);
     this.name = 'WorkerConfigurationError';
+  }
+}
+
+/** A call of the gateway's WorkflowService failed (Client): the gRPC status code (name), the
+ * message and the ErrorInfo reason. */
+export class RpcError extends PerdureError {
+  /**
+   * @param {string} code e.g. "NOT_FOUND"
+   * @param {string} message
+   * @param {string} [reason] e.g. "WORKFLOW_NOT_FOUND"
+   */
+  constructor(code, message, reason = '') {
+    super(`${code}${reason ? ` (${reason})` : ''}: ${message}`);
+    this.name = 'RpcError';
+    this.code = code;
+    this.reason = reason;
+    /** The gateway's message. */
+    this.details = message;
+  }
+}
+
+/** `client.wait()` (or `client.result()`) gave up: the run was still open at its timeout. */
+export class WaitTimeoutError extends PerdureError {
+  constructor(message) {
+    super(message);
+    this.name = 'WaitTimeoutError';
+  }
+}
+
+/** `client.result()`: the run closed without a result (failed, parked, cancelled or
+ * terminated). */
+export class WorkflowEndedError extends PerdureError {
+  /**
+   * @param {string} workflowId
+   * @param {string} status e.g. "WORKFLOW_STATUS_FAILED"
+   * @param {{type?: string, message?: string} | null} failure
+   */
+  constructor(workflowId, status, failure) {
+    const state = String(status).replace(/^WORKFLOW_STATUS_/, '').toLowerCase();
+    super(`workflow '${workflowId}' ${state}${failure ? `: ${failure.type}: ${failure.message}` : ''}`);
+    this.name = 'WorkflowEndedError';
+    this.workflowId = workflowId;
+    this.status = status;
+    this.failure = failure;
   }
 }

@@ -1,6 +1,7 @@
 // @perdure/worker: the Node.js worker SDK of Perdure.
 
 export { Worker, consoleLogger } from './worker.js';
+export { Client } from './client.js';
 export { WorkflowContext } from './context.js';
 export { StepInfo } from './step-info.js';
 export { RetryPolicy, NO_RETRY } from './retry.js';
@@ -14,6 +15,10 @@ export {
   NonDeterminismError,
   JournalRejectedError,
   WorkerConfigurationError,
+  PerdureError,
+  RpcError,
+  WaitTimeoutError,
+  WorkflowEndedError,
 } from './errors.js';
 export { toPayload, fromPayload } from './payload.js';
 export { loadProtos, protoDir } from './proto.js';

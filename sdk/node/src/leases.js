@@ -20,12 +20,13 @@
 
 import { performance } from 'node:perf_hooks';
 import { timestampMs } from './payload.js';
+import { PerdureError } from './errors.js';
 
 /** How much of the TTL the worker keeps in hand: work stops this long before expiry. */
 export const MARGIN_FRACTION = 0.25;
 
 /** Why a lease's work was stopped (the AbortSignal's reason). */
-export class LeaseFencedError extends Error {
+export class LeaseFencedError extends PerdureError {
   constructor(message) {
     super(message);
     this.name = 'LeaseFencedError';

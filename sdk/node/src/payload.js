@@ -96,6 +96,7 @@ export function hasPayload(payload) {
 }
 
 const NUMBER = /-?(?:0|[1-9]\d*)(\.\d+)?([eE][+-]?\d+)?/y;
+// eslint-disable-next-line no-control-regex -- a JSON string holds no raw control characters
 const STRING = /"(?:[^"\\\u0000-\u001f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})*"/y;
 const WHITESPACE = /[ \t\n\r]*/y;
 
@@ -163,7 +164,7 @@ export function parseExact(text) {
       if (!string) fail('invalid string');
       return JSON.parse(string[0]);
     }
-    for (const [word, literal] of [['true', true], ['false', false], ['null', null]]) {
+    for (const [word, literal] of /** @type {[string, boolean | null][]} */ ([['true', true], ['false', false], ['null', null]])) {
       if (text.startsWith(word, at)) return (at += word.length), literal;
     }
     const number = token(NUMBER);

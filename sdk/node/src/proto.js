@@ -5,6 +5,8 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import grpc from '@grpc/grpc-js';
 import protoLoader from '@grpc/proto-loader';
+import { WorkerConfigurationError } from './errors.js';
+import { currentCarrier } from './telemetry.js';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 
@@ -76,19 +78,27 @@ export const CHANNEL_OPTIONS = Object.freeze({
 export function channelCredentials(env = process.env) {
   if (!env.PERDURE_TLS_CA) return grpc.credentials.createInsecure();
   if (Boolean(env.PERDURE_TLS_CERT) !== Boolean(env.PERDURE_TLS_KEY)) {
-    throw new Error('set both PERDURE_TLS_CERT and PERDURE_TLS_KEY, or neither');
+    throw new WorkerConfigurationError('set both PERDURE_TLS_CERT and PERDURE_TLS_KEY, or neither');
   }
   const read = (name) => (env[name] ? fs.readFileSync(env[name]) : null);
   return grpc.credentials.createSsl(read('PERDURE_TLS_CA'), read('PERDURE_TLS_KEY'), read('PERDURE_TLS_CERT'));
 }
 
 /**
- * Client options for a channel: CHANNEL_OPTIONS, plus an interceptor that sends `apiKey` as
- * `authorization: Bearer <key>` on every call (unary and streaming) when one is given.
+ * Client options for a channel: CHANNEL_OPTIONS, plus interceptors that send the caller's trace
+ * context (`traceparent`, `tracestate`: empty unless the program traces) and `apiKey` as
+ * `authorization: Bearer <key>` (when one is given) on every call, unary and streaming.
  * @param {string | undefined} apiKey
  */
 export function clientOptions(apiKey) {
-  if (!apiKey) return CHANNEL_OPTIONS;
+  const traced = (options, nextCall) =>
+    new grpc.InterceptingCall(nextCall(options), {
+      start(metadata, listener, next) {
+        for (const [key, value] of Object.entries(currentCarrier())) metadata.set(key, value);
+        next(metadata, listener);
+      },
+    });
+  if (!apiKey) return { ...CHANNEL_OPTIONS, interceptors: [traced] };
   const bearer = (options, nextCall) =>
     new grpc.InterceptingCall(nextCall(options), {
       start(metadata, listener, next) {
@@ -96,7 +106,7 @@ export function clientOptions(apiKey) {
         next(metadata, listener);
       },
     });
-  return { ...CHANNEL_OPTIONS, interceptors: [bearer] };
+  return { ...CHANNEL_OPTIONS, interceptors: [traced, bearer] };
 }
 
 /** The name of a numeric gRPC status code ("UNAVAILABLE"...). */

@@ -6,17 +6,21 @@ import {
   JournalRejectedError,
   JournalUnavailableError,
   NonDeterminismError,
+  PerdureError,
   WorkflowCancelledError,
   classifyJournalError,
   lostAttemptError,
 } from './errors.js';
-import { failureFrom, fromDuration, fromPayload, hasPayload, toDuration, toTimestamp, toPayload } from './payload.js';
+import { failureFrom, fromDuration, fromPayload, hasPayload, timestampMs, toDuration, toTimestamp, toPayload } from './payload.js';
 import { NO_RETRY, RetryPolicy } from './retry.js';
 import { ANNOUNCE_AFTER_MS, HeartbeatSender, Pulse, StepInfo, invokeWithLimits } from './step-info.js';
+import { inSpan, setRunAttribute, stepAttemptEnded, stepAttemptSpan, traceEndedWait, waitAttributes, withSpan } from './telemetry.js';
 
 /**
  * @typedef {{fn: (ctx: WorkflowContext, input: any) => Promise<any>, retry: RetryPolicy}} WorkflowEntry
  * @typedef {{call: (method: string, request: object) => Promise<any>}} Journal
+ * @typedef {{kind: 'result'|'failure'|'park'|'cancelled'|'suspend'|'lost'|'unavailable', value?: any, wait?: any,
+ *   error?: Error}} Outcome  a Failure or Payload as `value`; the Wait of a suspension; the error of a stop
  */
 
 /**
@@ -58,6 +62,7 @@ export async function runWorkflowTask(task, journal, workflows, { log, abort, on
     });
     return 'parked';
   }
+  traceEndedWait(loaded, timestampMs);
   const ctx = new WorkflowContext(loaded, journal, { fence: lease.fence, retry: entry.retry, log });
   onContext?.(ctx);
   const onAbort = () => ctx._halt({ kind: 'unavailable', error: new JournalUnavailableError('the worker is shutting down') });
@@ -69,11 +74,14 @@ export async function runWorkflowTask(task, journal, workflows, { log, abort, on
     const outcome = await execute(entry.fn, ctx, fromPayload(workflow.input));
     if (outcome.kind === 'lost') throw outcome.error;
     if (outcome.kind === 'unavailable') throw outcome.error;
+    setRunAttribute('perdure.task.outcome', outcome.kind);
     if (outcome.kind === 'suspend') {
+      /** @type {{kind: string, name: string, until?: any}} */
       const wait = { kind: outcome.wait.kind, name: outcome.wait.name };
       if (outcome.wait.until) wait.until = outcome.wait.until;
       log.info(`workflow ${task.workflow_id} waiting for ${wait.kind} ${wait.name}`);
-      await journalCall(journal, 'SuspendWorkflow', { ...lease, wait });
+      const attributes = waitAttributes(wait, timestampMs);
+      await inSpan('perdure.suspend', { attributes }, () => journalCall(journal, 'SuspendWorkflow', { ...lease, wait }));
       return 'suspended';
     }
     const finish = { ...lease, [outcome.kind]: outcome.value };
@@ -99,8 +107,7 @@ export async function runWorkflowTask(task, journal, workflows, { log, abort, on
 /**
  * Run the workflow function against its context. Code that no longer matches its journal parks,
  * whether it found that on its way to a result or while failing or being cancelled.
- * @returns {Promise<{kind: 'result'|'failure'|'park'|'cancelled', value: any} | {kind: 'suspend', wait: any}
- *   | {kind: 'lost'|'unavailable', error: Error}>}
+ * @returns {Promise<Outcome>}
  */
 export async function execute(fn, ctx, input) {
   const outcome = await run(fn, ctx, input);
@@ -114,6 +121,7 @@ export async function execute(fn, ctx, input) {
   return { kind: 'park', value: failureFrom(error) };
 }
 
+/** @returns {Promise<Outcome>} */
 async function run(fn, ctx, input) {
   const running = (async () => fn(ctx, input))();
   running.catch(() => {});
@@ -178,6 +186,7 @@ export async function runStepTask(task, journal, steps, { log, abort }) {
     start_time: toTimestamp(Date.now()),
     step_task: true,
   };
+  const traced = stepAttemptSpan(stepType, { stepId: lease.step_id, attempt, idempotencyKey: `${lease.workflow_id}:${lease.step_id}`, workflowType: loaded.workflow_type ?? '' });
   const heartbeats = new HeartbeatSender(
     (stepId, n, details) =>
       journalCall(journal, 'RecordHeartbeat', {
@@ -193,14 +202,17 @@ export async function runStepTask(task, journal, steps, { log, abort }) {
   const record = async (request) => journalCall(journal, 'RecordStep', request);
   const fail = async (error, policy) => {
     const failure = failureFrom(error);
+    /** @type {Record<string, any>} */
     const request = { ...base, failure };
     if (policy.retries(error, attempt)) {
       request.retry_delay = toDuration(policy.delay(attempt));
       const answer = await record(request);
+      stepAttemptEnded(traced, error, timestampMs(answer?.retry_time) ?? Date.now());
       log.warn(`step ${lease.step_id} of ${lease.workflow_id} attempt ${attempt} failed (${failure.type}: ${failure.message}); retried at ${answer?.retry_time ? new Date(Number(answer.retry_time.seconds) * 1000).toISOString() : '?'}`);
       return 'retrying';
     }
     await record(request);
+    stepAttemptEnded(traced, error);
     log.warn(`step ${lease.step_id} of ${lease.workflow_id} failed: ${failure.type}: ${failure.message}`);
     return 'failed';
   };
@@ -209,12 +221,12 @@ export async function runStepTask(task, journal, steps, { log, abort }) {
   if (loaded.attempt_lost) return fail(lostAttemptError(lease.step_id, attempt), retry);
   const handler = steps.get(stepType);
   if (!handler) {
-    const error = new Error(`step type '${stepType}' is not registered on this worker`);
+    const error = new PerdureError(`step type '${stepType}' is not registered on this worker`);
     error.name = 'UnknownStepType';
     return fail(error, NO_RETRY);
   }
   const controller = new AbortController();
-  const onAbort = () => controller.abort(abort?.reason ?? new Error('the worker is shutting down'));
+  const onAbort = () => controller.abort(abort?.reason ?? new PerdureError('the worker is shutting down'));
   if (abort) {
     if (abort.aborted) onAbort();
     else abort.addEventListener('abort', onAbort, { once: true });
@@ -238,15 +250,20 @@ export async function runStepTask(task, journal, steps, { log, abort }) {
   let result;
   try {
     const body = () => handler(fromPayload(loaded.input), info);
-    result = await invokeWithLimits(body, { limit: timeout, beatLimit: heartbeatTimeout, pulse }, controller);
+    // The attempt's span is current while the step runs: the step's own calls nest in it.
+    result = await withSpan(traced.span, () => invokeWithLimits(body, { limit: timeout, beatLimit: heartbeatTimeout, pulse }, controller));
   } catch (error) {
-    if (abort?.aborted) throw new JournalUnavailableError('the worker is shutting down');
+    if (abort?.aborted) {
+      traced.span.end();
+      throw new JournalUnavailableError('the worker is shutting down');
+    }
     return fail(error, retry);
   } finally {
     clearTimeout(announce);
     abort?.removeEventListener('abort', onAbort);
   }
   // A body that ignored its signal: its result is dropped (the lease is given up or fenced).
+  if (abort?.aborted) traced.span.end();
   if (abort?.aborted) throw new JournalUnavailableError(`the step's work was stopped: ${abort.reason?.message ?? abort.reason}`);
   let encoded;
   try {
@@ -260,5 +277,6 @@ export async function runStepTask(task, journal, steps, { log, abort }) {
     if (!(error instanceof JournalRejectedError)) throw error;
     return fail(error, NO_RETRY); // the result breaks the payload limits
   }
+  stepAttemptEnded(traced);
   return 'completed';
 }

@@ -3,13 +3,14 @@
 
 import os from 'node:os';
 import grpc from '@grpc/grpc-js';
-import { JournalRejectedError, JournalUnavailableError, LeaseLostError } from './errors.js';
+import { JournalRejectedError, JournalUnavailableError, LeaseLostError, PerdureError } from './errors.js';
 import { JournalClient } from './journal.js';
 import { checkResolves, permanent } from './misconfigured.js';
 import { LeaseFencedError, LeaseKeeper, taskName } from './leases.js';
 import { fromDuration, toDuration } from './payload.js';
 import { channelCredentials, clientOptions, loadProtos, statusName } from './proto.js';
 import { RetryPolicy } from './retry.js';
+import { contextFrom, failed, inSpan, selfFenced } from './telemetry.js';
 import { runStepTask, runWorkflowTask } from './runner.js';
 
 const RECONNECT_FIRST_MS = 100;
@@ -31,7 +32,7 @@ export const consoleLogger = {
  * @typedef {(input: any, info: import('./step-info.js').StepInfo) => any} StepFn
  * @typedef {{
  *   scheduler?: string, history?: string, taskQueue?: string, concurrency?: number,
- *   identity?: string, workflows?: Record<string, WorkflowFn | {run: WorkflowFn, retry?: RetryPolicy}>,
+ *   identity?: string, apiKey?: string, namespace?: string, workflows?: Record<string, WorkflowFn | {run: WorkflowFn, retry?: RetryPolicy}>,
  *   steps?: Record<string, StepFn>, retry?: RetryPolicy, shutdownGraceMs?: number,
  *   logger?: {info: Function, warn: Function, error: Function} | null,
  *   onConnected?: (session: {sessionId: string, heartbeatIntervalMs: number}) => void,
@@ -129,7 +130,7 @@ export class Worker {
    * WorkerConfigurationError at once if the configuration cannot work.
    */
   async run() {
-    if (this._runCalled) throw new Error('run() may be called once');
+    if (this._runCalled) throw new PerdureError('run() may be called once');
     this._runCalled = true;
     await checkResolves(this.schedulerAddress, 'scheduler');
     await checkResolves(this.historyAddress, 'history');
@@ -231,7 +232,7 @@ export class Worker {
         }
         reject(error);
       };
-      this._endStream = () => end(new Error('the worker stopped'));
+      this._endStream = () => end(new PerdureError('the worker stopped'));
       this._sayGoodbye = () => {
         if (this._call === call) this._call = null;
         call.end();
@@ -239,7 +240,7 @@ export class Worker {
       call.on('data', (message) => {
         if (!welcomed) {
           if (message.message !== 'welcome') {
-            end(new Error('the scheduler did not welcome this worker'));
+            end(new PerdureError('the scheduler did not welcome this worker'));
             return;
           }
           welcomed = true;
@@ -274,9 +275,9 @@ export class Worker {
         }
       });
       call.on('error', (error) => end(error));
-      call.on('end', () => end(moving ? new MovedError() : new Error('the scheduler closed the stream')));
+      call.on('end', () => end(moving ? new MovedError() : new PerdureError('the scheduler closed the stream')));
       call.on('status', (status) => {
-        if (status.code !== grpc.status.OK) end(Object.assign(new Error(status.details), { code: status.code }));
+        if (status.code !== grpc.status.OK) end(Object.assign(new PerdureError(status.details), { code: status.code }));
       });
       const hello = {
         identity: this.identity,
@@ -316,23 +317,44 @@ export class Worker {
 
   async _runWorkflow(task, lease, abort) {
     this._log.info(`running ${task.workflow_type} ${task.workflow_id} (fence ${task.fence})`);
-    await this._finishTask(lease, abort, () => runWorkflowTask(task, this._journal, this._workflows, { log: this._log, abort }));
+    await this._finishTask(task, lease, abort, () => runWorkflowTask(task, this._journal, this._workflows, { log: this._log, abort }));
   }
 
   async _runStep(task, lease, abort) {
     this._log.info(`running step ${task.step_type} ${task.step_id} of ${task.workflow_id} (fence ${task.fence})`);
-    await this._finishTask(lease, abort, () => runStepTask(task, this._journal, this._steps, { log: this._log, abort }));
+    await this._finishTask(task, lease, abort, () => runStepTask(task, this._journal, this._steps, { log: this._log, abort }));
   }
 
-  /** Run a task; send TaskDone unless the lease is left to expire. */
-  async _finishTask(lease, abort, run) {
+  /** The span of a task's run: a child of the lease grant, in the workflow's one trace. */
+  _taskAttributes(task) {
+    /** @type {Record<string, string | number>} */
+    const attributes = {
+      'perdure.workflow.id': task.workflow_id,
+      'perdure.task_queue': this.taskQueue,
+      'perdure.fence': Number(task.fence),
+      'perdure.worker.identity': this.identity,
+    };
+    if (task.step_id) Object.assign(attributes, { 'perdure.step.id': task.step_id, 'perdure.step.type': task.step_type });
+    else attributes['perdure.workflow.type'] = task.workflow_type;
+    return attributes;
+  }
+
+  /** Run a task in its span; send TaskDone unless the lease is left to expire. */
+  _finishTask(task, lease, abort, run) {
+    const options = { parent: contextFrom(task.trace_context), attributes: this._taskAttributes(task) };
+    return inSpan('perdure.task.run', options, (span) => this._settleTask(lease, abort, run, span));
+  }
+
+  async _settleTask(lease, abort, run, span) {
     const what = taskName(lease);
     try {
       await run();
     } catch (error) {
       if (abort.reason instanceof LeaseFencedError) {
+        selfFenced(span, this.taskQueue);
         return; // dropped when fenced; it expires and is granted again, with a higher fence
       }
+      failed(span, error);
       if (error instanceof LeaseLostError) {
         // Still say we are done with it: the release is fenced, a newer holder is untouched.
         this._log.warn(`${what}: lease with fence ${lease.fence} lost, abandoning: ${error.message}`);
@@ -398,7 +420,7 @@ export class Worker {
 }
 
 /** The scheduler asked this worker to move its session (Reconnect), and the stream ended. */
-class MovedError extends Error {
+class MovedError extends PerdureError {
   constructor() {
     super('moved to another scheduler replica');
   }

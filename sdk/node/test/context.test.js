@@ -169,6 +169,23 @@ test('sleep starts a timer and suspends until it fires; a fired timer goes on', 
   assert.deepEqual(journal2.recorded('StartTimer').map((r) => [r.step_id, r.position]), [['$sleep#2', 1]]);
 });
 
+test('sleepUntil starts a $sleep timer at the moment given and suspends until then; replay waits for the recorded time', async () => {
+  const journal = new FakeJournal();
+  const moment = new Date(NOW + 3_600_000);
+  const outcome = await execute(async (c) => { await c.sleepUntil(moment); return 'later'; }, context(new JournalBuilder(), journal), null);
+  assert.equal(outcome.kind, 'suspend');
+  assert.deepEqual([outcome.wait.kind, outcome.wait.name], ['WAIT_KIND_TIMER', '$sleep']);
+  assert.equal(timestampMs(outcome.wait.until), moment.getTime());
+  const [start] = journal.recorded('StartTimer');
+  assert.deepEqual([start.step_id, start.position, timestampMs(start.fire_time), start.delay], ['$sleep', 0, moment.getTime(), undefined]);
+
+  // The recorded due time rules on replay, even if the code now asks for another moment.
+  const fired = new JournalBuilder().timer(0, '$sleep', NOW - 1);
+  const done = await execute(async (c) => { await c.sleepUntil(new Date(NOW + 60_000)); return 'awake'; }, context(fired), null);
+  assert.equal(fromPayload(done.value), 'awake');
+  assert.throws(() => context(new JournalBuilder()).sleepUntil(/** @type {any} */ ('tomorrow')), TypeError);
+});
+
 test('a timer due within 250 ms is waited out locally', async () => {
   const builder = new JournalBuilder().timer(0, '$sleep', NOW + 100);
   const started = performance.now();

@@ -125,6 +125,8 @@ export class FakeJournal {
           cancel_requested,
         };
       case 'StartTimer':
+        // as history: a fire time asked for, else now plus the delay
+        if (request.fire_time) return { fire_time: request.fire_time, cancel_requested };
         return { fire_time: toTimestamp(this.nowMs + fromDuration(request.delay) * 1000), cancel_requested };
       default:
         return { cancel_requested };

@@ -5,7 +5,19 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import grpc from '@grpc/grpc-js';
-import { RetryPolicy, StepFailedError, Worker, fromPayload, loadProtos, toPayload } from '../src/index.js';
+import {
+  Client,
+  RpcError,
+  PerdureError,
+  RetryPolicy,
+  StepFailedError,
+  WaitTimeoutError,
+  Worker,
+  WorkflowEndedError,
+  fromPayload,
+  loadProtos,
+  toPayload,
+} from '../src/index.js';
 import { JournalClient } from '../src/journal.js';
 
 const GATEWAY = process.env.PERDURE_GATEWAY;
@@ -443,6 +455,7 @@ test('a cancellation while a remote step runs is delivered at "<step id>:cancell
   const running = new Promise((resolve) => {
     started = resolve;
   });
+  /** @type {(value?: any) => void} */
   let release;
   const gate = new Promise((resolve) => {
     release = resolve;
@@ -489,5 +502,64 @@ test('a cancellation while a remote step runs is delivered at "<step id>:cancell
     await flows.stop();
     await tools.stop();
     api.close();
+  }
+});
+
+test('the client starts, signals, queries, describes, lists and cancels runs, and waits for their results; sleepUntil wakes at its moment', { skip: SKIP, timeout: 60_000 }, async () => {
+  const client = new Client({ address: GATEWAY });
+  const taskQueue = queue();
+  const { stop } = await startWorker({
+    taskQueue,
+    workflows: {
+      greet: async (ctx, input) => {
+        await ctx.setState('phase', 'waiting');
+        const name = await ctx.waitForSignal('name');
+        const wake = new Date((await ctx.now()).getTime() + 1500);
+        await ctx.sleepUntil(wake);
+        const woke = await ctx.now();
+        return { greeting: `${input.salutation}, ${name}`, onTime: woke.getTime() >= wake.getTime() };
+      },
+      doomed: async (ctx) => {
+        await ctx.waitForSignal('never');
+      },
+    },
+  });
+  try {
+    const started = await client.startWorkflow('greet', { salutation: 'hello' }, { taskQueue });
+    assert.ok(started.workflow_id, 'a workflow id is fixed for the run');
+    const id = started.workflow_id;
+    const again = await client.startWorkflow('greet', { salutation: 'hello' }, { taskQueue, workflowId: id });
+    assert.equal(again.started, false);
+    const deadline = Date.now() + BOUND_MS;
+    while ((await client.describe(id)).workflow.wait?.kind !== 'WAIT_KIND_SIGNAL') {
+      assert.ok(Date.now() < deadline, 'the run waits for the signal');
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    assert.equal(await client.query(id, 'phase'), 'waiting');
+    assert.equal(await client.signal(id, 'name', 'Ann', { signalId: 'once' }), true);
+    assert.equal(await client.signal(id, 'name', 'Ann', { signalId: 'once' }), false);
+    assert.deepEqual(await client.result(id, { timeout: 30 }), { greeting: 'hello, Ann', onTime: true });
+    const described = await client.describe(id);
+    assert.equal(described.workflow.status, 'WORKFLOW_STATUS_COMPLETED');
+    const events = [];
+    for await (const event of client.history(id, { pageSize: 2 })) events.push(event);
+    assert.ok(events.some((e) => e.event_type === 'EVENT_TYPE_TIMER_STARTED' && e.step_id === '$sleep'));
+    const listed = await client.list({ workflowType: 'greet', pageSize: 100 });
+    assert.ok(listed.workflows.some((w) => w.workflow_id === id));
+
+    const { workflow_id: doomed } = await client.startWorkflow('doomed', null, { taskQueue });
+    await client.cancel(doomed, 'changed my mind');
+    await assert.rejects(client.result(doomed, { timeout: 30 }), (error) => {
+      assert.ok(error instanceof WorkflowEndedError && error instanceof PerdureError);
+      assert.equal(error.status, 'WORKFLOW_STATUS_CANCELLED');
+      return true;
+    });
+    await assert.rejects(client.describe(`missing-${randomUUID()}`), (error) => error instanceof RpcError && error.code === 'NOT_FOUND');
+    const { workflow_id: open } = await client.startWorkflow('doomed', null, { taskQueue });
+    await assert.rejects(client.wait(open, { timeout: 0.2 }), WaitTimeoutError);
+    await client.terminate(open, 'cleanup');
+  } finally {
+    await stop();
+    client.close();
   }
 });

@@ -55,7 +55,7 @@ test('what is not JSON is refused', () => {
 test('an unset Payload decodes as null', () => {
   assert.equal(fromPayload(null), null);
   assert.equal(fromPayload(undefined), null);
-  assert.equal(fromPayload({}), null);
+  assert.equal(fromPayload(/** @type {any} */ ({})), null);
   assert.equal(fromPayload({ encoding: '', data: Buffer.alloc(0) }), null);
 });
 

@@ -39,7 +39,7 @@ test('invalid policies are refused', () => {
   assert.throws(() => new RetryPolicy({ initialInterval: -1 }), RangeError);
   assert.throws(() => new RetryPolicy({ backoffCoefficient: 0.5 }), RangeError);
   assert.throws(() => new RetryPolicy({ maximumAttempts: -1 }), RangeError);
-  assert.throws(() => new RetryPolicy({ nonRetryableErrorTypes: 'Error' }), TypeError);
+  assert.throws(() => new RetryPolicy({ nonRetryableErrorTypes: /** @type {any} */ ('Error') }), TypeError);
 });
 
 test('the proto form round-trips', () => {

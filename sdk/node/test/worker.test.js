@@ -3,100 +3,14 @@
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import grpc from '@grpc/grpc-js';
 import { Worker } from '../src/index.js';
-import { loadProtos } from '../src/proto.js';
-import { fromPayload, toPayload } from '../src/payload.js';
-import { RetryPolicy } from '../src/retry.js';
-
-class FakeCluster {
-  constructor() {
-    this.hellos = [];
-    this.messages = []; // everything workers sent after their hello
-    this.journalCalls = [];
-    this.streams = [];
-    this.loadStep = {
-      workflow_type: 'order',
-      step_type: 'charge',
-      input: toPayload({ amount: 2 }),
-      attempt: 1,
-      retry: new RetryPolicy().toProto(),
-    };
-    this.waiters = [];
-  }
-
-  async start() {
-    const { TaskService, JournalService } = loadProtos();
-    this.server = new grpc.Server();
-    this.server.addService(TaskService.service, {
-      Connect: (stream) => {
-        this.streams.push(stream);
-        let first = true;
-        stream.on('data', (message) => {
-          if (first) {
-            first = false;
-            this.hellos.push(message.hello);
-            stream.write({ welcome: { session_id: 'abc', lease_ttl: { seconds: 1 }, heartbeat_interval: { nanos: 100_000_000 } } });
-          } else {
-            this.messages.push(message);
-          }
-          this._notify();
-        });
-        stream.on('end', () => stream.end());
-        stream.on('error', () => {});
-      },
-    });
-    const journal = {};
-    for (const method of Object.keys(JournalService.service)) {
-      journal[method] = (call, callback) => {
-        this.journalCalls.push([method, call.request]);
-        this._notify();
-        if (method === 'LoadStep') callback(null, this.loadStep);
-        else callback(null, {});
-      };
-    }
-    this.server.addService(JournalService.service, journal);
-    this.port = await new Promise((resolve, reject) =>
-      this.server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (error, port) => (error ? reject(error) : resolve(port))),
-    );
-    this.address = `127.0.0.1:${this.port}`;
-  }
-
-  _notify() {
-    for (const waiter of [...this.waiters]) waiter();
-  }
-
-  /** Resolve once `predicate()` holds (checked on every message); bounded. */
-  until(predicate, what, ms = 5000) {
-    return new Promise((resolve, reject) => {
-      const check = () => {
-        if (predicate()) {
-          this.waiters = this.waiters.filter((w) => w !== check);
-          clearTimeout(timer);
-          resolve();
-        }
-      };
-      const timer = setTimeout(() => {
-        this.waiters = this.waiters.filter((w) => w !== check);
-        reject(new Error(`timed out waiting for ${what}`));
-      }, ms);
-      this.waiters.push(check);
-      check();
-    });
-  }
-
-  push(task, stream = this.streams[this.streams.length - 1]) {
-    stream.write({ task });
-  }
-
-  stop() {
-    this.server.forceShutdown();
-  }
-}
+import { fromPayload } from '../src/payload.js';
+import { FakeCluster } from './fake-cluster.js';
 
 test('a worker says hello, executes a pushed step task, heartbeats its lease and reports TaskDone', { timeout: 20_000 }, async () => {
   const cluster = new FakeCluster();
   await cluster.start();
+  /** @type {(value?: any) => void} */
   let release;
   const gate = new Promise((resolve) => {
     release = resolve;
@@ -160,6 +74,7 @@ test('a worker says hello, executes a pushed step task, heartbeats its lease and
 test('leases still held are sent in the hello after a reconnect; stop() drains', { timeout: 20_000 }, async () => {
   const cluster = new FakeCluster();
   await cluster.start();
+  /** @type {(value?: any) => void} */
   let release;
   const gate = new Promise((resolve) => {
     release = resolve;

@@ -1,0 +1,146 @@
+// A local step's attempts (ctx.step, and the SDK's own recorded calls such as ctx.now()):
+// replay its recorded outcome, or run an attempt and journal its start and outcome, retrying
+// on the durable schedule of its policy.
+
+import { StepFailedError, JournalRejectedError, lostAttemptError } from './errors.js';
+import { NEVER } from './journal.js';
+import { failureFrom, fromPayload, hasPayload, timestampMs, toDuration, toPayload, toTimestamp } from './payload.js';
+import { EVENT, INTERNAL_PREFIX, STEP_OUTCOMES, WAIT, kindName, ref } from './replay.js';
+import { NO_RETRY } from './retry.js';
+import { ANNOUNCE_AFTER_MS, Pulse, StepInfo, invokeWithLimits } from './step-info.js';
+import { stepAttemptEnded, stepAttemptSpan, withSpan } from './telemetry.js';
+
+/**
+ * @typedef {import('./context.js').WorkflowContext} WorkflowContext
+ * @typedef {import('./replay.js').Call} Call
+ * @typedef {import('./retry.js').RetryPolicy} RetryPolicy
+ */
+
+/**
+ * A local step: replay it, or run an attempt and record its outcome.
+ * @param {WorkflowContext} ctx
+ * @param {{done: boolean}} op
+ * @param {Call} call
+ * @param {(info: StepInfo) => any} fn
+ * @param {RetryPolicy} retry
+ * @param {{limit: number|null, beatLimit: number|null}} limits
+ */
+export async function runLocalStep(ctx, op, call, fn, retry, limits) {
+  await ctx._check(call);
+  const recorded = call.recorded;
+  const internal = call.name.startsWith(INTERNAL_PREFIX);
+  if (recorded) {
+    if (!STEP_OUTCOMES.has(recorded.event_type)) {
+      return ctx._nondeterminism(
+        `workflow '${ctx.workflowId}': call #${call.position} is step '${call.stepId}', but the journal recorded a ${kindName(recorded)} there`,
+      );
+    }
+    if (!internal) ctx._log.info(`Skipping completed step: ${call.stepId}`);
+    if (recorded.event_type === EVENT.STEP_FAILED) throw new StepFailedError(call.stepId, recorded.failure ?? {});
+    return fromPayload(recorded.payload);
+  }
+  const failures = ctx._replay.failedAttempts.get(call.stepId) ?? [];
+  // An attempt started and never recorded was lost with its worker: it fails now.
+  const started = ctx._replay.startedAttempts.get(call.stepId) ?? 0;
+  const lost = started > 0 && !failures.some((event) => Number(event.attempt) === started);
+  if (failures.length && !lost) {
+    const last = failures[failures.length - 1];
+    if (timestampMs(last.due_time) > ctx._nowMs) {
+      // woken early (a signal, a cancel request): wait on
+      return ctx._block(op, call, { kind: WAIT.RETRY, name: call.stepId, until: last.due_time });
+    }
+  }
+  const attempt = lost ? started : failures.length + 1;
+  const request = { ...ref(call), attempt, start_time: toTimestamp(Date.now()) };
+  const traced = stepAttemptSpan(call.name, { stepId: call.stepId, attempt, idempotencyKey: `${ctx.workflowId}:${call.stepId}`, workflowType: ctx.workflowType });
+  if (lost) return attemptFailed(ctx, op, call, request, lostAttemptError(call.stepId, attempt), retry, traced);
+  // Journaled before the body runs, so that an attempt whose worker dies still counts (the
+  // SDK's own calls, such as ctx.now(), cannot crash a worker).
+  if (!internal) await withSpan(traced.span, () => ctx._record('RecordStep', { ...request, attempt_started: true }));
+  const pulse = new Pulse();
+  const progress = ctx._replay.progress.get(call.stepId);
+  const controller = new AbortController();
+  const info = new StepInfo({
+    workflowId: ctx.workflowId,
+    stepId: call.stepId,
+    attempt,
+    fence: ctx.fence,
+    heartbeatDetails: progress && hasPayload(progress.details) ? fromPayload(progress.details) : null,
+    workflowType: ctx.workflowType,
+    stepType: call.name,
+    signal: controller.signal,
+    onHeartbeat: (details) => {
+      pulse.beat();
+      ctx._heartbeats.queue(call.stepId, attempt, details);
+    },
+  });
+  const announce = internal ? null : setTimeout(() => ctx._heartbeats.queue(call.stepId, attempt, undefined), ANNOUNCE_AFTER_MS);
+  ctx._steps.add(controller);
+  let result;
+  try {
+    // The attempt's span is current while the step runs: the step's own calls nest in it.
+    result = await withSpan(traced.span, () => invokeWithLimits(() => fn(info), { ...limits, pulse }, controller));
+  } catch (error) {
+    if (ctx._halted) return halted(traced.span);
+    return attemptFailed(ctx, op, call, request, error, retry, traced);
+  } finally {
+    if (announce) clearTimeout(announce);
+    ctx._steps.delete(controller);
+  }
+  if (ctx._halted) return halted(traced.span);
+  let encoded;
+  try {
+    encoded = toPayload(result);
+  } catch (error) {
+    // retrying would return the same value: fail now
+    return attemptFailed(ctx, op, call, request, error, NO_RETRY, traced);
+  }
+  try {
+    await ctx._record('RecordStep', { ...request, output: encoded });
+  } catch (error) {
+    if (!(error instanceof JournalRejectedError)) throw error;
+    // the result breaks the payload limits
+    return attemptFailed(ctx, op, call, request, error, NO_RETRY, traced);
+  }
+  stepAttemptEnded(traced);
+  // The decoded JSON, exactly what a replay will return.
+  return fromPayload(encoded);
+}
+
+/**
+ * Journal a failed attempt; block until the retry, or throw StepFailedError.
+ * @param {WorkflowContext} ctx
+ * @param {{done: boolean}} op
+ * @param {Call} call
+ * @param {any} request
+ * @param {unknown} error
+ * @param {RetryPolicy} retry
+ * @param {import('./telemetry.js').StepAttemptTrace} traced the attempt's trace, ended here
+ */
+async function attemptFailed(ctx, op, call, request, error, retry, traced) {
+  const failure = failureFrom(error);
+  const failed = { ...request, failure };
+  if (retry.retries(error, request.attempt)) {
+    failed.retry_delay = toDuration(retry.delay(request.attempt));
+    const answer = await ctx._record('RecordStep', failed);
+    stepAttemptEnded(traced, error, timestampMs(answer.retry_time));
+    ctx._log.warn(
+      `step ${call.stepId} attempt ${request.attempt} failed (${failure.type}: ${failure.message}); next attempt at ${isoOf(answer.retry_time)}`,
+    );
+    return ctx._block(op, call, { kind: WAIT.RETRY, name: call.stepId, until: answer.retry_time });
+  }
+  await ctx._record('RecordStep', failed);
+  stepAttemptEnded(traced, error);
+  throw new StepFailedError(call.stepId, failure);
+}
+
+/** The run stopped during the attempt: end its span, and never settle. */
+function halted(span) {
+  span.end();
+  return NEVER;
+}
+
+function isoOf(ts) {
+  const ms = timestampMs(ts);
+  return ms === null ? '?' : new Date(ms).toISOString();
+}

@@ -1,0 +1,212 @@
+// Client: start workflows, signal, cancel and read them through the gateway's public
+// perdure.api.workflow.v1.WorkflowService, as the Python SDK's perdure.client does.
+
+import { randomUUID } from 'node:crypto';
+import { RpcError, WaitTimeoutError, WorkflowEndedError } from './errors.js';
+import { fromPayload, toDuration, toPayload } from './payload.js';
+import { channelCredentials, clientOptions, errorReason, loadProtos, statusName } from './proto.js';
+
+/** The statuses of a run that is over. */
+export const CLOSED = Object.freeze(
+  new Set([
+    'WORKFLOW_STATUS_COMPLETED',
+    'WORKFLOW_STATUS_FAILED',
+    'WORKFLOW_STATUS_PARKED',
+    'WORKFLOW_STATUS_CANCELLED',
+    'WORKFLOW_STATUS_TERMINATED',
+  ]),
+);
+
+/**
+ * Start workflows and read their state through the gateway. Every method rejects with
+ * RpcError (its `code`, e.g. "NOT_FOUND", and ErrorInfo `reason`) when the gateway
+ * refuses or cannot be reached.
+ */
+export class Client {
+  /**
+   * @param {{address?: string, timeout?: number, apiKey?: string, namespace?: string}} [options]
+   *   `address`: PERDURE_GATEWAY_ADDRESS or localhost:7400; `timeout`: seconds per call (30);
+   *   `apiKey`: PERDURE_API_KEY; `namespace`: the key's (or "default") when empty.
+   */
+  constructor({ address, timeout = 30, apiKey, namespace = '' } = {}) {
+    const { WorkflowService } = loadProtos();
+    this.address = address ?? process.env.PERDURE_GATEWAY_ADDRESS ?? 'localhost:7400';
+    this.namespace = namespace;
+    this._timeoutMs = timeout * 1000;
+    this._client = new WorkflowService(this.address, channelCredentials(), clientOptions(apiKey ?? process.env.PERDURE_API_KEY));
+  }
+
+  /** Close the connection. */
+  close() {
+    this._client.close();
+  }
+
+  /**
+   * Start a run (idempotent by workflow id). Without `workflowId`, a new one is fixed here,
+   * before the first send, so that a retried send starts nothing new; the answer carries it.
+   * With `executionTimeout` (seconds), the run fails with an ExecutionTimeout failure if it is
+   * still open that long after its start.
+   * @param {string} workflowType
+   * @param {any} [input]
+   * @param {{workflowId?: string, taskQueue?: string, executionTimeout?: number}} [options]
+   * @returns {Promise<{workflow_id: string, started: boolean, status: string}>}
+   */
+  startWorkflow(workflowType, input = null, { workflowId = '', taskQueue = '', executionTimeout } = {}) {
+    return this._unary('StartWorkflow', this._startRequest(workflowType, workflowId || randomUUID(), taskQueue, input, executionTimeout));
+  }
+
+  /**
+   * Send a signal; false when a signal with the same `signalId` was already received.
+   * @param {string} workflowId
+   * @param {string} signalName
+   * @param {any} [payload]
+   * @param {{signalId?: string}} [options]
+   * @returns {Promise<boolean>}
+   */
+  async signal(workflowId, signalName, payload = null, { signalId = '' } = {}) {
+    const response = await this._unary('SignalWorkflow', {
+      namespace: this.namespace,
+      workflow_id: workflowId,
+      signal_name: signalName,
+      payload: toPayload(payload),
+      signal_id: signalId,
+    });
+    return Boolean(response.accepted);
+  }
+
+  /**
+   * Signal the run, starting it with `input` (and `executionTimeout`, as startWorkflow) first
+   * if no run has the id.
+   * @param {string} workflowType
+   * @param {string} workflowId
+   * @param {string} signalName
+   * @param {any} [payload]
+   * @param {{input?: any, taskQueue?: string, signalId?: string, executionTimeout?: number}} [options]
+   */
+  signalWithStart(workflowType, workflowId, signalName, payload = null, { input = null, taskQueue = '', signalId = '', executionTimeout } = {}) {
+    return this._unary('SignalWithStartWorkflow', {
+      start: this._startRequest(workflowType, workflowId, taskQueue, input, executionTimeout),
+      signal_name: signalName,
+      payload: toPayload(payload),
+      signal_id: signalId,
+    });
+  }
+
+  /**
+   * Ask the run to cancel (it may run compensating steps first).
+   * @param {string} workflowId
+   * @param {string} [reason]
+   * @returns {Promise<void>}
+   */
+  async cancel(workflowId, reason = '') {
+    await this._unary('CancelWorkflow', { namespace: this.namespace, workflow_id: workflowId, reason });
+  }
+
+  /**
+   * End the run at once, without running its code.
+   * @param {string} workflowId
+   * @param {string} [reason]
+   * @returns {Promise<void>}
+   */
+  async terminate(workflowId, reason = '') {
+    await this._unary('TerminateWorkflow', { namespace: this.namespace, workflow_id: workflowId, reason });
+  }
+
+  /**
+   * The latest value the run published under `key` with ctx.setState.
+   * @param {string} workflowId
+   * @param {string} key
+   */
+  async query(workflowId, key) {
+    const response = await this._unary('QueryWorkflow', { namespace: this.namespace, workflow_id: workflowId, key });
+    return fromPayload(response.value);
+  }
+
+  /**
+   * The run's state and its recorded steps (a DescribeWorkflowResponse).
+   * @param {string} workflowId
+   * @returns {Promise<any>}
+   */
+  describe(workflowId) {
+    return this._unary('DescribeWorkflow', { namespace: this.namespace, workflow_id: workflowId });
+  }
+
+  /**
+   * Every event of the run's journal, oldest first, fetched page by page.
+   * @param {string} workflowId
+   * @param {{pageSize?: number}} [options]
+   * @returns {AsyncGenerator<any>}
+   */
+  async *history(workflowId, { pageSize = 0 } = {}) {
+    let token = '';
+    do {
+      const page = await this._unary('GetWorkflowHistory', { namespace: this.namespace, workflow_id: workflowId, page_size: pageSize, page_token: token });
+      yield* page.events ?? [];
+      token = page.next_page_token;
+    } while (token);
+  }
+
+  /**
+   * One page of runs, newest first (`stuck`: only runs found stuck).
+   * @param {{status?: string, workflowType?: string, pageSize?: number, pageToken?: string, stuck?: boolean}} [options]
+   * @returns {Promise<any>}
+   */
+  list({ status = 'WORKFLOW_STATUS_UNSPECIFIED', workflowType = '', pageSize = 0, pageToken = '', stuck = false } = {}) {
+    return this._unary('ListWorkflows', {
+      namespace: this.namespace,
+      status,
+      workflow_type: workflowType,
+      page_size: pageSize,
+      page_token: pageToken,
+      stuck,
+    });
+  }
+
+  /**
+   * Poll until the run is closed and return its description; reject with WaitTimeoutError
+   * after `timeout` seconds.
+   * @param {string} workflowId
+   * @param {{timeout?: number}} [options]
+   * @returns {Promise<any>}
+   */
+  async wait(workflowId, { timeout = 60 } = {}) {
+    const deadline = performance.now() + timeout * 1000;
+    let delay = 20;
+    for (;;) {
+      const described = await this.describe(workflowId);
+      if (CLOSED.has(described.workflow?.status)) return described;
+      if (performance.now() >= deadline) throw new WaitTimeoutError(`workflow '${workflowId}' still running after ${timeout}s`);
+      await new Promise((resolve) => setTimeout(resolve, delay));
+      delay = Math.min(delay * 1.5, 500);
+    }
+  }
+
+  /**
+   * Wait for the run to close and return its result, decoded; reject with WorkflowEndedError
+   * (its `status` and `failure`) if it closed otherwise than completed.
+   * @param {string} workflowId
+   * @param {{timeout?: number}} [options]
+   */
+  async result(workflowId, options = {}) {
+    const { workflow } = await this.wait(workflowId, options);
+    if (workflow.status === 'WORKFLOW_STATUS_COMPLETED') return fromPayload(workflow.result);
+    throw new WorkflowEndedError(workflowId, workflow.status, workflow.failure ?? null);
+  }
+
+  _startRequest(workflowType, workflowId, taskQueue, input, executionTimeout) {
+    /** @type {Record<string, any>} */
+    const request = { namespace: this.namespace, workflow_type: workflowType, workflow_id: workflowId, task_queue: taskQueue, input: toPayload(input) };
+    if (executionTimeout !== undefined && executionTimeout !== null) request.execution_timeout = toDuration(executionTimeout);
+    return request;
+  }
+
+  /** One call of WorkflowService, as a promise; failures as RpcError. */
+  _unary(method, request) {
+    return new Promise((resolve, reject) => {
+      this._client[method](request, { deadline: Date.now() + this._timeoutMs }, (error, response) => {
+        if (error) reject(new RpcError(statusName(error.code), error.details ?? String(error), errorReason(error)));
+        else resolve(response);
+      });
+    });
+  }
+}

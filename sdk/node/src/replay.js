@@ -1,0 +1,185 @@
+// Replay: matching the journal to the code. Same rules as the Python SDK
+// (services/worker/src/perdure/worker/_context.py): each durable call takes the next position
+// and a step id ("name", "name#2", ...) at the moment it is made (synchronously, so that
+// concurrent calls are numbered in call order), and is matched against the journal's event at
+// that position. Remote steps' outcomes hold no position: they are found by step id.
+
+import { timestampMs } from './payload.js';
+
+export const EVENT = Object.freeze({
+  STEP_COMPLETED: 'EVENT_TYPE_STEP_COMPLETED',
+  STEP_FAILED: 'EVENT_TYPE_STEP_FAILED',
+  STEP_ATTEMPT_FAILED: 'EVENT_TYPE_STEP_ATTEMPT_FAILED',
+  STEP_ATTEMPT_STARTED: 'EVENT_TYPE_STEP_ATTEMPT_STARTED',
+  TIMER_STARTED: 'EVENT_TYPE_TIMER_STARTED',
+  SIGNAL_RECEIVED: 'EVENT_TYPE_SIGNAL_RECEIVED',
+  SIGNAL_CONSUMED: 'EVENT_TYPE_SIGNAL_CONSUMED',
+  SIGNAL_TIMED_OUT: 'EVENT_TYPE_SIGNAL_TIMED_OUT',
+  STATE_UPDATED: 'EVENT_TYPE_STATE_UPDATED',
+  CANCEL_REQUESTED: 'EVENT_TYPE_CANCEL_REQUESTED',
+  CANCELLATION_DELIVERED: 'EVENT_TYPE_CANCELLATION_DELIVERED',
+  STEP_SCHEDULED: 'EVENT_TYPE_STEP_SCHEDULED',
+});
+
+export const WAIT = Object.freeze({
+  TIMER: 'WAIT_KIND_TIMER',
+  SIGNAL: 'WAIT_KIND_SIGNAL',
+  RETRY: 'WAIT_KIND_RETRY',
+  STEP: 'WAIT_KIND_STEP',
+});
+
+// Calls of the code that hold a position in the journal; replay walks them in order.
+const POSITIONED = new Set([
+  EVENT.STEP_COMPLETED,
+  EVENT.STEP_FAILED,
+  EVENT.TIMER_STARTED,
+  EVENT.SIGNAL_CONSUMED,
+  EVENT.SIGNAL_TIMED_OUT,
+  EVENT.STATE_UPDATED,
+  EVENT.CANCELLATION_DELIVERED,
+  EVENT.STEP_SCHEDULED,
+]);
+export const STEP_OUTCOMES = new Set([EVENT.STEP_COMPLETED, EVENT.STEP_FAILED]);
+/** Names of the SDK's own calls start with it; names of the code's may not. */
+export const INTERNAL_PREFIX = '$';
+
+/**
+ * @typedef {{stepId: string, name: string, position: number, recorded: any}} Call
+ * @typedef {{kind: string, name: string, until: any}} Wait
+ */
+
+/** The loaded journal, indexed for replay, and how far the code has got through it. */
+export class Replay {
+  /** @param {any} loaded a LoadJournalResponse */
+  constructor(loaded) {
+    const workflow = loaded.workflow ?? {};
+    const events = loaded.events ?? [];
+    const scheduled = new Set(events.filter((e) => e.event_type === EVENT.STEP_SCHEDULED).map((e) => e.step_id));
+    /** @type {Map<number, any>} position -> event, until the code reaches it */
+    this.recorded = new Map();
+    /** @type {Map<string, any>} step id -> STEP_COMPLETED/STEP_FAILED of a remote step */
+    this.remoteOutcomes = new Map();
+    /** @type {Map<string, any[]>} step id -> its STEP_ATTEMPT_FAILED events */
+    this.failedAttempts = new Map();
+    /** @type {Map<string, number>} step id -> the last attempt started */
+    this.startedAttempts = new Map();
+    const consumed = new Set();
+    for (const event of events) {
+      const type = event.event_type;
+      if (STEP_OUTCOMES.has(type) && scheduled.has(event.step_id)) {
+        this.remoteOutcomes.set(event.step_id, event);
+      } else if (POSITIONED.has(type)) {
+        this.recorded.set(Number(event.position), event);
+      }
+      if (type === EVENT.STEP_ATTEMPT_FAILED) {
+        if (!this.failedAttempts.has(event.step_id)) this.failedAttempts.set(event.step_id, []);
+        this.failedAttempts.get(event.step_id)?.push(event);
+      } else if (type === EVENT.STEP_ATTEMPT_STARTED) {
+        const last = this.startedAttempts.get(event.step_id) ?? 0;
+        this.startedAttempts.set(event.step_id, Math.max(last, Number(event.attempt)));
+      } else if (type === EVENT.SIGNAL_CONSUMED) {
+        for (const id of event.consumed_event_ids ?? []) consumed.add(Number(id));
+      }
+    }
+    /** Signals received and not consumed yet, oldest first. */
+    this.signals = events.filter((e) => e.event_type === EVENT.SIGNAL_RECEIVED && !consumed.has(Number(e.event_id)));
+    /** @type {Map<string, any>} step id -> the progress its last attempt reported */
+    this.progress = new Map((loaded.progress ?? []).map((/** @type {any} */ p) => [p.step_id, p]));
+    this.cancelRequested = Boolean(workflow.cancel_requested);
+    this.cancelReason = events.find((e) => e.event_type === EVENT.CANCEL_REQUESTED)?.failure?.message ?? '';
+    this.cancelDelivered = events.some((e) => e.event_type === EVENT.CANCELLATION_DELIVERED);
+    /** The position of the code's next call. */
+    this.position = 0;
+    /** @type {Map<string, number>} */
+    this._occurrences = new Map();
+  }
+
+  /**
+   * Take the next position and step id for a call named `name`, with the event the journal
+   * recorded there (null if none).
+   * @param {string} name
+   * @returns {Call}
+   */
+  allocate(name) {
+    const occurrence = (this._occurrences.get(name) ?? 0) + 1;
+    this._occurrences.set(name, occurrence);
+    const stepId = occurrence === 1 ? name : `${name}#${occurrence}`;
+    const position = this.position++;
+    const recorded = this.recorded.get(position) ?? null;
+    this.recorded.delete(position);
+    return { stepId, name, position, recorded };
+  }
+
+  /** The event recorded at the code's next call, if any. */
+  following() {
+    return this.recorded.get(this.position);
+  }
+
+  /** Whether a cancellation recorded, or requested and not yet delivered, interrupts a wait at
+   * `stepId` now (delivered as "<step id>:cancelled" at the next position). */
+  interrupts(stepId, waiting) {
+    const following = this.following();
+    const deliveredHere =
+      following && following.event_type === EVENT.CANCELLATION_DELIVERED && following.step_id === `${stepId}:cancelled`;
+    return Boolean(deliveredHere || (waiting && this.cancelRequested && !this.cancelDelivered));
+  }
+
+  /**
+   * The mismatch between a call and what the journal recorded at its position, or null.
+   * @param {string} workflowId
+   * @param {Call} call
+   */
+  mismatch(workflowId, call) {
+    const recorded = call.recorded;
+    if (!recorded || recorded.step_id === call.stepId) return null;
+    return `workflow '${workflowId}': call #${call.position} of the code is '${call.stepId}', but the journal recorded '${recorded.step_id}' there; the code changed in a way that does not replay`;
+  }
+
+  /** Recorded calls the code has not reached: non-deterministic if the run is ending. */
+  unconsumed() {
+    return [...this.recorded.entries()].sort((a, b) => a[0] - b[0]).map(([, event]) => event.step_id);
+  }
+
+  /**
+   * Take up to `limit` pending signals `name`, oldest first.
+   * @param {string} name
+   * @param {number} limit
+   */
+  takeSignals(name, limit) {
+    const taken = [];
+    for (const event of this.signals) {
+      if (taken.length >= limit) break;
+      if (event.name === name) taken.push(event);
+    }
+    this.signals = this.signals.filter((event) => !taken.includes(event));
+    return taken;
+  }
+}
+
+/**
+ * The wait to suspend with: the earliest one that ends by itself, else the first call's.
+ * @param {{wait: Wait}[]} blocked
+ * @returns {Wait}
+ */
+export function chooseWait(blocked) {
+  /** @type {{until: number, wait: Wait} | null} */
+  let best = null;
+  for (const entry of blocked) {
+    const until = timestampMs(entry.wait.until);
+    if (until !== null && (best === null || until < best.until)) best = { until, wait: entry.wait };
+  }
+  return best ? best.wait : blocked[0].wait;
+}
+
+/** An event's kind as a message names it ("step_completed", "timer_started"...). */
+export function kindName(event) {
+  return String(event.event_type).replace(/^EVENT_TYPE_/, '').toLowerCase();
+}
+
+/**
+ * The fields every record of a call carries.
+ * @param {Call} call
+ */
+export function ref(call) {
+  return { step_id: call.stepId, step_name: call.name, position: call.position };
+}

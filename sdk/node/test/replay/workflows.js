@@ -1,0 +1,174 @@
+// The workflows and remote steps the replay cases (tests/replay/cases/*.json) run, by name: the
+// Node.js mirror of tests/replay/workflows.py, each written to the spec there (repeated above
+// it). Errors a spec "raises" are thrown with a `name` of that type name; step bodies return at
+// once.
+
+import { RetryPolicy, SignalTimeoutError, StepFailedError, WorkflowCancelledError } from '../../src/index.js';
+
+// Retries in the cases: attempt n fails, the next one is due 1s, 2s, 4s... later; 3 attempts.
+const RETRY = new RetryPolicy({ initialInterval: 1, backoffCoefficient: 2, maximumAttempts: 3 });
+const NO_RETRY = new RetryPolicy({ maximumAttempts: 1 });
+const DEFAULT = new RetryPolicy();
+
+/** An error whose type name (its `name`) is `name`. */
+function named(name, message) {
+  const error = new Error(message);
+  error.name = name;
+  return error;
+}
+
+const declined = () => {
+  throw named('PaymentDeclined', 'card declined');
+};
+
+/** @type {Record<string, {run: (ctx: any, input?: any) => Promise<any>, retry?: RetryPolicy}>} */
+const CATALOGUE = {
+  // Step "reserve" returns "reserved", step "charge" returns "charged"; returns both.
+  two_steps: { run: async (ctx) => [await ctx.step('reserve', () => 'reserved'), await ctx.step('charge', () => 'charged')] },
+
+  // Step "ping" three times, returning 1, 2, 3 (step ids ping, ping#2, ping#3); returns the
+  // three results.
+  repeat: {
+    run: async (ctx) => {
+      const results = [];
+      for (const n of [1, 2, 3]) results.push(await ctx.step('ping', () => n));
+      return results;
+    },
+  },
+
+  // Step "charge" (policy: 1s initial interval, backoff 2, 3 attempts) raises
+  // PaymentDeclined("card declined") on every attempt; uncaught; returns "paid" if it ever returns.
+  flaky: {
+    retry: RETRY,
+    run: async (ctx) => {
+      await ctx.step('charge', declined);
+      return 'paid';
+    },
+  },
+
+  // Step "charge" (1 attempt) raises PaymentDeclined("card declined"); the workflow catches the
+  // step's failure, runs step "refund" returning "refunded", and returns
+  // {"failed": <the failure's type>, "refund": "refunded"}.
+  compensate: {
+    retry: NO_RETRY,
+    run: async (ctx) => {
+      try {
+        await ctx.step('charge', declined);
+      } catch (error) {
+        if (!(error instanceof StepFailedError)) throw error;
+        const refund = await ctx.step('refund', () => 'refunded');
+        return { failed: error.errorType, refund };
+      }
+      return { failed: '', refund: '' };
+    },
+  },
+
+  // Raises OrderRejected("out of stock") without a durable call.
+  reject: {
+    run: async () => {
+      throw named('OrderRejected', 'out of stock');
+    },
+  },
+
+  // Step "echo" returns the input unchanged; returns the step's result.
+  echo: { run: async (ctx, value) => ctx.step('echo', () => value) },
+
+  // Sleeps 60 seconds (ctx.sleep), then step "wake" returns "awake"; returns it.
+  nap: {
+    run: async (ctx) => {
+      await ctx.sleep(60);
+      return String(await ctx.step('wake', () => 'awake'));
+    },
+  },
+
+  // Sleeps until 2030-01-02T00:00:00Z (ctx.sleepUntil); returns "morning".
+  nap_until: {
+    run: async (ctx) => {
+      await ctx.sleepUntil(new Date('2030-01-02T00:00:00Z'));
+      return 'morning';
+    },
+  },
+
+  // Waits for signal "approve" (no timeout); returns its payload.
+  approval: { run: async (ctx) => ctx.waitForSignal('approve') },
+
+  // Waits for signal "approve" twice; returns both payloads in order.
+  approval_twice: { run: async (ctx) => [await ctx.waitForSignal('approve'), await ctx.waitForSignal('approve')] },
+
+  // Waits for signal "approve" with a 30-second timeout; returns its payload, or "timed out" on
+  // the timeout.
+  approval_timeout: {
+    run: async (ctx) => {
+      try {
+        return await ctx.waitForSignal('approve', { timeout: 30 });
+      } catch (error) {
+        if (error instanceof SignalTimeoutError) return 'timed out';
+        throw error;
+      }
+    },
+  },
+
+  // Drains signal "item" (ctx.drainSignals); returns the payloads, oldest first.
+  drain: { run: async (ctx) => ctx.drainSignals('item') },
+
+  // Sets state "stage" to "started", runs step "work" returning 1, sets "stage" to "done";
+  // returns "ok".
+  staged: {
+    run: async (ctx) => {
+      await ctx.setState('stage', 'started');
+      await ctx.step('work', () => 1);
+      await ctx.setState('stage', 'done');
+      return 'ok';
+    },
+  },
+
+  // Calls remote step "resize" with input {"width": 10} on the workflow's task queue (retry:
+  // the workflow's policy, 1s initial interval, backoff 2, 60s maximum interval, 3 attempts);
+  // returns its result.
+  remote: { retry: RETRY, run: async (ctx) => ctx.call('resize', { width: 10 }) },
+
+  // Gathers remote steps "left" (input 1) and "right" (input 2) on task queue "pool"; returns
+  // both results in call order.
+  fan_out: {
+    retry: RETRY,
+    run: async (ctx) => ctx.gather([ctx.call('left', 1, { taskQueue: 'pool' }), ctx.call('right', 2, { taskQueue: 'pool' })]),
+  },
+
+  // Step "reserve" returns "reserved", sleeps 3600 seconds, step "ship" returns "shipped"; on
+  // cancellation runs step "release" returning "released" and raises the cancellation again;
+  // returns "shipped".
+  cancellable: {
+    run: async (ctx) => {
+      try {
+        await ctx.step('reserve', () => 'reserved');
+        await ctx.sleep(3600);
+        return String(await ctx.step('ship', () => 'shipped'));
+      } catch (error) {
+        if (!(error instanceof WorkflowCancelledError)) throw error;
+        await ctx.step('release', () => 'released');
+        throw error;
+      }
+    },
+  },
+
+  // Step "report" (policy: 3 attempts) returns "too large"; returns the step's result.
+  oversized: { retry: RETRY, run: async (ctx) => ctx.step('report', () => 'too large') },
+
+  // ctx.uuid4(), then returns it.
+  unique: { run: async (ctx) => ctx.uuid4() },
+};
+
+/** The catalogue as the runner takes it: type name -> {fn, retry}. */
+export const WORKFLOWS = new Map(Object.entries(CATALOGUE).map(([name, { run, retry }]) => [name, { fn: run, retry: retry ?? DEFAULT }]));
+
+/** The remote steps, by step type. */
+export const REMOTE_STEPS = new Map(
+  Object.entries({
+    // Remote step: returns its input {"width": w} as {"width": w, "done": true}.
+    resize: (image) => ({ width: image.width, done: true }),
+    // Remote step: raises ImageTooLarge("too large").
+    unreliable: () => {
+      throw named('ImageTooLarge', 'too large');
+    },
+  }),
+);
