@@ -4,12 +4,15 @@ when the next one is due. Time is always the database's clock, never a process's
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
+from typing import Any
 
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
 from perdure.scheduler.locking import LOCK_RUNS, LOCKED, in_key_order
+from perdure.scheduler.model import DueReason, DueTask
+
+TIMER = f"'{DueReason.TIMER}'"  # as SQL: a timer's due time may be granted ahead
 
 # A task is a workflow's own (step_id '') or one of its remote steps' (step_id set, and
 # workflow_type holding the step type). One statement for a whole batch. LEAST ignores NULL,
@@ -50,9 +53,9 @@ FROM locked WHERE {LOCKED}
 
 # Seconds until the next task of these queues becomes grantable (a due time, less the timer
 # lookahead for a timer, or a lease expiry); negative when one is overdue, NULL when none is.
-NEXT_DUE = """
+NEXT_DUE = f"""
 SELECT EXTRACT(EPOCH FROM min(due) - now())::float8 FROM (
-    SELECT min(CASE WHEN due_reason = 'timer'
+    SELECT min(CASE WHEN due_reason = {TIMER}
                     THEN run_at - make_interval(secs => %(timer_lookahead)s)
                     ELSE run_at END) AS due
     FROM scheduler.tasks
@@ -73,10 +76,19 @@ WHERE NOT EXISTS (
 )
 """
 
-# A task to make due: workflow id, step id ('' for the workflow's own task), workflow or step
-# type, task queue, due time (None: now), what a timed due time waits for (None: nothing), the
-# workflow's trace context, the fence floor (history's fence mark).
-Enqueued = tuple[str, str, str, str, datetime | None, str | None, Jsonb | None, int]
+
+def _columns(tasks: list[DueTask]) -> list[list[Any]]:
+    """Tasks as the columns ENQUEUE's `unnest` reads, in its order."""
+    return [
+        [t.workflow_id for t in tasks],
+        [t.step_id for t in tasks],
+        [t.task_type for t in tasks],
+        [t.task_queue for t in tasks],
+        [t.run_at for t in tasks],
+        [None if t.due_reason is None else t.due_reason.value for t in tasks],
+        [None if t.trace_context is None else Jsonb(t.trace_context) for t in tasks],
+        [t.fence_floor for t in tasks],
+    ]
 
 
 class Due:
@@ -84,16 +96,15 @@ class Due:
 
     _pool: AsyncConnectionPool
 
-    async def enqueue(self, tasks: list[Enqueued], closed: Sequence[str] = ()) -> None:
-        """Make workflows due at their time (now when None), then retire every task of the
+    async def enqueue(self, tasks: list[DueTask], closed: Sequence[str] = ()) -> None:
+        """Make tasks due at their time (now when None), then retire every task of the
         `closed` runs, in one transaction."""
         async with self._pool.connection() as conn, conn.transaction():
             if tasks and closed:  # two statements: take all their locks in key order first
-                runs = sorted({task[0] for task in tasks} | set(closed))
+                runs = sorted({task.workflow_id for task in tasks} | set(closed))
                 await conn.execute(LOCK_RUNS, [runs])
             if tasks:
-                columns = [list(column) for column in zip(*tasks, strict=True)]
-                await conn.execute(ENQUEUE, columns)
+                await conn.execute(ENQUEUE, _columns(tasks))
             if closed:
                 await conn.execute(CLOSE, [list(closed)])
 

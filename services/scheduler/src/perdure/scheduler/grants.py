@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from datetime import datetime
+from collections.abc import Sequence
+from typing import Any
 
 from psycopg_pool import AsyncConnectionPool
+
+from perdure.scheduler.due import TIMER
+from perdure.scheduler.model import DueReason, Grant
 
 # A task is grantable when it is due and unleased, or when its lease has expired: a worker
 # that is paused or cut off keeps its connection, so only the deadline decides. A task woken by
@@ -13,7 +16,7 @@ from psycopg_pool import AsyncConnectionPool
 # SKIP LOCKED lets scheduler replicas grant side by side without granting one task twice.
 # Workflow tasks go to sessions declaring their workflow type, step tasks to those declaring
 # their step type.
-CLAIM = """
+CLAIM = f"""
 WITH due AS (
     SELECT workflow_id, step_id, lease_owner AS previous_owner,
            COALESCE(run_at, lease_expires_at) AS due_at, due_reason FROM scheduler.tasks
@@ -22,7 +25,7 @@ WITH due AS (
                ELSE workflow_type = ANY(%(step_types)s) END
       AND NOT closed
       AND ((lease_owner IS NULL AND run_at <= now())
-           OR (lease_owner IS NULL AND due_reason = 'timer'
+           OR (lease_owner IS NULL AND due_reason = {TIMER}
                AND run_at <= now() + make_interval(secs => %(timer_lookahead)s))
            OR (lease_owner IS NOT NULL AND lease_expires_at <= now()))
     ORDER BY run_at NULLS FIRST
@@ -38,22 +41,6 @@ RETURNING t.workflow_id, t.step_id, t.workflow_type, t.fence, due.previous_owner
           EXTRACT(EPOCH FROM now() - due.due_at)::float8 AS late_by, due.due_reason,
           t.trace_context, t.lease_expires_at
 """
-
-
-@dataclass(frozen=True)
-class Grant:
-    """A lease just granted."""
-
-    workflow_id: str
-    step_id: str  # '' for a workflow task
-    task_type: str  # the workflow type, or a step task's step type
-    fence: int
-    previous_owner: str | None  # set when the lease expired and this grant takes over
-    due_at: datetime
-    late_by: float  # seconds from due to granted, on the database clock (< 0: granted ahead)
-    due_reason: str | None  # timer, signal, retry: a timed wake-up firing
-    trace_context: dict[str, str] | None
-    lease_expires_at: datetime  # database clock
 
 
 class Grants:
@@ -89,4 +76,23 @@ class Grants:
                     "timer_lookahead": timer_lookahead,
                 },
             )
-            return [Grant(*row) for row in await cur.fetchall()]
+            rows = await cur.fetchall()
+        return [_grant(row) for row in rows]
+
+
+def _grant(row: Sequence[Any]) -> Grant:
+    """A grant from a row CLAIM returns (its due reason, if any, one of DueReason's)."""
+    workflow_id, step_id, task_type, fence, previous_owner, due_at, late_by, reason = row[:8]
+    trace_context, lease_expires_at = row[8:]
+    return Grant(
+        workflow_id=workflow_id,
+        step_id=step_id,
+        task_type=task_type,
+        fence=fence,
+        previous_owner=previous_owner,
+        due_at=due_at,
+        late_by=late_by,
+        due_reason=None if reason is None else DueReason(reason),
+        trace_context=trace_context,
+        lease_expires_at=lease_expires_at,
+    )

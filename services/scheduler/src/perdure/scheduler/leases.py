@@ -3,24 +3,18 @@ session, checked, and released when the task is done or its session is gone."""
 
 from __future__ import annotations
 
-from datetime import datetime
-
 from psycopg_pool import AsyncConnectionPool
 
 from perdure.scheduler.locking import LOCKED, in_key_order
-
-# A task's identity: its workflow id and step id ('' for the workflow's own task).
-TaskKey = tuple[str, str]
-# A lease a worker reports: its task and fence.
-Lease = tuple[str, str, int]
+from perdure.scheduler.model import Lease, OwnRenewal, TaskKey
 
 
 def _lease_columns(leases: list[Lease]) -> dict[str, list[str] | list[int]]:
     """Leases as the columns an `unnest` of (ids, step_ids, fences) reads."""
     return {
-        "ids": [w for w, _, _ in leases],
-        "step_ids": [s for _, s, _ in leases],
-        "fences": [f for _, _, f in leases],
+        "ids": [lease.workflow_id for lease in leases],
+        "step_ids": [lease.step_id for lease in leases],
+        "fences": [lease.fence for lease in leases],
     }
 
 
@@ -124,11 +118,9 @@ class Leases:
                 query,
                 {**params, "session": session, "ttl": ttl, **_lease_columns(leases)},
             )
-            return {(str(w), str(s), int(f)) for w, s, f in await cur.fetchall()}
+            return {Lease(str(w), str(s), int(f)) for w, s, f in await cur.fetchall()}
 
-    async def renew_own(
-        self, key: str, leases: list[Lease], ttl: float
-    ) -> tuple[datetime, dict[Lease, datetime]]:
+    async def renew_own(self, key: str, leases: list[Lease], ttl: float) -> OwnRenewal:
         """Extend the listed leases whose fence still matches and that a session of this API
         key holds; return the database clock's now and the new expiry of each lease renewed."""
         async with self._pool.connection() as conn, conn.transaction():
@@ -136,10 +128,12 @@ class Leases:
             row = await cur.fetchone()
             assert row is not None
             if not leases:
-                return row[0], {}
+                return OwnRenewal(row[0], {})
             cur = await conn.execute(RENEW_OWN, {"key": key, "ttl": ttl, **_lease_columns(leases)})
             rows = await cur.fetchall()
-        return row[0], {(str(w), str(s), int(f)): expires for w, s, f, expires in rows}
+        return OwnRenewal(
+            row[0], {Lease(str(w), str(s), int(f)): expires for w, s, f, expires in rows}
+        )
 
     async def holds(self, lease: Lease, key: str) -> bool:
         """Whether a session of this API key holds this live lease."""
@@ -151,14 +145,7 @@ class Leases:
         """End a lease the session holds and is done with; `again`: its task is due again now
         (handed back unfinished). False, and nothing changed, when the session does not hold
         it (it expired and went elsewhere, or it never was the session's)."""
-        workflow_id, step_id, fence = lease
-        params = {
-            "workflow_id": workflow_id,
-            "step_id": step_id,
-            "fence": fence,
-            "again": again,
-            "session": session,
-        }
+        params = {**lease._asdict(), "again": again, "session": session}
         async with self._pool.connection() as conn:
             cur = await conn.execute(RELEASE, params)
             return await cur.fetchone() is not None
@@ -167,4 +154,4 @@ class Leases:
         """End every lease of a departed session and make its tasks due now."""
         async with self._pool.connection() as conn:
             cur = await conn.execute(RELEASE_SESSION, [session])
-            return [(str(w), str(s)) for w, s in await cur.fetchall()]
+            return [TaskKey(str(w), str(s)) for w, s in await cur.fetchall()]
