@@ -20,7 +20,7 @@ from perdure.history.fencing import (
     step_lease_held,
     step_lease_taken,
 )
-from perdure.history.model import PAYLOAD_EVENTS, EventType
+from perdure.history.model import PAYLOAD_EVENTS, EventType, WaitKind
 from perdure.history.rows import json_or_none, payload_columns
 
 WORKFLOW_COLUMNS = (
@@ -452,6 +452,8 @@ FROM plan
 """
 )
 
+RETRY = f"'{WaitKind.RETRY.wake_reason}'"  # as SQL: a failed attempt's retry is a timed wait
+
 # A step task's record of one attempt of its remote step, fenced by the step's own mark. A
 # failed attempt (due_in set) makes the step task due again at the retry time; a final outcome
 # closes the step and wakes the workflow, which finds it on replay.
@@ -486,13 +488,13 @@ WITH task AS (
             step_name="appended.step_type",
         )
     )
-    + """, scheduled AS (
+    + f""", scheduled AS (
     INSERT INTO history.outbox (workflow_id, workflow_type, task_queue, run_at, wake_reason,
                                 step_id)
     SELECT a.workflow_id, a.workflow_type, a.task_queue, NULL, NULL, NULL
     FROM appended a WHERE %(final)s
     UNION ALL
-    SELECT a.workflow_id, a.step_type, a.step_queue, i.due_at, 'retry', %(step_id)s
+    SELECT a.workflow_id, a.step_type, a.step_queue, i.due_at, {RETRY}, %(step_id)s
     FROM appended a, inserted i WHERE NOT %(final)s
 )
 SELECT inserted.event_id, inserted.due_at, appended.cancel_requested FROM inserted, appended
