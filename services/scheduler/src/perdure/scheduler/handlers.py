@@ -111,6 +111,33 @@ def _lease_ref(ref: tpb.LeaseRef, namespace: str | None) -> Lease:
     return Lease(ref.workflow_id, ref.step_id, ref.fence)
 
 
+def due_tasks(request: spb.EnqueueTasksRequest) -> list[DueTask]:
+    """The tasks a scheduling request makes due, each checked."""
+    for t in request.tasks:
+        if not (t.workflow_id and t.workflow_type and t.task_queue):
+            raise errors.invalid_argument("every task needs workflow_id, type and task_queue")
+        if t.fence_floor < 0:
+            raise errors.invalid_argument("fence_floor must not be negative")
+        if t.wake_reason and t.wake_reason not in DUE_REASONS:
+            raise errors.invalid_argument(
+                f"wake_reason must be empty or one of {', '.join(DUE_REASONS)}, not "
+                f"{t.wake_reason[:40]!r}"
+            )
+    return [
+        DueTask(
+            workflow_id=t.workflow_id,
+            step_id=t.step_id,
+            task_type=t.workflow_type,
+            task_queue=t.task_queue,
+            run_at=t.run_time.ToDatetime(tzinfo=UTC) if t.HasField("run_time") else None,
+            due_reason=DueReason(t.wake_reason) if t.wake_reason else None,
+            trace_context=dict(t.trace_context) or None,
+            fence_floor=t.fence_floor,
+        )
+        for t in request.tasks
+    ]
+
+
 def _duration(seconds: float) -> duration_pb2.Duration:
     duration = duration_pb2.Duration()
     duration.FromMilliseconds(int(seconds * 1000))
@@ -299,29 +326,7 @@ class SchedulerServicer(sgrpc.SchedulerServiceServicer):
     async def EnqueueTasks(
         self, request: spb.EnqueueTasksRequest, context: Context
     ) -> spb.EnqueueTasksResponse:
-        for t in request.tasks:
-            if not (t.workflow_id and t.workflow_type and t.task_queue):
-                raise errors.invalid_argument("every task needs workflow_id, type and task_queue")
-            if t.fence_floor < 0:
-                raise errors.invalid_argument("fence_floor must not be negative")
-            if t.wake_reason and t.wake_reason not in DUE_REASONS:
-                raise errors.invalid_argument(
-                    f"wake_reason must be empty or one of {', '.join(DUE_REASONS)}, not "
-                    f"{t.wake_reason[:40]!r}"
-                )
-        tasks = [
-            DueTask(
-                workflow_id=t.workflow_id,
-                step_id=t.step_id,
-                task_type=t.workflow_type,
-                task_queue=t.task_queue,
-                run_at=t.run_time.ToDatetime(tzinfo=UTC) if t.HasField("run_time") else None,
-                due_reason=DueReason(t.wake_reason) if t.wake_reason else None,
-                trace_context=dict(t.trace_context) or None,
-                fence_floor=t.fence_floor,
-            )
-            for t in request.tasks
-        ]
+        tasks = due_tasks(request)
         closed = sorted({t.workflow_id for t in request.tasks if t.closed})
         await self._store.enqueue(tasks, closed)
         self._dispatcher.wake()
