@@ -8,6 +8,7 @@ import logging
 import time
 import uuid
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from opentelemetry import trace
 from opentelemetry.util.types import AttributeValue
@@ -45,6 +46,13 @@ LEASE_NOT_HELD = (
 )
 
 
+class Held(NamedTuple):
+    """A lease a session counts as its worker's."""
+
+    fence: int
+    since: float  # when it was granted or last renewed (monotonic clock)
+
+
 @dataclass
 class Session:
     """One connected worker stream."""
@@ -57,8 +65,7 @@ class Session:
     timer_lookahead: float = 0.0  # how early the worker takes timer tasks, in seconds
     key_id: str = ""  # the API key it authenticated with ("" without keys)
     session_id: str = field(default_factory=lambda: uuid.uuid4().hex)
-    # task -> (fence, when the lease was granted or last renewed, monotonic clock)
-    leases: dict[TaskKey, tuple[int, float]] = field(default_factory=dict)
+    leases: dict[TaskKey, Held] = field(default_factory=dict)
     outgoing: asyncio.Queue[tpb.ConnectResponse] = field(default_factory=asyncio.Queue)
     last_heard: float = field(default_factory=time.monotonic)
 
@@ -78,12 +85,12 @@ class Session:
 
     def hold(self, lease: Lease) -> None:
         """Count a lease as this worker's, as of now."""
-        self.leases[lease.task] = (lease.fence, time.monotonic())
+        self.leases[lease.task] = Held(lease.fence, time.monotonic())
 
     def drop(self, lease: Lease) -> None:
         """Stop counting a lease, if its fence matches."""
         held = self.leases.get(lease.task)
-        if held is not None and held[0] == lease.fence:
+        if held is not None and held.fence == lease.fence:
             del self.leases[lease.task]
 
     def drop_unreported(self, reported: set[TaskKey], ttl: float) -> None:
@@ -91,8 +98,8 @@ class Session:
         a journal outage), so they must not hold its capacity forever. A grant still in flight
         is younger than that and stays."""
         stale_before = time.monotonic() - ttl
-        for task, (_, renewed) in list(self.leases.items()):
-            if task not in reported and renewed < stale_before:
+        for task, held in list(self.leases.items()):
+            if task not in reported and held.since < stale_before:
                 del self.leases[task]
 
 
