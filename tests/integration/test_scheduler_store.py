@@ -10,12 +10,12 @@ from typing import Any
 
 import psycopg
 import pytest
-from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
 from perdure.common.db import open_pool
 from perdure.common.migrate import apply_migrations
-from perdure.scheduler.store import Enqueued, Grant, TaskStore
+from perdure.scheduler.model import DueReason, DueTask, Grant, Lease
+from perdure.scheduler.store import TaskStore
 
 QUEUE = "default"
 TYPE = "checkout"
@@ -59,19 +59,12 @@ def task(
     *,
     workflow_type: str = TYPE,
     queue: str = QUEUE,
-    reason: str | None = None,
+    reason: DueReason | None = None,
     trace_context: dict[str, str] | None = None,
     fence_floor: int = 0,
-) -> Enqueued:
-    return (
-        workflow_id,
-        "",
-        workflow_type,
-        queue,
-        run_at,
-        reason,
-        Jsonb(trace_context) if trace_context else None,
-        fence_floor,
+) -> DueTask:
+    return DueTask(
+        workflow_id, "", workflow_type, queue, run_at, reason, trace_context, fence_floor
     )
 
 
@@ -134,14 +127,14 @@ async def test_new_work_during_a_lease_waits_for_the_release(store: TaskStore) -
     await store.enqueue([task("wf-1")])  # e.g. a timer fired while the worker runs it
 
     assert await claim(store, "s2") == []
-    assert await store.release("s1", ("wf-1", "", first.fence))
+    assert await store.release("s1", Lease("wf-1", "", first.fence))
     assert await claim(store, "s2") == [Leased("wf-1", TYPE, 2, None)]
 
 
 async def test_release_and_enqueue_again_grants_fence_2(store: TaskStore) -> None:
     await store.enqueue([task("wf-1")])
     [first] = await claim(store, "s1")
-    await store.release("s1", ("wf-1", "", first.fence))
+    await store.release("s1", Lease("wf-1", "", first.fence))
 
     assert await claim(store, "s1") == []  # released with no new work: nothing is due
 
@@ -155,7 +148,7 @@ async def test_fences_only_grow(store: TaskStore) -> None:
         await store.enqueue([task("wf-1")])
         [grant] = await claim(store, "s1")
         fences.append(grant.fence)
-        await store.release("s1", ("wf-1", "", grant.fence))
+        await store.release("s1", Lease("wf-1", "", grant.fence))
     assert fences == [1, 2, 3, 4]
 
 
@@ -167,7 +160,7 @@ async def test_release_with_a_stale_fence_does_nothing(
     await asyncio.sleep(PAST_EXPIRY)
     [taken] = await claim(store, "s2")
 
-    assert not await store.release("s1", ("wf-1", "", 1))  # the first holder finishing late
+    assert not await store.release("s1", Lease("wf-1", "", 1))  # the first holder finishing late
 
     assert (await row(pool, "wf-1"))["lease_owner"] == "s2"
     assert taken.fence == 2
@@ -182,14 +175,14 @@ async def test_only_the_session_holding_a_lease_may_release_it(
     before = await row(pool, "wf-1")
 
     # Another session naming the very lease, fence included, changes nothing.
-    assert not await store.release("intruder", ("wf-1", "", grant.fence), again=again)
+    assert not await store.release("intruder", Lease("wf-1", "", grant.fence), again=again)
 
     after = await row(pool, "wf-1")
     assert {k: after[k] for k in ("fence", "lease_owner", "run_at", "lease_expires_at")} == {
         k: before[k] for k in ("fence", "lease_owner", "run_at", "lease_expires_at")
     }
     assert await claim(store, "intruder") == []  # not handed back: not granted again
-    assert await store.release("holder", ("wf-1", "", grant.fence), again=again)
+    assert await store.release("holder", Lease("wf-1", "", grant.fence), again=again)
     assert (await row(pool, "wf-1"))["lease_owner"] is None
 
 
@@ -205,7 +198,7 @@ async def test_a_future_run_at_is_not_claimable_yet(store: TaskStore) -> None:
 
 async def test_a_grant_says_when_it_was_due_why_and_in_which_trace(store: TaskStore) -> None:
     carrier = {"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}
-    await store.enqueue([task("timed", hours(-1), reason="timer", trace_context=carrier)])
+    await store.enqueue([task("timed", hours(-1), reason=DueReason.TIMER, trace_context=carrier)])
     await store.enqueue([task("now")])
 
     grants = {g.workflow_id: g for g in await claim_grants(store, "s1")}
@@ -218,9 +211,9 @@ async def test_a_grant_says_when_it_was_due_why_and_in_which_trace(store: TaskSt
 
 
 async def test_the_winning_due_time_keeps_its_reason(store: TaskStore) -> None:
-    await store.enqueue([task("a", hours(-1), reason="retry")])
-    await store.enqueue([task("a", hours(1), reason="timer")])  # later: loses
-    await store.enqueue([task("b", hours(1), reason="timer")])
+    await store.enqueue([task("a", hours(-1), reason=DueReason.RETRY)])
+    await store.enqueue([task("a", hours(1), reason=DueReason.TIMER)])  # later: loses
+    await store.enqueue([task("b", hours(1), reason=DueReason.TIMER)])
     await store.enqueue([task("b")])  # a wake-up now (a signal) beats the timer
 
     grants = {g.workflow_id: g.due_reason for g in await claim_grants(store, "s1")}
@@ -256,7 +249,11 @@ async def test_one_batch_naming_a_run_twice_keeps_its_earliest_request(
 ) -> None:
     soon, later = hours(-0.5), hours(2)
     await store.enqueue(
-        [task("a", later, reason="timer"), task("a", soon, reason="retry"), task("b", later)]
+        [
+            task("a", later, reason=DueReason.TIMER),
+            task("a", soon, reason=DueReason.RETRY),
+            task("b", later),
+        ]
     )
 
     assert (await row(pool, "a"))["run_at"] == soon
@@ -269,7 +266,9 @@ async def test_only_timers_are_granted_ahead_and_only_to_a_worker_that_asks(
     store: TaskStore,
 ) -> None:
     soon = hours(30 / 3600)  # in 30 s
-    await store.enqueue([task("timer", soon, reason="timer"), task("retry", soon, reason="retry")])
+    await store.enqueue(
+        [task("timer", soon, reason=DueReason.TIMER), task("retry", soon, reason=DueReason.RETRY)]
+    )
 
     assert await store.claim("s1", QUEUE, [TYPE], [], 10, TTL) == []  # no lookahead: not due
     assert await store.claim("s1", QUEUE, [TYPE], [], 10, TTL, timer_lookahead=5) == []  # too soon
@@ -315,7 +314,7 @@ async def test_an_expired_lease_goes_to_another_session_with_a_higher_fence(
     await asyncio.sleep(PAST_EXPIRY)
 
     assert await claim(store, "s2") == [Leased("wf-1", TYPE, 2, "s1")]
-    assert await store.renew("s1", [("wf-1", "", 1)], TTL) == set()  # the old holder is out
+    assert await store.renew("s1", [Lease("wf-1", "", 1)], TTL) == set()  # the old holder is out
 
 
 async def test_renew_only_renews_matching_fences(
@@ -325,9 +324,11 @@ async def test_renew_only_renews_matching_fences(
     grants = {g.workflow_id: g.fence for g in await claim(store, "s1", ttl=SHORT_TTL)}
     assert grants == {"a": 1, "b": 1}
 
-    renewed = await store.renew("s1", [("a", "", 1), ("b", "", 7), ("unknown", "", 1)], TTL)
+    renewed = await store.renew(
+        "s1", [Lease("a", "", 1), Lease("b", "", 7), Lease("unknown", "", 1)], TTL
+    )
 
-    assert renewed == {("a", "", 1)}
+    assert renewed == {Lease("a", "", 1)}
     await asyncio.sleep(PAST_EXPIRY)
     # "a" was extended and stays with s1; "b" kept its short lease and is taken over.
     assert await claim(store, "s2") == [Leased("b", TYPE, 2, "s1")]
@@ -339,29 +340,32 @@ async def test_renew_own_extends_a_keys_leases_from_any_session_and_says_when_th
 ) -> None:
     await store.enqueue([task("a"), task("b"), task("c")])
     await store.claim("broken-stream", QUEUE, [TYPE], [], 10, SHORT_TTL, key="k1")
-    await store.release("broken-stream", ("c", "", 1))
+    await store.release("broken-stream", Lease("c", "", 1))
 
-    now, renewed = await store.renew_own("k1", [("a", "", 1), ("b", "", 7), ("c", "", 1)], TTL)
-    other_key = (await store.renew_own("k2", [("a", "", 1)], TTL))[1]
+    renewal = await store.renew_own(
+        "k1", [Lease("a", "", 1), Lease("b", "", 7), Lease("c", "", 1)], TTL
+    )
+    now, renewed = renewal.now, renewal.expiries
+    other_key = (await store.renew_own("k2", [Lease("a", "", 1)], TTL)).expiries
 
     # Only "a": "b" has another fence, "c" was released; another key renews nothing.
-    assert list(renewed) == [("a", "", 1)] and other_key == {}
-    assert renewed["a", "", 1] - now == timedelta(seconds=TTL)
+    assert list(renewed) == [Lease("a", "", 1)] and other_key == {}
+    assert renewed[Lease("a", "", 1)] - now == timedelta(seconds=TTL)
     assert (await row(pool, "a"))["lease_owner"] == "broken-stream"  # only a hello moves it
     await asyncio.sleep(PAST_EXPIRY)
     assert [g.workflow_id for g in await claim(store, "s2")] == ["b"]  # "a" stands
 
 
 async def test_renew_own_of_nothing_reads_the_database_clock(store: TaskStore) -> None:
-    now, renewed = await store.renew_own("k1", [], TTL)
-    assert renewed == {} and abs(now - datetime.now(UTC)) < timedelta(seconds=5)
+    renewal = await store.renew_own("k1", [], TTL)
+    assert renewal.expiries == {} and abs(renewal.now - datetime.now(UTC)) < timedelta(seconds=5)
 
 
 async def test_renew_of_a_released_lease_does_nothing(store: TaskStore) -> None:
     await store.enqueue([task("a")])
     await claim(store, "s1")
-    await store.release("s1", ("a", "", 1))
-    assert await store.renew("s1", [("a", "", 1)], TTL) == set()
+    await store.release("s1", Lease("a", "", 1))
+    assert await store.renew("s1", [Lease("a", "", 1)], TTL) == set()
 
 
 async def test_renew_of_nothing_is_empty(store: TaskStore) -> None:
@@ -376,14 +380,14 @@ async def test_a_heartbeat_renews_only_the_sessions_own_leases(
     before = await row(pool, "a")
 
     # Even a session of the same key cannot renew (and so take) a lease it was not granted.
-    assert await store.renew("other", [("a", "", 1)], TTL) == set()
+    assert await store.renew("other", [Lease("a", "", 1)], TTL) == set()
 
     after = await row(pool, "a")
     assert (after["lease_owner"], after["lease_expires_at"]) == (
         "holder",
         before["lease_expires_at"],
     )
-    assert await store.renew("holder", [("a", "", 1)], TTL) == {("a", "", 1)}
+    assert await store.renew("holder", [Lease("a", "", 1)], TTL) == {Lease("a", "", 1)}
 
 
 async def test_a_reconnected_session_adopts_the_leases_of_its_key_and_queue(
@@ -392,7 +396,7 @@ async def test_a_reconnected_session_adopts_the_leases_of_its_key_and_queue(
     await store.enqueue([task("a"), task("b", queue="q2")])
     await store.claim("old-session", QUEUE, [TYPE], [], 10, TTL, key="k1")
     await store.claim("old-q2-session", "q2", [TYPE], [], 10, TTL, key="k1")
-    a, b = ("a", "", 1), ("b", "", 1)
+    a, b = Lease("a", "", 1), Lease("b", "", 1)
 
     # Another key, or the same key on another queue, adopts nothing.
     assert await store.adopt("new-session", [a], TTL, key="k2", task_queue=QUEUE) == set()
@@ -513,7 +517,7 @@ async def test_registered_types_are_per_queue_sorted_and_deduplicated(store: Tas
 async def test_step_tasks_have_their_own_lease_and_go_to_sessions_serving_their_step_type(
     store: TaskStore,
 ) -> None:
-    step_task: Enqueued = ("wf-1", "charge", "charge", QUEUE, None, None, None, 0)
+    step_task = DueTask("wf-1", "charge", "charge", QUEUE)
     await store.enqueue([task("wf-1"), step_task])
 
     # A session serving the step type only gets the step task, and a workflow's session only
@@ -529,9 +533,11 @@ async def test_step_tasks_have_their_own_lease_and_go_to_sessions_serving_their_
     assert (run.workflow_id, run.step_id, run.task_type, run.fence) == ("wf-1", "", TYPE, 1)
 
     # Renewal and release name the step: the workflow's lease is untouched by the step's.
-    assert await store.renew("steps", [("wf-1", "charge", 1)], TTL) == {("wf-1", "charge", 1)}
-    await store.release("steps", ("wf-1", "charge", 1))
-    assert await store.renew("runs", [("wf-1", "", 1)], TTL) == {("wf-1", "", 1)}
+    assert await store.renew("steps", [Lease("wf-1", "charge", 1)], TTL) == {
+        Lease("wf-1", "charge", 1)
+    }
+    await store.release("steps", Lease("wf-1", "charge", 1))
+    assert await store.renew("runs", [Lease("wf-1", "", 1)], TTL) == {Lease("wf-1", "", 1)}
 
 
 # --- fence floors and closed runs ------------------------------------------------------------
@@ -543,11 +549,11 @@ async def test_a_grant_is_above_the_fence_floor_history_sends(
     # A scheduler database reset to empty: history's mark (41) is far above the counter.
     await store.enqueue([task("wf-1", fence_floor=41)])
     assert [g.fence for g in await claim(store, "s1")] == [42]
-    await store.release("s1", ("wf-1", "", 42))
+    await store.release("s1", Lease("wf-1", "", 42))
     # A floor below the counter changes nothing; one above raises it.
     await store.enqueue([task("wf-1", fence_floor=7)])
     assert [g.fence for g in await claim(store, "s1")] == [43]
-    await store.release("s1", ("wf-1", "", 43))
+    await store.release("s1", Lease("wf-1", "", 43))
     await store.enqueue([task("wf-1", fence_floor=100)])
     assert [g.fence for g in await claim(store, "s1")] == [101]
 
@@ -559,7 +565,7 @@ async def test_a_closed_runs_tasks_are_never_due_again(
     [leased] = await claim(store, "s1")
     await store.enqueue([], closed=["wf-1"])
     # Handed back, the lease of a closed run leaves nothing due; later requests neither.
-    await store.release("s1", ("wf-1", "", leased.fence), again=True)
+    await store.release("s1", Lease("wf-1", "", leased.fence), again=True)
     await store.enqueue([task("wf-1")])
     assert await claim(store, "s2") == []
     assert (await row(pool, "wf-1"))["run_at"] is None
@@ -569,7 +575,7 @@ async def test_idle_runs_are_those_with_no_lease_and_no_due_time(store: TaskStor
     await store.enqueue([task("due"), task("leased"), task("done"), task("later", hours(1))])
     [leased, done] = await store.claim("s1", QUEUE, [TYPE], [], 2, TTL)
     assert {leased.workflow_id, done.workflow_id} <= {"due", "leased", "done", "later"}
-    await store.release("s1", (done.workflow_id, "", done.fence))
+    await store.release("s1", Lease(done.workflow_id, "", done.fence))
     asked = ["due", "leased", "done", "later", "unknown"]
     idle = set(await store.idle_runs(asked))
     # Released with nothing due, or never heard of (a reset table): idle. Due or leased: not.
@@ -581,7 +587,7 @@ async def test_idle_runs_are_those_with_no_lease_and_no_due_time(store: TaskStor
 # Two tasks stored in the reverse of their key order ("late" first), both leased to "s1" with
 # API key "k1", and the statements that change several of them at once: each must lock them in
 # key order.
-EARLY, LATE = ("early", "", 1), ("late", "", 1)
+EARLY, LATE = Lease("early", "", 1), Lease("late", "", 1)
 CHANGES_SEVERAL: dict[str, Callable[[TaskStore], Coroutine[Any, Any, object]]] = {
     "heartbeat": lambda store: store.renew("s1", [LATE, EARLY], TTL),
     "hello": lambda store: store.adopt("s2", [LATE, EARLY], TTL, key="k1", task_queue=QUEUE),

@@ -7,21 +7,27 @@ import re
 
 import pytest
 
-from perdure.history import store
+from perdure.history import deadlines, store
 from perdure.history.model import EventType
 
 _INSERT = re.compile(r"INSERT INTO history\.events \(([^)]*)\)")
-# Every statement that appends a worker's or the platform's event through _insert_event.
-APPENDS = (
-    "RECORD_EVENTS",
-    "CONSUME_SIGNALS",
-    "SUSPEND",
-    "CLOSE_RUN",
-    "SIGNAL",
-    "REQUEST_CANCEL",
-    "TERMINATE",
-    "SCHEDULE_STEP",
-)
+# Every statement that appends an event, each through insert_event.
+APPENDS = {
+    name: getattr(store, name)
+    for name in (
+        "RECORD_EVENTS",
+        "CONSUME_SIGNALS",
+        "SUSPEND",
+        "CLOSE_RUN",
+        "SIGNAL",
+        "REQUEST_CANCEL",
+        "TERMINATE",
+        "SCHEDULE_STEP",
+        "START_WORKFLOW",
+        "LOAD_STEP",
+        "RECORD_STEP_TASK",
+    )
+} | {"EXPIRE_RUNS": deadlines.EXPIRE_RUNS}
 
 
 def inserted_columns(statement: str) -> list[str]:
@@ -31,7 +37,7 @@ def inserted_columns(statement: str) -> list[str]:
 
 @pytest.mark.parametrize("name", APPENDS)
 def test_every_append_writes_every_event_column(name: str) -> None:
-    columns = inserted_columns(getattr(store, name))
+    columns = inserted_columns(APPENDS[name])
     expected = ["event_id", *(c for c in store.EVENT_PARAMS if c != "due_in")]  # due_in: due_at
     assert sorted(columns) == sorted(expected)
 

@@ -3,6 +3,7 @@ both ways, each without its proto prefix."""
 
 from __future__ import annotations
 
+import re
 from enum import StrEnum
 
 import pytest
@@ -10,6 +11,7 @@ from google.protobuf.internal.enum_type_wrapper import EnumTypeWrapper
 
 from perdure.api.worker.v1 import journal_service_pb2 as jpb
 from perdure.api.workflow.v1 import workflow_pb2 as wf
+from perdure.history import deadlines, fencing, outbox, store, stranded
 from perdure.history.model import EventType, Outcome, RunStatus, WaitKind, sql_list
 
 
@@ -57,3 +59,18 @@ def test_sql_list_quotes_plain_names_only() -> None:
     assert sql_list([RunStatus.RUNNING]) == "('RUNNING')"
     with pytest.raises(ValueError, match="plain names"):
         sql_list([])
+
+
+def test_every_status_event_type_and_wait_kind_the_sql_spells_is_a_member() -> None:
+    """History's statements spell statuses, event types and wait kinds as SQL literals (so that
+    each statement's text, and the planner's plan, stays as it is): each must be one of the
+    enums', or a renamed member would leave a statement matching nothing."""
+    members = {member.value for enum in (RunStatus, EventType, WaitKind) for member in enum}
+    spelt = {
+        literal
+        for module in (store, deadlines, stranded, outbox, fencing)
+        for value in vars(module).values()
+        if isinstance(value, str)
+        for literal in re.findall(r"'([A-Z][A-Z_]+)'", value)
+    }
+    assert spelt and spelt <= members, spelt - members

@@ -22,6 +22,7 @@ import grpc
 
 from perdure.api.admin.v1 import admin_service_pb2 as admin
 from perdure.common import errors, namespaces
+from perdure.common.reasons import Reason
 from perdure.internal.history.v1 import history_service_pb2 as hpb
 from perdure.internal.history.v1 import history_service_pb2_grpc as hgrpc
 
@@ -87,7 +88,7 @@ def parse_token(token: str) -> tuple[str, str]:
     key_id, _, secret = token.removeprefix(TOKEN_PREFIX).partition("_")
     if not token.startswith(TOKEN_PREFIX) or not key_id or not secret:
         raise unauthenticated(
-            "API_KEY_INVALID", "the bearer token is not a Perdure API key (prd_<id>_<secret>)"
+            Reason.API_KEY_INVALID, "the bearer token is not a Perdure API key (prd_<id>_<secret>)"
         )
     return key_id, secret
 
@@ -109,7 +110,7 @@ def unauthenticated(reason: str, message: str) -> errors.ApiError:
 
 def permission_denied(message: str) -> errors.ApiError:
     """Valid credentials that do not allow this call."""
-    return errors.ApiError(grpc.StatusCode.PERMISSION_DENIED, "PERMISSION_DENIED", message)
+    return errors.ApiError(grpc.StatusCode.PERMISSION_DENIED, Reason.PERMISSION_DENIED, message)
 
 
 def role_allows(role: int, needed: int) -> bool:

@@ -11,6 +11,8 @@ from google.protobuf import any_pb2
 from google.rpc import error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
+from perdure.common.reasons import Reason
+
 ERROR_DOMAIN = "perdure.dev"
 
 
@@ -32,7 +34,7 @@ class ApiError(Exception):
         return status
 
 
-def invalid_argument(message: str, reason: str = "INVALID_REQUEST") -> ApiError:
+def invalid_argument(message: str, reason: str = Reason.INVALID_REQUEST) -> ApiError:
     """A request field is malformed; the message names the field."""
     return ApiError(grpc.StatusCode.INVALID_ARGUMENT, reason, message)
 

@@ -45,6 +45,7 @@ from perdure.common.auth import (
     unauthenticated,
 )
 from perdure.common.limits import OpenCap, TokenBucket, exhausted, sessions_per_key
+from perdure.common.reasons import Reason
 from perdure.common.service_identity import (
     CLIENT_ADDRESS_HEADER,
     SECRET_HEADER,
@@ -120,7 +121,7 @@ class FailedCredentials:
         if budget is not None and not budget.has_token() and not passed:
             self._note(address)
             raise exhausted(
-                "AUTHENTICATION_FAILURE_RATE",
+                Reason.AUTHENTICATION_FAILURE_RATE,
                 f"too many failed authentications from {address} (more than {self._rate:g} a "
                 "second): new keys from this address are refused for a few seconds",
             )
@@ -251,14 +252,16 @@ class Guard(grpc.aio.ServerInterceptor):
         )
         if any(key == SECRET_HEADER for key, _ in metadata or ()):
             self._failures.failed(peer_address(context))
-            return unauthenticated("SERVICE_CREDENTIAL_INVALID", f"wrong internal secret: {where}")
+            return unauthenticated(
+                Reason.SERVICE_CREDENTIAL_INVALID, f"wrong internal secret: {where}"
+            )
         if bearer_token(metadata) is not None or context.auth_context().get("x509_pem_cert"):
             return errors.ApiError(
                 grpc.StatusCode.PERMISSION_DENIED,
-                "SERVICE_IDENTITY_REQUIRED",
+                Reason.SERVICE_IDENTITY_REQUIRED,
                 f"an API key or a worker's or client's certificate proves no service: {where}",
             )
-        return unauthenticated("SERVICE_IDENTITY_MISSING", where)
+        return unauthenticated(Reason.SERVICE_IDENTITY_MISSING, where)
 
     def _key_check(self, method: str, needed: int | None, token: str | None) -> Check:
         async def check(context: Context) -> Principal | None:
@@ -266,7 +269,7 @@ class Guard(grpc.aio.ServerInterceptor):
                 raise permission_denied(f"{method} is not open to API keys")
             if token is None:
                 raise unauthenticated(
-                    "API_KEY_MISSING",
+                    Reason.API_KEY_MISSING,
                     "this call needs an API key: send `authorization: Bearer <token>` "
                     "(create one with `perdure keys create`)",
                 )
@@ -328,7 +331,8 @@ def guards(service: str, authenticate: Authenticate, roles: Mapping[str, int]) -
 
 def _revoked(why: str) -> errors.ApiError:
     return unauthenticated(
-        "API_KEY_REVOKED", f"this stream's API key is no longer valid ({why}); the stream is closed"
+        Reason.API_KEY_REVOKED,
+        f"this stream's API key is no longer valid ({why}); the stream is closed",
     )
 
 

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 import grpc
 
 from perdure.common import errors
+from perdure.common.reasons import Reason
 from perdure.telemetry.rpc import MAX_ITEM_BYTES, MAX_MESSAGE_BYTES
 
 
@@ -85,7 +86,7 @@ class KeyedLimits:
         wait = bucket.wait_needed()
         if wait > 0:
             raise exhausted(
-                "RATE_LIMITED",
+                Reason.RATE_LIMITED,
                 f"{self._what} {key} is over its limit of {self._rate:g} calls per second; "
                 f"retry in {wait * 1000:.0f} ms",
             )
@@ -102,7 +103,7 @@ class StreamCap:
         """Count one message received on the stream."""
         if self._bucket.wait_needed() > 0:
             raise exhausted(
-                "STREAM_MESSAGE_RATE_EXCEEDED",
+                Reason.STREAM_MESSAGE_RATE_EXCEEDED,
                 f"the {self._stream} stream sent more than {self._bucket.rate:g} messages per "
                 f"second (PERDURE_STREAM_MESSAGE_RATE); it is closed, reconnect",
             )
@@ -170,7 +171,7 @@ def sessions_per_key(stream: str) -> OpenCap:
         "PERDURE_SESSIONS_PER_KEY",
         DEFAULT_SESSIONS_PER_KEY,
         f"{stream} streams",
-        "SESSIONS_PER_KEY_EXCEEDED",
+        Reason.SESSIONS_PER_KEY_EXCEEDED,
         "close one, give each worker pool a key of its own, or raise the cap",
     )
 
@@ -197,5 +198,5 @@ def journal_load_bytes() -> int:
 def too_large(what: str, size: int, limit: int) -> errors.ApiError:
     """One answer that would not fit in a message: that call fails, alone."""
     return exhausted(
-        "MESSAGE_TOO_LARGE", f"{what} is {size} bytes, over the {limit}-byte message limit"
+        Reason.MESSAGE_TOO_LARGE, f"{what} is {size} bytes, over the {limit}-byte message limit"
     )

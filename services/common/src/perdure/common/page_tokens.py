@@ -12,6 +12,7 @@ import binascii
 import re
 
 from perdure.common import errors
+from perdure.common.reasons import Reason
 
 MAX_PAGE_TOKEN_LENGTH = 64
 MAX_POSITION = 2**63 - 1  # a bigint
@@ -57,5 +58,5 @@ def _position(token: str) -> int | None:
 def _not_issued(why: str) -> errors.ApiError:
     return errors.invalid_argument(
         f"{why}; pass the next_page_token of the previous answer unchanged",
-        reason="INVALID_PAGE_TOKEN",
+        reason=Reason.INVALID_PAGE_TOKEN,
     )

@@ -10,6 +10,7 @@ import grpc
 
 from perdure.api.common.v1 import payload_pb2
 from perdure.common import errors
+from perdure.common.reasons import Reason
 from perdure.common.text import printable
 
 JSON = "json/plain"
@@ -49,7 +50,7 @@ def validate_payload(field: str, payload: payload_pb2.Payload) -> payload_pb2.Pa
     if size > MAX_PAYLOAD_BYTES:
         raise errors.ApiError(
             grpc.StatusCode.RESOURCE_EXHAUSTED,
-            "PAYLOAD_TOO_LARGE",
+            Reason.PAYLOAD_TOO_LARGE,
             f"{field} is {size} bytes; the limit is {MAX_PAYLOAD_BYTES} bytes",
         )
     encoding = payload.encoding or JSON

@@ -14,6 +14,7 @@ from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
 from perdure.common import errors
+from perdure.common.reasons import Reason
 from perdure.history import fencing, store
 from perdure.history.group_commit import GroupCommit
 from perdure.history.metrics import timed_write
@@ -96,7 +97,7 @@ class JournalBase:
         if row is not None and same:
             return Appended(row["event_id"], row["due_at"], False)
         raise errors.failed_precondition(
-            "STEP_CONFLICT",
+            Reason.STEP_CONFLICT,
             f"workflow {call.workflow_id!r} already recorded something different for step "
             f"{call.step_id!r} or position {call.position}; replay the journal instead of "
             "re-running the call",

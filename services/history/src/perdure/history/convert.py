@@ -216,5 +216,5 @@ def published_state(events: list[Row]) -> dict[str, Payload]:
     return {
         row["name"]: payload_in(row, "payload")
         for row in events
-        if row["event_type"] == "STATE_UPDATED"
+        if row["event_type"] == EventType.STATE_UPDATED
     }

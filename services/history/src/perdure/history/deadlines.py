@@ -10,8 +10,9 @@ from perdure.common.background import BackgroundLoop
 from perdure.common.text import printable
 from perdure.history.fencing import OPEN
 from perdure.history.metrics import count_closed, timed_write
-from perdure.history.model import RunStatus
+from perdure.history.model import EventType, RunStatus
 from perdure.history.rows import fetch_all
+from perdure.history.store import event_values, insert_event
 from perdure.telemetry.propagation import untraced
 
 log = logging.getLogger(__name__)
@@ -22,7 +23,8 @@ EXPIRE_BATCH = 200
 
 # Fails the open runs whose execution deadline has passed, a batch at a time (replicas side by
 # side skip each other's rows), with no lease: the run's code may be running nowhere.
-EXPIRE_RUNS = f"""
+EXPIRE_RUNS = (
+    f"""
 WITH due AS (
     SELECT workflow_id FROM history.workflows
     WHERE deadline <= now() AND status IN {OPEN}
@@ -40,12 +42,16 @@ WITH due AS (
             'stack_trace', '')
     FROM due WHERE w.workflow_id = due.workflow_id
     RETURNING w.workflow_id, w.workflow_type, w.event_count, w.failure
-), inserted AS (
-    INSERT INTO history.events (workflow_id, event_id, event_type, fence, failure)
-    SELECT workflow_id, event_count, 'WORKFLOW_FAILED', 0, failure FROM appended
-)
+)"""
+    + insert_event(
+        event_values(
+            event_type=f"'{EventType.WORKFLOW_FAILED}'", fence="0", failure="appended.failure"
+        )
+    )
+    + """
 SELECT workflow_id, workflow_type FROM appended
 """
+)
 
 
 async def expire_runs(pool: AsyncConnectionPool) -> int:

@@ -19,6 +19,7 @@ import grpc
 from psycopg import AsyncConnection
 
 from perdure.common import errors
+from perdure.common.reasons import Reason
 from perdure.common.text import printable
 from perdure.history.metrics import FENCE_REJECTIONS
 from perdure.history.model import OPEN_STATUSES, Lease, sql_list
@@ -124,7 +125,7 @@ def refusal(row: Row | None, lease: Lease) -> errors.ApiError | None:
     if row is None:
         if step_id:
             return errors.not_found(
-                "STEP_NOT_FOUND", f"workflow {workflow_id!r} has no remote step {step_id!r}"
+                Reason.STEP_NOT_FOUND, f"workflow {workflow_id!r} has no remote step {step_id!r}"
             )
         return run_not_found(workflow_id)
     what = _lease_name(lease)
@@ -151,27 +152,27 @@ def lease_not_held(lease: Lease) -> errors.ApiError:
     caller sent, never what became of the run, its status or its fence mark."""
     return errors.ApiError(
         grpc.StatusCode.PERMISSION_DENIED,
-        "LEASE_NOT_HELD",
+        Reason.LEASE_NOT_HELD,
         f"API key {lease.key} holds no lease of {_lease_name(lease)} "
         f"with fence {lease.fence}: only the worker the task was granted to may use it",
     )
 
 
 def run_not_found(workflow_id: str) -> errors.ApiError:
-    return errors.not_found("WORKFLOW_NOT_FOUND", f"no workflow with id {workflow_id!r}")
+    return errors.not_found(Reason.WORKFLOW_NOT_FOUND, f"no workflow with id {workflow_id!r}")
 
 
 def closed(workflow_id: str, status: str) -> errors.ApiError:
     """A write to a run that is closed."""
     return errors.failed_precondition(
-        "WORKFLOW_CLOSED", f"workflow {workflow_id!r} is already {status.lower()}"
+        Reason.WORKFLOW_CLOSED, f"workflow {workflow_id!r} is already {status.lower()}"
     )
 
 
 def step_closed(workflow_id: str, step_id: str) -> errors.ApiError:
     """A write under a remote step's lease once the step has its outcome."""
     return errors.failed_precondition(
-        "STEP_CLOSED",
+        Reason.STEP_CLOSED,
         f"step {step_id!r} of workflow {workflow_id!r} has its outcome already; report the task "
         "done",
     )
@@ -181,7 +182,7 @@ def changed(workflow_id: str) -> errors.ApiError:
     """A call refused although its lease was in order when looked at: the run changed
     in between."""
     return errors.failed_precondition(
-        "STEP_CONFLICT",
+        Reason.STEP_CONFLICT,
         f"workflow {workflow_id!r} changed while this call was written; replay the journal "
         "instead of re-running the call",
     )
@@ -199,14 +200,14 @@ def _stale(what: str, fence: int, mark: int) -> errors.ApiError:
         "refused a write with stale fence %d to %s (fence mark %d)", fence, printable(what), mark
     )
     return errors.failed_precondition(
-        "STALE_FENCE",
+        Reason.STALE_FENCE,
         f"stale fence {fence} for {what}: a newer lease (fence {mark}) owns it; stop working on it",
     )
 
 
 def _not_loaded(what: str, fence: int, load: str) -> errors.ApiError:
     return errors.failed_precondition(
-        "FENCE_NOT_LOADED",
+        Reason.FENCE_NOT_LOADED,
         f"fence {fence} for {what} was never loaded: call {load} with it first (only a load "
         "takes up a lease)",
     )

@@ -23,6 +23,7 @@ from perdure.common.auth import (
 )
 from perdure.common.convert import python_to_value, timestamp
 from perdure.common.page_tokens import decode_page_token, encode_page_token
+from perdure.common.reasons import Reason
 from perdure.common.text import require_storable
 from perdure.history.rows import fetch_all, fetch_one
 
@@ -106,7 +107,7 @@ async def revoke(conn: AsyncConnection, namespace: str, key_id: str, revoked_by:
     )
     if existing is None:
         raise errors.not_found(
-            "API_KEY_NOT_FOUND", f"namespace {namespace!r} has no API key {key_id!r}"
+            Reason.API_KEY_NOT_FOUND, f"namespace {namespace!r} has no API key {key_id!r}"
         )
     return False
 
@@ -135,9 +136,9 @@ async def verify(conn: AsyncConnection, token: str) -> Principal:
         (key_id,),
     )
     if row is None or not digest_matches(token, bytes(row["secret_sha256"])):
-        raise unauthenticated("API_KEY_INVALID", "the API key is not valid")
+        raise unauthenticated(Reason.API_KEY_INVALID, "the API key is not valid")
     if row["revoked_at"] is not None:
-        raise unauthenticated("API_KEY_REVOKED", f"API key {key_id} has been revoked")
+        raise unauthenticated(Reason.API_KEY_REVOKED, f"API key {key_id} has been revoked")
     return Principal(
         key_id=key_id,
         namespace=row["namespace"],

@@ -12,6 +12,7 @@ from psycopg import AsyncConnection
 from perdure.api.common.v1.payload_pb2 import Payload
 from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.common import errors, namespaces
+from perdure.common.reasons import Reason
 from perdure.common.text import printable
 from perdure.history import convert, fencing, store
 from perdure.history.appends import JournalBase, link_workflow, plain
@@ -71,7 +72,7 @@ class Lifecycle(JournalBase):
         ]
         if mismatch:
             raise errors.already_exists(
-                "WORKFLOW_ID_CONFLICT",
+                Reason.WORKFLOW_ID_CONFLICT,
                 f"workflow id {workflow_id!r} is already used by a run with a different "
                 f"{', '.join(mismatch)}; choose another id or repeat the original request",
             )
@@ -198,7 +199,7 @@ class Lifecycle(JournalBase):
         )
         log.error("%s", printable(message))
         await self.finish(lease, Outcome.PARK, wf.Failure(type="JournalTooLarge", message=message))
-        return errors.failed_precondition("JOURNAL_TOO_LARGE", message)
+        return errors.failed_precondition(Reason.JOURNAL_TOO_LARGE, message)
 
     async def finish(
         self, lease: Lease, outcome: Outcome, value: Payload | wf.Failure
@@ -227,7 +228,7 @@ class Lifecycle(JournalBase):
                 return status  # a retried call whose first attempt committed
             if row["status"] not in OPEN_STATUSES:
                 raise errors.failed_precondition(
-                    "WORKFLOW_CLOSED",
+                    Reason.WORKFLOW_CLOSED,
                     f"workflow {lease.workflow_id!r} is already {row['status'].lower()}, closed "
                     "by this lease with another outcome: a FinishWorkflow sent again must be "
                     "identical to the first (its result or failure is not changed)",

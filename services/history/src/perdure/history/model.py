@@ -83,6 +83,12 @@ class WaitKind(StrEnum):
     RETRY = "RETRY"
     STEP = "STEP"
 
+    @property
+    def wake_reason(self) -> str:
+        """What the scheduler is told a timed wait of this kind waits for (EnqueueTasks'
+        `wake_reason`, the scheduler's due reason): the kind in lower case."""
+        return self.lower()
+
 
 class Outcome(StrEnum):
     """How a run's code ends it (FinishWorkflowRequest's `outcome` oneof)."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.common import errors, limits
 from perdure.common.page_tokens import decode_page_token, encode_page_token
+from perdure.common.reasons import Reason
 from perdure.history import convert, store
 from perdure.history.appends import JournalBase
 from perdure.history.model import Described, RunStatus
@@ -32,7 +33,7 @@ class Reads(JournalBase):
             )
         if row is None:
             raise errors.not_found(
-                "STATE_NOT_FOUND",
+                Reason.STATE_NOT_FOUND,
                 f"workflow {workflow_id!r} has not published a value under {key!r} "
                 "(the code publishes with ctx.set_state)",
             )

@@ -11,6 +11,7 @@ from psycopg.errors import UniqueViolation
 
 from perdure.api.common.v1.payload_pb2 import Payload
 from perdure.common import errors
+from perdure.common.reasons import Reason
 from perdure.history import fencing, store
 from perdure.history.appends import JournalBase, link_workflow
 from perdure.history.metrics import timed_write
@@ -134,7 +135,7 @@ async def _unconsumable(
     taken = [i for i in event_ids if signals[i]]
     if taken:
         return errors.failed_precondition(
-            "SIGNAL_ALREADY_CONSUMED",
+            Reason.SIGNAL_ALREADY_CONSUMED,
             f"signal events {_ids(taken)} of workflow {workflow_id!r} are consumed already; "
             "replay the journal instead of re-running the call",
         )

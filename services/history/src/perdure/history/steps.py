@@ -9,6 +9,7 @@ from psycopg.errors import UniqueViolation
 from psycopg.types.json import Jsonb
 
 from perdure.api.common.v1.payload_pb2 import Payload
+from perdure.common.reasons import Reason
 from perdure.history import fencing, store
 from perdure.history.appends import JournalBase
 from perdure.history.metrics import timed_write
@@ -129,7 +130,7 @@ class Steps(JournalBase):
                 return await self._existing_call(conn, call, params)
             if row is None:
                 rejection = await fencing.rejection(conn, lease)
-                if final and rejection.reason == "STEP_CLOSED":
+                if final and rejection.reason == Reason.STEP_CLOSED:
                     # Recorded already, if it is this very outcome (a retried request).
                     return await self._existing_call(conn, call, params, remote_outcome=True)
                 raise rejection

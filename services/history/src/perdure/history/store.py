@@ -20,7 +20,7 @@ from perdure.history.fencing import (
     step_lease_held,
     step_lease_taken,
 )
-from perdure.history.model import PAYLOAD_EVENTS, EventType
+from perdure.history.model import PAYLOAD_EVENTS, EventType, WaitKind
 from perdure.history.rows import json_or_none, payload_columns
 
 WORKFLOW_COLUMNS = (
@@ -44,29 +44,6 @@ _PROGRESS = """(
                'updated_at', p.updated_at) ORDER BY p.updated_at), '[]')
     FROM history.step_progress p WHERE p.workflow_id = w.workflow_id
 ) AS progress"""
-
-# A start is one statement: the run, its WorkflowStarted event and its scheduling request are
-# written together, or, when the id is taken, none of them.
-START_WORKFLOW = """
-WITH run AS (
-    INSERT INTO history.workflows
-        (workflow_id, namespace, workflow_type, task_queue, status, input, input_encoding,
-         event_count, trace_context, deadline)
-    VALUES (%(workflow_id)s, %(namespace)s, %(workflow_type)s, %(task_queue)s, 'RUNNING',
-            %(input)s, %(input_encoding)s, 1, %(trace_context)s,
-            now() + make_interval(secs => %(execution_timeout)s::float8))
-    ON CONFLICT (workflow_id) DO NOTHING
-    RETURNING workflow_id, workflow_type, task_queue, input, input_encoding
-), started AS (
-    INSERT INTO history.events
-        (workflow_id, event_id, event_type, fence, payload, payload_encoding)
-    SELECT workflow_id, 1, 'WORKFLOW_STARTED', 0, input, input_encoding FROM run
-), scheduled AS (
-    INSERT INTO history.outbox (workflow_id, workflow_type, task_queue)
-    SELECT workflow_id, workflow_type, task_queue FROM run
-)
-SELECT workflow_id FROM run
-"""
 
 SELECT_WORKFLOW = f"SELECT {WORKFLOW_COLUMNS} FROM history.workflows WHERE workflow_id = %s"
 # A closed run's lease and outcome: whether a FinishWorkflow sent again is the one that closed it.
@@ -104,13 +81,14 @@ RETURNING {WORKFLOW_COLUMNS}, idle_loads, now() AS db_now, {_PROGRESS}
 # Every journal append is one statement: an UPDATE of the run (`appended`, which must return
 # workflow_id, workflow_type, task_queue, event_count, cancel_requested and, for the statements
 # of requests from outside the run, trace_context) reserves the next
-# event id, and the INSERT of _insert_event writes the event from it. When the UPDATE matches no
+# event id, and the INSERT of insert_event writes the event from it. When the UPDATE matches no
 # row (a stale fence, a closed run) nothing is written; a step id, position or signal id already
 # taken raises UniqueViolation and the whole statement, the UPDATE included, is undone.
 _APPENDED_COLUMNS = "workflow_id, workflow_type, task_queue, event_count, cancel_requested"
 
 # An event's parameters (event_params's keys) and their SQL types: the one list both the single
-# appends and the batched one (RECORD_EVENTS) write from.
+# appends and the batched one (RECORD_EVENTS) write from, and the
+# appends spelt in SQL alone (event_values) name.
 EVENT_PARAMS = {
     "workflow_id": "text",
     "fence": "bigint",
@@ -134,7 +112,7 @@ EVENT_PARAMS = {
 }
 
 
-def _insert_event(value: Callable[[str], str], source: str = "appended") -> str:
+def insert_event(value: Callable[[str], str], source: str = "appended") -> str:
     """The INSERT of an append's event (the CTE `inserted`), `value` spelling how each of
     EVENT_PARAMS is read, `source` the rows it reads them from (`appended` among them)."""
     v = value
@@ -158,6 +136,43 @@ def _parameter(name: str) -> str:
     return f"%({name})s::{EVENT_PARAMS[name]}"
 
 
+def event_values(**values: str) -> Callable[[str], str]:
+    """For insert_event, an event whose values are spelt in SQL (`values`, by parameter), the
+    rest NULL: an append written by a statement of its own (a start, a load, a step task's
+    record, a deadline)."""
+    return lambda name: values.get(name, f"NULL::{EVENT_PARAMS[name]}")
+
+
+# A start is one statement: the run, its WorkflowStarted event and its scheduling request are
+# written together, or, when the id is taken, none of them.
+START_WORKFLOW = (
+    """
+WITH appended AS (
+    INSERT INTO history.workflows
+        (workflow_id, namespace, workflow_type, task_queue, status, input, input_encoding,
+         event_count, trace_context, deadline)
+    VALUES (%(workflow_id)s, %(namespace)s, %(workflow_type)s, %(task_queue)s, 'RUNNING',
+            %(input)s, %(input_encoding)s, 1, %(trace_context)s,
+            now() + make_interval(secs => %(execution_timeout)s::float8))
+    ON CONFLICT (workflow_id) DO NOTHING
+    RETURNING workflow_id, workflow_type, task_queue, input, input_encoding, event_count
+)"""
+    + insert_event(
+        event_values(
+            event_type=f"'{EventType.WORKFLOW_STARTED}'",
+            fence="0",
+            payload="appended.input",
+            payload_encoding="appended.input_encoding",
+        )
+    )
+    + """, scheduled AS (
+    INSERT INTO history.outbox (workflow_id, workflow_type, task_queue)
+    SELECT workflow_id, workflow_type, task_queue FROM appended
+)
+SELECT workflow_id FROM appended
+"""
+)
+
 # Wakes the run through the outbox at run_at (NULL: now), committed with the append.
 _SCHEDULE = """, scheduled AS (
     INSERT INTO history.outbox (workflow_id, workflow_type, task_queue, run_at, wake_reason)
@@ -178,7 +193,7 @@ def _append(update: str, *, schedule: bool = False, linked: bool = False, also: 
     returning = _APPENDED_COLUMNS + (", trace_context" if linked else "")
     return (
         f"WITH appended AS ({update} RETURNING {returning})"
-        + _insert_event(_parameter)
+        + insert_event(_parameter)
         + (_SCHEDULE if schedule else "")
         + also
         + _RESULT
@@ -258,7 +273,7 @@ WITH input AS (
     WHERE {_BATCHED_LEASE_HELD}
     RETURNING i.ord, w.workflow_id, w.workflow_type, w.event_count, w.cancel_requested
 )"""
-    + _insert_event(_input, source="appended JOIN input i USING (ord)")
+    + insert_event(_input, source="appended JOIN input i USING (ord)")
     + """
 SELECT a.ord, inserted.event_id, inserted.due_at, a.cancel_requested, a.workflow_type
 FROM appended a JOIN inserted
@@ -384,7 +399,8 @@ SCHEDULE_STEP = _append(
 # attempt started was never recorded: then that attempt was lost with its worker
 # (attempt_lost), and the executor records it as failed instead of running. A load sent again
 # with the same fence (its answer was lost) starts nothing new.
-LOAD_STEP = f"""
+LOAD_STEP = (
+    f"""
 WITH prior AS (
     SELECT s.fence AS prior_fence,
            (SELECT count(*) FROM history.events e
@@ -413,13 +429,19 @@ WITH prior AS (
     UPDATE history.workflows w SET event_count = event_count + 1, updated_at = now()
     FROM plan WHERE w.workflow_id = plan.workflow_id AND plan.starts
     RETURNING w.workflow_id, w.event_count
-), inserted AS (
-    INSERT INTO history.events (workflow_id, event_id, event_type, fence, step_id, step_name,
-                                attempt, started_at)
-    SELECT a.workflow_id, a.event_count, 'STEP_ATTEMPT_STARTED', %(fence)s, %(step_id)s,
-           plan.step_type, plan.attempt, now()
-    FROM appended a, plan
-)
+)"""
+    + insert_event(
+        event_values(
+            event_type=f"'{EventType.STEP_ATTEMPT_STARTED}'",
+            fence=_parameter("fence"),
+            step_id=_parameter("step_id"),
+            step_name="plan.step_type",
+            attempt="plan.attempt",
+            started_at="now()",
+        ),
+        source="appended, plan",
+    )
+    + """
 SELECT plan.*,
        (SELECT p.details FROM history.step_progress p
         WHERE p.workflow_id = plan.workflow_id AND p.step_id = %(step_id)s) AS heartbeat_details,
@@ -428,11 +450,15 @@ SELECT plan.*,
            AS heartbeat_details_encoding
 FROM plan
 """
+)
+
+RETRY = f"'{WaitKind.RETRY.wake_reason}'"  # as SQL: a failed attempt's retry is a timed wait
 
 # A step task's record of one attempt of its remote step, fenced by the step's own mark. A
 # failed attempt (due_in set) makes the step task due again at the retry time; a final outcome
 # closes the step and wakes the workflow, which finds it on replay.
-RECORD_STEP_TASK = f"""
+RECORD_STEP_TASK = (
+    f"""
 WITH task AS (
     UPDATE history.step_tasks SET closed = %(final)s
     WHERE {step_lease_held()}
@@ -442,25 +468,38 @@ WITH task AS (
     FROM task WHERE w.workflow_id = task.workflow_id AND w.status IN {OPEN}
     RETURNING w.workflow_id, w.workflow_type, w.task_queue, w.event_count, w.cancel_requested,
               task.step_type, task.task_queue AS step_queue
-), inserted AS (
-    INSERT INTO history.events (workflow_id, event_id, event_type, fence, step_id, step_name,
-                                attempt, payload, payload_encoding, failure, due_at, started_at)
-    SELECT workflow_id, event_count, %(event_type)s, %(fence)s, %(step_id)s, step_type,
-           %(attempt)s, %(payload)s, %(payload_encoding)s, %(failure)s,
-           now() + make_interval(secs => %(due_in)s::float8), %(started_at)s
-    FROM appended
-    RETURNING event_id, due_at
-), scheduled AS (
+)"""
+    + insert_event(
+        event_values(
+            **{
+                name: _parameter(name)
+                for name in (
+                    "event_type",
+                    "fence",
+                    "step_id",
+                    "attempt",
+                    "payload",
+                    "payload_encoding",
+                    "failure",
+                    "due_in",
+                    "started_at",
+                )
+            },
+            step_name="appended.step_type",
+        )
+    )
+    + f""", scheduled AS (
     INSERT INTO history.outbox (workflow_id, workflow_type, task_queue, run_at, wake_reason,
                                 step_id)
     SELECT a.workflow_id, a.workflow_type, a.task_queue, NULL, NULL, NULL
     FROM appended a WHERE %(final)s
     UNION ALL
-    SELECT a.workflow_id, a.step_type, a.step_queue, i.due_at, 'retry', %(step_id)s
+    SELECT a.workflow_id, a.step_type, a.step_queue, i.due_at, {RETRY}, %(step_id)s
     FROM appended a, inserted i WHERE NOT %(final)s
 )
 SELECT inserted.event_id, inserted.due_at, appended.cancel_requested FROM inserted, appended
 """
+)
 
 SELECT_REMOTE_OUTCOME = f"""
 SELECT {EVENT_COLUMNS} FROM history.events

@@ -63,6 +63,7 @@ LIMIT %(limit)s
 
 # Marks the idle ones stuck and makes each due again (a waiting one at its wake-up time), the
 # request carrying the fence mark as the relay sends it. Still quiet, or it moved on meanwhile.
+# A timed wait's wake reason is its kind in lower case, as WaitKind.wake_reason spells it.
 REQUEUE_STRANDED = f"""
 WITH stranded AS (
     UPDATE history.workflows w SET stuck_since = COALESCE(w.stuck_since, now())

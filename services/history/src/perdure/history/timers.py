@@ -40,7 +40,7 @@ class Timers(JournalBase):
             },
             run_at=until,
             wake=until is not None,
-            wake_reason=wait.kind.lower() if until is not None else None,
+            wake_reason=wait.kind.wake_reason if until is not None else None,
         )
         params.update(wait_kind=str(wait.kind), wait_name=wait.name)
         async with self._pool.connection() as conn:

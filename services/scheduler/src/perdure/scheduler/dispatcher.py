@@ -8,6 +8,7 @@ import logging
 import time
 import uuid
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from opentelemetry import trace
 from opentelemetry.util.types import AttributeValue
@@ -21,7 +22,8 @@ from perdure.scheduler.metrics import (
     TIMER_LATENESS,
     WORKER_STREAMS,
 )
-from perdure.scheduler.store import Grant, Lease, TaskKey, TaskStore
+from perdure.scheduler.model import Grant, Lease, TaskKey
+from perdure.scheduler.store import TaskStore
 from perdure.telemetry.propagation import Carrier, context_from, current_carrier, untraced
 from perdure.telemetry.timers import record_fire
 
@@ -44,6 +46,13 @@ LEASE_NOT_HELD = (
 )
 
 
+class Held(NamedTuple):
+    """A lease a session counts as its worker's."""
+
+    fence: int
+    since: float  # when it was granted or last renewed (monotonic clock)
+
+
 @dataclass
 class Session:
     """One connected worker stream."""
@@ -56,8 +65,7 @@ class Session:
     timer_lookahead: float = 0.0  # how early the worker takes timer tasks, in seconds
     key_id: str = ""  # the API key it authenticated with ("" without keys)
     session_id: str = field(default_factory=lambda: uuid.uuid4().hex)
-    # task -> (fence, when the lease was granted or last renewed, monotonic clock)
-    leases: dict[TaskKey, tuple[int, float]] = field(default_factory=dict)
+    leases: dict[TaskKey, Held] = field(default_factory=dict)
     outgoing: asyncio.Queue[tpb.ConnectResponse] = field(default_factory=asyncio.Queue)
     last_heard: float = field(default_factory=time.monotonic)
 
@@ -77,23 +85,21 @@ class Session:
 
     def hold(self, lease: Lease) -> None:
         """Count a lease as this worker's, as of now."""
-        workflow_id, step_id, fence = lease
-        self.leases[workflow_id, step_id] = (fence, time.monotonic())
+        self.leases[lease.task] = Held(lease.fence, time.monotonic())
 
     def drop(self, lease: Lease) -> None:
         """Stop counting a lease, if its fence matches."""
-        workflow_id, step_id, fence = lease
-        held = self.leases.get((workflow_id, step_id))
-        if held is not None and held[0] == fence:
-            del self.leases[workflow_id, step_id]
+        held = self.leases.get(lease.task)
+        if held is not None and held.fence == lease.fence:
+            del self.leases[lease.task]
 
     def drop_unreported(self, reported: set[TaskKey], ttl: float) -> None:
         """Forget leases the worker stopped reporting a TTL ago: it let them expire (say, after
         a journal outage), so they must not hold its capacity forever. A grant still in flight
         is younger than that and stays."""
         stale_before = time.monotonic() - ttl
-        for task, (_, renewed) in list(self.leases.items()):
-            if task not in reported and renewed < stale_before:
+        for task, held in list(self.leases.items()):
+            if task not in reported and held.since < stale_before:
                 del self.leases[task]
 
 
@@ -143,11 +149,10 @@ class Dispatcher:
         if await self._store.release(session.session_id, lease, again=unfinished):
             self.wake()
             return
-        workflow_id, step_id, fence = lease
         log.debug(
             "ignored TaskDone of %s (fence %d) from %s: not a lease of this session",
-            _task_name(workflow_id, step_id),
-            fence,
+            _task_name(lease.workflow_id, lease.step_id),
+            lease.fence,
             session.identity,
         )
 
@@ -167,7 +172,7 @@ class Dispatcher:
     async def _settle(self, session: Session, held: list[Lease], renewed: set[Lease]) -> None:
         """Count the renewed leases as the session's; revoke the others it listed. The
         revocation says the same whatever became of a lease, or whoever holds it."""
-        session.drop_unreported({(w, s) for w, s, _ in held}, self.lease_ttl)
+        session.drop_unreported({lease.task for lease in held}, self.lease_ttl)
         for lease in held:
             if lease in renewed:
                 session.hold(lease)
@@ -264,12 +269,11 @@ class Dispatcher:
             if session.session_id not in self._sessions:
                 # The worker left or is moving: it never hears of these grants.
                 for grant in grants:
-                    lease = (grant.workflow_id, grant.step_id, grant.fence)
-                    await self._store.release(session.session_id, lease, again=True)
+                    await self._store.release(session.session_id, grant.lease, again=True)
                 continue
             granted += len(grants)
             for grant in grants:
-                session.hold((grant.workflow_id, grant.step_id, grant.fence))
+                session.hold(grant.lease)
                 task = tpb.Task(
                     workflow_id=grant.workflow_id,
                     fence=grant.fence,

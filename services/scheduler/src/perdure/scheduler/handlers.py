@@ -12,7 +12,6 @@ from typing import Any
 
 import grpc
 from google.protobuf import duration_pb2
-from psycopg.types.json import Jsonb
 
 from perdure.api.worker.v1 import task_service_pb2 as tpb
 from perdure.api.worker.v1 import task_service_pb2_grpc as tgrpc
@@ -24,7 +23,8 @@ from perdure.common.text import printable, require_storable
 from perdure.internal.scheduler.v1 import scheduler_service_pb2 as spb
 from perdure.internal.scheduler.v1 import scheduler_service_pb2_grpc as sgrpc
 from perdure.scheduler.dispatcher import Dispatcher, Session
-from perdure.scheduler.store import Enqueued, Lease, TaskStore
+from perdure.scheduler.model import DueReason, DueTask, Lease
+from perdure.scheduler.store import TaskStore
 from perdure.telemetry.propagation import untraced
 
 log = logging.getLogger(__name__)
@@ -33,6 +33,7 @@ Context = grpc.aio.ServicerContext[Any, Any]
 MAX_CAPACITY = 10_000
 MAX_TIMER_LOOKAHEAD_SECONDS = 1.0
 MAX_IDLE_QUERY = 1000  # runs per FindIdleRuns
+DUE_REASONS = tuple(DueReason)
 # How long a worker asked to reconnect gets to half-close its stream before it is ended (a
 # worker that ignores Reconnect then finds the stream closed, and reconnects all the same).
 HANDOVER_SECONDS = 5.0
@@ -107,7 +108,34 @@ def _lease_ref(ref: tpb.LeaseRef, namespace: str | None) -> Lease:
         raise permission_denied(
             f"lease of {ref.workflow_id[:100]!r} is outside the namespace {namespace!r}"
         )
-    return (ref.workflow_id, ref.step_id, ref.fence)
+    return Lease(ref.workflow_id, ref.step_id, ref.fence)
+
+
+def due_tasks(request: spb.EnqueueTasksRequest) -> list[DueTask]:
+    """The tasks a scheduling request makes due, each checked."""
+    for t in request.tasks:
+        if not (t.workflow_id and t.workflow_type and t.task_queue):
+            raise errors.invalid_argument("every task needs workflow_id, type and task_queue")
+        if t.fence_floor < 0:
+            raise errors.invalid_argument("fence_floor must not be negative")
+        if t.wake_reason and t.wake_reason not in DUE_REASONS:
+            raise errors.invalid_argument(
+                f"wake_reason must be empty or one of {', '.join(DUE_REASONS)}, not "
+                f"{t.wake_reason[:40]!r}"
+            )
+    return [
+        DueTask(
+            workflow_id=t.workflow_id,
+            step_id=t.step_id,
+            task_type=t.workflow_type,
+            task_queue=t.task_queue,
+            run_at=t.run_time.ToDatetime(tzinfo=UTC) if t.HasField("run_time") else None,
+            due_reason=DueReason(t.wake_reason) if t.wake_reason else None,
+            trace_context=dict(t.trace_context) or None,
+            fence_floor=t.fence_floor,
+        )
+        for t in request.tasks
+    ]
 
 
 def _duration(seconds: float) -> duration_pb2.Duration:
@@ -259,10 +287,10 @@ class TaskServicer(tgrpc.TaskServiceServicer):
         namespace = principal.namespace if principal is not None else None
         leases = [_lease_ref(ref, namespace) for ref in request.leases]
         key = principal.key_id if principal is not None else ""
-        now, renewed = await self._store.renew_own(key, leases, self._dispatcher.lease_ttl)
+        renewal = await self._store.renew_own(key, leases, self._dispatcher.lease_ttl)
         response = tpb.RenewLeasesResponse()
-        response.now.FromDatetime(now)
-        for (workflow_id, step_id, fence), expires in renewed.items():
+        response.now.FromDatetime(renewal.now)
+        for (workflow_id, step_id, fence), expires in renewal.expiries.items():
             lease = tpb.LeaseRef(workflow_id=workflow_id, step_id=step_id, fence=fence)
             response.renewed.add(lease=lease).expire_time.FromDatetime(expires)
         return response
@@ -279,7 +307,7 @@ class SchedulerServicer(sgrpc.SchedulerServiceServicer):
     async def CheckLease(
         self, request: spb.CheckLeaseRequest, context: Context
     ) -> spb.CheckLeaseResponse:
-        lease = (request.workflow_id, request.step_id, request.fence)
+        lease = Lease(request.workflow_id, request.step_id, request.fence)
         return spb.CheckLeaseResponse(held=await self._store.holds(lease, request.key_id))
 
     @errors.unary
@@ -298,26 +326,9 @@ class SchedulerServicer(sgrpc.SchedulerServiceServicer):
     async def EnqueueTasks(
         self, request: spb.EnqueueTasksRequest, context: Context
     ) -> spb.EnqueueTasksResponse:
-        for t in request.tasks:
-            if not (t.workflow_id and t.workflow_type and t.task_queue):
-                raise errors.invalid_argument("every task needs workflow_id, type and task_queue")
-            if t.fence_floor < 0:
-                raise errors.invalid_argument("fence_floor must not be negative")
-        rows: list[Enqueued] = [
-            (
-                t.workflow_id,
-                t.step_id,
-                t.workflow_type,
-                t.task_queue,
-                t.run_time.ToDatetime(tzinfo=UTC) if t.HasField("run_time") else None,
-                t.wake_reason or None,
-                Jsonb(dict(t.trace_context)) if t.trace_context else None,
-                t.fence_floor,
-            )
-            for t in request.tasks
-        ]
+        tasks = due_tasks(request)
         closed = sorted({t.workflow_id for t in request.tasks if t.closed})
-        await self._store.enqueue(rows, closed)
+        await self._store.enqueue(tasks, closed)
         self._dispatcher.wake()
         return spb.EnqueueTasksResponse()
 

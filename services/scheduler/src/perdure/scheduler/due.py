@@ -1,0 +1,124 @@
+"""Due tasks: a task made due (at its time, for its reason), a closed run's tasks retired, and
+when the next one is due. Time is always the database's clock, never a process's."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from psycopg.types.json import Jsonb
+from psycopg_pool import AsyncConnectionPool
+
+from perdure.scheduler.locking import LOCK_RUNS, LOCKED, in_key_order
+from perdure.scheduler.model import DueReason, DueTask
+
+TIMER = f"'{DueReason.TIMER}'"  # as SQL: a timer's due time may be granted ahead
+
+# A task is a workflow's own (step_id '') or one of its remote steps' (step_id set, and
+# workflow_type holding the step type). One statement for a whole batch. LEAST ignores NULL,
+# so an earlier due time always wins and a request is never lost; the reason of the winning
+# due time comes with it (SET sees the row as it was). A batch naming a task twice keeps its
+# earliest request; rows are locked in key order, so concurrent batches cannot deadlock. The
+# fence counter never falls below the floor history sends (the run's fence mark), so the next
+# grant is always above the mark. A closed task stays closed: never due again.
+ENQUEUE = """
+INSERT INTO scheduler.tasks
+    (workflow_id, step_id, workflow_type, task_queue, run_at, due_reason, trace_context, fence)
+SELECT DISTINCT ON (workflow_id, step_id) workflow_id, step_id, workflow_type, task_queue,
+       COALESCE(run_at, now()), due_reason, trace_context, fence_floor
+FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[], %s::timestamptz[], %s::text[],
+            %s::jsonb[], %s::bigint[])
+     AS t(workflow_id, step_id, workflow_type, task_queue, run_at, due_reason, trace_context,
+          fence_floor)
+ORDER BY workflow_id, step_id, COALESCE(run_at, now())
+ON CONFLICT (workflow_id, step_id) DO UPDATE
+SET run_at = CASE WHEN scheduler.tasks.closed THEN NULL
+                  ELSE LEAST(scheduler.tasks.run_at, EXCLUDED.run_at) END,
+    due_reason = CASE
+        WHEN scheduler.tasks.run_at IS NULL OR EXCLUDED.run_at < scheduler.tasks.run_at
+        THEN EXCLUDED.due_reason ELSE scheduler.tasks.due_reason END,
+    trace_context = COALESCE(EXCLUDED.trace_context, scheduler.tasks.trace_context),
+    fence = GREATEST(scheduler.tasks.fence, EXCLUDED.fence),
+    updated_at = now()
+"""
+
+# Retires every task of closed runs (run_at NULL, never due again); a lease under way ends as
+# it would have, and its release leaves the task as it is.
+CLOSE = f"""
+WITH {in_key_order("FROM scheduler.tasks t WHERE t.workflow_id = ANY(%s::text[])")}
+UPDATE scheduler.tasks t
+SET closed = true, run_at = NULL, due_reason = NULL, updated_at = now()
+FROM locked WHERE {LOCKED}
+"""
+
+# Seconds until the next task of these queues becomes grantable (a due time, less the timer
+# lookahead for a timer, or a lease expiry); negative when one is overdue, NULL when none is.
+NEXT_DUE = f"""
+SELECT EXTRACT(EPOCH FROM min(due) - now())::float8 FROM (
+    SELECT min(CASE WHEN due_reason = {TIMER}
+                    THEN run_at - make_interval(secs => %(timer_lookahead)s)
+                    ELSE run_at END) AS due
+    FROM scheduler.tasks
+    WHERE task_queue = ANY(%(queues)s) AND lease_owner IS NULL AND run_at IS NOT NULL
+    UNION ALL
+    SELECT min(lease_expires_at) FROM scheduler.tasks
+    WHERE task_queue = ANY(%(queues)s) AND lease_owner IS NOT NULL
+) AS next
+"""
+
+# Of the runs asked about, those whose own task is neither leased nor due (or has no row).
+IDLE_RUNS = """
+SELECT asked.workflow_id FROM unnest(%s::text[]) AS asked(workflow_id)
+WHERE NOT EXISTS (
+    SELECT 1 FROM scheduler.tasks t
+    WHERE t.workflow_id = asked.workflow_id AND t.step_id = '' AND NOT t.closed
+      AND (t.lease_owner IS NOT NULL OR t.run_at IS NOT NULL)
+)
+"""
+
+
+def _columns(tasks: list[DueTask]) -> list[list[Any]]:
+    """Tasks as the columns ENQUEUE's `unnest` reads, in its order."""
+    return [
+        [t.workflow_id for t in tasks],
+        [t.step_id for t in tasks],
+        [t.task_type for t in tasks],
+        [t.task_queue for t in tasks],
+        [t.run_at for t in tasks],
+        [None if t.due_reason is None else t.due_reason.value for t in tasks],
+        [None if t.trace_context is None else Jsonb(t.trace_context) for t in tasks],
+        [t.fence_floor for t in tasks],
+    ]
+
+
+class Due:
+    """Making tasks due and retiring closed runs' tasks."""
+
+    _pool: AsyncConnectionPool
+
+    async def enqueue(self, tasks: list[DueTask], closed: Sequence[str] = ()) -> None:
+        """Make tasks due at their time (now when None), then retire every task of the
+        `closed` runs, in one transaction."""
+        async with self._pool.connection() as conn, conn.transaction():
+            if tasks and closed:  # two statements: take all their locks in key order first
+                runs = sorted({task.workflow_id for task in tasks} | set(closed))
+                await conn.execute(LOCK_RUNS, [runs])
+            if tasks:
+                await conn.execute(ENQUEUE, _columns(tasks))
+            if closed:
+                await conn.execute(CLOSE, [list(closed)])
+
+    async def idle_runs(self, workflow_ids: list[str]) -> list[str]:
+        """Those of the runs whose own task is neither leased nor due."""
+        async with self._pool.connection() as conn:
+            cur = await conn.execute(IDLE_RUNS, [workflow_ids])
+            return [str(row[0]) for row in await cur.fetchall()]
+
+    async def next_due(self, queues: list[str], timer_lookahead: float = 0.0) -> float | None:
+        """Seconds until the next task of `queues` is grantable (<= 0: overdue; None: none)."""
+        async with self._pool.connection() as conn:
+            cur = await conn.execute(
+                NEXT_DUE, {"queues": queues, "timer_lookahead": timer_lookahead}
+            )
+            row = await cur.fetchone()
+        return None if row is None or row[0] is None else float(row[0])

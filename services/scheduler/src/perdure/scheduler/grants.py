@@ -1,0 +1,98 @@
+"""Lease grants: which due tasks a session is granted, each with a fresh fence."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from psycopg_pool import AsyncConnectionPool
+
+from perdure.scheduler.due import TIMER
+from perdure.scheduler.model import DueReason, Grant
+
+# A task is grantable when it is due and unleased, or when its lease has expired: a worker
+# that is paused or cut off keeps its connection, so only the deadline decides. A task woken by
+# a timer is grantable `timer_lookahead` early, to a worker that waits out the rest itself.
+# SKIP LOCKED lets scheduler replicas grant side by side without granting one task twice.
+# Workflow tasks go to sessions declaring their workflow type, step tasks to those declaring
+# their step type.
+CLAIM = f"""
+WITH due AS (
+    SELECT workflow_id, step_id, lease_owner AS previous_owner,
+           COALESCE(run_at, lease_expires_at) AS due_at, due_reason FROM scheduler.tasks
+    WHERE task_queue = %(task_queue)s
+      AND CASE WHEN step_id = '' THEN workflow_type = ANY(%(types)s)
+               ELSE workflow_type = ANY(%(step_types)s) END
+      AND NOT closed
+      AND ((lease_owner IS NULL AND run_at <= now())
+           OR (lease_owner IS NULL AND due_reason = {TIMER}
+               AND run_at <= now() + make_interval(secs => %(timer_lookahead)s))
+           OR (lease_owner IS NOT NULL AND lease_expires_at <= now()))
+    ORDER BY run_at NULLS FIRST
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE scheduler.tasks t
+SET fence = t.fence + 1, lease_owner = %(session)s, lease_key = %(key)s, run_at = NULL,
+    due_reason = NULL,
+    updated_at = now(), lease_expires_at = now() + make_interval(secs => %(ttl)s)
+FROM due WHERE t.workflow_id = due.workflow_id AND t.step_id = due.step_id
+RETURNING t.workflow_id, t.step_id, t.workflow_type, t.fence, due.previous_owner, due.due_at,
+          EXTRACT(EPOCH FROM now() - due.due_at)::float8 AS late_by, due.due_reason,
+          t.trace_context, t.lease_expires_at
+"""
+
+
+class Grants:
+    """Granting due tasks to a session."""
+
+    _pool: AsyncConnectionPool
+
+    async def claim(
+        self,
+        session: str,
+        task_queue: str,
+        types: list[str],
+        step_types: list[str],
+        limit: int,
+        ttl: float,
+        timer_lookahead: float = 0.0,
+        key: str = "",
+    ) -> list[Grant]:
+        """Lease up to `limit` grantable tasks of these workflow and step types to a session,
+        each with a fresh fence (timer tasks up to `timer_lookahead` seconds before they are
+        due). `key` is the API key the session authenticated with ("" without keys)."""
+        async with self._pool.connection() as conn:
+            cur = await conn.execute(
+                CLAIM,
+                {
+                    "key": key,
+                    "task_queue": task_queue,
+                    "types": types,
+                    "step_types": step_types,
+                    "limit": limit,
+                    "session": session,
+                    "ttl": ttl,
+                    "timer_lookahead": timer_lookahead,
+                },
+            )
+            rows = await cur.fetchall()
+        return [_grant(row) for row in rows]
+
+
+def _grant(row: Sequence[Any]) -> Grant:
+    """A grant from a row CLAIM returns (its due reason, if any, one of DueReason's)."""
+    workflow_id, step_id, task_type, fence, previous_owner, due_at, late_by, reason = row[:8]
+    trace_context, lease_expires_at = row[8:]
+    return Grant(
+        workflow_id=workflow_id,
+        step_id=step_id,
+        task_type=task_type,
+        fence=fence,
+        previous_owner=previous_owner,
+        due_at=due_at,
+        late_by=late_by,
+        due_reason=None if reason is None else DueReason(reason),
+        trace_context=trace_context,
+        lease_expires_at=lease_expires_at,
+    )

@@ -1,0 +1,80 @@
+"""The scheduler's vocabulary: why a task is due (mirroring what history's runs wait for; tests/
+unit/scheduler/test_model.py keeps them in step), and the records its store passes around."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+from typing import NamedTuple
+
+
+class DueReason(StrEnum):
+    """What a timed due time waits for: history's wait kind (WaitKind) of a timed wait, in lower
+    case, as history sends it (EnqueueTasks' `wake_reason`) and as timer lateness is labelled."""
+
+    TIMER = "timer"
+    SIGNAL = "signal"  # a signal wait's timeout
+    RETRY = "retry"  # a step's next attempt
+
+
+class TaskKey(NamedTuple):
+    """A task's identity: its workflow id and step id ('' for the workflow's own task)."""
+
+    workflow_id: str
+    step_id: str
+
+
+class Lease(NamedTuple):
+    """A lease a worker reports: its task and fence."""
+
+    workflow_id: str
+    step_id: str
+    fence: int
+
+    @property
+    def task(self) -> TaskKey:
+        return TaskKey(self.workflow_id, self.step_id)
+
+
+@dataclass(frozen=True)
+class DueTask:
+    """A task to make due (a scheduling request from history)."""
+
+    workflow_id: str
+    step_id: str  # '' for the workflow's own task
+    task_type: str  # the workflow type, or a step task's step type
+    task_queue: str
+    run_at: datetime | None = None  # None: now
+    due_reason: DueReason | None = None  # what a timed due time waits for (None: nothing)
+    trace_context: dict[str, str] | None = None  # the workflow's
+    fence_floor: int = 0  # history's fence mark: the next grant's fence is above it
+
+
+@dataclass(frozen=True)
+class Grant:
+    """A lease just granted."""
+
+    workflow_id: str
+    step_id: str  # '' for a workflow task
+    task_type: str  # the workflow type, or a step task's step type
+    fence: int
+    previous_owner: str | None  # set when the lease expired and this grant takes over
+    due_at: datetime
+    late_by: float  # seconds from due to granted, on the database clock (< 0: granted ahead)
+    due_reason: DueReason | None  # a timed wake-up firing
+    trace_context: dict[str, str] | None
+    lease_expires_at: datetime  # database clock
+
+    @property
+    def lease(self) -> Lease:
+        return Lease(self.workflow_id, self.step_id, self.fence)
+
+
+@dataclass(frozen=True)
+class OwnRenewal:
+    """A worker's renewal of its own leases: the database clock's now, and the new expiry of
+    each lease renewed."""
+
+    now: datetime
+    expiries: dict[Lease, datetime]
