@@ -13,6 +13,7 @@ TEST_DIRS = (
     "tests/unit/worker",
     "tests/unit/common",
     "tests/unit/history",
+    "tests/unit/scheduler",
     "tests/unit/cli",
     "tests/chaos",
     "tests/fuzz",

@@ -50,6 +50,8 @@ class Reason(StrEnum):
     STEP_CLOSED = "STEP_CLOSED"
     STEP_CONFLICT = "STEP_CONFLICT"
     SIGNAL_ALREADY_CONSUMED = "SIGNAL_ALREADY_CONSUMED"
+    # A fault of the service's own, logged there and never described to the caller.
+    INTERNAL = "INTERNAL"
 
 
 # Answered only to a service calling another, never to a user's call: not in the user docs.

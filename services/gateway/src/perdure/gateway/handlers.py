@@ -18,6 +18,7 @@ from perdure.common import errors, namespaces
 from perdure.common.auth import acting_namespace, current_principal
 from perdure.common.limits import KeyedLimits
 from perdure.common.payload import normalized, validate_payload
+from perdure.common.reasons import Reason
 from perdure.common.service_identity import caller_metadata
 from perdure.gateway import validate
 from perdure.internal.history.v1 import history_service_pb2 as hpb
@@ -237,7 +238,7 @@ class WorkflowServicer(apigrpc.WorkflowServiceServicer):
             return
         known = ", ".join(queue.workflow_types) or "none"
         raise errors.not_found(
-            "WORKFLOW_TYPE_NOT_REGISTERED",
+            Reason.WORKFLOW_TYPE_NOT_REGISTERED,
             f"workflow type {workflow_type!r} is not registered on task queue {task_queue!r}: "
             f"no worker has declared it (registered there: {known}); start a worker that "
             "serves it, or check the name and the task queue",

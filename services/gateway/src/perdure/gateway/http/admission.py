@@ -14,6 +14,7 @@ from google.protobuf.message import Message
 
 from perdure.common.auth import auth_enabled
 from perdure.common.payload import MAX_PAYLOAD_BYTES
+from perdure.common.reasons import Reason
 from perdure.gateway.http.convert import HttpError
 
 # A request's fields besides its payloads (ids, names, a reason, a comment).
@@ -32,7 +33,7 @@ def body_too_large(cap: int, size: str) -> HttpError:
     return HttpError(
         413,
         grpc.StatusCode.RESOURCE_EXHAUSTED,
-        "BODY_TOO_LARGE",
+        Reason.BODY_TOO_LARGE,
         f"the body {size}; this route takes at most {cap} bytes (a payload may be up to "
         f"{MAX_PAYLOAD_BYTES} bytes, plus {ENVELOPE_BYTES} for the rest of the request)",
     )

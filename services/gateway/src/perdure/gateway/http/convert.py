@@ -11,6 +11,7 @@ from google.protobuf.message import Message
 
 from perdure.common.errors import ApiError, reason_of
 from perdure.common.payload import MAX_PAYLOAD_DEPTH
+from perdure.common.reasons import Reason
 from perdure.gateway.http import payloads
 
 # The HTTP status of each gRPC code, as google.rpc.Code documents it.
@@ -54,7 +55,7 @@ class HttpError(ApiError):
 
 def invalid_json(message: str) -> ApiError:
     """A body or parameter that does not fit the request message."""
-    return ApiError(grpc.StatusCode.INVALID_ARGUMENT, "INVALID_JSON", message)
+    return ApiError(grpc.StatusCode.INVALID_ARGUMENT, Reason.INVALID_JSON, message)
 
 
 def to_json(message: Message) -> dict[str, Any]:

@@ -14,6 +14,7 @@ from perdure.api.workflow.v1 import workflow_service_pb2 as api
 from perdure.api.workflow.v1 import workflow_service_pb2_grpc as api_grpc
 from perdure.common.auth import auth_enabled, bearer_token, parse_token
 from perdure.common.limits import OpenCap
+from perdure.common.reasons import Reason
 from perdure.gateway.http.convert import dumps, invalid_json, rpc_error_body, to_json
 from perdure.gateway.http.routes import CALL_TIMEOUT_SECONDS, Handler, forwarded
 
@@ -59,7 +60,7 @@ def open_feeds() -> OpenCap:
         "PERDURE_HTTP_FEEDS_PER_KEY",
         DEFAULT_FEEDS_PER_KEY,
         "event feeds",
-        "TOO_MANY_FEEDS",
+        Reason.TOO_MANY_FEEDS,
         "close one first",
     )
 

@@ -17,6 +17,7 @@ from google.protobuf.message import Message
 from perdure.api.workflow.v1 import workflow_service_pb2 as api
 from perdure.api.workflow.v1 import workflow_service_pb2_grpc as api_grpc
 from perdure.common.errors import ApiError
+from perdure.common.reasons import Reason
 from perdure.common.service_identity import CLIENT_ADDRESS_HEADER
 from perdure.gateway.http.admission import body_cap, read_body, refuse_declared_size, require_key
 from perdure.gateway.http.convert import decode_body, dumps, from_json, invalid_json, to_json
@@ -161,7 +162,7 @@ def forwarded(request: web.Request) -> tuple[tuple[str, str], ...]:
     if not (authorization.isascii() and authorization.isprintable()):
         raise ApiError(
             grpc.StatusCode.UNAUTHENTICATED,
-            "API_KEY_INVALID",
+            Reason.API_KEY_INVALID,
             "the Authorization header must be 'Bearer <API key>', in printable ASCII",
         )
     return (("authorization", authorization), *client)

@@ -14,6 +14,7 @@ from opentelemetry.instrumentation.aiohttp_server import AioHttpServerInstrument
 
 from perdure.api.workflow.v1 import workflow_service_pb2_grpc as api_grpc
 from perdure.common.errors import ApiError
+from perdure.common.reasons import Reason
 from perdure.common.service_identity import service_channel
 from perdure.common.tls import HttpsContext, gateway_requires_client_cert, https_context
 from perdure.gateway.http import openapi
@@ -60,7 +61,7 @@ async def json_errors(request: web.Request, handler: Handler) -> web.StreamRespo
         # A fault of the gateway's own: logged here, never described to the caller.
         log.exception("HTTP %s %s failed", request.method, request.path)
         body = error_body(
-            grpc.StatusCode.INTERNAL, "INTERNAL", "the gateway failed to answer; see its log"
+            grpc.StatusCode.INTERNAL, Reason.INTERNAL, "the gateway failed to answer; see its log"
         )
     return web.json_response(body, status=body["error"]["status"])
 
