@@ -3,6 +3,7 @@ durable schedule, a crash right after the notification, and the `make demo` walk
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -326,6 +327,8 @@ def test_the_demo_runs_end_to_end_and_every_phase_passes() -> None:
         capture_output=True,
         text=True,
         timeout=280,
+        # Every phase as `make demo` runs it; its kills wait for a 3 s lease, not 10 s.
+        env={**os.environ, "PERDURE_LEASE_TTL": "3"},
     )
     assert done.returncode == 0, done.stdout + done.stderr
     summary = done.stdout.split("== Summary ==", 1)[1]
