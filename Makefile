@@ -15,7 +15,8 @@ NODE_SDK := sdk/node
 # What `buf breaking` compares the protos with: branch main of this repository, the local
 # branch where there is one (a clone of main, a worktree), else origin/main (a clone of another
 # branch). BUF_AGAINST=... compares with anything else buf reads.
-BUF_MAIN := $(shell git rev-parse --verify -q refs/heads/main >/dev/null 2>&1 && echo main || echo origin/main)
+BUF_MAIN := $(shell git rev-parse --verify -q refs/heads/main >/dev/null 2>&1 && echo main || \
+	(git rev-parse --verify -q refs/remotes/origin/main >/dev/null 2>&1 && echo origin/main))
 BUF_AGAINST ?= ..\#format=git,ref=$(BUF_MAIN),subdir=proto
 
 .PHONY: install node-install run demo bench chaos fuzz k8s-check constraints test pytest lint typecheck proto proto-check fmt clean
@@ -87,7 +88,9 @@ lint: install
 	$(BIN)/ruff format --check .
 	$(BIN)/ruff check .
 	cd proto && ../$(BIN)/buf lint
-	cd proto && ../$(BIN)/buf breaking --against '$(BUF_AGAINST)'
+	@if [ -n "$(BUF_MAIN)" ] || [ "$(origin BUF_AGAINST)" != file ]; then \
+		echo "buf breaking --against '$(BUF_AGAINST)'"; cd proto && ../$(BIN)/buf breaking --against '$(BUF_AGAINST)'; \
+	else echo "no main branch to compare the protos with: buf breaking skipped"; fi
 	@if command -v npm >/dev/null 2>&1; then $(MAKE) --no-print-directory node-install && cd $(NODE_SDK) && npm run lint; else echo "npm not found: the Node.js SDK's eslint and tsc are skipped"; fi
 
 typecheck: install
