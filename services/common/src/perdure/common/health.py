@@ -10,6 +10,14 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from perdure.telemetry.rpc import sync_channel
 
+# Ask again within 0.1 s of a refusal: gRPC's default reconnect backoff (1 s, growing 1.6
+# times) would find a server up to seconds after it started serving.
+PROBE_OPTIONS = [
+    ("grpc.initial_reconnect_backoff_ms", 50),
+    ("grpc.min_reconnect_backoff_ms", 50),
+    ("grpc.max_reconnect_backoff_ms", 100),
+]
+
 
 def wait_serving(
     address: str, timeout: float, *, still_running: Callable[[], bool], plaintext: bool = False
@@ -24,7 +32,11 @@ def wait_serving(
         TimeoutError: after `timeout` seconds.
     """
     deadline = time.monotonic() + timeout
-    channel = grpc.insecure_channel(address) if plaintext else sync_channel(address)
+    channel = (
+        grpc.insecure_channel(address, options=PROBE_OPTIONS)
+        if plaintext
+        else sync_channel(address, PROBE_OPTIONS, traced=False)
+    )
     with channel:
         stub = health_pb2_grpc.HealthStub(channel)
         while True:
