@@ -124,12 +124,21 @@ test('past its age a stream takes no new calls: they go on a new one, and the ol
 });
 
 test('a call not answered by its deadline fails as DEADLINE_EXCEEDED, and is not sent again after it', async () => {
-  const history = await fakeHistory(() => {}); // never answers
+  // History never answers "late"; the first stream breaks at "break", which the client then
+  // sends again on a new stream: "late", past its deadline, must not go with it.
+  const history = await fakeHistory((stream, message) => {
+    const keys = message.calls.map((call) => call.set_state?.key);
+    if (keys.includes('break') && history.streams.indexOf(stream) === 0) stream.emit('error', { code: grpc.status.UNAVAILABLE, details: 'cut' });
+    else stream.write({ answers: message.calls.filter((call) => call.set_state?.key !== 'late').map(ok) });
+  });
   const client = new JournalClient(history.address);
+  const late = () => history.messages.filter((m) => m.calls.some((call) => call.set_state?.key === 'late'));
   try {
-    await assert.rejects(client.call('SetState', { workflow_id: 'w', fence: 1, key: 'k' }, { timeoutMs: 200 }), (/** @type {any} */ error) => error.code === 'DEADLINE_EXCEEDED');
-    await new Promise((resolve) => setTimeout(resolve, 300));
-    assert.equal(history.messages.length, 1);
+    await assert.rejects(client.call('SetState', { workflow_id: 'w', fence: 1, key: 'late' }, { timeoutMs: 200 }), (/** @type {any} */ error) => error.code === 'DEADLINE_EXCEEDED');
+    await client.call('SetState', { workflow_id: 'w', fence: 1, key: 'break' });
+    assert.equal(history.streams.length, 2);
+    assert.equal(late().length, 1);
+    assert.deepEqual(late().map((m) => m.stream), [0]);
   } finally {
     client.close();
     history.server.forceShutdown();
