@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n#perdure/api/common/v1/payload.proto\x12\x15perdure.api.common.v1\")\n\x07Payload\x12\x10\n\x08\x65ncoding\x18\x01 \x01(\t\x12\x0c\n\x04\x64\x61ta\x18\x02 \x01(\x0c\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n#perdure/api/common/v1/payload.proto\x12\x15perdure.api.common.v1\")\n\x07Payload\x12\x10\n\x08\x65ncoding\x18\x01 \x01(\t\x12\x0c\n\x04\x64\x61ta\x18\x02 \x01(\x0c\"<\n\nPayloadRef\x12\x0e\n\x06sha256\x18\x01 \x01(\x0c\x12\x10\n\x08\x65ncoding\x18\x02 \x01(\t\x12\x0c\n\x04size\x18\x03 \x01(\x03\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -33,4 +33,6 @@ if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_PAYLOAD']._serialized_start=62
   _globals['_PAYLOAD']._serialized_end=103
+  _globals['_PAYLOADREF']._serialized_start=105
+  _globals['_PAYLOADREF']._serialized_end=165
 # @@protoc_insertion_point(module_scope)

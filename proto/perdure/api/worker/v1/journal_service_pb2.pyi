@@ -13,24 +13,50 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class LoadJournalRequest(_message.Message):
-    __slots__ = ("workflow_id", "fence")
+    __slots__ = ("workflow_id", "fence", "after_event_id")
     WORKFLOW_ID_FIELD_NUMBER: _ClassVar[int]
     FENCE_FIELD_NUMBER: _ClassVar[int]
+    AFTER_EVENT_ID_FIELD_NUMBER: _ClassVar[int]
     workflow_id: str
     fence: int
-    def __init__(self, workflow_id: _Optional[str] = ..., fence: _Optional[int] = ...) -> None: ...
+    after_event_id: int
+    def __init__(self, workflow_id: _Optional[str] = ..., fence: _Optional[int] = ..., after_event_id: _Optional[int] = ...) -> None: ...
 
 class LoadJournalResponse(_message.Message):
-    __slots__ = ("workflow", "events", "now", "progress")
+    __slots__ = ("workflow", "events", "now", "progress", "more", "previous_fence", "history_length", "history_bytes")
     WORKFLOW_FIELD_NUMBER: _ClassVar[int]
     EVENTS_FIELD_NUMBER: _ClassVar[int]
     NOW_FIELD_NUMBER: _ClassVar[int]
     PROGRESS_FIELD_NUMBER: _ClassVar[int]
+    MORE_FIELD_NUMBER: _ClassVar[int]
+    PREVIOUS_FENCE_FIELD_NUMBER: _ClassVar[int]
+    HISTORY_LENGTH_FIELD_NUMBER: _ClassVar[int]
+    HISTORY_BYTES_FIELD_NUMBER: _ClassVar[int]
     workflow: _workflow_pb2.WorkflowInfo
     events: _containers.RepeatedCompositeFieldContainer[_workflow_pb2.HistoryEvent]
     now: _timestamp_pb2.Timestamp
     progress: _containers.RepeatedCompositeFieldContainer[StepProgress]
-    def __init__(self, workflow: _Optional[_Union[_workflow_pb2.WorkflowInfo, _Mapping]] = ..., events: _Optional[_Iterable[_Union[_workflow_pb2.HistoryEvent, _Mapping]]] = ..., now: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., progress: _Optional[_Iterable[_Union[StepProgress, _Mapping]]] = ...) -> None: ...
+    more: bool
+    previous_fence: int
+    history_length: int
+    history_bytes: int
+    def __init__(self, workflow: _Optional[_Union[_workflow_pb2.WorkflowInfo, _Mapping]] = ..., events: _Optional[_Iterable[_Union[_workflow_pb2.HistoryEvent, _Mapping]]] = ..., now: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., progress: _Optional[_Iterable[_Union[StepProgress, _Mapping]]] = ..., more: _Optional[bool] = ..., previous_fence: _Optional[int] = ..., history_length: _Optional[int] = ..., history_bytes: _Optional[int] = ...) -> None: ...
+
+class LoadPayloadRequest(_message.Message):
+    __slots__ = ("workflow_id", "fence", "sha256")
+    WORKFLOW_ID_FIELD_NUMBER: _ClassVar[int]
+    FENCE_FIELD_NUMBER: _ClassVar[int]
+    SHA256_FIELD_NUMBER: _ClassVar[int]
+    workflow_id: str
+    fence: int
+    sha256: bytes
+    def __init__(self, workflow_id: _Optional[str] = ..., fence: _Optional[int] = ..., sha256: _Optional[bytes] = ...) -> None: ...
+
+class LoadPayloadResponse(_message.Message):
+    __slots__ = ("payload",)
+    PAYLOAD_FIELD_NUMBER: _ClassVar[int]
+    payload: _payload_pb2.Payload
+    def __init__(self, payload: _Optional[_Union[_payload_pb2.Payload, _Mapping]] = ...) -> None: ...
 
 class StepProgress(_message.Message):
     __slots__ = ("step_id", "attempt", "details", "update_time")
@@ -293,20 +319,28 @@ class LoadStepResponse(_message.Message):
     def __init__(self, workflow_type: _Optional[str] = ..., step_type: _Optional[str] = ..., input: _Optional[_Union[_payload_pb2.Payload, _Mapping]] = ..., attempt: _Optional[int] = ..., retry: _Optional[_Union[RetryPolicy, _Mapping]] = ..., timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., heartbeat_details: _Optional[_Union[_payload_pb2.Payload, _Mapping]] = ..., heartbeat_timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., attempt_lost: _Optional[bool] = ...) -> None: ...
 
 class FinishWorkflowRequest(_message.Message):
-    __slots__ = ("workflow_id", "fence", "result", "failure", "park", "cancelled")
+    __slots__ = ("workflow_id", "fence", "result", "failure", "park", "cancelled", "continue_as_new")
     WORKFLOW_ID_FIELD_NUMBER: _ClassVar[int]
     FENCE_FIELD_NUMBER: _ClassVar[int]
     RESULT_FIELD_NUMBER: _ClassVar[int]
     FAILURE_FIELD_NUMBER: _ClassVar[int]
     PARK_FIELD_NUMBER: _ClassVar[int]
     CANCELLED_FIELD_NUMBER: _ClassVar[int]
+    CONTINUE_AS_NEW_FIELD_NUMBER: _ClassVar[int]
     workflow_id: str
     fence: int
     result: _payload_pb2.Payload
     failure: _workflow_pb2.Failure
     park: _workflow_pb2.Failure
     cancelled: _workflow_pb2.Failure
-    def __init__(self, workflow_id: _Optional[str] = ..., fence: _Optional[int] = ..., result: _Optional[_Union[_payload_pb2.Payload, _Mapping]] = ..., failure: _Optional[_Union[_workflow_pb2.Failure, _Mapping]] = ..., park: _Optional[_Union[_workflow_pb2.Failure, _Mapping]] = ..., cancelled: _Optional[_Union[_workflow_pb2.Failure, _Mapping]] = ...) -> None: ...
+    continue_as_new: ContinueAsNew
+    def __init__(self, workflow_id: _Optional[str] = ..., fence: _Optional[int] = ..., result: _Optional[_Union[_payload_pb2.Payload, _Mapping]] = ..., failure: _Optional[_Union[_workflow_pb2.Failure, _Mapping]] = ..., park: _Optional[_Union[_workflow_pb2.Failure, _Mapping]] = ..., cancelled: _Optional[_Union[_workflow_pb2.Failure, _Mapping]] = ..., continue_as_new: _Optional[_Union[ContinueAsNew, _Mapping]] = ...) -> None: ...
+
+class ContinueAsNew(_message.Message):
+    __slots__ = ("input",)
+    INPUT_FIELD_NUMBER: _ClassVar[int]
+    input: _payload_pb2.Payload
+    def __init__(self, input: _Optional[_Union[_payload_pb2.Payload, _Mapping]] = ...) -> None: ...
 
 class FinishWorkflowResponse(_message.Message):
     __slots__ = ("status",)
@@ -327,7 +361,7 @@ class SessionResponse(_message.Message):
     def __init__(self, answers: _Optional[_Iterable[_Union[JournalAnswer, _Mapping]]] = ...) -> None: ...
 
 class JournalCall(_message.Message):
-    __slots__ = ("id", "trace_context", "load_journal", "record_step", "finish_workflow", "start_timer", "consume_signals", "set_state", "record_cancellation", "record_heartbeat", "suspend_workflow", "schedule_step", "load_step")
+    __slots__ = ("id", "trace_context", "load_journal", "record_step", "finish_workflow", "start_timer", "consume_signals", "set_state", "record_cancellation", "record_heartbeat", "suspend_workflow", "schedule_step", "load_step", "load_payload")
     class TraceContextEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -348,6 +382,7 @@ class JournalCall(_message.Message):
     SUSPEND_WORKFLOW_FIELD_NUMBER: _ClassVar[int]
     SCHEDULE_STEP_FIELD_NUMBER: _ClassVar[int]
     LOAD_STEP_FIELD_NUMBER: _ClassVar[int]
+    LOAD_PAYLOAD_FIELD_NUMBER: _ClassVar[int]
     id: int
     trace_context: _containers.ScalarMap[str, str]
     load_journal: LoadJournalRequest
@@ -361,10 +396,11 @@ class JournalCall(_message.Message):
     suspend_workflow: SuspendWorkflowRequest
     schedule_step: ScheduleStepRequest
     load_step: LoadStepRequest
-    def __init__(self, id: _Optional[int] = ..., trace_context: _Optional[_Mapping[str, str]] = ..., load_journal: _Optional[_Union[LoadJournalRequest, _Mapping]] = ..., record_step: _Optional[_Union[RecordStepRequest, _Mapping]] = ..., finish_workflow: _Optional[_Union[FinishWorkflowRequest, _Mapping]] = ..., start_timer: _Optional[_Union[StartTimerRequest, _Mapping]] = ..., consume_signals: _Optional[_Union[ConsumeSignalsRequest, _Mapping]] = ..., set_state: _Optional[_Union[SetStateRequest, _Mapping]] = ..., record_cancellation: _Optional[_Union[RecordCancellationRequest, _Mapping]] = ..., record_heartbeat: _Optional[_Union[RecordHeartbeatRequest, _Mapping]] = ..., suspend_workflow: _Optional[_Union[SuspendWorkflowRequest, _Mapping]] = ..., schedule_step: _Optional[_Union[ScheduleStepRequest, _Mapping]] = ..., load_step: _Optional[_Union[LoadStepRequest, _Mapping]] = ...) -> None: ...
+    load_payload: LoadPayloadRequest
+    def __init__(self, id: _Optional[int] = ..., trace_context: _Optional[_Mapping[str, str]] = ..., load_journal: _Optional[_Union[LoadJournalRequest, _Mapping]] = ..., record_step: _Optional[_Union[RecordStepRequest, _Mapping]] = ..., finish_workflow: _Optional[_Union[FinishWorkflowRequest, _Mapping]] = ..., start_timer: _Optional[_Union[StartTimerRequest, _Mapping]] = ..., consume_signals: _Optional[_Union[ConsumeSignalsRequest, _Mapping]] = ..., set_state: _Optional[_Union[SetStateRequest, _Mapping]] = ..., record_cancellation: _Optional[_Union[RecordCancellationRequest, _Mapping]] = ..., record_heartbeat: _Optional[_Union[RecordHeartbeatRequest, _Mapping]] = ..., suspend_workflow: _Optional[_Union[SuspendWorkflowRequest, _Mapping]] = ..., schedule_step: _Optional[_Union[ScheduleStepRequest, _Mapping]] = ..., load_step: _Optional[_Union[LoadStepRequest, _Mapping]] = ..., load_payload: _Optional[_Union[LoadPayloadRequest, _Mapping]] = ...) -> None: ...
 
 class JournalAnswer(_message.Message):
-    __slots__ = ("id", "error", "load_journal", "record_step", "finish_workflow", "start_timer", "consume_signals", "set_state", "record_cancellation", "record_heartbeat", "suspend_workflow", "schedule_step", "load_step")
+    __slots__ = ("id", "error", "load_journal", "record_step", "finish_workflow", "start_timer", "consume_signals", "set_state", "record_cancellation", "record_heartbeat", "suspend_workflow", "schedule_step", "load_step", "load_payload")
     ID_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
     LOAD_JOURNAL_FIELD_NUMBER: _ClassVar[int]
@@ -378,6 +414,7 @@ class JournalAnswer(_message.Message):
     SUSPEND_WORKFLOW_FIELD_NUMBER: _ClassVar[int]
     SCHEDULE_STEP_FIELD_NUMBER: _ClassVar[int]
     LOAD_STEP_FIELD_NUMBER: _ClassVar[int]
+    LOAD_PAYLOAD_FIELD_NUMBER: _ClassVar[int]
     id: int
     error: SessionError
     load_journal: LoadJournalResponse
@@ -391,7 +428,8 @@ class JournalAnswer(_message.Message):
     suspend_workflow: SuspendWorkflowResponse
     schedule_step: ScheduleStepResponse
     load_step: LoadStepResponse
-    def __init__(self, id: _Optional[int] = ..., error: _Optional[_Union[SessionError, _Mapping]] = ..., load_journal: _Optional[_Union[LoadJournalResponse, _Mapping]] = ..., record_step: _Optional[_Union[RecordStepResponse, _Mapping]] = ..., finish_workflow: _Optional[_Union[FinishWorkflowResponse, _Mapping]] = ..., start_timer: _Optional[_Union[StartTimerResponse, _Mapping]] = ..., consume_signals: _Optional[_Union[ConsumeSignalsResponse, _Mapping]] = ..., set_state: _Optional[_Union[SetStateResponse, _Mapping]] = ..., record_cancellation: _Optional[_Union[RecordCancellationResponse, _Mapping]] = ..., record_heartbeat: _Optional[_Union[RecordHeartbeatResponse, _Mapping]] = ..., suspend_workflow: _Optional[_Union[SuspendWorkflowResponse, _Mapping]] = ..., schedule_step: _Optional[_Union[ScheduleStepResponse, _Mapping]] = ..., load_step: _Optional[_Union[LoadStepResponse, _Mapping]] = ...) -> None: ...
+    load_payload: LoadPayloadResponse
+    def __init__(self, id: _Optional[int] = ..., error: _Optional[_Union[SessionError, _Mapping]] = ..., load_journal: _Optional[_Union[LoadJournalResponse, _Mapping]] = ..., record_step: _Optional[_Union[RecordStepResponse, _Mapping]] = ..., finish_workflow: _Optional[_Union[FinishWorkflowResponse, _Mapping]] = ..., start_timer: _Optional[_Union[StartTimerResponse, _Mapping]] = ..., consume_signals: _Optional[_Union[ConsumeSignalsResponse, _Mapping]] = ..., set_state: _Optional[_Union[SetStateResponse, _Mapping]] = ..., record_cancellation: _Optional[_Union[RecordCancellationResponse, _Mapping]] = ..., record_heartbeat: _Optional[_Union[RecordHeartbeatResponse, _Mapping]] = ..., suspend_workflow: _Optional[_Union[SuspendWorkflowResponse, _Mapping]] = ..., schedule_step: _Optional[_Union[ScheduleStepResponse, _Mapping]] = ..., load_step: _Optional[_Union[LoadStepResponse, _Mapping]] = ..., load_payload: _Optional[_Union[LoadPayloadResponse, _Mapping]] = ...) -> None: ...
 
 class SessionError(_message.Message):
     __slots__ = ("code", "message", "reason")

@@ -92,6 +92,11 @@ class JournalServiceStub:
                 request_serializer=perdure_dot_api_dot_worker_dot_v1_dot_journal__service__pb2.LoadStepRequest.SerializeToString,
                 response_deserializer=perdure_dot_api_dot_worker_dot_v1_dot_journal__service__pb2.LoadStepResponse.FromString,
                 _registered_method=True)
+        self.LoadPayload = channel.unary_unary(
+                '/perdure.api.worker.v1.JournalService/LoadPayload',
+                request_serializer=perdure_dot_api_dot_worker_dot_v1_dot_journal__service__pb2.LoadPayloadRequest.SerializeToString,
+                response_deserializer=perdure_dot_api_dot_worker_dot_v1_dot_journal__service__pb2.LoadPayloadResponse.FromString,
+                _registered_method=True)
         self.Session = channel.stream_stream(
                 '/perdure.api.worker.v1.JournalService/Session',
                 request_serializer=perdure_dot_api_dot_worker_dot_v1_dot_journal__service__pb2.SessionRequest.SerializeToString,
@@ -202,6 +207,14 @@ class JournalServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def LoadPayload(self, request, context):
+        """A payload an event of the journal names by its SHA-256 (HistoryEvent.payload_ref): large
+        payloads are stored once, outside the events, and fetched only when a replay needs them.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Session(self, request_iterator, context):
         """Any number of the calls above on one long-lived stream, answered as they complete and
         matched by id: the same requests, answers and errors as the unary methods, for a fraction
@@ -270,6 +283,11 @@ def add_JournalServiceServicer_to_server(servicer, server):
                     servicer.LoadStep,
                     request_deserializer=perdure_dot_api_dot_worker_dot_v1_dot_journal__service__pb2.LoadStepRequest.FromString,
                     response_serializer=perdure_dot_api_dot_worker_dot_v1_dot_journal__service__pb2.LoadStepResponse.SerializeToString,
+            ),
+            'LoadPayload': grpc.unary_unary_rpc_method_handler(
+                    servicer.LoadPayload,
+                    request_deserializer=perdure_dot_api_dot_worker_dot_v1_dot_journal__service__pb2.LoadPayloadRequest.FromString,
+                    response_serializer=perdure_dot_api_dot_worker_dot_v1_dot_journal__service__pb2.LoadPayloadResponse.SerializeToString,
             ),
             'Session': grpc.stream_stream_rpc_method_handler(
                     servicer.Session,
@@ -577,6 +595,33 @@ class JournalService:
             '/perdure.api.worker.v1.JournalService/LoadStep',
             perdure_dot_api_dot_worker_dot_v1_dot_journal__service__pb2.LoadStepRequest.SerializeToString,
             perdure_dot_api_dot_worker_dot_v1_dot_journal__service__pb2.LoadStepResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def LoadPayload(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/perdure.api.worker.v1.JournalService/LoadPayload',
+            perdure_dot_api_dot_worker_dot_v1_dot_journal__service__pb2.LoadPayloadRequest.SerializeToString,
+            perdure_dot_api_dot_worker_dot_v1_dot_journal__service__pb2.LoadPayloadResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -57,7 +57,7 @@ class ConnectResponse(_message.Message):
     def __init__(self, welcome: _Optional[_Union[Welcome, _Mapping]] = ..., task: _Optional[_Union[Task, _Mapping]] = ..., lease_revoked: _Optional[_Union[LeaseRevoked, _Mapping]] = ..., reconnect: _Optional[_Union[Reconnect, _Mapping]] = ...) -> None: ...
 
 class Hello(_message.Message):
-    __slots__ = ("identity", "task_queue", "workflow_types", "capacity", "leases", "timer_lookahead", "step_types", "namespace")
+    __slots__ = ("identity", "task_queue", "workflow_types", "capacity", "leases", "timer_lookahead", "step_types", "namespace", "sticky_id")
     IDENTITY_FIELD_NUMBER: _ClassVar[int]
     TASK_QUEUE_FIELD_NUMBER: _ClassVar[int]
     WORKFLOW_TYPES_FIELD_NUMBER: _ClassVar[int]
@@ -66,6 +66,7 @@ class Hello(_message.Message):
     TIMER_LOOKAHEAD_FIELD_NUMBER: _ClassVar[int]
     STEP_TYPES_FIELD_NUMBER: _ClassVar[int]
     NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    STICKY_ID_FIELD_NUMBER: _ClassVar[int]
     identity: str
     task_queue: str
     workflow_types: _containers.RepeatedScalarFieldContainer[str]
@@ -74,7 +75,8 @@ class Hello(_message.Message):
     timer_lookahead: _duration_pb2.Duration
     step_types: _containers.RepeatedScalarFieldContainer[str]
     namespace: str
-    def __init__(self, identity: _Optional[str] = ..., task_queue: _Optional[str] = ..., workflow_types: _Optional[_Iterable[str]] = ..., capacity: _Optional[int] = ..., leases: _Optional[_Iterable[_Union[LeaseRef, _Mapping]]] = ..., timer_lookahead: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., step_types: _Optional[_Iterable[str]] = ..., namespace: _Optional[str] = ...) -> None: ...
+    sticky_id: str
+    def __init__(self, identity: _Optional[str] = ..., task_queue: _Optional[str] = ..., workflow_types: _Optional[_Iterable[str]] = ..., capacity: _Optional[int] = ..., leases: _Optional[_Iterable[_Union[LeaseRef, _Mapping]]] = ..., timer_lookahead: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., step_types: _Optional[_Iterable[str]] = ..., namespace: _Optional[str] = ..., sticky_id: _Optional[str] = ...) -> None: ...
 
 class Welcome(_message.Message):
     __slots__ = ("session_id", "lease_ttl", "heartbeat_interval")
@@ -103,12 +105,14 @@ class Heartbeat(_message.Message):
     def __init__(self, leases: _Optional[_Iterable[_Union[LeaseRef, _Mapping]]] = ...) -> None: ...
 
 class TaskDone(_message.Message):
-    __slots__ = ("lease", "unfinished")
+    __slots__ = ("lease", "unfinished", "sticky")
     LEASE_FIELD_NUMBER: _ClassVar[int]
     UNFINISHED_FIELD_NUMBER: _ClassVar[int]
+    STICKY_FIELD_NUMBER: _ClassVar[int]
     lease: LeaseRef
     unfinished: bool
-    def __init__(self, lease: _Optional[_Union[LeaseRef, _Mapping]] = ..., unfinished: _Optional[bool] = ...) -> None: ...
+    sticky: bool
+    def __init__(self, lease: _Optional[_Union[LeaseRef, _Mapping]] = ..., unfinished: _Optional[bool] = ..., sticky: _Optional[bool] = ...) -> None: ...
 
 class Drain(_message.Message):
     __slots__ = ()
