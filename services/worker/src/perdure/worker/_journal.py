@@ -51,8 +51,11 @@ class JournalClient:
         request.fence = self.fence
         return await self.call(request)
 
-    async def load(self) -> jpb.LoadJournalResponse:
-        """Load the journal, fencing out every earlier holder."""
-        request = jpb.LoadJournalRequest(workflow_id=self.workflow_id, fence=self.fence)
+    async def load(self, after_event_id: int = 0) -> jpb.LoadJournalResponse:
+        """Load the journal (the events after `after_event_id`), fencing out every earlier
+        holder."""
+        request = jpb.LoadJournalRequest(
+            workflow_id=self.workflow_id, fence=self.fence, after_event_id=after_event_id
+        )
         loaded: jpb.LoadJournalResponse = await self.call(request)
         return loaded
