@@ -129,20 +129,27 @@ class StickyCache:
     def keep(self, run: CachedRun) -> bool:
         """Keep a suspended run, most recently used; drop the least recently used ones beyond
         the bounds. False: the run itself was dropped (it alone is over the byte budget)."""
+        if run.size > self.max_bytes:
+            self._drop(run, "bytes")
+            return False
         self._runs[run.workflow_id] = run
         self._bytes += run.size
         while len(self._runs) > self.max_runs or self._bytes > self.max_bytes:
             why = "count" if len(self._runs) > self.max_runs else "bytes"
             _, oldest = self._runs.popitem(last=False)
             self._bytes -= oldest.size
-            log.info(
-                "workflow %s: dropped from the cache (over its %s bound); its next task replays",
-                oldest.workflow_id,
-                why,
-            )
-            CACHE_LOOKUPS.add(1, {"perdure.cache.outcome": f"evicted_{why}"})
-            oldest.close()
-        return run.workflow_id in self._runs
+            self._drop(oldest, why)
+        return True
+
+    @staticmethod
+    def _drop(run: CachedRun, why: str) -> None:
+        log.info(
+            "workflow %s: dropped from the cache (over its %s bound); its next task replays",
+            run.workflow_id,
+            why,
+        )
+        CACHE_LOOKUPS.add(1, {"perdure.cache.outcome": f"evicted_{why}"})
+        run.close()
 
     def clear(self) -> None:
         """Drop every run (the worker is stopping)."""
