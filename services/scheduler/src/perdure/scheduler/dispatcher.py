@@ -361,9 +361,10 @@ def _keeps(
     session: Session, lease: Lease, unfinished: bool, sticky: bool, timeout: float
 ) -> str | None:
     """The worker a finished task's run is kept for: the session's, when its TaskDone says
-    so. A step task, a task handed back, a worker with no sticky id, or stickiness turned off
-    (timeout 0) keep nothing: TaskDone.sticky is then ignored."""
-    if sticky and not unfinished and not lease.step_id and session.sticky_id and timeout > 0:
+    so. A step task, a task handed back, a worker with no sticky id or draining, or stickiness
+    turned off (timeout 0) keep nothing: TaskDone.sticky is then ignored."""
+    keeps = session.sticky_id and session.capacity > 0 and timeout > 0
+    if sticky and keeps and not unfinished and not lease.step_id:
         return session.sticky_id
     return None
 

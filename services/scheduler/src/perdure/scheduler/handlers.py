@@ -259,6 +259,8 @@ class TaskServicer(tgrpc.TaskServiceServicer):
         elif kind == "drain":
             session.capacity = 0
             log.info("worker %s is draining", session.identity)
+            if session.sticky_id:  # it drops its cache: its kept runs go to any worker now
+                await self._store.forget_worker(session.sticky_id)
         else:
             log.warning("ignoring unexpected %s from worker %s", kind, session.identity)
 
