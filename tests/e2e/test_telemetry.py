@@ -204,6 +204,10 @@ def test_a_workflow_across_a_crash_is_one_trace(
     assert (trace_id, stored.span_id) in received.links
     consumed = one(spans_named(in_trace, "perdure.signal.consume"), "signal consume span")
     assert (received.trace_id, received.span_id) in consumed.links
+    # The run kept by its worker (sticky execution) went on in the task run that resumed it.
+    resumed = by_id[consumed.parent_span_id]
+    assert resumed.name == "perdure.task.run"
+    assert resumed.start_ns <= consumed.start_ns <= resumed.end_ns
 
     # gRPC client and server spans on both ends, and database spans without parameter values.
     load = [s for s in in_trace if s.name == f"{JOURNAL}/LoadJournal"]

@@ -25,6 +25,8 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from opentelemetry import context as otel
+
 from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.worker._telemetry import CACHE_LOOKUPS
 
@@ -44,7 +46,7 @@ class Pause:
 
     def __init__(self) -> None:
         self.parked: asyncio.Future[wf.Wait] = asyncio.get_running_loop().create_future()
-        self._resume: asyncio.Future[None] | None = None
+        self._resume: asyncio.Future[otel.Context] | None = None
         self.spoiled = False  # the code waited at two places at once: it cannot be kept
 
     async def park(self, waiting: Suspended) -> None:
@@ -55,13 +57,14 @@ class Pause:
             raise waiting
         self._resume = asyncio.get_running_loop().create_future()
         self.parked.set_result(waiting.wait)
-        await self._resume
+        # The code goes on in the span of the task that resumed it (its trace's latest).
+        otel.attach(await self._resume)
 
     def resume(self) -> None:
         """Let the parked code go on (it checks again what it waited for)."""
         assert self._resume is not None
         self.parked = asyncio.get_running_loop().create_future()
-        self._resume.set_result(None)
+        self._resume.set_result(otel.get_current())
 
 
 async def advance(code: asyncio.Task[Outcome], pause: Pause) -> tuple[Outcome, bool]:
