@@ -29,7 +29,14 @@ def drifting(databases: Databases, tmp_path_factory: pytest.TempPathFactory) -> 
         cluster = Cluster(dsn, workdir)
         try:
             cluster.start_services()
-            cluster.start_worker("py", module="tests.e2e.drifting_workflows", task_queue="python")
+            # Its code "changes" in the live process (a file it reads): no cache of suspended
+            # runs, so that every wake-up replays and meets the change, as a new deploy would.
+            cluster.start_worker(
+                "py",
+                module="tests.e2e.drifting_workflows",
+                task_queue="python",
+                PERDURE_WORKER_CACHE_SIZE="0",
+            )
             ahead_ms = str(int(CLOCK_AHEAD.total_seconds() * 1000))
             cluster.start_node_worker("node", "node", workdir / "ledger", CLOCK_AHEAD_MS=ahead_ms)
             yield cluster
