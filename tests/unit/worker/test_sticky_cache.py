@@ -11,7 +11,7 @@ import pytest
 
 from perdure.api.worker.v1 import journal_service_pb2 as jpb
 from perdure.api.workflow.v1 import workflow_pb2 as wf
-from perdure.worker import WorkflowContext, workflow
+from perdure.worker import RetryPolicy, WorkflowContext, workflow
 from perdure.worker._errors import LeaseLostError
 from perdure.worker._payload import from_payload, to_payload
 from perdure.worker._runner import _started
@@ -103,6 +103,56 @@ async def test_an_event_only_a_replay_can_take_in_refuses_the_resume(fence: int)
     )
     assert run.ctx.resume(load(later, step), later) is (fence == FIRST)
     run.close()
+
+
+async def test_a_kept_run_retries_its_step_from_the_attempts_it_journaled() -> None:
+    bodies: list[int] = []
+
+    def flaky() -> str:
+        bodies.append(1)
+        if len(bodies) == 1:
+            raise OSError("flaky")
+        return "done"
+
+    @workflow(retry=RetryPolicy(initial_interval=1))
+    async def retrying(ctx: WorkflowContext) -> str:
+        return str(await ctx.step("flaky", flaky))
+
+    first = FakeJournal(fence=FIRST)
+    run = _started(retrying, load(first, STARTED), first, asyncio.Event(), lambda: 0.0, True)
+    (outcome, wait), _ = await advance(run.code, run.pause)
+    assert (outcome, wait.kind) == ("suspend", wf.WAIT_KIND_RETRY)
+    [started], [failed] = first.starts, first.steps()
+
+    # The next lease loads the attempt's start and failure (its own writes) and a later clock.
+    later = FakeJournal(fence=NEXT)
+    own = [
+        wf.HistoryEvent(
+            event_id=2,
+            event_type=wf.EVENT_TYPE_STEP_ATTEMPT_STARTED,
+            step_id="flaky",
+            attempt=started.attempt,
+            fence=FIRST,
+        ),
+        wf.HistoryEvent(
+            event_id=3,
+            event_type=wf.EVENT_TYPE_STEP_ATTEMPT_FAILED,
+            step_id="flaky",
+            attempt=failed.attempt,
+            fence=FIRST,
+            due_time=wait.until,
+        ),
+    ]
+    delta = load(later, *own)
+    delta.now.FromSeconds(wait.until.seconds + 1)
+    assert run.ctx.resume(delta, later)
+    run.pause.resume()
+    (outcome, value), _ = await advance(run.code, run.pause)
+
+    assert (outcome, from_payload(value)) == ("result", "done")
+    assert len(bodies) == 2
+    [recorded] = later.steps()
+    assert (recorded.attempt, recorded.fence, recorded.position) == (2, NEXT, 0)
 
 
 async def test_a_dropped_run_journals_nothing_more() -> None:

@@ -327,9 +327,9 @@ class WorkflowContext:
     async def _suspend(self, waiting: Suspended) -> None:
         """The code cannot go on until the wait is over. With the cache of suspended runs on,
         it stays here until the run's next task resumes it, and the caller checks again what
-        it waits for; otherwise (or waiting for a retry) it unwinds, and the next task replays
-        the run from the start."""
-        if self._pause is None or waiting.wait.kind == wf.WAIT_KIND_RETRY:
+        it waits for; otherwise it unwinds, and the next task replays the run from the
+        start."""
+        if self._pause is None:
             raise waiting
         await self._pause.park(waiting)
         self._check_open()
@@ -462,42 +462,50 @@ class WorkflowContext:
                 raise StepFailedError(call.step_id, recorded.failure)
             return from_payload(recorded.payload)
 
-        attempts = self._replay.attempts(call.step_id)
-        # An attempt started and never recorded was lost with its worker: it fails now.
-        failures, lost = attempts.failures, attempts.lost
-        if failures and not lost:
-            retry_at = failures[-1].due_time.ToDatetime(tzinfo=UTC)
-            if retry_at > self._now:  # woken early (a signal, a cancel request): wait on
-                raise _wait(wf.WAIT_KIND_RETRY, call.step_id, retry_at)
-        progress = self._replay.progress.get(call.step_id)
-        step = StepContext(
-            workflow_id=self.workflow_id,
-            step_id=call.step_id,
-            idempotency_key=f"{self.workflow_id}:{call.step_id}",
-            fence=self.fence,
-            attempt=attempts.started if lost else len(failures) + 1,
-            heartbeat_details=from_payload(progress.details) if progress else None,
-        )
-        attempt = Attempt(
-            step,
-            name,
-            fn,
-            args,
-            kwargs,
-            retry,
-            attempt_timeout,
-            self.workflow_type,
-            heartbeat_timeout=heartbeat_timeout,
-        )
-        request = jpb.RecordStepRequest(**call.ref())
-        attempted = await run_attempt(attempt, request, self._record, self._heartbeats, lost)
-        if attempted.error is None:
-            # The decoded JSON, exactly what a replay will return (tuples become lists).
-            return from_payload(attempted.request.output)
-        if attempted.retrying:
-            retry_at = attempted.response.retry_time.ToDatetime(tzinfo=UTC)
-            raise _wait(wf.WAIT_KIND_RETRY, call.step_id, retry_at) from attempted.error
-        raise StepFailedError(call.step_id, attempted.request.failure) from attempted.error
+        while True:
+            attempts = self._replay.attempts(call.step_id)
+            # An attempt started and never recorded was lost with its worker: it fails now.
+            failures, lost = attempts.failures, attempts.lost
+            retry_at = failures[-1].due_time.ToDatetime(tzinfo=UTC) if failures else None
+            if not lost and retry_at is not None and retry_at > self._now:
+                # Woken early (a signal, a cancel request): wait on.
+                waiting = _wait(wf.WAIT_KIND_RETRY, call.step_id, retry_at)
+            else:
+                progress = self._replay.progress.get(call.step_id)
+                step = StepContext(
+                    workflow_id=self.workflow_id,
+                    step_id=call.step_id,
+                    idempotency_key=f"{self.workflow_id}:{call.step_id}",
+                    fence=self.fence,
+                    attempt=attempts.started if lost else len(failures) + 1,
+                    heartbeat_details=from_payload(progress.details) if progress else None,
+                )
+                attempt = Attempt(
+                    step,
+                    name,
+                    fn,
+                    args,
+                    kwargs,
+                    retry,
+                    attempt_timeout,
+                    self.workflow_type,
+                    heartbeat_timeout=heartbeat_timeout,
+                )
+                request = jpb.RecordStepRequest(**call.ref())
+                attempted = await run_attempt(
+                    attempt, request, self._record, self._heartbeats, lost
+                )
+                if attempted.error is None:
+                    # The decoded JSON, exactly what a replay will return (tuples become lists).
+                    return from_payload(attempted.request.output)
+                if not attempted.retrying:
+                    failure = attempted.request.failure
+                    raise StepFailedError(call.step_id, failure) from attempted.error
+                retry_at = attempted.response.retry_time.ToDatetime(tzinfo=UTC)
+                waiting = _wait(wf.WAIT_KIND_RETRY, call.step_id, retry_at)
+                waiting.__cause__ = attempted.error
+            await self._suspend(waiting)
+            await self._arrive(call)  # as a replay would reach it: a cancellation, a drain
 
 
 @dataclass(frozen=True)

@@ -80,14 +80,10 @@ class Replay:
         }
         self._failed_attempts: dict[str, list[wf.HistoryEvent]] = {}
         self._started_attempts: dict[str, int] = {}  # the last attempt started, by step
+        self._count_attempts(events)
         consumed: set[int] = set()
         for event in events:
-            if event.event_type == wf.EVENT_TYPE_STEP_ATTEMPT_FAILED:
-                self._failed_attempts.setdefault(event.step_id, []).append(event)
-            elif event.event_type == wf.EVENT_TYPE_STEP_ATTEMPT_STARTED:
-                last = self._started_attempts.get(event.step_id, 0)
-                self._started_attempts[event.step_id] = max(last, event.attempt)
-            elif event.event_type == wf.EVENT_TYPE_SIGNAL_CONSUMED:
+            if event.event_type == wf.EVENT_TYPE_SIGNAL_CONSUMED:
                 consumed.update(event.consumed_event_ids)
         self._signals = [
             e
@@ -108,12 +104,21 @@ class Replay:
         # after (catches it, fails, is cancelled), and no later call is replayed or recorded.
         self.non_determinism: NonDeterminismError | None = None
 
+    def _count_attempts(self, events: list[wf.HistoryEvent]) -> None:
+        for event in events:
+            if event.event_type == wf.EVENT_TYPE_STEP_ATTEMPT_FAILED:
+                self._failed_attempts.setdefault(event.step_id, []).append(event)
+            elif event.event_type == wf.EVENT_TYPE_STEP_ATTEMPT_STARTED:
+                last = self._started_attempts.get(event.step_id, 0)
+                self._started_attempts[event.step_id] = max(last, event.attempt)
+
     def take_in(self, loaded: jpb.LoadJournalResponse, fence: int) -> bool:
         """Take in the events recorded since this replay's journal was loaded (sticky
-        execution): the writes of its own lease `fence`, which the code made and knows, and
-        what others add while it waits: signals, cancel requests, remote steps' outcomes (and
-        their attempts, which the code never looks at). False, and nothing taken in, when an
-        event is anything else: only a replay can take it in."""
+        execution): the writes of its own lease `fence`, which the code made and knows (its
+        steps' attempts are counted: a retry goes on from them), and what others add while it
+        waits: signals, cancel requests, remote steps' outcomes (and their attempts, which the
+        code never looks at). False, and nothing taken in, when an event is anything else:
+        only a replay can take it in."""
         events = list(loaded.events)
         scheduled = self._scheduled | {
             e.step_id for e in events if e.event_type == wf.EVENT_TYPE_STEP_SCHEDULED
@@ -128,6 +133,7 @@ class Replay:
         if any(e.fence != fence for e in foreign):
             return False
         self._scheduled = scheduled
+        self._count_attempts(events)
         for event in events:
             if event.event_type == wf.EVENT_TYPE_SIGNAL_RECEIVED:
                 self._signals.append(event)
