@@ -58,7 +58,7 @@ class JournalClient:
         request = jpb.LoadJournalRequest(workflow_id=self.workflow_id, fence=self.fence)
         loaded: jpb.LoadJournalResponse = await self.call(request)
         page = loaded
-        while page.more:
+        while page.more and page.events:
             request.after_event_id = page.events[-1].event_id
             page = await self.call(request)
             loaded.events.extend(page.events)
