@@ -145,7 +145,10 @@ def _check_journals(report: Report, conn: psycopg.Connection, like: str) -> None
 
 
 _EFFECTS = """
-SELECT f.workflow_id, f.step, f.key, f.amount, convert_from(s.payload, 'UTF8')::jsonb, s.step_id
+SELECT f.workflow_id, f.step, f.key, f.amount,
+       convert_from(COALESCE(s.payload, (SELECT p.data FROM history.payloads p
+                                         WHERE p.sha256 = s.payload_sha256)), 'UTF8')::jsonb,
+       s.step_id
 FROM chaos.effects f
 LEFT JOIN history.events s
   ON s.workflow_id = f.workflow_id AND s.step_name = f.step AND s.event_type = 'STEP_COMPLETED'
@@ -209,7 +212,9 @@ def _check_timers(report: Report, conn: psycopg.Connection, like: str) -> None:
 
 
 _RECEIVED = """
-SELECT r.workflow_id, r.signal_id, r.name, r.payload,
+SELECT r.workflow_id, r.signal_id, r.name,
+       COALESCE(r.payload, (SELECT p.data FROM history.payloads p
+                            WHERE p.sha256 = r.payload_sha256)),
        (SELECT count(*) FROM history.events c
         WHERE c.workflow_id = r.workflow_id AND c.event_type = 'SIGNAL_CONSUMED'
           AND r.event_id = ANY(c.consumed))

@@ -3,7 +3,8 @@
 // `cancel_path_switch` (as in tests/e2e/drifting_workflows.py), `node_long` (one step of
 // `input.ms` that honours its AbortSignal unless `input.ignore_signal`, and appends a `body`
 // line with its fence at its start and end), `node_limits`, `node_gated` and `node_bulky`
-// (tests/e2e/test_isolation.py), `echo_payloads` (tests/e2e/payload_workflows.py's twin), and the remote step types `notify`, `flaky`, `gated`,
+// (tests/e2e/test_isolation.py), `echo_payloads` (tests/e2e/payload_workflows.py's twin), `paged_replay`
+// (tests/e2e/paged_workflows.py's twin), and the remote step types `notify`, `flaky`, `gated`,
 // `square` (which never ends on the worker named in its input's `stall_on`) and `crash` (which
 // kills the worker). Every step execution appends one JSON line to the ledger file. Prints
 // "connected" once welcomed; drains on SIGTERM/SIGINT. With CLOCK_AHEAD_MS in the
@@ -12,6 +13,7 @@
 //   node tests/e2e/node_worker.mjs --scheduler HOST:PORT --history HOST:PORT --task-queue Q \
 //     --identity ID --concurrency N --ledger FILE
 
+import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
@@ -197,6 +199,22 @@ const steps = {
 };
 
 /** The input through a step's output into state "echoed"; the signal "value" as the result. */
+/** tests/e2e/paged_workflows.py's paged_replay, step for step: every wake-up replays the
+ * journal through pages and payload references. */
+async function pagedReplay(ctx, input) {
+  const part = (index) => `${index}:`.padEnd(index % 2 === 0 ? input.size : 20, String.fromCharCode(97 + (index % 26)));
+  const parts = [];
+  for (let index = 0; index < input.count; index++) parts.push(await ctx.step(`part_${index}`, () => part(index)));
+  await ctx.setState('parts', parts.length);
+  const message = await ctx.waitForSignal('go');
+  await ctx.sleep(1.0);
+  return {
+    parts: parts.map((text) => createHash('sha256').update(text).digest('hex').slice(0, 12)),
+    sizes: parts.map((text) => text.length),
+    message,
+  };
+}
+
 async function echoPayloads(ctx, value) {
   const echoed = await ctx.step('echo', () => value);
   await ctx.setState('echoed', echoed);
@@ -221,6 +239,7 @@ const worker = new Worker({
     node_gated: nodeGated,
     node_bulky: nodeBulky,
     echo_payloads: echoPayloads,
+    paged_replay: pagedReplay,
   },
   steps,
   onConnected: () => process.stdout.write(`node worker ${identity} connected\n`),

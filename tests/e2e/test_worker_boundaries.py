@@ -66,7 +66,8 @@ def refusal(call: Callable[..., Any], request: Any, key: str) -> tuple[str, str]
 
 
 def journal_probes(workflow_id: str, fence: int) -> list[tuple[str, Any]]:
-    """A load and every kind of write naming one lease: (method, request)."""
+    """A load, a later page, a payload fetch and every kind of write naming one lease:
+    (method, request)."""
     lease: dict[str, Any] = {"workflow_id": workflow_id, "fence": fence}
     call: dict[str, Any] = {**lease, "step_id": "x", "step_name": "x", "position": 9}
     state = jpb.SetStateRequest(**call, key="phase")
@@ -80,6 +81,8 @@ def journal_probes(workflow_id: str, fence: int) -> list[tuple[str, Any]]:
         ("ConsumeSignals", jpb.ConsumeSignalsRequest(**call, signal_name="go", result=nothing)),
         ("RecordHeartbeat", jpb.RecordHeartbeatRequest(**lease, step_id="x", attempt=1)),
         ("FinishWorkflow", finish),
+        ("LoadJournal", jpb.LoadJournalRequest(**lease, after_event_id=1)),  # a later page
+        ("LoadPayload", jpb.LoadPayloadRequest(**lease, sha256=bytes(32))),
     ]
 
 

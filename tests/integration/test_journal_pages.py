@@ -12,11 +12,12 @@ from perdure.api.worker.v1 import journal_service_pb2 as jpb
 from perdure.common.limits import DEFAULT_JOURNAL_PAGE_BYTES
 from perdure.common.payload import json_payload
 from perdure.history import store
+from perdure.history.deadlines import EXPIRE_BATCH, expire_runs
 from perdure.history.journal import Journal
 from perdure.history.journal_api import JournalApi
 from perdure.history.model import EventType, Lease, StepRecord
 from perdure.history.rows import fetch_one
-from tests.integration.journal_db import Db, call, db, journal_dsn, refusal, started
+from tests.integration.journal_db import Db, call, db, journal_dsn, refusal, run_id, started
 
 __all__ = ["db", "journal_dsn"]  # the fixtures
 
@@ -130,6 +131,23 @@ async def test_history_bytes_is_kept_by_every_append(db: Db) -> None:
     assert row is not None
     assert page.history_bytes == row["bytes"] > 3000
     assert page.history_length == row["events"] == 6
+
+
+async def test_history_bytes_counts_what_the_platform_appends(db: Db) -> None:
+    workflow_id = run_id()
+    await db.journal.start(workflow_id, "flow", "q", json_payload('"in"'), execution_timeout=0)
+    await db.journal.cancel(workflow_id, "enough", "")
+    while await expire_runs(db.pool) == EXPIRE_BATCH:  # other tests' runs have no deadline
+        pass
+    async with db.pool.connection() as conn:
+        counted = await fetch_one(
+            conn,
+            "SELECT history_bytes FROM history.workflows WHERE workflow_id = %s",
+            [workflow_id],
+        )
+        summed = await fetch_one(conn, SUMMED, [workflow_id])
+    assert counted is not None and summed is not None and summed["events"] == 3
+    assert counted["history_bytes"] == summed["bytes"]
 
 
 # What history_bytes counts, summed over the journal (the migration's backfill).

@@ -37,7 +37,7 @@ export async function runLocalStep(ctx, op, call, fn, retry, limits) {
     }
     if (!internal) ctx._log.info(`Skipping completed step: ${call.stepId}`);
     if (recorded.event_type === EVENT.STEP_FAILED) throw new StepFailedError(call.stepId, recorded.failure ?? {});
-    return fromPayload(recorded.payload);
+    return ctx._value(recorded);
   }
   const failures = ctx._replay.failedAttempts.get(call.stepId) ?? [];
   // An attempt started and never recorded was lost with its worker: it fails now.

@@ -19,8 +19,10 @@ import {
   SignalTimeoutError,
   StepFailedError,
   WorkflowCancelledError,
+  classifyJournalError,
 } from './errors.js';
 import { LeaseJournal, NEVER } from './journal.js';
+import { payloadOf } from './pages.js';
 import { failureFrom, fromPayload, timestampMs, toDuration, toPayload, toTimestamp } from './payload.js';
 import { EVENT, INTERNAL_PREFIX, Replay, WAIT, chooseWait, kindName, ref } from './replay.js';
 import { NO_RETRY, RetryPolicy } from './retry.js';
@@ -194,11 +196,11 @@ export class WorkflowContext {
         if (call.recorded.event_type === EVENT.SIGNAL_TIMED_OUT) {
           throw new SignalTimeoutError(`no signal '${name}' within ${timeout}s`);
         }
-        return fromPayload(call.recorded.payload);
+        return this._value(call.recorded);
       }
       const taken = this._replay.takeSignals(name, 1);
       if (taken.length) {
-        const payload = fromPayload(taken[0].payload);
+        const payload = await this._value(taken[0]);
         await this._consume(call, name, taken, toPayload(payload));
         return payload;
       }
@@ -220,9 +222,10 @@ export class WorkflowContext {
     const call = this._replay.allocate(`$drain:${name}`);
     return this._op(async () => {
       await this._check(call);
-      if (call.recorded) return fromPayload(call.recorded.payload) ?? [];
+      if (call.recorded) return (await this._value(call.recorded)) ?? [];
       const taken = this._replay.takeSignals(name, Infinity);
-      const payloads = taken.map((event) => fromPayload(event.payload));
+      const payloads = [];
+      for (const event of taken) payloads.push(await this._value(event));
       await this._consume(call, name, taken, toPayload(payloads));
       return payloads;
     });
@@ -301,7 +304,7 @@ export class WorkflowContext {
       if (outcome && !remote.gathered) await this._interruptible(call.stepId, false);
       if (outcome) {
         if (outcome.event_type === EVENT.STEP_FAILED) throw new StepFailedError(call.stepId, outcome.failure ?? {});
-        return fromPayload(outcome.payload);
+        return this._value(outcome);
       }
       return this._block(op, call, { kind: WAIT.STEP, name: call.stepId, until: null }, remote);
     });
@@ -505,6 +508,26 @@ export class WorkflowContext {
    * @param {string} method
    * @param {object} request
    */
+  /**
+   * The decoded payload of a recorded event, fetched now if the journal holds it by reference
+   * (a large one): only the values the code reaches are ever in memory.
+   * @param {any} event a HistoryEvent
+   */
+  async _value(event) {
+    if (!event.payload_ref) return fromPayload(event.payload);
+    if (this._halted) return NEVER;
+    let payload;
+    try {
+      payload = await payloadOf((method, request) => this._journal.send(method, request), event);
+    } catch (error) {
+      const classified = classifyJournalError(error);
+      if (classified instanceof LeaseLostError) return this._halt({ kind: 'lost', error: classified });
+      return this._halt({ kind: 'unavailable', error: classified });
+    }
+    if (this._halted) return NEVER;
+    return fromPayload(payload);
+  }
+
   async _record(method, request) {
     if (this._halted) return NEVER;
     let response;

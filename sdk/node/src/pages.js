@@ -29,14 +29,14 @@ export async function loadJournal(call, lease) {
 }
 
 /**
- * The payload of an event: inline, or fetched by its reference (LoadPayload).
- * @param {Call} call
- * @param {Lease} lease
+ * The payload of an event: inline, or fetched by its reference (LoadPayload) only when asked,
+ * and not kept.
+ * @param {Call} call a journal call of the lease (its workflow id and fence filled in)
  * @param {any} event a HistoryEvent
  */
-export async function payloadOf(call, lease, event) {
+export async function payloadOf(call, event) {
   const ref = event?.payload_ref;
   if (!ref) return event?.payload ?? null;
-  const loaded = await call('LoadPayload', { ...lease, sha256: ref.sha256 });
+  const loaded = await call('LoadPayload', { sha256: ref.sha256 });
   return loaded.payload;
 }

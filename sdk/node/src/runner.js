@@ -11,7 +11,7 @@ import {
   classifyJournalError,
   lostAttemptError,
 } from './errors.js';
-import { loadJournal, payloadOf } from './pages.js';
+import { loadJournal } from './pages.js';
 import { failureFrom, fromDuration, fromPayload, hasPayload, timestampMs, toDuration, toTimestamp, toPayload } from './payload.js';
 import { NO_RETRY, RetryPolicy } from './retry.js';
 import { ANNOUNCE_AFTER_MS, HeartbeatSender, Pulse, StepInfo, invokeWithLimits } from './step-info.js';
@@ -47,14 +47,7 @@ async function journalCall(journal, method, request) {
  */
 export async function runWorkflowTask(task, journal, workflows, { log, abort, onContext }) {
   const lease = { workflow_id: task.workflow_id, fence: Number(task.fence) };
-  const call = (/** @type {string} */ method, /** @type {object} */ request) => journalCall(journal, method, request);
-  const loaded = await loadJournal(call, lease);
-  for (const event of loaded.events) {
-    if (event.payload_ref) {
-      event.payload = await payloadOf(call, lease, event);
-      event.payload_ref = null;
-    }
-  }
+  const loaded = await loadJournal((method, request) => journalCall(journal, method, request), lease);
   const workflow = loaded.workflow ?? {};
   if (workflow.status !== 'WORKFLOW_STATUS_RUNNING') return 'closed'; // an extra dispatch
   const entry = workflows.get(workflow.workflow_type);

@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { execute } from '../src/runner.js';
 import { RetryPolicy } from '../src/retry.js';
 import { StepFailedError, SignalTimeoutError, WorkflowCancelledError } from '../src/errors.js';
-import { fromPayload } from '../src/payload.js';
+import { fromPayload, toPayload } from '../src/payload.js';
 import { FakeJournal, JournalBuilder, NOW, context, timestampMs } from './helpers.js';
 
 test('step ids count per name; positions follow call order; results are recorded', async () => {
@@ -50,6 +50,21 @@ test('replay returns recorded results and failures in order', async () => {
   assert.deepEqual(fromPayload(outcome.value), { first: { paid: 5 }, errorType: 'CardError', isStepFailed: true, third: 'new' });
   assert.deepEqual(journal.methods(), ['RecordStep']);
   assert.equal(journal.recorded('RecordStep')[0].position, 3);
+});
+
+test('a recorded output held by reference is fetched when the code reaches it, and only then', async () => {
+  const [a, b] = ['a'.repeat(64), 'b'.repeat(64)];
+  const journal = new FakeJournal({ payloads: { [a]: toPayload('large a'), [b]: toPayload('large b') } });
+  const builder = new JournalBuilder().completedByReference(0, 'first', a).completedByReference(1, 'second', b);
+  let fetchedFirst;
+  const outcome = await execute(async (c) => {
+    const first = await c.step('first', () => 'ran');
+    fetchedFirst = journal.recorded('LoadPayload').map((r) => Buffer.from(r.sha256).toString('hex'));
+    return [first, await c.step('second', () => 'ran')];
+  }, context(builder, journal), null);
+  assert.deepEqual(fetchedFirst, [a]);
+  assert.deepEqual(fromPayload(outcome.value), ['large a', 'large b']);
+  assert.deepEqual(journal.recorded('LoadPayload').map((r) => [r.workflow_id, r.fence]), [['wf-1', 7], ['wf-1', 7]]);
 });
 
 test('a different step id at a position parks the run (non-determinism)', async () => {

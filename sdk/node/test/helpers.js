@@ -32,6 +32,12 @@ export class JournalBuilder {
     return this.add('EVENT_TYPE_STEP_COMPLETED', { position, step_id: stepId, step_name: name, payload: toPayload(payload) });
   }
 
+  /** A completed step whose output the journal holds by reference (`digest`, hex). */
+  completedByReference(position, stepId, digest) {
+    const payload_ref = { sha256: Buffer.from(digest, 'hex'), encoding: 'json/plain', size: 0 };
+    return this.add('EVENT_TYPE_STEP_COMPLETED', { position, step_id: stepId, step_name: stepId, payload: null, payload_ref });
+  }
+
   failed(position, stepId, type, message) {
     return this.add('EVENT_TYPE_STEP_FAILED', { position, step_id: stepId, step_name: stepId, failure: { type, message } });
   }
@@ -97,8 +103,9 @@ export class JournalBuilder {
 
 /** A journal client answering like history; `calls` lists [method, request]. */
 export class FakeJournal {
-  constructor({ nowMs = NOW, cancelAfter = Infinity, errors = {} } = {}) {
+  constructor({ nowMs = NOW, cancelAfter = Infinity, errors = {}, payloads = {} } = {}) {
     this.nowMs = nowMs;
+    this.payloads = payloads; // sha256 (hex) -> Payload, for LoadPayload
     this.calls = [];
     this.starts = []; // RecordStep{attempt_started} requests, in order
     this.cancelAfter = cancelAfter; // answers report cancel_requested from this call on
@@ -128,6 +135,8 @@ export class FakeJournal {
         // as history: a fire time asked for, else now plus the delay
         if (request.fire_time) return { fire_time: request.fire_time, cancel_requested };
         return { fire_time: toTimestamp(this.nowMs + fromDuration(request.delay) * 1000), cancel_requested };
+      case 'LoadPayload':
+        return { payload: this.payloads[Buffer.from(request.sha256).toString('hex')] };
       default:
         return { cancel_requested };
     }

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any, cast
 
+from perdure.api.common.v1.payload_pb2 import Payload
 from perdure.api.worker.v1 import journal_service_pb2 as jpb
 from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.worker._context import WorkflowContext
@@ -28,6 +29,7 @@ class FakeJournal(JournalClient):
         # Attempt starts (RecordStep with attempt_started) are kept apart: `recorded` lists
         # what the code's calls recorded.
         self.starts: list[jpb.RecordStepRequest] = []
+        self.payloads: dict[bytes, Payload] = {}  # by SHA-256, for LoadPayload
 
     async def call(self, request: Any) -> Any:
         if self.error is not None:
@@ -69,6 +71,9 @@ class FakeJournal(JournalClient):
 
     def ScheduleStep(self, request: Any) -> jpb.ScheduleStepResponse:
         return jpb.ScheduleStepResponse()
+
+    def LoadPayload(self, request: jpb.LoadPayloadRequest) -> jpb.LoadPayloadResponse:
+        return jpb.LoadPayloadResponse(payload=self.payloads[request.sha256])
 
 
 def make_context(

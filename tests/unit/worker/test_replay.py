@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from perdure.api.common.v1.payload_pb2 import Payload
+from perdure.api.common.v1.payload_pb2 import Payload, PayloadRef
 from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.worker import NonDeterminismError, StepContext, StepFailedError, current_step
 from perdure.worker._context import WorkflowContext
@@ -62,6 +62,13 @@ def completed(event_id: int, position: int, step_id: str, output: Any) -> wf.His
     )
 
 
+def completed_by_reference(
+    event_id: int, position: int, step_id: str, digest: bytes
+) -> wf.HistoryEvent:
+    ref = PayloadRef(sha256=digest, encoding="json/plain")
+    return step_event(wf.EVENT_TYPE_STEP_COMPLETED, event_id, position, step_id, payload_ref=ref)
+
+
 def failed(event_id: int, position: int, step_id: str, failure: wf.Failure) -> wf.HistoryEvent:
     return step_event(wf.EVENT_TYPE_STEP_FAILED, event_id, position, step_id, failure=failure)
 
@@ -99,6 +106,27 @@ async def test_completed_steps_come_from_the_journal_without_running(
     assert journal.recorded == []
     skipped = [r.getMessage() for r in caplog.records if r.name == "perdure.worker"]
     assert skipped == ["Skipping completed step: reserve", "Skipping completed step: charge"]
+
+
+async def test_a_recorded_output_held_by_reference_is_fetched_only_when_reached() -> None:
+    first, second = b"a" * 32, b"b" * 32
+    journal = FakeJournal(WORKFLOW_ID, FENCE)
+    journal.payloads = {first: to_payload("large a"), second: to_payload("large b")}
+    ctx, _ = context(
+        [
+            completed_by_reference(2, 0, "first", first),
+            completed_by_reference(3, 1, "second", second),
+        ],
+        journal,
+    )
+
+    assert await ctx.step("first", never) == "large a"
+    assert [r.sha256 for r in journal.recorded] == [first]  # the second is not fetched yet
+    assert await ctx.step("second", never) == "large b"
+    assert [(r.workflow_id, r.fence, r.sha256) for r in journal.recorded] == [
+        (WORKFLOW_ID, FENCE, first),
+        (WORKFLOW_ID, FENCE, second),
+    ]
 
 
 async def test_replay_logs_the_occurrence_step_id(caplog: pytest.LogCaptureFixture) -> None:

@@ -26,20 +26,21 @@ EXPIRE_BATCH = 200
 EXPIRE_RUNS = (
     f"""
 WITH due AS (
-    SELECT workflow_id FROM history.workflows
+    SELECT workflow_id, jsonb_build_object(
+            'type', 'ExecutionTimeout',
+            'message', 'the run did not finish within its execution timeout of '
+                || trim_scale(round(extract(epoch FROM deadline - created_at)::numeric, 3))
+                || 's (from its start); it was failed at its deadline',
+            'stack_trace', '') AS failure
+    FROM history.workflows
     WHERE deadline <= now() AND status IN {OPEN}
     ORDER BY deadline LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
 ), appended AS (
     UPDATE history.workflows w
-    SET {count_event(event_values())}, status = 'FAILED',
+    SET {count_event(event_values(failure="due.failure"))}, status = 'FAILED',
         closed_at = now(), wait_kind = NULL, wait_name = NULL, wait_until = NULL,
-        failure = jsonb_build_object(
-            'type', 'ExecutionTimeout',
-            'message', 'the run did not finish within its execution timeout of '
-                || trim_scale(round(extract(epoch FROM w.deadline - w.created_at)::numeric, 3))
-                || 's (from its start); it was failed at its deadline',
-            'stack_trace', '')
+        failure = due.failure
     FROM due WHERE w.workflow_id = due.workflow_id
     RETURNING w.workflow_id, w.workflow_type, w.event_count, w.failure
 )"""

@@ -606,26 +606,29 @@ def _events_page(columns: str, payload_bytes: str) -> str:
     """A page of a run's events after %(after)s, oldest first: at most %(rows)s events and
     %(budget)s bytes (the first event whatever its size), each event's bytes reckoned from its
     payload (`payload_bytes`, SQL), failure, wait and trace context plus a margin for the rest.
-    `candidates` (on every row) is how many of the next %(rows)s + 1 events there were: more
-    than the page holds means the journal goes on."""
+    The cut is made on the sizes alone, before any payload is read. `candidates` (on every row)
+    is how many of the next %(rows)s + 1 events there were: more than the page holds means the
+    journal goes on."""
     return f"""
-SELECT * FROM (
-    SELECT c.*, sum(c.wire_bytes) OVER w AS running, row_number() OVER w AS n,
+WITH sized AS (
+    SELECT event_id,
+           256 + {payload_bytes} + COALESCE(octet_length(failure::text), 0)
+           + COALESCE(octet_length(wait::text), 0)
+           + COALESCE(octet_length(trace_context::text), 0)
+           + 10 * COALESCE(cardinality(consumed), 0) AS wire_bytes
+    FROM history.events
+    WHERE workflow_id = %(workflow_id)s AND event_id > %(after)s
+    ORDER BY event_id
+    LIMIT %(rows)s::int + 1
+), page AS (
+    SELECT event_id, sum(wire_bytes) OVER w AS running, row_number() OVER w AS n,
            count(*) OVER () AS candidates
-    FROM (
-        SELECT {columns},
-               256 + {payload_bytes} + COALESCE(octet_length(failure::text), 0)
-               + COALESCE(octet_length(wait::text), 0)
-               + COALESCE(octet_length(trace_context::text), 0)
-               + 10 * COALESCE(cardinality(consumed), 0) AS wire_bytes
-        FROM history.events
-        WHERE workflow_id = %(workflow_id)s AND event_id > %(after)s
-        ORDER BY event_id
-        LIMIT %(rows)s::int + 1
-    ) c
-    WINDOW w AS (ORDER BY c.event_id)
-) page
-WHERE n <= %(rows)s AND (n = 1 OR running <= %(budget)s)
+    FROM sized
+    WINDOW w AS (ORDER BY event_id)
+)
+SELECT {columns}, page.candidates
+FROM history.events JOIN page USING (event_id)
+WHERE workflow_id = %(workflow_id)s AND n <= %(rows)s AND (n = 1 OR running <= %(budget)s)
 ORDER BY event_id
 """
 

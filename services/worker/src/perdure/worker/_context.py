@@ -206,12 +206,13 @@ class WorkflowContext:
         if call.recorded is not None:
             if call.recorded.event_type == wf.EVENT_TYPE_SIGNAL_TIMED_OUT:
                 raise SignalTimeoutError(f"no signal {name!r} within {timeout}s")
-            return from_payload(call.recorded.payload)
+            return await self._value(call.recorded)
         while True:
             taken = self._replay.take_signals(name, limit=1)
             if taken:
-                await self._consume(call, name, taken, taken[0].payload)
-                return from_payload(taken[0].payload)
+                payload = await self._journal.payload_of(taken[0])
+                await self._consume(call, name, taken, payload)
+                return from_payload(payload)
             if deadline is not None and deadline <= self._now:
                 request = jpb.ConsumeSignalsRequest(signal_name=name, timed_out=True, **call.ref())
                 await self._record(request)
@@ -224,9 +225,9 @@ class WorkflowContext:
         _check_name(name, "signal name")
         call = await self._begin(f"$drain:{name}")
         if call.recorded is not None:
-            return list(from_payload(call.recorded.payload))
+            return list(await self._value(call.recorded))
         taken = self._replay.take_signals(name, limit=None)
-        payloads = [from_payload(event.payload) for event in taken]
+        payloads = [await self._value(event) for event in taken]
         await self._consume(call, name, taken, to_payload(payloads))
         return payloads
 
@@ -292,7 +293,7 @@ class WorkflowContext:
             outcome = self._replay.remote_outcomes[call.step_id]
             if outcome.event_type == wf.EVENT_TYPE_STEP_FAILED:
                 raise StepFailedError(call.step_id, outcome.failure)
-            results.append(from_payload(outcome.payload))
+            results.append(await self._value(outcome))
         return results
 
     def unconsumed_steps(self) -> list[str]:
@@ -300,6 +301,11 @@ class WorkflowContext:
         return self._replay.unreached()
 
     # -- internals ---------------------------------------------------------------------------
+
+    async def _value(self, event: wf.HistoryEvent) -> Any:
+        """The decoded payload of a recorded event, fetched now if the journal holds it by
+        reference (a large one): only the values the code reaches are ever in memory."""
+        return from_payload(await self._journal.payload_of(event))
 
     async def _begin(self, name: str) -> Call:
         """Take the next position for a call; check it against the journal; deliver a pending
@@ -460,7 +466,7 @@ class WorkflowContext:
                 log.info("Skipping completed step: %s", call.step_id)
             if recorded.event_type == wf.EVENT_TYPE_STEP_FAILED:
                 raise StepFailedError(call.step_id, recorded.failure)
-            return from_payload(recorded.payload)
+            return await self._value(recorded)
 
         while True:
             attempts = self._replay.attempts(call.step_id)

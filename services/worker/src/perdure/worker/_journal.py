@@ -7,8 +7,9 @@ from typing import Any
 
 import grpc
 
-from perdure.api.common.v1.payload_pb2 import Payload, PayloadRef
+from perdure.api.common.v1.payload_pb2 import Payload
 from perdure.api.worker.v1 import journal_service_pb2 as jpb
+from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.worker._errors import JournalRejectedError, JournalUnavailableError, LeaseLostError
 from perdure.worker._session import JournalCallError, JournalSession
 
@@ -60,26 +61,22 @@ class JournalClient:
         )
         loaded: jpb.LoadJournalResponse = await self.call(request)
         page = loaded
-        while page.more:
+        while page.more and page.events:
             request.after_event_id = page.events[-1].event_id
             page = await self.call(request)
             loaded.events.extend(page.events)
             loaded.history_length = page.history_length
             loaded.history_bytes = page.history_bytes
         loaded.more = False
-        for event in loaded.events:
-            if event.HasField("payload_ref"):
-                event.payload.CopyFrom(await self.load_payload(event.payload_ref))
-                event.ClearField("payload_ref")
         return loaded
 
-    async def load_payload(self, ref: Payload | PayloadRef) -> Payload:
-        """The bytes of a payload an event names by reference (LoadPayload); an inline payload
-        as it is."""
-        if isinstance(ref, Payload):
-            return ref
+    async def payload_of(self, event: wf.HistoryEvent) -> Payload:
+        """An event's payload: inline, or fetched by its reference (LoadPayload) only now that
+        the replay needs it, and not kept."""
+        if not event.HasField("payload_ref"):
+            return event.payload
         request = jpb.LoadPayloadRequest(
-            workflow_id=self.workflow_id, fence=self.fence, sha256=ref.sha256
+            workflow_id=self.workflow_id, fence=self.fence, sha256=event.payload_ref.sha256
         )
         loaded: jpb.LoadPayloadResponse = await self.call(request)
         return loaded.payload
