@@ -67,7 +67,7 @@ test('a journal is sized by history_bytes when history reports it, else estimate
 /**
  * Run the workflow task of `history`'s run under `fence`, as the worker does.
  * @param {FakeHistory} history
- * @param {Record<string, Function>} workflows
+ * @param {Record<string, (ctx: any, input: any) => Promise<any>>} workflows
  * @param {number} fence
  * @param {RunCache | undefined} cache
  */
