@@ -106,8 +106,9 @@ export class RunCache {
     this._evict(workflowId, run, why);
   }
 
-  /** Let every run go (the worker is stopping). */
-  clear() {
+  /** Let every run go, and keep none from now on (the worker is stopping). */
+  close() {
+    this.maxRuns = 0;
     for (const [id, run] of [...this._runs]) this.drop(id, run, 'the worker is stopping');
   }
 

@@ -137,6 +137,7 @@ export class Worker {
   /** Begin a graceful shutdown; `run()` resolves once it is done. */
   stop() {
     this._stopRequested = true;
+    this._cache.close(); // draining: nothing more to resume here
     this._requestStop();
   }
 
@@ -163,7 +164,7 @@ export class Worker {
     } finally {
       this._closing = true;
       this._abort.abort();
-      this._cache.clear();
+      this._cache.close();
       this._keeper.stop();
       this._wakeReconnect();
       // A goodbye: half-close, so the scheduler releases what is left at once, then end the

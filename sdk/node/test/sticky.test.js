@@ -43,9 +43,10 @@ test('the cache lets runs go, oldest first, while over its byte budget; a run ov
   assert.equal(cache.keep('huge', huge), false);
   assert.equal(huge.evicted, true);
   assert.deepEqual(cache.size, { runs: 2, bytes: 900 });
-  cache.clear();
+  cache.close();
   assert.deepEqual([b.evicted, c.evicted], [true, true]);
   assert.deepEqual(cache.size, { runs: 0, bytes: 0 });
+  assert.equal(cache.keep('a', keptRun()), false); // closed: keeps nothing more
 });
 
 test('a cache of size 0 keeps nothing, and bad bounds are refused', () => {
