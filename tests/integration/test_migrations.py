@@ -27,6 +27,7 @@ HISTORY_TABLES = {
     "api_keys",
     "audit_log",
     "signal_consumptions",
+    "payloads",
 }
 FILES = {
     "perdure.history": [
@@ -41,6 +42,7 @@ FILES = {
         "0009_payloads.sql",
         "0010_attempts_and_timeouts.sql",
         "0011_stranded_runs.sql",
+        "0012_journal_pages.sql",
     ],
     "perdure.scheduler": [
         "0001_init.sql",

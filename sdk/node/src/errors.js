@@ -148,7 +148,7 @@ export class JournalUnavailableError extends PerdureError {
 // History's answers that mean this lease (or step) is not ours to write any more (with worker
 // keys, LEASE_NOT_HELD when a worker of another key holds it now; JOURNAL_TOO_LARGE: the run was
 // parked as its load was refused).
-const LEASE_LOST_REASONS = new Set(['STALE_FENCE', 'WORKFLOW_CLOSED', 'STEP_CLOSED', 'LEASE_NOT_HELD', 'JOURNAL_TOO_LARGE']);
+const LEASE_LOST_REASONS = new Set(['STALE_FENCE', 'WORKFLOW_CLOSED', 'STEP_CLOSED', 'LEASE_NOT_HELD']);
 const REJECTED_CODES = new Set(['INVALID_ARGUMENT', 'RESOURCE_EXHAUSTED']);
 
 /**

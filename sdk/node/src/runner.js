@@ -12,6 +12,7 @@ import {
   classifyJournalError,
   lostAttemptError,
 } from './errors.js';
+import { loadJournal, payloadOf } from './pages.js';
 import { failureFrom, fromDuration, fromPayload, hasPayload, timestampMs, toDuration, toTimestamp, toPayload } from './payload.js';
 import { NO_RETRY, RetryPolicy } from './retry.js';
 import { ANNOUNCE_AFTER_MS, HeartbeatSender, Pulse, StepInfo, invokeWithLimits } from './step-info.js';
@@ -50,14 +51,14 @@ async function journalCall(journal, method, request) {
 export async function runWorkflowTask(task, journal, workflows, { log, abort, onContext, cache }) {
   const lease = { workflow_id: task.workflow_id, fence: Number(task.fence) };
   const kept = cache?.take(task.workflow_id) ?? null;
-  let loaded = await loadJournal(journal, lease, kept ? kept.lastEventId : 0);
+  let loaded = await load(journal, lease, kept ? kept.lastEventId : 0);
   let resumed = null;
   if (kept) {
     resumed = resumable(kept, loaded, lease.fence);
     if (!resumed) {
       cache?.drop(task.workflow_id, kept, 'not resumable');
       // A history that gave the whole journal anyway saves a second load.
-      if (!startsAfter(loaded, kept.lastEventId)) loaded = await loadJournal(journal, lease, 0);
+      if (!startsAfter(loaded, kept.lastEventId)) loaded = await load(journal, lease, 0);
     }
   }
   const workflow = loaded.workflow ?? {};
@@ -138,13 +139,22 @@ export async function runWorkflowTask(task, journal, workflows, { log, abort, on
 }
 
 /**
- * Load the run's journal after `after` (0: all of it).
+ * Load the run's journal after `after` (0: all of it), every page, with the payloads its events
+ * name by reference.
  * @param {Journal} journal
  * @param {{workflow_id: string, fence: number}} lease
  * @param {number} after
  */
-async function loadJournal(journal, lease, after) {
-  return journalCall(journal, 'LoadJournal', after ? { ...lease, after_event_id: after } : lease);
+async function load(journal, lease, after) {
+  const call = (/** @type {string} */ method, /** @type {object} */ request) => journalCall(journal, method, request);
+  const loaded = await loadJournal(call, lease, after);
+  for (const event of loaded.events) {
+    if (event.payload_ref) {
+      event.payload = await payloadOf(call, lease, event);
+      event.payload_ref = null;
+    }
+  }
+  return loaded;
 }
 
 /**

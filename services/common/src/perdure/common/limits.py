@@ -1,7 +1,7 @@
 """Rate limits: a token bucket per API key at the gateway, and per stream for the messages a
 worker sends; how many worker streams one API key may hold open; and how large a message, a
-page of history and a loaded journal may be. Refusals are RESOURCE_EXHAUSTED naming the limit
-and when to retry (or what to change)."""
+page of history and a page of a loaded journal may be. Refusals are RESOURCE_EXHAUSTED naming
+the limit and when to retry (or what to change)."""
 
 from __future__ import annotations
 
@@ -186,12 +186,28 @@ HISTORY_PAGE_BYTES = MAX_MESSAGE_BYTES // 4
 DESCRIBED_OUTPUT_BYTES = MAX_MESSAGE_BYTES // 2
 
 
-def journal_load_bytes() -> int:
-    """The largest journal a worker may load (PERDURE_MAX_JOURNAL_BYTES, at most the message
-    limit less its slack): a run whose journal outgrows it is parked with JournalTooLarge."""
-    value = count_setting("PERDURE_MAX_JOURNAL_BYTES", MAX_ITEM_BYTES)
-    if not 0 < value <= MAX_ITEM_BYTES:
-        raise SystemExit(f"PERDURE_MAX_JOURNAL_BYTES must be between 1 and {MAX_ITEM_BYTES}")
+# A page of a worker's journal load stops at this many bytes (at least one event a page): well
+# under the message limit, so a journal of any size loads, a page at a time.
+DEFAULT_JOURNAL_PAGE_BYTES = 4 * 1024 * 1024
+# A payload this large or larger is stored once by content, and named in its event by its digest.
+DEFAULT_PAYLOAD_REF_BYTES = 16 * 1024
+
+
+def journal_page_bytes() -> int:
+    """The bytes of events a page of LoadJournal holds at most (PERDURE_JOURNAL_PAGE_BYTES,
+    at most a quarter of the message limit); one event alone may go over it."""
+    value = count_setting("PERDURE_JOURNAL_PAGE_BYTES", DEFAULT_JOURNAL_PAGE_BYTES)
+    if not 0 < value <= MAX_ITEM_BYTES // 4:
+        raise SystemExit(f"PERDURE_JOURNAL_PAGE_BYTES must be between 1 and {MAX_ITEM_BYTES // 4}")
+    return value
+
+
+def payload_ref_bytes() -> int:
+    """The size from which an event's payload is stored by content and reaches workers as a
+    PayloadRef (PERDURE_PAYLOAD_REF_BYTES)."""
+    value = count_setting("PERDURE_PAYLOAD_REF_BYTES", DEFAULT_PAYLOAD_REF_BYTES)
+    if value <= 0:
+        raise SystemExit("PERDURE_PAYLOAD_REF_BYTES must be 1 or more")
     return value
 
 

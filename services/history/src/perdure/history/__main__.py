@@ -11,6 +11,7 @@ import uvloop
 
 from perdure.api.admin.v1.admin_service_pb2 import ROLE_WORKER
 from perdure.api.worker.v1 import journal_service_pb2, journal_service_pb2_grpc
+from perdure.common import limits
 from perdure.common.auth import warn_if_open
 from perdure.common.db import instrument_database, open_migrated_pool
 from perdure.common.flags import (
@@ -61,7 +62,7 @@ async def run(args: argparse.Namespace) -> None:
     channel = service_channel(args.scheduler)
     scheduler = scheduler_service_pb2_grpc.SchedulerServiceStub(channel)
     relay = OutboxRelay(pool, scheduler)
-    journal = Journal(pool, relay.notify, args.crash_loop_limit)
+    journal = Journal(pool, relay.notify, args.crash_loop_limit, limits.journal_page_bytes())
     deadlines = DeadlineWatch(pool)
     sweep = StrandedSweep(pool, scheduler, relay.notify, stuck_after())
     journal_servicer = JournalServicer(

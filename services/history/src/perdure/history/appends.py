@@ -13,7 +13,7 @@ from psycopg.errors import UniqueViolation
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
-from perdure.common import errors
+from perdure.common import errors, limits
 from perdure.common.reasons import Reason
 from perdure.history import fencing, store
 from perdure.history.group_commit import GroupCommit
@@ -36,8 +36,10 @@ class JournalBase:
         pool: AsyncConnectionPool,
         on_scheduled: Callable[[], None],
         crash_loop_limit: int = DEFAULT_CRASH_LOOP_LIMIT,
+        page_bytes: int = limits.DEFAULT_JOURNAL_PAGE_BYTES,
     ) -> None:
         self._pool = pool
+        self._page_bytes = page_bytes  # of events in a page of a worker's load
         # Loads in a row that may find nothing recorded since the last before the run is parked.
         self._crash_loop_limit = crash_loop_limit
         self._on_scheduled = on_scheduled  # wakes the outbox relay after a commit

@@ -6,7 +6,7 @@ import base64
 from datetime import datetime
 from typing import Any
 
-from perdure.api.common.v1.payload_pb2 import Payload
+from perdure.api.common.v1.payload_pb2 import Payload, PayloadRef
 from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.common import namespaces
 from perdure.common.convert import timestamp
@@ -78,6 +78,7 @@ def history_event(row: Row) -> wf.HistoryEvent:
         step_name=row["step_name"] or "",
         position=row["position"] or 0,
         payload=payload_of(row, "payload"),
+        payload_ref=_payload_ref(row),
         failure=dict_to_failure(row["failure"]),
         attempt=row["attempt"] or 0,
         due_time=timestamp(row["due_at"]),
@@ -88,6 +89,17 @@ def history_event(row: Row) -> wf.HistoryEvent:
         wait=_wait_from_json(row["wait"]),
         trace_context=row["trace_context"] or {},
         task_queue=namespaces.split(row["task_queue"] or "")[1],
+    )
+
+
+def _payload_ref(row: Row) -> PayloadRef | None:
+    """The reference of a payload stored by content, in a row read for a worker's load (a row
+    read for the public API has its payload inline)."""
+    digest = row.get("payload_sha256")
+    if digest is None:
+        return None
+    return PayloadRef(
+        sha256=bytes(digest), encoding=row["payload_encoding"], size=row["payload_size"] or 0
     )
 
 

@@ -12,7 +12,7 @@ from perdure.history.fencing import OPEN
 from perdure.history.metrics import count_closed, timed_write
 from perdure.history.model import EventType, RunStatus
 from perdure.history.rows import fetch_all
-from perdure.history.store import event_values, insert_event
+from perdure.history.store import count_event, event_values, insert_event
 from perdure.telemetry.propagation import untraced
 
 log = logging.getLogger(__name__)
@@ -32,7 +32,7 @@ WITH due AS (
     FOR UPDATE SKIP LOCKED
 ), appended AS (
     UPDATE history.workflows w
-    SET event_count = event_count + 1, updated_at = now(), status = 'FAILED',
+    SET {count_event(event_values())}, status = 'FAILED',
         closed_at = now(), wait_kind = NULL, wait_name = NULL, wait_until = NULL,
         failure = jsonb_build_object(
             'type', 'ExecutionTimeout',

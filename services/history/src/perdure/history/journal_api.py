@@ -10,7 +10,7 @@ from typing import Any
 import grpc
 
 from perdure.api.worker.v1 import journal_service_pb2 as jpb
-from perdure.common import auth, errors, limits, namespaces
+from perdure.common import auth, errors, namespaces
 from perdure.common.convert import datetime_of, seconds_of, timestamp
 from perdure.common.payload import validate_payload
 from perdure.common.text import require_storable
@@ -42,6 +42,7 @@ from perdure.internal.scheduler.v1 import scheduler_service_pb2_grpc as sgrpc
 
 Context = grpc.aio.ServicerContext[Any, Any]
 LEASE_CHECK_TIMEOUT = 10.0
+SHA256_BYTES = 32
 
 
 class JournalApi:
@@ -50,7 +51,6 @@ class JournalApi:
     def __init__(self, journal: Journal, scheduler: sgrpc.SchedulerServiceStub) -> None:
         self._journal = journal
         self._scheduler = scheduler  # who holds which lease
-        self._max_journal_bytes = limits.journal_load_bytes()
 
     async def _require_lease(self, lease: Lease) -> None:
         """With a worker key in force, only the session the scheduler granted this lease to
@@ -72,9 +72,17 @@ class JournalApi:
         self, request: jpb.LoadJournalRequest, context: Context
     ) -> jpb.LoadJournalResponse:
         lease = run_lease(request)
-        await self._require_lease(lease)
-        loaded = await self._journal.load(lease)
-        response = jpb.LoadJournalResponse(
+        if request.after_event_id < 0:
+            raise errors.invalid_argument(
+                "after_event_id must be 0 (from the start) or the id of an event already loaded"
+            )
+        loaded = None
+        if request.after_event_id:  # a later page, under the fence that loaded the run
+            loaded = await self._journal.next_page(lease, request.after_event_id)
+        if loaded is None:
+            await self._require_lease(lease)
+            loaded = await self._journal.load(lease, request.after_event_id)
+        return jpb.LoadJournalResponse(
             workflow=loaded.info,
             events=loaded.events,
             now=timestamp(loaded.now),
@@ -87,12 +95,24 @@ class JournalApi:
                 )
                 for row in loaded.progress
             ],
+            more=loaded.more,
+            previous_fence=loaded.previous_fence,
+            history_length=loaded.history_length,
+            history_bytes=loaded.history_bytes,
         )
-        size = response.ByteSize()
-        if size > self._max_journal_bytes:
-            # It can never be loaded: park it, rather than hand it out again and again.
-            raise await self._journal.park_too_large(lease, size, self._max_journal_bytes)
-        return response
+
+    @errors.unary
+    async def LoadPayload(
+        self, request: jpb.LoadPayloadRequest, context: Context
+    ) -> jpb.LoadPayloadResponse:
+        lease = run_lease(request)
+        if len(request.sha256) != SHA256_BYTES:
+            raise errors.invalid_argument(
+                f"sha256 must be the {SHA256_BYTES}-byte digest of an event's payload_ref, not "
+                f"{len(request.sha256)} bytes"
+            )
+        payload = await self._journal.load_payload(lease, request.sha256)
+        return jpb.LoadPayloadResponse(payload=payload)
 
     @errors.unary
     async def RecordStep(

@@ -38,6 +38,9 @@ from perdure.telemetry.propagation import current_carrier
 log = logging.getLogger(__name__)
 tracer = trace.get_tracer("perdure.history")
 
+# A page of a worker's load holds at most this many events (and the journal's page bytes).
+PAGE_EVENTS = 5000
+
 
 class Lifecycle(JournalBase):
     """Starting, loading, closing, cancelling and terminating runs."""
@@ -140,9 +143,9 @@ class Lifecycle(JournalBase):
         self._on_scheduled()  # its tasks are retired
         count_closed(closed["workflow_type"], RunStatus.TERMINATED)
 
-    async def load(self, lease: Lease) -> Loaded:
-        """Raise the run's fence mark to the lease's fence and return the run with its whole
-        journal.
+    async def load(self, lease: Lease, after_event_id: int = 0) -> Loaded:
+        """Raise the run's fence mark to the lease's fence and return the run with the first
+        page of its journal after `after_event_id`.
 
         The mark is committed before the read: from then on every earlier holder is fenced out.
         """
@@ -152,17 +155,55 @@ class Lifecycle(JournalBase):
                 raise await fencing.rejection(conn, lease)
             if row["status"] in OPEN_STATUSES and row["idle_loads"] > self._crash_loop_limit:
                 await self._park_crash_loop(conn, lease, row["idle_loads"] - 1)
-            events = await fetch_all(
-                conn,
-                store.SELECT_EVENTS,
-                {"workflow_id": lease.workflow_id, "after": 0, "limit": None},
-            )
+            return await self._page(conn, row, lease.workflow_id, after_event_id)
+
+    async def next_page(self, lease: Lease, after_event_id: int) -> Loaded | None:
+        """A later page of the journal under the fence that loaded the run: it only reads, and
+        is no new load. None when the lease's fence is not the run's mark (or is not held):
+        the caller loads instead, which raises the mark or says why it cannot."""
+        async with self._pool.connection() as conn:
+            row = await fetch_one(conn, store.SELECT_LOADED_RUN, fencing.lease_params(lease))
+            if row is None:
+                return None
+            return await self._page(conn, row, lease.workflow_id, after_event_id)
+
+    async def _page(
+        self, conn: AsyncConnection, run: Row, workflow_id: str, after_event_id: int
+    ) -> Loaded:
+        """The page of the journal after `after_event_id` of a run (`run`: its row as the load
+        read it)."""
+        params = {
+            "workflow_id": workflow_id,
+            "after": after_event_id,
+            "rows": PAGE_EVENTS,
+            "budget": self._page_bytes,
+        }
+        events = await fetch_all(conn, store.SELECT_JOURNAL_PAGE, params)
         return Loaded(
-            info=convert.workflow_info(row),
+            info=convert.workflow_info(run),
             events=[convert.history_event(event) for event in events],
-            now=row["db_now"],
-            progress=convert.progress_rows(row["progress"]),
+            now=run["db_now"],
+            progress=convert.progress_rows(run["progress"]),
+            more=bool(events) and events[0]["candidates"] > len(events),
+            previous_fence=run["previous_fence"],
+            history_length=run["event_count"],
+            history_bytes=run["history_bytes"],
         )
+
+    async def load_payload(self, lease: Lease, sha256: bytes) -> Payload:
+        """A payload stored by content that an event of the lease's run names."""
+        async with self._pool.connection() as conn:
+            params = {**fencing.lease_params(lease), "sha256": sha256}
+            row = await fetch_one(conn, store.LOAD_PAYLOAD, params)
+            if row is None:
+                raise await fencing.rejection(conn, lease)
+        if row["data"] is None:
+            raise errors.not_found(
+                Reason.PAYLOAD_NOT_FOUND,
+                f"no event of workflow {lease.workflow_id!r} names a payload with SHA-256 "
+                f"{sha256.hex()}: ask only for the payload_ref of an event of this journal",
+            )
+        return Payload(encoding=row["payload_encoding"], data=bytes(row["data"]))
 
     async def _park_crash_loop(self, conn: AsyncConnection, lease: Lease, losses: int) -> None:
         """Park a run whose last `losses` holders each recorded nothing before their lease
@@ -189,17 +230,6 @@ class Lifecycle(JournalBase):
         if closed is not None:
             count_closed(closed["workflow_type"], RunStatus.PARKED)
         raise fencing.closed(lease.workflow_id, RunStatus.PARKED)
-
-    async def park_too_large(self, lease: Lease, size: int, limit: int) -> errors.ApiError:
-        """Park a run (under the lease that just loaded it) whose journal is too large to load;
-        return the error that answers the load."""
-        message = (
-            f"the journal of workflow {lease.workflow_id!r} is {size} bytes, more than the "
-            f"{limit} bytes a worker can load; it is parked"
-        )
-        log.error("%s", printable(message))
-        await self.finish(lease, Outcome.PARK, wf.Failure(type="JournalTooLarge", message=message))
-        return errors.failed_precondition(Reason.JOURNAL_TOO_LARGE, message)
 
     async def finish(
         self, lease: Lease, outcome: Outcome, value: Payload | wf.Failure

@@ -239,9 +239,13 @@ class Described:
 
 @dataclass(frozen=True)
 class Loaded:
-    """A run as a worker loads it."""
+    """A page of a run as a worker loads it."""
 
     info: wf.WorkflowInfo
     events: list[wf.HistoryEvent]
     now: datetime
     progress: list[Row]  # see convert.progress_rows
+    more: bool  # the journal goes on after this page's events
+    previous_fence: int  # the run's mark before this load raised it
+    history_length: int  # events in the journal
+    history_bytes: int  # the journal's bytes (store.count_event)

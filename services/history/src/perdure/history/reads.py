@@ -57,22 +57,22 @@ class Reads(JournalBase):
     async def history_page(
         self, workflow_id: str, requested_size: int, token: str, after_event_id: int = 0
     ) -> tuple[list[wf.HistoryEvent], str]:
-        """One page of events (after `after_event_id` when there is no token) and the token of
-        the next (empty at the end)."""
+        """One page of events (after `after_event_id` when there is no token), its payloads
+        inline and its bytes within the page limit, and the token of the next (empty at the
+        end)."""
         after = decode_page_token(token) if token else after_event_id
-        size = page_size(requested_size)
+        params = {
+            "workflow_id": workflow_id,
+            "after": after,
+            "rows": page_size(requested_size),
+            "budget": limits.HISTORY_PAGE_BYTES,
+        }
         async with self._pool.connection() as conn:
             await self._require(conn, workflow_id)
-            rows = await fetch_all(
-                conn,
-                store.SELECT_EVENTS,
-                {"workflow_id": workflow_id, "after": after, "limit": size + 1},
-            )
-        events = [convert.history_event(row) for row in rows[:size]]
-        kept = _within(events, limits.HISTORY_PAGE_BYTES)
-        more = len(rows) > kept
-        next_token = encode_page_token(rows[kept - 1]["event_id"]) if more else ""
-        return events[:kept], next_token
+            rows = await fetch_all(conn, store.SELECT_EVENTS, params)
+        more = bool(rows) and rows[0]["candidates"] > len(rows)
+        next_token = encode_page_token(rows[-1]["event_id"]) if more else ""
+        return [convert.history_event(row) for row in rows], next_token
 
     async def list_page(
         self,
@@ -117,13 +117,3 @@ def _leave_out_outputs(steps: list[wf.StepInfo], budget: int) -> None:
             step.output_omitted = True
         else:
             budget -= size
-
-
-def _within(events: list[wf.HistoryEvent], budget: int) -> int:
-    """How many of `events`, from the first, fit in `budget` bytes (the first always does: an
-    event alone fits in a message)."""
-    for count, event in enumerate(events):
-        budget -= event.ByteSize()
-        if count and budget < 0:
-            return count
-    return len(events)

@@ -3,6 +3,8 @@ parameters of an event's append."""
 
 from __future__ import annotations
 
+import functools
+import hashlib
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any
@@ -10,7 +12,7 @@ from typing import Any
 from psycopg.types.json import Jsonb
 
 from perdure.api.common.v1.payload_pb2 import Payload
-from perdure.common import namespaces
+from perdure.common import limits, namespaces
 from perdure.common.payload import null_payload
 from perdure.history.fencing import (
     OPEN,
@@ -27,13 +29,27 @@ WORKFLOW_COLUMNS = (
     "workflow_id, workflow_type, task_queue, status, input, input_encoding, result,"
     " result_encoding, failure, fence,"
     " event_count, created_at, updated_at, closed_at, wait_kind, wait_name, wait_until,"
-    " cancel_requested, trace_context, stuck_since"
+    " cancel_requested, trace_context, stuck_since, history_bytes"
 )
-EVENT_COLUMNS = (
-    "event_id, event_type, fence, step_id, step_name, position, attempt, payload,"
+_EVENT_FIELDS = (
+    "event_id, event_type, fence, step_id, step_name, position, attempt,"
     " payload_encoding, failure,"
     " created_at, due_at, name, signal_id, consumed, started_at, wait, trace_context,"
     " task_queue"
+)
+# A payload stored by content (payload_sha256) read back in its place: what the public API and
+# the journal's own comparisons see. Needs history.events unaliased.
+_INLINE_PAYLOAD = (
+    "COALESCE(payload, (SELECT p.data FROM history.payloads p"
+    " WHERE p.sha256 = events.payload_sha256)) AS payload"
+)
+EVENT_COLUMNS = f"{_EVENT_FIELDS}, {_INLINE_PAYLOAD}"
+# An event as a worker loads it: a payload stored by content stays a reference (its digest and
+# size), fetched with LoadPayload when the replay needs it.
+JOURNAL_EVENT_COLUMNS = (
+    f"{_EVENT_FIELDS}, payload, payload_sha256,"
+    " (SELECT octet_length(p.data) FROM history.payloads p"
+    " WHERE p.sha256 = events.payload_sha256) AS payload_size"
 )
 # The run's step progress (last heartbeats) as a JSON array, returned with the run so that a
 # load or a describe costs no extra round trip. Needs the workflows row aliased `w`.
@@ -64,8 +80,13 @@ SELECT_WORKFLOW_WITH_PROGRESS = (
 # A closed run is never loaded: its task is refused (WORKFLOW_CLOSED) and done.
 # A load that finds the journal as long as the previous load left it (idle_loads): the
 # previous holder recorded nothing, not even an attempt's start; the same fence loaded again
-# (a retried request) is no new load.
+# (a retried request) is no new load. The mark before the load (previous_fence) is read under
+# the row lock the update takes, so no other load can come in between.
 ADVANCE_FENCE = f"""
+WITH prior AS (
+    SELECT fence AS previous_fence FROM history.workflows
+    WHERE workflow_id = %(workflow_id)s FOR UPDATE
+)
 UPDATE history.workflows w
 SET {TAKE_LEASE}, stuck_since = NULL,
     status = CASE WHEN status = 'WAITING' THEN 'RUNNING' ELSE status END,
@@ -74,8 +95,29 @@ SET {TAKE_LEASE}, stuck_since = NULL,
                       WHEN event_count = loaded_event_count THEN idle_loads + 1
                       ELSE 1 END,
     loaded_event_count = event_count
+FROM prior
 WHERE {run_lease_taken()}
-RETURNING {WORKFLOW_COLUMNS}, idle_loads, now() AS db_now, {_PROGRESS}
+RETURNING {WORKFLOW_COLUMNS}, idle_loads, now() AS db_now, {_PROGRESS}, prior.previous_fence
+"""
+
+# A later page of a load (the same fence, after the first page's events): it only reads, under
+# the lease like any write, and counts as no new load.
+SELECT_LOADED_RUN = f"""
+SELECT {WORKFLOW_COLUMNS}, now() AS db_now, {_PROGRESS}, fence AS previous_fence
+FROM history.workflows w WHERE {run_lease_held()}
+"""
+
+# A payload stored by content, for the lease of a run one of whose events names it: a row with
+# NULL data when none does (NOT_FOUND), no row when the lease is not held.
+LOAD_PAYLOAD = f"""
+SELECT named.payload_encoding, p.data
+FROM history.workflows w
+LEFT JOIN LATERAL (
+    SELECT e.payload_encoding FROM history.events e
+    WHERE e.workflow_id = w.workflow_id AND e.payload_sha256 = %(sha256)s LIMIT 1
+) named ON true
+LEFT JOIN history.payloads p ON p.sha256 = %(sha256)s AND named.payload_encoding IS NOT NULL
+WHERE {run_lease_held("w.")}
 """
 
 # Every journal append is one statement: an UPDATE of the run (`appended`, which must return
@@ -99,6 +141,7 @@ EVENT_PARAMS = {
     "attempt": "int",
     "payload": "bytea",
     "payload_encoding": "text",
+    "payload_sha256": "bytea",
     "failure": "jsonb",
     "due_at": "timestamptz",
     "due_in": "float8",
@@ -114,26 +157,51 @@ EVENT_PARAMS = {
 
 def insert_event(value: Callable[[str], str], source: str = "appended") -> str:
     """The INSERT of an append's event (the CTE `inserted`), `value` spelling how each of
-    EVENT_PARAMS is read, `source` the rows it reads them from (`appended` among them)."""
+    EVENT_PARAMS is read, `source` the rows it reads them from (`appended` among them). A
+    payload with a digest (payload_sha256) is stored once by content (the CTE `stored`) and
+    the event keeps only the digest."""
     v = value
+    by_content = v("payload_sha256")
     return f""", inserted AS (
     INSERT INTO history.events (workflow_id, event_id, event_type, fence, step_id, step_name,
-                                position, attempt, payload, payload_encoding, failure, due_at,
-                                name, signal_id, consumed, started_at, wait, trace_context,
-                                task_queue)
+                                position, attempt, payload, payload_encoding, payload_sha256,
+                                failure, due_at, name, signal_id, consumed, started_at, wait,
+                                trace_context, task_queue)
     SELECT appended.workflow_id, appended.event_count, {v("event_type")}, {v("fence")},
-           {v("step_id")}, {v("step_name")}, {v("position")}, {v("attempt")}, {v("payload")},
-           {v("payload_encoding")}, {v("failure")},
+           {v("step_id")}, {v("step_name")}, {v("position")}, {v("attempt")},
+           CASE WHEN {by_content} IS NULL THEN {v("payload")} END,
+           {v("payload_encoding")}, {by_content}, {v("failure")},
            COALESCE({v("due_at")}, now() + make_interval(secs => {v("due_in")})),
            {v("name")}, {v("signal_id")}, {v("consumed")}, {v("started_at")}, {v("wait")},
            {v("trace_context")}, {v("task_queue")}
     FROM {source}
     RETURNING workflow_id, event_id, due_at
+), stored AS (
+    INSERT INTO history.payloads (sha256, data)
+    SELECT {by_content}, {v("payload")} FROM {source} WHERE {by_content} IS NOT NULL
+    ON CONFLICT (sha256) DO NOTHING
 )"""
 
 
 def _parameter(name: str) -> str:
     return f"%({name})s::{EVENT_PARAMS[name]}"
+
+
+# What an event adds to its run's history_bytes beside its payload and failure.
+EVENT_BYTES = 64
+
+
+def count_event(value: Callable[[str], str] = _parameter, run: str = "") -> str:
+    """The SET of an append's UPDATE of its run (`run`: its alias with the dot, if any): one
+    more event, and its bytes (its payload, whether stored by content or not, and failure)."""
+    size = (
+        f"{EVENT_BYTES} + COALESCE(octet_length({value('payload')}), 0)"
+        f" + COALESCE(octet_length({value('failure')}::text), 0)"
+    )
+    return (
+        f"event_count = {run}event_count + 1, history_bytes = {run}history_bytes + {size},"
+        " updated_at = now()"
+    )
 
 
 def event_values(**values: str) -> Callable[[str], str]:
@@ -150,9 +218,11 @@ START_WORKFLOW = (
 WITH appended AS (
     INSERT INTO history.workflows
         (workflow_id, namespace, workflow_type, task_queue, status, input, input_encoding,
-         event_count, trace_context, deadline)
+         event_count, history_bytes, trace_context, deadline)
     VALUES (%(workflow_id)s, %(namespace)s, %(workflow_type)s, %(task_queue)s, 'RUNNING',
-            %(input)s, %(input_encoding)s, 1, %(trace_context)s,
+            %(input)s, %(input_encoding)s, 1, """
+    + str(EVENT_BYTES)
+    + """ + octet_length(%(input)s::bytea), %(trace_context)s,
             now() + make_interval(secs => %(execution_timeout)s::float8))
     ON CONFLICT (workflow_id) DO NOTHING
     RETURNING workflow_id, workflow_type, task_queue, input, input_encoding, event_count
@@ -205,7 +275,7 @@ def _append(update: str, *, schedule: bool = False, linked: bool = False, also: 
 # A worker's record of one call of the code (a step outcome, a timer, state...; a signal
 # consumption is CONSUME_SIGNALS's).
 _RECORD = f"""UPDATE history.workflows
-    SET event_count = event_count + 1, updated_at = now()
+    SET {count_event()}
     WHERE {run_lease_held()}"""
 
 # A signal consumption (SIGNAL_CONSUMED, its `consumed` the SIGNAL_RECEIVED event ids it takes):
@@ -215,7 +285,7 @@ _RECORD = f"""UPDATE history.workflows
 # and is undone whole.
 CONSUME_SIGNALS = _append(
     f"""UPDATE history.workflows w
-    SET event_count = event_count + 1, updated_at = now()
+    SET {count_event()}
     WHERE {run_lease_held()}
       AND cardinality(%(consumed)s::bigint[]) = (
           SELECT count(*) FROM history.events s
@@ -268,7 +338,7 @@ WITH input AS (
         WITH ORDINALITY AS i({", ".join(_BATCHED)}, ord)
 ), appended AS (
     UPDATE history.workflows w
-    SET event_count = w.event_count + 1, updated_at = now()
+    SET {count_event(_input, "w.")}
     FROM input i
     WHERE {_BATCHED_LEASE_HELD}
     RETURNING i.ord, w.workflow_id, w.workflow_type, w.event_count, w.cancel_requested
@@ -283,7 +353,7 @@ FROM appended a JOIN inserted
 
 SUSPEND = _append(
     f"""UPDATE history.workflows
-    SET event_count = event_count + 1, updated_at = now(),
+    SET {count_event()},
         status = 'WAITING', wait_kind = %(wait_kind)s, wait_name = %(wait_name)s,
         wait_until = %(run_at)s
     WHERE {run_lease_held()}""",
@@ -298,7 +368,7 @@ _RETIRED = """, retired AS (
 
 CLOSE_RUN = _append(
     f"""UPDATE history.workflows
-    SET event_count = event_count + 1, updated_at = now(),
+    SET {count_event()},
         status = %(status)s, result = %(payload)s, result_encoding = %(payload_encoding)s,
         failure = %(failure)s, closed_at = now(),
         wait_kind = NULL, wait_name = NULL, wait_until = NULL
@@ -310,7 +380,7 @@ CLOSE_RUN = _append(
 _OPEN_RUN = f"WHERE workflow_id = %(workflow_id)s AND status IN {OPEN}"
 
 SIGNAL = _append(
-    f"""UPDATE history.workflows SET event_count = event_count + 1, updated_at = now()
+    f"""UPDATE history.workflows SET {count_event()}
     {_OPEN_RUN}""",
     schedule=True,
     linked=True,
@@ -327,7 +397,7 @@ _AUDITED = """, audited AS (
 
 REQUEST_CANCEL = _append(
     f"""UPDATE history.workflows
-    SET event_count = event_count + 1, updated_at = now(), cancel_requested = true
+    SET {count_event()}, cancel_requested = true
     {_OPEN_RUN} AND NOT cancel_requested""",
     schedule=True,
     linked=True,
@@ -336,7 +406,7 @@ REQUEST_CANCEL = _append(
 
 TERMINATE = _append(
     f"""UPDATE history.workflows
-    SET event_count = event_count + 1, updated_at = now(), status = 'TERMINATED',
+    SET {count_event()}, status = 'TERMINATED',
         failure = %(failure)s, closed_at = now(),
         wait_kind = NULL, wait_name = NULL, wait_until = NULL
     {_OPEN_RUN}""",
@@ -426,7 +496,7 @@ WITH prior AS (
                AS starts
     FROM task, prior
 ), appended AS (
-    UPDATE history.workflows w SET event_count = event_count + 1, updated_at = now()
+    UPDATE history.workflows w SET {count_event(event_values())}
     FROM plan WHERE w.workflow_id = plan.workflow_id AND plan.starts
     RETURNING w.workflow_id, w.event_count
 )"""
@@ -464,7 +534,7 @@ WITH task AS (
     WHERE {step_lease_held()}
     RETURNING workflow_id, step_type, task_queue
 ), appended AS (
-    UPDATE history.workflows w SET event_count = event_count + 1, updated_at = now()
+    UPDATE history.workflows w SET {count_event()}
     FROM task WHERE w.workflow_id = task.workflow_id AND w.status IN {OPEN}
     RETURNING w.workflow_id, w.workflow_type, w.task_queue, w.event_count, w.cancel_requested,
               task.step_type, task.task_queue AS step_queue
@@ -480,6 +550,7 @@ WITH task AS (
                     "attempt",
                     "payload",
                     "payload_encoding",
+                    "payload_sha256",
                     "failure",
                     "due_in",
                     "started_at",
@@ -530,12 +601,43 @@ WHERE workflow_id = %(workflow_id)s AND step_id = %(step_id)s AND attempt = %(at
   AND event_type = 'STEP_ATTEMPT_FAILED'
 """
 
-SELECT_EVENTS = f"""
-SELECT {EVENT_COLUMNS} FROM history.events
-WHERE workflow_id = %(workflow_id)s AND event_id > %(after)s
+
+def _events_page(columns: str, payload_bytes: str) -> str:
+    """A page of a run's events after %(after)s, oldest first: at most %(rows)s events and
+    %(budget)s bytes (the first event whatever its size), each event's bytes reckoned from its
+    payload (`payload_bytes`, SQL), failure, wait and trace context plus a margin for the rest.
+    `candidates` (on every row) is how many of the next %(rows)s + 1 events there were: more
+    than the page holds means the journal goes on."""
+    return f"""
+SELECT * FROM (
+    SELECT c.*, sum(c.wire_bytes) OVER w AS running, row_number() OVER w AS n,
+           count(*) OVER () AS candidates
+    FROM (
+        SELECT {columns},
+               256 + {payload_bytes} + COALESCE(octet_length(failure::text), 0)
+               + COALESCE(octet_length(wait::text), 0)
+               + COALESCE(octet_length(trace_context::text), 0)
+               + 10 * COALESCE(cardinality(consumed), 0) AS wire_bytes
+        FROM history.events
+        WHERE workflow_id = %(workflow_id)s AND event_id > %(after)s
+        ORDER BY event_id
+        LIMIT %(rows)s::int + 1
+    ) c
+    WINDOW w AS (ORDER BY c.event_id)
+) page
+WHERE n <= %(rows)s AND (n = 1 OR running <= %(budget)s)
 ORDER BY event_id
-LIMIT %(limit)s
 """
+
+
+# A page of the journal as the public API shows it: payloads inline.
+SELECT_EVENTS = _events_page(
+    EVENT_COLUMNS,
+    "COALESCE(octet_length(payload), (SELECT octet_length(p.data) FROM history.payloads p"
+    " WHERE p.sha256 = events.payload_sha256), 0)",
+)
+# A page of the journal as a worker loads it: payloads stored by content as references.
+SELECT_JOURNAL_PAGE = _events_page(JOURNAL_EVENT_COLUMNS, "COALESCE(octet_length(payload), 0)")
 
 # The events DescribeWorkflow is made of: step outcomes and attempts, signals, state.
 SELECT_DESCRIBED_EVENTS = f"""
@@ -547,8 +649,8 @@ ORDER BY event_id
 """
 
 # The latest value published under a key.
-SELECT_STATE = """
-SELECT payload, payload_encoding, created_at FROM history.events
+SELECT_STATE = f"""
+SELECT {_INLINE_PAYLOAD}, payload_encoding, created_at FROM history.events
 WHERE workflow_id = %(workflow_id)s AND event_type = 'STATE_UPDATED' AND name = %(key)s
 ORDER BY event_id DESC LIMIT 1
 """
@@ -602,7 +704,8 @@ def event_params(
         "step_name": step_name,
         "position": position,
         "attempt": attempt,
-        **payload_columns("payload", _event_payload(event_type, payload)),
+        **payload_columns("payload", stored := _event_payload(event_type, payload)),
+        "payload_sha256": by_content(stored),
         "failure": json_or_none(failure),
         "due_at": due_at,
         "due_in": due_in,
@@ -624,3 +727,16 @@ def _event_payload(event_type: EventType, payload: Payload | None) -> Payload | 
     if event_type not in PAYLOAD_EVENTS:
         return None
     return payload if payload is not None else null_payload()
+
+
+@functools.cache
+def _ref_bytes() -> int:
+    return limits.payload_ref_bytes()
+
+
+def by_content(payload: Payload | None) -> bytes | None:
+    """The SHA-256 under which a payload is stored by content, if it is that large (None: it
+    stays inline in its event)."""
+    if payload is None or len(payload.data) < _ref_bytes():
+        return None
+    return hashlib.sha256(payload.data).digest()

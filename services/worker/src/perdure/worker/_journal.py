@@ -7,6 +7,7 @@ from typing import Any
 
 import grpc
 
+from perdure.api.common.v1.payload_pb2 import Payload, PayloadRef
 from perdure.api.worker.v1 import journal_service_pb2 as jpb
 from perdure.worker._errors import JournalRejectedError, JournalUnavailableError, LeaseLostError
 from perdure.worker._session import JournalCallError, JournalSession
@@ -20,7 +21,6 @@ _LEASE_LOST = (
     "WORKFLOW_CLOSED",
     "STEP_CLOSED",
     "LEASE_NOT_HELD",
-    "JOURNAL_TOO_LARGE",
 )
 # History decided the request itself is wrong: the same request would be refused again.
 _REJECTED = (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.RESOURCE_EXHAUSTED)
@@ -52,7 +52,31 @@ class JournalClient:
         return await self.call(request)
 
     async def load(self) -> jpb.LoadJournalResponse:
-        """Load the journal, fencing out every earlier holder."""
+        """Load the journal, fencing out every earlier holder: every page of it, as one
+        response (the first page's run, clock and progress, and every event)."""
         request = jpb.LoadJournalRequest(workflow_id=self.workflow_id, fence=self.fence)
         loaded: jpb.LoadJournalResponse = await self.call(request)
+        page = loaded
+        while page.more:
+            request.after_event_id = page.events[-1].event_id
+            page = await self.call(request)
+            loaded.events.extend(page.events)
+            loaded.history_length = page.history_length
+            loaded.history_bytes = page.history_bytes
+        loaded.more = False
+        for event in loaded.events:
+            if event.HasField("payload_ref"):
+                event.payload.CopyFrom(await self.load_payload(event.payload_ref))
+                event.ClearField("payload_ref")
         return loaded
+
+    async def load_payload(self, ref: Payload | PayloadRef) -> Payload:
+        """The bytes of a payload an event names by reference (LoadPayload); an inline payload
+        as it is."""
+        if isinstance(ref, Payload):
+            return ref
+        request = jpb.LoadPayloadRequest(
+            workflow_id=self.workflow_id, fence=self.fence, sha256=ref.sha256
+        )
+        loaded: jpb.LoadPayloadResponse = await self.call(request)
+        return loaded.payload
