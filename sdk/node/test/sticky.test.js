@@ -5,6 +5,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { RunEvictedError, StepFailedError } from '../src/errors.js';
 import { fromPayload } from '../src/payload.js';
+import { Replay } from '../src/replay.js';
 import { RetryPolicy } from '../src/retry.js';
 import { runWorkflowTask } from '../src/runner.js';
 import { RunCache, journalBytes } from '../src/sticky.js';
@@ -222,4 +223,24 @@ test('a cancel request is not applied to a kept run: it is replayed, and cancell
   assert.deepEqual(passes, ['start', 'start']);
   assert.equal(history.result.type, 'WorkflowCancelledError');
   assert.deepEqual(cache.counts, { hits: 0, misses: 2, evictions: 1 });
+});
+
+test('a kept replay takes only what a waiting run may receive: a record past its position, or an unknown event, is refused', () => {
+  const started = { event_id: 1, event_type: 'EVENT_TYPE_WORKFLOW_STARTED', position: 0, step_id: '' };
+  const workflow = { cancel_requested: false };
+  const replay = () => {
+    const kept = new Replay({ workflow, events: [started] });
+    kept.allocate('$signal:say'); // the code waits at position 0
+    return kept;
+  };
+  const own = { event_id: 2, event_type: 'EVENT_TYPE_STATE_UPDATED', position: 0, step_id: '$state:k' };
+  const signal = { event_id: 3, event_type: 'EVENT_TYPE_SIGNAL_RECEIVED', name: 'say', position: 0, step_id: '' };
+  const kept = replay();
+  assert.equal(kept.extend([own, signal], workflow), true);
+  assert.deepEqual(kept.signals.map((e) => e.event_id), [3]);
+  assert.equal(kept.recorded.size, 0); // its own record is not replayed again
+  const ahead = { event_id: 2, event_type: 'EVENT_TYPE_STEP_COMPLETED', position: 1, step_id: 'other' };
+  assert.equal(replay().extend([ahead], workflow), false);
+  assert.equal(replay().extend([{ event_id: 2, event_type: 'EVENT_TYPE_WORKFLOW_CONTINUED_AS_NEW' }], workflow), false);
+  assert.equal(replay().extend([], { cancel_requested: true }), false);
 });
