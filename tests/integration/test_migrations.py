@@ -50,6 +50,7 @@ FILES = {
         "0003_step_tasks.sql",
         "0004_lease_keys.sql",
         "0005_closed_tasks.sql",
+        "0006_sticky.sql",
     ],
 }
 SCHEDULER_TABLES = {"schema_migrations", "tasks", "workflow_types"}

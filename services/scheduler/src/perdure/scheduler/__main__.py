@@ -29,6 +29,7 @@ from perdure.internal.scheduler.v1 import scheduler_service_pb2, scheduler_servi
 from perdure.scheduler.dispatcher import Dispatcher
 from perdure.scheduler.handlers import SchedulerServicer, TaskServicer
 from perdure.scheduler.metrics import observe_backlog
+from perdure.scheduler.sticky import DEFAULT_STICKY_TIMEOUT
 from perdure.scheduler.store import TaskStore
 from perdure.telemetry import telemetry_for
 
@@ -56,7 +57,16 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="seconds after which a worker session moves, with its leases, so that new "
         "replicas get their share (PERDURE_SESSION_MAX_AGE, default 300; 0: never)",
     )
+    parser.add_argument(
+        "--sticky-timeout",
+        type=float,
+        default=float(os.environ.get("PERDURE_STICKY_TIMEOUT", str(DEFAULT_STICKY_TIMEOUT))),
+        help="seconds a due task waits for the worker that keeps its run's state before any "
+        "worker may take it (PERDURE_STICKY_TIMEOUT, default 1; 0: stickiness off)",
+    )
     args = parser.parse_args(argv)
+    if args.sticky_timeout < 0:
+        parser.error("--sticky-timeout must be 0 (off) or a positive number of seconds")
     if args.lease_ttl < 0.3:
         parser.error("--lease-ttl must be at least 0.3 seconds")
     if args.session_max_age < 0:
@@ -68,7 +78,7 @@ async def run(args: argparse.Namespace) -> None:
     """Migrate, then serve until SIGTERM."""
     pool = await open_migrated_pool("scheduler", args.database_url)
     store = TaskStore(pool)
-    dispatcher = Dispatcher(store, args.lease_ttl)
+    dispatcher = Dispatcher(store, args.lease_ttl, args.sticky_timeout)
     observe_backlog(store, asyncio.get_running_loop())
     history = service_channel(args.history)
     authenticate = history_authenticator(history_service_pb2_grpc.HistoryServiceStub(history))

@@ -19,6 +19,7 @@ from perdure.common.text import printable
 from perdure.scheduler.metrics import (
     LEASE_EXPIRIES,
     SCHEDULE_TO_START,
+    STICKY_GRANTS,
     TIMER_LATENESS,
     WORKER_STREAMS,
 )
@@ -64,6 +65,7 @@ class Session:
     capacity: int
     timer_lookahead: float = 0.0  # how early the worker takes timer tasks, in seconds
     key_id: str = ""  # the API key it authenticated with ("" without keys)
+    sticky_id: str = ""  # its worker's cache of suspended runs ("" : it keeps none)
     session_id: str = field(default_factory=lambda: uuid.uuid4().hex)
     leases: dict[TaskKey, Held] = field(default_factory=dict)
     outgoing: asyncio.Queue[tpb.ConnectResponse] = field(default_factory=asyncio.Queue)
@@ -106,9 +108,11 @@ class Session:
 class Dispatcher:
     """Grants due tasks to this replica's sessions with free capacity."""
 
-    def __init__(self, store: TaskStore, lease_ttl: float) -> None:
+    def __init__(self, store: TaskStore, lease_ttl: float, sticky_timeout: float = 0.0) -> None:
         self._store = store
         self.lease_ttl = lease_ttl
+        # How long a due task waits for the worker that keeps its run (0: nobody keeps any).
+        self.sticky_timeout = sticky_timeout
         self._sessions: dict[str, Session] = {}
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -142,11 +146,15 @@ class Dispatcher:
         """Look for grantable tasks now rather than at the next tick."""
         self._wake.set()
 
-    async def task_done(self, session: Session, lease: Lease, unfinished: bool) -> None:
+    async def task_done(
+        self, session: Session, lease: Lease, unfinished: bool, sticky: bool = False
+    ) -> None:
         """The worker is finished with a lease (`unfinished`: it handed the task back, to be
-        granted again at once). A lease the session does not hold stays as it is."""
+        granted again at once; `sticky`: it keeps the run's state, and is offered its next
+        task first). A lease the session does not hold stays as it is."""
         session.drop(lease)
-        if await self._store.release(session.session_id, lease, again=unfinished):
+        keeps = _keeps(session, lease, unfinished, sticky, self.sticky_timeout)
+        if await self._store.release(session.session_id, lease, unfinished, keeps):
             self.wake()
             return
         log.debug(
@@ -239,6 +247,10 @@ class Dispatcher:
                 overdue_rounds = 0 if granted else overdue_rounds + 1
                 delay = 0.0 if overdue_rounds <= 1 else MAX_IDLE_SECONDS
 
+    def serves(self, sticky_id: str) -> bool:
+        """Whether a session of the worker `sticky_id` is connected here."""
+        return any(s.sticky_id == sticky_id for s in self._sessions.values())
+
     def _ready(self) -> list[Session]:
         return [s for s in self._sessions.values() if s.free > 0 and s.responsive(self.lease_ttl)]
 
@@ -250,7 +262,9 @@ class Dispatcher:
         # The least lookahead: waking for a timer that no ready session may take yet would
         # leave it to the idle look, late.
         lookahead = min(session.timer_lookahead for session in ready)
-        return await self._store.next_due(queues, lookahead)
+        # A task kept for a worker that is not ready here is due to the others only later.
+        sticky_ids = sorted({session.sticky_id for session in ready if session.sticky_id})
+        return await self._store.next_due(queues, lookahead, sticky_ids, self.sticky_timeout)
 
     async def _grant_round(self) -> int:
         """Grant due tasks to every ready session; return how many were granted."""
@@ -265,6 +279,8 @@ class Dispatcher:
                 self.lease_ttl,
                 session.timer_lookahead,
                 session.key_id,
+                session.sticky_id,
+                self.sticky_timeout,
             )
             if session.session_id not in self._sessions:
                 # The worker left or is moving: it never hears of these grants.
@@ -305,6 +321,9 @@ def _traced_grant(session: Session, grant: Grant) -> Carrier:
     else:
         attributes["perdure.workflow.type"] = grant.task_type
     SCHEDULE_TO_START.record(max(grant.late_by, 0.0), queue)
+    if grant.sticky_id is not None:
+        outcome = "kept" if grant.sticky_id == session.sticky_id else "timed_out"
+        STICKY_GRANTS.add(1, {**queue, "perdure.sticky.outcome": outcome})
     if grant.late_by < 0:
         # Granted ahead of its timer: the worker fires it, and measures how late, itself.
         attributes["perdure.timer.ahead_ms"] = round(-grant.late_by * 1000, 3)
@@ -336,6 +355,18 @@ def _traced_grant(session: Session, grant: Grant) -> Carrier:
     }
     with tracer.start_as_current_span("perdure.lease.grant", workflow, attributes=granted):
         return current_carrier()
+
+
+def _keeps(
+    session: Session, lease: Lease, unfinished: bool, sticky: bool, timeout: float
+) -> str | None:
+    """The worker a finished task's run is kept for: the session's, when its TaskDone says
+    so. A step task, a task handed back, a worker with no sticky id or draining, or stickiness
+    turned off (timeout 0) keep nothing: TaskDone.sticky is then ignored."""
+    keeps = session.sticky_id and session.capacity > 0 and timeout > 0
+    if sticky and keeps and not unfinished and not lease.step_id:
+        return session.sticky_id
+    return None
 
 
 def _task_name(workflow_id: str, step_id: str) -> str:

@@ -14,6 +14,18 @@ from perdure.scheduler.model import DueReason, DueTask
 
 TIMER = f"'{DueReason.TIMER}'"  # as SQL: a timer's due time may be granted ahead
 
+
+def grantable_at(sticky_ids: str) -> str:
+    """SQL: when an unleased task of `scheduler.tasks` becomes grantable to the sessions whose
+    sticky ids the text array `sticky_ids` holds: its due time (a timer's `timer_lookahead`
+    early), or, when another worker keeps its run, its due time plus the sticky timeout."""
+    return f"""CASE
+        WHEN sticky_id IS NOT NULL AND NOT sticky_id = ANY({sticky_ids})
+        THEN run_at + make_interval(secs => %(sticky_timeout)s)
+        WHEN due_reason = {TIMER} THEN run_at - make_interval(secs => %(timer_lookahead)s)
+        ELSE run_at END"""
+
+
 # A task is a workflow's own (step_id '') or one of its remote steps' (step_id set, and
 # workflow_type holding the step type). One statement for a whole batch. LEAST ignores NULL,
 # so an earlier due time always wins and a request is never lost; the reason of the winning
@@ -51,13 +63,12 @@ SET closed = true, run_at = NULL, due_reason = NULL, updated_at = now()
 FROM locked WHERE {LOCKED}
 """
 
-# Seconds until the next task of these queues becomes grantable (a due time, less the timer
-# lookahead for a timer, or a lease expiry); negative when one is overdue, NULL when none is.
+# Seconds until the next task of these queues becomes grantable to the ready sessions (a due
+# time, less the timer lookahead for a timer, plus the sticky timeout for a run another worker
+# keeps; or a lease expiry); negative when one is overdue, NULL when none is.
 NEXT_DUE = f"""
 SELECT EXTRACT(EPOCH FROM min(due) - now())::float8 FROM (
-    SELECT min(CASE WHEN due_reason = {TIMER}
-                    THEN run_at - make_interval(secs => %(timer_lookahead)s)
-                    ELSE run_at END) AS due
+    SELECT min({grantable_at("%(sticky_ids)s::text[]")}) AS due
     FROM scheduler.tasks
     WHERE task_queue = ANY(%(queues)s) AND lease_owner IS NULL AND run_at IS NOT NULL
     UNION ALL
@@ -114,11 +125,22 @@ class Due:
             cur = await conn.execute(IDLE_RUNS, [workflow_ids])
             return [str(row[0]) for row in await cur.fetchall()]
 
-    async def next_due(self, queues: list[str], timer_lookahead: float = 0.0) -> float | None:
-        """Seconds until the next task of `queues` is grantable (<= 0: overdue; None: none)."""
+    async def next_due(
+        self,
+        queues: list[str],
+        timer_lookahead: float = 0.0,
+        sticky_ids: Sequence[str] = (),
+        sticky_timeout: float = 0.0,
+    ) -> float | None:
+        """Seconds until the next task of `queues` is grantable to sessions of the workers
+        `sticky_ids` (<= 0: overdue; None: none)."""
+        params = {
+            "queues": queues,
+            "timer_lookahead": timer_lookahead,
+            "sticky_ids": list(sticky_ids),
+            "sticky_timeout": sticky_timeout,
+        }
         async with self._pool.connection() as conn:
-            cur = await conn.execute(
-                NEXT_DUE, {"queues": queues, "timer_lookahead": timer_lookahead}
-            )
+            cur = await conn.execute(NEXT_DUE, params)
             row = await cur.fetchone()
         return None if row is None or row[0] is None else float(row[0])

@@ -7,7 +7,7 @@ from typing import Any
 
 from psycopg_pool import AsyncConnectionPool
 
-from perdure.scheduler.due import TIMER
+from perdure.scheduler.due import grantable_at
 from perdure.scheduler.model import DueReason, Grant
 
 # A task is grantable when it is due and unleased, or when its lease has expired: a worker
@@ -15,18 +15,21 @@ from perdure.scheduler.model import DueReason, Grant
 # a timer is grantable `timer_lookahead` early, to a worker that waits out the rest itself.
 # SKIP LOCKED lets scheduler replicas grant side by side without granting one task twice.
 # Workflow tasks go to sessions declaring their workflow type, step tasks to those declaring
-# their step type.
+# their step type. A task whose run another worker keeps (sticky_id) waits the sticky timeout
+# for that worker first (sticky.py); a grant ends the reservation, and the holder's TaskDone
+# makes the next one. The first bound on run_at is implied by the second, for the index.
 CLAIM = f"""
 WITH due AS (
     SELECT workflow_id, step_id, lease_owner AS previous_owner,
-           COALESCE(run_at, lease_expires_at) AS due_at, due_reason FROM scheduler.tasks
+           COALESCE(run_at, lease_expires_at) AS due_at, due_reason, sticky_id
+    FROM scheduler.tasks
     WHERE task_queue = %(task_queue)s
       AND CASE WHEN step_id = '' THEN workflow_type = ANY(%(types)s)
                ELSE workflow_type = ANY(%(step_types)s) END
       AND NOT closed
-      AND ((lease_owner IS NULL AND run_at <= now())
-           OR (lease_owner IS NULL AND due_reason = {TIMER}
-               AND run_at <= now() + make_interval(secs => %(timer_lookahead)s))
+      AND ((lease_owner IS NULL
+            AND run_at <= now() + make_interval(secs => %(timer_lookahead)s)
+            AND {grantable_at("%(sticky_ids)s::text[]")} <= now())
            OR (lease_owner IS NOT NULL AND lease_expires_at <= now()))
     ORDER BY run_at NULLS FIRST
     LIMIT %(limit)s
@@ -34,12 +37,12 @@ WITH due AS (
 )
 UPDATE scheduler.tasks t
 SET fence = t.fence + 1, lease_owner = %(session)s, lease_key = %(key)s, run_at = NULL,
-    due_reason = NULL,
+    due_reason = NULL, sticky_id = NULL,
     updated_at = now(), lease_expires_at = now() + make_interval(secs => %(ttl)s)
 FROM due WHERE t.workflow_id = due.workflow_id AND t.step_id = due.step_id
 RETURNING t.workflow_id, t.step_id, t.workflow_type, t.fence, due.previous_owner, due.due_at,
           EXTRACT(EPOCH FROM now() - due.due_at)::float8 AS late_by, due.due_reason,
-          t.trace_context, t.lease_expires_at
+          t.trace_context, t.lease_expires_at, due.sticky_id
 """
 
 
@@ -58,10 +61,14 @@ class Grants:
         ttl: float,
         timer_lookahead: float = 0.0,
         key: str = "",
+        sticky_id: str = "",
+        sticky_timeout: float = 0.0,
     ) -> list[Grant]:
         """Lease up to `limit` grantable tasks of these workflow and step types to a session,
         each with a fresh fence (timer tasks up to `timer_lookahead` seconds before they are
-        due). `key` is the API key the session authenticated with ("" without keys)."""
+        due). `key` is the API key the session authenticated with ("" without keys). Tasks
+        whose run another worker keeps come only once due for `sticky_timeout` seconds; those
+        its own worker (`sticky_id`) keeps, at once."""
         async with self._pool.connection() as conn:
             cur = await conn.execute(
                 CLAIM,
@@ -74,6 +81,8 @@ class Grants:
                     "session": session,
                     "ttl": ttl,
                     "timer_lookahead": timer_lookahead,
+                    "sticky_ids": [sticky_id] if sticky_id else [],
+                    "sticky_timeout": sticky_timeout,
                 },
             )
             rows = await cur.fetchall()
@@ -83,7 +92,7 @@ class Grants:
 def _grant(row: Sequence[Any]) -> Grant:
     """A grant from a row CLAIM returns (its due reason, if any, one of DueReason's)."""
     workflow_id, step_id, task_type, fence, previous_owner, due_at, late_by, reason = row[:8]
-    trace_context, lease_expires_at = row[8:]
+    trace_context, lease_expires_at, sticky_id = row[8:]
     return Grant(
         workflow_id=workflow_id,
         step_id=step_id,
@@ -95,4 +104,5 @@ def _grant(row: Sequence[Any]) -> Grant:
         due_reason=None if reason is None else DueReason(reason),
         trace_context=trace_context,
         lease_expires_at=lease_expires_at,
+        sticky_id=sticky_id,
     )

@@ -24,6 +24,7 @@ from perdure.internal.scheduler.v1 import scheduler_service_pb2 as spb
 from perdure.internal.scheduler.v1 import scheduler_service_pb2_grpc as sgrpc
 from perdure.scheduler.dispatcher import Dispatcher, Session
 from perdure.scheduler.model import DueReason, DueTask, Lease
+from perdure.scheduler.sticky import sticky_id_of
 from perdure.scheduler.store import TaskStore
 from perdure.telemetry.propagation import untraced
 
@@ -91,6 +92,7 @@ def _session_from_hello(message: tpb.ConnectRequest) -> Session:
         step_types=sorted(set(hello.step_types)),
         capacity=hello.capacity,
         timer_lookahead=lookahead,
+        sticky_id=sticky_id_of(hello.sticky_id),
     )
 
 
@@ -251,11 +253,14 @@ class TaskServicer(tgrpc.TaskServiceServicer):
         if kind == "heartbeat":
             await self._dispatcher.heartbeat(session, _leases(session, message.heartbeat.leases))
         elif kind == "task_done":
-            [lease] = _leases(session, [message.task_done.lease])
-            await self._dispatcher.task_done(session, lease, message.task_done.unfinished)
+            done = message.task_done
+            [lease] = _leases(session, [done.lease])
+            await self._dispatcher.task_done(session, lease, done.unfinished, done.sticky)
         elif kind == "drain":
             session.capacity = 0
             log.info("worker %s is draining", session.identity)
+            if session.sticky_id:  # it drops its cache: its kept runs go to any worker now
+                await self._store.forget_worker(session.sticky_id)
         else:
             log.warning("ignoring unexpected %s from worker %s", kind, session.identity)
 
@@ -275,6 +280,8 @@ class TaskServicer(tgrpc.TaskServiceServicer):
             log.info(
                 "worker %s said goodbye; released %d lease(s)", session.identity, len(released)
             )
+            if session.sticky_id and not self._dispatcher.serves(session.sticky_id):
+                await self._store.forget_worker(session.sticky_id)  # its cache is gone
             self._dispatcher.wake()
 
     @errors.unary

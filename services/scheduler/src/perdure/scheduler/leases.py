@@ -70,11 +70,13 @@ WHERE workflow_id = %s AND step_id = %s AND fence = %s AND lease_key = %s
 
 # A finished task keeps its due time (history sets one when there is more to do); a task
 # handed back unfinished is due again at once. Only the session holding the lease ends it:
-# anyone else's TaskDone matches no row and changes nothing.
+# anyone else's TaskDone matches no row and changes nothing. `sticky_id`: the worker that
+# keeps the run's state, whom its next task is offered to first (NULL: any worker).
 RELEASE = """
 UPDATE scheduler.tasks
 SET lease_owner = NULL, lease_expires_at = NULL, updated_at = now(),
-    run_at = CASE WHEN %(again)s AND NOT closed THEN now() ELSE run_at END
+    run_at = CASE WHEN %(again)s AND NOT closed THEN now() ELSE run_at END,
+    sticky_id = %(sticky_id)s
 WHERE workflow_id = %(workflow_id)s AND step_id = %(step_id)s AND fence = %(fence)s
   AND lease_owner = %(session)s
 RETURNING fence
@@ -141,11 +143,14 @@ class Leases:
             cur = await conn.execute(HOLDS, [*lease, key])
             return await cur.fetchone() is not None
 
-    async def release(self, session: str, lease: Lease, again: bool = False) -> bool:
+    async def release(
+        self, session: str, lease: Lease, again: bool = False, sticky_id: str | None = None
+    ) -> bool:
         """End a lease the session holds and is done with; `again`: its task is due again now
-        (handed back unfinished). False, and nothing changed, when the session does not hold
-        it (it expired and went elsewhere, or it never was the session's)."""
-        params = {**lease._asdict(), "again": again, "session": session}
+        (handed back unfinished); `sticky_id`: the worker that keeps the run's state, offered
+        its next task first. False, and nothing changed, when the session does not hold it
+        (it expired and went elsewhere, or it never was the session's)."""
+        params = {**lease._asdict(), "again": again, "session": session, "sticky_id": sticky_id}
         async with self._pool.connection() as conn:
             cur = await conn.execute(RELEASE, params)
             return await cur.fetchone() is not None

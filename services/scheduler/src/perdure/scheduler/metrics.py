@@ -29,6 +29,13 @@ LEASE_EXPIRIES = _meter.create_counter(
     unit="{lease}",
     description="Leases that ran out without renewal and were granted to another worker.",
 )
+STICKY_GRANTS = _meter.create_counter(
+    "perdure.task.sticky_grants",
+    unit="{task}",
+    description="Grants of tasks whose run a worker kept (sticky execution), by task queue and "
+    "outcome: kept (granted to that worker) or timed_out (to another, after the sticky "
+    "timeout).",
+)
 WORKER_STREAMS = _meter.create_up_down_counter(
     "perdure.worker.streams",
     unit="{stream}",

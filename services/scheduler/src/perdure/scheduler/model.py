@@ -65,6 +65,7 @@ class Grant:
     due_reason: DueReason | None  # a timed wake-up firing
     trace_context: dict[str, str] | None
     lease_expires_at: datetime  # database clock
+    sticky_id: str | None = None  # the worker its run was kept for, if any
 
     @property
     def lease(self) -> Lease:

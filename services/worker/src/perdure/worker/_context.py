@@ -30,6 +30,7 @@ from perdure.worker._attempt import (
     run_attempt,
 )
 from perdure.worker._errors import (
+    LeaseLostError,
     NonDeterminismError,
     SignalTimeoutError,
     StepFailedError,
@@ -39,6 +40,7 @@ from perdure.worker._journal import JournalClient
 from perdure.worker._payload import from_payload, to_payload
 from perdure.worker._replay import STEP_OUTCOMES, Call, Replay
 from perdure.worker._retry import NO_RETRY, RetryPolicy
+from perdure.worker._sticky import Pause
 from perdure.worker._telemetry import TIMER_LATENESS, tracer
 
 log = logging.getLogger("perdure.worker")
@@ -82,16 +84,13 @@ class WorkflowContext:
         retry: RetryPolicy,
         stopping: asyncio.Event | None = None,
         monotonic: Callable[[], float] = time.monotonic,
+        pause: Pause | None = None,
     ) -> None:
         self.workflow_id = loaded.workflow.workflow_id
         self.workflow_type = loaded.workflow.workflow_type
-        self.fence = journal.fence
-        self._journal = journal
         self._retry = retry
-        # What the database clock said at load: a timer or retry later than this is not due.
-        self._now = loaded.now.ToDatetime(tzinfo=UTC)
         self._monotonic = monotonic
-        self._loaded_at = monotonic()  # the load's answer came at least this late
+        self._lease(loaded, journal)
         self._task_queue = loaded.workflow.task_queue
         self._replay = Replay(loaded)
         self._cancel_requested = loaded.workflow.cancel_requested
@@ -99,6 +98,35 @@ class WorkflowContext:
         self._cancel_delivered = self._replay.cancel_delivered
         self._heartbeats = Heartbeats(self._record)
         self._stopping = stopping  # set when the worker drains
+        # With the cache of suspended runs on: where the code waits between tasks (_sticky).
+        self._pause = pause
+        self._closed = False  # dropped from the cache: no call may go on
+
+    def _lease(self, loaded: jpb.LoadJournalResponse, journal: JournalClient) -> None:
+        """Take up the lease that loaded the run."""
+        self.fence = journal.fence
+        self._journal = journal
+        # What the database clock said at load: a timer or retry later than this is not due.
+        self._now = loaded.now.ToDatetime(tzinfo=UTC)
+        self._loaded_at = self._monotonic()  # the load's answer came at least this late
+
+    def resume(self, loaded: jpb.LoadJournalResponse, journal: JournalClient) -> bool:
+        """Take in a later lease's load of the events since this context's (sticky
+        execution): signals, cancel requests, remote steps' outcomes, progress, the clock;
+        from now on the calls go under the new lease. False, and nothing changed, when an
+        event is one only a replay can take in."""
+        if not self._replay.take_in(loaded, self.fence):
+            return False
+        self._lease(loaded, journal)
+        if loaded.workflow.cancel_requested or self._replay.cancel_reason:
+            self._cancel_requested = True
+        self._cancel_reason = self._cancel_reason or self._replay.cancel_reason
+        return True
+
+    def close(self) -> None:
+        """The run was dropped from the cache: every call from now on raises, and nothing is
+        journaled."""
+        self._closed = True
 
     @property
     def non_determinism(self) -> NonDeterminismError | None:
@@ -179,15 +207,17 @@ class WorkflowContext:
             if call.recorded.event_type == wf.EVENT_TYPE_SIGNAL_TIMED_OUT:
                 raise SignalTimeoutError(f"no signal {name!r} within {timeout}s")
             return from_payload(call.recorded.payload)
-        taken = self._replay.take_signals(name, limit=1)
-        if taken:
-            await self._consume(call, name, taken, taken[0].payload)
-            return from_payload(taken[0].payload)
-        if deadline is not None and deadline <= self._now:
-            request = jpb.ConsumeSignalsRequest(signal_name=name, timed_out=True, **call.ref())
-            await self._record(request)
-            raise SignalTimeoutError(f"no signal {name!r} within {timeout}s")
-        raise _wait(wf.WAIT_KIND_SIGNAL, name, deadline)
+        while True:
+            taken = self._replay.take_signals(name, limit=1)
+            if taken:
+                await self._consume(call, name, taken, taken[0].payload)
+                return from_payload(taken[0].payload)
+            if deadline is not None and deadline <= self._now:
+                request = jpb.ConsumeSignalsRequest(signal_name=name, timed_out=True, **call.ref())
+                await self._record(request)
+                raise SignalTimeoutError(f"no signal {name!r} within {timeout}s")
+            await self._suspend(_wait(wf.WAIT_KIND_SIGNAL, name, deadline))
+            await self._arrive(call)  # as a replay would reach it: a cancellation, a drain
 
     async def drain_signals(self, name: str) -> list[Any]:
         """Take every pending signal `name` without waiting (possibly none), oldest first."""
@@ -250,10 +280,13 @@ class WorkflowContext:
         scheduled = [await self._schedule(call) for call in calls]
         if not scheduled:
             return []
-        pending = [call for call in scheduled if call.step_id not in self._replay.remote_outcomes]
-        await self._interruptible(scheduled[0], waiting=bool(pending))
-        if pending:
-            raise _wait(wf.WAIT_KIND_STEP, pending[0].step_id, None)
+        while True:
+            outcomes = self._replay.remote_outcomes
+            pending = [call for call in scheduled if call.step_id not in outcomes]
+            await self._interruptible(scheduled[0], waiting=bool(pending))
+            if not pending:
+                break
+            await self._suspend(_wait(wf.WAIT_KIND_STEP, pending[0].step_id, None))
         results = []
         for call in scheduled:
             outcome = self._replay.remote_outcomes[call.step_id]
@@ -271,11 +304,18 @@ class WorkflowContext:
     async def _begin(self, name: str) -> Call:
         """Take the next position for a call; check it against the journal; deliver a pending
         cancellation here if the code has not seen it yet."""
+        self._check_open()
         call = self._replay.next_call(name)
         if call.recorded is not None:
             if call.recorded.event_type == wf.EVENT_TYPE_CANCELLATION_DELIVERED:
                 raise self._cancellation()
             return call
+        await self._arrive(call)
+        return call
+
+    async def _arrive(self, call: Call) -> None:
+        """The code reaches `call`, which the journal does not hold: hand the run back if the
+        worker is stopping; deliver a pending cancellation here."""
         if self._stopping is not None and self._stopping.is_set():
             raise HandedBack(f"handed back before {call.step_id!r}")
         if self._cancel_requested and not self._cancel_delivered:
@@ -283,7 +323,23 @@ class WorkflowContext:
             await self._record(request)
             self._cancel_delivered = True
             raise self._cancellation()
-        return call
+
+    async def _suspend(self, waiting: Suspended) -> None:
+        """The code cannot go on until the wait is over. With the cache of suspended runs on,
+        it stays here until the run's next task resumes it, and the caller checks again what
+        it waits for; otherwise (or waiting for a retry) it unwinds, and the next task replays
+        the run from the start."""
+        if self._pause is None or waiting.wait.kind == wf.WAIT_KIND_RETRY:
+            raise waiting
+        await self._pause.park(waiting)
+        self._check_open()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise LeaseLostError(
+                f"workflow {self.workflow_id!r}: this worker dropped the run's cached state; "
+                "its code may not go on here (another task replays it)"
+            )
 
     def _cancellation(self) -> WorkflowCancelledError:
         reason = f": {self._cancel_reason}" if self._cancel_reason else ""
@@ -291,6 +347,7 @@ class WorkflowContext:
 
     async def _record(self, request: Any) -> Any:
         """Send a record of this lease; note a cancel request the answer reports."""
+        self._check_open()
         response = await self._journal.record(request)
         if getattr(response, "cancel_requested", False):
             self._cancel_requested = True
@@ -314,11 +371,13 @@ class WorkflowContext:
         """Wait for the timer of `call`. A cancellation requested before it fires ends the wait:
         it is delivered at the call right after the timer, "<timer step id>:cancelled", and
         replay raises it there again, whatever the time by then."""
-        await self._interruptible(call, waiting=fire > self._now)
-        if fire <= self._now:
-            return
-        if (fire - self._database_now()).total_seconds() > LOCAL_WAIT_SECONDS:
-            raise _wait(wf.WAIT_KIND_TIMER, call.step_id, fire)
+        while True:
+            await self._interruptible(call, waiting=fire > self._now)
+            if fire <= self._now:
+                return
+            if (fire - self._database_now()).total_seconds() <= LOCAL_WAIT_SECONDS:
+                break
+            await self._suspend(_wait(wf.WAIT_KIND_TIMER, call.step_id, fire))
         # Due soon (a short sleep, or a task granted ahead of its timer): wait here, with the
         # lease, and go on at the due time, judged by a clock never ahead of the database's.
         # An asyncio timer may fire a little early: look at the clock again after it.

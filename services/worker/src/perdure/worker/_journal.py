@@ -51,10 +51,13 @@ class JournalClient:
         request.fence = self.fence
         return await self.call(request)
 
-    async def load(self) -> jpb.LoadJournalResponse:
-        """Load the journal, fencing out every earlier holder: every page of it, as one
-        response (the first page's run, clock and progress, and every event)."""
-        request = jpb.LoadJournalRequest(workflow_id=self.workflow_id, fence=self.fence)
+    async def load(self, after_event_id: int = 0) -> jpb.LoadJournalResponse:
+        """Load the journal (the events after `after_event_id`: those since a kept position),
+        fencing out every earlier holder: every page of it, as one response (the first page's
+        run, clock, progress and previous fence, and every event)."""
+        request = jpb.LoadJournalRequest(
+            workflow_id=self.workflow_id, fence=self.fence, after_event_id=after_event_id
+        )
         loaded: jpb.LoadJournalResponse = await self.call(request)
         page = loaded
         while page.more:

@@ -26,6 +26,10 @@ _POSITIONED = frozenset(
     }
 )
 STEP_OUTCOMES = (wf.EVENT_TYPE_STEP_COMPLETED, wf.EVENT_TYPE_STEP_FAILED)
+# What others than the run's lease add to its journal while it waits (with remote steps'
+# attempts and outcomes): what a kept run takes in without a replay.
+_FROM_OUTSIDE = frozenset({wf.EVENT_TYPE_SIGNAL_RECEIVED, wf.EVENT_TYPE_CANCEL_REQUESTED})
+_REMOTE_ATTEMPTS = (wf.EVENT_TYPE_STEP_ATTEMPT_STARTED, wf.EVENT_TYPE_STEP_ATTEMPT_FAILED)
 
 
 @dataclass(frozen=True)
@@ -61,7 +65,10 @@ class Replay:
     def __init__(self, loaded: jpb.LoadJournalResponse) -> None:
         self.workflow_id = loaded.workflow.workflow_id
         events = list(loaded.events)
-        scheduled = {e.step_id for e in events if e.event_type == wf.EVENT_TYPE_STEP_SCHEDULED}
+        self._scheduled = {
+            e.step_id for e in events if e.event_type == wf.EVENT_TYPE_STEP_SCHEDULED
+        }
+        scheduled = self._scheduled
         # The outcomes of remote steps, by step id; they hold no position.
         self.remote_outcomes = {
             e.step_id: e for e in events if e.event_type in STEP_OUTCOMES and e.step_id in scheduled
@@ -100,6 +107,36 @@ class Replay:
         # The first mismatch with the journal: the run parks with it, whatever the code does
         # after (catches it, fails, is cancelled), and no later call is replayed or recorded.
         self.non_determinism: NonDeterminismError | None = None
+
+    def take_in(self, loaded: jpb.LoadJournalResponse, fence: int) -> bool:
+        """Take in the events recorded since this replay's journal was loaded (sticky
+        execution): the writes of its own lease `fence`, which the code made and knows, and
+        what others add while it waits: signals, cancel requests, remote steps' outcomes (and
+        their attempts, which the code never looks at). False, and nothing taken in, when an
+        event is anything else: only a replay can take it in."""
+        events = list(loaded.events)
+        scheduled = self._scheduled | {
+            e.step_id for e in events if e.event_type == wf.EVENT_TYPE_STEP_SCHEDULED
+        }
+        remote = (*STEP_OUTCOMES, *_REMOTE_ATTEMPTS)
+        foreign = [
+            e
+            for e in events
+            if e.event_type not in _FROM_OUTSIDE
+            and not (e.event_type in remote and e.step_id in scheduled)
+        ]
+        if any(e.fence != fence for e in foreign):
+            return False
+        self._scheduled = scheduled
+        for event in events:
+            if event.event_type == wf.EVENT_TYPE_SIGNAL_RECEIVED:
+                self._signals.append(event)
+            elif event.event_type == wf.EVENT_TYPE_CANCEL_REQUESTED:
+                self.cancel_reason = self.cancel_reason or event.failure.message
+            elif event.event_type in STEP_OUTCOMES and event.step_id in scheduled:
+                self.remote_outcomes.setdefault(event.step_id, event)
+        self.progress = {p.step_id: p for p in loaded.progress}
+        return True
 
     def next_call(self, name: str) -> Call:
         """Take the next position and step id for a call named `name`, with what the journal

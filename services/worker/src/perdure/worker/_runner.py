@@ -21,9 +21,11 @@ from perdure.worker._errors import (
     WorkflowCancelledError,
 )
 from perdure.worker._journal import JournalClient
+from perdure.worker._loop_watch import running, running_in
 from perdure.worker._payload import failure_from, from_payload, to_payload
 from perdure.worker._registry import WorkflowFunction, workflow_retry
 from perdure.worker._session import JournalSession
+from perdure.worker._sticky import CachedRun, Pause, StickyCache, advance, looked_up
 from perdure.worker._telemetry import trace_ended_wait, tracer, wait_attributes
 
 log = logging.getLogger("perdure.worker")
@@ -35,29 +37,116 @@ async def run_task(
     workflows: dict[str, WorkflowFunction],
     stopping: asyncio.Event,
     monotonic: Callable[[], float] = time.monotonic,
-) -> None:
-    """Advance the task's workflow as far as it goes. Raises LeaseLostError if fenced out, and
-    HandedBack if `stopping` is set before the workflow's next new call. `monotonic`: the
-    clock that measures the time since the load (the replay cases freeze it)."""
+    cache: StickyCache | None = None,
+) -> bool:
+    """Advance the task's workflow as far as it goes; True when it suspended and `cache` (the
+    cache of suspended runs, None: off) keeps it, for its TaskDone to say sticky. Raises
+    LeaseLostError if fenced out, and HandedBack if `stopping` is set before the workflow's
+    next new call. `monotonic`: the clock that measures the time since the load (the replay
+    cases freeze it)."""
     journal = JournalClient(session, task.workflow_id, task.fence)
-    loaded = await journal.load()
+    live = cache.take(task.workflow_id) if cache is not None else None
+    try:
+        loaded, live = await _load(journal, live, cache is not None)
+        if loaded.workflow.status != wf.WORKFLOW_STATUS_RUNNING:
+            return False  # closed already: an extra dispatch after a crash; nothing to do
+        if live is not None:
+            live.pause.resume()
+        else:
+            fn = workflows.get(loaded.workflow.workflow_type)
+            if fn is None:
+                await _park_unknown(task, journal, loaded, workflows)
+                return False
+            live = _started(fn, loaded, journal, stopping, monotonic, cache is not None)
+        trace_ended_wait(loaded)
+        (outcome, value), keep = await advance(live.code, live.pause)
+        await _conclude(task, journal, outcome, value)
+        if not keep or cache is None or stopping.is_set():
+            return False
+        live.fence = task.fence
+        live.last_event_id = max((e.event_id for e in loaded.events), default=live.last_event_id)
+        kept = cache.keep(live)
+        live = None  # the cache's now (closed by it if dropped at once)
+        return kept
+    finally:
+        if live is not None:
+            live.close()  # not kept: its code must never go on
+
+
+async def _load(
+    journal: JournalClient, kept: CachedRun | None, caching: bool
+) -> tuple[jpb.LoadJournalResponse, CachedRun | None]:
+    """Load the run: with its state `kept` from an earlier lease of this worker, only the
+    events since, taken into that state (returned with it) when no other lease loaded the run
+    meanwhile; otherwise the whole journal, for a replay (the kept state closed)."""
+    if kept is None:
+        if caching:
+            looked_up(journal.workflow_id, "miss")
+        return await journal.load(), None
+    loaded = await journal.load(after_event_id=kept.last_event_id)
     if loaded.workflow.status != wf.WORKFLOW_STATUS_RUNNING:
-        return  # closed already: an extra dispatch after a crash; nothing to do
+        return loaded, kept  # closed: nothing to resume (the caller closes it)
+    if loaded.previous_fence != kept.fence:
+        why = f"the run was loaded under fence {loaded.previous_fence} since"
+    elif not kept.ctx.resume(loaded, journal):
+        why = "an event only a replay can take in"
+    else:
+        looked_up(journal.workflow_id, "hit")
+        kept.size += sum(event.ByteSize() for event in loaded.events)
+        return loaded, kept
+    looked_up(journal.workflow_id, "stale", why)
+    kept.close()
+    return await journal.load(), None
+
+
+def _started(
+    fn: WorkflowFunction,
+    loaded: jpb.LoadJournalResponse,
+    journal: JournalClient,
+    stopping: asyncio.Event,
+    monotonic: Callable[[], float],
+    keepable: bool,
+) -> CachedRun:
+    """The run's code started as a task of its own, which a wait (if `keepable`) suspends
+    rather than ends, so that the run can be kept between its tasks."""
+    pause = Pause()
+    retry = workflow_retry(fn)
+    ctx = WorkflowContext(loaded, journal, retry, stopping, monotonic, pause if keepable else None)
+    # The code's task runs it under the job's name, for the loop watch to report it.
+    described = running_in(asyncio.current_task()) or f"the code of {ctx.workflow_id}"
+    code = asyncio.create_task(_code(fn, ctx, from_payload(loaded.workflow.input), described))
+    return CachedRun(
+        workflow_id=ctx.workflow_id,
+        code=code,
+        pause=pause,
+        ctx=ctx,
+        fence=journal.fence,
+        last_event_id=0,
+        size=sum(event.ByteSize() for event in loaded.events),
+    )
+
+
+async def _park_unknown(
+    task: tpb.Task,
+    journal: JournalClient,
+    loaded: jpb.LoadJournalResponse,
+    workflows: dict[str, WorkflowFunction],
+) -> None:
+    """Park a run of a type this worker does not serve."""
     finish = jpb.FinishWorkflowRequest(workflow_id=task.workflow_id, fence=task.fence)
-    fn = workflows.get(loaded.workflow.workflow_type)
-    if fn is None:
-        finish.park.CopyFrom(
-            wf.Failure(
-                type="UnknownWorkflowType",
-                message=f"workflow type {loaded.workflow.workflow_type!r} is not registered on "
-                f"this worker (it serves {', '.join(sorted(workflows))})",
-            )
+    finish.park.CopyFrom(
+        wf.Failure(
+            type="UnknownWorkflowType",
+            message=f"workflow type {loaded.workflow.workflow_type!r} is not registered on "
+            f"this worker (it serves {', '.join(sorted(workflows))})",
         )
-        await journal.call(finish)
-        return
-    trace_ended_wait(loaded)
-    ctx = WorkflowContext(loaded, journal, workflow_retry(fn), stopping, monotonic)
-    outcome, value = await _execute(fn, ctx, from_payload(loaded.workflow.input))
+    )
+    await journal.call(finish)
+
+
+async def _conclude(task: tpb.Task, journal: JournalClient, outcome: str, value: Any) -> None:
+    """Journal where the code got to: a suspension, or the run's end."""
+    finish = jpb.FinishWorkflowRequest(workflow_id=task.workflow_id, fence=task.fence)
     run_span = trace.get_current_span()
     run_span.set_attribute("perdure.task.outcome", outcome)
     if outcome == "suspend":
@@ -97,6 +186,13 @@ async def run_task(
         log.error("workflow %s failed: its result was refused: %s", task.workflow_id, error)
         finish.failure.CopyFrom(failure_from(error))
         await journal.call(finish)
+
+
+async def _code(
+    fn: WorkflowFunction, ctx: WorkflowContext, arg: Any, described: str
+) -> tuple[str, Any]:
+    with running(described):
+        return await _execute(fn, ctx, arg)
 
 
 async def _execute(fn: WorkflowFunction, ctx: WorkflowContext, arg: Any) -> tuple[str, Any]:

@@ -28,6 +28,13 @@ LEASES_SELF_FENCED = _meter.create_counter(
     description="Leases whose work this worker stopped because it could not renew them before "
     "their deadline (the scheduler or the link to it was down), by task queue.",
 )
+CACHE_LOOKUPS = _meter.create_counter(
+    "perdure.worker.cache.lookups",
+    unit="{task}",
+    description="Workflow tasks and the cache of suspended runs (sticky execution), by outcome: "
+    "hit (resumed), stale (kept but replayed: another lease loaded the run), miss (replayed), "
+    "evicted_count and evicted_bytes (a run dropped to stay within a bound).",
+)
 LOOP_BLOCKED = _meter.create_counter(
     "perdure.worker.loop.blocked",
     unit="{stall}",

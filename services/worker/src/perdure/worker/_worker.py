@@ -8,6 +8,7 @@ import contextlib
 import logging
 import os
 import socket
+import uuid
 from collections.abc import Iterable
 from datetime import timedelta
 from typing import Any
@@ -32,6 +33,7 @@ from perdure.worker._rpc import CHANNEL_OPTIONS
 from perdure.worker._runner import run_task
 from perdure.worker._session import JournalSession
 from perdure.worker._step_task import run_step_task
+from perdure.worker._sticky import cache_from
 from perdure.worker._telemetry import tracer
 
 log = logging.getLogger("perdure.worker")
@@ -65,6 +67,12 @@ class Worker:
     address that does not resolve) does not retry: `run` raises WorkerConfigurationError saying
     what to fix. A service that cannot be reached is retried with backoff, each attempt logged
     with its cause. `api_key` defaults to PERDURE_API_KEY.
+
+    Suspended runs stay in memory (sticky execution): at most `cache_size` of them
+    (PERDURE_WORKER_CACHE_SIZE, default 500; 0: none) and about `cache_bytes` of their
+    journals (PERDURE_WORKER_CACHE_BYTES, default 256 MiB), least recently used out. A run's
+    next task, if it comes here and nobody else loaded the run meanwhile, resumes its code
+    where it waits instead of replaying it from the start.
     """
 
     def __init__(
@@ -80,6 +88,8 @@ class Worker:
         shutdown_grace: float = 10.0,
         api_key: str | None = None,
         namespace: str = "",
+        cache_size: int | None = None,
+        cache_bytes: int | None = None,
     ) -> None:
         self._workflows: dict[str, WorkflowFunction] = {}
         for fn in workflows:
@@ -110,6 +120,8 @@ class Worker:
         # A worker key, sent on every call when set.
         self._api_key = api_key or os.environ.get("PERDURE_API_KEY") or None
         self.namespace = namespace  # empty: the key's (or "default" without keys)
+        self._cache = cache_from(cache_size, cache_bytes)  # None: off
+        self._sticky_id = ""  # this process's cache, for the scheduler: new at every run()
         self._keeper: LeaseKeeper | None = None  # the leases held, while `run` runs
         self._running: set[asyncio.Task[None]] = set()
         self._stopping = asyncio.Event()
@@ -142,6 +154,7 @@ class Worker:
         WorkerConfigurationError at once if the configuration cannot work."""
         await check_resolves(self._scheduler_address, "scheduler")
         await check_resolves(self._history_address, "history")
+        self._sticky_id = uuid.uuid4().hex if self._cache is not None else ""
         # Renewals go on a blocking channel of their own, from the keeper's thread.
         renewals = sync_channel(
             self._scheduler_address, CHANNEL_OPTIONS, api_key=self._api_key, traced=False
@@ -180,6 +193,7 @@ class Worker:
                 self._keeper.stop()
                 for task in self._running:
                     task.cancel()
+                self._drop_cache()
                 await journal_session.close()
                 renewals.close()
             if not serving.cancelled() and (error := serving.exception()) is not None:
@@ -248,6 +262,7 @@ class Worker:
             timer_lookahead=timedelta(seconds=TIMER_LOOKAHEAD_SECONDS),
             leases=self.keeper.refs(),
             namespace=self.namespace,
+            sticky_id=self._sticky_id,
         )
         await call.write(tpb.ConnectRequest(hello=hello))
         first = await call.read()
@@ -339,12 +354,15 @@ class Worker:
         ) as span:
             kind = task.step_type or task.workflow_type
             log.info("running %s %s (fence %d)", kind, task_name(lease), task.fence)
+            sticky = False
             try:
                 with running(f"the code of {kind} {task_name(lease)} (fence {task.fence})"):
                     if task.step_id:
                         await run_step_task(task, journal, self._steps)
                     else:
-                        await run_task(task, journal, self._workflows, self._stopping)
+                        sticky = await run_task(
+                            task, journal, self._workflows, self._stopping, cache=self._cache
+                        )
             except asyncio.CancelledError:
                 job = asyncio.current_task()
                 if job is None or not self.keeper.fenced(job):
@@ -381,7 +399,7 @@ class Worker:
                 )
                 self._forget(lease)
                 return
-        await self._task_done(tpb.TaskDone(lease=lease))
+        await self._task_done(tpb.TaskDone(lease=lease, sticky=sticky))
 
     async def _task_done(self, done: tpb.TaskDone) -> None:
         """Tell the scheduler the worker is done with a lease, and stop listing it; between two
@@ -446,6 +464,7 @@ class Worker:
         their task back before their next new step); cancel the rest, and say whether there
         were any."""
         await self._send(tpb.ConnectRequest(drain=tpb.Drain()))
+        self._drop_cache()  # the runs kept go to other workers, replayed
         pending: set[asyncio.Task[None]] = set()
         if self._running:
             log.info(
@@ -459,6 +478,10 @@ class Worker:
             if pending:
                 await asyncio.wait(pending)
         return bool(pending)
+
+    def _drop_cache(self) -> None:
+        if self._cache is not None:
+            self._cache.clear()
 
 
 async def _backoff(channel: grpc.aio.Channel, delay: float) -> None:
