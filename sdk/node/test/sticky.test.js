@@ -244,3 +244,35 @@ test('a kept replay takes only what a waiting run may receive: a record past its
   assert.equal(replay().extend([{ event_id: 2, event_type: 'EVENT_TYPE_WORKFLOW_CONTINUED_AS_NEW' }], workflow), false);
   assert.equal(replay().extend([], { cancel_requested: true }), false);
 });
+
+test('a signal that arrives while the task runs, between its own records, is taken at the next task', async () => {
+  const drive = async (cache) => {
+    const passes = [];
+    const history = new FakeHistory({ workflowType: 'echo' });
+    const workflows = {
+      echo: async (ctx) => {
+        passes.push('start');
+        const first = await ctx.waitForSignal('say');
+        // The next signal comes while this task runs: after its load, before its next records.
+        await ctx.step('between', () => history.signal('say', 'second'));
+        await ctx.setState('heard', first);
+        const second = await ctx.waitForSignal('say');
+        passes.push('second');
+        return [first, second];
+      },
+    };
+    await task(history, workflows, 1, cache);
+    history.signal('say', 'first');
+    await task(history, workflows, 2, cache); // takes "first"; "second" came after its load
+    assert.notEqual(history.workflow.status, 'WORKFLOW_STATUS_COMPLETED');
+    await task(history, workflows, 3, cache);
+    return { passes, history };
+  };
+  const cache = new RunCache({ maxRuns: 10 });
+  const sticky = await drive(cache);
+  const replayed = await drive(undefined);
+  assert.deepEqual(sticky.passes, ['start', 'second']);
+  assert.deepEqual(fromPayload(sticky.history.result), ['first', 'second']);
+  assert.deepEqual(sticky.history.summary(), replayed.history.summary());
+  assert.equal(cache.counts.hits, 2);
+});
