@@ -4,7 +4,8 @@
 // `input.ms` that honours its AbortSignal unless `input.ignore_signal`, and appends a `body`
 // line with its fence at its start and end), `node_limits`, `node_gated` and `node_bulky`
 // (tests/e2e/test_isolation.py), `echo_payloads` (tests/e2e/payload_workflows.py's twin), `paged_replay`
-// (tests/e2e/paged_workflows.py's twin), and the remote step types `notify`, `flaky`, `gated`,
+// (tests/e2e/paged_workflows.py's twin), `node_chat` (a loop of `input.turns` signals,
+// tests/e2e/test_node_sticky.py), and the remote step types `notify`, `flaky`, `gated`,
 // `square` (which never ends on the worker named in its input's `stall_on`) and `crash` (which
 // kills the worker). Every step execution appends one JSON line to the ledger file. Prints
 // "connected" once welcomed; drains on SIGTERM/SIGINT. With CLOCK_AHEAD_MS in the
@@ -223,6 +224,27 @@ async function echoPayloads(ctx, value) {
   return signalled;
 }
 
+/** A chat: one `say` signal and one `reply` step per turn. Outside its steps it appends a line
+ * (`<identity> <point>`) to `input.passes` at each point it passes, so a test sees how often
+ * the code ran each point: once when each wake-up resumes the run kept by the worker (sticky
+ * execution), again on a replay. */
+async function nodeChat(ctx, input) {
+  const pass = (point) => fs.appendFileSync(input.passes, `${identity} ${point}\n`);
+  pass('start');
+  const replies = [];
+  for (let turn = 0; turn < input.turns; turn++) {
+    const said = await ctx.waitForSignal('say');
+    pass(`turn ${turn}`);
+    replies.push(
+      await ctx.step('reply', (info) => {
+        ledger('reply', info);
+        return `${turn}: ${said}`;
+      }),
+    );
+  }
+  return replies;
+}
+
 const worker = new Worker({
   scheduler: args.scheduler,
   history: args.history,
@@ -240,6 +262,7 @@ const worker = new Worker({
     node_bulky: nodeBulky,
     echo_payloads: echoPayloads,
     paged_replay: pagedReplay,
+    node_chat: nodeChat,
   },
   steps,
   onConnected: () => process.stdout.write(`node worker ${identity} connected\n`),

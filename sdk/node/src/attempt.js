@@ -39,6 +39,8 @@ export async function runLocalStep(ctx, op, call, fn, retry, limits) {
     if (recorded.event_type === EVENT.STEP_FAILED) throw new StepFailedError(call.stepId, recorded.failure ?? {});
     return ctx._value(recorded);
   }
+  // Waiting for a retry, the run may be woken and resumed (sticky execution): then look again.
+  const again = (/** @type {{done: boolean}} */ next) => runLocalStep(ctx, next, call, fn, retry, limits);
   const failures = ctx._replay.failedAttempts.get(call.stepId) ?? [];
   // An attempt started and never recorded was lost with its worker: it fails now.
   const started = ctx._replay.startedAttempts.get(call.stepId) ?? 0;
@@ -47,13 +49,13 @@ export async function runLocalStep(ctx, op, call, fn, retry, limits) {
     const last = failures[failures.length - 1];
     if (timestampMs(last.due_time) > ctx._nowMs) {
       // woken early (a signal, a cancel request): wait on
-      return ctx._block(op, call, { kind: WAIT.RETRY, name: call.stepId, until: last.due_time });
+      return ctx._block(op, call, { kind: WAIT.RETRY, name: call.stepId, until: last.due_time }, again);
     }
   }
   const attempt = lost ? started : failures.length + 1;
   const request = { ...ref(call), attempt, start_time: toTimestamp(Date.now()) };
   const traced = stepAttemptSpan(call.name, { stepId: call.stepId, attempt, idempotencyKey: `${ctx.workflowId}:${call.stepId}`, workflowType: ctx.workflowType });
-  if (lost) return attemptFailed(ctx, op, call, request, lostAttemptError(call.stepId, attempt), retry, traced);
+  if (lost) return attemptFailed(ctx, op, call, again, request, lostAttemptError(call.stepId, attempt), retry, traced);
   // Journaled before the body runs, so that an attempt whose worker dies still counts (the
   // SDK's own calls, such as ctx.now(), cannot crash a worker).
   if (!internal) await withSpan(traced.span, () => ctx._record('RecordStep', { ...request, attempt_started: true }));
@@ -82,7 +84,7 @@ export async function runLocalStep(ctx, op, call, fn, retry, limits) {
     result = await withSpan(traced.span, () => invokeWithLimits(() => fn(info), { ...limits, pulse }, controller));
   } catch (error) {
     if (ctx._halted) return halted(traced.span);
-    return attemptFailed(ctx, op, call, request, error, retry, traced);
+    return attemptFailed(ctx, op, call, again, request, error, retry, traced);
   } finally {
     if (announce) clearTimeout(announce);
     ctx._steps.delete(controller);
@@ -93,14 +95,14 @@ export async function runLocalStep(ctx, op, call, fn, retry, limits) {
     encoded = toPayload(result);
   } catch (error) {
     // retrying would return the same value: fail now
-    return attemptFailed(ctx, op, call, request, error, NO_RETRY, traced);
+    return attemptFailed(ctx, op, call, again, request, error, NO_RETRY, traced);
   }
   try {
     await ctx._record('RecordStep', { ...request, output: encoded });
   } catch (error) {
     if (!(error instanceof JournalRejectedError)) throw error;
     // the result breaks the payload limits
-    return attemptFailed(ctx, op, call, request, error, NO_RETRY, traced);
+    return attemptFailed(ctx, op, call, again, request, error, NO_RETRY, traced);
   }
   stepAttemptEnded(traced);
   // The decoded JSON, exactly what a replay will return.
@@ -112,12 +114,13 @@ export async function runLocalStep(ctx, op, call, fn, retry, limits) {
  * @param {WorkflowContext} ctx
  * @param {{done: boolean}} op
  * @param {Call} call
+ * @param {(op: {done: boolean}) => Promise<any>} again the step's wait checked again
  * @param {any} request
  * @param {unknown} error
  * @param {RetryPolicy} retry
  * @param {import('./telemetry.js').StepAttemptTrace} traced the attempt's trace, ended here
  */
-async function attemptFailed(ctx, op, call, request, error, retry, traced) {
+async function attemptFailed(ctx, op, call, again, request, error, retry, traced) {
   const failure = failureFrom(error);
   const failed = { ...request, failure };
   if (retry.retries(error, request.attempt)) {
@@ -127,7 +130,7 @@ async function attemptFailed(ctx, op, call, request, error, retry, traced) {
     ctx._log.warn(
       `step ${call.stepId} attempt ${request.attempt} failed (${failure.type}: ${failure.message}); next attempt at ${isoOf(answer.retry_time)}`,
     );
-    return ctx._block(op, call, { kind: WAIT.RETRY, name: call.stepId, until: answer.retry_time });
+    return ctx._block(op, call, { kind: WAIT.RETRY, name: call.stepId, until: answer.retry_time }, again);
   }
   await ctx._record('RecordStep', failed);
   stepAttemptEnded(traced, error);

@@ -9,6 +9,10 @@
 // through a promise the runner races against the workflow function. A run suspends once every
 // durable call in progress is blocked (on a timer, a signal, a retry or a remote step), so
 // that calls made together (ctx.gather) are all scheduled before the run lets go.
+//
+// With sticky execution (sticky.js) a suspended run is kept: its blocked calls stay pending,
+// each with the way to check its wait again, and the next task resumes it (resume) with the
+// events recorded since, instead of replaying the code from its first line.
 
 import { runLocalStep } from './attempt.js';
 import {
@@ -16,6 +20,7 @@ import {
   LeaseLostError,
   NonDeterminismError,
   PerdureError,
+  RunEvictedError,
   SignalTimeoutError,
   StepFailedError,
   WorkflowCancelledError,
@@ -40,6 +45,9 @@ export const LOCAL_WAIT_MS = 250;
  * @typedef {import('./step-info.js').StepInfo} StepInfo
  * @typedef {{kind: 'suspend', wait: Wait} | {kind: 'park', failure: any} | {kind: 'lost', error: Error}
  *   | {kind: 'unavailable', error: Error} | {kind: 'done'}} Halt
+ * @typedef {{wait: Wait, position: number, stepId: string, remote: any, reject?: (e: Error) => void,
+ *   resume: (op: {done: boolean}) => Promise<any>, settle: (value: any) => void}} Blocked
+ *   a call waiting for the run to be woken: `resume` checks its wait again, `settle` ends it
  */
 
 /** The journal calls of one lease: `call(method, request)` → response (JournalCallError). */
@@ -62,22 +70,13 @@ export class WorkflowContext {
     this._taskQueue = workflow.task_queue ?? '';
     this._retry = retry;
     this._log = log;
-    // What the database clock said at load: a timer or retry later than this is not due.
-    this._nowMs = timestampMs(loaded.now) ?? Date.now();
-    this._loadedAt = performance.now();
+    this._journalClient = journal;
     this._replay = new Replay(loaded);
-    this._journal = new LeaseJournal(journal, this.workflowId, fence, () => {
-      this._replay.cancelRequested = true;
-    });
-    // Halting: the runner races the workflow function against this promise.
-    /** @type {Halt|null} */
-    this._halted = null;
-    this.halted = new Promise((resolve) => {
-      this._resolveHalt = resolve;
-    });
+    this._evicted = false;
+    this._newTask(loaded, fence);
     // Quiescence: calls in progress, and calls blocked until the run is woken again.
     this._active = 0;
-    /** @type {{wait: Wait, position: number, stepId: string, remote: any, reject?: (e: Error) => void}[]} */
+    /** @type {Blocked[]} */
     this._blocked = [];
     /** @type {WeakMap<Promise<any>, {stepId: string, position: number, ready: Promise<void>, gathered: boolean}>} */
     this._remoteCalls = new WeakMap();
@@ -88,6 +87,56 @@ export class WorkflowContext {
         this._journal.send('RecordHeartbeat', { step_id: stepId, attempt, ...(details === undefined ? {} : { details }) }),
       log,
     );
+  }
+
+  /**
+   * A new workflow task of this run: its lease, its load's clock, and a new halt to race.
+   * @param {any} loaded a LoadJournalResponse
+   * @param {number} fence
+   */
+  _newTask(loaded, fence) {
+    this.fence = fence;
+    // What the database clock said at load: a timer or retry later than this is not due.
+    this._nowMs = timestampMs(loaded.now) ?? Date.now();
+    this._loadedAt = performance.now();
+    this._journal = new LeaseJournal(this._journalClient, this.workflowId, fence, () => {
+      this._replay.cancelRequested = true;
+    });
+    // Halting: the runner races the workflow function against this promise.
+    /** @type {Halt|null} */
+    this._halted = null;
+    this.halted = new Promise((resolve) => {
+      this._resolveHalt = resolve;
+    });
+  }
+
+  /**
+   * Resume this run, kept suspended since an earlier task, under a new lease (sticky
+   * execution): apply the events recorded since (`loaded` is a load after the kept position),
+   * then check every wait again, as a replay of the whole journal would at the same calls.
+   * False (nothing resumed) when the events cannot be applied: replay the run instead.
+   * @param {any} loaded a LoadJournalResponse of the events after the kept position
+   * @param {number} fence
+   * @returns {boolean}
+   */
+  resume(loaded, fence) {
+    if (this._evicted || this._active > 0 || !this._replay.extend(loaded.events ?? [], loaded.workflow)) return false;
+    this._replay.noteProgress(loaded);
+    this._newTask(loaded, fence);
+    const blocked = this._blocked.sort((a, b) => a.position - b.position);
+    this._blocked = [];
+    for (const entry of blocked) entry.settle(this._op((op) => entry.resume(op)));
+    return true;
+  }
+
+  /**
+   * Drop this run for good (the worker's cache let it go): its waiting calls never settle, and
+   * any call it makes from now on rejects with RunEvictedError, recording nothing.
+   */
+  evict() {
+    this._evicted = true;
+    this._blocked = [];
+    this._halt({ kind: 'done' });
   }
 
   // -- the durable calls -------------------------------------------------------------------
@@ -198,18 +247,24 @@ export class WorkflowContext {
         }
         return this._value(call.recorded);
       }
-      const taken = this._replay.takeSignals(name, 1);
-      if (taken.length) {
-        const payload = await this._value(taken[0]);
-        await this._consume(call, name, taken, toPayload(payload));
-        return payload;
-      }
-      if (deadline && deadline.ms <= this._nowMs) {
-        await this._record('ConsumeSignals', { ...ref(call), signal_name: name, timed_out: true });
-        throw new SignalTimeoutError(`no signal '${name}' within ${timeout}s`);
-      }
-      return this._block(op, call, { kind: WAIT.SIGNAL, name, until: deadline ? deadline.ts : null });
+      return this._takeSignal(op, call, name, timeout, deadline);
     });
+  }
+
+  /** The signal `call` waits for: take it, time out, or block until the run is woken. */
+  async _takeSignal(op, call, name, timeout, deadline) {
+    const taken = this._replay.takeSignals(name, 1);
+    if (taken.length) {
+      const payload = await this._value(taken[0]);
+      await this._consume(call, name, taken, toPayload(payload));
+      return payload;
+    }
+    if (deadline && deadline.ms <= this._nowMs) {
+      await this._record('ConsumeSignals', { ...ref(call), signal_name: name, timed_out: true });
+      throw new SignalTimeoutError(`no signal '${name}' within ${timeout}s`);
+    }
+    const wait = { kind: WAIT.SIGNAL, name, until: deadline ? deadline.ts : null };
+    return this._block(op, call, wait, (next) => this._takeSignal(next, call, name, timeout, deadline));
   }
 
   /**
@@ -297,19 +352,25 @@ export class WorkflowContext {
         throw error;
       }
       scheduled.resolve();
-      const outcome = this._replay.remoteOutcomes.get(call.stepId);
-      // A cancellation delivered while this call waited is thrown here again on replay, even
-      // if the outcome came since (a call in a gather: the gather does it; a pending call:
-      // when the run would suspend, see _onQuiet).
-      if (outcome && !remote.gathered) await this._interruptible(call.stepId, false);
-      if (outcome) {
-        if (outcome.event_type === EVENT.STEP_FAILED) throw new StepFailedError(call.stepId, outcome.failure ?? {});
-        return this._value(outcome);
-      }
-      return this._block(op, call, { kind: WAIT.STEP, name: call.stepId, until: null }, remote);
+      return this._remoteOutcome(op, call, remote);
     });
     this._remoteCalls.set(promise, remote);
     return promise;
+  }
+
+  /** A remote call's outcome, or block until the run is woken. */
+  async _remoteOutcome(op, call, remote) {
+    const outcome = this._replay.remoteOutcomes.get(call.stepId);
+    // A cancellation delivered while this call waited is thrown here again on replay, even
+    // if the outcome came since (a call in a gather: the gather does it; a pending call:
+    // when the run would suspend, see _onQuiet).
+    if (outcome && !remote.gathered) await this._interruptible(call.stepId, false);
+    if (outcome) {
+      if (outcome.event_type === EVENT.STEP_FAILED) throw new StepFailedError(call.stepId, outcome.failure ?? {});
+      return this._value(outcome);
+    }
+    const wait = { kind: WAIT.STEP, name: call.stepId, until: null };
+    return this._block(op, call, wait, (next) => this._remoteOutcome(next, call, remote), remote);
   }
 
   /**
@@ -337,14 +398,18 @@ export class WorkflowContext {
     for (const remote of remotes) remote.gathered = true; // their interruption is ours
     return this._op(async (op) => {
       await Promise.all(remotes.map((remote) => remote.ready));
-      const pending = remotes.filter((remote) => !this._replay.remoteOutcomes.has(remote.stepId));
-      await this._interruptible(remotes[0].stepId, pending.length > 0);
-      if (pending.length) {
-        const first = pending[0];
-        return this._block(op, { position: first.position, stepId: first.stepId, name: '', recorded: null }, { kind: WAIT.STEP, name: first.stepId, until: null });
-      }
-      return settleAll(list);
+      return this._gathered(op, list, remotes);
     });
+  }
+
+  /** The gathered calls' results once all outcomes are in; else block on the first pending. */
+  async _gathered(op, list, remotes) {
+    const pending = remotes.filter((remote) => !this._replay.remoteOutcomes.has(remote.stepId));
+    await this._interruptible(remotes[0].stepId, pending.length > 0);
+    if (!pending.length) return settleAll(list);
+    const first = pending[0];
+    const call = { position: first.position, stepId: first.stepId, name: '', recorded: null };
+    return this._block(op, call, { kind: WAIT.STEP, name: first.stepId, until: null }, (next) => this._gathered(next, list, remotes));
   }
 
   /**
@@ -422,6 +487,11 @@ export class WorkflowContext {
    * @param {(op: {done: boolean}) => Promise<any>} fn
    */
   _op(fn) {
+    if (this._evicted) {
+      const refused = Promise.reject(this._evictedError());
+      refused.catch(() => {}); // rejected for the code that awaits it, never for the process
+      return refused;
+    }
     const op = { done: false };
     this._active++;
     const promise = fn(op);
@@ -438,23 +508,28 @@ export class WorkflowContext {
     this._scheduleQuietCheck();
   }
 
+  _evictedError() {
+    return new RunEvictedError(`workflow '${this.workflowId}': this run was let go by the worker's cache; it goes on from its journal`);
+  }
+
   /**
-   * The call cannot go on until the run is woken again: it never settles (unless it is a remote
-   * step that a cancellation interrupts), and the run suspends once nothing else is going on.
+   * The call cannot go on until the run is woken again: its promise settles only when a later
+   * task resumes the run (resume calls `again` then) or, for a remote step, when a
+   * cancellation interrupts it; the run suspends once nothing else is going on.
    * @param {{done: boolean}} op
    * @param {Call} call
    * @param {Wait} wait
+   * @param {(op: {done: boolean}) => Promise<any>} again checks the wait again, in a new op
    * @param {{gathered: boolean}} [remote] a remote call, which a cancellation may interrupt
    */
-  _block(op, call, wait, remote = null) {
+  _block(op, call, wait, again, remote = null) {
     if (this._halted) return NEVER;
-    let promise = NEVER;
-    const entry = { wait, position: call.position, stepId: call.stepId, remote };
-    if (remote) {
-      promise = new Promise((_, reject) => {
-        entry.reject = reject;
-      });
-    }
+    /** @type {Blocked} */
+    let entry;
+    const promise = new Promise((resolve, reject) => {
+      entry = { wait, position: call.position, stepId: call.stepId, remote, resume: again, settle: resolve };
+      if (remote) entry.reject = reject;
+    });
     this._blocked.push(entry);
     this._opDone(op);
     return promise;
@@ -529,6 +604,7 @@ export class WorkflowContext {
   }
 
   async _record(method, request) {
+    if (this._evicted) throw this._evictedError();
     if (this._halted) return NEVER;
     let response;
     try {
@@ -563,7 +639,7 @@ export class WorkflowContext {
     await this._interruptible(call.stepId, fire.ms > this._nowMs);
     if (fire.ms <= this._nowMs) return undefined;
     if (fire.ms - this._databaseNow() > LOCAL_WAIT_MS) {
-      return this._block(op, call, { kind: WAIT.TIMER, name: call.stepId, until: fire.ts });
+      return this._block(op, call, { kind: WAIT.TIMER, name: call.stepId, until: fire.ts }, (next) => this._sleep(next, call, fire));
     }
     // Due soon: wait here, with the lease, on a clock never ahead of the database's; a timer
     // may fire a little early, so look at the clock again after it.

@@ -13,6 +13,15 @@ export class PerdureError extends Error {
   }
 }
 
+/** A call of a run the worker no longer keeps (evicted from its cache of suspended runs, see
+ * sticky.js): the run goes on from its journal, replayed, and this instance may not record. */
+export class RunEvictedError extends PerdureError {
+  constructor(message) {
+    super(message);
+    this.name = 'RunEvictedError';
+  }
+}
+
 /** A step failed for good (attempts exhausted or not retryable); raised again on replay. */
 export class StepFailedError extends PerdureError {
   /**

@@ -16,6 +16,7 @@ export {
   JournalRejectedError,
   WorkerConfigurationError,
   PerdureError,
+  RunEvictedError,
   RpcError,
   WaitTimeoutError,
   WorkflowEndedError,

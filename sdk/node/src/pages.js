@@ -8,13 +8,15 @@
  */
 
 /**
- * Load the journal under `lease`, fencing out every earlier holder: every page of it, as one
- * response (the first page's run, clock and progress, and every event).
+ * Load the journal under `lease`, fencing out every earlier holder: every page of it after the
+ * event `after` (0: from the start; a kept run's position, for sticky execution), as one
+ * response (the first page's run, clock, progress and previous fence, and every event).
  * @param {Call} call
  * @param {Lease} lease
+ * @param {number} [after]
  */
-export async function loadJournal(call, lease) {
-  const loaded = await call('LoadJournal', { ...lease, after_event_id: 0 });
+export async function loadJournal(call, lease, after = 0) {
+  const loaded = await call('LoadJournal', { ...lease, after_event_id: after });
   loaded.events = loaded.events ?? [];
   let page = loaded;
   while (page.more && page.events?.length) {

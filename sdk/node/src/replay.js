@@ -39,6 +39,15 @@ const POSITIONED = new Set([
   EVENT.CANCELLATION_DELIVERED,
   EVENT.STEP_SCHEDULED,
 ]);
+// What may be recorded while a run waits, and applied to its kept replay (Replay.extend).
+const DELTA_TYPES = new Set([
+  ...POSITIONED,
+  EVENT.STEP_ATTEMPT_FAILED,
+  EVENT.STEP_ATTEMPT_STARTED,
+  EVENT.SIGNAL_RECEIVED,
+  'EVENT_TYPE_WORKFLOW_SUSPENDED',
+]);
+DELTA_TYPES.delete(EVENT.CANCELLATION_DELIVERED);
 export const STEP_OUTCOMES = new Set([EVENT.STEP_COMPLETED, EVENT.STEP_FAILED]);
 /** Names of the SDK's own calls start with it; names of the code's may not. */
 export const INTERNAL_PREFIX = '$';
@@ -54,7 +63,6 @@ export class Replay {
   constructor(loaded) {
     const workflow = loaded.workflow ?? {};
     const events = loaded.events ?? [];
-    const scheduled = new Set(events.filter((e) => e.event_type === EVENT.STEP_SCHEDULED).map((e) => e.step_id));
     /** @type {Map<number, any>} position -> event, until the code reaches it */
     this.recorded = new Map();
     /** @type {Map<string, any>} step id -> STEP_COMPLETED/STEP_FAILED of a remote step */
@@ -63,35 +71,76 @@ export class Replay {
     this.failedAttempts = new Map();
     /** @type {Map<string, number>} step id -> the last attempt started */
     this.startedAttempts = new Map();
-    const consumed = new Set();
-    for (const event of events) {
-      const type = event.event_type;
-      if (STEP_OUTCOMES.has(type) && scheduled.has(event.step_id)) {
-        this.remoteOutcomes.set(event.step_id, event);
-      } else if (POSITIONED.has(type)) {
-        this.recorded.set(Number(event.position), event);
-      }
-      if (type === EVENT.STEP_ATTEMPT_FAILED) {
-        if (!this.failedAttempts.has(event.step_id)) this.failedAttempts.set(event.step_id, []);
-        this.failedAttempts.get(event.step_id)?.push(event);
-      } else if (type === EVENT.STEP_ATTEMPT_STARTED) {
-        const last = this.startedAttempts.get(event.step_id) ?? 0;
-        this.startedAttempts.set(event.step_id, Math.max(last, Number(event.attempt)));
-      } else if (type === EVENT.SIGNAL_CONSUMED) {
-        for (const id of event.consumed_event_ids ?? []) consumed.add(Number(id));
-      }
-    }
     /** Signals received and not consumed yet, oldest first. */
-    this.signals = events.filter((e) => e.event_type === EVENT.SIGNAL_RECEIVED && !consumed.has(Number(e.event_id)));
+    this.signals = [];
+    /** @type {Set<string>} step ids of the remote steps scheduled */
+    this._scheduled = new Set(events.filter((e) => e.event_type === EVENT.STEP_SCHEDULED).map((e) => e.step_id));
+    for (const event of events) this._index(event);
     /** @type {Map<string, any>} step id -> the progress its last attempt reported */
-    this.progress = new Map((loaded.progress ?? []).map((/** @type {any} */ p) => [p.step_id, p]));
+    this.progress = new Map();
     this.cancelRequested = Boolean(workflow.cancel_requested);
     this.cancelReason = events.find((e) => e.event_type === EVENT.CANCEL_REQUESTED)?.failure?.message ?? '';
     this.cancelDelivered = events.some((e) => e.event_type === EVENT.CANCELLATION_DELIVERED);
+    this.noteProgress(loaded);
     /** The position of the code's next call. */
     this.position = 0;
     /** @type {Map<string, number>} */
     this._occurrences = new Map();
+  }
+
+  /** Index one event of the journal, in journal order. */
+  _index(event) {
+    const type = event.event_type;
+    if (type === EVENT.STEP_SCHEDULED) this._scheduled.add(event.step_id);
+    if (STEP_OUTCOMES.has(type) && this._scheduled.has(event.step_id)) {
+      this.remoteOutcomes.set(event.step_id, event);
+    } else if (POSITIONED.has(type)) {
+      this.recorded.set(Number(event.position), event);
+    }
+    if (type === EVENT.STEP_ATTEMPT_FAILED) {
+      if (!this.failedAttempts.has(event.step_id)) this.failedAttempts.set(event.step_id, []);
+      this.failedAttempts.get(event.step_id)?.push(event);
+    } else if (type === EVENT.STEP_ATTEMPT_STARTED) {
+      const last = this.startedAttempts.get(event.step_id) ?? 0;
+      this.startedAttempts.set(event.step_id, Math.max(last, Number(event.attempt)));
+    } else if (type === EVENT.SIGNAL_RECEIVED) {
+      this.signals.push(event);
+    } else if (type === EVENT.SIGNAL_CONSUMED) {
+      const consumed = new Set((event.consumed_event_ids ?? []).map(Number));
+      this.signals = this.signals.filter((e) => !consumed.has(Number(e.event_id)));
+    }
+  }
+
+  /** The last progress each step's attempt reported, as a load gave it. */
+  noteProgress(loaded) {
+    this.progress = new Map((loaded.progress ?? []).map((/** @type {any} */ p) => [p.step_id, p]));
+  }
+
+  /**
+   * Bring a replay kept from an earlier lease (sticky execution) up to date with the events
+   * recorded since, as if it had been built from the whole journal. Only what may happen to a
+   * waiting run applies: its own records (already reflected, as the code made them), signals,
+   * remote steps' outcomes and attempts. Anything else (a cancel request, a record at a
+   * position the code has not reached) returns false, and nothing must be resumed.
+   * @param {any[]} events the events after the cached position, oldest first
+   * @param {any} workflow the load's WorkflowInfo
+   * @returns {boolean}
+   */
+  extend(events, workflow) {
+    if (Boolean(workflow?.cancel_requested) !== this.cancelRequested) return false;
+    for (const event of events) {
+      const type = event.event_type;
+      if (!DELTA_TYPES.has(type)) return false;
+      if (type === EVENT.STEP_SCHEDULED) this._scheduled.add(event.step_id);
+      const remoteOutcome = STEP_OUTCOMES.has(type) && this._scheduled.has(event.step_id);
+      if (POSITIONED.has(type) && !remoteOutcome) {
+        // The code's own record: what it says is part of this replay already.
+        if (Number(event.position) >= this.position) return false;
+        continue;
+      }
+      this._index(event);
+    }
+    return true;
   }
 
   /**

@@ -1,5 +1,6 @@
 // Advance one workflow under one lease (load, replay, run, close), or execute one remote step
-// under a step task's lease (LoadStep, run, RecordStep).
+// under a step task's lease (LoadStep, run, RecordStep). A run kept suspended by this worker
+// (sticky.js) is resumed from the events since instead of replayed.
 
 import { WorkflowContext } from './context.js';
 import {
@@ -15,6 +16,7 @@ import { loadJournal } from './pages.js';
 import { failureFrom, fromDuration, fromPayload, hasPayload, timestampMs, toDuration, toTimestamp, toPayload } from './payload.js';
 import { NO_RETRY, RetryPolicy } from './retry.js';
 import { ANNOUNCE_AFTER_MS, HeartbeatSender, Pulse, StepInfo, invokeWithLimits } from './step-info.js';
+import { journalBytes } from './sticky.js';
 import { inSpan, setRunAttribute, stepAttemptEnded, stepAttemptSpan, traceEndedWait, waitAttributes, withSpan } from './telemetry.js';
 
 /**
@@ -43,13 +45,26 @@ async function journalCall(journal, method, request) {
  * @param {any} task
  * @param {Journal} journal
  * @param {Map<string, WorkflowEntry>} workflows
- * @param {{log: any, abort?: AbortSignal, onContext?: (ctx: WorkflowContext) => void}} options
+ * @param {{log: any, abort?: AbortSignal, onContext?: (ctx: WorkflowContext) => void,
+ *   cache?: import('./sticky.js').RunCache}} options  `cache`: runs kept suspended between tasks
  */
-export async function runWorkflowTask(task, journal, workflows, { log, abort, onContext }) {
+export async function runWorkflowTask(task, journal, workflows, { log, abort, onContext, cache }) {
   const lease = { workflow_id: task.workflow_id, fence: Number(task.fence) };
-  const loaded = await loadJournal((method, request) => journalCall(journal, method, request), lease);
+  const kept = cache?.take(task.workflow_id) ?? null;
+  let loaded = await load(journal, lease, kept ? kept.lastEventId : 0);
+  let resumed = null;
+  if (kept) {
+    resumed = resumable(kept, loaded, lease.fence);
+    if (!resumed) {
+      cache?.drop(task.workflow_id, kept, 'not resumable');
+      // A history that gave the whole journal anyway saves a second load.
+      if (!startsAfter(loaded, kept.lastEventId)) loaded = await load(journal, lease, 0);
+    }
+  }
   const workflow = loaded.workflow ?? {};
   if (workflow.status !== 'WORKFLOW_STATUS_RUNNING') return 'closed'; // an extra dispatch
+  if (resumed) cache?.hit();
+  else cache?.miss(task.workflow_id, kept ? 'another lease loaded it since, or an event it cannot apply' : '');
   const entry = workflows.get(workflow.workflow_type);
   if (!entry) {
     const served = [...workflows.keys()].sort().join(', ');
@@ -64,15 +79,24 @@ export async function runWorkflowTask(task, journal, workflows, { log, abort, on
     return 'parked';
   }
   traceEndedWait(loaded, timestampMs);
-  const ctx = new WorkflowContext(loaded, journal, { fence: lease.fence, retry: entry.retry, log });
-  onContext?.(ctx);
+  /** @type {WorkflowContext} */
+  let ctx;
+  let ended;
+  if (resumed) {
+    ({ ctx, ended } = resumed);
+  } else {
+    ctx = new WorkflowContext(loaded, journal, { fence: lease.fence, retry: entry.retry, log });
+    onContext?.(ctx);
+    ended = begin(entry.fn, ctx, fromPayload(workflow.input));
+  }
+  let keep = false;
   const onAbort = () => ctx._halt({ kind: 'unavailable', error: new JournalUnavailableError('the worker is shutting down') });
   if (abort) {
     if (abort.aborted) onAbort();
     else abort.addEventListener('abort', onAbort, { once: true });
   }
   try {
-    const outcome = await execute(entry.fn, ctx, fromPayload(workflow.input));
+    const outcome = await settle(ended, ctx);
     if (outcome.kind === 'lost') throw outcome.error;
     if (outcome.kind === 'unavailable') throw outcome.error;
     setRunAttribute('perdure.task.outcome', outcome.kind);
@@ -83,6 +107,11 @@ export async function runWorkflowTask(task, journal, workflows, { log, abort, on
       log.info(`workflow ${task.workflow_id} waiting for ${wait.kind} ${wait.name}`);
       const attributes = waitAttributes(wait, timestampMs);
       await inSpan('perdure.suspend', { attributes }, () => journalCall(journal, 'SuspendWorkflow', { ...lease, wait }));
+      if (cache?.enabled) {
+        const seen = lastEventId(loaded, kept?.lastEventId ?? 0);
+        const bytes = journalBytes(loaded, resumed ? kept?.bytes : 0);
+        keep = cache.keep(task.workflow_id, { ctx, ended, fence: lease.fence, lastEventId: seen, bytes });
+      }
       return 'suspended';
     }
     const finish = { ...lease, [outcome.kind]: outcome.value };
@@ -101,8 +130,50 @@ export async function runWorkflowTask(task, journal, workflows, { log, abort, on
     return outcome.kind;
   } finally {
     abort?.removeEventListener('abort', onAbort);
-    ctx._halt({ kind: 'done' }); // whatever the code still runs may no longer write
+    // Whatever the code still runs may no longer write; a run resumed once is refused outright.
+    if (!keep) {
+      if (resumed) ctx.evict();
+      else ctx._halt({ kind: 'done' });
+    }
   }
+}
+
+/**
+ * Load the run's journal after `after` (0: all of it), every page; payloads held by reference
+ * are fetched later, when the code reaches them (WorkflowContext._value).
+ * @param {Journal} journal
+ * @param {{workflow_id: string, fence: number}} lease
+ * @param {number} after
+ */
+function load(journal, lease, after) {
+  const call = (/** @type {string} */ method, /** @type {object} */ request) => journalCall(journal, method, request);
+  return loadJournal(call, lease, after);
+}
+
+/**
+ * The kept run, resumed under the new lease with the events since, if it may be: nobody else
+ * loaded it since it was kept (previous_fence), and the events apply.
+ * @param {import('./sticky.js').KeptRun} kept
+ * @param {any} loaded the load after the kept position
+ * @param {number} fence
+ */
+function resumable(kept, loaded, fence) {
+  if (Number(loaded.previous_fence ?? 0) !== kept.fence) return null;
+  if (loaded.workflow?.status !== 'WORKFLOW_STATUS_RUNNING') return null;
+  const since = { ...loaded, events: (loaded.events ?? []).filter((e) => Number(e.event_id) > kept.lastEventId) };
+  return kept.ctx.resume(since, fence) ? kept : null;
+}
+
+/** Whether a load holds only events after `after` (a history may ignore after_event_id). */
+function startsAfter(loaded, after) {
+  const first = loaded.events?.[0];
+  return first !== undefined && Number(first.event_id) > after;
+}
+
+/** The id of the last event a load gave, or `before` if it gave none. */
+function lastEventId(loaded, before) {
+  const events = loaded.events ?? [];
+  return events.length ? Number(events[events.length - 1].event_id) : before;
 }
 
 /**
@@ -111,7 +182,27 @@ export async function runWorkflowTask(task, journal, workflows, { log, abort, on
  * @returns {Promise<Outcome>}
  */
 export async function execute(fn, ctx, input) {
-  const outcome = await run(fn, ctx, input);
+  return settle(begin(fn, ctx, input), ctx);
+}
+
+/**
+ * Start the workflow function: a promise of how it ends (it may stay pending across tasks).
+ * @returns {Promise<{kind: 'return', value: any} | {kind: 'throw', error: any}>}
+ */
+function begin(fn, ctx, input) {
+  const running = (async () => fn(ctx, input))();
+  return running.then(
+    (value) => ({ kind: 'return', value }),
+    (error) => ({ kind: 'throw', error }),
+  );
+}
+
+/**
+ * How this task's run of the code ends: it ended, or halted (suspended, parked, stopped).
+ * @returns {Promise<Outcome>}
+ */
+async function settle(code, ctx) {
+  const outcome = await run(code, ctx);
   if (!['result', 'failure', 'cancelled'].includes(outcome.kind)) return outcome;
   const leftover = ctx.unconsumedSteps();
   if (!leftover.length) return outcome;
@@ -123,16 +214,8 @@ export async function execute(fn, ctx, input) {
 }
 
 /** @returns {Promise<Outcome>} */
-async function run(fn, ctx, input) {
-  const running = (async () => fn(ctx, input))();
-  running.catch(() => {});
-  const ended = await Promise.race([
-    running.then(
-      (value) => ({ kind: 'return', value }),
-      (error) => ({ kind: 'throw', error }),
-    ),
-    ctx.halted,
-  ]);
+async function run(code, ctx) {
+  const ended = await Promise.race([code, ctx.halted]);
   // A mismatch found on the way parks the run, whatever the code did after it.
   if (ctx._halted?.kind === 'park') return { kind: 'park', value: ctx._halted.failure };
   switch (ended.kind) {

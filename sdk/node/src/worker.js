@@ -12,6 +12,7 @@ import { channelCredentials, clientOptions, loadProtos, statusName } from './pro
 import { RetryPolicy } from './retry.js';
 import { contextFrom, failed, inSpan, selfFenced } from './telemetry.js';
 import { runStepTask, runWorkflowTask } from './runner.js';
+import { DEFAULT_CACHE_BYTES, DEFAULT_CACHE_SIZE, RunCache } from './sticky.js';
 
 const RECONNECT_FIRST_MS = 100;
 const RECONNECT_MAX_MS = 5000;
@@ -34,6 +35,7 @@ export const consoleLogger = {
  *   scheduler?: string, history?: string, taskQueue?: string, concurrency?: number,
  *   identity?: string, apiKey?: string, namespace?: string, workflows?: Record<string, WorkflowFn | {run: WorkflowFn, retry?: RetryPolicy}>,
  *   steps?: Record<string, StepFn>, retry?: RetryPolicy, shutdownGraceMs?: number,
+ *   cacheSize?: number, cacheBytes?: number,
  *   logger?: {info: Function, warn: Function, error: Function} | null,
  *   onConnected?: (session: {sessionId: string, heartbeatIntervalMs: number}) => void,
  * }} WorkerOptions
@@ -90,6 +92,13 @@ export class Worker {
     }
     this._log = options.logger === null ? { info() {}, warn() {}, error() {} } : (options.logger ?? consoleLogger);
     this._onConnected = options.onConnected;
+    // Sticky execution: suspended runs kept to resume (sticky.js), under one id per worker.
+    this._cache = new RunCache({
+      maxRuns: options.cacheSize ?? numberFrom(env.PERDURE_WORKER_CACHE_SIZE, 'PERDURE_WORKER_CACHE_SIZE', DEFAULT_CACHE_SIZE),
+      maxBytes: options.cacheBytes ?? numberFrom(env.PERDURE_WORKER_CACHE_BYTES, 'PERDURE_WORKER_CACHE_BYTES', DEFAULT_CACHE_BYTES),
+      log: this._log,
+    });
+    this.stickyId = this._cache.enabled ? crypto.randomUUID() : '';
     /** @type {LeaseKeeper} leases held now (renewed and fenced while `run` runs) */
     this._keeper = new LeaseKeeper((request, timeoutMs) => this._renewLeases(request, timeoutMs), this._log);
     /** @type {Set<Promise<void>>} */
@@ -114,6 +123,12 @@ export class Worker {
     return [...this._workflows.keys()].sort();
   }
 
+  /** Sticky execution's counts: tasks that resumed a kept run (hits), tasks that replayed
+   * (misses), runs let go (evictions), and the runs and bytes kept now. */
+  get cacheStats() {
+    return { ...this._cache.counts, ...this._cache.size };
+  }
+
   /** The remote step types this worker executes, sorted. */
   get stepTypes() {
     return [...this._steps.keys()].sort();
@@ -122,6 +137,7 @@ export class Worker {
   /** Begin a graceful shutdown; `run()` resolves once it is done. */
   stop() {
     this._stopRequested = true;
+    this._cache.close(); // draining: nothing more to resume here
     this._requestStop();
   }
 
@@ -148,6 +164,7 @@ export class Worker {
     } finally {
       this._closing = true;
       this._abort.abort();
+      this._cache.close();
       this._keeper.stop();
       this._wakeReconnect();
       // A goodbye: half-close, so the scheduler releases what is left at once, then end the
@@ -288,6 +305,7 @@ export class Worker {
         leases: this._keeper.refs(),
         timer_lookahead: toDuration(TIMER_LOOKAHEAD_SECONDS),
         namespace: this.namespace,
+        sticky_id: this.stickyId,
       };
       try {
         call.write({ hello });
@@ -317,7 +335,10 @@ export class Worker {
 
   async _runWorkflow(task, lease, abort) {
     this._log.info(`running ${task.workflow_type} ${task.workflow_id} (fence ${task.fence})`);
-    await this._finishTask(task, lease, abort, () => runWorkflowTask(task, this._journal, this._workflows, { log: this._log, abort }));
+    await this._finishTask(task, lease, abort, async () => {
+      const ended = await runWorkflowTask(task, this._journal, this._workflows, { log: this._log, abort, cache: this._cache });
+      return ended === 'suspended' && this._cache.holds(task.workflow_id); // sticky
+    });
   }
 
   async _runStep(task, lease, abort) {
@@ -347,8 +368,9 @@ export class Worker {
 
   async _settleTask(lease, abort, run, span) {
     const what = taskName(lease);
+    let sticky = false;
     try {
-      await run();
+      sticky = (await run()) === true;
     } catch (error) {
       if (abort.reason instanceof LeaseFencedError) {
         selfFenced(span, this.taskQueue);
@@ -368,7 +390,8 @@ export class Worker {
         return;
       }
     }
-    this._taskDone({ lease });
+    // Sticky: the run is kept here, suspended; its next task is offered to this worker first.
+    this._taskDone(sticky ? { lease, sticky } : { lease });
   }
 
   /** Tell the scheduler the worker is done with a lease, and stop listing it; between two
@@ -417,6 +440,19 @@ export class Worker {
     clearTimeout(timer);
     if (this._running.size) this._log.warn(`giving up ${this._running.size} running task(s); their leases are left to expire`);
   }
+}
+
+/**
+ * A whole number from the environment, or `fallback` when unset.
+ * @param {string | undefined} value
+ * @param {string} name
+ * @param {number} fallback
+ */
+function numberFrom(value, name, fallback) {
+  if (value === undefined || value === '') return fallback;
+  const number = Number(value);
+  if (!Number.isInteger(number) || number < 0) throw new RangeError(`${name} must be a whole number, not ${JSON.stringify(value)}`);
+  return number;
 }
 
 /** The scheduler asked this worker to move its session (Reconnect), and the stream ended. */

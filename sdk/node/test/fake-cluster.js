@@ -19,6 +19,7 @@ export class FakeCluster {
       attempt: 1,
       retry: new RetryPolicy().toProto(),
     };
+    this.loadJournal = {}; // what LoadJournal answers
     this.waiters = [];
   }
 
@@ -48,6 +49,7 @@ export class FakeCluster {
     const answer = (method, request) => {
       this.journalCalls.push([method, request]);
       this._notify();
+      if (method === 'LoadJournal') return this.loadJournal;
       return method === 'LoadStep' ? this.loadStep : {};
     };
     for (const method of Object.keys(JournalService.service)) {

@@ -343,6 +343,8 @@ test('code that no longer matches its journal parks the run', { skip: SKIP, time
   let version = 1;
   const { stop } = await startWorker({
     taskQueue,
+    // A deploy starts new processes, which keep no runs: this one must replay, not resume.
+    cacheSize: 0,
     workflows: {
       changing: async (ctx) => {
         await ctx.step(version === 1 ? 'first' : 'renamed', () => 1);

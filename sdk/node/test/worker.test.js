@@ -4,7 +4,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { Worker } from '../src/index.js';
-import { fromPayload } from '../src/payload.js';
+import { fromPayload, toPayload } from '../src/payload.js';
 import { FakeCluster } from './fake-cluster.js';
 
 test('a worker says hello, executes a pushed step task, heartbeats its lease and reports TaskDone', { timeout: 20_000 }, async () => {
@@ -107,6 +107,59 @@ test('leases still held are sent in the hello after a reconnect; stop() drains',
     await running;
     cluster.stop();
   }
+});
+
+test('a worker keeping runs says so: a sticky id in its hello, TaskDone.sticky for a run it keeps suspended', { timeout: 20_000 }, async () => {
+  const cluster = new FakeCluster();
+  await cluster.start();
+  cluster.loadJournal = {
+    workflow: { workflow_id: 'wf-1', workflow_type: 'chat', status: 'WORKFLOW_STATUS_RUNNING', input: toPayload(null) },
+    events: [{ event_id: 1, event_type: 'EVENT_TYPE_WORKFLOW_STARTED' }],
+    now: { seconds: 1_800_000_000 },
+  };
+  const workers = [true, false].map(
+    (keeps) =>
+      new Worker({
+        scheduler: cluster.address,
+        history: cluster.address,
+        logger: null,
+        cacheSize: keeps ? 10 : 0,
+        workflows: { chat: (ctx) => ctx.waitForSignal('say') },
+      }),
+  );
+  const running = [];
+  try {
+    for (const [index, worker] of workers.entries()) {
+      running.push(worker.run());
+      await cluster.until(() => cluster.hellos.length === index + 1, 'the hello');
+      cluster.push({ workflow_id: 'wf-1', workflow_type: 'chat', fence: index + 1 });
+      await cluster.until(() => cluster.messages.filter((m) => m.message === 'task_done').length === index + 1, 'TaskDone');
+    }
+    const [kept, plain] = cluster.messages.filter((m) => m.message === 'task_done').map((m) => m.task_done);
+    assert.match(cluster.hellos[0].sticky_id, /^[0-9a-f-]{36}$/);
+    assert.equal(kept.sticky, true);
+    assert.equal(workers[0].cacheStats.runs, 1);
+    assert.equal(cluster.hellos[1].sticky_id, '');
+    assert.equal(plain.sticky, false);
+    assert.deepEqual(cluster.journalCalls.filter(([m]) => m === 'SuspendWorkflow').length, 2);
+  } finally {
+    for (const worker of workers) worker.stop();
+    await Promise.all(running);
+    cluster.stop();
+  }
+  assert.equal(workers[0].cacheStats.runs, 0); // stopping let the kept run go
+  assert.equal(workers[0].cacheStats.evictions, 1);
+});
+
+test('cache bounds from the environment must be whole numbers', () => {
+  process.env.PERDURE_WORKER_CACHE_SIZE = 'lots';
+  try {
+    assert.throws(() => new Worker({ steps: { x: () => 1 } }), /PERDURE_WORKER_CACHE_SIZE must be a whole number/);
+  } finally {
+    delete process.env.PERDURE_WORKER_CACHE_SIZE;
+  }
+  assert.throws(() => new Worker({ steps: { x: () => 1 }, cacheBytes: 0 }), /cacheBytes must be an integer > 0/);
+  assert.equal(new Worker({ steps: { x: () => 1 } }).cacheStats.runs, 0);
 });
 
 test('a worker with neither workflows nor steps is refused', () => {
