@@ -41,6 +41,7 @@ FILES = {
         "0009_payloads.sql",
         "0010_attempts_and_timeouts.sql",
         "0011_stranded_runs.sql",
+        "0013_run_chains.sql",
     ],
     "perdure.scheduler": [
         "0001_init.sql",
@@ -48,6 +49,7 @@ FILES = {
         "0003_step_tasks.sql",
         "0004_lease_keys.sql",
         "0005_closed_tasks.sql",
+        "0007_run_numbers.sql",
     ],
 }
 SCHEDULER_TABLES = {"schema_migrations", "tasks", "workflow_types"}

@@ -563,7 +563,7 @@ async def test_a_closed_runs_tasks_are_never_due_again(
 ) -> None:
     await store.enqueue([task("wf-1")])
     [leased] = await claim(store, "s1")
-    await store.enqueue([], closed=["wf-1"])
+    await store.enqueue([], closed=[("wf-1", 1)])
     # Handed back, the lease of a closed run leaves nothing due; later requests neither.
     await store.release("s1", Lease("wf-1", "", leased.fence), again=True)
     await store.enqueue([task("wf-1")])
@@ -593,8 +593,8 @@ CHANGES_SEVERAL: dict[str, Callable[[TaskStore], Coroutine[Any, Any, object]]] =
     "hello": lambda store: store.adopt("s2", [LATE, EARLY], TTL, key="k1", task_queue=QUEUE),
     "renewal": lambda store: store.renew_own("k1", [LATE, EARLY], TTL),
     "session end": lambda store: store.release_session("s1"),
-    "runs closed": lambda store: store.enqueue([], closed=["late", "early"]),
-    "batch": lambda store: store.enqueue([task("late")], closed=["early"]),
+    "runs closed": lambda store: store.enqueue([], closed=[("late", 1), ("early", 1)]),
+    "batch": lambda store: store.enqueue([task("late")], closed=[("early", 1)]),
 }
 
 

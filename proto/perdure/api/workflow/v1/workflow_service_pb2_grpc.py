@@ -115,7 +115,9 @@ class WorkflowServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def ListWorkflows(self, request, context):
-        """Lists runs, newest first, optionally filtered by status or type.
+        """Lists runs, newest first, optionally filtered by status or type: the latest run of each
+        workflow id (WorkflowInfo.run_id, run_number; DescribeWorkflow with a run_id shows the
+        earlier ones).
         Errors: INVALID_ARGUMENT (INVALID_REQUEST, INVALID_PAGE_TOKEN).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)

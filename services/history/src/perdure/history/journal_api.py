@@ -288,11 +288,14 @@ class JournalApi:
         lease = run_lease(request)
         outcome = request.WhichOneof("outcome")
         if outcome is None:
-            raise errors.invalid_argument("one of result, failure, park or cancelled is required")
-        value = (
-            validate_payload("result", request.result)
-            if outcome == "result"
-            else getattr(request, outcome)
-        )
+            raise errors.invalid_argument(
+                "one of result, failure, park, cancelled or continue_as_new is required"
+            )
+        if outcome == "result":
+            value = validate_payload("result", request.result)
+        elif outcome == "continue_as_new":
+            value = validate_payload("continue_as_new.input", request.continue_as_new.input)
+        else:
+            value = getattr(request, outcome)
         status = await self._journal.finish(lease, Outcome(outcome), value)
         return jpb.FinishWorkflowResponse(status=status.proto)

@@ -12,7 +12,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Generator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, NoReturn
 
 from opentelemetry.util.types import AttributeValue
 
@@ -35,6 +35,7 @@ from perdure.worker._errors import (
     StepFailedError,
     WorkflowCancelledError,
 )
+from perdure.worker._info import RunInfo
 from perdure.worker._journal import JournalClient
 from perdure.worker._payload import from_payload, to_payload
 from perdure.worker._replay import STEP_OUTCOMES, Call, Replay
@@ -55,6 +56,16 @@ class Suspended(BaseException):
     def __init__(self, wait: wf.Wait) -> None:
         super().__init__(f"waiting: {wf.WaitKind.Name(wait.kind)} {wait.name}")
         self.wait = wait
+
+
+class ContinuedAsNew(BaseException):
+    """The code called ctx.continue_as_new: the runner closes the run and starts the next one
+    of its workflow id with `input` (a BaseException, so that the code's own `except
+    Exception` cannot swallow it)."""
+
+    def __init__(self, input_value: Payload) -> None:
+        super().__init__("continued as new")
+        self.input = input_value
 
 
 class HandedBack(BaseException):
@@ -94,11 +105,33 @@ class WorkflowContext:
         self._loaded_at = monotonic()  # the load's answer came at least this late
         self._task_queue = loaded.workflow.task_queue
         self._replay = Replay(loaded)
+        self._run_id = loaded.workflow.run_id
+        self._run_number = loaded.workflow.run_number or 1
         self._cancel_requested = loaded.workflow.cancel_requested
         self._cancel_reason = self._replay.cancel_reason
         self._cancel_delivered = self._replay.cancel_delivered
         self._heartbeats = Heartbeats(self._record)
         self._stopping = stopping  # set when the worker drains
+
+    @property
+    def info(self) -> RunInfo:
+        """The run: its ids, its place in its chain, and its journal's size so far."""
+        reached = self._journal.reached
+        return RunInfo(
+            workflow_id=self.workflow_id,
+            workflow_type=self.workflow_type,
+            run_id=self._run_id,
+            run_number=self._run_number,
+            history_length=reached,
+            history_bytes=self._replay.bytes_until(reached) + self._journal.appended_bytes,
+        )
+
+    async def continue_as_new(self, input: Any = None) -> NoReturn:
+        """End this run and start the next run of the same workflow id with `input`, in one
+        transaction: the journal starts afresh, and signals this run received and did not
+        consume go to the next run. Never returns. Call it when ctx.info.history_length or
+        history_bytes grows past a limit of your loop's choosing."""
+        raise ContinuedAsNew(to_payload(input))
 
     @property
     def non_determinism(self) -> NonDeterminismError | None:
@@ -273,6 +306,7 @@ class WorkflowContext:
         cancellation here if the code has not seen it yet."""
         call = self._replay.next_call(name)
         if call.recorded is not None:
+            self._journal.reach(call.recorded.event_id)
             if call.recorded.event_type == wf.EVENT_TYPE_CANCELLATION_DELIVERED:
                 raise self._cancellation()
             return call

@@ -33,6 +33,14 @@ class JournalClient:
         self.session = session
         self.workflow_id = workflow_id
         self.fence = fence
+        # The id of the latest event the code reached (replayed or recorded), and the bytes
+        # this lease's records added: what ctx.info reports, the same on every replay.
+        self.reached = 1  # WORKFLOW_STARTED
+        self.appended_bytes = 0
+
+    def reach(self, event_id: int) -> None:
+        """The code reached the journal's event `event_id` (a replayed call's)."""
+        self.reached = max(self.reached, event_id)
 
     async def call(self, request: Any) -> Any:
         """Send a JournalService request of this lease; return its response."""
@@ -49,7 +57,11 @@ class JournalClient:
         """Send a record under this lease (its workflow id and fence filled in)."""
         request.workflow_id = self.workflow_id
         request.fence = self.fence
-        return await self.call(request)
+        response = await self.call(request)
+        if not isinstance(request, jpb.RecordHeartbeatRequest):  # the others append an event
+            self.reach(getattr(response, "event_id", 0) or self.reached + 1)
+            self.appended_bytes += request.ByteSize()
+        return response
 
     async def load(self) -> jpb.LoadJournalResponse:
         """Load the journal, fencing out every earlier holder."""

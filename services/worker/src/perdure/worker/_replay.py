@@ -95,6 +95,12 @@ class Replay:
         self.cancel_delivered = any(
             e.event_type == wf.EVENT_TYPE_CANCELLATION_DELIVERED for e in events
         )
+        # The journal's size in bytes up to each event (by event id), for ctx.info.
+        self._bytes_until: dict[int, int] = {}
+        total = 0
+        for event in events:
+            total += event.ByteSize()
+            self._bytes_until[event.event_id] = total
         self._position = 0
         self._occurrences: dict[str, int] = {}
         # The first mismatch with the journal: the run parks with it, whatever the code does
@@ -143,6 +149,13 @@ class Replay:
     def unreached(self) -> list[str]:
         """Recorded calls the code has not reached: non-deterministic if the run is ending."""
         return [event.step_id for _, event in sorted(self._recorded.items())]
+
+    def bytes_until(self, event_id: int) -> int:
+        """The loaded journal's size in bytes up to event `event_id` (the last loaded one's
+        if it is later)."""
+        if event_id in self._bytes_until:
+            return self._bytes_until[event_id]
+        return max(self._bytes_until.values(), default=0)
 
     def attempts(self, step_id: str) -> Attempts:
         return Attempts(
