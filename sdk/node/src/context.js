@@ -37,7 +37,7 @@ export const LOCAL_WAIT_MS = 250;
  * @typedef {import('./replay.js').Wait} Wait
  * @typedef {import('./step-info.js').StepInfo} StepInfo
  * @typedef {{kind: 'suspend', wait: Wait} | {kind: 'park', failure: any} | {kind: 'lost', error: Error}
- *   | {kind: 'unavailable', error: Error} | {kind: 'done'}} Halt
+ *   | {kind: 'unavailable', error: Error} | {kind: 'continue_as_new', input: any} | {kind: 'done'}} Halt
  */
 
 /** The journal calls of one lease: `call(method, request)` → response (JournalCallError). */
@@ -64,6 +64,8 @@ export class WorkflowContext {
     this._nowMs = timestampMs(loaded.now) ?? Date.now();
     this._loadedAt = performance.now();
     this._replay = new Replay(loaded);
+    this._runId = workflow.run_id ?? '';
+    this._runNumber = Number(workflow.run_number ?? 0) || 1;
     this._journal = new LeaseJournal(journal, this.workflowId, fence, () => {
       this._replay.cancelRequested = true;
     });
@@ -86,6 +88,36 @@ export class WorkflowContext {
         this._journal.send('RecordHeartbeat', { step_id: stepId, attempt, ...(details === undefined ? {} : { details }) }),
       log,
     );
+  }
+
+  /**
+   * The run: its ids, its place in its workflow id's chain, and its journal's size up to the
+   * event the code reached (the same on every replay): a loop compares historyLength or
+   * historyBytes (payload bytes) with a limit of its own and calls continueAsNew.
+   * @returns {{workflowId: string, workflowType: string, runId: string, runNumber: number,
+   *   historyLength: number, historyBytes: number}}
+   */
+  get info() {
+    return {
+      workflowId: this.workflowId,
+      workflowType: this.workflowType,
+      runId: this._runId,
+      runNumber: this._runNumber,
+      historyLength: this._replay.reached,
+      historyBytes: this._replay.reachedBytes(),
+    };
+  }
+
+  /**
+   * End this run and start the next run of the same workflow id with `input`, in one
+   * transaction: the journal starts afresh, and signals this run received and did not consume
+   * go to the next run. The returned promise never settles.
+   * @param {any} [input]
+   * @returns {Promise<any>}
+   */
+  continueAsNew(input = null) {
+    const encoded = toPayload(input); // throws here if it cannot be journaled
+    return this._halt({ kind: 'continue_as_new', input: encoded });
   }
 
   // -- the durable calls -------------------------------------------------------------------
@@ -516,6 +548,8 @@ export class WorkflowContext {
       return this._halt({ kind: 'unavailable', error });
     }
     if (this._halted) return NEVER;
+    this._replay.reach(Number(response?.event_id ?? 0));
+    this._replay.appendedBytes += payloadBytes(request);
     return response;
   }
 
@@ -564,6 +598,15 @@ export class WorkflowContext {
     const attributes = { 'perdure.signal.name': name, 'perdure.signal.count': taken.length };
     await inSpan('perdure.signal.consume', { links, attributes }, () => this._record('ConsumeSignals', request));
   }
+}
+
+/** The bytes of the payloads a record carries (its output, value, input...). */
+function payloadBytes(request) {
+  let total = 0;
+  for (const value of Object.values(request ?? {})) {
+    if (value && typeof value === 'object' && value.data?.length !== undefined && 'encoding' in value) total += value.data.length;
+  }
+  return total;
 }
 
 function checkName(name, what = 'step name') {

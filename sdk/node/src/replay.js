@@ -54,6 +54,17 @@ export class Replay {
   constructor(loaded) {
     const workflow = loaded.workflow ?? {};
     const events = loaded.events ?? [];
+    // How far the code reached into the journal (WORKFLOW_STARTED at first), the payload
+    // bytes of the loaded events up to each, and those of the records this lease appended.
+    this.reached = 1;
+    this.appendedBytes = 0;
+    /** @type {Map<number, number>} event id -> payload bytes of the journal up to it */
+    this._bytesUntil = new Map();
+    let bytes = 0;
+    for (const event of events) {
+      bytes += event.payload?.data?.length || Number(event.payload_ref?.size ?? 0);
+      this._bytesUntil.set(Number(event.event_id), bytes);
+    }
     const scheduled = new Set(events.filter((e) => e.event_type === EVENT.STEP_SCHEDULED).map((e) => e.step_id));
     /** @type {Map<number, any>} position -> event, until the code reaches it */
     this.recorded = new Map();
@@ -107,7 +118,27 @@ export class Replay {
     const position = this.position++;
     const recorded = this.recorded.get(position) ?? null;
     this.recorded.delete(position);
+    if (recorded) this.reach(Number(recorded.event_id));
     return { stepId, name, position, recorded };
+  }
+
+  /**
+   * The code reached the journal's event `eventId` (a replayed call's, or one it recorded):
+   * ctx.info measures the journal up to there, the same on every replay.
+   * @param {number} eventId
+   */
+  reach(eventId) {
+    this.reached = Math.max(this.reached, eventId || this.reached + 1);
+  }
+
+  /** The payload bytes of the journal up to the event the code reached. */
+  reachedBytes() {
+    let total = this.appendedBytes;
+    for (const [eventId, bytes] of this._bytesUntil) {
+      if (eventId > this.reached) break;
+      total = this.appendedBytes + bytes;
+    }
+    return total;
   }
 
   /** The event recorded at the code's next call, if any. */

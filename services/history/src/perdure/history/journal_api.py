@@ -213,7 +213,9 @@ class JournalApi:
                 call, due_at=datetime_of("fire_time", request.fire_time)
             )
         return jpb.StartTimerResponse(
-            fire_time=timestamp(appended.due_at), cancel_requested=appended.cancel_requested
+            fire_time=timestamp(appended.due_at),
+            cancel_requested=appended.cancel_requested,
+            event_id=appended.event_id,
         )
 
     @errors.unary
@@ -236,7 +238,9 @@ class JournalApi:
                 list(request.event_ids),
                 validate_payload("result", request.result),
             )
-        return jpb.ConsumeSignalsResponse(cancel_requested=appended.cancel_requested)
+        return jpb.ConsumeSignalsResponse(
+            cancel_requested=appended.cancel_requested, event_id=appended.event_id
+        )
 
     @errors.unary
     async def SetState(
@@ -247,15 +251,17 @@ class JournalApi:
         value = validate_payload("value", request.value)
         record = StepRecord(EventType.STATE_UPDATED, name=request.key, payload=value)
         appended = await self._journal.record(call, record)
-        return jpb.SetStateResponse(cancel_requested=appended.cancel_requested)
+        return jpb.SetStateResponse(
+            cancel_requested=appended.cancel_requested, event_id=appended.event_id
+        )
 
     @errors.unary
     async def RecordCancellation(
         self, request: jpb.RecordCancellationRequest, context: Context
     ) -> jpb.RecordCancellationResponse:
         record = StepRecord(EventType.CANCELLATION_DELIVERED)
-        await self._journal.record(call_of(request), record)
-        return jpb.RecordCancellationResponse()
+        appended = await self._journal.record(call_of(request), record)
+        return jpb.RecordCancellationResponse(event_id=appended.event_id)
 
     @errors.unary
     async def RecordHeartbeat(

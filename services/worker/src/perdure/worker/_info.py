@@ -19,4 +19,4 @@ class RunInfo:
     run_id: str
     run_number: int  # the run's place in its workflow id's chain, from 1
     history_length: int  # events, up to the one the code reached
-    history_bytes: int  # their size in bytes, payloads included
+    history_bytes: int  # the bytes of their payloads (inputs, outputs, signals, state)

@@ -6,7 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 import grpc
+from google.protobuf.message import Message
 
+from perdure.api.common.v1.payload_pb2 import Payload
 from perdure.api.worker.v1 import journal_service_pb2 as jpb
 from perdure.worker._errors import JournalRejectedError, JournalUnavailableError, LeaseLostError
 from perdure.worker._session import JournalCallError, JournalSession
@@ -33,8 +35,8 @@ class JournalClient:
         self.session = session
         self.workflow_id = workflow_id
         self.fence = fence
-        # The id of the latest event the code reached (replayed or recorded), and the bytes
-        # this lease's records added: what ctx.info reports, the same on every replay.
+        # The id of the latest event the code reached (replayed or recorded), and the payload
+        # bytes this lease's records added: what ctx.info reports, the same on every replay.
         self.reached = 1  # WORKFLOW_STARTED
         self.appended_bytes = 0
 
@@ -60,7 +62,7 @@ class JournalClient:
         response = await self.call(request)
         if not isinstance(request, jpb.RecordHeartbeatRequest):  # the others append an event
             self.reach(getattr(response, "event_id", 0) or self.reached + 1)
-            self.appended_bytes += request.ByteSize()
+            self.appended_bytes += _payload_bytes(request)
         return response
 
     async def load(self) -> jpb.LoadJournalResponse:
@@ -68,3 +70,8 @@ class JournalClient:
         request = jpb.LoadJournalRequest(workflow_id=self.workflow_id, fence=self.fence)
         loaded: jpb.LoadJournalResponse = await self.call(request)
         return loaded
+
+
+def _payload_bytes(request: Message) -> int:
+    """The bytes of the payloads a record carries (its output, value, input...)."""
+    return sum(len(value.data) for _, value in request.ListFields() if isinstance(value, Payload))

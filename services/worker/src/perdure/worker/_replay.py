@@ -95,11 +95,11 @@ class Replay:
         self.cancel_delivered = any(
             e.event_type == wf.EVENT_TYPE_CANCELLATION_DELIVERED for e in events
         )
-        # The journal's size in bytes up to each event (by event id), for ctx.info.
+        # The journal's payload bytes up to each event (by event id), for ctx.info.
         self._bytes_until: dict[int, int] = {}
         total = 0
         for event in events:
-            total += event.ByteSize()
+            total += len(event.payload.data) or event.payload_ref.size
             self._bytes_until[event.event_id] = total
         self._position = 0
         self._occurrences: dict[str, int] = {}
@@ -151,8 +151,8 @@ class Replay:
         return [event.step_id for _, event in sorted(self._recorded.items())]
 
     def bytes_until(self, event_id: int) -> int:
-        """The loaded journal's size in bytes up to event `event_id` (the last loaded one's
-        if it is later)."""
+        """The payload bytes of the loaded journal up to event `event_id` (all of them if it is
+        later)."""
         if event_id in self._bytes_until:
             return self._bytes_until[event_id]
         return max(self._bytes_until.values(), default=0)
