@@ -91,7 +91,7 @@ def _refused(call: object) -> tuple[grpc.StatusCode, str]:
     with pytest.raises(grpc.RpcError) as raised:
         call()  # type: ignore[operator]
     error = raised.value
-    return error.code(), error_reason(error)  # type: ignore[attr-defined]
+    return error.code(), error_reason(error)
 
 
 def test_a_workflow_id_is_reused_as_its_policy_says(client: Client) -> None:
@@ -133,7 +133,7 @@ def test_a_workflow_id_is_reused_as_its_policy_says(client: Client) -> None:
         "one",
         second.run_id,
     )
-    assert [e.payload for e in client.history(wid, run_id=first.run_id)][0] == old.input
+    assert next(e.payload for e in client.history(wid, run_id=first.run_id)) == old.input
     # ALLOW_IF_FAILED after a failed run: run 3.
     third = client.start_workflow(
         "chain_once", "three", workflow_id=wid, id_reuse_policy=allow_if_failed

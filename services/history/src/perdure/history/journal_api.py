@@ -68,7 +68,6 @@ class JournalApi:
             raise fencing.lease_not_held(lease)
 
     @errors.unary
-    @errors.unary
     async def LoadJournal(
         self, request: jpb.LoadJournalRequest, context: Context
     ) -> jpb.LoadJournalResponse:
