@@ -45,6 +45,7 @@ def test_each_outcome_closes_with_a_closed_status() -> None:
         RunStatus.FAILED,
         RunStatus.PARKED,
         RunStatus.CANCELLED,
+        RunStatus.CONTINUED_AS_NEW,
     }
     for outcome in Outcome:
         assert EventType(f"WORKFLOW_{outcome.status}")
