@@ -11,6 +11,7 @@ from pathlib import Path
 
 import grpc
 import pytest
+import requests
 
 from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.api.workflow.v1 import workflow_service_pb2 as api
@@ -94,7 +95,7 @@ def _refused(call: object) -> tuple[grpc.StatusCode, str]:
     return error.code(), error_reason(error)
 
 
-def test_a_workflow_id_is_reused_as_its_policy_says(client: Client) -> None:
+def test_a_workflow_id_is_reused_as_its_policy_says(shared: Cluster, client: Client) -> None:
     wid = "reused"
     first = client.start_workflow("chain_once", "one", workflow_id=wid)
     assert first.started and first.run_id
@@ -134,6 +135,14 @@ def test_a_workflow_id_is_reused_as_its_policy_says(client: Client) -> None:
         second.run_id,
     )
     assert next(e.payload for e in client.history(wid, run_id=first.run_id)) == old.input
+    # Over HTTP, the same with ?run_id=.
+    url = f"http://{shared.http_address}/v1/workflows/{wid}"
+    by_run = requests.get(url, params={"run_id": first.run_id}, timeout=WAIT).json()["workflow"]
+    assert (by_run["run_id"], by_run["status"]) == (first.run_id, "WORKFLOW_STATUS_COMPLETED")
+    unknown_run = requests.get(url, params={"run_id": "nope"}, timeout=WAIT)
+    assert (
+        unknown_run.status_code == 404 and unknown_run.json()["error"]["reason"] == "RUN_NOT_FOUND"
+    )
     # ALLOW_IF_FAILED after a failed run: run 3.
     third = client.start_workflow(
         "chain_once", "three", workflow_id=wid, id_reuse_policy=allow_if_failed

@@ -25,7 +25,7 @@ from perdure.common import errors, namespaces
 from perdure.common.reasons import Reason
 from perdure.history import store
 from perdure.history.appends import JournalBase
-from perdure.history.model import OPEN_STATUSES, RunStatus
+from perdure.history.model import OPEN_STATUSES, EventType, RunStatus
 from perdure.history.rows import Row, fetch_one, json_or_none, payload_columns, payload_in
 from perdure.telemetry.propagation import current_carrier
 
@@ -59,27 +59,37 @@ WHERE workflow_id = %(workflow_id)s
 """
 
 # The signals the archived run received and did not consume, journaled again in the new run in
-# their order, with their signal ids (a signal sent again is still received once) and trace.
-CARRY_SIGNALS = """
-WITH pending AS (
-    SELECT s.name, s.payload, s.payload_encoding, s.signal_id, s.trace_context,
-           row_number() OVER (ORDER BY s.event_id) AS n
-    FROM history.events s
-    WHERE s.workflow_id = %(archived)s AND s.event_type = 'SIGNAL_RECEIVED'
+# their order (each `appended` row one of them, its event id after the run's last), with their
+# signal ids (a signal sent again is still received once) and trace.
+CARRY_SIGNALS = (
+    f"""
+WITH appended AS (
+    SELECT w.workflow_id,
+           w.event_count + row_number() OVER (ORDER BY s.event_id) AS event_count,
+           s.name, s.payload, s.payload_encoding, s.signal_id, s.trace_context
+    FROM history.events s, history.workflows w
+    WHERE s.workflow_id = %(archived)s AND s.event_type = '{EventType.SIGNAL_RECEIVED}'
+      AND w.workflow_id = %(workflow_id)s
       AND NOT EXISTS (SELECT FROM history.signal_consumptions c
                       WHERE c.workflow_id = s.workflow_id AND c.event_id = s.event_id)
-), carried AS (
-    INSERT INTO history.events (workflow_id, event_id, event_type, fence, name, payload,
-                                payload_encoding, signal_id, trace_context)
-    SELECT %(workflow_id)s, w.event_count + p.n, 'SIGNAL_RECEIVED', 0, p.name, p.payload,
-           p.payload_encoding, p.signal_id, p.trace_context
-    FROM pending p, history.workflows w WHERE w.workflow_id = %(workflow_id)s
-    RETURNING event_id
-)
+)"""
+    + store.insert_event(
+        store.event_values(
+            event_type=f"'{EventType.SIGNAL_RECEIVED}'",
+            fence="0",
+            name="appended.name",
+            payload="appended.payload",
+            payload_encoding="appended.payload_encoding",
+            signal_id="appended.signal_id",
+            trace_context="appended.trace_context",
+        )
+    )
+    + """
 UPDATE history.workflows
-SET event_count = event_count + (SELECT count(*) FROM carried)
+SET event_count = event_count + (SELECT count(*) FROM inserted)
 WHERE workflow_id = %(workflow_id)s
 """
+)
 
 
 class IdReusePolicy(IntEnum):
