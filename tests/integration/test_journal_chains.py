@@ -4,6 +4,8 @@ earlier run reaching a later one."""
 
 from __future__ import annotations
 
+import asyncio
+
 import grpc
 
 from perdure.api.workflow.v1 import workflow_pb2 as wf
@@ -134,3 +136,19 @@ async def test_a_workflow_id_is_reused_only_as_its_policy_says(db: Db) -> None:
     # An unknown run id of the workflow id is NOT_FOUND.
     error = await refusal(db.journal.run_of(workflow_id, "no-such-run"))
     assert (error.code, error.reason) == (grpc.StatusCode.NOT_FOUND, "RUN_NOT_FOUND")
+
+
+async def test_starts_racing_for_a_closed_run_s_id_make_one_new_run(db: Db) -> None:
+    workflow_id = run_id()
+    await db.journal.start(workflow_id, "flow", "q", json_payload('"in"'))
+    lease = Lease(workflow_id, 1, "")
+    await db.journal.load(lease)
+    await db.journal.finish(lease, Outcome.RESULT, json_payload("1"))
+    racing = [
+        db.journal.start(workflow_id, "flow", "q", json_payload('"again"'), None, ALLOW, f"r{n}")
+        for n in range(4)
+    ]
+    answers = await asyncio.gather(*racing)
+    assert sorted(started for started, _, _ in answers) == [False, False, False, True]
+    assert len({run for _, _, run in answers}) == 1
+    assert (await db.journal.describe(workflow_id)).info.run_number == 2

@@ -205,16 +205,17 @@ class Chains(JournalBase):
         conn: AsyncConnection,
         params: dict[str, Any],
         policy: IdReusePolicy,
-    ) -> tuple[bool, RunStatus, str] | Row:
+    ) -> tuple[bool, RunStatus, str] | Row | None:
         """A start whose workflow id is taken (`params`: start_params of a first run): the run
         its request id made, or a new run if the last one is closed and `policy` allows it
         (started, status, run id); otherwise the last run (a LOCK_LATEST row), for the caller
-        to compare with the request."""
+        to compare with the request. None: another start made a new run of the id meanwhile
+        (the row it waited for was archived); ask again."""
         workflow_id = params["workflow_id"]
         async with conn.transaction():
             latest = await fetch_one(conn, LOCK_LATEST, [workflow_id])
             if latest is None:
-                raise RuntimeError(f"workflow {workflow_id!r} vanished during its start")
+                return None
             if params["request_id"] is not None:
                 made = await fetch_one(conn, SELECT_REQUESTED, [workflow_id, params["request_id"]])
                 if made is not None:

@@ -68,7 +68,9 @@ class Lifecycle(Chains):
             if await self._create(conn, params):
                 count_started(workflow_type)
                 return True, RunStatus.RUNNING, params["run_id"]
-            again = await self.start_again(conn, params, policy)
+            again = None
+            while again is None:  # another start made the id's next run meanwhile: see it
+                again = await self.start_again(conn, params, policy)
         if isinstance(again, tuple):
             if again[0]:
                 count_started(workflow_type)
