@@ -67,12 +67,6 @@ class JournalApi:
         if not answer.held:
             raise fencing.lease_not_held(lease)
 
-    @errors.unary  # TEMP-STUB
-    async def LoadPayload(
-        self, request: jpb.LoadPayloadRequest, context: Context
-    ) -> jpb.LoadPayloadResponse:  # TEMP-STUB
-        raise errors.invalid_argument("not here")  # TEMP-STUB
-
     @errors.unary
     async def LoadJournal(
         self, request: jpb.LoadJournalRequest, context: Context
