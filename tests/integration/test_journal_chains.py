@@ -11,7 +11,15 @@ import grpc
 from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.common.payload import json_payload
 from perdure.history.chains import IdReusePolicy
-from perdure.history.model import EventType, Lease, Outcome, RunStatus, StepRecord
+from perdure.history.model import (
+    EventType,
+    Lease,
+    Outcome,
+    RemoteStep,
+    RunStatus,
+    StepAttempt,
+    StepRecord,
+)
 from tests.integration.journal_db import Db, call, db, journal_dsn, refusal, run_id, started
 
 __all__ = ["db", "journal_dsn"]  # the fixtures
@@ -80,6 +88,23 @@ async def test_no_lease_of_an_earlier_run_reaches_the_next(db: Db) -> None:
     loaded = await db.journal.load(Lease(lease.workflow_id, 5, ""))
     assert loaded.info.run_number == 2 and len(loaded.events) == 1
     assert (await refusal(db.journal.record(call(lease, 0), record))).reason == "STALE_FENCE"
+
+
+async def test_no_step_lease_of_an_earlier_run_reaches_the_same_step_of_the_next(db: Db) -> None:
+    lease = await started(db.journal, fence=1)
+    step = RemoteStep("charge", "q", json_payload("{}"), retry={}, timeout_seconds=None)
+    await db.journal.schedule_step(call(lease, 0, "charge"), step)
+    old = Lease(lease.workflow_id, 3, "", "charge")
+    await db.journal.load_step(old)  # its executor is still at it when the run continues
+    await db.journal.finish(lease, Outcome.CONTINUE_AS_NEW, json_payload("null"))
+    nxt = Lease(lease.workflow_id, 2, "")
+    await db.journal.load(nxt)
+    await db.journal.schedule_step(call(nxt, 0, "charge"), step)  # the same step id again
+    assert (await refusal(db.journal.load_step(old))).reason == "STALE_FENCE"
+    done = StepAttempt(old, 1, EventType.STEP_COMPLETED, json_payload("1"), None, None, None)
+    assert (await refusal(db.journal.record_step_attempt(done))).reason == "STALE_FENCE"
+    task = await db.journal.load_step(Lease(lease.workflow_id, 4, "", "charge"))
+    assert (task.attempt, task.attempt_lost) == (1, False)
 
 
 async def test_a_workflow_id_is_reused_only_as_its_policy_says(db: Db) -> None:

@@ -29,7 +29,7 @@ from perdure.history.model import OPEN_STATUSES, EventType, RunStatus
 from perdure.history.rows import Row, fetch_one, json_or_none, payload_columns, payload_in
 from perdure.telemetry.propagation import current_carrier
 
-ARCHIVED = "'@~' || run_id"  # as SQL: the key of a run a newer one of its id replaced
+ARCHIVED = store.ARCHIVE_KEY.format(run_id="run_id")  # the key of a run a newer one replaced
 
 # The latest run of a workflow id, its row locked: a new run of the id is made under the lock,
 # and a signal or a close waiting for it then finds the run that holds the key.
@@ -68,7 +68,8 @@ WITH appended AS (
            w.event_count + row_number() OVER (ORDER BY s.event_id) AS event_count,
            s.name, s.payload, s.payload_encoding, s.signal_id, s.trace_context
     FROM history.events s, history.workflows w
-    WHERE s.workflow_id = %(archived)s AND s.event_type = '{EventType.SIGNAL_RECEIVED}'
+    WHERE s.workflow_id = {store.ARCHIVE_KEY.format(run_id="%(archived_run)s::text")}
+      AND s.event_type = '{EventType.SIGNAL_RECEIVED}'
       AND w.workflow_id = %(workflow_id)s
       AND NOT EXISTS (SELECT FROM history.signal_consumptions c
                       WHERE c.workflow_id = s.workflow_id AND c.event_id = s.event_id)
@@ -173,8 +174,9 @@ class Chains(JournalBase):
         if created is None:  # the key was just freed under the row lock: cannot be taken
             raise RuntimeError(f"workflow {workflow_id!r}: the next run could not be created")
         if carry_signals:
-            archived = f"@~{latest['run_id']}"
-            await conn.execute(CARRY_SIGNALS, {"workflow_id": workflow_id, "archived": archived})
+            await conn.execute(
+                CARRY_SIGNALS, {"workflow_id": workflow_id, "archived_run": latest["run_id"]}
+            )
 
     async def _continue_as_new(self, conn: AsyncConnection, params: dict[str, Any]) -> Row | None:
         """Close the run under its lease as continued as new (`params`: CLOSE_RUN's, the

@@ -392,16 +392,25 @@ RECORD_HEARTBEAT = _heartbeat(
     f"SELECT workflow_id, cancel_requested FROM history.workflows WHERE {run_lease_held()}"
 )
 
+# An earlier run of a chain is archived under this key (chains.py), as SQL of its run id.
+ARCHIVE_KEY = "'@~' || {run_id}"
+
 # A remote step's call: its STEP_SCHEDULED event, its step task's row (the spec its executor
-# loads, and its own fence mark) and the step task's scheduling request, in one statement.
+# loads, and its own fence mark) and the step task's scheduling request, in one statement. A
+# step id the run before used starts with its mark one above that step's there (a fence nobody
+# holds), so no lease of the earlier step reaches this one.
 SCHEDULE_STEP = _append(
     _RECORD,
-    also=""", step_task AS (
+    also=f""", step_task AS (
     INSERT INTO history.step_tasks
         (workflow_id, step_id, step_type, task_queue, input, input_encoding, retry,
-         timeout_seconds, heartbeat_timeout_seconds)
+         timeout_seconds, heartbeat_timeout_seconds, fence)
     SELECT workflow_id, %(step_id)s, %(name)s, %(task_queue)s, %(payload)s,
-           %(payload_encoding)s, %(retry)s, %(timeout_seconds)s, %(heartbeat_timeout_seconds)s
+           %(payload_encoding)s, %(retry)s, %(timeout_seconds)s, %(heartbeat_timeout_seconds)s,
+           COALESCE((
+               SELECT p.fence + 1 FROM history.workflows w JOIN history.step_tasks p
+                 ON p.workflow_id = {ARCHIVE_KEY.format(run_id="w.previous_run_id")}
+               WHERE w.workflow_id = appended.workflow_id AND p.step_id = %(step_id)s), 0)
     FROM appended
 ), scheduled AS (
     INSERT INTO history.outbox (workflow_id, workflow_type, task_queue, step_id, run_number)
