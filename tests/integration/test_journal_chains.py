@@ -177,3 +177,15 @@ async def test_starts_racing_for_a_closed_run_s_id_make_one_new_run(db: Db) -> N
     assert sorted(started for started, _, _ in answers) == [False, False, False, True]
     assert len({run for _, _, run in answers}) == 1
     assert (await db.journal.describe(workflow_id)).info.run_number == 2
+
+
+async def test_signals_racing_a_continue_as_new_land_once_in_the_next_run(db: Db) -> None:
+    lease = await started(db.journal)
+    run = lease.workflow_id
+    sends = [db.journal.signal(run, "msg", json_payload(str(n)), f"s{n}") for n in range(24)]
+    finish = db.journal.finish(lease, Outcome.CONTINUE_AS_NEW, json_payload("null"))
+    continued, *accepted = await asyncio.gather(finish, *sends)
+    assert continued == RunStatus.CONTINUED_AS_NEW and all(accepted)
+    # None was consumed: each is in the next run once, arrived there or carried over.
+    received = [e.signal_id for e in await _history(db, run) if e.signal_id]
+    assert sorted(received) == sorted(f"s{n}" for n in range(24))
