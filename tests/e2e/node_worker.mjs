@@ -1,5 +1,6 @@
 #!/usr/bin/env node
-// A Node worker for Python end-to-end tests: the workflows `node_order`, `clock_reading` and
+// A Node worker for Python end-to-end tests: the workflows `chain_turns` (as in
+// tests/e2e/chain_workflows.py), `node_order`, `clock_reading` and
 // `cancel_path_switch` (as in tests/e2e/drifting_workflows.py), `node_long` (one step of
 // `input.ms` that honours its AbortSignal unless `input.ignore_signal`, and appends a `body`
 // line with its fence at its start and end), `node_limits`, `node_gated` and `node_bulky`
@@ -245,6 +246,23 @@ async function nodeChat(ctx, input) {
   return replies;
 }
 
+// tests/e2e/chain_workflows.py's chain_turns: one signal "msg" per turn until `total` are
+// seen, continuing as new after `every` turns in a run.
+async function chainTurns(ctx, state) {
+  const seen = [...state.seen];
+  const lengths = [...state.lengths];
+  let turn = 0;
+  while (seen.length < state.total) {
+    if (turn === state.every) {
+      lengths.push(ctx.info.historyLength);
+      await ctx.continueAsNew({ ...state, seen, lengths });
+    }
+    seen.push(await ctx.waitForSignal('msg'));
+    turn += 1;
+  }
+  return { seen, lengths, run_id: ctx.info.runId, run: ctx.info.runNumber };
+}
+
 const worker = new Worker({
   scheduler: args.scheduler,
   history: args.history,
@@ -253,6 +271,7 @@ const worker = new Worker({
   concurrency: Number(args.concurrency),
   shutdownGraceMs: Number(args['shutdown-grace-ms']),
   workflows: {
+    chain_turns: chainTurns,
     node_order: nodeOrder,
     clock_reading: clockReading,
     cancel_path_switch: cancelPathSwitch,

@@ -25,9 +25,10 @@ async def pool(database_dsn: str) -> AsyncIterator[AsyncConnectionPool]:
         await apply_migrations(conn, "history", "perdure.history")
         for run in ("a", "b", "c", "closed"):
             await conn.execute(
-                "INSERT INTO history.workflows (workflow_id, workflow_type, task_queue, status,"
-                " input, event_count, fence) VALUES (%s, 'flow', 'q', %s, 'null', 1, 2)",
-                [run, "COMPLETED" if run == "closed" else "RUNNING"],
+                "INSERT INTO history.workflows (workflow_id, chain_id, workflow_type, task_queue,"
+                " status, input, event_count, fence)"
+                " VALUES (%s, %s, 'flow', 'q', %s, 'null', 1, 2)",
+                [run, run, "COMPLETED" if run == "closed" else "RUNNING"],
             )
     pool = await open_pool(database_dsn, max_size=4)
     try:
@@ -140,9 +141,10 @@ async def test_a_conflict_in_a_large_batch_costs_a_few_statements_not_one_per_re
     async with pool.connection() as conn:
         for run in runs:
             await conn.execute(
-                "INSERT INTO history.workflows (workflow_id, workflow_type, task_queue, status,"
-                " input, event_count, fence) VALUES (%s, 'flow', 'q', 'RUNNING', 'null', 1, 2)",
-                [run],
+                "INSERT INTO history.workflows (workflow_id, chain_id, workflow_type, task_queue,"
+                " status, input, event_count, fence)"
+                " VALUES (%s, %s, 'flow', 'q', 'RUNNING', 'null', 1, 2)",
+                [run, run],
             )
     group = GroupCommit(pool)
     await group.append(record("r40", "s1", 0, payload=json_payload("1")))

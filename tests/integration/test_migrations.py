@@ -43,6 +43,7 @@ FILES = {
         "0010_attempts_and_timeouts.sql",
         "0011_stranded_runs.sql",
         "0012_journal_pages.sql",
+        "0013_run_chains.sql",
     ],
     "perdure.scheduler": [
         "0001_init.sql",
@@ -51,6 +52,7 @@ FILES = {
         "0004_lease_keys.sql",
         "0005_closed_tasks.sql",
         "0006_sticky.sql",
+        "0007_run_numbers.sql",
     ],
 }
 SCHEDULER_TABLES = {"schema_migrations", "tasks", "workflow_types"}

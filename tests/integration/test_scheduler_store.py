@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable, Coroutine
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -563,12 +563,34 @@ async def test_a_closed_runs_tasks_are_never_due_again(
 ) -> None:
     await store.enqueue([task("wf-1")])
     [leased] = await claim(store, "s1")
-    await store.enqueue([], closed=["wf-1"])
+    await store.enqueue([], closed=[("wf-1", 1)])
     # Handed back, the lease of a closed run leaves nothing due; later requests neither.
     await store.release("s1", Lease("wf-1", "", leased.fence), again=True)
     await store.enqueue([task("wf-1")])
     assert await claim(store, "s2") == []
     assert (await row(pool, "wf-1"))["run_at"] is None
+
+
+async def test_a_newer_run_reopens_a_closed_task_and_an_older_run_s_request_does_not(
+    store: TaskStore, pool: AsyncConnectionPool
+) -> None:
+    await store.enqueue([task("chain")])
+    [leased] = await claim(store, "s1")
+    await store.release("s1", Lease("chain", "", leased.fence))
+    await store.enqueue([], closed=[("chain", 1)])
+    # A late request of run 1 leaves it closed; run 2's reopens it, above every fence given.
+    await store.enqueue([task("chain")])
+    assert await claim(store, "s2") == []
+    await store.enqueue([replace(task("chain"), run_number=2)])
+    [second] = await claim(store, "s2")
+    assert second.fence > leased.fence
+    await store.release("s2", Lease("chain", "", second.fence))
+    # Run 1's close and requests, relayed late, change nothing of run 2's task.
+    await store.enqueue([task("chain")], closed=[("chain", 1)])
+    assert await claim(store, "s3") == []
+    await store.enqueue([replace(task("chain"), run_number=2)])
+    [third] = await claim(store, "s3")
+    assert third.fence > second.fence
 
 
 async def test_idle_runs_are_those_with_no_lease_and_no_due_time(store: TaskStore) -> None:
@@ -593,8 +615,8 @@ CHANGES_SEVERAL: dict[str, Callable[[TaskStore], Coroutine[Any, Any, object]]] =
     "hello": lambda store: store.adopt("s2", [LATE, EARLY], TTL, key="k1", task_queue=QUEUE),
     "renewal": lambda store: store.renew_own("k1", [LATE, EARLY], TTL),
     "session end": lambda store: store.release_session("s1"),
-    "runs closed": lambda store: store.enqueue([], closed=["late", "early"]),
-    "batch": lambda store: store.enqueue([task("late")], closed=["early"]),
+    "runs closed": lambda store: store.enqueue([], closed=[("late", 1), ("early", 1)]),
+    "batch": lambda store: store.enqueue([task("late")], closed=[("early", 1)]),
 }
 
 

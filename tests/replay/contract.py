@@ -22,6 +22,7 @@ _CLOSING = {
     "failed": ("finishWorkflow", "failure", "failure"),
     "cancelled": ("finishWorkflow", "cancelled", "failure"),
     "parked": ("finishWorkflow", "park", "failure"),
+    "continuedAsNew": ("finishWorkflow", "continueAsNew", "continueAsNew"),
 }
 # Kinds that end the run without a closing call: "none" makes no call after the exchanges (a
 # run loaded closed, a step task), "leaseLost" stops at an answer that the lease is gone.

@@ -128,6 +128,20 @@ async def approval(ctx: WorkflowContext) -> Any:
     return await ctx.wait_for_signal("approve")
 
 
+@workflow(name="turns")
+async def turns(ctx: WorkflowContext, state: dict[str, Any]) -> dict[str, Any]:
+    """Takes signals "msg" one per turn into `seen` (from state {"seen", "limit"}); before a
+    turn, once ctx.info.history_length reaches `limit`, continues as new with {"seen", "limit"};
+    with 3 seen, returns {"seen", "length": history_length}."""
+    seen = list(state["seen"])
+    while True:
+        if ctx.info.history_length >= state["limit"]:
+            await ctx.continue_as_new({"seen": seen, "limit": state["limit"]})
+        seen.append(await ctx.wait_for_signal("msg"))
+        if len(seen) >= 3:
+            return {"seen": seen, "length": ctx.info.history_length}
+
+
 @workflow(name="approval_twice")
 async def approval_twice(ctx: WorkflowContext) -> list[Any]:
     """Waits for signal "approve" twice; returns both payloads in order."""
@@ -223,6 +237,7 @@ WORKFLOWS: dict[str, WorkflowFunction] = {
     str(workflow_name(fn)): fn
     for fn in (
         two_steps,
+        turns,
         repeat,
         flaky,
         compensate,

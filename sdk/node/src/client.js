@@ -45,14 +45,18 @@ export class Client {
    * Start a run (idempotent by workflow id). Without `workflowId`, a new one is fixed here,
    * before the first send, so that a retried send starts nothing new; the answer carries it.
    * With `executionTimeout` (seconds), the run fails with an ExecutionTimeout failure if it is
-   * still open that long after its start.
+   * still open that long after its start. `idReusePolicy` ('ID_REUSE_POLICY_ALLOW', ...) says
+   * whether a workflow id whose last run is closed starts a new run; `requestId` names this
+   * start (one is fixed here when empty): the same request id returns the run it made.
    * @param {string} workflowType
    * @param {any} [input]
-   * @param {{workflowId?: string, taskQueue?: string, executionTimeout?: number}} [options]
-   * @returns {Promise<{workflow_id: string, started: boolean, status: string}>}
+   * @param {{workflowId?: string, taskQueue?: string, executionTimeout?: number, idReusePolicy?: string,
+   *   requestId?: string}} [options]
+   * @returns {Promise<{workflow_id: string, started: boolean, status: string, run_id: string}>}
    */
-  startWorkflow(workflowType, input = null, { workflowId = '', taskQueue = '', executionTimeout } = {}) {
-    return this._unary('StartWorkflow', this._startRequest(workflowType, workflowId || randomUUID(), taskQueue, input, executionTimeout));
+  startWorkflow(workflowType, input = null, { workflowId = '', taskQueue = '', executionTimeout, idReusePolicy = 'ID_REUSE_POLICY_UNSPECIFIED', requestId = '' } = {}) {
+    const request = this._startRequest(workflowType, workflowId || randomUUID(), taskQueue, input, executionTimeout);
+    return this._unary('StartWorkflow', { ...request, id_reuse_policy: idReusePolicy, request_id: requestId || randomUUID() });
   }
 
   /**
@@ -123,24 +127,27 @@ export class Client {
   }
 
   /**
-   * The run's state and its recorded steps (a DescribeWorkflowResponse).
+   * The run's state and its recorded steps (a DescribeWorkflowResponse): the workflow id's
+   * latest run, or its run `runId`.
    * @param {string} workflowId
+   * @param {{runId?: string}} [options]
    * @returns {Promise<any>}
    */
-  describe(workflowId) {
-    return this._unary('DescribeWorkflow', { namespace: this.namespace, workflow_id: workflowId });
+  describe(workflowId, { runId = '' } = {}) {
+    return this._unary('DescribeWorkflow', { namespace: this.namespace, workflow_id: workflowId, run_id: runId });
   }
 
   /**
-   * Every event of the run's journal, oldest first, fetched page by page.
+   * Every event of the run's journal (the latest run's, or run `runId`'s), oldest first,
+   * fetched page by page.
    * @param {string} workflowId
-   * @param {{pageSize?: number}} [options]
+   * @param {{pageSize?: number, runId?: string}} [options]
    * @returns {AsyncGenerator<any>}
    */
-  async *history(workflowId, { pageSize = 0 } = {}) {
+  async *history(workflowId, { pageSize = 0, runId = '' } = {}) {
     let token = '';
     do {
-      const page = await this._unary('GetWorkflowHistory', { namespace: this.namespace, workflow_id: workflowId, page_size: pageSize, page_token: token });
+      const page = await this._unary('GetWorkflowHistory', { namespace: this.namespace, workflow_id: workflowId, page_size: pageSize, page_token: token, run_id: runId });
       yield* page.events ?? [];
       token = page.next_page_token;
     } while (token);

@@ -44,7 +44,8 @@ export const LOCAL_WAIT_MS = 250;
  * @typedef {import('./replay.js').Wait} Wait
  * @typedef {import('./step-info.js').StepInfo} StepInfo
  * @typedef {{kind: 'suspend', wait: Wait} | {kind: 'park', failure: any} | {kind: 'lost', error: Error}
- *   | {kind: 'unavailable', error: Error} | {kind: 'done'}} Halt
+ *   | {kind: 'unavailable', error: Error} | {kind: 'continue_as_new', input: any}
+ *   | {kind: 'done'}} Halt
  * @typedef {{wait: Wait, position: number, stepId: string, remote: any, reject?: (e: Error) => void,
  *   resume: (op: {done: boolean}) => Promise<any>, settle: (value: any) => void}} Blocked
  *   a call waiting for the run to be woken: `resume` checks its wait again, `settle` ends it
@@ -72,6 +73,8 @@ export class WorkflowContext {
     this._log = log;
     this._journalClient = journal;
     this._replay = new Replay(loaded);
+    this._runId = workflow.run_id ?? '';
+    this._runNumber = Number(workflow.run_number ?? 0) || 1;
     this._evicted = false;
     this._newTask(loaded, fence);
     // Quiescence: calls in progress, and calls blocked until the run is woken again.
@@ -137,6 +140,36 @@ export class WorkflowContext {
     this._evicted = true;
     this._blocked = [];
     this._halt({ kind: 'done' });
+  }
+
+  /**
+   * The run: its ids, its place in its workflow id's chain, and its journal's size up to the
+   * event the code reached (the same on every replay): a loop compares historyLength or
+   * historyBytes (payload bytes) with a limit of its own and calls continueAsNew.
+   * @returns {{workflowId: string, workflowType: string, runId: string, runNumber: number,
+   *   historyLength: number, historyBytes: number}}
+   */
+  get info() {
+    return {
+      workflowId: this.workflowId,
+      workflowType: this.workflowType,
+      runId: this._runId,
+      runNumber: this._runNumber,
+      historyLength: this._replay.reached,
+      historyBytes: this._replay.reachedBytes,
+    };
+  }
+
+  /**
+   * End this run and start the next run of the same workflow id with `input`, in one
+   * transaction: the journal starts afresh, and signals this run received and did not consume
+   * go to the next run. The returned promise never settles.
+   * @param {any} [input]
+   * @returns {Promise<any>}
+   */
+  continueAsNew(input = null) {
+    const encoded = toPayload(input); // throws here if it cannot be journaled
+    return this._halt({ kind: 'continue_as_new', input: encoded });
   }
 
   // -- the durable calls -------------------------------------------------------------------
@@ -615,6 +648,8 @@ export class WorkflowContext {
       return this._halt({ kind: 'unavailable', error });
     }
     if (this._halted) return NEVER;
+    this._replay.reach(Number(response?.event_id ?? 0));
+    this._replay.reachedBytes += payloadBytes(request);
     return response;
   }
 
@@ -663,6 +698,15 @@ export class WorkflowContext {
     const attributes = { 'perdure.signal.name': name, 'perdure.signal.count': taken.length };
     await inSpan('perdure.signal.consume', { links, attributes }, () => this._record('ConsumeSignals', request));
   }
+}
+
+/** The bytes of the payloads a record carries (its output, value, input...). */
+function payloadBytes(request) {
+  let total = 0;
+  for (const value of Object.values(request ?? {})) {
+    if (value && typeof value === 'object' && value.data?.length !== undefined && 'encoding' in value) total += value.data.length;
+  }
+  return total;
 }
 
 function checkName(name, what = 'step name') {

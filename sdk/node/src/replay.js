@@ -63,6 +63,11 @@ export class Replay {
   constructor(loaded) {
     const workflow = loaded.workflow ?? {};
     const events = loaded.events ?? [];
+    // How far the code reached into the journal (WORKFLOW_STARTED at first), and the payload
+    // bytes of the calls it reached (replayed or recorded): what ctx.info tells, the same on
+    // every replay and on a resumed run.
+    this.reached = 1;
+    this.reachedBytes = 0;
     /** @type {Map<number, any>} position -> event, until the code reaches it */
     this.recorded = new Map();
     /** @type {Map<string, any>} step id -> STEP_COMPLETED/STEP_FAILED of a remote step */
@@ -156,7 +161,20 @@ export class Replay {
     const position = this.position++;
     const recorded = this.recorded.get(position) ?? null;
     this.recorded.delete(position);
+    if (recorded) {
+      this.reach(Number(recorded.event_id));
+      this.reachedBytes += payloadSize(recorded);
+    }
     return { stepId, name, position, recorded };
+  }
+
+  /**
+   * The code reached the journal's event `eventId` (a replayed call's, or one it recorded):
+   * ctx.info measures the journal up to there, the same on every replay.
+   * @param {number} eventId
+   */
+  reach(eventId) {
+    this.reached = Math.max(this.reached, eventId || this.reached + 1);
   }
 
   /** The event recorded at the code's next call, if any. */
@@ -231,4 +249,12 @@ export function kindName(event) {
  */
 export function ref(call) {
   return { step_id: call.stepId, step_name: call.name, position: call.position };
+}
+
+/**
+ * The bytes of an event's payload, inline or held by reference.
+ * @param {any} event
+ */
+function payloadSize(event) {
+  return event.payload?.data?.length || Number(event.payload_ref?.size ?? 0);
 }

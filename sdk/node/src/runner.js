@@ -22,7 +22,7 @@ import { inSpan, setRunAttribute, stepAttemptEnded, stepAttemptSpan, traceEndedW
 /**
  * @typedef {{fn: (ctx: WorkflowContext, input: any) => Promise<any>, retry: RetryPolicy}} WorkflowEntry
  * @typedef {{call: (method: string, request: object) => Promise<any>}} Journal
- * @typedef {{kind: 'result'|'failure'|'park'|'cancelled'|'suspend'|'lost'|'unavailable', value?: any, wait?: any,
+ * @typedef {{kind: 'result'|'failure'|'park'|'cancelled'|'continue_as_new'|'suspend'|'lost'|'unavailable', value?: any, wait?: any,
  *   error?: Error}} Outcome  a Failure or Payload as `value`; the Wait of a suspension; the error of a stop
  */
 
@@ -117,6 +117,7 @@ export async function runWorkflowTask(task, journal, workflows, { log, abort, on
     const finish = { ...lease, [outcome.kind]: outcome.value };
     if (outcome.kind === 'result') log.info(`workflow ${task.workflow_id} completed`);
     else if (outcome.kind === 'cancelled') log.info(`workflow ${task.workflow_id} cancelled`);
+    else if (outcome.kind === 'continue_as_new') log.info(`workflow ${task.workflow_id} continued as new`);
     else if (outcome.kind === 'failure') log.info(`workflow ${task.workflow_id} failed: ${outcome.value.type}: ${outcome.value.message}`);
     else log.error(`workflow ${task.workflow_id} parked: ${outcome.value.message}`);
     try {
@@ -203,10 +204,10 @@ function begin(fn, ctx, input) {
  */
 async function settle(code, ctx) {
   const outcome = await run(code, ctx);
-  if (!['result', 'failure', 'cancelled'].includes(outcome.kind)) return outcome;
+  if (!['result', 'failure', 'cancelled', 'continue_as_new'].includes(outcome.kind)) return outcome;
   const leftover = ctx.unconsumedSteps();
   if (!leftover.length) return outcome;
-  const ended = outcome.kind === 'result' ? 'returned' : `ended (${outcome.value.type})`;
+  const ended = { result: 'returned', continue_as_new: 'continued as new' }[outcome.kind] ?? `ended (${outcome.value.type})`;
   const error = new NonDeterminismError(
     `workflow '${ctx.workflowId}' ${ended} without calling recorded step(s) ${leftover.join(', ')}; the code changed in a way that does not replay`,
   );
@@ -233,6 +234,8 @@ async function run(code, ctx) {
       return { kind: 'suspend', wait: ended.wait };
     case 'park':
       return { kind: 'park', value: ended.failure };
+    case 'continue_as_new':
+      return { kind: 'continue_as_new', value: { input: ended.input } };
     case 'lost':
     case 'unavailable':
       return { kind: ended.kind, error: ended.error };

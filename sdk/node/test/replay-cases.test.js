@@ -24,6 +24,7 @@ const CLOSING = {
   failed: ['finishWorkflow', 'failure', 'failure'],
   cancelled: ['finishWorkflow', 'cancelled', 'failure'],
   parked: ['finishWorkflow', 'park', 'failure'],
+  continuedAsNew: ['finishWorkflow', 'continueAsNew', 'continueAsNew'],
 };
 const WITHOUT_CLOSING_CALL = new Set(['none', 'leaseLost']);
 const DEFAULTS = [0, '0', '', false, 0.0];

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from perdure.history import deadlines, store
+from perdure.history import chains, deadlines, store
 from perdure.history.model import EventType
 
 _INSERT = re.compile(r"INSERT INTO history\.events \(([^)]*)\)")
@@ -27,7 +27,7 @@ APPENDS = {
         "LOAD_STEP",
         "RECORD_STEP_TASK",
     )
-} | {"EXPIRE_RUNS": deadlines.EXPIRE_RUNS}
+} | {"EXPIRE_RUNS": deadlines.EXPIRE_RUNS, "CARRY_SIGNALS": chains.CARRY_SIGNALS}
 
 
 def inserted_columns(statement: str) -> list[str]:

@@ -11,7 +11,8 @@ from google.protobuf.internal.enum_type_wrapper import EnumTypeWrapper
 
 from perdure.api.worker.v1 import journal_service_pb2 as jpb
 from perdure.api.workflow.v1 import workflow_pb2 as wf
-from perdure.history import deadlines, fencing, outbox, store, stranded
+from perdure.api.workflow.v1 import workflow_service_pb2 as api
+from perdure.history import chains, deadlines, fencing, outbox, store, stranded
 from perdure.history.model import EventType, Outcome, RunStatus, WaitKind, sql_list
 
 
@@ -45,6 +46,7 @@ def test_each_outcome_closes_with_a_closed_status() -> None:
         RunStatus.FAILED,
         RunStatus.PARKED,
         RunStatus.CANCELLED,
+        RunStatus.CONTINUED_AS_NEW,
     }
     for outcome in Outcome:
         assert EventType(f"WORKFLOW_{outcome.status}")
@@ -68,9 +70,15 @@ def test_every_status_event_type_and_wait_kind_the_sql_spells_is_a_member() -> N
     members = {member.value for enum in (RunStatus, EventType, WaitKind) for member in enum}
     spelt = {
         literal
-        for module in (store, deadlines, stranded, outbox, fencing)
+        for module in (store, deadlines, stranded, outbox, fencing, chains)
         for value in vars(module).values()
         if isinstance(value, str)
         for literal in re.findall(r"'([A-Z][A-Z_]+)'", value)
     }
     assert spelt and spelt <= members, spelt - members
+
+
+def test_the_id_reuse_policy_mirrors_its_proto_enum() -> None:
+    assert {
+        f"ID_REUSE_POLICY_{member.name}": member.value for member in chains.IdReusePolicy
+    } == dict(api.IdReusePolicy.items())

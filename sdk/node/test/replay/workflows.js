@@ -92,6 +92,20 @@ const CATALOGUE = {
   // Waits for signal "approve" (no timeout); returns its payload.
   approval: { run: async (ctx) => ctx.waitForSignal('approve') },
 
+  // Takes signals "msg" one per turn into `seen` (from state {seen, limit}); before a turn, once
+  // ctx.info.historyLength reaches `limit`, continues as new with {seen, limit}; with 3 seen,
+  // returns {seen, length: historyLength}.
+  turns: {
+    run: async (ctx, state) => {
+      const seen = [...state.seen];
+      for (;;) {
+        if (ctx.info.historyLength >= state.limit) await ctx.continueAsNew({ seen, limit: state.limit });
+        seen.push(await ctx.waitForSignal('msg'));
+        if (seen.length >= 3) return { seen, length: ctx.info.historyLength };
+      }
+    },
+  },
+
   // Waits for signal "approve" twice; returns both payloads in order.
   approval_twice: { run: async (ctx) => [await ctx.waitForSignal('approve'), await ctx.waitForSignal('approve')] },
 

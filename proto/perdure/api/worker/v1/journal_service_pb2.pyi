@@ -127,12 +127,14 @@ class StartTimerRequest(_message.Message):
     def __init__(self, workflow_id: _Optional[str] = ..., fence: _Optional[int] = ..., step_id: _Optional[str] = ..., step_name: _Optional[str] = ..., position: _Optional[int] = ..., delay: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., fire_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class StartTimerResponse(_message.Message):
-    __slots__ = ("fire_time", "cancel_requested")
+    __slots__ = ("fire_time", "cancel_requested", "event_id")
     FIRE_TIME_FIELD_NUMBER: _ClassVar[int]
     CANCEL_REQUESTED_FIELD_NUMBER: _ClassVar[int]
+    EVENT_ID_FIELD_NUMBER: _ClassVar[int]
     fire_time: _timestamp_pb2.Timestamp
     cancel_requested: bool
-    def __init__(self, fire_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., cancel_requested: _Optional[bool] = ...) -> None: ...
+    event_id: int
+    def __init__(self, fire_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., cancel_requested: _Optional[bool] = ..., event_id: _Optional[int] = ...) -> None: ...
 
 class ConsumeSignalsRequest(_message.Message):
     __slots__ = ("workflow_id", "fence", "step_id", "step_name", "position", "signal_name", "event_ids", "result", "timed_out")
@@ -157,10 +159,12 @@ class ConsumeSignalsRequest(_message.Message):
     def __init__(self, workflow_id: _Optional[str] = ..., fence: _Optional[int] = ..., step_id: _Optional[str] = ..., step_name: _Optional[str] = ..., position: _Optional[int] = ..., signal_name: _Optional[str] = ..., event_ids: _Optional[_Iterable[int]] = ..., result: _Optional[_Union[_payload_pb2.Payload, _Mapping]] = ..., timed_out: _Optional[bool] = ...) -> None: ...
 
 class ConsumeSignalsResponse(_message.Message):
-    __slots__ = ("cancel_requested",)
+    __slots__ = ("cancel_requested", "event_id")
     CANCEL_REQUESTED_FIELD_NUMBER: _ClassVar[int]
+    EVENT_ID_FIELD_NUMBER: _ClassVar[int]
     cancel_requested: bool
-    def __init__(self, cancel_requested: _Optional[bool] = ...) -> None: ...
+    event_id: int
+    def __init__(self, cancel_requested: _Optional[bool] = ..., event_id: _Optional[int] = ...) -> None: ...
 
 class SetStateRequest(_message.Message):
     __slots__ = ("workflow_id", "fence", "step_id", "step_name", "position", "key", "value")
@@ -181,10 +185,12 @@ class SetStateRequest(_message.Message):
     def __init__(self, workflow_id: _Optional[str] = ..., fence: _Optional[int] = ..., step_id: _Optional[str] = ..., step_name: _Optional[str] = ..., position: _Optional[int] = ..., key: _Optional[str] = ..., value: _Optional[_Union[_payload_pb2.Payload, _Mapping]] = ...) -> None: ...
 
 class SetStateResponse(_message.Message):
-    __slots__ = ("cancel_requested",)
+    __slots__ = ("cancel_requested", "event_id")
     CANCEL_REQUESTED_FIELD_NUMBER: _ClassVar[int]
+    EVENT_ID_FIELD_NUMBER: _ClassVar[int]
     cancel_requested: bool
-    def __init__(self, cancel_requested: _Optional[bool] = ...) -> None: ...
+    event_id: int
+    def __init__(self, cancel_requested: _Optional[bool] = ..., event_id: _Optional[int] = ...) -> None: ...
 
 class RecordCancellationRequest(_message.Message):
     __slots__ = ("workflow_id", "fence", "step_id", "step_name", "position")
@@ -201,8 +207,10 @@ class RecordCancellationRequest(_message.Message):
     def __init__(self, workflow_id: _Optional[str] = ..., fence: _Optional[int] = ..., step_id: _Optional[str] = ..., step_name: _Optional[str] = ..., position: _Optional[int] = ...) -> None: ...
 
 class RecordCancellationResponse(_message.Message):
-    __slots__ = ()
-    def __init__(self) -> None: ...
+    __slots__ = ("event_id",)
+    EVENT_ID_FIELD_NUMBER: _ClassVar[int]
+    event_id: int
+    def __init__(self, event_id: _Optional[int] = ...) -> None: ...
 
 class RecordHeartbeatRequest(_message.Message):
     __slots__ = ("workflow_id", "fence", "step_id", "attempt", "details", "step_task")

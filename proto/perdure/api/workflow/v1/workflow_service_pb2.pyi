@@ -5,6 +5,7 @@ from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from perdure.api.common.v1 import payload_pb2 as _payload_pb2
 from perdure.api.workflow.v1 import workflow_pb2 as _workflow_pb2
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from collections.abc import Iterable as _Iterable, Mapping as _Mapping
@@ -12,39 +13,58 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class IdReusePolicy(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    ID_REUSE_POLICY_UNSPECIFIED: _ClassVar[IdReusePolicy]
+    ID_REUSE_POLICY_REFUSE: _ClassVar[IdReusePolicy]
+    ID_REUSE_POLICY_ALLOW: _ClassVar[IdReusePolicy]
+    ID_REUSE_POLICY_ALLOW_IF_FAILED: _ClassVar[IdReusePolicy]
+ID_REUSE_POLICY_UNSPECIFIED: IdReusePolicy
+ID_REUSE_POLICY_REFUSE: IdReusePolicy
+ID_REUSE_POLICY_ALLOW: IdReusePolicy
+ID_REUSE_POLICY_ALLOW_IF_FAILED: IdReusePolicy
+
 class StartWorkflowRequest(_message.Message):
-    __slots__ = ("workflow_type", "workflow_id", "task_queue", "input", "namespace", "execution_timeout")
+    __slots__ = ("workflow_type", "workflow_id", "task_queue", "input", "namespace", "execution_timeout", "id_reuse_policy", "request_id")
     WORKFLOW_TYPE_FIELD_NUMBER: _ClassVar[int]
     WORKFLOW_ID_FIELD_NUMBER: _ClassVar[int]
     TASK_QUEUE_FIELD_NUMBER: _ClassVar[int]
     INPUT_FIELD_NUMBER: _ClassVar[int]
     NAMESPACE_FIELD_NUMBER: _ClassVar[int]
     EXECUTION_TIMEOUT_FIELD_NUMBER: _ClassVar[int]
+    ID_REUSE_POLICY_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     workflow_type: str
     workflow_id: str
     task_queue: str
     input: _payload_pb2.Payload
     namespace: str
     execution_timeout: _duration_pb2.Duration
-    def __init__(self, workflow_type: _Optional[str] = ..., workflow_id: _Optional[str] = ..., task_queue: _Optional[str] = ..., input: _Optional[_Union[_payload_pb2.Payload, _Mapping]] = ..., namespace: _Optional[str] = ..., execution_timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+    id_reuse_policy: IdReusePolicy
+    request_id: str
+    def __init__(self, workflow_type: _Optional[str] = ..., workflow_id: _Optional[str] = ..., task_queue: _Optional[str] = ..., input: _Optional[_Union[_payload_pb2.Payload, _Mapping]] = ..., namespace: _Optional[str] = ..., execution_timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., id_reuse_policy: _Optional[_Union[IdReusePolicy, str]] = ..., request_id: _Optional[str] = ...) -> None: ...
 
 class StartWorkflowResponse(_message.Message):
-    __slots__ = ("workflow_id", "started", "status")
+    __slots__ = ("workflow_id", "started", "status", "run_id")
     WORKFLOW_ID_FIELD_NUMBER: _ClassVar[int]
     STARTED_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
     workflow_id: str
     started: bool
     status: _workflow_pb2.WorkflowStatus
-    def __init__(self, workflow_id: _Optional[str] = ..., started: _Optional[bool] = ..., status: _Optional[_Union[_workflow_pb2.WorkflowStatus, str]] = ...) -> None: ...
+    run_id: str
+    def __init__(self, workflow_id: _Optional[str] = ..., started: _Optional[bool] = ..., status: _Optional[_Union[_workflow_pb2.WorkflowStatus, str]] = ..., run_id: _Optional[str] = ...) -> None: ...
 
 class DescribeWorkflowRequest(_message.Message):
-    __slots__ = ("workflow_id", "namespace")
+    __slots__ = ("workflow_id", "namespace", "run_id")
     WORKFLOW_ID_FIELD_NUMBER: _ClassVar[int]
     NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
     workflow_id: str
     namespace: str
-    def __init__(self, workflow_id: _Optional[str] = ..., namespace: _Optional[str] = ...) -> None: ...
+    run_id: str
+    def __init__(self, workflow_id: _Optional[str] = ..., namespace: _Optional[str] = ..., run_id: _Optional[str] = ...) -> None: ...
 
 class DescribeWorkflowResponse(_message.Message):
     __slots__ = ("workflow", "steps", "current_step", "pending_signals", "state")
@@ -68,18 +88,20 @@ class DescribeWorkflowResponse(_message.Message):
     def __init__(self, workflow: _Optional[_Union[_workflow_pb2.WorkflowInfo, _Mapping]] = ..., steps: _Optional[_Iterable[_Union[_workflow_pb2.StepInfo, _Mapping]]] = ..., current_step: _Optional[str] = ..., pending_signals: _Optional[_Iterable[_Union[_workflow_pb2.PendingSignal, _Mapping]]] = ..., state: _Optional[_Mapping[str, _payload_pb2.Payload]] = ...) -> None: ...
 
 class GetWorkflowHistoryRequest(_message.Message):
-    __slots__ = ("workflow_id", "page_size", "page_token", "namespace", "after_event_id")
+    __slots__ = ("workflow_id", "page_size", "page_token", "namespace", "after_event_id", "run_id")
     WORKFLOW_ID_FIELD_NUMBER: _ClassVar[int]
     PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
     PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     NAMESPACE_FIELD_NUMBER: _ClassVar[int]
     AFTER_EVENT_ID_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
     workflow_id: str
     page_size: int
     page_token: str
     namespace: str
     after_event_id: int
-    def __init__(self, workflow_id: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., namespace: _Optional[str] = ..., after_event_id: _Optional[int] = ...) -> None: ...
+    run_id: str
+    def __init__(self, workflow_id: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., namespace: _Optional[str] = ..., after_event_id: _Optional[int] = ..., run_id: _Optional[str] = ...) -> None: ...
 
 class GetWorkflowHistoryResponse(_message.Message):
     __slots__ = ("events", "next_page_token")

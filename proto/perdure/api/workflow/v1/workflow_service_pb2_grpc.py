@@ -90,7 +90,9 @@ class WorkflowServiceServicer:
 
     def StartWorkflow(self, request, context):
         """Starts a workflow run, idempotently by workflow id: a second start with the same id, type,
-        queue and input returns the existing run with `started = false`.
+        queue and input returns the existing run with `started = false`. Once the id's last run is
+        closed, `id_reuse_policy` may let a start make the id's next run; a `request_id` already
+        seen returns the run it made.
         Errors: INVALID_ARGUMENT (INVALID_REQUEST), NOT_FOUND (WORKFLOW_TYPE_NOT_REGISTERED),
         ALREADY_EXISTS (WORKFLOW_ID_CONFLICT) when the id is taken by a different request.
         """
@@ -99,8 +101,9 @@ class WorkflowServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def DescribeWorkflow(self, request, context):
-        """Describes a run: status, result or error, and every recorded step.
-        Errors: INVALID_ARGUMENT (INVALID_REQUEST), NOT_FOUND (WORKFLOW_NOT_FOUND).
+        """Describes a run (the latest of its workflow id, or the one `run_id` names): status, result
+        or error, and every recorded step.
+        Errors: INVALID_ARGUMENT (INVALID_REQUEST), NOT_FOUND (WORKFLOW_NOT_FOUND, RUN_NOT_FOUND).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -108,14 +111,17 @@ class WorkflowServiceServicer:
 
     def GetWorkflowHistory(self, request, context):
         """Returns one page of a run's journal, oldest event first.
-        Errors: INVALID_ARGUMENT (INVALID_REQUEST, INVALID_PAGE_TOKEN), NOT_FOUND (WORKFLOW_NOT_FOUND).
+        Errors: INVALID_ARGUMENT (INVALID_REQUEST, INVALID_PAGE_TOKEN), NOT_FOUND (WORKFLOW_NOT_FOUND,
+        RUN_NOT_FOUND).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def ListWorkflows(self, request, context):
-        """Lists runs, newest first, optionally filtered by status or type.
+        """Lists runs, newest first, optionally filtered by status or type: the latest run of each
+        workflow id (WorkflowInfo.run_id, run_number; DescribeWorkflow with a run_id shows the
+        earlier ones).
         Errors: INVALID_ARGUMENT (INVALID_REQUEST, INVALID_PAGE_TOKEN).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)

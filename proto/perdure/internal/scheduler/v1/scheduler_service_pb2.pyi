@@ -10,7 +10,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class TaskRequest(_message.Message):
-    __slots__ = ("workflow_id", "workflow_type", "task_queue", "run_time", "trace_context", "wake_reason", "step_id", "fence_floor", "closed")
+    __slots__ = ("workflow_id", "workflow_type", "task_queue", "run_time", "trace_context", "wake_reason", "step_id", "fence_floor", "closed", "run_number")
     class TraceContextEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -27,6 +27,7 @@ class TaskRequest(_message.Message):
     STEP_ID_FIELD_NUMBER: _ClassVar[int]
     FENCE_FLOOR_FIELD_NUMBER: _ClassVar[int]
     CLOSED_FIELD_NUMBER: _ClassVar[int]
+    RUN_NUMBER_FIELD_NUMBER: _ClassVar[int]
     workflow_id: str
     workflow_type: str
     task_queue: str
@@ -36,7 +37,8 @@ class TaskRequest(_message.Message):
     step_id: str
     fence_floor: int
     closed: bool
-    def __init__(self, workflow_id: _Optional[str] = ..., workflow_type: _Optional[str] = ..., task_queue: _Optional[str] = ..., run_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., trace_context: _Optional[_Mapping[str, str]] = ..., wake_reason: _Optional[str] = ..., step_id: _Optional[str] = ..., fence_floor: _Optional[int] = ..., closed: _Optional[bool] = ...) -> None: ...
+    run_number: int
+    def __init__(self, workflow_id: _Optional[str] = ..., workflow_type: _Optional[str] = ..., task_queue: _Optional[str] = ..., run_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., trace_context: _Optional[_Mapping[str, str]] = ..., wake_reason: _Optional[str] = ..., step_id: _Optional[str] = ..., fence_floor: _Optional[int] = ..., closed: _Optional[bool] = ..., run_number: _Optional[int] = ...) -> None: ...
 
 class EnqueueTasksRequest(_message.Message):
     __slots__ = ("tasks",)

@@ -15,6 +15,7 @@ from google.protobuf.message import Message
 
 from perdure.api.common.v1.payload_pb2 import Payload
 from perdure.api.workflow.v1 import workflow_pb2 as wf
+from perdure.api.workflow.v1 import workflow_service_pb2 as api
 from perdure.client import Client
 from perdure.common.embedded_db import DEFAULT_DATA_DIR
 from perdure.common.payload import json_payload
@@ -96,6 +97,12 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         metavar="SECONDS",
         help="fail the run if it is still open this long after its start (default: no limit)",
     )
+    start.add_argument(
+        "--id-reuse-policy",
+        choices=["refuse", "allow", "allow_if_failed"],
+        default="refuse",
+        help="whether a workflow id whose last run is closed starts a new run (default refuse)",
+    )
     start.add_argument("--wait", action="store_true", help="wait for the result")
     start.add_argument("--timeout", type=float, default=300.0, help="seconds --wait waits")
 
@@ -126,6 +133,10 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
     history = commands.add_parser("history", help="print a workflow's journal")
     history.add_argument("workflow_id")
+    for command in (describe, history):
+        command.add_argument(
+            "--run-id", default="", help="one run of the workflow id's chain (default: the latest)"
+        )
 
     listing = commands.add_parser("list", help="list workflows, newest first")
     statuses = [
@@ -216,6 +227,9 @@ def _execute(client: Client, args: argparse.Namespace) -> int:
             workflow_id=args.id,
             task_queue=args.task_queue,
             execution_timeout=args.execution_timeout,
+            id_reuse_policy=api.IdReusePolicy.Value(
+                f"ID_REUSE_POLICY_{args.id_reuse_policy.upper()}"
+            ),
         )
         if not args.wait:
             _print(started)
@@ -224,9 +238,9 @@ def _execute(client: Client, args: argparse.Namespace) -> int:
         _print(described)
         return 0 if described.workflow.status == wf.WORKFLOW_STATUS_COMPLETED else 1
     if args.command == "describe":
-        _print(client.describe(args.workflow_id))
+        _print(client.describe(args.workflow_id, run_id=args.run_id))
     elif args.command == "history":
-        for event in client.history(args.workflow_id):
+        for event in client.history(args.workflow_id, run_id=args.run_id):
             _print(event, indent=None)
     elif args.command == "list":
         status = (

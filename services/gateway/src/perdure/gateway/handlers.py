@@ -93,6 +93,7 @@ class WorkflowServicer(apigrpc.WorkflowServiceServicer):
     ) -> api.DescribeWorkflowResponse:
         namespace = self._callers.admit(context, request.namespace)
         validate.workflow_id(request.workflow_id)
+        validate.optional_id("run_id", request.run_id)
         return await self._forward(
             "DescribeWorkflow",
             _in_namespace(request, namespace),
@@ -108,6 +109,7 @@ class WorkflowServicer(apigrpc.WorkflowServiceServicer):
         validate.page_size(request.page_size)
         validate.page_token(request.page_token)
         validate.event_id("after_event_id", request.after_event_id)
+        validate.optional_id("run_id", request.run_id)
         return await self._forward(
             "GetWorkflowHistory",
             _in_namespace(request, namespace),
@@ -211,12 +213,16 @@ class WorkflowServicer(apigrpc.WorkflowServiceServicer):
         if request.task_queue:
             validate.name("task_queue", request.task_queue)
         input_value = validate_payload("input", request.input)
+        validate.id_reuse_policy(request.id_reuse_policy)
+        validate.optional_id("request_id", request.request_id)
         start = api.StartWorkflowRequest(
             workflow_type=request.workflow_type,
             workflow_id=request.workflow_id or str(uuid.uuid4()),
             task_queue=request.task_queue or validate.DEFAULT_TASK_QUEUE,
             input=input_value,
             namespace=namespace,
+            id_reuse_policy=request.id_reuse_policy,
+            request_id=request.request_id,
         )
         if request.HasField("execution_timeout"):
             validate.execution_timeout(request.execution_timeout)

@@ -7,6 +7,7 @@ import re
 from google.protobuf import duration_pb2
 
 from perdure.api.workflow.v1 import workflow_pb2 as wf
+from perdure.api.workflow.v1 import workflow_service_pb2 as api
 from perdure.common import errors
 from perdure.common.convert import seconds_of
 from perdure.common.page_tokens import decode_page_token
@@ -85,9 +86,23 @@ MAX_KEY_LENGTH = 200
 
 def signal_id(value: str) -> None:
     """An optional signal id: printable, at most 255 characters."""
+    optional_id("signal_id", value)
+
+
+def optional_id(field: str, value: str) -> None:
+    """An optional id (a signal's, a start request's, a run's): printable, at most 255
+    characters."""
     if value and (len(value) > MAX_ID_LENGTH or not value.isprintable()):
         raise errors.invalid_argument(
-            f"signal_id must be printable and at most {MAX_ID_LENGTH} characters"
+            f"{field} must be printable and at most {MAX_ID_LENGTH} characters"
+        )
+
+
+def id_reuse_policy(value: int) -> None:
+    """A start's IdReusePolicy: unset or a known one."""
+    if value not in api.IdReusePolicy.values():
+        raise errors.invalid_argument(
+            f"id_reuse_policy {value} is not a known IdReusePolicy (REFUSE, ALLOW, ALLOW_IF_FAILED)"
         )
 
 

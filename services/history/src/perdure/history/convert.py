@@ -58,6 +58,10 @@ def workflow_info(row: Row) -> wf.WorkflowInfo:
         cancel_requested=row["cancel_requested"],
         trace_id=trace_id_of(row["trace_context"] or {}),
         stuck_time=timestamp(row["stuck_since"]),
+        run_id=row["run_id"],
+        run_number=row["run_number"],
+        previous_run_id=row["previous_run_id"] or "",
+        next_run_id=row["next_run_id"] or "",
     )
 
 

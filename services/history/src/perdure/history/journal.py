@@ -4,6 +4,7 @@ modules each part comes from)."""
 from __future__ import annotations
 
 from perdure.api.common.v1.payload_pb2 import Payload
+from perdure.history import chains
 from perdure.history.lifecycle import Lifecycle
 from perdure.history.metrics import count_started
 from perdure.history.reads import Reads
@@ -29,7 +30,15 @@ class Journal(Lifecycle, Signals, Timers, Steps, Reads):
         """Start the run if the id is free, then signal it: (started, accepted), atomically."""
         async with self._pool.connection() as conn, conn.transaction():
             started = await self._create(
-                conn, workflow_id, workflow_type, task_queue, input_value, execution_timeout
+                conn,
+                chains.start_params(
+                    workflow_id,
+                    workflow_type,
+                    task_queue,
+                    input_value,
+                    run_id=chains.new_run_id(),
+                    execution_timeout=execution_timeout,
+                ),
             )
             accepted = await self._signal(conn, workflow_id, name, payload, signal_id)
         self._on_scheduled()  # again, now that the transaction has committed

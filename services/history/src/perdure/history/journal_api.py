@@ -233,7 +233,9 @@ class JournalApi:
                 call, due_at=datetime_of("fire_time", request.fire_time)
             )
         return jpb.StartTimerResponse(
-            fire_time=timestamp(appended.due_at), cancel_requested=appended.cancel_requested
+            fire_time=timestamp(appended.due_at),
+            cancel_requested=appended.cancel_requested,
+            event_id=appended.event_id,
         )
 
     @errors.unary
@@ -256,7 +258,9 @@ class JournalApi:
                 list(request.event_ids),
                 validate_payload("result", request.result),
             )
-        return jpb.ConsumeSignalsResponse(cancel_requested=appended.cancel_requested)
+        return jpb.ConsumeSignalsResponse(
+            cancel_requested=appended.cancel_requested, event_id=appended.event_id
+        )
 
     @errors.unary
     async def SetState(
@@ -267,15 +271,17 @@ class JournalApi:
         value = validate_payload("value", request.value)
         record = StepRecord(EventType.STATE_UPDATED, name=request.key, payload=value)
         appended = await self._journal.record(call, record)
-        return jpb.SetStateResponse(cancel_requested=appended.cancel_requested)
+        return jpb.SetStateResponse(
+            cancel_requested=appended.cancel_requested, event_id=appended.event_id
+        )
 
     @errors.unary
     async def RecordCancellation(
         self, request: jpb.RecordCancellationRequest, context: Context
     ) -> jpb.RecordCancellationResponse:
         record = StepRecord(EventType.CANCELLATION_DELIVERED)
-        await self._journal.record(call_of(request), record)
-        return jpb.RecordCancellationResponse()
+        appended = await self._journal.record(call_of(request), record)
+        return jpb.RecordCancellationResponse(event_id=appended.event_id)
 
     @errors.unary
     async def RecordHeartbeat(
@@ -308,11 +314,14 @@ class JournalApi:
         lease = run_lease(request)
         outcome = request.WhichOneof("outcome")
         if outcome is None:
-            raise errors.invalid_argument("one of result, failure, park or cancelled is required")
-        value = (
-            validate_payload("result", request.result)
-            if outcome == "result"
-            else getattr(request, outcome)
-        )
+            raise errors.invalid_argument(
+                "one of result, failure, park, cancelled or continue_as_new is required"
+            )
+        if outcome == "result":
+            value = validate_payload("result", request.result)
+        elif outcome == "continue_as_new":
+            value = validate_payload("continue_as_new.input", request.continue_as_new.input)
+        else:
+            value = getattr(request, outcome)
         status = await self._journal.finish(lease, Outcome(outcome), value)
         return jpb.FinishWorkflowResponse(status=status.proto)

@@ -11,11 +11,12 @@ from psycopg import AsyncConnection
 
 from perdure.api.common.v1.payload_pb2 import Payload
 from perdure.api.workflow.v1 import workflow_pb2 as wf
-from perdure.common import errors, namespaces
+from perdure.common import errors
 from perdure.common.reasons import Reason
 from perdure.common.text import printable
-from perdure.history import convert, fencing, store
-from perdure.history.appends import JournalBase, link_workflow, plain
+from perdure.history import chains, convert, fencing, store
+from perdure.history.appends import link_workflow, plain
+from perdure.history.chains import Chains, IdReusePolicy
 from perdure.history.metrics import count_closed, count_started, timed_write
 from perdure.history.model import (
     OPEN_STATUSES,
@@ -29,11 +30,8 @@ from perdure.history.rows import (
     Row,
     fetch_all,
     fetch_one,
-    json_or_none,
-    payload_columns,
     payload_of,
 )
-from perdure.telemetry.propagation import current_carrier
 
 log = logging.getLogger(__name__)
 tracer = trace.get_tracer("perdure.history")
@@ -42,7 +40,7 @@ tracer = trace.get_tracer("perdure.history")
 PAGE_EVENTS = 5000
 
 
-class Lifecycle(JournalBase):
+class Lifecycle(Chains):
     """Starting, loading, closing, cancelling and terminating runs."""
 
     async def start(
@@ -52,18 +50,35 @@ class Lifecycle(JournalBase):
         task_queue: str,
         input_value: Payload,
         execution_timeout: float | None = None,
-    ) -> tuple[bool, RunStatus]:
-        """Create the run and schedule it; an identical earlier start returns it unchanged
-        (started, status). A run with an `execution_timeout` (seconds) fails once it is open
-        that long."""
+        policy: IdReusePolicy = IdReusePolicy.REFUSE,
+        request_id: str | None = None,
+    ) -> tuple[bool, RunStatus, str]:
+        """Create the run and schedule it: (started, status, run id). A start whose id is
+        taken returns the run its `request_id` made, if any; makes a new run of the id if its
+        last run is closed and `policy` allows; otherwise an identical start (type, queue,
+        input) returns the last run unchanged, and a different one is ALREADY_EXISTS. A run
+        with an `execution_timeout` (seconds) fails once it is open that long."""
+        params = chains.start_params(
+            workflow_id,
+            workflow_type,
+            task_queue,
+            input_value,
+            run_id=chains.new_run_id(),
+            execution_timeout=execution_timeout,
+            request_id=request_id,
+        )
         async with self._pool.connection() as conn:
-            created = await self._create(
-                conn, workflow_id, workflow_type, task_queue, input_value, execution_timeout
-            )
-            if created:
+            if await self._create(conn, params):
                 count_started(workflow_type)
-                return True, RunStatus.RUNNING
-            existing = await self._require(conn, workflow_id)
+                return True, RunStatus.RUNNING, params["run_id"]
+            again = None
+            while again is None:  # another start made the id's next run meanwhile: see it
+                again = await self.start_again(conn, params, policy)
+        if isinstance(again, tuple):
+            if again[0]:
+                count_started(workflow_type)
+            return again
+        existing = again
         mismatch = [
             name
             for name, asked, stored in (
@@ -77,29 +92,13 @@ class Lifecycle(JournalBase):
             raise errors.already_exists(
                 Reason.WORKFLOW_ID_CONFLICT,
                 f"workflow id {workflow_id!r} is already used by a run with a different "
-                f"{', '.join(mismatch)}; choose another id or repeat the original request",
+                f"{', '.join(mismatch)}{_reuse_hint(existing['status'], policy)}; choose "
+                "another id or repeat the original request",
             )
-        return False, RunStatus(existing["status"])
+        return False, RunStatus(existing["status"]), existing["run_id"]
 
-    async def _create(
-        self,
-        conn: AsyncConnection,
-        workflow_id: str,
-        workflow_type: str,
-        task_queue: str,
-        input_value: Payload,
-        execution_timeout: float | None = None,
-    ) -> bool:
-        params = {
-            "workflow_id": workflow_id,
-            "namespace": namespaces.namespace_of(workflow_id),
-            "workflow_type": workflow_type,
-            "task_queue": task_queue,
-            **payload_columns("input", input_value),
-            # The start's span: every later span of the run joins its trace.
-            "trace_context": json_or_none(current_carrier() or None),
-            "execution_timeout": execution_timeout,
-        }
+    async def _create(self, conn: AsyncConnection, params: dict[str, Any]) -> bool:
+        """Start the first run of a workflow id (chains.start_params); False if it is taken."""
         with timed_write("workflow_started"):
             created = await fetch_one(conn, store.START_WORKFLOW, params)
         if created is None:
@@ -234,7 +233,8 @@ class Lifecycle(JournalBase):
     async def finish(
         self, lease: Lease, outcome: Outcome, value: Payload | wf.Failure
     ) -> RunStatus:
-        """Close the run as completed, failed, parked or cancelled (by `outcome`)."""
+        """Close the run as completed, failed, parked or cancelled, or continue it as new (by
+        `outcome`)."""
         status = outcome.status
         params = store.event_params(
             workflow_id=lease.workflow_id,
@@ -247,11 +247,21 @@ class Lifecycle(JournalBase):
         params["status"] = str(status)
         async with self._pool.connection() as conn:
             with timed_write(f"workflow_{status.lower()}"):
-                closed = await fetch_one(conn, store.CLOSE_RUN, params)
+                if outcome is Outcome.CONTINUE_AS_NEW:
+                    closed = await self._continue_as_new(conn, params)
+                else:
+                    closed = await fetch_one(conn, store.CLOSE_RUN, params)
             if closed is not None:
-                self._on_scheduled()  # its tasks are retired
+                self._on_scheduled()  # its tasks are retired (or go on with the next run)
                 count_closed(closed["workflow_type"], status)
                 return status
+            if outcome is Outcome.CONTINUE_AS_NEW:  # the run it closed is no longer the latest
+                row = await fetch_one(
+                    conn, chains.SELECT_CONTINUED, [lease.workflow_id, lease.fence]
+                )
+                seen = row is not None and fencing.may_see(row, lease.key)
+                if seen and _closed_by(row, lease.fence, params):  # type: ignore[arg-type]
+                    return status
             row = await fetch_one(conn, store.SELECT_CLOSE, [lease.workflow_id])
         if row is not None and fencing.may_see(row, lease.key) and row["fence"] == lease.fence:
             if _closed_by(row, lease.fence, params):
@@ -278,3 +288,13 @@ def _closed_by(run: Row, fence: int, params: dict[str, Any]) -> bool:
     )
     stored = (run["fence"], run["status"], run["result"], run["result_encoding"], run["failure"])
     return stored == asked
+
+
+def _reuse_hint(status: str, policy: IdReusePolicy) -> str:
+    """What a conflicting start may do about a closed last run its policy kept."""
+    if status in OPEN_STATUSES:
+        return ""
+    return (
+        f" (its last run is {status.lower()}, and the id reuse policy "
+        f"{policy.name if policy else 'REFUSE'} makes no new run after that)"
+    )

@@ -26,6 +26,7 @@ class RunStatus(StrEnum):
     WAITING = "WAITING"
     CANCELLED = "CANCELLED"
     TERMINATED = "TERMINATED"
+    CONTINUED_AS_NEW = "CONTINUED_AS_NEW"
 
     @property
     def proto(self) -> str:
@@ -59,6 +60,7 @@ class EventType(StrEnum):
     WORKFLOW_TERMINATED = "WORKFLOW_TERMINATED"
     STEP_SCHEDULED = "STEP_SCHEDULED"
     STEP_ATTEMPT_STARTED = "STEP_ATTEMPT_STARTED"
+    WORKFLOW_CONTINUED_AS_NEW = "WORKFLOW_CONTINUED_AS_NEW"
 
 
 # Events whose payload column holds a payload (JSON null included).
@@ -71,6 +73,7 @@ PAYLOAD_EVENTS = frozenset(
         EventType.SIGNAL_CONSUMED,
         EventType.STATE_UPDATED,
         EventType.STEP_SCHEDULED,
+        EventType.WORKFLOW_CONTINUED_AS_NEW,  # the next run's input
     }
 )
 
@@ -97,6 +100,7 @@ class Outcome(StrEnum):
     FAILURE = "failure"
     PARK = "park"
     CANCELLED = "cancelled"
+    CONTINUE_AS_NEW = "continue_as_new"
 
     @property
     def status(self) -> RunStatus:
@@ -109,6 +113,7 @@ _CLOSED_STATUS = {
     Outcome.FAILURE: RunStatus.FAILED,
     Outcome.PARK: RunStatus.PARKED,
     Outcome.CANCELLED: RunStatus.CANCELLED,
+    Outcome.CONTINUE_AS_NEW: RunStatus.CONTINUED_AS_NEW,
 }
 
 

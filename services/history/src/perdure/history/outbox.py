@@ -24,10 +24,16 @@ POLL_SECONDS = 1.0
 # SKIP LOCKED lets several history replicas relay side by side; a request relayed twice is
 # harmless because the scheduler's enqueue is idempotent. Each carries the fence mark of its
 # task (the run's, or a remote step's own) as it is when relayed: the scheduler grants above it.
+# A run no lease loaded yet (loaded_event_count 0) has a mark nobody holds (a chain's next run
+# starts one above its predecessor's, chains.py): the next grant may be that very fence, and the
+# lease of the run before, still held by the worker that continued it, stays in order. Each
+# carries the run number it was written for: the scheduler ignores a late one of an older run.
 CLAIM_OUTBOX = """
 SELECT o.id, o.workflow_id, o.workflow_type, o.task_queue, o.run_at, o.wake_reason,
-       o.step_id, o.closed, w.trace_context,
-       COALESCE(CASE WHEN o.step_id IS NULL THEN w.fence ELSE s.fence END, 0) AS fence
+       o.step_id, o.closed, o.run_number, w.trace_context,
+       COALESCE(CASE WHEN o.step_id IS NOT NULL THEN s.fence
+                     WHEN w.loaded_event_count = 0 THEN GREATEST(w.fence - 1, 0)
+                     ELSE w.fence END, 0) AS fence
 FROM history.outbox o LEFT JOIN history.workflows w USING (workflow_id)
 LEFT JOIN history.step_tasks s ON s.workflow_id = o.workflow_id AND s.step_id = o.step_id
 ORDER BY o.id LIMIT %s FOR UPDATE OF o SKIP LOCKED
@@ -84,6 +90,7 @@ class OutboxRelay(BackgroundLoop):
                     step_id=row["step_id"] or "",
                     fence_floor=row["fence"],
                     closed=row["closed"],
+                    run_number=row["run_number"],
                 )
                 for row in rows
             ]

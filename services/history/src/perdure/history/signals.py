@@ -15,11 +15,14 @@ from perdure.common.reasons import Reason
 from perdure.history import fencing, store
 from perdure.history.appends import JournalBase, link_workflow
 from perdure.history.metrics import timed_write
-from perdure.history.model import Appended, Call, EventType
+from perdure.history.model import OPEN_STATUSES, Appended, Call, EventType
 from perdure.history.rows import fetch_all, fetch_one
 from perdure.telemetry.propagation import current_carrier
 
 tracer = trace.get_tracer("perdure.history")
+
+# How many times a signal follows its workflow id to a newer run before giving up.
+_RUN_CHANGES = 5
 
 
 class Signals(JournalBase):
@@ -56,21 +59,29 @@ class Signals(JournalBase):
                 wake=True,
                 trace_context=current_carrier(),  # the consuming span links back to this one
             )
-            try:
-                # A savepoint, so that a duplicate id does not abort a SignalWithStart's start.
-                async with conn.transaction():
-                    with timed_write("signal_received"):
-                        row = await fetch_one(conn, store.SIGNAL, params)
-            except UniqueViolation:
-                return False  # the same id, sent concurrently
-            if row is not None:
-                link_workflow(span, row)
-                self._on_scheduled()
-                return True
+            # A run that continues as new while the signal waits for its row lock is no longer
+            # under its key when the wait ends: the signal goes to the next run, read afresh.
+            for _ in range(_RUN_CHANGES):
+                try:
+                    # A savepoint, so that a duplicate id does not abort a SignalWithStart's start.
+                    async with conn.transaction():
+                        with timed_write("signal_received"):
+                            row = await fetch_one(conn, store.SIGNAL, params)
+                except UniqueViolation:
+                    return False  # the same id, sent concurrently
+                if row is not None:
+                    link_workflow(span, row)
+                    self._on_scheduled()
+                    return True
+                if signal_id and await fetch_one(
+                    conn, store.SELECT_SIGNAL, {"workflow_id": workflow_id, "signal_id": signal_id}
+                ):
+                    span.set_attribute("perdure.signal.accepted", False)
+                    return False
+                current = await self._require(conn, workflow_id)
+                if current["status"] not in OPEN_STATUSES:
+                    break
             span.set_attribute("perdure.signal.accepted", False)
-        if signal_id and await fetch_one(conn, store.SELECT_SIGNAL, [workflow_id, signal_id]):
-            return False
-        current = await self._require(conn, workflow_id)
         raise fencing.closed(workflow_id, current["status"])
 
     async def consume_signals(

@@ -25,8 +25,10 @@ from perdure.history.fencing import (
 from perdure.history.model import PAYLOAD_EVENTS, EventType, WaitKind
 from perdure.history.rows import json_or_none, payload_columns
 
+# A run shows its chain's workflow id: an archived run's key is not a workflow id (chains.py).
 WORKFLOW_COLUMNS = (
-    "workflow_id, workflow_type, task_queue, status, input, input_encoding, result,"
+    "chain_id AS workflow_id, run_id, run_number, previous_run_id, next_run_id,"
+    " workflow_type, task_queue, status, input, input_encoding, result,"
     " result_encoding, failure, fence,"
     " event_count, created_at, updated_at, closed_at, wait_kind, wait_name, wait_until,"
     " cancel_requested, trace_context, stuck_since, history_bytes"
@@ -126,7 +128,9 @@ WHERE {run_lease_held("w.")}
 # event id, and the INSERT of insert_event writes the event from it. When the UPDATE matches no
 # row (a stale fence, a closed run) nothing is written; a step id, position or signal id already
 # taken raises UniqueViolation and the whole statement, the UPDATE included, is undone.
-_APPENDED_COLUMNS = "workflow_id, workflow_type, task_queue, event_count, cancel_requested"
+_APPENDED_COLUMNS = (
+    "workflow_id, workflow_type, task_queue, event_count, cancel_requested, run_number"
+)
 
 # An event's parameters (event_params's keys) and their SQL types: the one list both the single
 # appends and the batched one (RECORD_EVENTS) write from, and the
@@ -212,20 +216,25 @@ def event_values(**values: str) -> Callable[[str], str]:
 
 
 # A start is one statement: the run, its WorkflowStarted event and its scheduling request are
-# written together, or, when the id is taken, none of them.
+# written together, or, when the id is taken, none of them. A run after the first of its chain
+# (chains.py archived the one before) starts with its fence mark above its predecessor's.
 START_WORKFLOW = (
     """
 WITH appended AS (
     INSERT INTO history.workflows
-        (workflow_id, namespace, workflow_type, task_queue, status, input, input_encoding,
+        (workflow_id, chain_id, run_id, run_number, previous_run_id, request_id, fence,
+         namespace, workflow_type, task_queue, status, input, input_encoding,
          event_count, history_bytes, trace_context, deadline)
-    VALUES (%(workflow_id)s, %(namespace)s, %(workflow_type)s, %(task_queue)s, 'RUNNING',
-            %(input)s, %(input_encoding)s, 1, """
+    VALUES (%(workflow_id)s, %(workflow_id)s, %(run_id)s, %(run_number)s, %(previous_run_id)s,
+            %(request_id)s, %(fence)s, %(namespace)s, %(workflow_type)s, %(task_queue)s,
+            'RUNNING', %(input)s, %(input_encoding)s, 1, """
     + str(EVENT_BYTES)
     + """ + octet_length(%(input)s::bytea), %(trace_context)s,
-            now() + make_interval(secs => %(execution_timeout)s::float8))
+            COALESCE(%(deadline)s::timestamptz,
+                     now() + make_interval(secs => %(execution_timeout)s::float8)))
     ON CONFLICT (workflow_id) DO NOTHING
-    RETURNING workflow_id, workflow_type, task_queue, input, input_encoding, event_count
+    RETURNING workflow_id, workflow_type, task_queue, input, input_encoding, event_count,
+              run_number
 )"""
     + insert_event(
         event_values(
@@ -236,8 +245,8 @@ WITH appended AS (
         )
     )
     + """, scheduled AS (
-    INSERT INTO history.outbox (workflow_id, workflow_type, task_queue)
-    SELECT workflow_id, workflow_type, task_queue FROM appended
+    INSERT INTO history.outbox (workflow_id, workflow_type, task_queue, run_number)
+    SELECT workflow_id, workflow_type, task_queue, run_number FROM appended
 )
 SELECT workflow_id FROM appended
 """
@@ -245,8 +254,10 @@ SELECT workflow_id FROM appended
 
 # Wakes the run through the outbox at run_at (NULL: now), committed with the append.
 _SCHEDULE = """, scheduled AS (
-    INSERT INTO history.outbox (workflow_id, workflow_type, task_queue, run_at, wake_reason)
-    SELECT workflow_id, workflow_type, task_queue, %(run_at)s::timestamptz, %(wake_reason)s
+    INSERT INTO history.outbox
+        (workflow_id, workflow_type, task_queue, run_at, wake_reason, run_number)
+    SELECT workflow_id, workflow_type, task_queue, %(run_at)s::timestamptz, %(wake_reason)s,
+           run_number
     FROM appended
     WHERE %(wake)s::boolean
 )"""
@@ -362,8 +373,8 @@ SUSPEND = _append(
 
 # A run that closes retires its tasks at the scheduler: it is never handed out again.
 _RETIRED = """, retired AS (
-    INSERT INTO history.outbox (workflow_id, workflow_type, task_queue, closed)
-    SELECT workflow_id, workflow_type, task_queue, true FROM appended
+    INSERT INTO history.outbox (workflow_id, workflow_type, task_queue, closed, run_number)
+    SELECT workflow_id, workflow_type, task_queue, true, run_number FROM appended
 )"""
 
 CLOSE_RUN = _append(
@@ -379,9 +390,14 @@ CLOSE_RUN = _append(
 # Platform writes (fence 0 in the event) need no lease: they only require an open run.
 _OPEN_RUN = f"WHERE workflow_id = %(workflow_id)s AND status IN {OPEN}"
 
+# A signal id is received once per workflow id, across its chain of runs (a signal carried
+# into the next run keeps its id): one that an earlier run received matches no row.
+_CHAIN_SIGNAL = """SELECT FROM history.events e JOIN history.workflows r USING (workflow_id)
+    WHERE e.signal_id = %(signal_id)s AND r.chain_id = %(workflow_id)s"""
+
 SIGNAL = _append(
     f"""UPDATE history.workflows SET {count_event()}
-    {_OPEN_RUN}""",
+    {_OPEN_RUN} AND (%(signal_id)s::text IS NULL OR NOT EXISTS ({_CHAIN_SIGNAL}))""",
     schedule=True,
     linked=True,
 )
@@ -446,20 +462,29 @@ RECORD_HEARTBEAT = _heartbeat(
     f"SELECT workflow_id, cancel_requested FROM history.workflows WHERE {run_lease_held()}"
 )
 
+# An earlier run of a chain is archived under this key (chains.py), as SQL of its run id.
+ARCHIVE_KEY = "'@~' || {run_id}"
+
 # A remote step's call: its STEP_SCHEDULED event, its step task's row (the spec its executor
-# loads, and its own fence mark) and the step task's scheduling request, in one statement.
+# loads, and its own fence mark) and the step task's scheduling request, in one statement. A
+# step id the run before used starts with its mark one above that step's there (a fence nobody
+# holds), so no lease of the earlier step reaches this one.
 SCHEDULE_STEP = _append(
     _RECORD,
-    also=""", step_task AS (
+    also=f""", step_task AS (
     INSERT INTO history.step_tasks
         (workflow_id, step_id, step_type, task_queue, input, input_encoding, retry,
-         timeout_seconds, heartbeat_timeout_seconds)
+         timeout_seconds, heartbeat_timeout_seconds, fence)
     SELECT workflow_id, %(step_id)s, %(name)s, %(task_queue)s, %(payload)s,
-           %(payload_encoding)s, %(retry)s, %(timeout_seconds)s, %(heartbeat_timeout_seconds)s
+           %(payload_encoding)s, %(retry)s, %(timeout_seconds)s, %(heartbeat_timeout_seconds)s,
+           COALESCE((
+               SELECT p.fence + 1 FROM history.workflows w JOIN history.step_tasks p
+                 ON p.workflow_id = {ARCHIVE_KEY.format(run_id="w.previous_run_id")}
+               WHERE w.workflow_id = appended.workflow_id AND p.step_id = %(step_id)s), 0)
     FROM appended
 ), scheduled AS (
-    INSERT INTO history.outbox (workflow_id, workflow_type, task_queue, step_id)
-    SELECT workflow_id, %(name)s, %(task_queue)s, %(step_id)s FROM appended
+    INSERT INTO history.outbox (workflow_id, workflow_type, task_queue, step_id, run_number)
+    SELECT workflow_id, %(name)s, %(task_queue)s, %(step_id)s, run_number FROM appended
 )""",
 )
 
@@ -537,7 +562,7 @@ WITH task AS (
     UPDATE history.workflows w SET {count_event()}
     FROM task WHERE w.workflow_id = task.workflow_id AND w.status IN {OPEN}
     RETURNING w.workflow_id, w.workflow_type, w.task_queue, w.event_count, w.cancel_requested,
-              task.step_type, task.task_queue AS step_queue
+              w.run_number, task.step_type, task.task_queue AS step_queue
 )"""
     + insert_event(
         event_values(
@@ -561,11 +586,11 @@ WITH task AS (
     )
     + f""", scheduled AS (
     INSERT INTO history.outbox (workflow_id, workflow_type, task_queue, run_at, wake_reason,
-                                step_id)
-    SELECT a.workflow_id, a.workflow_type, a.task_queue, NULL, NULL, NULL
+                                step_id, run_number)
+    SELECT a.workflow_id, a.workflow_type, a.task_queue, NULL, NULL, NULL, a.run_number
     FROM appended a WHERE %(final)s
     UNION ALL
-    SELECT a.workflow_id, a.step_type, a.step_queue, i.due_at, {RETRY}, %(step_id)s
+    SELECT a.workflow_id, a.step_type, a.step_queue, i.due_at, {RETRY}, %(step_id)s, a.run_number
     FROM appended a, inserted i WHERE NOT %(final)s
 )
 SELECT inserted.event_id, inserted.due_at, appended.cancel_requested FROM inserted, appended
@@ -585,9 +610,8 @@ RECORD_STEP_HEARTBEAT = _heartbeat(
     WHERE {step_lease_held("s.")} AND w.status IN {OPEN}"""
 )
 
-SELECT_SIGNAL = """
-SELECT event_id FROM history.events WHERE workflow_id = %s AND signal_id = %s
-"""
+SELECT_SIGNAL = """SELECT 1 FROM history.events e JOIN history.workflows r USING (workflow_id)
+WHERE e.signal_id = %(signal_id)s AND r.chain_id = %(workflow_id)s"""
 
 SELECT_STEP_EVENT = f"""
 SELECT {EVENT_COLUMNS} FROM history.events
@@ -661,6 +685,7 @@ ORDER BY event_id DESC LIMIT 1
 LIST_WORKFLOWS = f"""
 SELECT run_seq, {WORKFLOW_COLUMNS} FROM history.workflows
 WHERE namespace = %(namespace)s
+  AND workflow_id = chain_id  -- each workflow id's latest run
   AND (%(status)s::text IS NULL OR status = %(status)s)
   AND (%(workflow_type)s::text IS NULL OR workflow_type = %(workflow_type)s)
   AND (%(id_prefix)s::text IS NULL OR starts_with(workflow_id, %(id_prefix)s))

@@ -70,12 +70,14 @@ WITH stranded AS (
     WHERE w.workflow_id = ANY(%(ids)s) AND w.status IN {OPEN} AND {_NEEDS_WORKER}
       AND w.updated_at < now() - make_interval(secs => %(quiet)s)
     RETURNING w.workflow_id, w.workflow_type, w.task_queue, w.status, w.wait_kind, w.wait_until,
-              w.cancel_requested, w.updated_at
+              w.cancel_requested, w.updated_at, w.run_number
 ), scheduled AS (
-    INSERT INTO history.outbox (workflow_id, workflow_type, task_queue, run_at, wake_reason)
+    INSERT INTO history.outbox
+        (workflow_id, workflow_type, task_queue, run_at, wake_reason, run_number)
     SELECT workflow_id, workflow_type, task_queue,
            CASE WHEN status = 'WAITING' AND NOT cancel_requested THEN wait_until END,
-           CASE WHEN status = 'WAITING' AND wait_until IS NOT NULL THEN lower(wait_kind) END
+           CASE WHEN status = 'WAITING' AND wait_until IS NOT NULL THEN lower(wait_kind) END,
+           run_number
     FROM stranded
 )
 SELECT workflow_id, workflow_type, status, updated_at FROM stranded

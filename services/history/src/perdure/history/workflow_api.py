@@ -13,6 +13,7 @@ from perdure.api.workflow.v1 import workflow_service_pb2 as api
 from perdure.common import auth, errors, namespaces
 from perdure.common.convert import timestamp
 from perdure.common.payload import normalized
+from perdure.history.chains import IdReusePolicy
 from perdure.history.journal import Journal
 from perdure.history.model import RunStatus
 from perdure.history.rows import payload_in
@@ -39,16 +40,18 @@ class WorkflowApi:
     ) -> hpb.StartWorkflowResponse:
         r = request.request
         namespace = namespaces.resolve(r.namespace)
-        started, status = await self._journal.start(
+        started, status, run_id = await self._journal.start(
             run_key(r),
             r.workflow_type,
             namespaces.qualify(namespace, r.task_queue),
             normalized(r.input),
             execution_timeout(r),
+            IdReusePolicy(r.id_reuse_policy),
+            r.request_id or None,
         )
         return hpb.StartWorkflowResponse(
             response=api.StartWorkflowResponse(
-                workflow_id=r.workflow_id, started=started, status=status.proto
+                workflow_id=r.workflow_id, started=started, status=status.proto, run_id=run_id
             )
         )
 
@@ -56,7 +59,8 @@ class WorkflowApi:
     async def DescribeWorkflow(
         self, request: hpb.DescribeWorkflowRequest, context: Context
     ) -> hpb.DescribeWorkflowResponse:
-        described = await self._journal.describe(run_key(request.request))
+        r = request.request
+        described = await self._journal.describe(await self._journal.run_of(run_key(r), r.run_id))
         return hpb.DescribeWorkflowResponse(
             response=api.DescribeWorkflowResponse(
                 workflow=_public(described.info),
@@ -73,7 +77,10 @@ class WorkflowApi:
     ) -> hpb.GetWorkflowHistoryResponse:
         r = request.request
         events, token = await self._journal.history_page(
-            run_key(r), r.page_size, r.page_token, r.after_event_id
+            await self._journal.run_of(run_key(r), r.run_id),
+            r.page_size,
+            r.page_token,
+            r.after_event_id,
         )
         return hpb.GetWorkflowHistoryResponse(
             response=api.GetWorkflowHistoryResponse(events=events, next_page_token=token)

@@ -32,32 +32,51 @@ def grantable_at(sticky_ids: str) -> str:
 # due time comes with it (SET sees the row as it was). A batch naming a task twice keeps its
 # earliest request; rows are locked in key order, so concurrent batches cannot deadlock. The
 # fence counter never falls below the floor history sends (the run's fence mark), so the next
-# grant is always above the mark. A closed task stays closed: never due again.
+# grant is always above the mark. A closed task stays closed: never due again, for its run.
+# A workflow id names a chain of runs (history's run_number): a request for a newer run than the
+# task's is the first of that run, which reopens the task and sets its due time and type (a
+# step id of the new run may be one the old run used); a late one for an older run changes
+# nothing. The fence counter is never reset, so no lease of an older run is granted again.
 ENQUEUE = """
 INSERT INTO scheduler.tasks
-    (workflow_id, step_id, workflow_type, task_queue, run_at, due_reason, trace_context, fence)
+    (workflow_id, step_id, workflow_type, task_queue, run_at, due_reason, trace_context, fence,
+     run_number)
 SELECT DISTINCT ON (workflow_id, step_id) workflow_id, step_id, workflow_type, task_queue,
-       COALESCE(run_at, now()), due_reason, trace_context, fence_floor
+       COALESCE(run_at, now()), due_reason, trace_context, fence_floor, run_number
 FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[], %s::timestamptz[], %s::text[],
-            %s::jsonb[], %s::bigint[])
+            %s::jsonb[], %s::bigint[], %s::bigint[])
      AS t(workflow_id, step_id, workflow_type, task_queue, run_at, due_reason, trace_context,
-          fence_floor)
-ORDER BY workflow_id, step_id, COALESCE(run_at, now())
+          fence_floor, run_number)
+ORDER BY workflow_id, step_id, run_number DESC, COALESCE(run_at, now())
 ON CONFLICT (workflow_id, step_id) DO UPDATE
-SET run_at = CASE WHEN scheduler.tasks.closed THEN NULL
+SET run_at = CASE WHEN EXCLUDED.run_number > scheduler.tasks.run_number THEN EXCLUDED.run_at
+                  WHEN EXCLUDED.run_number < scheduler.tasks.run_number
+                    OR scheduler.tasks.closed THEN scheduler.tasks.run_at
                   ELSE LEAST(scheduler.tasks.run_at, EXCLUDED.run_at) END,
     due_reason = CASE
+        WHEN EXCLUDED.run_number > scheduler.tasks.run_number THEN EXCLUDED.due_reason
+        WHEN EXCLUDED.run_number < scheduler.tasks.run_number THEN scheduler.tasks.due_reason
         WHEN scheduler.tasks.run_at IS NULL OR EXCLUDED.run_at < scheduler.tasks.run_at
         THEN EXCLUDED.due_reason ELSE scheduler.tasks.due_reason END,
+    closed = scheduler.tasks.closed AND EXCLUDED.run_number <= scheduler.tasks.run_number,
+    workflow_type = CASE WHEN EXCLUDED.run_number > scheduler.tasks.run_number
+                         THEN EXCLUDED.workflow_type ELSE scheduler.tasks.workflow_type END,
+    task_queue = CASE WHEN EXCLUDED.run_number > scheduler.tasks.run_number
+                      THEN EXCLUDED.task_queue ELSE scheduler.tasks.task_queue END,
+    run_number = GREATEST(scheduler.tasks.run_number, EXCLUDED.run_number),
     trace_context = COALESCE(EXCLUDED.trace_context, scheduler.tasks.trace_context),
     fence = GREATEST(scheduler.tasks.fence, EXCLUDED.fence),
     updated_at = now()
 """
 
 # Retires every task of closed runs (run_at NULL, never due again); a lease under way ends as
-# it would have, and its release leaves the task as it is.
+# it would have, and its release leaves the task as it is. A task a newer run of the workflow
+# id took over is not the closed run's.
+_CLOSED_RUNS = """FROM scheduler.tasks t
+    JOIN unnest(%s::text[], %s::bigint[]) AS c(workflow_id, run_number)
+      ON t.workflow_id = c.workflow_id AND t.run_number <= c.run_number"""
 CLOSE = f"""
-WITH {in_key_order("FROM scheduler.tasks t WHERE t.workflow_id = ANY(%s::text[])")}
+WITH {in_key_order(_CLOSED_RUNS)}
 UPDATE scheduler.tasks t
 SET closed = true, run_at = NULL, due_reason = NULL, updated_at = now()
 FROM locked WHERE {LOCKED}
@@ -99,6 +118,7 @@ def _columns(tasks: list[DueTask]) -> list[list[Any]]:
         [None if t.due_reason is None else t.due_reason.value for t in tasks],
         [None if t.trace_context is None else Jsonb(t.trace_context) for t in tasks],
         [t.fence_floor for t in tasks],
+        [t.run_number for t in tasks],
     ]
 
 
@@ -107,17 +127,17 @@ class Due:
 
     _pool: AsyncConnectionPool
 
-    async def enqueue(self, tasks: list[DueTask], closed: Sequence[str] = ()) -> None:
+    async def enqueue(self, tasks: list[DueTask], closed: Sequence[tuple[str, int]] = ()) -> None:
         """Make tasks due at their time (now when None), then retire every task of the
-        `closed` runs, in one transaction."""
+        `closed` runs (workflow id, run number), in one transaction."""
         async with self._pool.connection() as conn, conn.transaction():
             if tasks and closed:  # two statements: take all their locks in key order first
-                runs = sorted({task.workflow_id for task in tasks} | set(closed))
+                runs = sorted({task.workflow_id for task in tasks} | {c[0] for c in closed})
                 await conn.execute(LOCK_RUNS, [runs])
             if tasks:
                 await conn.execute(ENQUEUE, _columns(tasks))
             if closed:
-                await conn.execute(CLOSE, [list(closed)])
+                await conn.execute(CLOSE, [[c[0] for c in closed], [c[1] for c in closed]])
 
     async def idle_runs(self, workflow_ids: list[str]) -> list[str]:
         """Those of the runs whose own task is neither leased nor due."""

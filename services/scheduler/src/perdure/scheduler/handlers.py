@@ -120,6 +120,8 @@ def due_tasks(request: spb.EnqueueTasksRequest) -> list[DueTask]:
             raise errors.invalid_argument("every task needs workflow_id, type and task_queue")
         if t.fence_floor < 0:
             raise errors.invalid_argument("fence_floor must not be negative")
+        if t.run_number < 0:
+            raise errors.invalid_argument("run_number must not be negative")
         if t.wake_reason and t.wake_reason not in DUE_REASONS:
             raise errors.invalid_argument(
                 f"wake_reason must be empty or one of {', '.join(DUE_REASONS)}, not "
@@ -135,6 +137,7 @@ def due_tasks(request: spb.EnqueueTasksRequest) -> list[DueTask]:
             due_reason=DueReason(t.wake_reason) if t.wake_reason else None,
             trace_context=dict(t.trace_context) or None,
             fence_floor=t.fence_floor,
+            run_number=max(t.run_number, 1),
         )
         for t in request.tasks
     ]
@@ -334,7 +337,7 @@ class SchedulerServicer(sgrpc.SchedulerServiceServicer):
         self, request: spb.EnqueueTasksRequest, context: Context
     ) -> spb.EnqueueTasksResponse:
         tasks = due_tasks(request)
-        closed = sorted({t.workflow_id for t in request.tasks if t.closed})
+        closed = sorted({(t.workflow_id, max(t.run_number, 1)) for t in request.tasks if t.closed})
         await self._store.enqueue(tasks, closed)
         self._dispatcher.wake()
         return spb.EnqueueTasksResponse()

@@ -49,6 +49,7 @@ class DueTask:
     due_reason: DueReason | None = None  # what a timed due time waits for (None: nothing)
     trace_context: dict[str, str] | None = None  # the workflow's
     fence_floor: int = 0  # history's fence mark: the next grant's fence is above it
+    run_number: int = 1  # the run of the workflow id it is for (a newer one reopens the task)
 
 
 @dataclass(frozen=True)

@@ -110,11 +110,16 @@ class Client:
         workflow_id: str = "",
         task_queue: str = "",
         execution_timeout: float | None = None,
+        id_reuse_policy: int = 0,
+        request_id: str = "",
     ) -> api.StartWorkflowResponse:
         """Start a run (idempotent by workflow id). Without `workflow_id`, a new one is fixed
         here, before the first send, so that a retried send starts nothing new; the answer
-        carries it. With `execution_timeout` (seconds), the run fails with an ExecutionTimeout
-        failure if it is still open that long after its start."""
+        carries it (and the run's `run_id`). With `execution_timeout` (seconds), the run fails
+        with an ExecutionTimeout failure if it is still open that long after its start.
+        `id_reuse_policy` (api.ID_REUSE_POLICY_*) says whether a workflow id whose last run
+        is closed starts a new run; `request_id` names this start (one is fixed here when
+        empty): the same request id returns the run it made, so a retry never makes two."""
         request = _start_request(
             self.namespace,
             workflow_type,
@@ -123,6 +128,8 @@ class Client:
             input,
             execution_timeout,
         )
+        request.id_reuse_policy = id_reuse_policy  # type: ignore[assignment]
+        request.request_id = request_id or str(uuid.uuid4())
         response: api.StartWorkflowResponse = self._stub.StartWorkflow(
             request, timeout=self._timeout
         )
@@ -198,16 +205,22 @@ class Client:
         )
         return from_payload(response.value)
 
-    def describe(self, workflow_id: str) -> api.DescribeWorkflowResponse:
-        """The run's state and its recorded steps."""
+    def describe(self, workflow_id: str, run_id: str = "") -> api.DescribeWorkflowResponse:
+        """The run's state and its recorded steps: the workflow id's latest run, or its run
+        `run_id` (WorkflowInfo.run_id, previous_run_id, next_run_id)."""
         response: api.DescribeWorkflowResponse = self._stub.DescribeWorkflow(
-            api.DescribeWorkflowRequest(namespace=self.namespace, workflow_id=workflow_id),
+            api.DescribeWorkflowRequest(
+                namespace=self.namespace, workflow_id=workflow_id, run_id=run_id
+            ),
             timeout=self._timeout,
         )
         return response
 
-    def history(self, workflow_id: str, page_size: int = 0) -> Iterator[wf.HistoryEvent]:
-        """Every event of the run's journal, oldest first, fetched page by page."""
+    def history(
+        self, workflow_id: str, page_size: int = 0, run_id: str = ""
+    ) -> Iterator[wf.HistoryEvent]:
+        """Every event of the run's journal (the latest run's, or run `run_id`'s), oldest
+        first, fetched page by page."""
         token = ""
         while True:
             page: api.GetWorkflowHistoryResponse = self._stub.GetWorkflowHistory(
@@ -216,6 +229,7 @@ class Client:
                     workflow_id=workflow_id,
                     page_size=page_size,
                     page_token=token,
+                    run_id=run_id,
                 ),
                 timeout=self._timeout,
             )

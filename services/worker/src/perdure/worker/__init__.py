@@ -8,7 +8,9 @@ Waiting is state: failed steps are retried on a journaled schedule (`RetryPolicy
 `ctx.sleep`/`ctx.sleep_until` are durable timers, `ctx.wait_for_signal`/`ctx.drain_signals`
 consume signals, and a waiting workflow holds no worker. `ctx.set_state` publishes values for
 DescribeWorkflow and QueryWorkflow; `ctx.heartbeat` records a long step's progress; a cancel
-request arrives as `WorkflowCancelledError` at the next durable call.
+request arrives as `WorkflowCancelledError` at the next durable call. A long loop ends its run
+and starts the next one of its workflow id with `await ctx.continue_as_new(state)`, deciding
+by `ctx.info` (a `RunInfo`: run id and number, the journal's length and bytes so far).
 
 Remote steps: `await ctx.call(step_type, input, task_queue=...)` (several at once with
 `ctx.gather`) has a step executed by a worker serving that type, in any language; a Python
@@ -32,6 +34,7 @@ from perdure.worker._errors import (
     WorkerLostError,
     WorkflowCancelledError,
 )
+from perdure.worker._info import RunInfo
 from perdure.worker._registry import remote_step, workflow
 from perdure.worker._retry import RetryPolicy
 from perdure.worker._worker import Worker
@@ -43,6 +46,7 @@ __all__ = [
     "PerdureError",
     "RemoteCall",
     "RetryPolicy",
+    "RunInfo",
     "SignalTimeoutError",
     "StepContext",
     "StepFailedError",

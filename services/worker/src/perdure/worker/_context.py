@@ -12,7 +12,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Generator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, NoReturn
 
 from opentelemetry.util.types import AttributeValue
 
@@ -36,9 +36,10 @@ from perdure.worker._errors import (
     StepFailedError,
     WorkflowCancelledError,
 )
+from perdure.worker._info import RunInfo
 from perdure.worker._journal import JournalClient
 from perdure.worker._payload import from_payload, to_payload
-from perdure.worker._replay import STEP_OUTCOMES, Call, Replay
+from perdure.worker._replay import STEP_OUTCOMES, Call, Replay, payload_size
 from perdure.worker._retry import NO_RETRY, RetryPolicy
 from perdure.worker._sticky import Pause
 from perdure.worker._telemetry import TIMER_LATENESS, tracer
@@ -57,6 +58,16 @@ class Suspended(BaseException):
     def __init__(self, wait: wf.Wait) -> None:
         super().__init__(f"waiting: {wf.WaitKind.Name(wait.kind)} {wait.name}")
         self.wait = wait
+
+
+class ContinuedAsNew(BaseException):
+    """The code called ctx.continue_as_new: the runner closes the run and starts the next one
+    of its workflow id with `input` (a BaseException, so that the code's own `except
+    Exception` cannot swallow it)."""
+
+    def __init__(self, input_value: Payload) -> None:
+        super().__init__("continued as new")
+        self.input = input_value
 
 
 class HandedBack(BaseException):
@@ -93,6 +104,8 @@ class WorkflowContext:
         self._lease(loaded, journal)
         self._task_queue = loaded.workflow.task_queue
         self._replay = Replay(loaded)
+        self._run_id = loaded.workflow.run_id
+        self._run_number = loaded.workflow.run_number or 1
         self._cancel_requested = loaded.workflow.cancel_requested
         self._cancel_reason = self._replay.cancel_reason
         self._cancel_delivered = self._replay.cancel_delivered
@@ -117,6 +130,7 @@ class WorkflowContext:
         event is one only a replay can take in."""
         if not self._replay.take_in(loaded, self.fence):
             return False
+        journal.carry_on(self._journal)  # ctx.info goes on from where the code had reached
         self._lease(loaded, journal)
         if loaded.workflow.cancel_requested or self._replay.cancel_reason:
             self._cancel_requested = True
@@ -127,6 +141,25 @@ class WorkflowContext:
         """The run was dropped from the cache: every call from now on raises, and nothing is
         journaled."""
         self._closed = True
+
+    @property
+    def info(self) -> RunInfo:
+        """The run: its ids, its place in its chain, and its journal's size so far."""
+        return RunInfo(
+            workflow_id=self.workflow_id,
+            workflow_type=self.workflow_type,
+            run_id=self._run_id,
+            run_number=self._run_number,
+            history_length=self._journal.reached,
+            history_bytes=self._journal.reached_bytes,
+        )
+
+    async def continue_as_new(self, input: Any = None) -> NoReturn:
+        """End this run and start the next run of the same workflow id with `input`, in one
+        transaction: the journal starts afresh, and signals this run received and did not
+        consume go to the next run. Never returns. Call it when ctx.info.history_length or
+        history_bytes grows past a limit of your loop's choosing."""
+        raise ContinuedAsNew(to_payload(input))
 
     @property
     def non_determinism(self) -> NonDeterminismError | None:
@@ -313,6 +346,8 @@ class WorkflowContext:
         self._check_open()
         call = self._replay.next_call(name)
         if call.recorded is not None:
+            recorded = call.recorded
+            self._journal.reach(recorded.event_id, payload_size(recorded))
             if call.recorded.event_type == wf.EVENT_TYPE_CANCELLATION_DELIVERED:
                 raise self._cancellation()
             return call

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import grpc
+from google.protobuf.message import Message
 
 from perdure.api.common.v1.payload_pb2 import Payload
 from perdure.api.worker.v1 import journal_service_pb2 as jpb
@@ -34,6 +35,22 @@ class JournalClient:
         self.session = session
         self.workflow_id = workflow_id
         self.fence = fence
+        # The id of the latest event the code reached (replayed or recorded), and the payload
+        # bytes of the calls it reached: what ctx.info reports, the same on every replay and
+        # on a run resumed from the cache (a later lease's client takes them over: carry_on).
+        self.reached = 1  # WORKFLOW_STARTED
+        self.reached_bytes = 0
+
+    def reach(self, event_id: int, payload_bytes: int = 0) -> None:
+        """The code reached the journal's event `event_id` (a call replayed or recorded), whose
+        payloads are `payload_bytes` long."""
+        self.reached = max(self.reached, event_id)
+        self.reached_bytes += payload_bytes
+
+    def carry_on(self, earlier: JournalClient) -> None:
+        """Go on from where an earlier lease's client of the same run had reached."""
+        self.reached = max(self.reached, earlier.reached)
+        self.reached_bytes = earlier.reached_bytes
 
     async def call(self, request: Any) -> Any:
         """Send a JournalService request of this lease; return its response."""
@@ -50,7 +67,12 @@ class JournalClient:
         """Send a record under this lease (its workflow id and fence filled in)."""
         request.workflow_id = self.workflow_id
         request.fence = self.fence
-        return await self.call(request)
+        response = await self.call(request)
+        if not isinstance(request, jpb.RecordHeartbeatRequest):  # the others append an event
+            self.reach(
+                getattr(response, "event_id", 0) or self.reached + 1, _payload_bytes(request)
+            )
+        return response
 
     async def load(self, after_event_id: int = 0) -> jpb.LoadJournalResponse:
         """Load the journal (the events after `after_event_id`: those since a kept position),
@@ -80,3 +102,8 @@ class JournalClient:
         )
         loaded: jpb.LoadPayloadResponse = await self.call(request)
         return loaded.payload
+
+
+def _payload_bytes(request: Message) -> int:
+    """The bytes of the payloads a record carries (its output, value, input...)."""
+    return sum(len(value.data) for _, value in request.ListFields() if isinstance(value, Payload))

@@ -202,3 +202,8 @@ class Replay:
 
 def _kind(event: wf.HistoryEvent) -> str:
     return wf.EventType.Name(event.event_type).removeprefix("EVENT_TYPE_").lower()
+
+
+def payload_size(event: wf.HistoryEvent) -> int:
+    """The bytes of an event's payload, inline or held by reference."""
+    return len(event.payload.data) or event.payload_ref.size

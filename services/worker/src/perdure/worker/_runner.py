@@ -14,7 +14,7 @@ from opentelemetry.trace import Status, StatusCode
 from perdure.api.worker.v1 import journal_service_pb2 as jpb
 from perdure.api.worker.v1 import task_service_pb2 as tpb
 from perdure.api.workflow.v1 import workflow_pb2 as wf
-from perdure.worker._context import Suspended, WorkflowContext, call_workflow
+from perdure.worker._context import ContinuedAsNew, Suspended, WorkflowContext, call_workflow
 from perdure.worker._errors import (
     JournalRejectedError,
     NonDeterminismError,
@@ -164,6 +164,9 @@ async def _conclude(task: tpb.Task, journal: JournalClient, outcome: str, value:
     if outcome == "result":
         finish.result.CopyFrom(value)
         log.info("workflow %s completed", task.workflow_id)
+    elif outcome == "continue_as_new":
+        finish.continue_as_new.input.CopyFrom(value)
+        log.info("workflow %s continued as new", task.workflow_id)
     elif outcome == "cancelled":
         finish.cancelled.CopyFrom(value)
         log.info("workflow %s cancelled", task.workflow_id)
@@ -197,14 +200,17 @@ async def _code(
 
 async def _execute(fn: WorkflowFunction, ctx: WorkflowContext, arg: Any) -> tuple[str, Any]:
     """Run the workflow function; return ("result"|"failure"|"park"|"cancelled", Failure or
-    Value) or ("suspend", Wait). Code that no longer matches its journal parks, whether it
-    found that on its way to a result or while failing or being cancelled."""
+    Value), ("continue_as_new", the next input) or ("suspend", Wait). Code that no longer
+    matches its journal parks, whether it found that on its way to a result or while failing
+    or being cancelled."""
     outcome, value = await _outcome(fn, ctx, arg)
     if ctx.non_determinism is not None:  # even if the code caught it, or raised over it
         return "park", failure_from(ctx.non_determinism)
     leftover = ctx.unconsumed_steps()
-    if outcome in ("result", "failure", "cancelled") and leftover:
-        ended = "returned" if outcome == "result" else f"ended ({value.type})"
+    if outcome in ("result", "failure", "cancelled", "continue_as_new") and leftover:
+        ended = {"result": "returned", "continue_as_new": "continued as new"}.get(
+            outcome, f"ended ({getattr(value, 'type', '')})"
+        )
         error = NonDeterminismError(
             f"workflow {ctx.workflow_id!r} {ended} without calling recorded step(s) "
             f"{', '.join(leftover)}; the code changed in a way that does not replay"
@@ -219,6 +225,8 @@ async def _outcome(fn: WorkflowFunction, ctx: WorkflowContext, arg: Any) -> tupl
         return "result", to_payload(result)
     except Suspended as suspended:
         return "suspend", suspended.wait
+    except ContinuedAsNew as continued:
+        return "continue_as_new", continued.input
     except WorkflowCancelledError as error:
         return "cancelled", failure_from(error)
     except NonDeterminismError as error:

@@ -32,6 +32,7 @@ function eventDetail(event) {
     case "EVENT_TYPE_CANCELLATION_DELIVERED": return "raised into the code";
     case "EVENT_TYPE_WORKFLOW_CANCELLED": return failureText(event.failure);
     case "EVENT_TYPE_WORKFLOW_COMPLETED": return `result ${shortJson(event.payload)}`;
+    case "EVENT_TYPE_WORKFLOW_CONTINUED_AS_NEW": return `next run's input ${shortJson(event.payload)}`;
     case "EVENT_TYPE_STEP_SCHEDULED":
       return `on ${event.task_queue || "?"} · input ${shortJson(event.payload)}`;
     default: return "";
