@@ -170,6 +170,29 @@ def _chat_figures(
     }
 
 
+def _payload_bytes(query: Query, workflow_id: str) -> int:
+    """The bytes of a run's payloads: inline in its events, and those its events name in the
+    payload store (history.payloads, keyed by sha256, where there is one)."""
+    [(inline,)] = query(
+        "SELECT coalesce(sum(octet_length(payload)), 0) FROM history.events WHERE workflow_id = %s",
+        [workflow_id],
+    )
+    [(by_content,)] = query(
+        "SELECT to_regclass('history.payloads') IS NOT NULL AND EXISTS (SELECT FROM"
+        " information_schema.columns WHERE table_schema = 'history' AND table_name = 'events'"
+        " AND column_name = 'payload_sha256')",
+        [],
+    )
+    if not by_content:
+        return int(inline)
+    [(stored,)] = query(
+        "SELECT coalesce(sum(octet_length(data)), 0) FROM history.payloads WHERE sha256 IN"
+        " (SELECT payload_sha256 FROM history.events WHERE workflow_id = %s)",
+        [workflow_id],
+    )
+    return int(inline) + int(stored)
+
+
 def _payload_store_bytes(query: Query) -> int | None:
     """The bytes of the journal's payload store, where there is one (history.payloads)."""
     [(exists,)] = query("SELECT to_regclass('history.payloads') IS NOT NULL", [])
@@ -290,14 +313,13 @@ def _big_figures(
     loaded: list[float],
     progress: Progress,
 ) -> dict[str, Any]:
-    [(status, failure, seconds, journal)] = query(
+    [(status, failure, seconds)] = query(
         "SELECT status, failure,"
-        " extract(epoch FROM coalesce(closed_at, now()) - created_at)::float8,"
-        " (SELECT coalesce(sum(octet_length(payload)), 0) FROM history.events"
-        "  WHERE workflow_id = w.workflow_id)"
-        " FROM history.workflows w WHERE workflow_id = %s",
+        " extract(epoch FROM coalesce(closed_at, now()) - created_at)::float8"
+        " FROM history.workflows WHERE workflow_id = %s",
         [workflow_id],
     )
+    journal = _payload_bytes(query, workflow_id)
     [(first_new,)] = query(
         "SELECT min(created_at) FROM history.events WHERE workflow_id = %s AND fence > %s",
         [workflow_id, fence],
@@ -315,12 +337,13 @@ def _big_figures(
         "replay_s": None if replay is None else round(max(replay, 0.0), 3),
     }
     if failure:
-        result["failure"] = f"{failure.get('type', '')}: {failure.get('message', '')}"[:300]
+        result["failure"] = {"type": failure.get("type", ""), "message": failure.get("message", "")}
     if result["completed"]:
         progress.done(
             f"completed in {seconds:.1f} s; went on {resumed:.2f} s after the kill "
             f"(replay {result['replay_s']} s)"
         )
     else:
-        progress.done(f"NOT completed: {status} {result.get('failure', '')}"[:200])
+        why = result.get("failure", {}).get("message", "")
+        progress.done(f"NOT completed: {status} {why}")
     return result

@@ -189,17 +189,18 @@ def _loop_rows(results: Results) -> list[tuple[str, str, str]]:
         )
     if "big_journal" in results:
         big = results["big_journal"]
-        size = f"{big['outputs']} x {big['output_bytes'] / 2**20:.0f} MiB"
+        planned = big["outputs"] * big["output_bytes"] / 2**20
         if big["completed"]:
             outcome = (
                 f"completed in {big['seconds']:.1f} s, on again {big['resumed_after_kill_s']} s "
                 f"after the kill (replay {big['replay_s']} s)"
             )
         else:
-            outcome = f"NOT completed: {big['status']} {big.get('failure', '')}"[:110]
+            why = big.get("failure", {}).get("type", "")
+            outcome = f"NOT completed: {big['status']} ({why}) at {big['journal_mib']:.0f} MiB"
         lines.append(
             (
-                f"journal of {big['journal_mib']:.0f} MiB ({size}), kill -9 halfway",
+                f"journal of {planned:.0f} MiB ({big['outputs']} x 2 MiB), kill -9 halfway",
                 outcome,
                 "target: completes" + ("" if big["completed"] else " (MISSED)"),
             )
