@@ -172,7 +172,8 @@ def _loop_rows(results: Results) -> list[tuple[str, str, str]]:
         lines.append(
             (
                 f"chat journal bytes per turn, ~10 → ~{chat['turns']}",
-                f"{early['journal_bytes']:.0f} → {late['journal_bytes']:.0f} B",
+                f"{early['journal_bytes']:.0f} → {late['journal_bytes']:.0f} B"
+                + _store_note(chat.get("payload_store_bytes")),
                 f"{ratio['journal_bytes']}x (target: flat)",
             )
         )
@@ -206,6 +207,11 @@ def _loop_rows(results: Results) -> list[tuple[str, str, str]]:
             )
         )
     return lines
+
+
+def _store_note(size: int | None) -> str:
+    """The payload store's size, where the journal has one."""
+    return "" if size is None else f" (payload store: {size} B in all)"
 
 
 def _variants(peer: Results) -> list[tuple[str, str, str]]:
