@@ -2,7 +2,8 @@
 
 In one invocation, on one embedded PostgreSQL: the ceiling (raw commits, a gRPC round trip),
 then Perdure's latency, an API call over gRPC and HTTP, throughput, timers, signals, recovery
-and scale, then the peers (DBOS
+and scale, the long loops (a chat of many turns, a loop of many steps, a run with a large
+journal whose worker is killed), then the peers (DBOS
 and Temporal, when installed: `pip install --group bench`) on the same shapes. Prints a table
 with ratios and writes results.json and chart.png (default: bench-results/).
 """
@@ -18,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench import ceiling, report, shapes
+from bench import ceiling, loops, report, shapes
 from bench.cluster import Cluster
 from bench.peer_runs import PEERS, run_peer
 from perdure.client import Client
@@ -38,10 +39,14 @@ class Profile:
     signals: int
     recovery: int
     scale_workers: tuple[int, ...]
+    chat_turns: int
+    loop_steps: int
+    big_outputs: int  # of 2 MiB each
 
 
-FULL = Profile(1000, 2000, 50, 1000, 50, 200, 1.0, 50, 50, (1, 2, 4))
-QUICK = Profile(50, 100, 3, 20, 10, 5, 0.2, 3, 3, (1, 2))  # checks the suite runs, not speed
+FULL = Profile(1000, 2000, 50, 1000, 50, 200, 1.0, 50, 50, (1, 2, 4), 1000, 10_000, 100)
+# Checks the suite runs, not speed.
+QUICK = Profile(50, 100, 3, 20, 10, 5, 0.2, 3, 3, (1, 2), 50, 200, 5)
 
 
 def run(profile: Profile, scratch: Path, *, peers: bool) -> dict[str, Any]:
@@ -93,6 +98,9 @@ def run(profile: Profile, scratch: Path, *, peers: bool) -> dict[str, Any]:
             results["throughput"]["2wx100"] = shapes.throughput(
                 cluster, client, max(1, profile.workflows // 10), 100, "2wx100"
             )
+            results["chat"] = loops.chat(cluster, client, profile.chat_turns)
+            results["loop"] = loops.loop(cluster, client, profile.loop_steps)
+            results["big_journal"] = loops.big_journal(cluster, client, profile.big_outputs)
         if peers:
             cluster.stop_workers()  # idle, but the peers get the machine to themselves
             print("peers", flush=True)

@@ -68,7 +68,8 @@ class Cluster:
             "PERDURE_RATE_LIMIT": "0",
             "PERDURE_GATEWAY_HTTP_LISTEN": self.http,
             "PERDURE_LOG_LEVEL": "WARNING",
-            "PYTHONPATH": str(REPO),
+            # The repository first (bench.workflows), then whatever the caller had.
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
         }
 
     def _spawn(self, name: str, args: list[str], **env: str) -> subprocess.Popen[bytes]:

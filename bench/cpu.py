@@ -1,4 +1,5 @@
-"""CPU time spent by each part of the cluster, and time stolen by the host (Linux /proc).
+"""CPU time spent by each part of the cluster, time stolen by the host, and a process's
+resident memory (Linux /proc).
 
 Wall-clock figures on a shared virtual machine move with the neighbours; the CPU each
 process spent per step does not, so it is what to compare between runs and revisions.
@@ -32,6 +33,21 @@ def process_seconds(pid: int, *, reaped_children: bool = False) -> float:
     if reaped_children:
         ticks += int(fields[13]) + int(fields[14])
     return ticks / _TICKS
+
+
+def resident_bytes(pid: int) -> tuple[int, int]:
+    """A process's resident memory now and its peak so far (VmRSS, VmHWM), in bytes; zeros
+    when it is gone."""
+    try:
+        lines = (_PROC / str(pid) / "status").read_text().splitlines()
+    except OSError:
+        return 0, 0
+    found = {}
+    for line in lines:
+        name, _, value = line.partition(":")
+        if name in ("VmRSS", "VmHWM"):
+            found[name] = int(value.split()[0]) * 1024  # reported in kB
+    return found.get("VmRSS", 0), found.get("VmHWM", 0)
 
 
 def children_of(parent: int) -> list[int]:

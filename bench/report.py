@@ -149,7 +149,69 @@ def rows(results: Results) -> list[tuple[str, str, str]]:
                 "target ≤ 1 s",
             )
         )
-    return lines + _peer_rows(results)
+    return lines + _loop_rows(results) + _peer_rows(results)
+
+
+def _loop_rows(results: Results) -> list[tuple[str, str, str]]:
+    """The long loops: a late turn against an early one, memory over a long run, a large
+    journal after a kill."""
+    lines = []
+    if "chat" in results:
+        chat = results["chat"]
+        early, late, ratio = chat["early"], chat["late"], chat["late_vs_early"]
+        verdict = "met" if chat["met"] else "MISSED"
+        lines.append(
+            (
+                f"chat turn, ~10 → ~{chat['turns']} (signal → reply)",
+                f"wall {early['wall_ms']:.1f} → {late['wall_ms']:.1f} ms, "
+                f"worker CPU {early['cpu_ms']:.1f} → {late['cpu_ms']:.1f} ms",
+                f"wall {ratio['wall_ms']}x, CPU {ratio['cpu_ms']}x "
+                f"(target ≤ {chat['target']}x: {verdict})",
+            )
+        )
+        lines.append(
+            (
+                f"chat journal bytes per turn, ~10 → ~{chat['turns']}",
+                f"{early['journal_bytes']:.0f} → {late['journal_bytes']:.0f} B"
+                + _store_note(chat.get("payload_store_bytes")),
+                f"{ratio['journal_bytes']}x (target: flat)",
+            )
+        )
+    if "loop" in results:
+        loop, rss = results["loop"], results["loop"]["rss"]
+        lines.append(
+            (
+                f"loop of {loop['steps']} steps in one run",
+                f"{loop['status'].lower()} in {loop['seconds']:.1f} s, "
+                f"{loop['steps_per_s']:.0f} steps/s",
+                f"worker RSS {rss.get('tenth_mib', 0):.0f} MiB at 10 %, {rss['end_mib']:.0f} "
+                f"at 100 %, peak {rss['peak_mib']:.0f}",
+            )
+        )
+    if "big_journal" in results:
+        big = results["big_journal"]
+        planned = big["outputs"] * big["output_bytes"] / 2**20
+        if big["completed"]:
+            outcome = (
+                f"completed in {big['seconds']:.1f} s, on again {big['resumed_after_kill_s']} s "
+                f"after the kill (replay {big['replay_s']} s)"
+            )
+        else:
+            why = big.get("failure", {}).get("type", "")
+            outcome = f"NOT completed: {big['status']} ({why}) at {big['journal_mib']:.0f} MiB"
+        lines.append(
+            (
+                f"journal of {planned:.0f} MiB ({big['outputs']} x 2 MiB), kill -9 halfway",
+                outcome,
+                "target: completes" + ("" if big["completed"] else " (MISSED)"),
+            )
+        )
+    return lines
+
+
+def _store_note(size: int | None) -> str:
+    """The payload store's size, where the journal has one."""
+    return "" if size is None else f" (payload store: {size} B in all)"
 
 
 def _variants(peer: Results) -> list[tuple[str, str, str]]:

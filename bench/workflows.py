@@ -1,13 +1,16 @@
 """The workflows the benchmark runs: no-op steps (local and remote), a timer, a signal, a step
-held by a gate."""
+held by a gate; and the long loops: a chat of many turns, an autonomous loop of many steps, a
+run whose journal holds large outputs."""
 
 from __future__ import annotations
 
 import asyncio
+import os
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from examples.research_agent.model import OfflineModel
 from perdure.worker import RetryPolicy, WorkflowContext, remote_step, workflow
 
 # A killed worker's attempt counts as failed and waits its retry backoff: a short one, so that
@@ -77,3 +80,51 @@ async def held(ctx: WorkflowContext, gate: str) -> str:
     """A step that runs until the gate file exists, then records when the code went on."""
     await ctx.step("hold", _until_exists, gate, retry=QUICK_RETRY)
     return str(await ctx.step("resumed", _now))
+
+
+_model = OfflineModel()
+
+
+def _reply(conversation: list[dict[str, str]]) -> dict[str, Any]:
+    return _model.chat({}, conversation)
+
+
+@workflow
+async def chat_turns(ctx: WorkflowContext, turns: int) -> int:
+    """A chat of `turns` turns in one run: wait for "message", answer it with the offline model
+    given the whole conversation, publish the reply (the chat agent example's turn)."""
+    conversation: list[dict[str, str]] = []
+    for _ in range(turns):
+        message = await ctx.wait_for_signal("message")
+        conversation.append({"role": "user", "text": str(message)})
+        answer = await ctx.step("reply", _reply, conversation)
+        conversation.append({"role": "assistant", "text": answer["text"]})
+        await ctx.set_state("reply", answer)
+    return turns
+
+
+def _observe(step: int) -> dict[str, Any]:
+    return {"step": step, "observation": f"tool output {step}", "done": False}
+
+
+@workflow
+async def autonomous_loop(ctx: WorkflowContext, steps: int) -> int:
+    """An agent that acts `steps` times in a row in one run, keeping only its last
+    observation."""
+    last: dict[str, Any] = {}
+    for step in range(steps):
+        last = await ctx.step("act", _observe, step)
+    return int(last.get("step", -1)) + 1
+
+
+def _blob(size: int) -> str:
+    return os.urandom(size // 2).hex()  # random: neither compressed nor stored once by content
+
+
+@workflow
+async def big_outputs(ctx: WorkflowContext, spec: dict[str, int]) -> int:
+    """`spec["count"]` steps each returning `spec["size"]` bytes of text, none of them kept by
+    the code."""
+    for _ in range(spec["count"]):
+        await ctx.step("blob", _blob, spec["size"], retry=QUICK_RETRY)
+    return spec["count"]

@@ -1,9 +1,10 @@
 """An offline, deterministic stand-in for a language model provider.
 
-The research agent calls a model at every step. A real provider is slow, costs money, needs a
-network and answers differently each time; this one answers instantly, offline, and the same
-prompt always gets the same answer, so the example runs anywhere (CI included) and its outputs
-can be compared across runs. What it writes is plausible filler chosen by a hash of the prompt.
+The research agent calls a model at every step, the chat agent at every turn. A real provider
+is slow, costs money, needs a network and answers differently each time; this one answers
+instantly, offline, and the same prompt always gets the same answer, so the examples run
+anywhere (CI included) and their outputs can be compared across runs. What it writes is
+plausible filler chosen by a hash of the prompt.
 """
 
 from __future__ import annotations
@@ -32,6 +33,13 @@ _FINDINGS = (
     "operators need to see what a run waits for without reading logs",
 )
 _THEMES = ("reliability", "cost", "operability", "correctness", "developer experience")
+_OPENERS = (
+    "Good question.",
+    "Here is how I see it.",
+    "Short answer first.",
+    "Let me build on what we said.",
+    "Thanks, that helps.",
+)
 _RECOMMENDATIONS = (
     "adopt durable execution for the long-running agent flows first",
     "pilot durable execution on one approval-heavy workflow, then widen",
@@ -116,3 +124,27 @@ class OfflineModel:
             lines += ["", f"Approver's comment: {approval_comment}"]
         body = "\n".join(lines)
         return {"title": f"Research report: {topic}", "body": body, "id": self.fingerprint(body)}
+
+    def chat(self, summary: dict[str, Any], conversation: list[dict[str, str]]) -> dict[str, Any]:
+        """The next assistant message of a conversation (messages with `role` "user" or
+        "assistant" and `text`) whose earlier part `summarize` summed up. The answer depends
+        on all of it; its size does not grow with it."""
+        transcript = "\n".join(f"{m['role']}: {m['text']}" for m in conversation)
+        context = f"{sorted(summary.items())}\n{transcript}"
+        rng = self._rng("chat", context)
+        last = next((m["text"] for m in reversed(conversation) if m["role"] == "user"), "")
+        quoted = last if len(last) <= 80 else last[:77] + "..."
+        opener, topic = rng.choice(_OPENERS), rng.choice(_FINDINGS)
+        return {
+            "text": f'{opener} You said "{quoted}". On that: {topic}.',
+            "context": self.fingerprint(context),
+            "model": self.name,
+        }
+
+    @staticmethod
+    def summarize(summary: dict[str, Any], conversation: list[dict[str, str]]) -> dict[str, Any]:
+        """A summary of an earlier `summary` and the conversation after it, bounded in size:
+        how many user messages there were and the last three."""
+        said = [m["text"][:80] for m in conversation if m["role"] == "user"]
+        recent = [*summary.get("recent", []), *said][-3:]
+        return {"messages": int(summary.get("messages", 0)) + len(said), "recent": recent}

@@ -39,7 +39,7 @@ def test_the_quick_profile_runs_every_shape(tmp_path: Path) -> None:
 
     results = json.loads((tmp_path / "results.json").read_text())
     shapes = {"ceiling", "latency", "api", "remote", "throughput", "timers", "signals", "recovery"}
-    assert shapes <= set(results)
+    assert shapes | {"chat", "loop", "big_journal"} <= set(results)
     assert {"commit_1", "commit_16", "grpc"} == set(results["ceiling"])
     assert {"2wx10", "1wx10", "2wx100"} <= set(results["throughput"])
     assert results["timers"]["early"] == 0
@@ -49,6 +49,18 @@ def test_the_quick_profile_runs_every_shape(tmp_path: Path) -> None:
     assert "per-step overhead" in done.stdout and "recovery after SIGKILL" in done.stdout
     assert "10 remote steps side by side" in done.stdout
     assert "describe a run: gRPC / HTTP+JSON" in done.stdout
+    # The long loops: measured at both ends of the chat, the loop done in one run, and the
+    # large journal (small here, under every limit) completed after its worker's kill.
+    chat, loop, big = results["chat"], results["loop"], results["big_journal"]
+    assert (chat["turns"], chat["early"]["turns"], chat["late"]["turns"]) == (50, [6, 15], [40, 49])
+    assert all(
+        chat[end][key] > 0 for end in ("early", "late") for key in ("wall_ms", "journal_bytes")
+    )
+    assert (loop["completed"], loop["steps"]) == (True, 200)
+    assert loop["rss"]["peak_mib"] >= loop["rss"]["end_mib"] > 0
+    assert big["completed"], big
+    assert big["outputs"] == 5 and big["journal_mib"] >= 9.9 and big["replay_s"] is not None
+    assert "chat turn, ~10 → ~50" in done.stdout and "kill -9 halfway" in done.stdout
 
 
 def test_a_peer_that_is_not_installed_is_skipped_with_a_clear_line(
