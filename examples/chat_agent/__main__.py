@@ -51,6 +51,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--max-turns", type=int, help="the run's turn limit, when this starts it (default 1000)"
     )
     parser.add_argument(
+        "--history-limit",
+        type=int,
+        help="the journal length (events) at which the chat continues in a fresh run",
+    )
+    parser.add_argument(
         "--address",
         default=os.environ.get("PERDURE_GATEWAY_ADDRESS", "localhost:7400"),
         help="gateway address (PERDURE_GATEWAY_ADDRESS, default localhost:7400)",
@@ -104,7 +109,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not messages:
         _say("error: give messages to send, or --count N", file=sys.stderr)
         return 2
-    raw: dict[str, Any] = {} if args.max_turns is None else {"max_turns": args.max_turns}
+    raw: dict[str, Any] = {}
+    if args.max_turns is not None:
+        raw["max_turns"] = args.max_turns
+    if args.history_limit is not None:
+        raw["history_limit"] = args.history_limit
     try:
         params = ChatInput.parse(raw).to_json()
     except ValueError as error:

@@ -21,7 +21,9 @@ Input (JSON object; every field optional):
 - `idle_seconds`: it ends when no message came for this long (default a day);
 - `summary`: what an earlier run of the conversation carried over, `{"messages": n, "recent":
   [...]}`;
-- `turns_before`: the turns the earlier runs had (turns are numbered across runs).
+- `turns_before`: the turns the earlier runs had (turns are numbered across runs);
+- `history_limit`: the journal length (events) at which the conversation continues in a
+  fresh run (default `HISTORY_LENGTH_LIMIT`).
 """
 
 from __future__ import annotations
@@ -55,6 +57,7 @@ class ChatInput:
     idle_seconds: float = DEFAULT_IDLE_SECONDS
     summary: dict[str, Any] = field(default_factory=dict)
     turns_before: int = 0
+    history_limit: int = HISTORY_LENGTH_LIMIT
 
     @classmethod
     def parse(cls, raw: Any) -> ChatInput:
@@ -71,6 +74,7 @@ class ChatInput:
             )
         max_turns = _count(raw, "max_turns", DEFAULT_MAX_TURNS, minimum=1)
         turns_before = _count(raw, "turns_before", 0, minimum=0)
+        history_limit = _count(raw, "history_limit", HISTORY_LENGTH_LIMIT, minimum=10)
         idle = raw.get("idle_seconds", DEFAULT_IDLE_SECONDS)
         if (
             isinstance(idle, bool)
@@ -85,7 +89,7 @@ class ChatInput:
         summary = raw.get("summary", {})
         if not isinstance(summary, dict):
             raise ValueError(f"summary must be a JSON object, not {summary!r}")
-        return cls(max_turns, float(idle), summary, turns_before)
+        return cls(max_turns, float(idle), summary, turns_before, history_limit)
 
     def to_json(self) -> dict[str, Any]:
         """The input as JSON."""
@@ -94,6 +98,7 @@ class ChatInput:
             "idle_seconds": self.idle_seconds,
             "summary": self.summary,
             "turns_before": self.turns_before,
+            "history_limit": self.history_limit,
         }
 
 
@@ -127,8 +132,9 @@ class Chat:
 
     def carry_over(self) -> dict[str, Any]:
         """The input of the run this conversation continues into."""
+        spec = self.spec
         return ChatInput(
-            self.spec.max_turns, self.spec.idle_seconds, self.summary(), self.turn
+            spec.max_turns, spec.idle_seconds, self.summary(), self.turn, spec.history_limit
         ).to_json()
 
     def result(self, ended: str) -> dict[str, Any]:
@@ -151,9 +157,12 @@ def reply(summary: dict[str, Any], conversation: list[dict[str, str]]) -> dict[s
 
 async def continue_as_new_if_long(ctx: WorkflowContext, chat: Chat) -> None:
     """Where a long conversation goes on in a fresh run with `chat.carry_over()` as its input,
-    once this run's journal holds HISTORY_LENGTH_LIMIT events or HISTORY_BYTES_LIMIT bytes, so
-    that a turn costs the same at turn 100,000 as at turn 10. Not wired yet: the worker SDK
-    does not offer continue-as-new, and the whole conversation stays in one run."""
+    once this run's journal holds `history_limit` events or HISTORY_BYTES_LIMIT bytes: the
+    journal (and a replay after a crash) stays bounded however long the conversation lasts.
+    ctx.info measures the journal up to where the code is, the same on every replay."""
+    info = ctx.info
+    if info.history_length >= chat.spec.history_limit or info.history_bytes >= HISTORY_BYTES_LIMIT:
+        await ctx.continue_as_new(chat.carry_over())
 
 
 @workflow(retry=RETRY)

@@ -14,6 +14,7 @@ import pytest
 
 from examples.chat_agent import Chat, ChatInput
 from examples.research_agent.model import OfflineModel
+from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.client import Client
 from tests.fixtures.cluster import REPO_ROOT, Cluster
 
@@ -64,6 +65,37 @@ def test_the_client_chats_turn_by_turn_until_bye(shared: Cluster, client: Client
         "ended": "bye",
         "summary": {"messages": 3, "recent": ["hello", "what is a fence?", "/bye"]},
     }
+
+
+def test_a_long_chat_continues_as_new_and_its_client_goes_on_with_the_same_id(
+    shared: Cluster, client: Client
+) -> None:
+    done = subprocess.run(
+        [
+            *(sys.executable, "-m", "examples.chat_agent", "--address", shared.gateway),
+            *("--id", "chat-long", "--history-limit", "10", "--count", "8"),
+        ],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+
+    lines = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [line["turn"] for line in lines] == list(range(1, 9))  # no message lost or doubled
+    latest = client.describe("chat-long").workflow
+    assert latest.run_number > 1 and latest.previous_run_id  # it went on in later runs
+    first = client.describe("chat-long", run_id=_first_run(client, latest.previous_run_id))
+    assert first.workflow.status == wf.WORKFLOW_STATUS_CONTINUED_AS_NEW
+
+
+def _first_run(client: Client, run_id: str) -> str:
+    """Follow a chain back to its first run."""
+    while previous := client.describe("chat-long", run_id=run_id).workflow.previous_run_id:
+        run_id = previous
+    return run_id
 
 
 def test_messages_sent_early_wait_and_a_malformed_one_is_reported(client: Client) -> None:
