@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import signal
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -199,3 +199,25 @@ def test_runs_dropped_from_a_full_cache_are_replayed_correctly(
         assert marks(ledger)["start"] > 1  # replayed
     assert f"dropped from the cache (over its {bound} bound)" in keeper.output()
     keeper.kill()
+
+
+def test_a_kept_run_goes_to_its_worker_on_another_scheduler_replica(
+    start_cluster: Callable[..., Cluster], tmp_path: Path
+) -> None:
+    """Two scheduler replicas, two workers: whichever replica a wake-up reaches, the run's next
+    task goes to the worker that keeps it (its replica finds the task by polling, well within
+    the sticky timeout), never to the other one."""
+    cluster = start_cluster(replicas={"scheduler": 2}, PERDURE_STICKY_TIMEOUT="5")
+    ledger, queue = tmp_path / "ledger", "sticky-replicas"
+    workers = [worker(cluster, name, queue) for name in ("a", "b")]
+    with cluster.client() as client:
+        args = {"ledger": str(ledger), "turns": 6}
+        client.start_workflow("chat", args, workflow_id="replicas-1", task_queue=queue)
+        converse(client, "replicas-1", ledger, range(6))
+        finished(client, "replicas-1", 6)
+
+    ran = {name: by(ledger, name) for name in ("a", "b")}
+    [(keeper, points)] = [(name, seen) for name, seen in ran.items() if seen]  # one worker
+    assert points == ["start"] + [p for t in range(6) for p in (f"turn-{t}", f"step-{t}")]
+    kept_by = workers[0] if keeper == "a" else workers[1]
+    assert kept_by.output().count("resumed from the cache") >= 5

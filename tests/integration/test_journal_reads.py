@@ -6,9 +6,11 @@ from __future__ import annotations
 import uuid
 
 import grpc
+import pytest
 
+from perdure.common import limits
 from perdure.common.payload import json_payload
-from perdure.history.model import EventType, RunStatus, StepRecord
+from perdure.history.model import Call, EventType, RunStatus, StepRecord
 from perdure.history.reads import MAX_PAGE_SIZE, page_size
 from tests.integration.journal_db import Db, call, db, journal_dsn, refusal, run_id, started
 
@@ -62,3 +64,30 @@ async def test_published_state_is_the_latest_value(db: Db) -> None:
     assert (error.code, error.reason) == (grpc.StatusCode.NOT_FOUND, "STATE_NOT_FOUND")
     error = await refusal(db.journal.describe(run_id()))
     assert error.reason == "WORKFLOW_NOT_FOUND"
+
+
+async def test_a_description_reads_only_the_outputs_it_shows_and_the_current_values(
+    db: Db, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lease = await started(db.journal)
+    large = [json_payload('"' + letter * 32 * 1024 + '"') for letter in "abc"]
+    for position, output in enumerate([*large, json_payload('"small"')]):
+        record = StepRecord(EventType.STEP_COMPLETED, attempt=1, payload=output)
+        await db.journal.record(call(lease, position), record)
+    for position, value in ((4, '"old"'), (5, '"new"')):
+        record = StepRecord(EventType.STATE_UPDATED, name="phase", payload=json_payload(value))
+        await db.journal.record(call(lease, position), record)
+    await db.journal.signal(lease.workflow_id, "go", json_payload('"taken"'), None)
+    await db.journal.signal(lease.workflow_id, "go", json_payload('"pending"'), None)
+    taken = Call(lease, "$signal:go", "$signal:go", 6)
+    await db.journal.consume_signals(taken, "go", [8], json_payload('"taken"'))
+    monkeypatch.setattr(limits, "DESCRIBED_OUTPUT_BYTES", 70 * 1024)  # two large outputs
+
+    described = await db.journal.describe(lease.workflow_id)
+
+    shown = [step.output for step in described.steps if not step.output_omitted]
+    assert shown == [large[0], large[1], json_payload('"small"')]
+    assert [step.step_id for step in described.steps if step.output_omitted] == ["step-2"]
+    assert not described.steps[2].HasField("output")
+    assert described.state == {"phase": json_payload('"new"')}
+    assert [signal.payload for signal in described.pending_signals] == [json_payload('"pending"')]

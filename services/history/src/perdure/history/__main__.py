@@ -62,6 +62,7 @@ async def run(args: argparse.Namespace) -> None:
     channel = service_channel(args.scheduler)
     scheduler = scheduler_service_pb2_grpc.SchedulerServiceStub(channel)
     relay = OutboxRelay(pool, scheduler)
+    limits.payload_ref_bytes()  # a bad setting stops the start, not a write
     journal = Journal(pool, relay.notify, args.crash_loop_limit, limits.journal_page_bytes())
     deadlines = DeadlineWatch(pool)
     sweep = StrandedSweep(pool, scheduler, relay.notify, stuck_after())

@@ -9,10 +9,11 @@ from perdure.common.page_tokens import decode_page_token, encode_page_token
 from perdure.common.reasons import Reason
 from perdure.history import convert, store
 from perdure.history.appends import JournalBase
-from perdure.history.model import Described, RunStatus
-from perdure.history.rows import Row, fetch_all, fetch_one
+from perdure.history.model import Described, EventType, RunStatus
+from perdure.history.rows import Row, fetch_all, fetch_one, payload_in
 
 MAX_PAGE_SIZE = 1000
+PAYLOAD_FRAMING = 12  # a Payload's bytes beyond its data and encoding, at most (tags, lengths)
 DEFAULT_PAGE_SIZE = 100
 
 
@@ -44,8 +45,11 @@ class Reads(JournalBase):
         async with self._pool.connection() as conn:
             row = await self._require(conn, workflow_id, store.SELECT_WORKFLOW_WITH_PROGRESS)
             events = await fetch_all(conn, store.SELECT_DESCRIBED_EVENTS, [workflow_id])
-        steps = convert.step_infos(events, convert.progress_rows(row["progress"]))
-        _leave_out_outputs(steps, limits.DESCRIBED_OUTPUT_BYTES)
+            steps = convert.step_infos(events, convert.progress_rows(row["progress"]))
+            shown = _outputs_within(steps, events, limits.DESCRIBED_OUTPUT_BYTES)
+            params = {"workflow_id": workflow_id, "event_ids": list(shown)}
+            for output in await fetch_all(conn, store.SELECT_OUTPUTS, params):
+                shown[output["event_id"]].output.CopyFrom(payload_in(output, "payload"))
         return Described(
             info=convert.workflow_info(row),
             steps=steps,
@@ -108,12 +112,25 @@ class Reads(JournalBase):
         return [convert.workflow_info(row) for row in rows], next_token
 
 
-def _leave_out_outputs(steps: list[wf.StepInfo], budget: int) -> None:
-    """Show the steps' outputs up to `budget` bytes in all; mark those left out."""
+def _outputs_within(
+    steps: list[wf.StepInfo], events: list[Row], budget: int
+) -> dict[int, wf.StepInfo]:
+    """The completed steps whose outputs the description shows, by the event that holds each:
+    in step order, each that fits in what is left of `budget` bytes (judged by the sizes alone,
+    before any output is read); the others are marked left out."""
+    outputs = {
+        row["step_id"]: row for row in events if row["event_type"] == EventType.STEP_COMPLETED
+    }
+    shown: dict[int, wf.StepInfo] = {}
     for step in steps:
-        size = step.output.ByteSize()
+        row = outputs.get(step.step_id)
+        if step.status != wf.STEP_STATUS_COMPLETED or row is None:
+            continue
+        size = (row["payload_size"] or 0) + len(row["payload_encoding"] or "") + PAYLOAD_FRAMING
+        step.ClearField("output")
         if size > budget:
-            step.ClearField("output")
             step.output_omitted = True
         else:
             budget -= size
+            shown[row["event_id"]] = step
+    return shown

@@ -41,10 +41,11 @@ _EVENT_FIELDS = (
 )
 # A payload stored by content (payload_sha256) read back in its place: what the public API and
 # the journal's own comparisons see. Needs history.events unaliased.
-_INLINE_PAYLOAD = (
+_PAYLOAD_VALUE = (
     "COALESCE(payload, (SELECT p.data FROM history.payloads p"
-    " WHERE p.sha256 = events.payload_sha256)) AS payload"
+    " WHERE p.sha256 = events.payload_sha256))"
 )
+_INLINE_PAYLOAD = f"{_PAYLOAD_VALUE} AS payload"
 EVENT_COLUMNS = f"{_EVENT_FIELDS}, {_INLINE_PAYLOAD}"
 # An event as a worker loads it: a payload stored by content stays a reference (its digest and
 # size), fetched with LoadPayload when the replay needs it.
@@ -666,13 +667,34 @@ SELECT_EVENTS = _events_page(
 # A page of the journal as a worker loads it: payloads stored by content as references.
 SELECT_JOURNAL_PAGE = _events_page(JOURNAL_EVENT_COLUMNS, "COALESCE(octet_length(payload), 0)")
 
-# The events DescribeWorkflow is made of: step outcomes and attempts, signals, state.
+# The events DescribeWorkflow is made of: step outcomes and attempts, signals, state. Only the
+# payloads it shows whatever the journal's size are read: pending signals' and the latest value
+# of each state key. A step's output comes with its size alone (payload_size): SELECT_OUTPUTS
+# reads those that fit in the description.
 SELECT_DESCRIBED_EVENTS = f"""
-SELECT {EVENT_COLUMNS} FROM history.events
-WHERE workflow_id = %s AND event_type IN (
-    'STEP_SCHEDULED', 'STEP_COMPLETED', 'STEP_FAILED', 'STEP_ATTEMPT_FAILED', 'SIGNAL_RECEIVED',
-    'SIGNAL_CONSUMED', 'STATE_UPDATED')
+SELECT {_EVENT_FIELDS},
+       CASE WHEN event_type = 'STATE_UPDATED' AND latest
+              OR event_type = 'SIGNAL_RECEIVED' AND NOT EXISTS (
+                  SELECT FROM history.signal_consumptions c
+                  WHERE c.workflow_id = events.workflow_id AND c.event_id = events.event_id)
+            THEN {_PAYLOAD_VALUE} END AS payload,
+       COALESCE(octet_length(payload), (SELECT octet_length(p.data) FROM history.payloads p
+                                        WHERE p.sha256 = events.payload_sha256)) AS payload_size
+FROM (
+    SELECT *, row_number() OVER (PARTITION BY event_type, name ORDER BY event_id DESC) = 1
+                  AS latest
+    FROM history.events
+    WHERE workflow_id = %s AND event_type IN (
+        'STEP_SCHEDULED', 'STEP_COMPLETED', 'STEP_FAILED', 'STEP_ATTEMPT_FAILED',
+        'SIGNAL_RECEIVED', 'SIGNAL_CONSUMED', 'STATE_UPDATED')
+) events
 ORDER BY event_id
+"""
+
+# The payloads of some of a run's events (the step outputs a description shows).
+SELECT_OUTPUTS = f"""
+SELECT event_id, payload_encoding, {_INLINE_PAYLOAD} FROM history.events
+WHERE workflow_id = %(workflow_id)s AND event_id = ANY(%(event_ids)s::bigint[])
 """
 
 # The latest value published under a key.

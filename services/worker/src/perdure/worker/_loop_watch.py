@@ -47,6 +47,13 @@ def running(description: str) -> Iterator[None]:
             _running[task] = previous
 
 
+def relabel(task: asyncio.Task[Any], description: str) -> None:
+    """Note that `task`, between two steps, now runs the user code `description` (a kept run's
+    code, resumed under another lease)."""
+    if task in _running:
+        _running[task] = description
+
+
 def running_in(task: asyncio.Task[Any] | None) -> str | None:
     """The user code `task` runs now, if any (callable from any thread)."""
     return None if task is None else _running.get(task)

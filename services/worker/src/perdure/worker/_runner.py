@@ -21,7 +21,7 @@ from perdure.worker._errors import (
     WorkflowCancelledError,
 )
 from perdure.worker._journal import JournalClient
-from perdure.worker._loop_watch import running, running_in
+from perdure.worker._loop_watch import relabel, running, running_in
 from perdure.worker._payload import failure_from, from_payload, to_payload
 from perdure.worker._registry import WorkflowFunction, workflow_retry
 from perdure.worker._session import JournalSession
@@ -51,6 +51,7 @@ async def run_task(
         if loaded.workflow.status != wf.WORKFLOW_STATUS_RUNNING:
             return False  # closed already: an extra dispatch after a crash; nothing to do
         if live is not None:
+            relabel(live.code, running_in(asyncio.current_task()) or live.workflow_id)
             live.pause.resume()
         else:
             fn = workflows.get(loaded.workflow.workflow_type)
