@@ -22,6 +22,8 @@ Input (JSON object; every field optional):
 - `summary`: what an earlier run of the conversation carried over, `{"messages": n, "recent":
   [...]}`;
 - `turns_before`: the turns the earlier runs had (turns are numbered across runs);
+- `reply`: the last reply an earlier run published, published again at once so that a client
+  reading it by workflow id never misses it;
 - `history_limit`: the journal length (events) at which the conversation continues in a
   fresh run (default `HISTORY_LENGTH_LIMIT`).
 """
@@ -58,6 +60,7 @@ class ChatInput:
     summary: dict[str, Any] = field(default_factory=dict)
     turns_before: int = 0
     history_limit: int = HISTORY_LENGTH_LIMIT
+    reply: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def parse(cls, raw: Any) -> ChatInput:
@@ -89,7 +92,10 @@ class ChatInput:
         summary = raw.get("summary", {})
         if not isinstance(summary, dict):
             raise ValueError(f"summary must be a JSON object, not {summary!r}")
-        return cls(max_turns, float(idle), summary, turns_before, history_limit)
+        reply = raw.get("reply", {})
+        if not isinstance(reply, dict):
+            raise ValueError(f"reply must be a JSON object, not {reply!r}")
+        return cls(max_turns, float(idle), summary, turns_before, history_limit, reply)
 
     def to_json(self) -> dict[str, Any]:
         """The input as JSON."""
@@ -99,6 +105,7 @@ class ChatInput:
             "summary": self.summary,
             "turns_before": self.turns_before,
             "history_limit": self.history_limit,
+            "reply": self.reply,
         }
 
 
@@ -116,6 +123,7 @@ class Chat:
 
     spec: ChatInput
     messages: list[dict[str, str]] = field(default_factory=list)
+    last_reply: dict[str, Any] = field(default_factory=dict)
 
     @property
     def turn(self) -> int:
@@ -134,7 +142,12 @@ class Chat:
         """The input of the run this conversation continues into."""
         spec = self.spec
         return ChatInput(
-            spec.max_turns, spec.idle_seconds, self.summary(), self.turn, spec.history_limit
+            spec.max_turns,
+            spec.idle_seconds,
+            self.summary(),
+            self.turn,
+            spec.history_limit,
+            self.last_reply or spec.reply,
         ).to_json()
 
     def result(self, ended: str) -> dict[str, Any]:
@@ -171,6 +184,8 @@ async def chat_agent(ctx: WorkflowContext, params: Any) -> dict[str, Any]:
     chat = Chat(ChatInput.parse(params))
     how = f"perdure workflow signal {ctx.workflow_id} {MESSAGE_SIGNAL} --payload '\"hello\"'"
     await ctx.set_state("waiting_for", {"signal": MESSAGE_SIGNAL, "how": how})
+    if chat.spec.reply:  # the run before published it last: a client may not have read it yet
+        await ctx.set_state("reply", chat.spec.reply)
     while chat.turn < chat.spec.max_turns:
         await continue_as_new_if_long(ctx, chat)
         try:
@@ -187,5 +202,6 @@ async def chat_agent(ctx: WorkflowContext, params: Any) -> dict[str, Any]:
             return chat.result("bye")
         answer = await ctx.step("reply", reply, chat.spec.summary, chat.messages)
         chat.said("assistant", answer["text"])
-        await ctx.set_state("reply", {"turn": chat.turn, **answer})
+        chat.last_reply = {"turn": chat.turn, **answer}
+        await ctx.set_state("reply", chat.last_reply)
     return chat.result("turn_limit")
