@@ -74,10 +74,13 @@ def latest_turn(client: Client, workflow_id: str) -> int:
     return int(reply["turn"])
 
 
-def send(client: Client, workflow_id: str, text: str, params: dict[str, Any]) -> dict[str, Any]:
+def send(
+    client: Client, workflow_id: str, text: str, params: dict[str, Any], answered: int = 0
+) -> dict[str, Any]:
     """Send one message (starting the run with `params` if there is none) and return the
-    reply to it."""
-    before = latest_turn(client, workflow_id)
+    reply to it: the first published after turn `answered` (the last reply this client saw;
+    a run that continued as new publishes its predecessor's last reply again)."""
+    before = max(answered, latest_turn(client, workflow_id))
     client.signal_with_start(
         "chat_agent", workflow_id, MESSAGE_SIGNAL, text, input=params, signal_id=str(uuid.uuid4())
     )
@@ -122,8 +125,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     workflow_id = args.id or f"chat-{uuid.uuid4()}"
     try:
         with Client(args.address, api_key=api_key()) as client:
+            answered = 0
             for text in messages:
-                answer = send(client, workflow_id, text, params)
+                answer = send(client, workflow_id, text, params, answered)
+                answered = answer["turn"]
                 _say(json.dumps({"turn": answer["turn"], "you": text, "agent": answer["text"]}))
     except grpc.RpcError as error:
         _say(f"error: {error.code().name}: {error.details()}", file=sys.stderr)

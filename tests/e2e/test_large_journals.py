@@ -126,11 +126,13 @@ def finish_paged_replay(shared: Cluster, client: Client, workflow_id: str, queue
 def test_python_and_node_workers_replay_through_pages_and_references_alike(
     shared: Cluster, client: Client, tmp_path: Path
 ) -> None:
-    main = next(process for process in shared.processes if process.name == "worker-main")
-    python = finish_paged_replay(shared, client, "paged-python", "default")
-    assert "Skipping completed step: part_11" in main.output()  # replayed after its signal
+    # Without a cache of suspended runs, so that each wake-up is a replay through the pages.
+    uncached = {"PERDURE_WORKER_CACHE_SIZE": "0"}
+    worker = shared.start_worker("py-paged", module=MODULE, task_queue="py-paged", **uncached)
+    python = finish_paged_replay(shared, client, "paged-python", "py-paged")
+    assert "Skipping completed step: part_11" in worker.output()  # replayed after its signal
 
-    shared.start_node_worker("node-paged", "node-paged", tmp_path / "node-ledger")
+    shared.start_node_worker("node-paged", "node-paged", tmp_path / "node-ledger", **uncached)
     node = finish_paged_replay(shared, client, "paged-node", "node-paged")
 
     assert python == node == expected_small()

@@ -56,6 +56,12 @@ def test_node_workers_resume_a_kept_run_at_each_signal_and_another_replays_it_af
     # Each wake-up went to the worker keeping the run and resumed it: every point ran once.
     assert passes(seen) == [f"{keeper} start"] + [f"{keeper} turn {t}" for t in range(KILLED_AFTER)]
 
+    # The last turn's reply is recorded too (its pass line comes before the step runs).
+    wait_until(
+        lambda: sum(s.succeeded for s in client.describe("chat-1").steps) == KILLED_AFTER,
+        WAIT,
+        "the replies before the kill to be recorded",
+    )
     workers[keeper].kill()  # SIGKILL between two turns: its kept run is gone with it
     for turn in range(KILLED_AFTER, TURNS):
         say(turn)
