@@ -34,6 +34,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from examples.inputs import input_fields
 from examples.research_agent.model import OfflineModel
 from perdure.worker import RetryPolicy, SignalTimeoutError, WorkflowContext, workflow
 
@@ -65,16 +66,9 @@ class ChatInput:
     @classmethod
     def parse(cls, raw: Any) -> ChatInput:
         """Check a run's input; raise ValueError saying what is wrong."""
+        raw = input_fields(raw, cls.__dataclass_fields__)
         if raw is None:
             return cls()
-        if not isinstance(raw, dict):
-            raise ValueError(f"the input must be a JSON object, not {type(raw).__name__}")
-        unknown = sorted(set(raw) - set(cls.__dataclass_fields__))
-        if unknown:
-            raise ValueError(
-                f"unknown input field(s) {', '.join(unknown)}; "
-                f"expected {', '.join(cls.__dataclass_fields__)}"
-            )
         max_turns = _count(raw, "max_turns", DEFAULT_MAX_TURNS, minimum=1)
         turns_before = _count(raw, "turns_before", 0, minimum=0)
         history_limit = _count(raw, "history_limit", HISTORY_LENGTH_LIMIT, minimum=10)

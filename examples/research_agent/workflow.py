@@ -36,6 +36,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from examples.inputs import input_fields
 from examples.research_agent.model import OfflineModel
 from examples.research_agent.notifications import send_once
 from perdure.worker import (
@@ -86,16 +87,9 @@ class AgentInput:
     @classmethod
     def parse(cls, raw: Any) -> AgentInput:
         """Check a run's input; raise ValueError saying what is wrong."""
+        raw = input_fields(raw, cls.__dataclass_fields__)
         if raw is None:
             return cls()
-        if not isinstance(raw, dict):
-            raise ValueError(f"the input must be a JSON object, not {type(raw).__name__}")
-        unknown = sorted(set(raw) - set(cls.__dataclass_fields__))
-        if unknown:
-            raise ValueError(
-                f"unknown input field(s) {', '.join(unknown)}; "
-                f"expected {', '.join(cls.__dataclass_fields__)}"
-            )
         topic = raw.get("topic", DEFAULT_TOPIC)
         if not isinstance(topic, str) or not topic.strip():
             raise ValueError("topic must be a non-empty string")

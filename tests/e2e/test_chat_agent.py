@@ -39,21 +39,22 @@ def result_of(client: Client, workflow_id: str) -> Any:
     return json.loads(described.workflow.result.data)
 
 
-def test_the_client_chats_turn_by_turn_until_bye(shared: Cluster, client: Client) -> None:
+def chat(shared: Cluster, *args: str) -> list[dict[str, Any]]:
+    """Run the example's client with `args`; the JSON lines it printed, one per turn."""
     done = subprocess.run(
-        [
-            *(sys.executable, "-m", "examples.chat_agent", "--address", shared.gateway),
-            *("--id", "chat-bye", "hello", "what is a fence?", "/bye"),
-        ],
+        [sys.executable, "-m", MODULE, "--address", shared.gateway, *args],
         cwd=REPO_ROOT,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=180,
         check=False,
     )
     assert done.returncode == 0, done.stdout + done.stderr
+    return [json.loads(line) for line in done.stdout.splitlines()]
 
-    lines = [json.loads(line) for line in done.stdout.splitlines()]
+
+def test_the_client_chats_turn_by_turn_until_bye(shared: Cluster, client: Client) -> None:
+    lines = chat(shared, "--id", "chat-bye", "hello", "what is a fence?", "/bye")
     assert [line["turn"] for line in lines] == [1, 2, 3]
     assert [line["you"] for line in lines] == ["hello", "what is a fence?", "/bye"]
     # The second reply is the model's answer to the whole conversation, not to one message.
@@ -70,20 +71,7 @@ def test_the_client_chats_turn_by_turn_until_bye(shared: Cluster, client: Client
 def test_a_long_chat_continues_as_new_and_its_client_goes_on_with_the_same_id(
     shared: Cluster, client: Client
 ) -> None:
-    done = subprocess.run(
-        [
-            *(sys.executable, "-m", "examples.chat_agent", "--address", shared.gateway),
-            *("--id", "chat-long", "--history-limit", "10", "--count", "8"),
-        ],
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=False,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-
-    lines = [json.loads(line) for line in done.stdout.splitlines()]
+    lines = chat(shared, "--id", "chat-long", "--history-limit", "10", "--count", "8")
     assert [line["turn"] for line in lines] == list(range(1, 9))  # no message lost or doubled
     latest = client.describe("chat-long").workflow
     assert latest.run_number > 1 and latest.previous_run_id  # it went on in later runs
