@@ -127,12 +127,14 @@ def test_python_and_node_workers_replay_through_pages_and_references_alike(
     shared: Cluster, client: Client, tmp_path: Path
 ) -> None:
     # Without a cache of suspended runs, so that each wake-up is a replay through the pages.
-    uncached = {"PERDURE_WORKER_CACHE_SIZE": "0"}
-    worker = shared.start_worker("py-paged", module=MODULE, task_queue="py-paged", **uncached)
+    worker = shared.start_worker(
+        "py-paged", module=MODULE, task_queue="py-paged", PERDURE_WORKER_CACHE_SIZE="0"
+    )
     python = finish_paged_replay(shared, client, "paged-python", "py-paged")
     assert "Skipping completed step: part_11" in worker.output()  # replayed after its signal
 
-    shared.start_node_worker("node-paged", "node-paged", tmp_path / "node-ledger", **uncached)
+    ledger = tmp_path / "node-ledger"
+    shared.start_node_worker("node-paged", "node-paged", ledger, PERDURE_WORKER_CACHE_SIZE="0")
     node = finish_paged_replay(shared, client, "paged-node", "node-paged")
 
     assert python == node == expected_small()
