@@ -152,6 +152,12 @@ def rows(results: Results) -> list[tuple[str, str, str]]:
     return lines + _loop_rows(results) + _peer_rows(results)
 
 
+def _turns(window: Results) -> str:
+    """The turns a chat figure averages, as "6-35"."""
+    first, last = window["turns"]
+    return f"{first}-{last}"
+
+
 def _loop_rows(results: Results) -> list[tuple[str, str, str]]:
     """The long loops: a late turn against an early one, memory over a long run, a large
     journal after a kill."""
@@ -162,7 +168,7 @@ def _loop_rows(results: Results) -> list[tuple[str, str, str]]:
         verdict = "met" if chat["met"] else "MISSED"
         lines.append(
             (
-                f"chat turn, 6-35 → last 30 of {chat['turns']} (signal → reply)",
+                f"chat turn, {_turns(early)} → {_turns(late)} of {chat['turns']} (signal → reply)",
                 f"wall {early['wall_ms']:.1f} → {late['wall_ms']:.1f} ms, "
                 f"worker CPU {early['cpu_ms']:.1f} → {late['cpu_ms']:.1f} ms",
                 f"wall {ratio['wall_ms']}x, CPU {ratio['cpu_ms']}x "
@@ -171,7 +177,7 @@ def _loop_rows(results: Results) -> list[tuple[str, str, str]]:
         )
         lines.append(
             (
-                f"chat journal bytes per turn, 6-35 → last 30 of {chat['turns']}",
+                f"chat journal bytes per turn, {_turns(early)} → {_turns(late)}",
                 f"{early['journal_bytes']:.0f} → {late['journal_bytes']:.0f} B"
                 + _store_note(chat.get("payload_store_bytes")),
                 f"{ratio['journal_bytes']}x (target: flat)",

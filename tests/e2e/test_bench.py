@@ -60,7 +60,7 @@ def test_the_quick_profile_runs_every_shape(tmp_path: Path) -> None:
     assert loop["rss"]["peak_mib"] >= loop["rss"]["end_mib"] > 0
     assert big["completed"], big
     assert big["outputs"] == 5 and big["journal_mib"] >= 9.9 and big["replay_s"] is not None
-    assert "chat turn, ~10 → ~50" in done.stdout and "kill -9 halfway" in done.stdout
+    assert "chat turn, 6-15 → 40-49 of 50" in done.stdout and "kill -9 halfway" in done.stdout
 
 
 def test_a_peer_that_is_not_installed_is_skipped_with_a_clear_line(
