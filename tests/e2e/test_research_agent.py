@@ -115,7 +115,12 @@ def test_the_agent_waits_for_approval_then_reports_and_notifies_once(
             30,
             "the malformed approval to be reported",
         )
-        assert client.describe("ra-ok").workflow.status == wf.WORKFLOW_STATUS_WAITING
+        # It waits again (its suspension is journaled just after the report).
+        wait_until(
+            lambda: client.describe("ra-ok").workflow.status == wf.WORKFLOW_STATUS_WAITING,
+            30,
+            "the run to wait again",
+        )
 
         approve(client, "ra-ok", comment="ship it")
         done = client.wait("ra-ok", timeout=60)
