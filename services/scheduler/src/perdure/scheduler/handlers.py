@@ -209,7 +209,9 @@ class TaskServicer(tgrpc.TaskServiceServicer):
                 if not outgoing.done():
                     try:
                         reader.result()  # the worker half-closed the stream, or reading failed
-                        goodbye = True
+                        # A cancelled stream may read as ended too: only a half-close of a
+                        # stream still alive is a goodbye.
+                        goodbye = not context.cancelled()
                     except errors.ApiError as error:  # a malformed message
                         await errors.abort_with(context, error)
                     return
