@@ -4,18 +4,11 @@
 
 import { JournalCallError } from '../src/errors.js';
 import { fromDuration, toPayload, toTimestamp } from '../src/payload.js';
-import { NOW } from './helpers.js';
+import { NOW, runningWorkflow } from './helpers.js';
 
 export class FakeHistory {
   constructor({ workflowId = 'wf-1', workflowType = 'loop', input = null, nowMs = NOW } = {}) {
-    this.workflow = {
-      workflow_id: workflowId,
-      workflow_type: workflowType,
-      task_queue: 'q',
-      status: 'WORKFLOW_STATUS_RUNNING',
-      input: toPayload(input),
-      cancel_requested: false,
-    };
+    this.workflow = runningWorkflow({ workflowId, workflowType, input });
     this.nowMs = nowMs;
     this.events = [];
     this.mark = 0; // the highest fence that loaded the run

@@ -7,17 +7,25 @@ import { RetryPolicy } from '../src/retry.js';
 
 export const NOW = Date.parse('2026-11-30T08:00:00Z');
 
+/**
+ * The WorkflowInfo of a running run, as a load returns it.
+ * @param {{workflowId: string, workflowType: string, input: any, cancelRequested?: boolean}} run
+ */
+export function runningWorkflow({ workflowId, workflowType, input, cancelRequested = false }) {
+  return {
+    workflow_id: workflowId,
+    workflow_type: workflowType,
+    task_queue: 'q',
+    status: 'WORKFLOW_STATUS_RUNNING',
+    input: toPayload(input),
+    cancel_requested: cancelRequested,
+  };
+}
+
 /** Builds a journal event by event; positions and ids as history assigns them. */
 export class JournalBuilder {
   constructor({ workflowId = 'wf-1', workflowType = 'order', input = null, cancelRequested = false } = {}) {
-    this.workflow = {
-      workflow_id: workflowId,
-      workflow_type: workflowType,
-      task_queue: 'q',
-      status: 'WORKFLOW_STATUS_RUNNING',
-      input: toPayload(input),
-      cancel_requested: cancelRequested,
-    };
+    this.workflow = runningWorkflow({ workflowId, workflowType, input, cancelRequested });
     this.events = [];
     this.progress = [];
     this.add('EVENT_TYPE_WORKFLOW_STARTED', {});
