@@ -3,7 +3,7 @@
     python -m examples.research_agent.demo [--keep]
 
 The demo starts `perdure dev` (embedded PostgreSQL, scheduler, history, gateway and a worker
-serving this example) in a new temporary data directory on free ports, then runs five phases:
+serving this example) in a new temporary data directory on free ports, then runs six phases:
 
 1. a run goes to approval, waits (as state, not as a process), is approved with
    `perdure approve`, and completes, sending one notification;
@@ -14,7 +14,11 @@ serving this example) in a new temporary data directory on free ports, then runs
 4. everything, PostgreSQL included, is stopped while a run waits for approval, started again on
    the same data directory; the run is approved and completes;
 5. the worker dies right after sending the notification, before the step is recorded; the
-   replay sends nothing again: exactly one notification is delivered.
+   replay sends nothing again: exactly one notification is delivered;
+6. a run waits for approval when release 2 (`releases`) adds a step before the analysis:
+   `perdure replay` refuses the unguarded release against the run in flight and passes the
+   one behind `ctx.patched`; once deployed, the old run completes on its own path and a new
+   run takes the new step.
 
 Each phase prints its evidence and a verdict; the demo ends with a PASS/FAIL summary, exits
 non-zero if any phase failed, and always stops every process it started (by PID). The data
@@ -147,6 +151,7 @@ class LocalCluster:
     base_port: int = field(default_factory=free_base_port)
     popen: subprocess.Popen[bytes] | None = None
     logs: list[Path] = field(default_factory=list)
+    worker_module: str = "examples.research_agent"  # the code deployed: a release changes it
 
     @property
     def address(self) -> str:
@@ -206,7 +211,7 @@ class LocalCluster:
             "--base-port",
             str(self.base_port),
             "--worker-module",
-            "examples.research_agent",
+            self.worker_module,
         ]
         with self.log.open("wb") as sink:
             self.popen = subprocess.Popen(
@@ -316,9 +321,12 @@ def _port_free(port: int) -> bool:
 # -- talking to the cluster -----------------------------------------------------------------------
 
 
-def run_command(cluster: LocalCluster, argv: Sequence[str], shown: str) -> str:
+def run_command(
+    cluster: LocalCluster, argv: Sequence[str], shown: str, *, exit_code: int = 0
+) -> str:
     """Run a command as a person would type it (`shown`) beside the cluster's `perdure dev`,
-    whose admin key it finds in the data directory; print it and its output."""
+    whose admin key it finds in the data directory; print it and its output. It must exit
+    with `exit_code`."""
     say(f"  $ {shown}")
     done = subprocess.run(
         [sys.executable, *argv],
@@ -331,8 +339,8 @@ def run_command(cluster: LocalCluster, argv: Sequence[str], shown: str) -> str:
     output = (done.stdout + done.stderr).strip()
     if output:
         evidence(output)
-    if done.returncode != 0:
-        raise DemoError(f"`{shown}` exited with {done.returncode}")
+    if done.returncode != exit_code:
+        raise DemoError(f"`{shown}` exited with {done.returncode}, not {exit_code}")
     return done.stdout
 
 
@@ -634,6 +642,59 @@ def phase_notify(cluster: LocalCluster, client: Client) -> None:
     check(cluster.log_text().count(exited) == 1, "the replay did not crash again")
 
 
+def replay_gate(cluster: LocalCluster, module: str, exit_code: int) -> str:
+    """`perdure replay --module MODULE`: the open runs' journals against new code."""
+    args = ["replay", "--module", module, "--open"]
+    return run_command(
+        cluster,
+        ["-m", "perdure.cli", *args, "--address", cluster.address],
+        "perdure " + shlex.join(args),
+        exit_code=exit_code,
+    )
+
+
+def phase_deploy(cluster: LocalCluster, client: Client) -> None:
+    """Release 2 adds a step before the analysis: the replay gate catches the breaking version
+    against the run in flight, passes the patched one, and the deploy strands nothing."""
+    say("A run of release 1 waits for its approval, past its analysis. Release 2 adds a")
+    say("fact_check step before the analysis. Before deploying, `perdure replay` replays the")
+    say("open runs' journals against the new code, running no step.")
+    old_run, new_run = "demo-deploy-old", "demo-deploy-new"
+    start_run(cluster, old_run)
+    wait_for_approval_request(client, old_run)
+    unsafe, patched = (
+        "examples.research_agent.releases.unsafe",
+        "examples.research_agent.releases.patched",
+    )
+    report = replay_gate(cluster, unsafe, exit_code=1)
+    check(
+        old_run in report and "fact_check" in report and "analyze" in report,
+        f"the gate refuses {unsafe}: {old_run} recorded analyze where it calls fact_check",
+    )
+    say("The change goes behind ctx.patched('fact-check'): runs past that point keep")
+    say("release 1's path, runs that get there on release 2 take the new one.")
+    replay_gate(cluster, patched, exit_code=0)
+    check(True, f"the gate passes {patched}")
+    say("Deploy: perdure dev stops and starts again with release 2 as its worker's code.")
+    cluster.stop()
+    cluster.worker_module = patched
+    cluster.start()
+    with Client(cluster.address, api_key=cluster.api_key()) as deployed:
+        approve(cluster, old_run, "approved on release 2")
+        check_completed(deployed, cluster, old_run)
+        start_run(cluster, new_run)
+        wait_for_approval_request(deployed, new_run)
+        approve(cluster, new_run, "approved")
+        described = wait_closed(deployed, new_run)
+        evidence(step_table(described))
+        steps = completed_steps(deployed, new_run)
+        check(
+            described.workflow.status == wf.WORKFLOW_STATUS_COMPLETED
+            and steps == [*STEPS[:3], "fact_check", *STEPS[3:]],
+            f"{new_run} completed with fact_check before analyze: {', '.join(steps)}",
+        )
+
+
 # -- the walk-through -----------------------------------------------------------------------------
 
 
@@ -653,6 +714,7 @@ PHASES: list[tuple[str, Callable[[LocalCluster, Client], Any]]] = [
     ("a failing step retried on a durable schedule", phase_retry),
     ("stop everything while waiting, start again, approve", phase_restart),
     ("crash right after the notification: sent once", phase_notify),
+    ("a breaking deploy caught by the replay gate, then made safe", phase_deploy),
 ]
 
 

@@ -33,6 +33,7 @@ import logging
 import math
 import os
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -262,18 +263,32 @@ def _approval(payload: Any) -> tuple[str, str] | str:
     return str(payload["decision"]), comment if isinstance(comment, str) else str(comment)
 
 
+# What a release of the agent may add between the research and its analysis: it gets the
+# research notes and returns those the analysis uses (see `release_2`).
+Review = Callable[[WorkflowContext, AgentInput, list[dict[str, Any]]], Awaitable[list[Any]]]
+
+
 @workflow(retry=RETRY)
 async def research_agent(ctx: WorkflowContext, params: Any) -> dict[str, Any]:
     """Research a topic, ask a human to approve the recommendation, then report and notify."""
+    return await run_agent(ctx, params)
+
+
+async def run_agent(
+    ctx: WorkflowContext, params: Any, review: Review | None = None
+) -> dict[str, Any]:
+    """The agent's whole run, with `review` of the research notes if a release adds one."""
     spec = AgentInput.parse(params)
     try:
-        return await _research(ctx, spec)
+        return await _research(ctx, spec, review)
     except WorkflowCancelledError:  # `perdure workflow cancel`: say so, then end as CANCELLED
         await ctx.set_state("phase", "cancelled")
         raise
 
 
-async def _research(ctx: WorkflowContext, spec: AgentInput) -> dict[str, Any]:
+async def _research(
+    ctx: WorkflowContext, spec: AgentInput, review: Review | None
+) -> dict[str, Any]:
     await ctx.set_state("phase", "planning")
     plan = await ctx.step("create_plan", create_plan, spec)
 
@@ -281,8 +296,10 @@ async def _research(ctx: WorkflowContext, spec: AgentInput) -> dict[str, Any]:
     first = await ctx.step("research_1", research, spec, plan["questions"][0])
     second = await ctx.step("research_2", research, spec, plan["questions"][1])
 
+    notes = [first, second] if review is None else await review(ctx, spec, [first, second])
+
     await ctx.set_state("phase", "analyzing")
-    analysis = await ctx.step("analyze", analyze, spec, [first, second])
+    analysis = await ctx.step("analyze", analyze, spec, notes)
 
     await ctx.set_state("phase", "recommending")
     recommendation = await ctx.step("recommend", recommend, spec, analysis)
@@ -312,7 +329,7 @@ async def _research(ctx: WorkflowContext, spec: AgentInput) -> dict[str, Any]:
 
     await ctx.set_state("phase", "reporting")
     report = await ctx.step(
-        "report", write_report, spec, plan, [first, second], analysis, recommendation, comment
+        "report", write_report, spec, plan, notes, analysis, recommendation, comment
     )
 
     await ctx.set_state("phase", "notifying")
