@@ -173,6 +173,16 @@ class Replay:
                 f"{call.step_id!r}, but the journal recorded a {_kind(recorded)} there"
             )
 
+    @property
+    def position(self) -> int:
+        """The position of the code's next call."""
+        return self._position
+
+    def at_frontier(self) -> bool:
+        """No call is recorded at or after the code's next position: the code runs from here
+        for the first time (the calls before it were popped as they were reached)."""
+        return not self._recorded
+
     def following(self) -> wf.HistoryEvent | None:
         """The event recorded at the next call's position, if any."""
         return self._recorded.get(self._position)
