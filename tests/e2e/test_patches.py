@@ -9,12 +9,17 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
+import grpc
 import pytest
 
+from perdure.api.worker.v1 import journal_service_pb2 as jpb
+from perdure.api.worker.v1 import journal_service_pb2_grpc as jgrpc
 from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.client import Client
+from perdure.worker._payload import to_payload
 from tests.fixtures.cluster import Cluster, Process, wait_until
 from tests.fixtures.postgres import Databases
+from tests.fixtures.rpc import error_reason
 from tests.fixtures.runs import result_of
 
 WAIT = 60.0
@@ -122,3 +127,58 @@ def test_a_deprecated_patch_parks_a_run_that_took_the_old_path(
     assert completed.workflow.status == wf.WORKFLOW_STATUS_COMPLETED
     assert result_of(completed) == {"prepare": "v2", "finish": "v2"}
     assert markers(client, patched) == [("prepare-v2", 0), ("finish-v2", 2)]
+
+
+def test_record_patch_is_validated_fenced_and_recorded_once(
+    patch_cluster: Cluster, client: Client, tmp_path: Path
+) -> None:
+    deploy(patch_cluster, "python", "v1", "by-hand", tmp_path).kill()  # "release" stays known
+    client.start_workflow("release", workflow_id="by-hand", task_queue="by-hand")
+
+    def patch(fence: int, patch_id: str, position: int) -> jpb.RecordPatchRequest:
+        return jpb.RecordPatchRequest(
+            workflow_id="by-hand", fence=fence, patch_id=patch_id, position=position
+        )
+
+    with grpc.insecure_channel(patch_cluster.address("history")) as channel:
+        journal = jgrpc.JournalServiceStub(channel)
+        journal.LoadJournal(jpb.LoadJournalRequest(workflow_id="by-hand", fence=5), timeout=30)
+        for request, field in (
+            (patch(5, "", 0), "patch_id"),
+            (patch(5, "x" * 201, 0), "patch_id"),
+            (patch(5, "v2", -1), "position"),
+            (patch(0, "v2", 0), "fence"),
+        ):
+            with pytest.raises(grpc.RpcError) as caught:
+                journal.RecordPatch(request, timeout=30)
+            assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+            assert field in str(caught.value.details())
+        first = journal.RecordPatch(patch(5, "v2", 0), timeout=30)
+        # The step at the marker's position takes it; sent again, it is answered as the first.
+        output = to_payload("prepared")
+        step = jpb.RecordStepRequest(
+            workflow_id="by-hand",
+            fence=5,
+            step_id="prepare_v2",
+            step_name="prepare_v2",
+            position=0,
+            attempt=1,
+            output=output,
+        )
+        recorded = journal.RecordStep(step, timeout=30)
+        assert journal.RecordStep(step, timeout=30).event_id == recorded.event_id
+        # The same patch again, at any position and on a session: the first marker's answer.
+        again = journal.RecordPatch(patch(5, "v2", 1), timeout=30)
+        session = jpb.SessionRequest(calls=[jpb.JournalCall(id=1, record_patch=patch(5, "v2", 2))])
+        [answer] = next(journal.Session(iter([session]), timeout=30)).answers
+        with pytest.raises(grpc.RpcError) as caught:
+            journal.RecordPatch(patch(4, "v3", 1), timeout=30)
+        assert error_reason(caught.value) == "STALE_FENCE"
+
+    assert (first.event_id, recorded.event_id) == (2, 3)
+    assert again.event_id == answer.record_patch.event_id == first.event_id
+    events = list(client.history("by-hand"))
+    assert [(e.event_type, e.name, e.position) for e in events[1:]] == [
+        (wf.EVENT_TYPE_PATCH_RECORDED, "v2", 0),
+        (wf.EVENT_TYPE_STEP_COMPLETED, "", 0),
+    ]
