@@ -4,10 +4,10 @@
 //
 // The answer for a patch id is fixed once per run: true if the journal holds its marker
 // (PATCH_RECORDED); else true, with a marker to record, if the code asks at the frontier (no
-// call recorded at or after its position); else false (the run went past this point on the old
-// code). A marker takes no position. It is sent just before the run's next record, so asking
-// stays synchronous; a run that suspends or ends before recording anything needs none: its
-// replay asks at the frontier again and gets the same answer.
+// call recorded or begun at or after its position); else false (the run went past this point,
+// or began its next call there, on the old code). A marker takes no position. It is sent just
+// before the run's next record, so asking stays synchronous; a run that suspends or ends before
+// recording anything needs none: its replay asks at the frontier again and gets the same answer.
 
 export const PATCH_RECORDED = 'EVENT_TYPE_PATCH_RECORDED';
 export const MAX_PATCH_ID_LENGTH = 200;

@@ -95,6 +95,12 @@ export class Replay {
     this._occurrences = new Map();
     /** @type {number[]} events the code came past, counted from its next call on (patches.js) */
     this._reachLater = [];
+    // A step begun (its attempts journaled) without an outcome: the code that wrote the journal
+    // was running a call at its end, so that position is not the frontier (patches.js).
+    const outcomes = new Set(events.filter((e) => STEP_OUTCOMES.has(e.event_type)).map((e) => e.step_id));
+    const attempted = [...this.failedAttempts.keys(), ...this.startedAttempts.keys()];
+    const begun = attempted.some((stepId) => !outcomes.has(stepId) && !this._scheduled.has(stepId));
+    this._inFlightAt = begun ? Math.max(-1, ...this.recorded.keys()) + 1 : null;
   }
 
   /** Index one event of the journal, in journal order. */
@@ -191,10 +197,10 @@ export class Replay {
     this._reachLater.push(eventId);
   }
 
-  /** No call is recorded at or after the code's next position: it runs from here for the first
-   * time (the calls before it were taken out as they were reached). */
+  /** No call is recorded at or after the code's next position (the calls before it were taken
+   * out as they were reached), nor begun there: it runs from here for the first time. */
   atFrontier() {
-    return this.recorded.size === 0;
+    return this.recorded.size === 0 && this.position !== this._inFlightAt;
   }
 
   /** The event recorded at the code's next call, if any. */

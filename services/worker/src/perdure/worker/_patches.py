@@ -3,11 +3,12 @@ and every other run takes (ctx.patched, ctx.deprecate_patch; docs/worker-protoco
 
 The answer for a patch id is fixed once per run: True if the journal holds its marker
 (PATCH_RECORDED); else True, with a marker to record, if the code asks at the frontier (no call
-recorded at or after its position: it runs this part for the first time); else False (the run
-went past this point on the old code). A marker takes no position, so a journal without one
-keeps its positions. It is sent just before the run's next record, so that asking stays a plain
-synchronous question; a run that suspends or ends before recording anything needs none: its
-replay asks at the frontier again and gets the same answer."""
+recorded or begun at or after its position: it runs this part for the first time); else False
+(the run went past this point, or began its next call there, on the old code). A marker takes
+no position, so a journal without one keeps its positions. It is sent just before the run's
+next record, so that asking stays a plain synchronous question; a run that suspends or ends
+before recording anything needs none: its replay asks at the frontier again and gets the same
+answer."""
 
 from __future__ import annotations
 
