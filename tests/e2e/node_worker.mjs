@@ -6,7 +6,8 @@
 // line with its fence at its start and end), `node_limits`, `node_gated` and `node_bulky`
 // (tests/e2e/test_isolation.py), `echo_payloads` (tests/e2e/payload_workflows.py's twin), `paged_replay`
 // (tests/e2e/paged_workflows.py's twin), `node_chat` (a loop of `input.turns` signals,
-// tests/e2e/test_node_sticky.py), and the remote step types `notify`, `flaky`, `gated`,
+// tests/e2e/test_node_sticky.py), `release` (tests/e2e/patch_workflows_v*.py's twin, in the
+// version RELEASE_CODE names: v1, v2 or v3), and the remote step types `notify`, `flaky`, `gated`,
 // `square` (which never ends on the worker named in its input's `stall_on`) and `crash` (which
 // kills the worker). Every step execution appends one JSON line to the ledger file. Prints
 // "connected" once welcomed; drains on SIGTERM/SIGINT. With CLOCK_AHEAD_MS in the
@@ -263,6 +264,21 @@ async function chainTurns(ctx, state) {
   return { seen, lengths, run_id: ctx.info.runId, run: ctx.info.runNumber };
 }
 
+// tests/e2e/patch_workflows_v1.py, _v2.py and _v3.py's release, as deployed in RELEASE_CODE.
+const RELEASE_CODE = process.env.RELEASE_CODE ?? 'v1';
+async function release(ctx) {
+  let prepared;
+  if (RELEASE_CODE === 'v3') ctx.deprecatePatch('prepare-v2');
+  if (RELEASE_CODE === 'v3' || (RELEASE_CODE === 'v2' && ctx.patched('prepare-v2'))) {
+    prepared = await ctx.step('prepare_v2', () => 'v2');
+  } else {
+    prepared = await ctx.step('prepare', () => 'v1');
+  }
+  await ctx.waitForSignal('go');
+  const finished = RELEASE_CODE !== 'v1' && ctx.patched('finish-v2') ? await ctx.step('finish_v2', () => 'v2') : await ctx.step('finish', () => 'v1');
+  return { prepare: prepared, finish: finished };
+}
+
 const worker = new Worker({
   scheduler: args.scheduler,
   history: args.history,
@@ -282,6 +298,7 @@ const worker = new Worker({
     echo_payloads: echoPayloads,
     paged_replay: pagedReplay,
     node_chat: nodeChat,
+    release,
   },
   steps,
   onConnected: () => process.stdout.write(`node worker ${identity} connected\n`),

@@ -78,6 +78,7 @@ def journal_probes(workflow_id: str, fence: int) -> list[tuple[str, Any]]:
     return [
         ("LoadJournal", jpb.LoadJournalRequest(**lease)),
         ("SetState", state),
+        ("RecordPatch", jpb.RecordPatchRequest(**lease, patch_id="hijack", position=9)),
         ("ConsumeSignals", jpb.ConsumeSignalsRequest(**call, signal_name="go", result=nothing)),
         ("RecordHeartbeat", jpb.RecordHeartbeatRequest(**lease, step_id="x", attempt=1)),
         ("FinishWorkflow", finish),

@@ -217,6 +217,29 @@ async def unique(ctx: WorkflowContext) -> str:
     return await ctx.uuid4()
 
 
+@workflow(name="patched")
+async def patched(ctx: WorkflowContext) -> dict[str, Any]:
+    """Step "prepare" returns "prepared"; then if ctx.patched("v2"), step "fetch_v2" returns
+    "new", else step "fetch" returns "old"; asks ctx.patched("v2") again; returns {"got": the
+    fetch's result, "again": the second answer, "length": ctx.info.history_length}."""
+    await ctx.step("prepare", lambda: "prepared")
+    if ctx.patched("v2"):
+        got = await ctx.step("fetch_v2", lambda: "new")
+    else:
+        got = await ctx.step("fetch", lambda: "old")
+    again = ctx.patched("v2")
+    return {"got": got, "again": again, "length": ctx.info.history_length}
+
+
+@workflow(name="deprecated")
+async def deprecated(ctx: WorkflowContext) -> str:
+    """Step "prepare" returns "prepared"; ctx.deprecate_patch("v2"); step "fetch_v2" returns
+    "new"; returns it."""
+    await ctx.step("prepare", lambda: "prepared")
+    ctx.deprecate_patch("v2")
+    return str(await ctx.step("fetch_v2", lambda: "new"))
+
+
 @remote_step(name="resize")
 def resize(image: dict[str, Any]) -> dict[str, Any]:
     """Remote step: returns its input {"width": w} as {"width": w, "done": true}."""
@@ -255,5 +278,7 @@ WORKFLOWS: dict[str, WorkflowFunction] = {
         cancellable,
         oversized,
         unique,
+        patched,
+        deprecated,
     )
 }

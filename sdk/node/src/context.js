@@ -28,6 +28,7 @@ import {
 } from './errors.js';
 import { LeaseJournal, NEVER } from './journal.js';
 import { payloadOf } from './pages.js';
+import { Patches, checkPatchId, deprecatedMessage } from './patches.js';
 import { failureFrom, fromPayload, timestampMs, toDuration, toPayload, toTimestamp } from './payload.js';
 import { EVENT, INTERNAL_PREFIX, Replay, WAIT, chooseWait, kindName, ref } from './replay.js';
 import { NO_RETRY, RetryPolicy } from './retry.js';
@@ -73,6 +74,7 @@ export class WorkflowContext {
     this._log = log;
     this._journalClient = journal;
     this._replay = new Replay(loaded);
+    this._patches = new Patches(loaded.events);
     this._runId = workflow.run_id ?? '';
     this._runNumber = Number(workflow.run_number ?? 0) || 1;
     this._evicted = false;
@@ -125,6 +127,7 @@ export class WorkflowContext {
   resume(loaded, fence) {
     if (this._evicted || this._active > 0 || !this._replay.extend(loaded.events ?? [], loaded.workflow)) return false;
     this._replay.noteProgress(loaded);
+    this._patches.takeIn(loaded.events);
     this._newTask(loaded, fence);
     const blocked = this._blocked.sort((a, b) => a.position - b.position);
     this._blocked = [];
@@ -170,6 +173,38 @@ export class WorkflowContext {
   continueAsNew(input = null) {
     const encoded = toPayload(input); // throws here if it cannot be journaled
     return this._halt({ kind: 'continue_as_new', input: encoded });
+  }
+
+  /**
+   * Whether this run takes the new code path of patch `patchId`: true for a run that reaches
+   * this point on code that has the patch (a new run, or an old one that had not got this far),
+   * recorded in the journal so that every replay answers the same; false for a run that went
+   * past this point on the old code. The answer is fixed for the run.
+   *
+   *     const page = ctx.patched('fetch-with-retry') ? await ctx.step('fetch_v2', fetchV2) : await ctx.step('fetch', fetch);
+   * @param {string} patchId
+   * @returns {boolean}
+   */
+  patched(patchId) {
+    checkPatchId(patchId);
+    if (this._evicted) throw this._evictedError();
+    const answer = this._patches.patched(patchId, this._replay.position, this._replay.atFrontier());
+    for (const marker of this._patches.reached()) this._replay.reachAtNextCall(Number(marker.event_id));
+    return answer;
+  }
+
+  /**
+   * Declare that every open run took the new path of patch `patchId`, once the old path is
+   * removed from the code: a run that reaches this point records the marker as `patched` does,
+   * and one that went past it on the old code stops and parks (NonDeterminismError naming the
+   * patch) instead of running new code over an old journal.
+   * @param {string} patchId
+   */
+  deprecatePatch(patchId) {
+    if (this.patched(patchId)) return;
+    const message = deprecatedMessage(this.workflowId, patchId);
+    this._nondeterminism(message);
+    throw new NonDeterminismError(message); // the run parks with the halt, whatever the code does
   }
 
   // -- the durable calls -------------------------------------------------------------------
@@ -639,6 +674,17 @@ export class WorkflowContext {
   async _record(method, request) {
     if (this._evicted) throw this._evictedError();
     if (this._halted) return NEVER;
+    // Queued first, in this same turn: the lease's records go out in the order queued.
+    const markers = this._patches.unsent().map((marker) => this._send('RecordPatch', marker));
+    const [response] = await Promise.all([this._send(method, request), ...markers]);
+    return response;
+  }
+
+  /**
+   * @param {string} method
+   * @param {object} request
+   */
+  async _send(method, request) {
     let response;
     try {
       response = await this._journal.record(method, request, () => Boolean(this._halted));

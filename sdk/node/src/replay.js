@@ -19,6 +19,7 @@ export const EVENT = Object.freeze({
   CANCEL_REQUESTED: 'EVENT_TYPE_CANCEL_REQUESTED',
   CANCELLATION_DELIVERED: 'EVENT_TYPE_CANCELLATION_DELIVERED',
   STEP_SCHEDULED: 'EVENT_TYPE_STEP_SCHEDULED',
+  PATCH_RECORDED: 'EVENT_TYPE_PATCH_RECORDED',
 });
 
 export const WAIT = Object.freeze({
@@ -45,6 +46,7 @@ const DELTA_TYPES = new Set([
   EVENT.STEP_ATTEMPT_FAILED,
   EVENT.STEP_ATTEMPT_STARTED,
   EVENT.SIGNAL_RECEIVED,
+  EVENT.PATCH_RECORDED,
   'EVENT_TYPE_WORKFLOW_SUSPENDED',
 ]);
 DELTA_TYPES.delete(EVENT.CANCELLATION_DELIVERED);
@@ -91,6 +93,14 @@ export class Replay {
     this.position = 0;
     /** @type {Map<string, number>} */
     this._occurrences = new Map();
+    /** @type {number[]} events the code came past, counted from its next call on (patches.js) */
+    this._reachLater = [];
+    // A step begun (its attempts journaled) without an outcome: the code that wrote the journal
+    // was running a call at its end, so that position is not the frontier (patches.js).
+    const outcomes = new Set(events.filter((e) => STEP_OUTCOMES.has(e.event_type)).map((e) => e.step_id));
+    const attempted = [...this.failedAttempts.keys(), ...this.startedAttempts.keys()];
+    const begun = attempted.some((stepId) => !outcomes.has(stepId) && !this._scheduled.has(stepId));
+    this._inFlightAt = begun ? Math.max(-1, ...this.recorded.keys()) + 1 : null;
   }
 
   /** Index one event of the journal, in journal order. */
@@ -155,6 +165,7 @@ export class Replay {
    * @returns {Call}
    */
   allocate(name) {
+    for (const eventId of this._reachLater.splice(0)) this.reach(eventId);
     const occurrence = (this._occurrences.get(name) ?? 0) + 1;
     this._occurrences.set(name, occurrence);
     const stepId = occurrence === 1 ? name : `${name}#${occurrence}`;
@@ -175,6 +186,21 @@ export class Replay {
    */
   reach(eventId) {
     this.reached = Math.max(this.reached, eventId || this.reached + 1);
+  }
+
+  /**
+   * The code came past the journal's event `eventId` between calls (a patch marker): ctx.info
+   * counts it from the next call on, where the run that recorded it had its record answered.
+   * @param {number} eventId
+   */
+  reachAtNextCall(eventId) {
+    this._reachLater.push(eventId);
+  }
+
+  /** No call is recorded at or after the code's next position (the calls before it were taken
+   * out as they were reached), nor begun there: it runs from here for the first time. */
+  atFrontier() {
+    return this.recorded.size === 0 && this.position !== this._inFlightAt;
   }
 
   /** The event recorded at the code's next call, if any. */

@@ -81,6 +81,12 @@ export class FakeHistory {
       case 'ScheduleStep':
         this.add('EVENT_TYPE_STEP_SCHEDULED', { ...ref, payload: request.input });
         return { cancel_requested };
+      case 'RecordPatch': {
+        const step_id = `$patch:${request.patch_id}`;
+        const marker = this.events.find((e) => e.event_type === 'EVENT_TYPE_PATCH_RECORDED' && e.step_id === step_id);
+        if (!marker) this.add('EVENT_TYPE_PATCH_RECORDED', { step_id, step_name: '$patch', name: request.patch_id, position: request.position, fence: request.fence });
+        return { event_id: (marker ?? this.events.at(-1)).event_id, cancel_requested };
+      }
       case 'RecordCancellation':
         this.add('EVENT_TYPE_CANCELLATION_DELIVERED', ref);
         return { cancel_requested };

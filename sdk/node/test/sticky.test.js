@@ -167,6 +167,40 @@ test('an evicted run records nothing: any later call of its context rejects', as
   assert.deepEqual(cache.counts, { hits: 0, misses: 3, evictions: 2 });
 });
 
+test('a kept run and a replayed one answer, record and place patch markers alike', async () => {
+  /** Ask "early" before a wait (the run suspends with its marker unsent), "late" after it. */
+  const patchy = async (ctx) => {
+    const answers = [ctx.patched('early')];
+    const said = await ctx.waitForSignal('say');
+    answers.push(ctx.patched('early'), ctx.patched('late'));
+    await ctx.step('reply', () => `re: ${said}`);
+    await ctx.waitForSignal('say');
+    answers.push(ctx.patched('late'));
+    return answers;
+  };
+  const drive = async (cache) => {
+    const history = new FakeHistory({ workflowType: 'patchy' });
+    assert.equal(await task(history, { patchy }, 1, cache), 'suspended');
+    for (const [index, said] of ['one', 'two'].entries()) {
+      history.signal('say', said);
+      await task(history, { patchy }, index + 2, cache);
+    }
+    assert.equal(history.workflow.status, 'WORKFLOW_STATUS_COMPLETED');
+    return history;
+  };
+  const cache = new RunCache({ maxRuns: 10 });
+  const sticky = await drive(cache);
+  const replayed = await drive(undefined);
+  assert.equal(cache.counts.hits, 2);
+  assert.deepEqual(sticky.summary(), replayed.summary());
+  assert.deepEqual(fromPayload(sticky.result), [true, true, true, true]);
+  const markers = (history) => history.events.filter((e) => e.event_type === 'EVENT_TYPE_PATCH_RECORDED').map((e) => [e.name, Number(e.position)]);
+  assert.deepEqual(markers(sticky), [['early', 0], ['late', 1]]);
+  // Each marker went just before the next record: the consumption, the step's attempt.
+  const methods = sticky.records.map(([method]) => method).filter((m) => m !== 'SuspendWorkflow');
+  assert.deepEqual(methods.slice(0, 4), ['RecordPatch', 'ConsumeSignals', 'RecordPatch', 'RecordStep']);
+});
+
 test('a kept run resumes past timers, retries and remote steps, as a replay would', async () => {
   const script = (passes) => async (ctx) => {
     passes.push('start');

@@ -63,6 +63,9 @@ class FakeJournal(JournalClient):
     def SetState(self, request: Any) -> jpb.SetStateResponse:
         return jpb.SetStateResponse()
 
+    def RecordPatch(self, request: Any) -> jpb.RecordPatchResponse:
+        return jpb.RecordPatchResponse()
+
     def RecordCancellation(self, request: Any) -> jpb.RecordCancellationResponse:
         return jpb.RecordCancellationResponse()
 

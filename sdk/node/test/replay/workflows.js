@@ -170,6 +170,28 @@ const CATALOGUE = {
 
   // ctx.uuid4(), then returns it.
   unique: { run: async (ctx) => ctx.uuid4() },
+
+  // Step "prepare" returns "prepared"; then if ctx.patched("v2"), step "fetch_v2" returns
+  // "new", else step "fetch" returns "old"; asks ctx.patched("v2") again; returns {"got": the
+  // fetch's result, "again": the second answer, "length": ctx.info.historyLength}.
+  patched: {
+    run: async (ctx) => {
+      await ctx.step('prepare', () => 'prepared');
+      const got = ctx.patched('v2') ? await ctx.step('fetch_v2', () => 'new') : await ctx.step('fetch', () => 'old');
+      const again = ctx.patched('v2');
+      return { got, again, length: ctx.info.historyLength };
+    },
+  },
+
+  // Step "prepare" returns "prepared"; ctx.deprecate_patch("v2"); step "fetch_v2" returns
+  // "new"; returns it.
+  deprecated: {
+    run: async (ctx) => {
+      await ctx.step('prepare', () => 'prepared');
+      ctx.deprecatePatch('v2');
+      return String(await ctx.step('fetch_v2', () => 'new'));
+    },
+  },
 };
 
 /** The catalogue as the runner takes it: type name -> {fn, retry}. */

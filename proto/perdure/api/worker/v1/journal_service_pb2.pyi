@@ -192,6 +192,26 @@ class SetStateResponse(_message.Message):
     event_id: int
     def __init__(self, cancel_requested: _Optional[bool] = ..., event_id: _Optional[int] = ...) -> None: ...
 
+class RecordPatchRequest(_message.Message):
+    __slots__ = ("workflow_id", "fence", "patch_id", "position")
+    WORKFLOW_ID_FIELD_NUMBER: _ClassVar[int]
+    FENCE_FIELD_NUMBER: _ClassVar[int]
+    PATCH_ID_FIELD_NUMBER: _ClassVar[int]
+    POSITION_FIELD_NUMBER: _ClassVar[int]
+    workflow_id: str
+    fence: int
+    patch_id: str
+    position: int
+    def __init__(self, workflow_id: _Optional[str] = ..., fence: _Optional[int] = ..., patch_id: _Optional[str] = ..., position: _Optional[int] = ...) -> None: ...
+
+class RecordPatchResponse(_message.Message):
+    __slots__ = ("cancel_requested", "event_id")
+    CANCEL_REQUESTED_FIELD_NUMBER: _ClassVar[int]
+    EVENT_ID_FIELD_NUMBER: _ClassVar[int]
+    cancel_requested: bool
+    event_id: int
+    def __init__(self, cancel_requested: _Optional[bool] = ..., event_id: _Optional[int] = ...) -> None: ...
+
 class RecordCancellationRequest(_message.Message):
     __slots__ = ("workflow_id", "fence", "step_id", "step_name", "position")
     WORKFLOW_ID_FIELD_NUMBER: _ClassVar[int]
@@ -369,7 +389,7 @@ class SessionResponse(_message.Message):
     def __init__(self, answers: _Optional[_Iterable[_Union[JournalAnswer, _Mapping]]] = ...) -> None: ...
 
 class JournalCall(_message.Message):
-    __slots__ = ("id", "trace_context", "load_journal", "record_step", "finish_workflow", "start_timer", "consume_signals", "set_state", "record_cancellation", "record_heartbeat", "suspend_workflow", "schedule_step", "load_step", "load_payload")
+    __slots__ = ("id", "trace_context", "load_journal", "record_step", "finish_workflow", "start_timer", "consume_signals", "set_state", "record_cancellation", "record_heartbeat", "suspend_workflow", "schedule_step", "load_step", "load_payload", "record_patch")
     class TraceContextEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -391,6 +411,7 @@ class JournalCall(_message.Message):
     SCHEDULE_STEP_FIELD_NUMBER: _ClassVar[int]
     LOAD_STEP_FIELD_NUMBER: _ClassVar[int]
     LOAD_PAYLOAD_FIELD_NUMBER: _ClassVar[int]
+    RECORD_PATCH_FIELD_NUMBER: _ClassVar[int]
     id: int
     trace_context: _containers.ScalarMap[str, str]
     load_journal: LoadJournalRequest
@@ -405,10 +426,11 @@ class JournalCall(_message.Message):
     schedule_step: ScheduleStepRequest
     load_step: LoadStepRequest
     load_payload: LoadPayloadRequest
-    def __init__(self, id: _Optional[int] = ..., trace_context: _Optional[_Mapping[str, str]] = ..., load_journal: _Optional[_Union[LoadJournalRequest, _Mapping]] = ..., record_step: _Optional[_Union[RecordStepRequest, _Mapping]] = ..., finish_workflow: _Optional[_Union[FinishWorkflowRequest, _Mapping]] = ..., start_timer: _Optional[_Union[StartTimerRequest, _Mapping]] = ..., consume_signals: _Optional[_Union[ConsumeSignalsRequest, _Mapping]] = ..., set_state: _Optional[_Union[SetStateRequest, _Mapping]] = ..., record_cancellation: _Optional[_Union[RecordCancellationRequest, _Mapping]] = ..., record_heartbeat: _Optional[_Union[RecordHeartbeatRequest, _Mapping]] = ..., suspend_workflow: _Optional[_Union[SuspendWorkflowRequest, _Mapping]] = ..., schedule_step: _Optional[_Union[ScheduleStepRequest, _Mapping]] = ..., load_step: _Optional[_Union[LoadStepRequest, _Mapping]] = ..., load_payload: _Optional[_Union[LoadPayloadRequest, _Mapping]] = ...) -> None: ...
+    record_patch: RecordPatchRequest
+    def __init__(self, id: _Optional[int] = ..., trace_context: _Optional[_Mapping[str, str]] = ..., load_journal: _Optional[_Union[LoadJournalRequest, _Mapping]] = ..., record_step: _Optional[_Union[RecordStepRequest, _Mapping]] = ..., finish_workflow: _Optional[_Union[FinishWorkflowRequest, _Mapping]] = ..., start_timer: _Optional[_Union[StartTimerRequest, _Mapping]] = ..., consume_signals: _Optional[_Union[ConsumeSignalsRequest, _Mapping]] = ..., set_state: _Optional[_Union[SetStateRequest, _Mapping]] = ..., record_cancellation: _Optional[_Union[RecordCancellationRequest, _Mapping]] = ..., record_heartbeat: _Optional[_Union[RecordHeartbeatRequest, _Mapping]] = ..., suspend_workflow: _Optional[_Union[SuspendWorkflowRequest, _Mapping]] = ..., schedule_step: _Optional[_Union[ScheduleStepRequest, _Mapping]] = ..., load_step: _Optional[_Union[LoadStepRequest, _Mapping]] = ..., load_payload: _Optional[_Union[LoadPayloadRequest, _Mapping]] = ..., record_patch: _Optional[_Union[RecordPatchRequest, _Mapping]] = ...) -> None: ...
 
 class JournalAnswer(_message.Message):
-    __slots__ = ("id", "error", "load_journal", "record_step", "finish_workflow", "start_timer", "consume_signals", "set_state", "record_cancellation", "record_heartbeat", "suspend_workflow", "schedule_step", "load_step", "load_payload")
+    __slots__ = ("id", "error", "load_journal", "record_step", "finish_workflow", "start_timer", "consume_signals", "set_state", "record_cancellation", "record_heartbeat", "suspend_workflow", "schedule_step", "load_step", "load_payload", "record_patch")
     ID_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
     LOAD_JOURNAL_FIELD_NUMBER: _ClassVar[int]
@@ -423,6 +445,7 @@ class JournalAnswer(_message.Message):
     SCHEDULE_STEP_FIELD_NUMBER: _ClassVar[int]
     LOAD_STEP_FIELD_NUMBER: _ClassVar[int]
     LOAD_PAYLOAD_FIELD_NUMBER: _ClassVar[int]
+    RECORD_PATCH_FIELD_NUMBER: _ClassVar[int]
     id: int
     error: SessionError
     load_journal: LoadJournalResponse
@@ -437,7 +460,8 @@ class JournalAnswer(_message.Message):
     schedule_step: ScheduleStepResponse
     load_step: LoadStepResponse
     load_payload: LoadPayloadResponse
-    def __init__(self, id: _Optional[int] = ..., error: _Optional[_Union[SessionError, _Mapping]] = ..., load_journal: _Optional[_Union[LoadJournalResponse, _Mapping]] = ..., record_step: _Optional[_Union[RecordStepResponse, _Mapping]] = ..., finish_workflow: _Optional[_Union[FinishWorkflowResponse, _Mapping]] = ..., start_timer: _Optional[_Union[StartTimerResponse, _Mapping]] = ..., consume_signals: _Optional[_Union[ConsumeSignalsResponse, _Mapping]] = ..., set_state: _Optional[_Union[SetStateResponse, _Mapping]] = ..., record_cancellation: _Optional[_Union[RecordCancellationResponse, _Mapping]] = ..., record_heartbeat: _Optional[_Union[RecordHeartbeatResponse, _Mapping]] = ..., suspend_workflow: _Optional[_Union[SuspendWorkflowResponse, _Mapping]] = ..., schedule_step: _Optional[_Union[ScheduleStepResponse, _Mapping]] = ..., load_step: _Optional[_Union[LoadStepResponse, _Mapping]] = ..., load_payload: _Optional[_Union[LoadPayloadResponse, _Mapping]] = ...) -> None: ...
+    record_patch: RecordPatchResponse
+    def __init__(self, id: _Optional[int] = ..., error: _Optional[_Union[SessionError, _Mapping]] = ..., load_journal: _Optional[_Union[LoadJournalResponse, _Mapping]] = ..., record_step: _Optional[_Union[RecordStepResponse, _Mapping]] = ..., finish_workflow: _Optional[_Union[FinishWorkflowResponse, _Mapping]] = ..., start_timer: _Optional[_Union[StartTimerResponse, _Mapping]] = ..., consume_signals: _Optional[_Union[ConsumeSignalsResponse, _Mapping]] = ..., set_state: _Optional[_Union[SetStateResponse, _Mapping]] = ..., record_cancellation: _Optional[_Union[RecordCancellationResponse, _Mapping]] = ..., record_heartbeat: _Optional[_Union[RecordHeartbeatResponse, _Mapping]] = ..., suspend_workflow: _Optional[_Union[SuspendWorkflowResponse, _Mapping]] = ..., schedule_step: _Optional[_Union[ScheduleStepResponse, _Mapping]] = ..., load_step: _Optional[_Union[LoadStepResponse, _Mapping]] = ..., load_payload: _Optional[_Union[LoadPayloadResponse, _Mapping]] = ..., record_patch: _Optional[_Union[RecordPatchResponse, _Mapping]] = ...) -> None: ...
 
 class SessionError(_message.Message):
     __slots__ = ("code", "message", "reason")

@@ -97,6 +97,11 @@ class JournalServiceStub:
                 request_serializer=perdure_dot_api_dot_worker_dot_v1_dot_journal__service__pb2.LoadPayloadRequest.SerializeToString,
                 response_deserializer=perdure_dot_api_dot_worker_dot_v1_dot_journal__service__pb2.LoadPayloadResponse.FromString,
                 _registered_method=True)
+        self.RecordPatch = channel.unary_unary(
+                '/perdure.api.worker.v1.JournalService/RecordPatch',
+                request_serializer=perdure_dot_api_dot_worker_dot_v1_dot_journal__service__pb2.RecordPatchRequest.SerializeToString,
+                response_deserializer=perdure_dot_api_dot_worker_dot_v1_dot_journal__service__pb2.RecordPatchResponse.FromString,
+                _registered_method=True)
         self.Session = channel.stream_stream(
                 '/perdure.api.worker.v1.JournalService/Session',
                 request_serializer=perdure_dot_api_dot_worker_dot_v1_dot_journal__service__pb2.SessionRequest.SerializeToString,
@@ -215,6 +220,16 @@ class JournalServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def RecordPatch(self, request, context):
+        """Records that the code took the new path of a patch (ctx.patched, ctx.deprecate_patch):
+        journals PATCH_RECORDED once per patch id and run; recording the same patch again answers
+        the first marker and writes nothing. Errors: NOT_FOUND (WORKFLOW_NOT_FOUND),
+        FAILED_PRECONDITION (STALE_FENCE, WORKFLOW_CLOSED).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Session(self, request_iterator, context):
         """Any number of the calls above on one long-lived stream, answered as they complete and
         matched by id: the same requests, answers and errors as the unary methods, for a fraction
@@ -288,6 +303,11 @@ def add_JournalServiceServicer_to_server(servicer, server):
                     servicer.LoadPayload,
                     request_deserializer=perdure_dot_api_dot_worker_dot_v1_dot_journal__service__pb2.LoadPayloadRequest.FromString,
                     response_serializer=perdure_dot_api_dot_worker_dot_v1_dot_journal__service__pb2.LoadPayloadResponse.SerializeToString,
+            ),
+            'RecordPatch': grpc.unary_unary_rpc_method_handler(
+                    servicer.RecordPatch,
+                    request_deserializer=perdure_dot_api_dot_worker_dot_v1_dot_journal__service__pb2.RecordPatchRequest.FromString,
+                    response_serializer=perdure_dot_api_dot_worker_dot_v1_dot_journal__service__pb2.RecordPatchResponse.SerializeToString,
             ),
             'Session': grpc.stream_stream_rpc_method_handler(
                     servicer.Session,
@@ -622,6 +642,33 @@ class JournalService:
             '/perdure.api.worker.v1.JournalService/LoadPayload',
             perdure_dot_api_dot_worker_dot_v1_dot_journal__service__pb2.LoadPayloadRequest.SerializeToString,
             perdure_dot_api_dot_worker_dot_v1_dot_journal__service__pb2.LoadPayloadResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RecordPatch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/perdure.api.worker.v1.JournalService/RecordPatch',
+            perdure_dot_api_dot_worker_dot_v1_dot_journal__service__pb2.RecordPatchRequest.SerializeToString,
+            perdure_dot_api_dot_worker_dot_v1_dot_journal__service__pb2.RecordPatchResponse.FromString,
             options,
             channel_credentials,
             insecure,

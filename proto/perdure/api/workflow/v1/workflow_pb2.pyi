@@ -62,6 +62,7 @@ class EventType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     EVENT_TYPE_STEP_SCHEDULED: _ClassVar[EventType]
     EVENT_TYPE_STEP_ATTEMPT_STARTED: _ClassVar[EventType]
     EVENT_TYPE_WORKFLOW_CONTINUED_AS_NEW: _ClassVar[EventType]
+    EVENT_TYPE_PATCH_RECORDED: _ClassVar[EventType]
 WORKFLOW_STATUS_UNSPECIFIED: WorkflowStatus
 WORKFLOW_STATUS_RUNNING: WorkflowStatus
 WORKFLOW_STATUS_COMPLETED: WorkflowStatus
@@ -102,6 +103,7 @@ EVENT_TYPE_WORKFLOW_TERMINATED: EventType
 EVENT_TYPE_STEP_SCHEDULED: EventType
 EVENT_TYPE_STEP_ATTEMPT_STARTED: EventType
 EVENT_TYPE_WORKFLOW_CONTINUED_AS_NEW: EventType
+EVENT_TYPE_PATCH_RECORDED: EventType
 
 class Wait(_message.Message):
     __slots__ = ("kind", "name", "until")

@@ -4,7 +4,7 @@ when something different is recorded at that call. The base of the Journal's par
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from opentelemetry import trace
@@ -25,6 +25,9 @@ from perdure.telemetry.propagation import links_to
 # A run whose holders record nothing (not even a step attempt's start) this many times in a
 # row lost its worker in its own code each time: parked (PERDURE_CRASH_LOOP_LIMIT).
 DEFAULT_CRASH_LOOP_LIMIT = 5
+
+# What answers an append whose step id or position is taken already (a retried request).
+Existing = Callable[[AsyncConnection, Call, dict[str, Any]], Awaitable[Appended]]
 
 
 class JournalBase:
@@ -48,28 +51,17 @@ class JournalBase:
     async def record(self, call: Call, record: StepRecord) -> Appended:
         """Append the event of one call of the code. Recording the same event at the same call
         again (a retried request) is a no-op; a different one there is STEP_CONFLICT."""
-        params = store.event_params(
-            workflow_id=call.workflow_id,
-            fence=call.fence,
-            lease_key=call.lease.key,
-            event_type=record.event_type,
-            step_id=call.step_id,
-            step_name=call.step_name,
-            position=call.position if record.positioned else None,
-            attempt=record.attempt,
-            payload=record.payload,
-            failure=record.failure,
-            due_at=record.due_at,
-            due_in=record.due_in,
-            name=record.name,
-            started_at=record.started_at,
-        )
+        return await self.append_call(call, call_params(call, record), self._existing_call)
+
+    async def append_call(self, call: Call, params: dict[str, Any], existing: Existing) -> Appended:
+        """Append an event of the code's lease (store.event_params); when its step id or
+        position is taken, answer what `existing` finds there instead."""
         try:
             with timed_write(params["event_type"].lower()):
                 row = await self._records.append(params)
         except UniqueViolation:
             async with self._pool.connection() as conn:
-                return await self._existing_call(conn, call, params)
+                return await existing(conn, call, params)
         if row is None:
             async with self._pool.connection() as conn:
                 raise await fencing.rejection(conn, call.lease)
@@ -112,6 +104,26 @@ class JournalBase:
         if row is None:
             raise fencing.run_not_found(workflow_id)
         return row
+
+
+def call_params(call: Call, record: StepRecord) -> dict[str, Any]:
+    """The append parameters of the event of one call of the code, under its lease."""
+    return store.event_params(
+        workflow_id=call.workflow_id,
+        fence=call.fence,
+        lease_key=call.lease.key,
+        event_type=record.event_type,
+        step_id=call.step_id,
+        step_name=call.step_name,
+        position=call.position if record.positioned else None,
+        attempt=record.attempt,
+        payload=record.payload,
+        failure=record.failure,
+        due_at=record.due_at,
+        due_in=record.due_in,
+        name=record.name,
+        started_at=record.started_at,
+    )
 
 
 def link_workflow(span: trace.Span, appended: Row) -> None:

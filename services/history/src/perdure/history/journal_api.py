@@ -28,6 +28,7 @@ from perdure.history.model import (
 from perdure.history.retries import retry_message, retry_policy
 from perdure.history.validation import (
     call_of,
+    patch_of,
     require_state_key,
     require_task_queue,
     run_lease,
@@ -282,6 +283,15 @@ class JournalApi:
         record = StepRecord(EventType.CANCELLATION_DELIVERED)
         appended = await self._journal.record(call_of(request), record)
         return jpb.RecordCancellationResponse(event_id=appended.event_id)
+
+    @errors.unary
+    async def RecordPatch(
+        self, request: jpb.RecordPatchRequest, context: Context
+    ) -> jpb.RecordPatchResponse:
+        appended = await self._journal.record_patch(*patch_of(request))
+        return jpb.RecordPatchResponse(
+            cancel_requested=appended.cancel_requested, event_id=appended.event_id
+        )
 
     @errors.unary
     async def RecordHeartbeat(

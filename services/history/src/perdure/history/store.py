@@ -616,8 +616,14 @@ WHERE e.signal_id = %(signal_id)s AND r.chain_id = %(workflow_id)s"""
 
 SELECT_STEP_EVENT = f"""
 SELECT {EVENT_COLUMNS} FROM history.events
-WHERE workflow_id = %(workflow_id)s AND position IS NOT NULL
+WHERE workflow_id = %(workflow_id)s AND position IS NOT NULL AND event_type <> 'PATCH_RECORDED'
   AND (step_id = %(step_id)s OR position = %(position)s)
+"""
+
+# A run's marker of a patch (its step id names the patch): recorded once per run.
+SELECT_PATCH = f"""
+SELECT {EVENT_COLUMNS} FROM history.events
+WHERE workflow_id = %(workflow_id)s AND step_id = %(step_id)s AND event_type = 'PATCH_RECORDED'
 """
 
 SELECT_ATTEMPT_EVENT = f"""

@@ -109,6 +109,22 @@ def call_of(request: _CallRequest) -> Call:
     return Call(lease, request.step_id, request.step_name, request.position)
 
 
+def patch_of(request: jpb.RecordPatchRequest) -> tuple[Lease, str, int]:
+    """The lease, the patch id and the code's position of a patch marker, validated."""
+    require_workflow_id(request.workflow_id)
+    _require_fence(request.fence)
+    if not request.patch_id or len(request.patch_id) > MAX_KEY_LENGTH:
+        raise errors.invalid_argument(f"patch_id must have 1 to {MAX_KEY_LENGTH} characters")
+    require_storable("patch_id", request.patch_id)
+    if request.position < 0:
+        raise errors.invalid_argument("position must be zero or more")
+    return (
+        Lease(request.workflow_id, request.fence, acting_key()),
+        request.patch_id,
+        request.position,
+    )
+
+
 def execution_timeout(start: api.StartWorkflowRequest) -> float | None:
     """A start's execution timeout in seconds (the gateway checked its range); None: unset."""
     if not start.HasField("execution_timeout"):

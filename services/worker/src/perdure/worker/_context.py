@@ -38,6 +38,7 @@ from perdure.worker._errors import (
 )
 from perdure.worker._info import RunInfo
 from perdure.worker._journal import JournalClient
+from perdure.worker._patches import Patches, check_patch_id, deprecated_message
 from perdure.worker._payload import from_payload, to_payload
 from perdure.worker._replay import STEP_OUTCOMES, Call, Replay, payload_size
 from perdure.worker._retry import NO_RETRY, RetryPolicy
@@ -104,6 +105,7 @@ class WorkflowContext:
         self._lease(loaded, journal)
         self._task_queue = loaded.workflow.task_queue
         self._replay = Replay(loaded)
+        self._patches = Patches(loaded.events)
         self._run_id = loaded.workflow.run_id
         self._run_number = loaded.workflow.run_number or 1
         self._cancel_requested = loaded.workflow.cancel_requested
@@ -130,6 +132,7 @@ class WorkflowContext:
         event is one only a replay can take in."""
         if not self._replay.take_in(loaded, self.fence):
             return False
+        self._patches.take_in(loaded.events)
         journal.carry_on(self._journal)  # ctx.info goes on from where the code had reached
         self._lease(loaded, journal)
         if loaded.workflow.cancel_requested or self._replay.cancel_reason:
@@ -165,6 +168,32 @@ class WorkflowContext:
     def non_determinism(self) -> NonDeterminismError | None:
         """The first mismatch of the code with its journal, if any: the run parks with it."""
         return self._replay.non_determinism
+
+    def patched(self, patch_id: str) -> bool:
+        """Whether this run takes the new code path of patch `patch_id`: True for a run that
+        reaches this point on code that has the patch (a new run, or an old one that had not
+        got this far), recorded in the journal so that every replay answers the same; False
+        for a run that went past this point on the old code. The answer is fixed for the run.
+
+            if ctx.patched("fetch-with-retry"):
+                page = await ctx.step("fetch_v2", fetch_v2, url)
+            else:
+                page = await ctx.step("fetch", fetch, url)
+        """
+        check_patch_id(patch_id)
+        self._check_open()
+        if self._replay.non_determinism is not None:
+            raise self._replay.non_determinism
+        return self._patches.patched(patch_id, self._replay.position, self._replay.at_frontier())
+
+    def deprecate_patch(self, patch_id: str) -> None:
+        """Declare that every open run took the new path of patch `patch_id`, once the old path
+        is removed from the code: a run that reaches this point records the marker as
+        `patched` does, and one that went past it on the old code parks
+        (NonDeterminismError naming the patch) instead of running new code over an old
+        journal. Once no open run is older than the patch, the call can go too."""
+        if not self.patched(patch_id):
+            raise self._replay.mismatch(deprecated_message(self.workflow_id, patch_id))
 
     async def step(
         self,
@@ -344,6 +373,8 @@ class WorkflowContext:
         """Take the next position for a call; check it against the journal; deliver a pending
         cancellation here if the code has not seen it yet."""
         self._check_open()
+        for marker in self._patches.reached():
+            self._journal.reach(marker.event_id)
         call = self._replay.next_call(name)
         if call.recorded is not None:
             recorded = call.recorded
@@ -387,8 +418,14 @@ class WorkflowContext:
         return WorkflowCancelledError(f"workflow {self.workflow_id!r} was cancelled{reason}")
 
     async def _record(self, request: Any) -> Any:
-        """Send a record of this lease; note a cancel request the answer reports."""
+        """Send a record of this lease, after the patch markers the code has yet to record;
+        note a cancel request an answer reports."""
         self._check_open()
+        for marker in self._patches.unsent():
+            await self._send(marker)
+        return await self._send(request)
+
+    async def _send(self, request: Any) -> Any:
         response = await self._journal.record(request)
         if getattr(response, "cancel_requested", False):
             self._cancel_requested = True

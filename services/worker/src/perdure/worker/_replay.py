@@ -81,6 +81,12 @@ class Replay:
         self._failed_attempts: dict[str, list[wf.HistoryEvent]] = {}
         self._started_attempts: dict[str, int] = {}  # the last attempt started, by step
         self._count_attempts(events)
+        # A step begun (its attempts journaled) without an outcome: the code that wrote the
+        # journal was running a call at its end, so that position is not the frontier (where
+        # a patch may take the new path).
+        attempted = {*self._failed_attempts, *self._started_attempts} - scheduled
+        begun = attempted - {e.step_id for e in events if e.event_type in STEP_OUTCOMES}
+        self._in_flight_at = max(self._recorded, default=-1) + 1 if begun else None
         consumed: set[int] = set()
         for event in events:
             if event.event_type == wf.EVENT_TYPE_SIGNAL_CONSUMED:
@@ -172,6 +178,17 @@ class Replay:
                 f"workflow {self.workflow_id!r}: call #{call.position} is {what} "
                 f"{call.step_id!r}, but the journal recorded a {_kind(recorded)} there"
             )
+
+    @property
+    def position(self) -> int:
+        """The position of the code's next call."""
+        return self._position
+
+    def at_frontier(self) -> bool:
+        """No call is recorded at or after the code's next position (the calls before it were
+        popped as they were reached), nor begun there: the code runs from here for the first
+        time."""
+        return not self._recorded and self._position != self._in_flight_at
 
     def following(self) -> wf.HistoryEvent | None:
         """The event recorded at the next call's position, if any."""

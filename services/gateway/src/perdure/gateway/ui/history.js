@@ -33,6 +33,8 @@ function eventDetail(event) {
     case "EVENT_TYPE_WORKFLOW_CANCELLED": return failureText(event.failure);
     case "EVENT_TYPE_WORKFLOW_COMPLETED": return `result ${shortJson(event.payload)}`;
     case "EVENT_TYPE_WORKFLOW_CONTINUED_AS_NEW": return `next run's input ${shortJson(event.payload)}`;
+    case "EVENT_TYPE_PATCH_RECORDED":
+      return `new code path from call #${event.position || 0}`;
     case "EVENT_TYPE_STEP_SCHEDULED":
       return `on ${event.task_queue || "?"} · input ${shortJson(event.payload)}`;
     default: return "";

@@ -1,0 +1,20 @@
+"""The workflow `release` redeployed with both of its steps changed, each behind a patch
+(tests/e2e/test_patches.py): a run that went past a step on the old code keeps that step."""
+
+from __future__ import annotations
+
+from perdure.worker import WorkflowContext, workflow
+
+
+@workflow(name="release")
+async def release(ctx: WorkflowContext) -> dict[str, str]:
+    if ctx.patched("prepare-v2"):
+        prepared = await ctx.step("prepare_v2", lambda: "v2")
+    else:
+        prepared = await ctx.step("prepare", lambda: "v1")
+    await ctx.wait_for_signal("go")
+    if ctx.patched("finish-v2"):
+        finished = await ctx.step("finish_v2", lambda: "v2")
+    else:
+        finished = await ctx.step("finish", lambda: "v1")
+    return {"prepare": prepared, "finish": finished}
