@@ -19,7 +19,7 @@ from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.client import Client
 from perdure.worker.testing import replay
 from tests.e2e import gate_appended, gate_reordered
-from tests.fixtures.cluster import REPO_ROOT, Cluster, free_port, wait_until
+from tests.fixtures.cluster import NODE_SDK, REPO_ROOT, Cluster, free_port, require_node, wait_until
 
 MODULE = "tests.e2e.gate_workflows"
 WAIT = 90.0  # upper bound of any wait for a run to get somewhere
@@ -132,6 +132,33 @@ def test_a_saved_history_replays_with_the_cli_and_the_pytest_helper(
     assert replay(gate_appended, path).outcome == "passed"
     with pytest.raises(AssertionError, match=r"non-deterministic at call #0"):
         replay(gate_reordered, path)
+
+
+def test_node_code_is_gated_against_the_same_runs(shared: Cluster, runs: dict[str, str]) -> None:
+    """The Node.js SDK's gate replays the runs a Python worker recorded, through the gateway."""
+    node = require_node()
+
+    def node_gate(module: str) -> subprocess.CompletedProcess[str]:
+        gate = NODE_SDK / "bin" / "perdure-replay.js"
+        return subprocess.run(
+            [node, str(gate), "--module", module, "--gateway", shared.gateway],
+            cwd=REPO_ROOT,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+
+    same = node_gate("tests/e2e/gate_workflows.mjs")
+    assert same.returncode == 0, same.stdout + same.stderr
+    assert "2 replayed, 2 passed, 0 non-deterministic, 1 skipped" in same.stdout
+    reordered = node_gate("tests/e2e/gate_reordered.mjs")
+    assert reordered.returncode == 1, reordered.stdout + reordered.stderr
+    for workflow_id in WAITING:
+        [row] = [
+            line for line in reordered.stdout.splitlines() if line.startswith(f"{workflow_id} ")
+        ]
+        assert runs[workflow_id] in row
+        assert "step_completed 'reserve'" in row and "step 'charge'" in row
 
 
 def test_the_gate_refuses_what_it_cannot_run(shared: Cluster, tmp_path: Path) -> None:
