@@ -21,6 +21,7 @@ import { readHistory, replayHistory } from '../src/replay-check.js';
 const OPEN = new Set(['WORKFLOW_STATUS_RUNNING', 'WORKFLOW_STATUS_WAITING']);
 const UNITS = { s: 1, m: 60, h: 3600, d: 86400, w: 604800 };
 const PAGE_SIZE = 100;
+const DEFAULT_LIMIT = 1000;
 
 class GateError extends Error {}
 
@@ -36,14 +37,17 @@ function options() {
         open: { type: 'boolean', default: false },
         all: { type: 'boolean', default: false },
         since: { type: 'string' },
-        limit: { type: 'string', default: '1000' },
+        limit: { type: 'string' },
         json: { type: 'boolean', default: false },
       },
     });
     if (!values.module) throw new GateError('--module is required: the file whose exported workflows replay the runs');
     if (values.open && values.all) throw new GateError('--open and --all exclude each other');
-    const limit = Number(values.limit);
-    if (!/^\d+$/.test(values.limit) || limit < 1) throw new GateError(`--limit '${values.limit}' is not a whole number >= 1`);
+    const live = { '--type': values.type, '--open': values.open, '--all': values.all, '--since': values.since, '--limit': values.limit };
+    const given = Object.keys(live).filter((flag) => live[flag]);
+    if (values.file.length && given.length) throw new GateError(`${given.join(', ')} choose among live runs; with --file, the histories given are replayed`);
+    const limit = Number(values.limit ?? DEFAULT_LIMIT);
+    if (!/^\d+$/.test(values.limit ?? String(DEFAULT_LIMIT)) || limit < 1) throw new GateError(`--limit '${values.limit}' is not a whole number >= 1`);
     let sinceMs = null;
     if (values.since !== undefined) {
       const match = /^(\d+)([smhdw])$/.exec(values.since.trim());

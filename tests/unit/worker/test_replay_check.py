@@ -159,3 +159,12 @@ def test_saved_histories_round_trip_and_replay_from_a_directory(tmp_path: Any) -
     (tmp_path / "broken.json").write_text('{"events": 3}')
     with pytest.raises(ValueError, match=r"broken\.json: a saved history is a JSON object"):
         assert_replays(order, tmp_path)
+
+
+async def test_a_payload_held_by_reference_is_an_error_not_a_failure_of_the_code() -> None:
+    history = waiting_for_ship()
+    history.events[1].ClearField("payload")
+    history.events[1].payload_ref.sha256 = b"\0" * 32
+    verdict = await check_run(workflows_in(order), history)
+    assert verdict.outcome == "error"
+    assert "by reference" in verdict.detail

@@ -29,6 +29,7 @@ from perdure.worker._replay_check import Verdict, check_run, workflows_in
 
 OPEN = (wf.WORKFLOW_STATUS_RUNNING, wf.WORKFLOW_STATUS_WAITING)
 PAGE_SIZE = 100
+DEFAULT_LIMIT = 1000
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
 
@@ -81,8 +82,8 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     parser.add_argument(
         "--limit",
         type=_positive,
-        default=1000,
-        help="fetch at most this many runs, newest first (default 1000)",
+        default=None,
+        help=f"fetch at most this many runs, newest first (default {DEFAULT_LIMIT})",
     )
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     parser.set_defaults(group="replay")
@@ -139,6 +140,14 @@ def _load(names: list[str]) -> dict[str, WorkflowFunction]:
 def _check_files(
     args: argparse.Namespace, workflows: dict[str, WorkflowFunction]
 ) -> tuple[list[Verdict], list[Verdict]]:
+    live = {"--type": args.type, "--open": args.open, "--all": args.all, "--since": args.since}
+    live["--limit"] = args.limit
+    given = [flag for flag, value in live.items() if value]
+    if given:
+        raise _GateError(
+            f"{', '.join(given)} choose among live runs; with --file, the histories given are "
+            "replayed"
+        )
     try:
         histories = [History.read(path) for path in args.file]
     except ValueError as error:
@@ -184,7 +193,7 @@ def _listed(client: Client, args: argparse.Namespace) -> Iterator[wf.WorkflowInf
                 continue
             yield info
             taken += 1
-            if taken >= args.limit:
+            if taken >= (args.limit or DEFAULT_LIMIT):
                 return
         token = page.next_page_token
         if not token:

@@ -83,6 +83,11 @@ class _Frontier(BaseException):
         super().__init__(f"reached the frontier at{where}: {call_kind(step_id)}, not recorded")
 
 
+class _Unreplayable(BaseException):
+    """The history lacks what the replay needs (a BaseException: the code's own `except
+    Exception` must not take it for a failure of its own)."""
+
+
 class _RecordedJournal(JournalClient):
     """A run's journal as its history holds it: payloads are inline, and any record the code
     would make (an attempt's start, a timer, a consumed signal...) is the frontier."""
@@ -95,7 +100,7 @@ class _RecordedJournal(JournalClient):
 
     async def payload_of(self, event: wf.HistoryEvent) -> Payload:
         if event.HasField("payload_ref"):
-            raise ValueError(
+            raise _Unreplayable(
                 f"event {event.event_id} holds its payload by reference: save histories "
                 "through the public API, which gives payloads inline"
             )
@@ -125,7 +130,7 @@ async def check_run(workflows: Mapping[str, WorkflowFunction], history: History)
         return verdict("passed", str(frontier))
     except TimeoutError:
         return verdict("error", f"the code neither ended nor waited within {CHECK_SECONDS:g}s")
-    except ValueError as error:
+    except _Unreplayable as error:
         return verdict("error", str(error))
     if outcome != "park":
         return verdict("passed", _ended(outcome, value))
