@@ -500,14 +500,15 @@ export class WorkflowContext {
   }
 
   /**
-   * Park the run: the code's call `call` (read as `found`) does not match the journal.
+   * Park the run: the code's call `call` (read as `found`), where given, does not match the
+   * journal.
    * @param {string} message
-   * @param {Call} call
-   * @param {string} found
+   * @param {Call} [call]
+   * @param {string} [found]
    */
-  _nondeterminism(message, call, found) {
-    const expected = call.recorded ? recordedCall(call.recorded) : '';
-    const error = new NonDeterminismError(message, { position: call.position, expected, found });
+  _nondeterminism(message, call, found = '') {
+    const expected = call?.recorded ? recordedCall(call.recorded) : '';
+    const error = new NonDeterminismError(message, { position: call?.position ?? null, expected, found });
     return this._halt({ kind: 'park', failure: failureFrom(error), error });
   }
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from functools import partial
 from types import ModuleType
@@ -60,16 +60,7 @@ class Verdict:
         return self.outcome in ("non_deterministic", "error")
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "workflow_id": self.workflow_id,
-            "run_id": self.run_id,
-            "workflow_type": self.workflow_type,
-            "outcome": self.outcome,
-            "detail": self.detail,
-            "position": self.position,
-            "expected": self.expected,
-            "found": self.found,
-        }
+        return asdict(self)
 
 
 class _Frontier(BaseException):
