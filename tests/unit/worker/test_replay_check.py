@@ -168,3 +168,31 @@ async def test_a_payload_held_by_reference_is_an_error_not_a_failure_of_the_code
     verdict = await check_run(workflows_in(order), history)
     assert verdict.outcome == "error"
     assert "by reference" in verdict.detail
+
+
+@workflow(name="napper")
+async def napper(ctx: WorkflowContext) -> str:
+    await ctx.sleep(3600)
+    return str(await ctx.step("wake", body, "wake", "up"))
+
+
+def napping(cancel_requested: bool = False) -> History:
+    """A run of `napper` whose hour-long timer started just now."""
+    info = wf.WorkflowInfo(
+        workflow_id="n-1", workflow_type="napper", cancel_requested=cancel_requested
+    )
+    timer = wf.HistoryEvent(
+        event_id=2, event_type=wf.EVENT_TYPE_TIMER_STARTED, step_id="$sleep", position=0
+    )
+    timer.due_time.GetCurrentTime()
+    timer.due_time.seconds += 3600
+    return History(info, [started(1, None), timer])
+
+
+async def test_a_timer_not_due_is_where_the_run_waits_and_a_cancel_request_its_frontier() -> None:
+    waiting = await check_run(workflows_in(napper), napping())
+    assert waiting.outcome == "passed"
+    assert "wait (timer '$sleep')" in waiting.detail
+    cancelled = await check_run(workflows_in(napper), napping(cancel_requested=True))
+    assert cancelled.outcome == "passed"
+    assert "frontier at #1: cancellation '$sleep:cancelled'" in cancelled.detail
