@@ -33,6 +33,8 @@ export async function runLocalStep(ctx, op, call, fn, retry, limits) {
     if (!STEP_OUTCOMES.has(recorded.event_type)) {
       return ctx._nondeterminism(
         `workflow '${ctx.workflowId}': call #${call.position} is step '${call.stepId}', but the journal recorded a ${kindName(recorded)} there`,
+        call,
+        `step '${call.stepId}'`,
       );
     }
     if (!internal) ctx._log.info(`Skipping completed step: ${call.stepId}`);

@@ -30,7 +30,7 @@ import { LeaseJournal, NEVER } from './journal.js';
 import { payloadOf } from './pages.js';
 import { Patches, checkPatchId, deprecatedMessage } from './patches.js';
 import { failureFrom, fromPayload, timestampMs, toDuration, toPayload, toTimestamp } from './payload.js';
-import { EVENT, INTERNAL_PREFIX, Replay, WAIT, chooseWait, kindName, ref } from './replay.js';
+import { EVENT, INTERNAL_PREFIX, Replay, WAIT, callKind, chooseWait, kindName, recordedCall, ref } from './replay.js';
 import { NO_RETRY, RetryPolicy } from './retry.js';
 import { HeartbeatSender } from './step-info.js';
 import { inSpan, linksTo, timerFired } from './telemetry.js';
@@ -44,7 +44,7 @@ export const LOCAL_WAIT_MS = 250;
  * @typedef {import('./replay.js').Call} Call
  * @typedef {import('./replay.js').Wait} Wait
  * @typedef {import('./step-info.js').StepInfo} StepInfo
- * @typedef {{kind: 'suspend', wait: Wait} | {kind: 'park', failure: any} | {kind: 'lost', error: Error}
+ * @typedef {{kind: 'suspend', wait: Wait} | {kind: 'park', failure: any, error?: NonDeterminismError} | {kind: 'lost', error: Error}
  *   | {kind: 'unavailable', error: Error} | {kind: 'continue_as_new', input: any}
  *   | {kind: 'done'}} Halt
  * @typedef {{wait: Wait, position: number, stepId: string, remote: any, reject?: (e: Error) => void,
@@ -406,6 +406,8 @@ export class WorkflowContext {
           if (call.recorded.event_type !== EVENT.STEP_SCHEDULED) {
             return this._nondeterminism(
               `workflow '${this.workflowId}': call #${call.position} is remote step '${call.stepId}', but the journal recorded a ${kindName(call.recorded)} there`,
+              call,
+              `remote step '${call.stepId}'`,
             );
           }
         } else {
@@ -515,7 +517,7 @@ export class WorkflowContext {
     const recorded = call.recorded;
     if (recorded) {
       const mismatch = this._replay.mismatch(this.workflowId, call);
-      if (mismatch) return this._nondeterminism(mismatch);
+      if (mismatch) return this._nondeterminism(mismatch, call, callKind(call.stepId));
       if (recorded.event_type === EVENT.CANCELLATION_DELIVERED) throw this._cancellation();
       return undefined;
     }
@@ -532,8 +534,17 @@ export class WorkflowContext {
     return new WorkflowCancelledError(`workflow '${this.workflowId}' was cancelled${reason}`);
   }
 
-  _nondeterminism(message) {
-    return this._halt({ kind: 'park', failure: failureFrom(new NonDeterminismError(message)) });
+  /**
+   * Park the run: the code's call `call` (read as `found`), where given, does not match the
+   * journal.
+   * @param {string} message
+   * @param {Call} [call]
+   * @param {string} [found]
+   */
+  _nondeterminism(message, call, found = '') {
+    const expected = call?.recorded ? recordedCall(call.recorded) : '';
+    const error = new NonDeterminismError(message, { position: call?.position ?? null, expected, found });
+    return this._halt({ kind: 'park', failure: failureFrom(error), error });
   }
 
   /**

@@ -99,9 +99,18 @@ export class WorkflowCancelledError extends PerdureError {
  * be caught there): the SDK stops the run and parks it with this error's message.
  */
 export class NonDeterminismError extends PerdureError {
-  constructor(message) {
+  /**
+   * @param {string} message
+   * @param {{position?: number|null, expected?: string, found?: string}} [where] the call at
+   *   which code and journal part, what the journal recorded there (event kind and step id),
+   *   and the code's call there (kind and step id), where known: the replay gate reports them
+   */
+  constructor(message, { position = null, expected = '', found = '' } = {}) {
     super(message);
     this.name = 'NonDeterminismError';
+    this.position = position;
+    this.expected = expected;
+    this.found = found;
   }
 }
 

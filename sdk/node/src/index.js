@@ -23,3 +23,4 @@ export {
 } from './errors.js';
 export { toPayload, fromPayload } from './payload.js';
 export { loadProtos, protoDir } from './proto.js';
+export { replayHistory, historyFromJson, readHistory } from './replay-check.js';

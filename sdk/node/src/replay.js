@@ -269,6 +269,32 @@ export function kindName(event) {
   return String(event.event_type).replace(/^EVENT_TYPE_/, '').toLowerCase();
 }
 
+/** A recorded call as a person reads it: its event's kind and step id. */
+export function recordedCall(event) {
+  return `${kindName(event)} '${event.step_id}'`;
+}
+
+// The SDK's own calls, by the prefix of their step ids (the code's may not start with "$").
+const CALL_KINDS = [
+  ['$sleep', 'timer'],
+  ['$timeout:', 'signal timeout'],
+  ['$signal:', 'signal wait'],
+  ['$drain:', 'signal drain'],
+  ['$state:', 'set_state'],
+  ['$now', 'now'],
+  ['$uuid', 'uuid4'],
+];
+
+/**
+ * A call of the code as a person reads it, from its step id alone: its kind and id.
+ * @param {string} stepId
+ */
+export function callKind(stepId) {
+  if (stepId.endsWith(':cancelled')) return `cancellation '${stepId}'`;
+  const kind = CALL_KINDS.find(([prefix]) => stepId.startsWith(prefix))?.[1] ?? 'step';
+  return `${kind} '${stepId}'`;
+}
+
 /**
  * The fields every record of a call carries.
  * @param {Call} call

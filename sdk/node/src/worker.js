@@ -42,6 +42,26 @@ export const consoleLogger = {
  */
 
 /**
+ * The workflows a worker is given (`WorkerOptions.workflows`), by type, each with its steps'
+ * default retry policy (`retry` where it names none).
+ * @param {Record<string, WorkflowFn | {run: WorkflowFn, retry?: RetryPolicy}>} workflows
+ * @param {RetryPolicy} [retry]
+ * @returns {Map<string, {fn: WorkflowFn, retry: RetryPolicy}>}
+ */
+export function workflowEntries(workflows, retry = new RetryPolicy()) {
+  const entries = new Map();
+  for (const [name, value] of Object.entries(workflows)) {
+    if (!name) throw new TypeError('a workflow type name must not be empty');
+    if (typeof value === 'function') entries.set(name, { fn: value, retry });
+    else if (value && typeof value.run === 'function') {
+      if (value.retry !== undefined && !(value.retry instanceof RetryPolicy)) throw new TypeError(`retry of ${name} must be a RetryPolicy`);
+      entries.set(name, { fn: value.run, retry: value.retry ?? retry });
+    } else throw new TypeError(`workflow ${name} must be a function or {run, retry}`);
+  }
+  return entries;
+}
+
+/**
  * Runs workflows and remote steps from one task queue, at most `concurrency` tasks at a time.
  * `await worker.run()` serves until `worker.stop()` drains it: no new tasks, running ones get
  * `shutdownGraceMs` to finish, the rest are released.
@@ -70,16 +90,7 @@ export class Worker {
       throw new RangeError('concurrency must be an integer from 1 to 10,000');
     }
     if (typeof this.taskQueue !== 'string' || !this.taskQueue) throw new TypeError('taskQueue must be a non-empty string');
-    /** @type {Map<string, {fn: WorkflowFn, retry: RetryPolicy}>} */
-    this._workflows = new Map();
-    for (const [name, value] of Object.entries(options.workflows ?? {})) {
-      if (!name) throw new TypeError('a workflow type name must not be empty');
-      if (typeof value === 'function') this._workflows.set(name, { fn: value, retry });
-      else if (value && typeof value.run === 'function') {
-        if (value.retry !== undefined && !(value.retry instanceof RetryPolicy)) throw new TypeError(`retry of ${name} must be a RetryPolicy`);
-        this._workflows.set(name, { fn: value.run, retry: value.retry ?? retry });
-      } else throw new TypeError(`workflow ${name} must be a function or {run, retry}`);
-    }
+    this._workflows = workflowEntries(options.workflows ?? {}, retry);
     /** @type {Map<string, StepFn>} */
     this._steps = new Map();
     for (const [name, fn] of Object.entries(options.steps ?? {})) {

@@ -10,7 +10,7 @@ import { fileURLToPath } from 'node:url';
 import { runStepTask, runWorkflowTask } from '../src/runner.js';
 import { JournalCallError, LeaseLostError } from '../src/errors.js';
 import { statusName } from '../src/proto.js';
-import { fromJson, normalJson, toJson, type } from './replay/protojson.js';
+import { fromJson, normalJson, toJson, type } from '../src/protojson.js';
 import { REMOTE_STEPS, WORKFLOWS } from './replay/workflows.js';
 
 const CASES = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..', '..', 'tests', 'replay', 'cases');

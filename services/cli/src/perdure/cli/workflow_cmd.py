@@ -21,6 +21,7 @@ from perdure.common.embedded_db import DEFAULT_DATA_DIR
 from perdure.common.payload import json_payload
 from perdure.gateway.http.convert import dumps, to_json
 from perdure.gateway.http.payloads import shown
+from perdure.worker._history import History
 from perdure.worker._payload import to_payload
 
 DEV_KEY_FILE = "admin.key"  # where `perdure dev` leaves its admin key, in its data directory
@@ -133,6 +134,12 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
     history = commands.add_parser("history", help="print a workflow's journal")
     history.add_argument("workflow_id")
+    history.add_argument(
+        "--json",
+        action="store_true",
+        help="print the run and its journal as one saved history, the file `perdure replay "
+        "--file` and perdure.worker.testing read",
+    )
     for command in (describe, history):
         command.add_argument(
             "--run-id", default="", help="one run of the workflow id's chain (default: the latest)"
@@ -239,6 +246,10 @@ def _execute(client: Client, args: argparse.Namespace) -> int:
         return 0 if described.workflow.status == wf.WORKFLOW_STATUS_COMPLETED else 1
     if args.command == "describe":
         _print(client.describe(args.workflow_id, run_id=args.run_id))
+    elif args.command == "history" and args.json:
+        info = client.describe(args.workflow_id, run_id=args.run_id).workflow
+        events = client.history(args.workflow_id, page_size=1000, run_id=info.run_id)
+        print(History(info, list(events)).dumps(), end="")
     elif args.command == "history":
         for event in client.history(args.workflow_id, run_id=args.run_id):
             _print(event, indent=None)

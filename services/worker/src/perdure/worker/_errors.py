@@ -64,7 +64,19 @@ class NonDeterminismError(PerdureError):
     """The workflow code no longer matches its journal; the run is parked, not corrupted.
 
     A BaseException so that `except Exception` in workflow code cannot swallow it.
+
+    Where it is known: `position`, the call at which code and journal part; `expected`, what
+    the journal recorded there (event kind and step id, "" if nothing); `found`, the code's
+    call there (kind and step id, or how the code ended).
     """
+
+    def __init__(
+        self, message: str, *, position: int | None = None, expected: str = "", found: str = ""
+    ) -> None:
+        super().__init__(message)
+        self.position = position
+        self.expected = expected
+        self.found = found
 
 
 class LeaseLostError(PerdureError):

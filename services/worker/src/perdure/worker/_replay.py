@@ -165,7 +165,10 @@ class Replay:
             raise self.mismatch(
                 f"workflow {self.workflow_id!r}: call #{position} of the code is "
                 f"{step_id!r}, but the journal recorded {recorded.step_id!r} there; the "
-                "code changed in a way that does not replay"
+                "code changed in a way that does not replay",
+                position,
+                recorded,
+                call_kind(step_id),
             )
         return Call(step_id, name, position, recorded)
 
@@ -176,7 +179,10 @@ class Replay:
         if recorded is not None and recorded.event_type not in kinds:
             raise self.mismatch(
                 f"workflow {self.workflow_id!r}: call #{call.position} is {what} "
-                f"{call.step_id!r}, but the journal recorded a {_kind(recorded)} there"
+                f"{call.step_id!r}, but the journal recorded a {_kind(recorded)} there",
+                call.position,
+                recorded,
+                f"{what} {call.step_id!r}",
             )
 
     @property
@@ -194,10 +200,20 @@ class Replay:
         """The event recorded at the next call's position, if any."""
         return self._recorded.get(self._position)
 
-    def mismatch(self, message: str) -> NonDeterminismError:
-        """The code no longer matches its journal: remembered, so that the run parks."""
+    def mismatch(
+        self,
+        message: str,
+        position: int | None = None,
+        recorded: wf.HistoryEvent | None = None,
+        found: str = "",
+    ) -> NonDeterminismError:
+        """The code no longer matches its journal: remembered, so that the run parks.
+        `position`, `recorded` and `found` say where and how, for the replay gate."""
         if self.non_determinism is None:
-            self.non_determinism = NonDeterminismError(message)
+            expected = recorded_call(recorded) if recorded is not None else ""
+            self.non_determinism = NonDeterminismError(
+                message, position=position, expected=expected, found=found
+            )
         return self.non_determinism
 
     def unreached(self) -> list[str]:
@@ -219,6 +235,31 @@ class Replay:
 
 def _kind(event: wf.HistoryEvent) -> str:
     return wf.EventType.Name(event.event_type).removeprefix("EVENT_TYPE_").lower()
+
+
+def recorded_call(event: wf.HistoryEvent) -> str:
+    """A recorded call as a person reads it: its event's kind and step id."""
+    return f"{_kind(event)} {event.step_id!r}"
+
+
+# The SDK's own calls, by the prefix of their step ids (user calls may not start with "$").
+_CALL_KINDS = (
+    ("$sleep", "timer"),
+    ("$timeout:", "signal timeout"),
+    ("$signal:", "signal wait"),
+    ("$drain:", "signal drain"),
+    ("$state:", "set_state"),
+    ("$now", "now"),
+    ("$uuid", "uuid4"),
+)
+
+
+def call_kind(step_id: str) -> str:
+    """A call of the code as a person reads it, from its step id alone: its kind and id."""
+    if step_id.endswith(":cancelled"):
+        return f"cancellation {step_id!r}"
+    kind = next((kind for prefix, kind in _CALL_KINDS if step_id.startswith(prefix)), "step")
+    return f"{kind} {step_id!r}"
 
 
 def payload_size(event: wf.HistoryEvent) -> int:

@@ -5,7 +5,7 @@
 
 import path from 'node:path';
 import protobuf from 'protobufjs';
-import { protoDir } from '../../src/proto.js';
+import { protoDir } from './proto.js';
 
 const root = new protobuf.Root();
 // Imports resolve in proto/; google/protobuf/* come bundled with protobufjs.
