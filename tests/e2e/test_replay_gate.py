@@ -108,6 +108,12 @@ def test_reordered_steps_are_reported(shared: Cluster, runs: dict[str, str]) -> 
     assert found[OTHER]["outcome"] == "skipped"
 
 
+def test_the_reordering_behind_a_patch_passes(shared: Cluster, runs: dict[str, str]) -> None:
+    done = gate(shared, "--module", "tests.e2e.gate_patched")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "2 replayed, 2 passed, 0 non-deterministic, 1 skipped" in done.stdout
+
+
 def test_steps_added_after_the_frontier_pass(shared: Cluster, runs: dict[str, str]) -> None:
     done = gate(shared, "--module", "tests.e2e.gate_appended")
     assert done.returncode == 0, done.stdout + done.stderr
