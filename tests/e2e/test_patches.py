@@ -129,6 +129,27 @@ def test_a_deprecated_patch_parks_a_run_that_took_the_old_path(
     assert markers(client, patched) == [("prepare-v2", 0), ("finish-v2", 2)]
 
 
+def test_a_step_begun_on_the_old_code_keeps_its_path_after_a_kill(
+    patch_cluster: Cluster, client: Client, tmp_path: Path
+) -> None:
+    """The worker is killed inside the old step: the new code, reaching the patch where the
+    journal shows that step begun and never finished, keeps it (run again: its lost attempt
+    counts), rather than switching to the new step after the old one may have had effects."""
+    gate = tmp_path / "gate"
+    first = deploy(patch_cluster, "python", "v1", "mid-step", tmp_path)
+    client.start_workflow("gated_release", str(gate), workflow_id="mid-step", task_queue="mid-step")
+    wait_until(Path(f"{gate}.started").exists, WAIT, "the old step to start")
+    first.kill()
+    gate.touch()
+    deploy(patch_cluster, "python", "v2", "mid-step", tmp_path)
+    finished = client.wait("mid-step", timeout=WAIT)
+
+    assert finished.workflow.status == wf.WORKFLOW_STATUS_COMPLETED
+    assert result_of(finished) == {"prepare": "v1"}
+    assert [(s.step_id, s.attempts) for s in finished.steps] == [("prepare", 2)]
+    assert markers(client, "mid-step") == []
+
+
 def test_record_patch_is_validated_fenced_and_recorded_once(
     patch_cluster: Cluster, client: Client, tmp_path: Path
 ) -> None:
