@@ -313,8 +313,8 @@ async def _cut(conn: AsyncConnection, source: Row, step_id: str, event_id: int) 
     if event_id:
         if not 2 <= event_id <= last:
             raise errors.invalid_argument(
-                f"{run} has events 1 to {last}: event_id must be between 2 and {last} "
-                "(WORKFLOW_STARTED is always kept)",
+                f"{run} has events 1 to {last}, not {event_id}: event_id must be between 2 "
+                f"and {last} (WORKFLOW_STARTED is always kept)",
                 Reason.STEP_NOT_IN_JOURNAL,
             )
         return event_id
