@@ -24,6 +24,7 @@ from perdure.cli.__main__ import main as perdure
 from perdure.client import Client
 from perdure.worker._payload import from_payload
 from tests.e2e.blocking import runs_per_step, started
+from tests.fixtures.browser import TIMEOUT_MS, VIEWPORT, chromium
 from tests.fixtures.cluster import Cluster, Process, wait_until
 from tests.fixtures.postgres import Databases
 from tests.fixtures.rpc import error_reason
@@ -91,10 +92,10 @@ def _types(client: Client, workflow_id: str, run_id: str = "") -> list[int]:
     return [e.event_type for e in client.history(workflow_id, run_id=run_id)]
 
 
-def test_a_run_parked_by_a_reordering_deploy_is_resumed_with_the_fix(
-    recovering: Recovering, client: Client, tmp_path: Path
-) -> None:
-    version, ledger, run = tmp_path / "version", tmp_path / "ledger", "drift-1"
+def _park(client: Client, tmp_path: Path, run: str) -> tuple[Path, Path, wf.WorkflowInfo]:
+    """Start `drifting_order` and park it with a deploy that reorders its calls: its version
+    file, its ledger and the parked run."""
+    version, ledger = tmp_path / "version", tmp_path / "ledger"
     version.write_text("v1")
     params = {"version_file": str(version), "ledger": str(ledger)}
     client.start_workflow("drifting_order", params, workflow_id=run)
@@ -106,7 +107,14 @@ def test_a_run_parked_by_a_reordering_deploy_is_resumed_with_the_fix(
     parked = client.wait(run, timeout=WAIT).workflow
     assert parked.status == wf.WORKFLOW_STATUS_PARKED
     assert parked.failure.type == "NonDeterminismError"
+    return version, ledger, parked
 
+
+def test_a_run_parked_by_a_reordering_deploy_is_resumed_with_the_fix(
+    recovering: Recovering, client: Client, tmp_path: Path
+) -> None:
+    run = "drift-1"
+    version, ledger, parked = _park(client, tmp_path, run)
     version.write_text("v1")  # the fix is deployed
     assert client.resume(run, "order fixed") == parked.run_id
     done = client.wait(run, timeout=WAIT).workflow
@@ -161,6 +169,28 @@ def test_a_reset_runs_its_step_and_the_rest_again_through_a_worker_crash(
     # The finished run it copied is left as it was, and names its successor.
     before = client.describe(run, run_id=first.run_id).workflow
     assert before.status == wf.WORKFLOW_STATUS_COMPLETED and before.next_run_id == done.run_id
+
+
+def test_a_parked_run_is_resumed_from_its_page(
+    recovering: Recovering, client: Client, tmp_path: Path
+) -> None:
+    from playwright.sync_api import expect
+
+    run = "drift-ui"
+    version, _, _ = _park(client, tmp_path, run)
+    with chromium() as browser:
+        page = browser.new_page(viewport=VIEWPORT)
+        page.set_default_timeout(TIMEOUT_MS)
+        page.goto(f"http://{recovering.cluster.http_address}/#/workflows/{run}")
+        panel = page.get_by_test_id("resume-panel")
+        expect(panel).to_be_visible(timeout=TIMEOUT_MS)
+        version.write_text("v1")
+        panel.get_by_label("Reason").fill("fixed in the UI")
+        panel.get_by_role("button", name="Resume run").click()
+        expect(page.get_by_test_id("workflow-status")).to_have_text("Completed", timeout=TIMEOUT_MS)
+        expect(page.get_by_test_id("resume-panel")).to_be_hidden()
+    resumed = [e for e in client.history(run) if e.event_type == wf.EVENT_TYPE_WORKFLOW_RESUMED]
+    assert [e.failure.message for e in resumed] == ["fixed in the UI"]
 
 
 def _cli(capsys: pytest.CaptureFixture[str], address: str, *args: str) -> str:

@@ -8,7 +8,7 @@ import {
   OPEN_STATUSES, enumLabel, failureBlock, fmtDuration, fmtSeconds, jsonBlock, statusBadge,
   timeEl, toMillis, waitText,
 } from "./format.js";
-import { actionsCard, approvalPanel } from "./actions.js";
+import { actionsCard, approvalPanel, resumePanel } from "./actions.js";
 import { historyCard } from "./history.js";
 import { settings } from "./settings.js";
 import { stepsCard } from "./steps.js";
@@ -61,6 +61,8 @@ export function workflowView(root, id) {
   const steps = stepsCard(history.events);
   const approval = approvalPanel(id, () => scheduleRefresh());
   const actions = actionsCard(id, () => scheduleRefresh());
+  // A resumed run is open again: the page starts over, following its journal anew.
+  const resume = resumePanel(id, () => window.location.reload());
 
   root.append(
     h("nav", { class: "breadcrumb", "aria-label": "Breadcrumb" },
@@ -74,6 +76,7 @@ export function workflowView(root, id) {
     pageError,
     alertSlot,
     approval.element,
+    resume.element,
     h("div", { class: "layout" },
       h("div", { class: "col-main" },
         resultCard,
@@ -131,6 +134,7 @@ export function workflowView(root, id) {
     }
     approval.update(described, open);
     actions.update(open);
+    resume.update(status);
     tick();
   }
 
