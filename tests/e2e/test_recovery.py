@@ -18,6 +18,7 @@ from pathlib import Path
 
 import grpc
 import pytest
+import requests
 
 from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.cli.__main__ import main as perdure
@@ -327,3 +328,22 @@ def test_recovery_calls_refuse_what_they_cannot_do(
     assert refused[0] == getattr(grpc.StatusCode, code)
     assert refused[1] == (reason or "INVALID_REQUEST")
     assert named in refused[2]
+
+
+def test_reset_and_fork_over_http_take_exact_json_overrides(
+    recovering: Recovering, client: Client, finished: str
+) -> None:
+    base = f"http://{recovering.cluster.http_address}/v1/workflows/{finished}"
+    big = "18446744073709551617"  # 2**64 + 1: read through no float
+    body = f'{{"new_workflow_id": "http-fork", "overrides": {{"add_4": {big}}}}}'
+    forked = requests.post(f"{base}/fork", data=body, timeout=30)
+    assert forked.status_code == 200, forked.text
+    assert forked.json()["workflow_id"] == "http-fork"
+    done = client.wait("http-fork", timeout=WAIT).workflow
+    assert done.result.data.decode().endswith(f",{big}]")
+    refused = requests.post(f"{base}/reset", json={"step_id": "nope"}, timeout=30)
+    assert refused.status_code == 400
+    assert refused.json()["error"]["reason"] == "STEP_NOT_IN_JOURNAL"
+    refused = requests.post(f"{base}/resume", json={"reason": "why not"}, timeout=30)
+    assert refused.status_code == 400
+    assert refused.json()["error"]["reason"] == "WORKFLOW_NOT_PARKED"
