@@ -7,7 +7,7 @@ from __future__ import annotations
 from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.common.payload import json_payload
 from perdure.history.model import EventType, Lease, Outcome, RemoteStep, RunStatus, StepRecord
-from perdure.history.rows import fetch_one
+from perdure.history.rows import fetch_all, fetch_one
 from tests.integration.journal_db import Db, call, db, journal_dsn, refusal, run_id, started
 
 __all__ = ["db", "journal_dsn"]  # the fixtures
@@ -85,6 +85,8 @@ async def test_a_resume_opens_only_a_parked_run(db: Db) -> None:
     run = lease.workflow_id
     refused = await refusal(db.journal.resume(run, "", "why", ""))
     assert refused.reason == "WORKFLOW_NOT_PARKED" and "running" in refused.message
+    remote = RemoteStep("resize", "q", json_payload("{}"), retry={}, timeout_seconds=None)
+    await db.journal.schedule_step(call(lease, 0, "resize"), remote)  # no outcome yet
     parked = wf.Failure(type="NonDeterminismError", message="reordered")
     assert await db.journal.finish(lease, Outcome.PARK, parked) == RunStatus.PARKED
     wakes = db.wakes.count
@@ -108,7 +110,18 @@ async def test_a_resume_opens_only_a_parked_run(db: Db) -> None:
             " AND action = 'WORKFLOW_RESUMED'",
             [run],
         )
+        requests = await fetch_all(
+            conn,
+            "SELECT step_id, wake_reason, closed FROM history.outbox WHERE workflow_id = %s"
+            " ORDER BY id",
+            [run],
+        )
     assert row is not None and row["idle_loads"] == 0
+    # Its own task and its remote step's reopen at the scheduler (the park's retirement, not
+    # relayed here, is dropped).
+    resumed = {(r["step_id"], r["closed"]) for r in requests if r["wake_reason"] == "resume"}
+    assert resumed == {(None, False), ("resize", False)}
+    assert not any(r["closed"] for r in requests)
     assert audited is not None and audited["key_id"] == "ops"
     assert audited["details"] == {"reason": "fixed"}
     # Its next lease loads it again.

@@ -605,6 +605,14 @@ async def test_a_resumed_run_reopens_its_own_closed_task_only(store: TaskStore) 
     await store.enqueue([replace(task("parked"), run_number=2, reopens=True)])
     [resumed] = await claim(store, "s2")
     assert resumed.fence > leased.fence
+    # A remote step's task of the run reopens the same way, by its step id.
+    step = replace(task("parked-step"), step_id="resize")
+    await store.enqueue([step])
+    await store.enqueue([], closed=[("parked-step", 1)])
+    assert await store.claim("s3", QUEUE, [], [TYPE], 10, TTL) == []
+    await store.enqueue([replace(step, reopens=True)])
+    [reopened] = await store.claim("s3", QUEUE, [], [TYPE], 10, TTL)
+    assert (reopened.workflow_id, reopened.step_id) == ("parked-step", "resize")
 
 
 async def test_idle_runs_are_those_with_no_lease_and_no_due_time(store: TaskStore) -> None:

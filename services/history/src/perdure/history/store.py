@@ -434,10 +434,10 @@ TERMINATE = _append(_TERMINATE_RUN, also=_AUDITED + _RETIRED)
 TERMINATE_REPLACED = _append(_TERMINATE_RUN, also=_RETIRED)
 
 # A parked run opened again (recovery.py): running, its close and failure cleared, the
-# crash-loop count started over, and made due with the scheduler's REOPEN wake reason (its task
-# was retired when it parked). A retirement of its task still in the outbox is dropped: relayed
-# after the resume, it would close the task again (one the relay holds is waited for, and is
-# relayed before this).
+# crash-loop count started over, and made due with the scheduler's REOPEN wake reason (its
+# tasks were retired when it parked), with its remote steps that have no outcome yet. A
+# retirement of its tasks still in the outbox is dropped: relayed after the resume, it would
+# close them again (one the relay holds is waited for, and is relayed before this).
 RESUME = _append(
     f"""UPDATE history.workflows
     SET {count_event()}, status = 'RUNNING', failure = NULL, closed_at = NULL,
@@ -447,7 +447,14 @@ RESUME = _append(
     also=_AUDITED
     + """, unretired AS (
     DELETE FROM history.outbox o USING appended
-    WHERE o.workflow_id = appended.workflow_id AND o.closed
+    WHERE o.workflow_id = appended.workflow_id AND o.run_number = appended.run_number
+      AND o.closed
+), steps_due AS (
+    INSERT INTO history.outbox
+        (workflow_id, workflow_type, task_queue, step_id, wake_reason, run_number)
+    SELECT s.workflow_id, s.step_type, s.task_queue, s.step_id, %(wake_reason)s, a.run_number
+    FROM history.step_tasks s JOIN appended a USING (workflow_id)
+    WHERE NOT s.closed
 )""",
 )
 

@@ -82,11 +82,13 @@ SET closed = true, run_at = NULL, due_reason = NULL, updated_at = now()
 FROM locked WHERE {LOCKED}
 """
 
-# A resumed run's own task, closed when the run parked, opens again for that very run (the
-# ENQUEUE after it makes it due); one a newer run of the workflow id took over is not its.
+# A resumed run's tasks (its own, and those of its remote steps without an outcome), closed
+# when the run parked, open again for that very run (the ENQUEUE after it makes them due); one
+# a newer run of the workflow id took over is not its.
 _REOPENED_RUNS = """FROM scheduler.tasks t
-    JOIN unnest(%s::text[], %s::bigint[]) AS r(workflow_id, run_number)
-      ON t.workflow_id = r.workflow_id AND t.step_id = '' AND t.run_number = r.run_number
+    JOIN unnest(%s::text[], %s::text[], %s::bigint[]) AS r(workflow_id, step_id, run_number)
+      ON t.workflow_id = r.workflow_id AND t.step_id = r.step_id
+     AND t.run_number = r.run_number
     WHERE t.closed"""
 REOPEN = f"""
 WITH {in_key_order(_REOPENED_RUNS)}
@@ -149,9 +151,8 @@ class Due:
                 runs = sorted({task.workflow_id for task in tasks} | {c[0] for c in closed})
                 await conn.execute(LOCK_RUNS, [runs])
             if reopened:
-                await conn.execute(
-                    REOPEN, [[t.workflow_id for t in reopened], [t.run_number for t in reopened]]
-                )
+                columns = [[t.workflow_id, t.step_id, t.run_number] for t in reopened]
+                await conn.execute(REOPEN, [list(column) for column in zip(*columns, strict=True)])
             if tasks:
                 await conn.execute(ENQUEUE, _columns(tasks))
             if closed:
