@@ -182,6 +182,8 @@ def test_a_parked_run_is_resumed_from_its_page(
     with chromium() as browser:
         page = browser.new_page(viewport=VIEWPORT)
         page.set_default_timeout(TIMEOUT_MS)
+        errors: list[str] = []
+        page.on("pageerror", lambda error: errors.append(str(error)))
         page.goto(f"http://{recovering.cluster.http_address}/#/workflows/{run}")
         panel = page.get_by_test_id("resume-panel")
         expect(panel).to_be_visible(timeout=TIMEOUT_MS)
@@ -190,6 +192,11 @@ def test_a_parked_run_is_resumed_from_its_page(
         panel.get_by_role("button", name="Resume run").click()
         expect(page.get_by_test_id("workflow-status")).to_have_text("Completed", timeout=TIMEOUT_MS)
         expect(page.get_by_test_id("resume-panel")).to_be_hidden()
+        # A fork's page names its source.
+        client.fork(run, f"{run}-fork")
+        page.goto(f"http://{recovering.cluster.http_address}/#/workflows/{run}-fork")
+        expect(page.get_by_test_id("workflow-forked-from")).to_contain_text(run)
+        assert errors == []
     resumed = [e for e in client.history(run) if e.event_type == wf.EVENT_TYPE_WORKFLOW_RESUMED]
     assert [e.failure.message for e in resumed] == ["fixed in the UI"]
 

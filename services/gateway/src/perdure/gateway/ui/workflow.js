@@ -120,6 +120,14 @@ export function workflowView(root, id) {
       metaItem("Fence", h("span", { class: "mono" }, run.fence ?? "0"), "workflow-fence"),
       metaItem("Cancel requested", h("span", {}, run.cancel_requested ? "yes" : "no"), "workflow-cancel-requested"),
       run.trace_id ? metaItem("Trace", h("span", { class: "mono small" }, run.trace_id)) : null,
+      // Where a reset's or a fork's run came from, and how much of that journal it copied.
+      run.reset_from_run_id
+        ? metaItem("Reset from run", h("span", { class: "mono small" }, run.reset_from_run_id), "workflow-reset-from") : null,
+      run.forked_from_workflow_id
+        ? metaItem("Forked from", h("a", { class: "mono small", href: `#/workflows/${encodeURIComponent(run.forked_from_workflow_id)}` },
+          run.forked_from_workflow_id), "workflow-forked-from") : null,
+      Number(run.copied_up_to_event_id) > 0
+        ? metaItem("Copied events", h("span", {}, `1–${run.copied_up_to_event_id}`)) : null,
     );
 
     renderAlert(run);
