@@ -12,7 +12,7 @@ the code as it is now (as after a deploy).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,13 +20,17 @@ import grpc
 import pytest
 import requests
 
+from perdure.api.admin.v1 import admin_service_pb2 as admin
+from perdure.api.admin.v1 import admin_service_pb2_grpc as admingrpc
 from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.cli.__main__ import main as perdure
 from perdure.client import Client
+from perdure.common.auth import bearer_metadata
 from perdure.worker._payload import from_payload
 from tests.e2e.blocking import runs_per_step, started
 from tests.fixtures.browser import TIMEOUT_MS, VIEWPORT, chromium
 from tests.fixtures.cluster import Cluster, Process, wait_until
+from tests.fixtures.keys import make_key
 from tests.fixtures.postgres import Databases
 from tests.fixtures.rpc import error_reason
 
@@ -354,3 +358,43 @@ def test_reset_and_fork_over_http_take_exact_json_overrides(
     refused = requests.post(f"{base}/resume", json={"reason": "why not"}, timeout=30)
     assert refused.status_code == 400
     assert refused.json()["error"]["reason"] == "WORKFLOW_NOT_PARKED"
+
+
+def test_only_an_operator_resumes_resets_and_forks_and_each_is_audited(
+    start_cluster: Callable[..., Cluster], tmp_path: Path
+) -> None:
+    secured = start_cluster(PERDURE_AUTH="on")
+    reader = make_key(secured, "default", "reader")
+    operator = make_key(secured, "default", "operator")
+    admin_key = make_key(secured, "default", "admin")
+    worker_key = make_key(secured, "default", "worker", "*")
+    secured.start_worker("keyed", module=MODULE, PERDURE_API_KEY=worker_key)
+    with Client(secured.gateway, api_key=operator) as client:
+        ledger = _adding(client, "keyed", tmp_path)
+        with Client(secured.gateway, api_key=reader) as read_only:
+            for call in (
+                lambda: read_only.resume("keyed"),
+                lambda: read_only.reset("keyed", step_id="add_2"),
+                lambda: read_only.fork("keyed", "keyed-fork"),
+            ):
+                code, _, message = _refused(call)
+                assert (
+                    code == grpc.StatusCode.PERMISSION_DENIED and "needs role operator" in message
+                )
+        client.fork("keyed", "keyed-fork", step_id="add_4", reason="try")
+        client.reset("keyed", step_id="add_4", reason="again")
+        assert client.wait("keyed", timeout=WAIT).workflow.status == wf.WORKFLOW_STATUS_COMPLETED
+        assert client.wait("keyed-fork", timeout=WAIT).workflow.status == (
+            wf.WORKFLOW_STATUS_COMPLETED
+        )
+    assert runs_per_step(ledger)["add_4"] == 3  # the first run, the fork and the reset
+    with grpc.insecure_channel(secured.gateway) as channel:
+        audit = admingrpc.AdminServiceStub(channel).ListAuditEvents(
+            admin.ListAuditEventsRequest(), metadata=bearer_metadata(admin_key), timeout=30
+        )
+    operator_id = operator.split("_")[1]
+    actions = [(e.action, e.target, e.key_id, e.details["reason"]) for e in audit.events[:2]]
+    assert actions == [
+        ("WORKFLOW_RESET", "keyed", operator_id, "again"),
+        ("WORKFLOW_FORKED", "keyed", operator_id, "try"),
+    ]
