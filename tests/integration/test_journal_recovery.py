@@ -78,6 +78,13 @@ async def test_a_reset_copies_before_its_step_and_carries_the_signals_after_it(d
     # The remote step without an outcome in the copied part has a step task again.
     task = await db.journal.load_step(Lease(run, 5, "", "resize"))
     assert task.attempt == 1
+    # A reset from the first run again: the signals the run it replaces left unconsumed are
+    # carried too, each signal id once.
+    assert await db.journal.signal(run, "msg", json_payload("4"), "d")
+    third = await db.journal.reset(run, first, "", 7, "from the first run", "ops")
+    pending = (await db.journal.describe(run)).pending_signals
+    assert [s.signal_id for s in pending] == ["b", "c", "d"]
+    assert (await db.journal.describe(run)).info.previous_run_id == copied.run_id != third.run_id
 
 
 async def test_a_resume_opens_only_a_parked_run(db: Db) -> None:

@@ -61,8 +61,9 @@ WHERE workflow_id = %(workflow_id)s
 # The signals the archived run received (from event %(carry_from)s on) and did not consume
 # (before event %(consumed_before)s; NULL: ever), journaled again in the new run in their order
 # (each `appended` row one of them, its event id after the run's last), with their signal ids
-# (a signal sent again is still received once) and trace. A reset (recovery.py) carries those
-# received after its cut, consumed there or not.
+# (a signal sent again is still received once) and trace; one whose signal id the new run
+# holds already is not carried twice. A reset (recovery.py) carries those received after its
+# cut, consumed there or not.
 CARRY_SIGNALS = (
     f"""
 WITH appended AS (
@@ -75,6 +76,9 @@ WITH appended AS (
     WHERE s.workflow_id = {store.ARCHIVE_KEY.format(run_id="%(archived_run)s::text")}
       AND s.event_type = '{EventType.SIGNAL_RECEIVED}'
       AND w.workflow_id = %(workflow_id)s AND s.event_id >= %(carry_from)s
+      AND (s.signal_id IS NULL OR NOT EXISTS (
+          SELECT FROM history.events e
+          WHERE e.workflow_id = w.workflow_id AND e.signal_id = s.signal_id))
       AND NOT EXISTS (SELECT FROM history.signal_consumptions c
                       WHERE c.workflow_id = s.workflow_id AND c.event_id = s.event_id
                         AND (%(consumed_before)s::bigint IS NULL

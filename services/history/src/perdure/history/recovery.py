@@ -29,8 +29,8 @@ from perdure.common import errors, namespaces
 from perdure.common.reasons import Reason
 from perdure.history import chains, fencing, keys, store
 from perdure.history.chains import Chains
-from perdure.history.metrics import count_started, timed_write
-from perdure.history.model import OPEN_STATUSES, EventType
+from perdure.history.metrics import count_closed, count_started, timed_write
+from perdure.history.model import OPEN_STATUSES, EventType, RunStatus
 from perdure.history.rows import Row, fetch_all, fetch_one, payload_in
 
 # The scheduler's wake reason that opens a resumed run's retired task again (its REOPEN).
@@ -202,7 +202,8 @@ class Recovery(Chains):
                 raise fencing.run_not_found(workflow_id)
             source = await self._source(conn, workflow_id, run_id)
             cut = await _cut(conn, source, step_id, event_id)
-            if latest["status"] in OPEN_STATUSES:
+            replaced = latest["status"] in OPEN_STATUSES
+            if replaced:
                 await self._replace(conn, workflow_id, new_run)
             params = chains.start_params(
                 workflow_id,
@@ -216,11 +217,17 @@ class Recovery(Chains):
             await conn.execute(
                 chains.CARRY_SIGNALS, chains.carried(workflow_id, source["run_id"], cut)
             )
+            if latest["run_id"] != source["run_id"]:  # and those the replaced run left
+                await conn.execute(
+                    chains.CARRY_SIGNALS, chains.carried(workflow_id, latest["run_id"])
+                )
             namespace, public_id = namespaces.split(workflow_id)
             details = {"reason": reason, "from_run_id": source["run_id"], "run_id": new_run}
             details |= {"step_id": step_id} if step_id else {"event_id": event_id}
             await keys.audit(conn, by, namespace, "WORKFLOW_RESET", public_id, details)
         self._on_scheduled()
+        if replaced:
+            count_closed(latest["workflow_type"], RunStatus.TERMINATED)
         count_started(source["workflow_type"])
         return Copied(workflow_id, new_run, cut - 1)
 
