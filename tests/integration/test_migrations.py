@@ -44,6 +44,7 @@ FILES = {
         "0011_stranded_runs.sql",
         "0012_journal_pages.sql",
         "0013_run_chains.sql",
+        "0015_recovery.sql",
         "0016_patches.sql",
     ],
     "perdure.scheduler": [

@@ -593,6 +593,28 @@ async def test_a_newer_run_reopens_a_closed_task_and_an_older_run_s_request_does
     assert third.fence > second.fence
 
 
+async def test_a_resumed_run_reopens_its_own_closed_task_only(store: TaskStore) -> None:
+    await store.enqueue([task("parked")])
+    [leased] = await claim(store, "s1")
+    await store.release("s1", Lease("parked", "", leased.fence))
+    await store.enqueue([], closed=[("parked", 1)])  # the run parked
+    # A resume of run 1 reopens its task, above every fence given; one of an older run does not.
+    await store.enqueue([replace(task("parked"), run_number=2)], closed=[("parked", 2)])
+    await store.enqueue([replace(task("parked"), reopens=True)])
+    assert await claim(store, "s2") == []
+    await store.enqueue([replace(task("parked"), run_number=2, reopens=True)])
+    [resumed] = await claim(store, "s2")
+    assert resumed.fence > leased.fence
+    # A remote step's task of the run reopens the same way, by its step id.
+    step = replace(task("parked-step"), step_id="resize")
+    await store.enqueue([step])
+    await store.enqueue([], closed=[("parked-step", 1)])
+    assert await store.claim("s3", QUEUE, [], [TYPE], 10, TTL) == []
+    await store.enqueue([replace(step, reopens=True)])
+    [reopened] = await store.claim("s3", QUEUE, [], [TYPE], 10, TTL)
+    assert (reopened.workflow_id, reopened.step_id) == ("parked-step", "resize")
+
+
 async def test_idle_runs_are_those_with_no_lease_and_no_due_time(store: TaskStore) -> None:
     await store.enqueue([task("due"), task("leased"), task("done"), task("later", hours(1))])
     [leased, done] = await store.claim("s1", QUEUE, [TYPE], [], 2, TTL)

@@ -117,6 +117,57 @@ export class Client {
   }
 
   /**
+   * Open the parked run again (deploy the fixed code first): a worker replays it from the
+   * start. Resolves to its run id.
+   * @param {string} workflowId
+   * @param {{reason?: string, runId?: string}} [options]
+   * @returns {Promise<string>}
+   */
+  async resume(workflowId, { reason = '', runId = '' } = {}) {
+    const response = await this._unary('ResumeWorkflow', { namespace: this.namespace, workflow_id: workflowId, run_id: runId, reason });
+    return response.run_id;
+  }
+
+  /**
+   * Start the workflow id's next run from a copy of its run `runId` (default: the latest)
+   * before step `stepId` (or event `eventId`): that step and all after it run again.
+   * @param {string} workflowId
+   * @param {{stepId?: string, eventId?: number, reason?: string, runId?: string}} [options]
+   * @returns {Promise<{run_id: string, copied_up_to_event_id: string}>}
+   */
+  reset(workflowId, { stepId = '', eventId = 0, reason = '', runId = '' } = {}) {
+    return this._unary('ResetWorkflow', {
+      namespace: this.namespace,
+      workflow_id: workflowId,
+      run_id: runId,
+      step_id: stepId,
+      event_id: eventId,
+      reason,
+    });
+  }
+
+  /**
+   * Start a run `newWorkflowId` from a copy of the run's journal before step `stepId`
+   * (default: all of it), the recorded outputs of the steps `overrides` names replaced by its
+   * values. The source is not changed.
+   * @param {string} workflowId
+   * @param {string} newWorkflowId
+   * @param {{stepId?: string, overrides?: Record<string, any>, reason?: string, runId?: string}} [options]
+   * @returns {Promise<{workflow_id: string, run_id: string, copied_up_to_event_id: string}>}
+   */
+  fork(workflowId, newWorkflowId, { stepId = '', overrides = {}, reason = '', runId = '' } = {}) {
+    return this._unary('ForkWorkflow', {
+      namespace: this.namespace,
+      workflow_id: workflowId,
+      run_id: runId,
+      new_workflow_id: newWorkflowId,
+      step_id: stepId,
+      overrides: Object.fromEntries(Object.entries(overrides).map(([step, value]) => [step, toPayload(value)])),
+      reason,
+    });
+  }
+
+  /**
    * The latest value the run published under `key` with ctx.setState.
    * @param {string} workflowId
    * @param {string} key

@@ -29,7 +29,9 @@ export const WAIT = Object.freeze({
   STEP: 'WAIT_KIND_STEP',
 });
 
-// Calls of the code that hold a position in the journal; replay walks them in order.
+// Calls of the code that hold a position in the journal; replay walks them in order. The
+// platform's own events are no call and are skipped: WORKFLOW_PARKED and WORKFLOW_RESUMED (a
+// resumed run replays past them), WORKFLOW_SUSPENDED (docs/worker-protocol.md §24).
 const POSITIONED = new Set([
   EVENT.STEP_COMPLETED,
   EVENT.STEP_FAILED,

@@ -337,7 +337,7 @@ test('a cancellation interrupts a sleep; the code compensates and ends CANCELLED
   }
 });
 
-test('code that no longer matches its journal parks the run', { skip: SKIP, timeout: 60_000 }, async () => {
+test('code that no longer matches its journal parks the run; resumed with the fix, it completes', { skip: SKIP, timeout: 60_000 }, async () => {
   const api = gateway();
   const taskQueue = queue();
   let version = 1;
@@ -363,6 +363,15 @@ test('code that no longer matches its journal parks the run', { skip: SKIP, time
     assert.equal(described.workflow.status, 'WORKFLOW_STATUS_PARKED');
     assert.equal(described.workflow.failure.type, 'NonDeterminismError');
     assert.match(described.workflow.failure.message, /'renamed'.*'first'/);
+    version = 1; // the fix is deployed: the run replays past its park and goes on
+    const client = new Client({ address: GATEWAY });
+    try {
+      assert.equal(await client.resume(id, { reason: 'fixed' }), described.workflow.run_id);
+      assert.equal(await client.result(id, { timeout: 30 }), 'done');
+      await assert.rejects(client.resume(id), (error) => error instanceof RpcError && error.reason === 'WORKFLOW_NOT_PARKED');
+    } finally {
+      client.close();
+    }
   } finally {
     await stop();
     api.close();

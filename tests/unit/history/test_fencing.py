@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from perdure.history import deadlines, fencing, outbox, store, stranded
+from perdure.history import deadlines, fencing, outbox, recovery, store, stranded
 
 # Writes under a run's lease (a worker running the run's code).
 RUN_LEASE_WRITES = {
@@ -29,12 +29,17 @@ ADVANCES = {
     "LOAD_STEP": fencing.step_lease_taken("s."),
 }
 # The platform's writes: no lease, by design (a start, requests from outside the run, the
-# deadline watch, the stranded-run sweep, the outbox relay).
+# deadline watch, the stranded-run sweep, the outbox relay, an operator's resume, reset or fork).
 PLATFORM_WRITES = {
     "START_WORKFLOW",
     "SIGNAL",
     "REQUEST_CANCEL",
     "TERMINATE",
+    "TERMINATE_REPLACED",
+    "RESUME",
+    "COPY_EVENTS",
+    "COPY_CONSUMPTIONS",
+    "COPY_STEP_TASKS",
     "EXPIRE_RUNS",
     "REQUEUE_STRANDED",
     "DELETE_OUTBOX",
@@ -47,7 +52,7 @@ def write_statements() -> dict[str, str]:
     """Every statement of history that writes to its schema, by name."""
     return {
         name: value
-        for module in (store, deadlines, stranded, outbox)
+        for module in (store, deadlines, stranded, outbox, recovery)
         for name, value in vars(module).items()
         if name.isupper()
         and not name.startswith("_")

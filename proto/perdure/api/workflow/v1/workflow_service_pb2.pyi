@@ -222,3 +222,80 @@ class QueryWorkflowResponse(_message.Message):
     value: _payload_pb2.Payload
     update_time: _timestamp_pb2.Timestamp
     def __init__(self, value: _Optional[_Union[_payload_pb2.Payload, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class ResumeWorkflowRequest(_message.Message):
+    __slots__ = ("workflow_id", "namespace", "run_id", "reason")
+    WORKFLOW_ID_FIELD_NUMBER: _ClassVar[int]
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    workflow_id: str
+    namespace: str
+    run_id: str
+    reason: str
+    def __init__(self, workflow_id: _Optional[str] = ..., namespace: _Optional[str] = ..., run_id: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class ResumeWorkflowResponse(_message.Message):
+    __slots__ = ("run_id",)
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    def __init__(self, run_id: _Optional[str] = ...) -> None: ...
+
+class ResetWorkflowRequest(_message.Message):
+    __slots__ = ("workflow_id", "namespace", "run_id", "step_id", "event_id", "reason")
+    WORKFLOW_ID_FIELD_NUMBER: _ClassVar[int]
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    STEP_ID_FIELD_NUMBER: _ClassVar[int]
+    EVENT_ID_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    workflow_id: str
+    namespace: str
+    run_id: str
+    step_id: str
+    event_id: int
+    reason: str
+    def __init__(self, workflow_id: _Optional[str] = ..., namespace: _Optional[str] = ..., run_id: _Optional[str] = ..., step_id: _Optional[str] = ..., event_id: _Optional[int] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class ResetWorkflowResponse(_message.Message):
+    __slots__ = ("run_id", "copied_up_to_event_id")
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    COPIED_UP_TO_EVENT_ID_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    copied_up_to_event_id: int
+    def __init__(self, run_id: _Optional[str] = ..., copied_up_to_event_id: _Optional[int] = ...) -> None: ...
+
+class ForkWorkflowRequest(_message.Message):
+    __slots__ = ("workflow_id", "namespace", "run_id", "new_workflow_id", "step_id", "overrides", "reason")
+    class OverridesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: _payload_pb2.Payload
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[_payload_pb2.Payload, _Mapping]] = ...) -> None: ...
+    WORKFLOW_ID_FIELD_NUMBER: _ClassVar[int]
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    NEW_WORKFLOW_ID_FIELD_NUMBER: _ClassVar[int]
+    STEP_ID_FIELD_NUMBER: _ClassVar[int]
+    OVERRIDES_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    workflow_id: str
+    namespace: str
+    run_id: str
+    new_workflow_id: str
+    step_id: str
+    overrides: _containers.MessageMap[str, _payload_pb2.Payload]
+    reason: str
+    def __init__(self, workflow_id: _Optional[str] = ..., namespace: _Optional[str] = ..., run_id: _Optional[str] = ..., new_workflow_id: _Optional[str] = ..., step_id: _Optional[str] = ..., overrides: _Optional[_Mapping[str, _payload_pb2.Payload]] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class ForkWorkflowResponse(_message.Message):
+    __slots__ = ("workflow_id", "run_id", "copied_up_to_event_id")
+    WORKFLOW_ID_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    COPIED_UP_TO_EVENT_ID_FIELD_NUMBER: _ClassVar[int]
+    workflow_id: str
+    run_id: str
+    copied_up_to_event_id: int
+    def __init__(self, workflow_id: _Optional[str] = ..., run_id: _Optional[str] = ..., copied_up_to_event_id: _Optional[int] = ...) -> None: ...

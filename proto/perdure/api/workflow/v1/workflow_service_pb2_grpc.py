@@ -81,6 +81,21 @@ class WorkflowServiceStub:
                 request_serializer=perdure_dot_api_dot_workflow_dot_v1_dot_workflow__service__pb2.QueryWorkflowRequest.SerializeToString,
                 response_deserializer=perdure_dot_api_dot_workflow_dot_v1_dot_workflow__service__pb2.QueryWorkflowResponse.FromString,
                 _registered_method=True)
+        self.ResumeWorkflow = channel.unary_unary(
+                '/perdure.api.workflow.v1.WorkflowService/ResumeWorkflow',
+                request_serializer=perdure_dot_api_dot_workflow_dot_v1_dot_workflow__service__pb2.ResumeWorkflowRequest.SerializeToString,
+                response_deserializer=perdure_dot_api_dot_workflow_dot_v1_dot_workflow__service__pb2.ResumeWorkflowResponse.FromString,
+                _registered_method=True)
+        self.ResetWorkflow = channel.unary_unary(
+                '/perdure.api.workflow.v1.WorkflowService/ResetWorkflow',
+                request_serializer=perdure_dot_api_dot_workflow_dot_v1_dot_workflow__service__pb2.ResetWorkflowRequest.SerializeToString,
+                response_deserializer=perdure_dot_api_dot_workflow_dot_v1_dot_workflow__service__pb2.ResetWorkflowResponse.FromString,
+                _registered_method=True)
+        self.ForkWorkflow = channel.unary_unary(
+                '/perdure.api.workflow.v1.WorkflowService/ForkWorkflow',
+                request_serializer=perdure_dot_api_dot_workflow_dot_v1_dot_workflow__service__pb2.ForkWorkflowRequest.SerializeToString,
+                response_deserializer=perdure_dot_api_dot_workflow_dot_v1_dot_workflow__service__pb2.ForkWorkflowResponse.FromString,
+                _registered_method=True)
 
 
 class WorkflowServiceServicer:
@@ -178,6 +193,40 @@ class WorkflowServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ResumeWorkflow(self, request, context):
+        """Opens a PARKED run again: journals WORKFLOW_RESUMED, sets it RUNNING and makes it due; a
+        worker replays it from the start with the code it runs now (deploy the fix first). It may
+        park again later (the crash-loop count starts over).
+        Errors: INVALID_ARGUMENT (INVALID_REQUEST), NOT_FOUND (WORKFLOW_NOT_FOUND, RUN_NOT_FOUND),
+        FAILED_PRECONDITION (WORKFLOW_NOT_PARKED).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ResetWorkflow(self, request, context):
+        """Starts the next run of the workflow id from a point of one of its runs: its journal is a
+        copy of that run's events before the step (or event) named, so the steps before it are
+        not run again and that step and everything after it run again. The latest run, if open,
+        is terminated; signals received after the point are carried into the new run.
+        Errors: INVALID_ARGUMENT (INVALID_REQUEST, STEP_NOT_IN_JOURNAL), NOT_FOUND
+        (WORKFLOW_NOT_FOUND, RUN_NOT_FOUND).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ForkWorkflow(self, request, context):
+        """Starts a run under a new workflow id whose journal is a copy of a run's up to a step (by
+        default all of it), with the recorded outputs of some steps replaced. The source is not
+        changed.
+        Errors: INVALID_ARGUMENT (INVALID_REQUEST, STEP_NOT_IN_JOURNAL), NOT_FOUND
+        (WORKFLOW_NOT_FOUND, RUN_NOT_FOUND), ALREADY_EXISTS (WORKFLOW_ID_CONFLICT).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_WorkflowServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -225,6 +274,21 @@ def add_WorkflowServiceServicer_to_server(servicer, server):
                     servicer.QueryWorkflow,
                     request_deserializer=perdure_dot_api_dot_workflow_dot_v1_dot_workflow__service__pb2.QueryWorkflowRequest.FromString,
                     response_serializer=perdure_dot_api_dot_workflow_dot_v1_dot_workflow__service__pb2.QueryWorkflowResponse.SerializeToString,
+            ),
+            'ResumeWorkflow': grpc.unary_unary_rpc_method_handler(
+                    servicer.ResumeWorkflow,
+                    request_deserializer=perdure_dot_api_dot_workflow_dot_v1_dot_workflow__service__pb2.ResumeWorkflowRequest.FromString,
+                    response_serializer=perdure_dot_api_dot_workflow_dot_v1_dot_workflow__service__pb2.ResumeWorkflowResponse.SerializeToString,
+            ),
+            'ResetWorkflow': grpc.unary_unary_rpc_method_handler(
+                    servicer.ResetWorkflow,
+                    request_deserializer=perdure_dot_api_dot_workflow_dot_v1_dot_workflow__service__pb2.ResetWorkflowRequest.FromString,
+                    response_serializer=perdure_dot_api_dot_workflow_dot_v1_dot_workflow__service__pb2.ResetWorkflowResponse.SerializeToString,
+            ),
+            'ForkWorkflow': grpc.unary_unary_rpc_method_handler(
+                    servicer.ForkWorkflow,
+                    request_deserializer=perdure_dot_api_dot_workflow_dot_v1_dot_workflow__service__pb2.ForkWorkflowRequest.FromString,
+                    response_serializer=perdure_dot_api_dot_workflow_dot_v1_dot_workflow__service__pb2.ForkWorkflowResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -472,6 +536,87 @@ class WorkflowService:
             '/perdure.api.workflow.v1.WorkflowService/QueryWorkflow',
             perdure_dot_api_dot_workflow_dot_v1_dot_workflow__service__pb2.QueryWorkflowRequest.SerializeToString,
             perdure_dot_api_dot_workflow_dot_v1_dot_workflow__service__pb2.QueryWorkflowResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ResumeWorkflow(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/perdure.api.workflow.v1.WorkflowService/ResumeWorkflow',
+            perdure_dot_api_dot_workflow_dot_v1_dot_workflow__service__pb2.ResumeWorkflowRequest.SerializeToString,
+            perdure_dot_api_dot_workflow_dot_v1_dot_workflow__service__pb2.ResumeWorkflowResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ResetWorkflow(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/perdure.api.workflow.v1.WorkflowService/ResetWorkflow',
+            perdure_dot_api_dot_workflow_dot_v1_dot_workflow__service__pb2.ResetWorkflowRequest.SerializeToString,
+            perdure_dot_api_dot_workflow_dot_v1_dot_workflow__service__pb2.ResetWorkflowResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ForkWorkflow(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/perdure.api.workflow.v1.WorkflowService/ForkWorkflow',
+            perdure_dot_api_dot_workflow_dot_v1_dot_workflow__service__pb2.ForkWorkflowRequest.SerializeToString,
+            perdure_dot_api_dot_workflow_dot_v1_dot_workflow__service__pb2.ForkWorkflowResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -181,3 +181,39 @@ class AuthenticateResponse(_message.Message):
     role: _admin_service_pb2.Role
     task_queues: _containers.RepeatedScalarFieldContainer[str]
     def __init__(self, key_id: _Optional[str] = ..., namespace: _Optional[str] = ..., role: _Optional[_Union[_admin_service_pb2.Role, str]] = ..., task_queues: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class ResumeWorkflowRequest(_message.Message):
+    __slots__ = ("request",)
+    REQUEST_FIELD_NUMBER: _ClassVar[int]
+    request: _workflow_service_pb2.ResumeWorkflowRequest
+    def __init__(self, request: _Optional[_Union[_workflow_service_pb2.ResumeWorkflowRequest, _Mapping]] = ...) -> None: ...
+
+class ResumeWorkflowResponse(_message.Message):
+    __slots__ = ("response",)
+    RESPONSE_FIELD_NUMBER: _ClassVar[int]
+    response: _workflow_service_pb2.ResumeWorkflowResponse
+    def __init__(self, response: _Optional[_Union[_workflow_service_pb2.ResumeWorkflowResponse, _Mapping]] = ...) -> None: ...
+
+class ResetWorkflowRequest(_message.Message):
+    __slots__ = ("request",)
+    REQUEST_FIELD_NUMBER: _ClassVar[int]
+    request: _workflow_service_pb2.ResetWorkflowRequest
+    def __init__(self, request: _Optional[_Union[_workflow_service_pb2.ResetWorkflowRequest, _Mapping]] = ...) -> None: ...
+
+class ResetWorkflowResponse(_message.Message):
+    __slots__ = ("response",)
+    RESPONSE_FIELD_NUMBER: _ClassVar[int]
+    response: _workflow_service_pb2.ResetWorkflowResponse
+    def __init__(self, response: _Optional[_Union[_workflow_service_pb2.ResetWorkflowResponse, _Mapping]] = ...) -> None: ...
+
+class ForkWorkflowRequest(_message.Message):
+    __slots__ = ("request",)
+    REQUEST_FIELD_NUMBER: _ClassVar[int]
+    request: _workflow_service_pb2.ForkWorkflowRequest
+    def __init__(self, request: _Optional[_Union[_workflow_service_pb2.ForkWorkflowRequest, _Mapping]] = ...) -> None: ...
+
+class ForkWorkflowResponse(_message.Message):
+    __slots__ = ("response",)
+    RESPONSE_FIELD_NUMBER: _ClassVar[int]
+    response: _workflow_service_pb2.ForkWorkflowResponse
+    def __init__(self, response: _Optional[_Union[_workflow_service_pb2.ForkWorkflowResponse, _Mapping]] = ...) -> None: ...

@@ -107,6 +107,21 @@ class HistoryServiceStub:
                 request_serializer=perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.ListAuditEventsRequest.SerializeToString,
                 response_deserializer=perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.ListAuditEventsResponse.FromString,
                 _registered_method=True)
+        self.ResumeWorkflow = channel.unary_unary(
+                '/perdure.internal.history.v1.HistoryService/ResumeWorkflow',
+                request_serializer=perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.ResumeWorkflowRequest.SerializeToString,
+                response_deserializer=perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.ResumeWorkflowResponse.FromString,
+                _registered_method=True)
+        self.ResetWorkflow = channel.unary_unary(
+                '/perdure.internal.history.v1.HistoryService/ResetWorkflow',
+                request_serializer=perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.ResetWorkflowRequest.SerializeToString,
+                response_deserializer=perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.ResetWorkflowResponse.FromString,
+                _registered_method=True)
+        self.ForkWorkflow = channel.unary_unary(
+                '/perdure.internal.history.v1.HistoryService/ForkWorkflow',
+                request_serializer=perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.ForkWorkflowRequest.SerializeToString,
+                response_deserializer=perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.ForkWorkflowResponse.FromString,
+                _registered_method=True)
 
 
 class HistoryServiceServicer:
@@ -221,6 +236,33 @@ class HistoryServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ResumeWorkflow(self, request, context):
+        """Opens a parked run again, audited.
+        Errors: NOT_FOUND (WORKFLOW_NOT_FOUND, RUN_NOT_FOUND), FAILED_PRECONDITION
+        (WORKFLOW_NOT_PARKED).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ResetWorkflow(self, request, context):
+        """Starts the workflow id's next run from a copy of a run's journal up to a point, audited.
+        Errors: NOT_FOUND (WORKFLOW_NOT_FOUND, RUN_NOT_FOUND), INVALID_ARGUMENT
+        (STEP_NOT_IN_JOURNAL).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ForkWorkflow(self, request, context):
+        """Starts a run under a new workflow id from a copy of a run's journal, audited.
+        Errors: NOT_FOUND (WORKFLOW_NOT_FOUND, RUN_NOT_FOUND), INVALID_ARGUMENT
+        (STEP_NOT_IN_JOURNAL), ALREADY_EXISTS (WORKFLOW_ID_CONFLICT).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_HistoryServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -293,6 +335,21 @@ def add_HistoryServiceServicer_to_server(servicer, server):
                     servicer.ListAuditEvents,
                     request_deserializer=perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.ListAuditEventsRequest.FromString,
                     response_serializer=perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.ListAuditEventsResponse.SerializeToString,
+            ),
+            'ResumeWorkflow': grpc.unary_unary_rpc_method_handler(
+                    servicer.ResumeWorkflow,
+                    request_deserializer=perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.ResumeWorkflowRequest.FromString,
+                    response_serializer=perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.ResumeWorkflowResponse.SerializeToString,
+            ),
+            'ResetWorkflow': grpc.unary_unary_rpc_method_handler(
+                    servicer.ResetWorkflow,
+                    request_deserializer=perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.ResetWorkflowRequest.FromString,
+                    response_serializer=perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.ResetWorkflowResponse.SerializeToString,
+            ),
+            'ForkWorkflow': grpc.unary_unary_rpc_method_handler(
+                    servicer.ForkWorkflow,
+                    request_deserializer=perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.ForkWorkflowRequest.FromString,
+                    response_serializer=perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.ForkWorkflowResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -676,6 +733,87 @@ class HistoryService:
             '/perdure.internal.history.v1.HistoryService/ListAuditEvents',
             perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.ListAuditEventsRequest.SerializeToString,
             perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.ListAuditEventsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ResumeWorkflow(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/perdure.internal.history.v1.HistoryService/ResumeWorkflow',
+            perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.ResumeWorkflowRequest.SerializeToString,
+            perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.ResumeWorkflowResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ResetWorkflow(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/perdure.internal.history.v1.HistoryService/ResetWorkflow',
+            perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.ResetWorkflowRequest.SerializeToString,
+            perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.ResetWorkflowResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ForkWorkflow(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/perdure.internal.history.v1.HistoryService/ForkWorkflow',
+            perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.ForkWorkflowRequest.SerializeToString,
+            perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.ForkWorkflowResponse.FromString,
             options,
             channel_credentials,
             insecure,

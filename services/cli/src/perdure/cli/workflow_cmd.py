@@ -16,6 +16,7 @@ from google.protobuf.message import Message
 from perdure.api.common.v1.payload_pb2 import Payload
 from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.api.workflow.v1 import workflow_service_pb2 as api
+from perdure.cli.diff_cmd import run_diff
 from perdure.client import Client
 from perdure.common.embedded_db import DEFAULT_DATA_DIR
 from perdure.common.payload import json_payload
@@ -125,6 +126,8 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         command.add_argument("workflow_id")
         command.add_argument("--reason", default="", help="why, for the journal")
 
+    _add_recovery_parsers(commands)
+
     query = commands.add_parser("query", help="read a value the workflow published")
     query.add_argument("workflow_id")
     query.add_argument("key")
@@ -160,6 +163,108 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="only runs found open with no lease, no task and no wake-up (made due again; "
         "listed until a worker loads them), with when they were found",
     )
+
+
+def _add_recovery_parsers(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser],
+) -> None:
+    """resume, reset, fork and diff: getting runs going again after their code changed."""
+    resume = commands.add_parser(
+        "resume", help="open a parked run again (deploy the fixed code first)"
+    )
+    resume.add_argument("workflow_id")
+    resume.add_argument("--reason", default="", help="why, for the journal")
+
+    reset = commands.add_parser(
+        "reset", help="start the workflow's next run from a copy of its journal before a step"
+    )
+    reset.add_argument("workflow_id")
+    point = reset.add_mutually_exclusive_group(required=True)
+    point.add_argument("--step", default="", help="the step to run again, and all after it")
+    point.add_argument(
+        "--event-id", type=int, default=0, help="the first event not copied (2 or more)"
+    )
+    reset.add_argument("--reason", default="", help="why, for the journal and the audit log")
+
+    fork = commands.add_parser(
+        "fork", help="start a run under a new id from a copy of a run's journal"
+    )
+    fork.add_argument("workflow_id")
+    fork.add_argument("--new-id", required=True, help="the fork's workflow id (a free one)")
+    fork.add_argument(
+        "--step", default="", help="copy only before this step (default: the whole journal)"
+    )
+    fork.add_argument(
+        "--override",
+        action="append",
+        default=[],
+        metavar="STEP_ID=JSON",
+        help="replace a completed step's recorded output: STEP_ID='{\"json\": 1}' or "
+        "STEP_ID=@file.json (repeatable)",
+    )
+    fork.add_argument("--reason", default="", help="why, for the audit log")
+    for command in (resume, reset, fork):
+        command.add_argument(
+            "--run-id", default="", help="one run of the workflow id's chain (default: the latest)"
+        )
+
+    diff = commands.add_parser("diff", help="compare two runs step by step")
+    diff.add_argument("workflow_a")
+    diff.add_argument("workflow_b")
+    diff.add_argument("--run-id-a", default="", help="a run of A's chain (default: the latest)")
+    diff.add_argument("--run-id-b", default="", help="a run of B's chain (default: the latest)")
+    diff.add_argument("--json", action="store_true", help="the report as JSON")
+
+
+def _overrides(given: list[str]) -> dict[str, Payload]:
+    """--override STEP_ID=JSON or STEP_ID=@file.json, by step id."""
+    overrides = {}
+    for item in given:
+        step_id, separator, value = item.partition("=")
+        if not separator or not step_id:
+            raise _UsageError(f"--override {item[:60]!r} is not STEP_ID=JSON or STEP_ID=@file")
+        if value.startswith("@"):
+            try:
+                value = Path(value[1:]).read_text(encoding="utf-8")
+            except OSError as error:
+                raise _UsageError(
+                    f"--override {step_id}: cannot read {value[1:]}: {error}"
+                ) from None
+        overrides[step_id] = _json_argument(f"--override {step_id}", value.strip())
+    return overrides
+
+
+def _recover(client: Client, args: argparse.Namespace) -> int:
+    """resume, reset, fork or diff."""
+    if args.command == "diff":
+        a, b = (args.workflow_a, args.run_id_a), (args.workflow_b, args.run_id_b)
+        return run_diff(client, a, b, args.json)
+    if args.command == "resume":
+        run_id = client.resume(args.workflow_id, args.reason, run_id=args.run_id)
+        print(json.dumps({"workflow_id": args.workflow_id, "run_id": run_id}))
+    elif args.command == "reset":
+        reset = client.reset(
+            args.workflow_id,
+            step_id=args.step,
+            event_id=args.event_id,
+            reason=args.reason,
+            run_id=args.run_id,
+        )
+        _print(reset)
+    else:
+        forked = client.fork(
+            args.workflow_id,
+            args.new_id,
+            step_id=args.step,
+            overrides=_overrides(args.override),
+            reason=args.reason,
+            run_id=args.run_id,
+        )
+        _print(forked)
+    return 0
+
+
+RECOVERY_COMMANDS = ("resume", "reset", "fork", "diff")
 
 
 def _print(message: Message, indent: int | None = 2) -> None:
@@ -220,6 +325,8 @@ def _execute(client: Client, args: argparse.Namespace) -> int:
         )
         print(json.dumps({"accepted": accepted, "signal_id": sent_id}))
         return 0
+    if args.command in RECOVERY_COMMANDS:
+        return _recover(client, args)
     if args.command in ("cancel", "terminate"):
         getattr(client, args.command)(args.workflow_id, args.reason)
         return 0

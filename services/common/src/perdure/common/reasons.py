@@ -51,6 +51,9 @@ class Reason(StrEnum):
     STEP_CLOSED = "STEP_CLOSED"
     STEP_CONFLICT = "STEP_CONFLICT"
     SIGNAL_ALREADY_CONSUMED = "SIGNAL_ALREADY_CONSUMED"
+    # Resume, reset and fork (history/recovery.py).
+    WORKFLOW_NOT_PARKED = "WORKFLOW_NOT_PARKED"
+    STEP_NOT_IN_JOURNAL = "STEP_NOT_IN_JOURNAL"
     # A fault of the service's own, logged there and never described to the caller.
     INTERNAL = "INTERNAL"
 

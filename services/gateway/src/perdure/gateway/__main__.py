@@ -56,6 +56,9 @@ OPERATOR_METHODS = (
     "SignalWithStartWorkflow",
     "CancelWorkflow",
     "TerminateWorkflow",
+    "ResumeWorkflow",
+    "ResetWorkflow",
+    "ForkWorkflow",
 )
 
 

@@ -200,6 +200,47 @@ class WorkflowServicer(apigrpc.WorkflowServiceServicer):
             "QueryWorkflow", _in_namespace(request, namespace), api.QueryWorkflowResponse
         )
 
+    @errors.unary
+    async def ResumeWorkflow(
+        self, request: api.ResumeWorkflowRequest, context: Context
+    ) -> api.ResumeWorkflowResponse:
+        namespace = self._callers.admit(context, request.namespace)
+        validate.workflow_id(request.workflow_id)
+        validate.optional_id("run_id", request.run_id)
+        validate.reason(request.reason)
+        return await self._forward(
+            "ResumeWorkflow", _in_namespace(request, namespace), api.ResumeWorkflowResponse
+        )
+
+    @errors.unary
+    async def ResetWorkflow(
+        self, request: api.ResetWorkflowRequest, context: Context
+    ) -> api.ResetWorkflowResponse:
+        namespace = self._callers.admit(context, request.namespace)
+        validate.workflow_id(request.workflow_id)
+        validate.optional_id("run_id", request.run_id)
+        validate.reset_point(request.step_id, request.event_id)
+        validate.reason(request.reason)
+        return await self._forward(
+            "ResetWorkflow", _in_namespace(request, namespace), api.ResetWorkflowResponse
+        )
+
+    @errors.unary
+    async def ForkWorkflow(
+        self, request: api.ForkWorkflowRequest, context: Context
+    ) -> api.ForkWorkflowResponse:
+        namespace = self._callers.admit(context, request.namespace)
+        validate.workflow_id(request.workflow_id)
+        validate.optional_id("run_id", request.run_id)
+        validate.workflow_id(request.new_workflow_id, field="new_workflow_id")
+        validate.optional_id("step_id", request.step_id)
+        validate.override_step_ids(list(request.overrides))
+        validate.reason(request.reason)
+        fork = _in_namespace(request, namespace)
+        for step_id, value in request.overrides.items():
+            fork.overrides[step_id].CopyFrom(validate_payload(f"overrides[{step_id!r}]", value))
+        return await self._forward("ForkWorkflow", fork, api.ForkWorkflowResponse)
+
     async def _forward(self, rpc: str, request: Message, answer_type: type[Answer]) -> Answer:
         """Hand a validated request to history's call of the same name; return its answer."""
         return await forward(self._history, rpc, request, answer_type)

@@ -31,20 +31,19 @@ def name(field: str, value: str) -> None:
         )
 
 
-def workflow_id(value: str, *, required: bool = True) -> None:
+def workflow_id(value: str, *, required: bool = True, field: str = "workflow_id") -> None:
     """A workflow id: printable, without surrounding spaces, at most 255 characters."""
     if not value:
         if required:
-            raise errors.invalid_argument("workflow_id is required")
+            raise errors.invalid_argument(f"{field} is required")
         return
     if len(value) > MAX_ID_LENGTH:
         raise errors.invalid_argument(
-            f"workflow_id is {len(value)} characters long; the limit is {MAX_ID_LENGTH}"
+            f"{field} is {len(value)} characters long; the limit is {MAX_ID_LENGTH}"
         )
     if not value.isprintable() or value != value.strip() or value.startswith("@"):
         raise errors.invalid_argument(
-            "workflow_id must be printable and must not start with '@' or start or end with "
-            "whitespace"
+            f"{field} must be printable and must not start with '@' or start or end with whitespace"
         )
 
 
@@ -132,3 +131,32 @@ def execution_timeout(value: duration_pb2.Duration) -> None:
             f"execution_timeout must be more than 0 and at most ten years, not {seconds}s "
             "(leave it unset for no limit)"
         )
+
+
+MAX_OVERRIDES = 100
+
+
+def reset_point(step_id: str, event_id: int) -> None:
+    """Where a reset starts again: a step id or an event id, exactly one."""
+    if bool(step_id) == bool(event_id):
+        raise errors.invalid_argument(
+            "set exactly one of step_id (the step to run again) and event_id (the first "
+            "event not copied)"
+        )
+    optional_id("step_id", step_id)
+    if event_id and event_id < 2:
+        raise errors.invalid_argument(
+            f"event_id must be 2 or more (WORKFLOW_STARTED is always kept), not {event_id}"
+        )
+
+
+def override_step_ids(step_ids: list[str]) -> None:
+    """The steps a fork's overrides name: at most MAX_OVERRIDES ids, each non-empty."""
+    if len(step_ids) > MAX_OVERRIDES:
+        raise errors.invalid_argument(
+            f"overrides names {len(step_ids)} steps; the limit is {MAX_OVERRIDES}"
+        )
+    for step_id in step_ids:
+        if not step_id:
+            raise errors.invalid_argument("an override's step id is empty: name a step id")
+        optional_id("an override's step id", step_id)

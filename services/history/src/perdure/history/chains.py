@@ -58,9 +58,12 @@ UPDATE history.workflows SET workflow_id = {ARCHIVED}, next_run_id = %(next_run_
 WHERE workflow_id = %(workflow_id)s
 """
 
-# The signals the archived run received and did not consume, journaled again in the new run in
-# their order (each `appended` row one of them, its event id after the run's last), with their
-# signal ids (a signal sent again is still received once) and trace.
+# The signals the archived run received (from event %(carry_from)s on) and did not consume
+# (before event %(consumed_before)s; NULL: ever), journaled again in the new run in their order
+# (each `appended` row one of them, its event id after the run's last), with their signal ids
+# (a signal sent again is still received once) and trace; one whose signal id the new run
+# holds already is not carried twice. A reset (recovery.py) carries those received after its
+# cut, consumed there or not.
 CARRY_SIGNALS = (
     f"""
 WITH appended AS (
@@ -72,9 +75,14 @@ WITH appended AS (
     FROM history.events s, history.workflows w
     WHERE s.workflow_id = {store.ARCHIVE_KEY.format(run_id="%(archived_run)s::text")}
       AND s.event_type = '{EventType.SIGNAL_RECEIVED}'
-      AND w.workflow_id = %(workflow_id)s
+      AND w.workflow_id = %(workflow_id)s AND s.event_id >= %(carry_from)s
+      AND (s.signal_id IS NULL OR NOT EXISTS (
+          SELECT FROM history.events e
+          WHERE e.workflow_id = w.workflow_id AND e.signal_id = s.signal_id))
       AND NOT EXISTS (SELECT FROM history.signal_consumptions c
-                      WHERE c.workflow_id = s.workflow_id AND c.event_id = s.event_id)
+                      WHERE c.workflow_id = s.workflow_id AND c.event_id = s.event_id
+                        AND (%(consumed_before)s::bigint IS NULL
+                             OR c.consumed_by < %(consumed_before)s))
 )"""
     + store.insert_event(
         store.event_values(
@@ -166,6 +174,17 @@ def following(params: dict[str, Any], latest: Row) -> dict[str, Any]:
     }
 
 
+def carried(workflow_id: str, archived_run: str, cut: int | None = None) -> dict[str, Any]:
+    """CARRY_SIGNALS' parameters: the signals of `archived_run` left unconsumed, or with a
+    `cut` (an event id) every signal received from it on."""
+    return {
+        "workflow_id": workflow_id,
+        "archived_run": archived_run,
+        "carry_from": cut or 0,
+        "consumed_before": cut,
+    }
+
+
 class Chains(JournalBase):
     """Making the next run of a workflow id."""
 
@@ -182,9 +201,7 @@ class Chains(JournalBase):
         if created is None:  # the key was just freed under the row lock: cannot be taken
             raise RuntimeError(f"workflow {workflow_id!r}: the next run could not be created")
         if carry_signals:
-            await conn.execute(
-                CARRY_SIGNALS, {"workflow_id": workflow_id, "archived_run": latest["run_id"]}
-            )
+            await conn.execute(CARRY_SIGNALS, carried(workflow_id, latest["run_id"]))
 
     async def _continue_as_new(self, conn: AsyncConnection, params: dict[str, Any]) -> Row | None:
         """Close the run under its lease as continued as new (`params`: CLOSE_RUN's, the

@@ -9,12 +9,13 @@ from perdure.history.lifecycle import Lifecycle
 from perdure.history.metrics import count_started
 from perdure.history.patches import Patches
 from perdure.history.reads import Reads
+from perdure.history.recovery import Recovery
 from perdure.history.signals import Signals
 from perdure.history.steps import Steps
 from perdure.history.timers import Timers
 
 
-class Journal(Lifecycle, Signals, Timers, Steps, Patches, Reads):
+class Journal(Lifecycle, Recovery, Signals, Timers, Steps, Patches, Reads):
     """Every read and write of the history schema goes through here."""
 
     async def signal_with_start(

@@ -62,6 +62,7 @@ class EventType(StrEnum):
     STEP_ATTEMPT_STARTED = "STEP_ATTEMPT_STARTED"
     WORKFLOW_CONTINUED_AS_NEW = "WORKFLOW_CONTINUED_AS_NEW"
     PATCH_RECORDED = "PATCH_RECORDED"
+    WORKFLOW_RESUMED = "WORKFLOW_RESUMED"
 
 
 # Events whose payload column holds a payload (JSON null included).

@@ -31,7 +31,8 @@ WORKFLOW_COLUMNS = (
     " workflow_type, task_queue, status, input, input_encoding, result,"
     " result_encoding, failure, fence,"
     " event_count, created_at, updated_at, closed_at, wait_kind, wait_name, wait_until,"
-    " cancel_requested, trace_context, stuck_since, history_bytes"
+    " cancel_requested, trace_context, stuck_since, history_bytes,"
+    " reset_from_run_id, forked_from_workflow_id, forked_from_run_id, copied_up_to_event_id"
 )
 _EVENT_FIELDS = (
     "event_id, event_type, fence, step_id, step_name, position, attempt,"
@@ -421,13 +422,40 @@ REQUEST_CANCEL = _append(
     also=_AUDITED,
 )
 
-TERMINATE = _append(
-    f"""UPDATE history.workflows
+_TERMINATE_RUN = f"""UPDATE history.workflows
     SET {count_event()}, status = 'TERMINATED',
         failure = %(failure)s, closed_at = now(),
         wait_kind = NULL, wait_name = NULL, wait_until = NULL
-    {_OPEN_RUN}""",
-    also=_AUDITED + _RETIRED,
+    {_OPEN_RUN}"""
+
+TERMINATE = _append(_TERMINATE_RUN, also=_AUDITED + _RETIRED)
+
+# The open run a reset replaces (recovery.py, which audits the reset itself).
+TERMINATE_REPLACED = _append(_TERMINATE_RUN, also=_RETIRED)
+
+# A parked run opened again (recovery.py): running, its close and failure cleared, the
+# crash-loop count started over, and made due with the scheduler's REOPEN wake reason (its
+# tasks were retired when it parked), with its remote steps that have no outcome yet. A
+# retirement of its tasks still in the outbox is dropped: relayed after the resume, it would
+# close them again (one the relay holds is waited for, and is relayed before this).
+RESUME = _append(
+    f"""UPDATE history.workflows
+    SET {count_event()}, status = 'RUNNING', failure = NULL, closed_at = NULL,
+        idle_loads = 0, stuck_since = NULL
+    WHERE workflow_id = %(workflow_id)s AND status = 'PARKED'""",
+    schedule=True,
+    also=_AUDITED
+    + """, unretired AS (
+    DELETE FROM history.outbox o USING appended
+    WHERE o.workflow_id = appended.workflow_id AND o.run_number = appended.run_number
+      AND o.closed
+), steps_due AS (
+    INSERT INTO history.outbox
+        (workflow_id, workflow_type, task_queue, step_id, wake_reason, run_number)
+    SELECT s.workflow_id, s.step_type, s.task_queue, s.step_id, %(wake_reason)s, a.run_number
+    FROM history.step_tasks s JOIN appended a USING (workflow_id)
+    WHERE NOT s.closed
+)""",
 )
 
 

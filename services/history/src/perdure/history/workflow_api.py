@@ -1,6 +1,7 @@
 """The public workflow API as history serves it (the gateway validated the request first):
-start, signal, cancel, terminate, describe, query, history and list. Public names arrive with
-their namespace and leave without it; inside, runs go by qualified ids."""
+start, signal, cancel, terminate, describe, query, history and list; resume, reset and fork.
+Public names arrive with their namespace and leave without it; inside, runs go by qualified
+ids."""
 
 from __future__ import annotations
 
@@ -156,6 +157,51 @@ class WorkflowApi:
         r = request.request
         await self._journal.terminate(run_key(r), r.reason, acting_key())
         return hpb.TerminateWorkflowResponse(response=api.TerminateWorkflowResponse())
+
+    @errors.unary
+    async def ResumeWorkflow(
+        self, request: hpb.ResumeWorkflowRequest, context: Context
+    ) -> hpb.ResumeWorkflowResponse:
+        r = request.request
+        run_id = await self._journal.resume(run_key(r), r.run_id, r.reason, acting_key())
+        return hpb.ResumeWorkflowResponse(response=api.ResumeWorkflowResponse(run_id=run_id))
+
+    @errors.unary
+    async def ResetWorkflow(
+        self, request: hpb.ResetWorkflowRequest, context: Context
+    ) -> hpb.ResetWorkflowResponse:
+        r = request.request
+        copied = await self._journal.reset(
+            run_key(r), r.run_id, r.step_id, r.event_id, r.reason, acting_key()
+        )
+        return hpb.ResetWorkflowResponse(
+            response=api.ResetWorkflowResponse(
+                run_id=copied.run_id, copied_up_to_event_id=copied.copied_up_to_event_id
+            )
+        )
+
+    @errors.unary
+    async def ForkWorkflow(
+        self, request: hpb.ForkWorkflowRequest, context: Context
+    ) -> hpb.ForkWorkflowResponse:
+        r = request.request
+        source = run_key(r)
+        copied = await self._journal.fork(
+            source,
+            r.run_id,
+            namespaces.qualify(namespaces.namespace_of(source), r.new_workflow_id),
+            r.step_id,
+            {step: normalized(value) for step, value in r.overrides.items()},
+            r.reason,
+            acting_key(),
+        )
+        return hpb.ForkWorkflowResponse(
+            response=api.ForkWorkflowResponse(
+                workflow_id=r.new_workflow_id,
+                run_id=copied.run_id,
+                copied_up_to_event_id=copied.copied_up_to_event_id,
+            )
+        )
 
     @errors.unary
     async def QueryWorkflow(

@@ -82,6 +82,20 @@ SET closed = true, run_at = NULL, due_reason = NULL, updated_at = now()
 FROM locked WHERE {LOCKED}
 """
 
+# A resumed run's tasks (its own, and those of its remote steps without an outcome), closed
+# when the run parked, open again for that very run (the ENQUEUE after it makes them due); one
+# a newer run of the workflow id took over is not its.
+_REOPENED_RUNS = """FROM scheduler.tasks t
+    JOIN unnest(%s::text[], %s::text[], %s::bigint[]) AS r(workflow_id, step_id, run_number)
+      ON t.workflow_id = r.workflow_id AND t.step_id = r.step_id
+     AND t.run_number = r.run_number
+    WHERE t.closed"""
+REOPEN = f"""
+WITH {in_key_order(_REOPENED_RUNS)}
+UPDATE scheduler.tasks t SET closed = false, updated_at = now()
+FROM locked WHERE {LOCKED}
+"""
+
 # Seconds until the next task of these queues becomes grantable to the ready sessions (a due
 # time, less the timer lookahead for a timer, plus the sticky timeout for a run another worker
 # keeps; or a lease expiry); negative when one is overdue, NULL when none is.
@@ -128,12 +142,17 @@ class Due:
     _pool: AsyncConnectionPool
 
     async def enqueue(self, tasks: list[DueTask], closed: Sequence[tuple[str, int]] = ()) -> None:
-        """Make tasks due at their time (now when None), then retire every task of the
-        `closed` runs (workflow id, run number), in one transaction."""
+        """Make tasks due at their time (now when None), a resumed run's closed task open
+        first, then retire every task of the `closed` runs (workflow id, run number), in one
+        transaction."""
+        reopened = [task for task in tasks if task.reopens]
         async with self._pool.connection() as conn, conn.transaction():
-            if tasks and closed:  # two statements: take all their locks in key order first
+            if tasks and (closed or reopened):  # several statements: all their locks first
                 runs = sorted({task.workflow_id for task in tasks} | {c[0] for c in closed})
                 await conn.execute(LOCK_RUNS, [runs])
+            if reopened:
+                columns = [[t.workflow_id, t.step_id, t.run_number] for t in reopened]
+                await conn.execute(REOPEN, [list(column) for column in zip(*columns, strict=True)])
             if tasks:
                 await conn.execute(ENQUEUE, _columns(tasks))
             if closed:

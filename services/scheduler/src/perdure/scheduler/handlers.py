@@ -23,7 +23,7 @@ from perdure.common.text import printable, require_storable
 from perdure.internal.scheduler.v1 import scheduler_service_pb2 as spb
 from perdure.internal.scheduler.v1 import scheduler_service_pb2_grpc as sgrpc
 from perdure.scheduler.dispatcher import Dispatcher, Session
-from perdure.scheduler.model import DueReason, DueTask, Lease
+from perdure.scheduler.model import REOPEN, DueReason, DueTask, Lease
 from perdure.scheduler.sticky import sticky_id_of
 from perdure.scheduler.store import TaskStore
 from perdure.telemetry.propagation import untraced
@@ -122,9 +122,9 @@ def due_tasks(request: spb.EnqueueTasksRequest) -> list[DueTask]:
             raise errors.invalid_argument("fence_floor must not be negative")
         if t.run_number < 0:
             raise errors.invalid_argument("run_number must not be negative")
-        if t.wake_reason and t.wake_reason not in DUE_REASONS:
+        if t.wake_reason and t.wake_reason not in (*DUE_REASONS, REOPEN):
             raise errors.invalid_argument(
-                f"wake_reason must be empty or one of {', '.join(DUE_REASONS)}, not "
+                f"wake_reason must be empty or one of {', '.join((*DUE_REASONS, REOPEN))}, not "
                 f"{t.wake_reason[:40]!r}"
             )
     return [
@@ -134,10 +134,11 @@ def due_tasks(request: spb.EnqueueTasksRequest) -> list[DueTask]:
             task_type=t.workflow_type,
             task_queue=t.task_queue,
             run_at=t.run_time.ToDatetime(tzinfo=UTC) if t.HasField("run_time") else None,
-            due_reason=DueReason(t.wake_reason) if t.wake_reason else None,
+            due_reason=DueReason(t.wake_reason) if t.wake_reason in DUE_REASONS else None,
             trace_context=dict(t.trace_context) or None,
             fence_floor=t.fence_floor,
             run_number=max(t.run_number, 1),
+            reopens=t.wake_reason == REOPEN,
         )
         for t in request.tasks
     ]

@@ -18,6 +18,11 @@ class DueReason(StrEnum):
     RETRY = "retry"  # a step's next attempt
 
 
+# The wake_reason history sends for a parked run an operator resumed (its recovery.py): no due
+# reason, but the one request that opens the run's own task again after its close.
+REOPEN = "resume"
+
+
 class TaskKey(NamedTuple):
     """A task's identity: its workflow id and step id ('' for the workflow's own task)."""
 
@@ -50,6 +55,7 @@ class DueTask:
     trace_context: dict[str, str] | None = None  # the workflow's
     fence_floor: int = 0  # history's fence mark: the next grant's fence is above it
     run_number: int = 1  # the run of the workflow id it is for (a newer one reopens the task)
+    reopens: bool = False  # this very run was resumed: its closed task opens again (REOPEN)
 
 
 @dataclass(frozen=True)

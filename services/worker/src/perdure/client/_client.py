@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from datetime import timedelta
 from typing import Any, cast
 
@@ -196,6 +196,69 @@ class Client:
             ),
             timeout=self._timeout,
         )
+
+    def resume(self, workflow_id: str, reason: str = "", run_id: str = "") -> str:
+        """Open the parked run again (deploy the fixed code first): a worker replays it from
+        the start. Returns its run id."""
+        response: api.ResumeWorkflowResponse = self._stub.ResumeWorkflow(
+            api.ResumeWorkflowRequest(
+                namespace=self.namespace, workflow_id=workflow_id, run_id=run_id, reason=reason
+            ),
+            timeout=self._timeout,
+        )
+        return response.run_id
+
+    def reset(
+        self,
+        workflow_id: str,
+        *,
+        step_id: str = "",
+        event_id: int = 0,
+        reason: str = "",
+        run_id: str = "",
+    ) -> api.ResetWorkflowResponse:
+        """Start the workflow id's next run from a copy of its run `run_id` (default: the
+        latest) before step `step_id` (or event `event_id`): that step and all after it run
+        again, the steps before it are not."""
+        response: api.ResetWorkflowResponse = self._stub.ResetWorkflow(
+            api.ResetWorkflowRequest(
+                namespace=self.namespace,
+                workflow_id=workflow_id,
+                run_id=run_id,
+                step_id=step_id,
+                event_id=event_id,
+                reason=reason,
+            ),
+            timeout=self._timeout,
+        )
+        return response
+
+    def fork(
+        self,
+        workflow_id: str,
+        new_workflow_id: str,
+        *,
+        step_id: str = "",
+        overrides: Mapping[str, Any] | None = None,
+        reason: str = "",
+        run_id: str = "",
+    ) -> api.ForkWorkflowResponse:
+        """Start a run `new_workflow_id` from a copy of the run's journal before step
+        `step_id` (default: all of it), the recorded outputs of the steps `overrides` names
+        replaced by its values. The source is not changed."""
+        response: api.ForkWorkflowResponse = self._stub.ForkWorkflow(
+            api.ForkWorkflowRequest(
+                namespace=self.namespace,
+                workflow_id=workflow_id,
+                run_id=run_id,
+                new_workflow_id=new_workflow_id,
+                step_id=step_id,
+                overrides={step: to_payload(value) for step, value in (overrides or {}).items()},
+                reason=reason,
+            ),
+            timeout=self._timeout,
+        )
+        return response
 
     def query(self, workflow_id: str, key: str) -> Any:
         """The latest value the run published under `key` with ctx.set_state."""

@@ -12,7 +12,9 @@ from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.worker._errors import NonDeterminismError
 
 # Calls of the code that hold a position in the journal; replay walks them in order. (The
-# outcome of a remote step holds none: its STEP_SCHEDULED holds the call's.)
+# outcome of a remote step holds none: its STEP_SCHEDULED holds the call's.) The platform's own
+# events are no call and are skipped: WORKFLOW_PARKED and WORKFLOW_RESUMED (a resumed run
+# replays past them), WORKFLOW_SUSPENDED (docs/worker-protocol.md §24).
 _POSITIONED = frozenset(
     {
         wf.EVENT_TYPE_STEP_COMPLETED,

@@ -46,11 +46,31 @@ def _no_constant(name: str) -> Any:
     raise json.JSONDecodeError(f"{name} is not a JSON number", name, 0)
 
 
+class PayloadMap(dict[str, Payload]):
+    """The payloads of a map<string, Payload> field, by key (a fork's overrides)."""
+
+
+def _is_payload_map(field: Any) -> bool:
+    """A map<string, Payload> field: its payloads are exact JSON too."""
+    if field.message_type is None or not field.message_type.GetOptions().map_entry:
+        return False
+    target = field.message_type.fields_by_name["value"].message_type
+    return target is not None and target.full_name == _PAYLOAD
+
+
 def take(descriptor: Descriptor | Any, fields: dict[str, Any]) -> dict[str, Any]:
     """Remove the payload fields from decoded request JSON (nested messages included) and
     return them as Payloads, by field name (a nested message's as a dict of its own)."""
     taken: dict[str, Any] = {}
     for field in descriptor.fields:
+        if _is_payload_map(field):
+            for key in dict.fromkeys((field.name, field.json_name)):
+                if key in fields and isinstance(fields[key], dict):
+                    entries = fields.pop(key).items()
+                    taken[field.name] = PayloadMap(
+                        {k: _payload(f"{field.name}[{k!r}]", v) for k, v in entries}
+                    )
+            continue
         if field.message_type is None or field.is_repeated:
             continue
         for key in dict.fromkeys((field.name, field.json_name)):
@@ -68,6 +88,9 @@ def put(message: Message, taken: dict[str, Any]) -> None:
     for name, value in taken.items():
         if isinstance(value, Payload):
             getattr(message, name).CopyFrom(value)
+        elif isinstance(value, PayloadMap):
+            for key, payload in value.items():
+                getattr(message, name)[key].CopyFrom(payload)
         else:
             put(getattr(message, name), value)
 

@@ -61,6 +61,7 @@ class Route:
 
 
 RUN = "/v1/workflows/{workflow_id}"
+FORK_PAYLOADS = 4  # the body of a fork holds its overrides' payloads, up to this many at most
 ROUTES = (
     Route(
         "POST",
@@ -138,6 +139,31 @@ ROUTES = (
         api.TerminateWorkflowRequest,
         api.TerminateWorkflowResponse,
         "End the run at once, running no more of its code",
+    ),
+    Route(
+        "POST",
+        f"{RUN}/resume",
+        "ResumeWorkflow",
+        api.ResumeWorkflowRequest,
+        api.ResumeWorkflowResponse,
+        "Open a parked run again: a worker replays it with the code it runs now",
+    ),
+    Route(
+        "POST",
+        f"{RUN}/reset",
+        "ResetWorkflow",
+        api.ResetWorkflowRequest,
+        api.ResetWorkflowResponse,
+        "Start the id's next run from a copy of a run's journal before a step",
+    ),
+    Route(
+        "POST",
+        f"{RUN}/fork",
+        "ForkWorkflow",
+        api.ForkWorkflowRequest,
+        api.ForkWorkflowResponse,
+        "Start a run under a new id from a copy of a run's journal, some step outputs replaced",
+        payloads=FORK_PAYLOADS,
     ),
     Route(
         "POST",

@@ -1,5 +1,6 @@
 // What someone can do to a run from its page: the approval panel (approve or reject a run
-// waiting for approval) and the actions card (send a signal, cancel, terminate).
+// waiting for approval), the actions card (send a signal, cancel, terminate) and the resume
+// panel of a parked run.
 
 import { api, workflowPath } from "./api.js";
 import { fill, h, toast } from "./dom.js";
@@ -106,6 +107,39 @@ export function approvalPanel(id, changed) {
           ? `The last approval signal was ignored: ${waiting.last_signal_ignored}` : "";
         if (sentFor && sentFor !== key) message.clear();
       }
+    },
+  };
+}
+
+/** The resume panel, shown while the run is parked: once the fixed code is deployed, an
+ * operator opens the run again and a worker replays it; `resumed()` after it is. */
+export function resumePanel(id, resumed) {
+  const reason = h("input", { id: "resume-reason", type: "text", autocomplete: "off", placeholder: "why (kept in the journal)" });
+  const message = messageRegion("resume-message");
+  const form = h("form", { class: "stack-sm" },
+    field("resume-reason", "Reason", reason),
+    h("div", { class: "row" }, h("button", { type: "submit", class: "btn btn-good", "data-testid": "resume-button" }, "Resume run")),
+    message.element);
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    message.clear();
+    await act(event.submitter, message, resumed, async () => {
+      await api("POST", workflowPath(id, "/resume"), { body: { reason: reason.value } });
+      return "Run resumed: a worker replays it with the code it runs now.";
+    });
+  });
+  const element = h("section", {
+    class: "card", id: "resume", hidden: true, "aria-labelledby": "resume-title", "data-testid": "resume-panel",
+  },
+  h("h2", { id: "resume-title" }, "Resume"),
+  h("p", { class: "muted" },
+    "Deploy the fixed code first: the run replays from its start and goes on where it stopped. ",
+    "Nothing recorded runs again."),
+  form);
+  return {
+    element,
+    update(status) {
+      element.hidden = status !== "WORKFLOW_STATUS_PARKED";
     },
   };
 }

@@ -8,7 +8,7 @@ import {
   OPEN_STATUSES, enumLabel, failureBlock, fmtDuration, fmtSeconds, jsonBlock, statusBadge,
   timeEl, toMillis, waitText,
 } from "./format.js";
-import { actionsCard, approvalPanel } from "./actions.js";
+import { actionsCard, approvalPanel, resumePanel } from "./actions.js";
 import { historyCard } from "./history.js";
 import { settings } from "./settings.js";
 import { stepsCard } from "./steps.js";
@@ -61,6 +61,8 @@ export function workflowView(root, id) {
   const steps = stepsCard(history.events);
   const approval = approvalPanel(id, () => scheduleRefresh());
   const actions = actionsCard(id, () => scheduleRefresh());
+  // A resumed run is open again: the page starts over, following its journal anew.
+  const resume = resumePanel(id, () => window.location.reload());
 
   root.append(
     h("nav", { class: "breadcrumb", "aria-label": "Breadcrumb" },
@@ -74,6 +76,7 @@ export function workflowView(root, id) {
     pageError,
     alertSlot,
     approval.element,
+    resume.element,
     h("div", { class: "layout" },
       h("div", { class: "col-main" },
         resultCard,
@@ -117,6 +120,14 @@ export function workflowView(root, id) {
       metaItem("Fence", h("span", { class: "mono" }, run.fence ?? "0"), "workflow-fence"),
       metaItem("Cancel requested", h("span", {}, run.cancel_requested ? "yes" : "no"), "workflow-cancel-requested"),
       run.trace_id ? metaItem("Trace", h("span", { class: "mono small" }, run.trace_id)) : null,
+      // Where a reset's or a fork's run came from, and how much of that journal it copied.
+      run.reset_from_run_id
+        ? metaItem("Reset from run", h("span", { class: "mono small" }, run.reset_from_run_id), "workflow-reset-from") : null,
+      run.forked_from_workflow_id
+        ? metaItem("Forked from", h("a", { class: "mono small", href: `#/workflows/${encodeURIComponent(run.forked_from_workflow_id)}` },
+          run.forked_from_workflow_id), "workflow-forked-from") : null,
+      Number(run.copied_up_to_event_id) > 0
+        ? metaItem("Copied events", h("span", {}, `1–${run.copied_up_to_event_id}`)) : null,
     );
 
     renderAlert(run);
@@ -131,6 +142,7 @@ export function workflowView(root, id) {
     }
     approval.update(described, open);
     actions.update(open);
+    resume.update(status);
     tick();
   }
 
