@@ -26,6 +26,7 @@ from perdure.api.worker.v1 import task_service_pb2 as tpb
 from perdure.api.worker.v1 import task_service_pb2_grpc as tgrpc
 from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.client import Client
+from tests.fixtures.browser import TIMEOUT_MS, VIEWPORT, chromium
 from tests.fixtures.cluster import Cluster, Process, wait_until
 from tests.fixtures.postgres import Databases
 from tests.fixtures.runs import result_of
@@ -275,3 +276,42 @@ def test_bad_policies_are_refused(
     assert message in str(refused.value.details())
     policies = admin_api.ListWorkflowPolicies(admin.ListWorkflowPoliciesRequest(), timeout=30)
     assert all(p.policy != 7 for p in policies.policies)
+
+
+def test_the_workers_page_shows_builds_with_their_open_runs_and_sets_a_policy(
+    builds_cluster: Cluster, client: Client, admin_api: admingrpc.AdminServiceStub
+) -> None:
+    from playwright.sync_api import expect
+
+    queue = "ui"
+    worker(builds_cluster, "ui-1", queue, "build-ui")
+    run = start(client, UPGRADING, queue)
+    waiting_for_go(client, run)
+    with chromium() as browser:
+        context = browser.new_context(viewport=VIEWPORT)
+        try:
+            page = context.new_page()
+            page.goto(f"http://{builds_cluster.http_address}/#/workers")
+            builds = page.get_by_test_id("builds-table")
+            row = builds.locator("tr", has_text="build-ui")
+            # Task queue, build, first and last seen, workers, open runs (1), pinned runs (0).
+            expect(row.locator("td").nth(5)).to_have_text("1", timeout=TIMEOUT_MS)
+            expect(page.get_by_test_id("workers-table")).to_contain_text("ui-1")
+            form = page.get_by_test_id("policy-form")
+            form.locator("input").fill(UPGRADING)
+            form.locator("select").select_option("ROUTING_POLICY_AUTO_UPGRADE")
+            form.get_by_role("button").click()
+            policies = page.get_by_test_id("policies-table")
+            expect(policies.locator("tr", has_text=UPGRADING)).to_contain_text(
+                "auto-upgrade", timeout=TIMEOUT_MS
+            )
+            page.goto(f"http://{builds_cluster.http_address}/#/workflows/{run}")
+            expect(page.get_by_test_id("workflow-build")).to_contain_text("build-ui")
+        finally:
+            context.close()
+    listed = admin_api.ListWorkflowPolicies(admin.ListWorkflowPoliciesRequest(), timeout=30)
+    assert {p.workflow_type: p.policy for p in listed.policies}[UPGRADING] == (
+        admin.ROUTING_POLICY_AUTO_UPGRADE
+    )
+    client.signal(run, "go", None)
+    assert finished(client, run) == ["ui-1", "ui-1"]
