@@ -92,10 +92,11 @@ export class Worker {
       throw new TypeError('a worker needs at least one workflow or step type');
     }
     // The version of the code, for routing policies (build.js).
-    this.buildId = buildIdOf(options.buildId, new Map([
-      ...[...this._workflows].map(([name, { fn }]) => [`workflow:${name}`, fn]),
-      ...[...this._steps].map(([name, fn]) => [`step:${name}`, fn]),
-    ]));
+    /** @type {Map<string, Function>} */
+    const code = new Map();
+    for (const [name, { fn }] of this._workflows) code.set(`workflow:${name}`, fn);
+    for (const [name, fn] of this._steps) code.set(`step:${name}`, fn);
+    this.buildId = buildIdOf(options.buildId, code);
     this._log = options.logger === null ? { info() {}, warn() {}, error() {} } : (options.logger ?? consoleLogger);
     this._onConnected = options.onConnected;
     // Sticky execution: suspended runs kept to resume (sticky.js), under one id per worker.
