@@ -4,6 +4,7 @@ the run counts, which are history's)."""
 
 from __future__ import annotations
 
+import logging
 from datetime import UTC, datetime
 from typing import Any
 
@@ -12,12 +13,13 @@ import grpc
 from perdure.api.admin.v1 import admin_service_pb2 as admin
 from perdure.common import errors, namespaces
 from perdure.common.convert import timestamp
-from perdure.common.text import require_storable
+from perdure.common.text import printable, require_storable
 from perdure.internal.scheduler.v1 import scheduler_service_pb2 as spb
 from perdure.scheduler.builds import API_VALUE, BuildRow, PolicyRow, policy_of
 from perdure.scheduler.dispatcher import Dispatcher, Session
 from perdure.scheduler.store import TaskStore
 
+log = logging.getLogger(__name__)
 Context = grpc.aio.ServicerContext[Any, Any]
 
 
@@ -89,6 +91,12 @@ class BuildsApi:
             raise errors.invalid_argument("workflow_type is required")
         require_storable("workflow_type", r.workflow_type)
         row = await self._store.set_policy(namespace, r.workflow_type, policy_of(r.policy))
+        log.info(
+            "routing policy of workflow type %s in namespace %s: %s",
+            printable(r.workflow_type),
+            namespace,
+            row.policy or "unversioned",
+        )
         self._dispatcher.wake()  # tasks the old policy held back may be grantable now
         return spb.SetWorkflowPolicyResponse(
             response=admin.SetWorkflowPolicyResponse(policy=_policy(row))

@@ -258,8 +258,9 @@ class Dispatcher:
         return list(self._sessions.values())
 
     def newest_builds(self) -> dict[tuple[str, str], str]:
-        """Per (task queue, workflow type) served here, its newest build (builds.py)."""
-        return newest_builds(self._sessions.values())
+        """Per (task queue, workflow type) served here, its newest build (builds.py). A
+        draining session is leaving: its build is no candidate."""
+        return newest_builds(s for s in self._sessions.values() if s.capacity > 0)
 
     def serves(self, sticky_id: str) -> bool:
         """Whether a session of the worker `sticky_id` is connected here."""
