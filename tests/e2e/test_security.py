@@ -162,6 +162,25 @@ def test_roles_limit_what_a_key_may_do(secured: Cluster) -> None:
             api.ListWorkflowsRequest(), metadata=bearer_metadata(reader), timeout=30
         )
         assert [w.workflow_id for w in listed.workflows] == ["c1"]
+        # Builds: a reader sees them, only an operator sets a routing policy, in its namespace.
+        workers = admin_stub.ListWorkers(
+            admin.ListWorkersRequest(), metadata=bearer_metadata(reader), timeout=30
+        )
+        assert [w.identity for w in workers.workers] == ["w1"]
+        policy = admin.SetWorkflowPolicyRequest(
+            workflow_type="clock", policy=admin.ROUTING_POLICY_PINNED
+        )
+        denied = refused(admin_stub.SetWorkflowPolicy, policy, metadata=bearer_metadata(reader))
+        assert denied.code() == grpc.StatusCode.PERMISSION_DENIED
+        set_to = admin_stub.SetWorkflowPolicy(
+            policy, metadata=bearer_metadata(operator), timeout=30
+        ).policy
+        assert (set_to.namespace, set_to.policy) == ("default", admin.ROUTING_POLICY_PINNED)
+        elsewhere = admin.ListBuildsRequest(namespace="acme")
+        assert (
+            refused(admin_stub.ListBuilds, elsewhere, metadata=bearer_metadata(reader)).code()
+            == grpc.StatusCode.PERMISSION_DENIED
+        )
 
         create = admin.CreateApiKeyRequest(role=admin.ROLE_READER)
         assert (

@@ -44,6 +44,7 @@ FILES = {
         "0011_stranded_runs.sql",
         "0012_journal_pages.sql",
         "0013_run_chains.sql",
+        "0014_build_ids.sql",
         "0015_recovery.sql",
         "0016_patches.sql",
     ],
@@ -55,9 +56,10 @@ FILES = {
         "0005_closed_tasks.sql",
         "0006_sticky.sql",
         "0007_run_numbers.sql",
+        "0008_builds.sql",
     ],
 }
-SCHEDULER_TABLES = {"schema_migrations", "tasks", "workflow_types"}
+SCHEDULER_TABLES = {"schema_migrations", "tasks", "workflow_types", "builds", "workflow_policies"}
 
 
 @pytest.fixture

@@ -41,13 +41,15 @@ export class JournalClient {
   /**
    * @param {string} address
    * @param {string} [apiKey] a worker key, sent with the stream
-   * @param {{maxAgeMs?: number}} [options]
+   * @param {{maxAgeMs?: number, buildId?: string}} [options] `buildId`: the worker's, which a
+   *   run's first load records
    */
-  constructor(address, apiKey, { maxAgeMs = STREAM_MAX_AGE_MS } = {}) {
+  constructor(address, apiKey, { maxAgeMs = STREAM_MAX_AGE_MS, buildId = '' } = {}) {
     const { JournalService } = loadProtos();
     this._client = new JournalService(address, channelCredentials(), clientOptions(apiKey));
     this._serialize = JournalService.service.Session.requestSerialize;
     this._maxAgeMs = maxAgeMs;
+    this.buildId = buildId;
     /** @type {Connection | null} */
     this._connection = null;
     this._nextId = 1;
@@ -62,6 +64,7 @@ export class JournalClient {
   call(method, request, { timeoutMs = JOURNAL_TIMEOUT_MS } = {}) {
     return journalCallSpan(method, async () => {
       const field = fieldOf(method);
+      if (method === 'LoadJournal' && this.buildId) request = { ...request, build_id: this.buildId };
       const call = { id: 0, trace_context: currentCarrier(), [field]: request };
       const size = this._serialize({ calls: [call] }).length;
       if (size > MAX_ITEM_BYTES) {

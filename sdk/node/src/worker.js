@@ -5,6 +5,7 @@ import os from 'node:os';
 import grpc from '@grpc/grpc-js';
 import { JournalRejectedError, JournalUnavailableError, LeaseLostError, PerdureError } from './errors.js';
 import { JournalClient } from './journal.js';
+import { buildIdOf } from './build.js';
 import { checkResolves, permanent } from './misconfigured.js';
 import { LeaseFencedError, LeaseKeeper, taskName } from './leases.js';
 import { fromDuration, toDuration } from './payload.js';
@@ -35,7 +36,7 @@ export const consoleLogger = {
  *   scheduler?: string, history?: string, taskQueue?: string, concurrency?: number,
  *   identity?: string, apiKey?: string, namespace?: string, workflows?: Record<string, WorkflowFn | {run: WorkflowFn, retry?: RetryPolicy}>,
  *   steps?: Record<string, StepFn>, retry?: RetryPolicy, shutdownGraceMs?: number,
- *   cacheSize?: number, cacheBytes?: number,
+ *   cacheSize?: number, cacheBytes?: number, buildId?: string,
  *   logger?: {info: Function, warn: Function, error: Function} | null,
  *   onConnected?: (session: {sessionId: string, heartbeatIntervalMs: number}) => void,
  * }} WorkerOptions
@@ -101,6 +102,12 @@ export class Worker {
     if (this._workflows.size === 0 && this._steps.size === 0) {
       throw new TypeError('a worker needs at least one workflow or step type');
     }
+    // The version of the code, for routing policies (build.js).
+    /** @type {Map<string, Function>} */
+    const code = new Map();
+    for (const [name, { fn }] of this._workflows) code.set(`workflow:${name}`, fn);
+    for (const [name, fn] of this._steps) code.set(`step:${name}`, fn);
+    this.buildId = buildIdOf(options.buildId, code);
     this._log = options.logger === null ? { info() {}, warn() {}, error() {} } : (options.logger ?? consoleLogger);
     this._onConnected = options.onConnected;
     // Sticky execution: suspended runs kept to resume (sticky.js), under one id per worker.
@@ -162,10 +169,10 @@ export class Worker {
     await checkResolves(this.schedulerAddress, 'scheduler');
     await checkResolves(this.historyAddress, 'history');
     const { TaskService } = loadProtos();
-    this._journal = new JournalClient(this.historyAddress, this._apiKey);
+    this._journal = new JournalClient(this.historyAddress, this._apiKey, { buildId: this.buildId });
     this._tasks = new TaskService(this.schedulerAddress, channelCredentials(), clientOptions(this._apiKey));
     this._log.info(
-      `worker ${this.identity} starting: queue ${this.taskQueue}, scheduler ${this.schedulerAddress}, history ${this.historyAddress}`,
+      `worker ${this.identity} starting: build ${this.buildId}, queue ${this.taskQueue}, scheduler ${this.schedulerAddress}, history ${this.historyAddress}`,
     );
     const serving = this._serve();
     try {
@@ -317,6 +324,7 @@ export class Worker {
         timer_lookahead: toDuration(TIMER_LOOKAHEAD_SECONDS),
         namespace: this.namespace,
         sticky_id: this.stickyId,
+        build_id: this.buildId,
       };
       try {
         call.write({ hello });

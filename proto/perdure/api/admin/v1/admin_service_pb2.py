@@ -26,35 +26,59 @@ from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n(perdure/api/admin/v1/admin_service.proto\x12\x14perdure.api.admin.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xee\x01\n\x06\x41piKey\x12\x0e\n\x06key_id\x18\x01 \x01(\t\x12\x11\n\tnamespace\x18\x02 \x01(\t\x12(\n\x04role\x18\x03 \x01(\x0e\x32\x1a.perdure.api.admin.v1.Role\x12\x13\n\x0btask_queues\x18\x04 \x03(\t\x12\x0c\n\x04name\x18\x05 \x01(\t\x12/\n\x0b\x63reate_time\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0brevoke_time\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x12\n\ncreated_by\x18\x08 \x01(\t\"b\n\x13\x43reateApiKeyRequest\x12(\n\x04role\x18\x01 \x01(\x0e\x32\x1a.perdure.api.admin.v1.Role\x12\x13\n\x0btask_queues\x18\x02 \x03(\t\x12\x0c\n\x04name\x18\x03 \x01(\t\"P\n\x14\x43reateApiKeyResponse\x12)\n\x03key\x18\x01 \x01(\x0b\x32\x1c.perdure.api.admin.v1.ApiKey\x12\r\n\x05token\x18\x02 \x01(\t\"%\n\x13RevokeApiKeyRequest\x12\x0e\n\x06key_id\x18\x01 \x01(\t\"\'\n\x14RevokeApiKeyResponse\x12\x0f\n\x07revoked\x18\x01 \x01(\x08\"-\n\x12ListApiKeysRequest\x12\x17\n\x0finclude_revoked\x18\x01 \x01(\x08\"A\n\x13ListApiKeysResponse\x12*\n\x04keys\x18\x01 \x03(\x0b\x32\x1c.perdure.api.admin.v1.ApiKey\"\xaf\x01\n\nAuditEvent\x12\n\n\x02id\x18\x01 \x01(\x03\x12(\n\x04time\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x0e\n\x06key_id\x18\x03 \x01(\t\x12\x11\n\tnamespace\x18\x04 \x01(\t\x12\x0e\n\x06\x61\x63tion\x18\x05 \x01(\t\x12\x0e\n\x06target\x18\x06 \x01(\t\x12(\n\x07\x64\x65tails\x18\x07 \x01(\x0b\x32\x17.google.protobuf.Struct\"?\n\x16ListAuditEventsRequest\x12\x11\n\tpage_size\x18\x01 \x01(\x05\x12\x12\n\npage_token\x18\x02 \x01(\t\"d\n\x17ListAuditEventsResponse\x12\x30\n\x06\x65vents\x18\x01 \x03(\x0b\x32 .perdure.api.admin.v1.AuditEvent\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t*a\n\x04Role\x12\x14\n\x10ROLE_UNSPECIFIED\x10\x00\x12\x0f\n\x0bROLE_READER\x10\x01\x12\x11\n\rROLE_OPERATOR\x10\x02\x12\x0e\n\nROLE_ADMIN\x10\x03\x12\x0f\n\x0bROLE_WORKER\x10\x04\x32\xb0\x03\n\x0c\x41\x64minService\x12\x65\n\x0c\x43reateApiKey\x12).perdure.api.admin.v1.CreateApiKeyRequest\x1a*.perdure.api.admin.v1.CreateApiKeyResponse\x12\x65\n\x0cRevokeApiKey\x12).perdure.api.admin.v1.RevokeApiKeyRequest\x1a*.perdure.api.admin.v1.RevokeApiKeyResponse\x12\x62\n\x0bListApiKeys\x12(.perdure.api.admin.v1.ListApiKeysRequest\x1a).perdure.api.admin.v1.ListApiKeysResponse\x12n\n\x0fListAuditEvents\x12,.perdure.api.admin.v1.ListAuditEventsRequest\x1a-.perdure.api.admin.v1.ListAuditEventsResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n(perdure/api/admin/v1/admin_service.proto\x12\x14perdure.api.admin.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa0\x01\n\x0eWorkflowPolicy\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x15\n\rworkflow_type\x18\x02 \x01(\t\x12\x33\n\x06policy\x18\x03 \x01(\x0e\x32#.perdure.api.admin.v1.RoutingPolicy\x12/\n\x0bupdate_time\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"y\n\x18SetWorkflowPolicyRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x15\n\rworkflow_type\x18\x02 \x01(\t\x12\x33\n\x06policy\x18\x03 \x01(\x0e\x32#.perdure.api.admin.v1.RoutingPolicy\"Q\n\x19SetWorkflowPolicyResponse\x12\x34\n\x06policy\x18\x01 \x01(\x0b\x32$.perdure.api.admin.v1.WorkflowPolicy\"0\n\x1bListWorkflowPoliciesRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\"V\n\x1cListWorkflowPoliciesResponse\x12\x36\n\x08policies\x18\x01 \x03(\x0b\x32$.perdure.api.admin.v1.WorkflowPolicy\"\xcd\x01\n\nWorkerInfo\x12\x10\n\x08identity\x18\x01 \x01(\t\x12\x10\n\x08\x62uild_id\x18\x02 \x01(\t\x12\x12\n\ntask_queue\x18\x03 \x01(\t\x12\x16\n\x0eworkflow_types\x18\x04 \x03(\t\x12\x12\n\nstep_types\x18\x05 \x03(\t\x12\x10\n\x08\x63\x61pacity\x18\x06 \x01(\x05\x12\x17\n\x0ftasks_in_flight\x18\x07 \x01(\x05\x12\x30\n\x0c\x63onnect_time\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\";\n\x12ListWorkersRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x12\n\ntask_queue\x18\x02 \x01(\t\"H\n\x13ListWorkersResponse\x12\x31\n\x07workers\x18\x01 \x03(\x0b\x32 .perdure.api.admin.v1.WorkerInfo\"\x9c\x02\n\tBuildInfo\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x12\n\ntask_queue\x18\x02 \x01(\t\x12\x10\n\x08\x62uild_id\x18\x03 \x01(\t\x12\x33\n\x0f\x66irst_seen_time\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x32\n\x0elast_seen_time\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x19\n\x11\x63onnected_workers\x18\x06 \x01(\x05\x12\x16\n\x0eworkflow_types\x18\x07 \x03(\t\x12\x11\n\topen_runs\x18\x08 \x01(\x03\x12\x13\n\x0bpinned_runs\x18\t \x01(\x03\x12\x12\n\nnewest_for\x18\n \x03(\t\":\n\x11ListBuildsRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x12\n\ntask_queue\x18\x02 \x01(\t\"E\n\x12ListBuildsResponse\x12/\n\x06\x62uilds\x18\x01 \x03(\x0b\x32\x1f.perdure.api.admin.v1.BuildInfo\"\xee\x01\n\x06\x41piKey\x12\x0e\n\x06key_id\x18\x01 \x01(\t\x12\x11\n\tnamespace\x18\x02 \x01(\t\x12(\n\x04role\x18\x03 \x01(\x0e\x32\x1a.perdure.api.admin.v1.Role\x12\x13\n\x0btask_queues\x18\x04 \x03(\t\x12\x0c\n\x04name\x18\x05 \x01(\t\x12/\n\x0b\x63reate_time\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0brevoke_time\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x12\n\ncreated_by\x18\x08 \x01(\t\"b\n\x13\x43reateApiKeyRequest\x12(\n\x04role\x18\x01 \x01(\x0e\x32\x1a.perdure.api.admin.v1.Role\x12\x13\n\x0btask_queues\x18\x02 \x03(\t\x12\x0c\n\x04name\x18\x03 \x01(\t\"P\n\x14\x43reateApiKeyResponse\x12)\n\x03key\x18\x01 \x01(\x0b\x32\x1c.perdure.api.admin.v1.ApiKey\x12\r\n\x05token\x18\x02 \x01(\t\"%\n\x13RevokeApiKeyRequest\x12\x0e\n\x06key_id\x18\x01 \x01(\t\"\'\n\x14RevokeApiKeyResponse\x12\x0f\n\x07revoked\x18\x01 \x01(\x08\"-\n\x12ListApiKeysRequest\x12\x17\n\x0finclude_revoked\x18\x01 \x01(\x08\"A\n\x13ListApiKeysResponse\x12*\n\x04keys\x18\x01 \x03(\x0b\x32\x1c.perdure.api.admin.v1.ApiKey\"\xaf\x01\n\nAuditEvent\x12\n\n\x02id\x18\x01 \x01(\x03\x12(\n\x04time\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x0e\n\x06key_id\x18\x03 \x01(\t\x12\x11\n\tnamespace\x18\x04 \x01(\t\x12\x0e\n\x06\x61\x63tion\x18\x05 \x01(\t\x12\x0e\n\x06target\x18\x06 \x01(\t\x12(\n\x07\x64\x65tails\x18\x07 \x01(\x0b\x32\x17.google.protobuf.Struct\"?\n\x16ListAuditEventsRequest\x12\x11\n\tpage_size\x18\x01 \x01(\x05\x12\x12\n\npage_token\x18\x02 \x01(\t\"d\n\x17ListAuditEventsResponse\x12\x30\n\x06\x65vents\x18\x01 \x03(\x0b\x32 .perdure.api.admin.v1.AuditEvent\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t*\x8b\x01\n\rRoutingPolicy\x12\x1e\n\x1aROUTING_POLICY_UNSPECIFIED\x10\x00\x12\x1e\n\x1aROUTING_POLICY_UNVERSIONED\x10\x01\x12\x19\n\x15ROUTING_POLICY_PINNED\x10\x02\x12\x1f\n\x1bROUTING_POLICY_AUTO_UPGRADE\x10\x03*a\n\x04Role\x12\x14\n\x10ROLE_UNSPECIFIED\x10\x00\x12\x0f\n\x0bROLE_READER\x10\x01\x12\x11\n\rROLE_OPERATOR\x10\x02\x12\x0e\n\nROLE_ADMIN\x10\x03\x12\x0f\n\x0bROLE_WORKER\x10\x04\x32\xea\x06\n\x0c\x41\x64minService\x12\x65\n\x0c\x43reateApiKey\x12).perdure.api.admin.v1.CreateApiKeyRequest\x1a*.perdure.api.admin.v1.CreateApiKeyResponse\x12\x65\n\x0cRevokeApiKey\x12).perdure.api.admin.v1.RevokeApiKeyRequest\x1a*.perdure.api.admin.v1.RevokeApiKeyResponse\x12\x62\n\x0bListApiKeys\x12(.perdure.api.admin.v1.ListApiKeysRequest\x1a).perdure.api.admin.v1.ListApiKeysResponse\x12n\n\x0fListAuditEvents\x12,.perdure.api.admin.v1.ListAuditEventsRequest\x1a-.perdure.api.admin.v1.ListAuditEventsResponse\x12t\n\x11SetWorkflowPolicy\x12..perdure.api.admin.v1.SetWorkflowPolicyRequest\x1a/.perdure.api.admin.v1.SetWorkflowPolicyResponse\x12}\n\x14ListWorkflowPolicies\x12\x31.perdure.api.admin.v1.ListWorkflowPoliciesRequest\x1a\x32.perdure.api.admin.v1.ListWorkflowPoliciesResponse\x12\x62\n\x0bListWorkers\x12(.perdure.api.admin.v1.ListWorkersRequest\x1a).perdure.api.admin.v1.ListWorkersResponse\x12_\n\nListBuilds\x12\'.perdure.api.admin.v1.ListBuildsRequest\x1a(.perdure.api.admin.v1.ListBuildsResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'perdure.api.admin.v1.admin_service_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_ROLE']._serialized_start=1091
-  _globals['_ROLE']._serialized_end=1188
-  _globals['_APIKEY']._serialized_start=130
-  _globals['_APIKEY']._serialized_end=368
-  _globals['_CREATEAPIKEYREQUEST']._serialized_start=370
-  _globals['_CREATEAPIKEYREQUEST']._serialized_end=468
-  _globals['_CREATEAPIKEYRESPONSE']._serialized_start=470
-  _globals['_CREATEAPIKEYRESPONSE']._serialized_end=550
-  _globals['_REVOKEAPIKEYREQUEST']._serialized_start=552
-  _globals['_REVOKEAPIKEYREQUEST']._serialized_end=589
-  _globals['_REVOKEAPIKEYRESPONSE']._serialized_start=591
-  _globals['_REVOKEAPIKEYRESPONSE']._serialized_end=630
-  _globals['_LISTAPIKEYSREQUEST']._serialized_start=632
-  _globals['_LISTAPIKEYSREQUEST']._serialized_end=677
-  _globals['_LISTAPIKEYSRESPONSE']._serialized_start=679
-  _globals['_LISTAPIKEYSRESPONSE']._serialized_end=744
-  _globals['_AUDITEVENT']._serialized_start=747
-  _globals['_AUDITEVENT']._serialized_end=922
-  _globals['_LISTAUDITEVENTSREQUEST']._serialized_start=924
-  _globals['_LISTAUDITEVENTSREQUEST']._serialized_end=987
-  _globals['_LISTAUDITEVENTSRESPONSE']._serialized_start=989
-  _globals['_LISTAUDITEVENTSRESPONSE']._serialized_end=1089
-  _globals['_ADMINSERVICE']._serialized_start=1191
-  _globals['_ADMINSERVICE']._serialized_end=1623
+  _globals['_ROUTINGPOLICY']._serialized_start=2360
+  _globals['_ROUTINGPOLICY']._serialized_end=2499
+  _globals['_ROLE']._serialized_start=2501
+  _globals['_ROLE']._serialized_end=2598
+  _globals['_WORKFLOWPOLICY']._serialized_start=130
+  _globals['_WORKFLOWPOLICY']._serialized_end=290
+  _globals['_SETWORKFLOWPOLICYREQUEST']._serialized_start=292
+  _globals['_SETWORKFLOWPOLICYREQUEST']._serialized_end=413
+  _globals['_SETWORKFLOWPOLICYRESPONSE']._serialized_start=415
+  _globals['_SETWORKFLOWPOLICYRESPONSE']._serialized_end=496
+  _globals['_LISTWORKFLOWPOLICIESREQUEST']._serialized_start=498
+  _globals['_LISTWORKFLOWPOLICIESREQUEST']._serialized_end=546
+  _globals['_LISTWORKFLOWPOLICIESRESPONSE']._serialized_start=548
+  _globals['_LISTWORKFLOWPOLICIESRESPONSE']._serialized_end=634
+  _globals['_WORKERINFO']._serialized_start=637
+  _globals['_WORKERINFO']._serialized_end=842
+  _globals['_LISTWORKERSREQUEST']._serialized_start=844
+  _globals['_LISTWORKERSREQUEST']._serialized_end=903
+  _globals['_LISTWORKERSRESPONSE']._serialized_start=905
+  _globals['_LISTWORKERSRESPONSE']._serialized_end=977
+  _globals['_BUILDINFO']._serialized_start=980
+  _globals['_BUILDINFO']._serialized_end=1264
+  _globals['_LISTBUILDSREQUEST']._serialized_start=1266
+  _globals['_LISTBUILDSREQUEST']._serialized_end=1324
+  _globals['_LISTBUILDSRESPONSE']._serialized_start=1326
+  _globals['_LISTBUILDSRESPONSE']._serialized_end=1395
+  _globals['_APIKEY']._serialized_start=1398
+  _globals['_APIKEY']._serialized_end=1636
+  _globals['_CREATEAPIKEYREQUEST']._serialized_start=1638
+  _globals['_CREATEAPIKEYREQUEST']._serialized_end=1736
+  _globals['_CREATEAPIKEYRESPONSE']._serialized_start=1738
+  _globals['_CREATEAPIKEYRESPONSE']._serialized_end=1818
+  _globals['_REVOKEAPIKEYREQUEST']._serialized_start=1820
+  _globals['_REVOKEAPIKEYREQUEST']._serialized_end=1857
+  _globals['_REVOKEAPIKEYRESPONSE']._serialized_start=1859
+  _globals['_REVOKEAPIKEYRESPONSE']._serialized_end=1898
+  _globals['_LISTAPIKEYSREQUEST']._serialized_start=1900
+  _globals['_LISTAPIKEYSREQUEST']._serialized_end=1945
+  _globals['_LISTAPIKEYSRESPONSE']._serialized_start=1947
+  _globals['_LISTAPIKEYSRESPONSE']._serialized_end=2012
+  _globals['_AUDITEVENT']._serialized_start=2015
+  _globals['_AUDITEVENT']._serialized_end=2190
+  _globals['_LISTAUDITEVENTSREQUEST']._serialized_start=2192
+  _globals['_LISTAUDITEVENTSREQUEST']._serialized_end=2255
+  _globals['_LISTAUDITEVENTSRESPONSE']._serialized_start=2257
+  _globals['_LISTAUDITEVENTSRESPONSE']._serialized_end=2357
+  _globals['_ADMINSERVICE']._serialized_start=2601
+  _globals['_ADMINSERVICE']._serialized_end=3475
 # @@protoc_insertion_point(module_scope)

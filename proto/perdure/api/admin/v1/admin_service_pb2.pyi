@@ -11,6 +11,13 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class RoutingPolicy(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    ROUTING_POLICY_UNSPECIFIED: _ClassVar[RoutingPolicy]
+    ROUTING_POLICY_UNVERSIONED: _ClassVar[RoutingPolicy]
+    ROUTING_POLICY_PINNED: _ClassVar[RoutingPolicy]
+    ROUTING_POLICY_AUTO_UPGRADE: _ClassVar[RoutingPolicy]
+
 class Role(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     ROLE_UNSPECIFIED: _ClassVar[Role]
@@ -18,11 +25,127 @@ class Role(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     ROLE_OPERATOR: _ClassVar[Role]
     ROLE_ADMIN: _ClassVar[Role]
     ROLE_WORKER: _ClassVar[Role]
+ROUTING_POLICY_UNSPECIFIED: RoutingPolicy
+ROUTING_POLICY_UNVERSIONED: RoutingPolicy
+ROUTING_POLICY_PINNED: RoutingPolicy
+ROUTING_POLICY_AUTO_UPGRADE: RoutingPolicy
 ROLE_UNSPECIFIED: Role
 ROLE_READER: Role
 ROLE_OPERATOR: Role
 ROLE_ADMIN: Role
 ROLE_WORKER: Role
+
+class WorkflowPolicy(_message.Message):
+    __slots__ = ("namespace", "workflow_type", "policy", "update_time")
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    WORKFLOW_TYPE_FIELD_NUMBER: _ClassVar[int]
+    POLICY_FIELD_NUMBER: _ClassVar[int]
+    UPDATE_TIME_FIELD_NUMBER: _ClassVar[int]
+    namespace: str
+    workflow_type: str
+    policy: RoutingPolicy
+    update_time: _timestamp_pb2.Timestamp
+    def __init__(self, namespace: _Optional[str] = ..., workflow_type: _Optional[str] = ..., policy: _Optional[_Union[RoutingPolicy, str]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class SetWorkflowPolicyRequest(_message.Message):
+    __slots__ = ("namespace", "workflow_type", "policy")
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    WORKFLOW_TYPE_FIELD_NUMBER: _ClassVar[int]
+    POLICY_FIELD_NUMBER: _ClassVar[int]
+    namespace: str
+    workflow_type: str
+    policy: RoutingPolicy
+    def __init__(self, namespace: _Optional[str] = ..., workflow_type: _Optional[str] = ..., policy: _Optional[_Union[RoutingPolicy, str]] = ...) -> None: ...
+
+class SetWorkflowPolicyResponse(_message.Message):
+    __slots__ = ("policy",)
+    POLICY_FIELD_NUMBER: _ClassVar[int]
+    policy: WorkflowPolicy
+    def __init__(self, policy: _Optional[_Union[WorkflowPolicy, _Mapping]] = ...) -> None: ...
+
+class ListWorkflowPoliciesRequest(_message.Message):
+    __slots__ = ("namespace",)
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    namespace: str
+    def __init__(self, namespace: _Optional[str] = ...) -> None: ...
+
+class ListWorkflowPoliciesResponse(_message.Message):
+    __slots__ = ("policies",)
+    POLICIES_FIELD_NUMBER: _ClassVar[int]
+    policies: _containers.RepeatedCompositeFieldContainer[WorkflowPolicy]
+    def __init__(self, policies: _Optional[_Iterable[_Union[WorkflowPolicy, _Mapping]]] = ...) -> None: ...
+
+class WorkerInfo(_message.Message):
+    __slots__ = ("identity", "build_id", "task_queue", "workflow_types", "step_types", "capacity", "tasks_in_flight", "connect_time")
+    IDENTITY_FIELD_NUMBER: _ClassVar[int]
+    BUILD_ID_FIELD_NUMBER: _ClassVar[int]
+    TASK_QUEUE_FIELD_NUMBER: _ClassVar[int]
+    WORKFLOW_TYPES_FIELD_NUMBER: _ClassVar[int]
+    STEP_TYPES_FIELD_NUMBER: _ClassVar[int]
+    CAPACITY_FIELD_NUMBER: _ClassVar[int]
+    TASKS_IN_FLIGHT_FIELD_NUMBER: _ClassVar[int]
+    CONNECT_TIME_FIELD_NUMBER: _ClassVar[int]
+    identity: str
+    build_id: str
+    task_queue: str
+    workflow_types: _containers.RepeatedScalarFieldContainer[str]
+    step_types: _containers.RepeatedScalarFieldContainer[str]
+    capacity: int
+    tasks_in_flight: int
+    connect_time: _timestamp_pb2.Timestamp
+    def __init__(self, identity: _Optional[str] = ..., build_id: _Optional[str] = ..., task_queue: _Optional[str] = ..., workflow_types: _Optional[_Iterable[str]] = ..., step_types: _Optional[_Iterable[str]] = ..., capacity: _Optional[int] = ..., tasks_in_flight: _Optional[int] = ..., connect_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class ListWorkersRequest(_message.Message):
+    __slots__ = ("namespace", "task_queue")
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    TASK_QUEUE_FIELD_NUMBER: _ClassVar[int]
+    namespace: str
+    task_queue: str
+    def __init__(self, namespace: _Optional[str] = ..., task_queue: _Optional[str] = ...) -> None: ...
+
+class ListWorkersResponse(_message.Message):
+    __slots__ = ("workers",)
+    WORKERS_FIELD_NUMBER: _ClassVar[int]
+    workers: _containers.RepeatedCompositeFieldContainer[WorkerInfo]
+    def __init__(self, workers: _Optional[_Iterable[_Union[WorkerInfo, _Mapping]]] = ...) -> None: ...
+
+class BuildInfo(_message.Message):
+    __slots__ = ("namespace", "task_queue", "build_id", "first_seen_time", "last_seen_time", "connected_workers", "workflow_types", "open_runs", "pinned_runs", "newest_for")
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    TASK_QUEUE_FIELD_NUMBER: _ClassVar[int]
+    BUILD_ID_FIELD_NUMBER: _ClassVar[int]
+    FIRST_SEEN_TIME_FIELD_NUMBER: _ClassVar[int]
+    LAST_SEEN_TIME_FIELD_NUMBER: _ClassVar[int]
+    CONNECTED_WORKERS_FIELD_NUMBER: _ClassVar[int]
+    WORKFLOW_TYPES_FIELD_NUMBER: _ClassVar[int]
+    OPEN_RUNS_FIELD_NUMBER: _ClassVar[int]
+    PINNED_RUNS_FIELD_NUMBER: _ClassVar[int]
+    NEWEST_FOR_FIELD_NUMBER: _ClassVar[int]
+    namespace: str
+    task_queue: str
+    build_id: str
+    first_seen_time: _timestamp_pb2.Timestamp
+    last_seen_time: _timestamp_pb2.Timestamp
+    connected_workers: int
+    workflow_types: _containers.RepeatedScalarFieldContainer[str]
+    open_runs: int
+    pinned_runs: int
+    newest_for: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, namespace: _Optional[str] = ..., task_queue: _Optional[str] = ..., build_id: _Optional[str] = ..., first_seen_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_seen_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., connected_workers: _Optional[int] = ..., workflow_types: _Optional[_Iterable[str]] = ..., open_runs: _Optional[int] = ..., pinned_runs: _Optional[int] = ..., newest_for: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class ListBuildsRequest(_message.Message):
+    __slots__ = ("namespace", "task_queue")
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    TASK_QUEUE_FIELD_NUMBER: _ClassVar[int]
+    namespace: str
+    task_queue: str
+    def __init__(self, namespace: _Optional[str] = ..., task_queue: _Optional[str] = ...) -> None: ...
+
+class ListBuildsResponse(_message.Message):
+    __slots__ = ("builds",)
+    BUILDS_FIELD_NUMBER: _ClassVar[int]
+    builds: _containers.RepeatedCompositeFieldContainer[BuildInfo]
+    def __init__(self, builds: _Optional[_Iterable[_Union[BuildInfo, _Mapping]]] = ...) -> None: ...
 
 class ApiKey(_message.Message):
     __slots__ = ("key_id", "namespace", "role", "task_queues", "name", "create_time", "revoke_time", "created_by")

@@ -57,6 +57,26 @@ class AdminServiceStub:
                 request_serializer=perdure_dot_api_dot_admin_dot_v1_dot_admin__service__pb2.ListAuditEventsRequest.SerializeToString,
                 response_deserializer=perdure_dot_api_dot_admin_dot_v1_dot_admin__service__pb2.ListAuditEventsResponse.FromString,
                 _registered_method=True)
+        self.SetWorkflowPolicy = channel.unary_unary(
+                '/perdure.api.admin.v1.AdminService/SetWorkflowPolicy',
+                request_serializer=perdure_dot_api_dot_admin_dot_v1_dot_admin__service__pb2.SetWorkflowPolicyRequest.SerializeToString,
+                response_deserializer=perdure_dot_api_dot_admin_dot_v1_dot_admin__service__pb2.SetWorkflowPolicyResponse.FromString,
+                _registered_method=True)
+        self.ListWorkflowPolicies = channel.unary_unary(
+                '/perdure.api.admin.v1.AdminService/ListWorkflowPolicies',
+                request_serializer=perdure_dot_api_dot_admin_dot_v1_dot_admin__service__pb2.ListWorkflowPoliciesRequest.SerializeToString,
+                response_deserializer=perdure_dot_api_dot_admin_dot_v1_dot_admin__service__pb2.ListWorkflowPoliciesResponse.FromString,
+                _registered_method=True)
+        self.ListWorkers = channel.unary_unary(
+                '/perdure.api.admin.v1.AdminService/ListWorkers',
+                request_serializer=perdure_dot_api_dot_admin_dot_v1_dot_admin__service__pb2.ListWorkersRequest.SerializeToString,
+                response_deserializer=perdure_dot_api_dot_admin_dot_v1_dot_admin__service__pb2.ListWorkersResponse.FromString,
+                _registered_method=True)
+        self.ListBuilds = channel.unary_unary(
+                '/perdure.api.admin.v1.AdminService/ListBuilds',
+                request_serializer=perdure_dot_api_dot_admin_dot_v1_dot_admin__service__pb2.ListBuildsRequest.SerializeToString,
+                response_deserializer=perdure_dot_api_dot_admin_dot_v1_dot_admin__service__pb2.ListBuildsResponse.FromString,
+                _registered_method=True)
 
 
 class AdminServiceServicer:
@@ -97,6 +117,40 @@ class AdminServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SetWorkflowPolicy(self, request, context):
+        """Sets a workflow type's routing policy in the namespace: which build's workers get its
+        runs' workflow tasks (needs an operator key). Takes effect at the next grant.
+        Errors: INVALID_ARGUMENT (INVALID_REQUEST).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListWorkflowPolicies(self, request, context):
+        """Lists the namespace's workflow types that have a policy other than unversioned (needs a
+        reader key).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListWorkers(self, request, context):
+        """Lists the worker sessions connected now, with their build (needs a reader key).
+        Errors: INVALID_ARGUMENT (INVALID_REQUEST).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListBuilds(self, request, context):
+        """Lists the builds seen on the namespace's task queues, newest first, with their connected
+        workers and the open runs each still holds (needs a reader key).
+        Errors: INVALID_ARGUMENT (INVALID_REQUEST).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -119,6 +173,26 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     servicer.ListAuditEvents,
                     request_deserializer=perdure_dot_api_dot_admin_dot_v1_dot_admin__service__pb2.ListAuditEventsRequest.FromString,
                     response_serializer=perdure_dot_api_dot_admin_dot_v1_dot_admin__service__pb2.ListAuditEventsResponse.SerializeToString,
+            ),
+            'SetWorkflowPolicy': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetWorkflowPolicy,
+                    request_deserializer=perdure_dot_api_dot_admin_dot_v1_dot_admin__service__pb2.SetWorkflowPolicyRequest.FromString,
+                    response_serializer=perdure_dot_api_dot_admin_dot_v1_dot_admin__service__pb2.SetWorkflowPolicyResponse.SerializeToString,
+            ),
+            'ListWorkflowPolicies': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListWorkflowPolicies,
+                    request_deserializer=perdure_dot_api_dot_admin_dot_v1_dot_admin__service__pb2.ListWorkflowPoliciesRequest.FromString,
+                    response_serializer=perdure_dot_api_dot_admin_dot_v1_dot_admin__service__pb2.ListWorkflowPoliciesResponse.SerializeToString,
+            ),
+            'ListWorkers': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListWorkers,
+                    request_deserializer=perdure_dot_api_dot_admin_dot_v1_dot_admin__service__pb2.ListWorkersRequest.FromString,
+                    response_serializer=perdure_dot_api_dot_admin_dot_v1_dot_admin__service__pb2.ListWorkersResponse.SerializeToString,
+            ),
+            'ListBuilds': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListBuilds,
+                    request_deserializer=perdure_dot_api_dot_admin_dot_v1_dot_admin__service__pb2.ListBuildsRequest.FromString,
+                    response_serializer=perdure_dot_api_dot_admin_dot_v1_dot_admin__service__pb2.ListBuildsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -232,6 +306,114 @@ class AdminService:
             '/perdure.api.admin.v1.AdminService/ListAuditEvents',
             perdure_dot_api_dot_admin_dot_v1_dot_admin__service__pb2.ListAuditEventsRequest.SerializeToString,
             perdure_dot_api_dot_admin_dot_v1_dot_admin__service__pb2.ListAuditEventsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetWorkflowPolicy(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/perdure.api.admin.v1.AdminService/SetWorkflowPolicy',
+            perdure_dot_api_dot_admin_dot_v1_dot_admin__service__pb2.SetWorkflowPolicyRequest.SerializeToString,
+            perdure_dot_api_dot_admin_dot_v1_dot_admin__service__pb2.SetWorkflowPolicyResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListWorkflowPolicies(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/perdure.api.admin.v1.AdminService/ListWorkflowPolicies',
+            perdure_dot_api_dot_admin_dot_v1_dot_admin__service__pb2.ListWorkflowPoliciesRequest.SerializeToString,
+            perdure_dot_api_dot_admin_dot_v1_dot_admin__service__pb2.ListWorkflowPoliciesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListWorkers(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/perdure.api.admin.v1.AdminService/ListWorkers',
+            perdure_dot_api_dot_admin_dot_v1_dot_admin__service__pb2.ListWorkersRequest.SerializeToString,
+            perdure_dot_api_dot_admin_dot_v1_dot_admin__service__pb2.ListWorkersResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListBuilds(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/perdure.api.admin.v1.AdminService/ListBuilds',
+            perdure_dot_api_dot_admin_dot_v1_dot_admin__service__pb2.ListBuildsRequest.SerializeToString,
+            perdure_dot_api_dot_admin_dot_v1_dot_admin__service__pb2.ListBuildsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -13,14 +13,16 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class LoadJournalRequest(_message.Message):
-    __slots__ = ("workflow_id", "fence", "after_event_id")
+    __slots__ = ("workflow_id", "fence", "after_event_id", "build_id")
     WORKFLOW_ID_FIELD_NUMBER: _ClassVar[int]
     FENCE_FIELD_NUMBER: _ClassVar[int]
     AFTER_EVENT_ID_FIELD_NUMBER: _ClassVar[int]
+    BUILD_ID_FIELD_NUMBER: _ClassVar[int]
     workflow_id: str
     fence: int
     after_event_id: int
-    def __init__(self, workflow_id: _Optional[str] = ..., fence: _Optional[int] = ..., after_event_id: _Optional[int] = ...) -> None: ...
+    build_id: str
+    def __init__(self, workflow_id: _Optional[str] = ..., fence: _Optional[int] = ..., after_event_id: _Optional[int] = ..., build_id: _Optional[str] = ...) -> None: ...
 
 class LoadJournalResponse(_message.Message):
     __slots__ = ("workflow", "events", "now", "progress", "more", "previous_fence", "history_length", "history_bytes")

@@ -26,7 +26,7 @@ from google.protobuf import duration_pb2 as google_dot_protobuf_dot_duration__pb
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n(perdure/api/worker/v1/task_service.proto\x12\x15perdure.api.worker.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"E\n\x12RenewLeasesRequest\x12/\n\x06leases\x18\x01 \x03(\x0b\x32\x1f.perdure.api.worker.v1.LeaseRef\"t\n\x13RenewLeasesResponse\x12\x34\n\x07renewed\x18\x01 \x03(\x0b\x32#.perdure.api.worker.v1.RenewedLease\x12\'\n\x03now\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"o\n\x0cRenewedLease\x12.\n\x05lease\x18\x01 \x01(\x0b\x32\x1f.perdure.api.worker.v1.LeaseRef\x12/\n\x0b\x65xpire_time\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\xe6\x01\n\x0e\x43onnectRequest\x12-\n\x05hello\x18\x01 \x01(\x0b\x32\x1c.perdure.api.worker.v1.HelloH\x00\x12\x35\n\theartbeat\x18\x02 \x01(\x0b\x32 .perdure.api.worker.v1.HeartbeatH\x00\x12\x34\n\ttask_done\x18\x03 \x01(\x0b\x32\x1f.perdure.api.worker.v1.TaskDoneH\x00\x12-\n\x05\x64rain\x18\x04 \x01(\x0b\x32\x1c.perdure.api.worker.v1.DrainH\x00\x42\t\n\x07message\"\xf1\x01\n\x0f\x43onnectResponse\x12\x31\n\x07welcome\x18\x01 \x01(\x0b\x32\x1e.perdure.api.worker.v1.WelcomeH\x00\x12+\n\x04task\x18\x02 \x01(\x0b\x32\x1b.perdure.api.worker.v1.TaskH\x00\x12<\n\rlease_revoked\x18\x03 \x01(\x0b\x32#.perdure.api.worker.v1.LeaseRevokedH\x00\x12\x35\n\treconnect\x18\x04 \x01(\x0b\x32 .perdure.api.worker.v1.ReconnectH\x00\x42\t\n\x07message\"\xf6\x01\n\x05Hello\x12\x10\n\x08identity\x18\x01 \x01(\t\x12\x12\n\ntask_queue\x18\x02 \x01(\t\x12\x16\n\x0eworkflow_types\x18\x03 \x03(\t\x12\x10\n\x08\x63\x61pacity\x18\x04 \x01(\x05\x12/\n\x06leases\x18\x05 \x03(\x0b\x32\x1f.perdure.api.worker.v1.LeaseRef\x12\x32\n\x0ftimer_lookahead\x18\x06 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x12\n\nstep_types\x18\x07 \x03(\t\x12\x11\n\tnamespace\x18\x08 \x01(\t\x12\x11\n\tsticky_id\x18\t \x01(\t\"\x82\x01\n\x07Welcome\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12,\n\tlease_ttl\x18\x02 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x35\n\x12heartbeat_interval\x18\x03 \x01(\x0b\x32\x19.google.protobuf.Duration\"?\n\x08LeaseRef\x12\x13\n\x0bworkflow_id\x18\x01 \x01(\t\x12\r\n\x05\x66\x65nce\x18\x02 \x01(\x03\x12\x0f\n\x07step_id\x18\x03 \x01(\t\"<\n\tHeartbeat\x12/\n\x06leases\x18\x01 \x03(\x0b\x32\x1f.perdure.api.worker.v1.LeaseRef\"^\n\x08TaskDone\x12.\n\x05lease\x18\x01 \x01(\x0b\x32\x1f.perdure.api.worker.v1.LeaseRef\x12\x12\n\nunfinished\x18\x02 \x01(\x08\x12\x0e\n\x06sticky\x18\x03 \x01(\x08\"\x07\n\x05\x44rain\"\x97\x02\n\x04Task\x12\x13\n\x0bworkflow_id\x18\x01 \x01(\t\x12\x15\n\rworkflow_type\x18\x02 \x01(\t\x12\r\n\x05\x66\x65nce\x18\x03 \x01(\x03\x12\x44\n\rtrace_context\x18\x04 \x03(\x0b\x32-.perdure.api.worker.v1.Task.TraceContextEntry\x12\x0f\n\x07step_id\x18\x05 \x01(\t\x12\x11\n\tstep_type\x18\x06 \x01(\t\x12\x35\n\x11lease_expire_time\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x1a\x33\n\x11TraceContextEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\x1b\n\tReconnect\x12\x0e\n\x06reason\x18\x01 \x01(\t\"N\n\x0cLeaseRevoked\x12.\n\x05lease\x18\x01 \x01(\x0b\x32\x1f.perdure.api.worker.v1.LeaseRef\x12\x0e\n\x06reason\x18\x02 \x01(\t2\xd1\x01\n\x0bTaskService\x12\\\n\x07\x43onnect\x12%.perdure.api.worker.v1.ConnectRequest\x1a&.perdure.api.worker.v1.ConnectResponse(\x01\x30\x01\x12\x64\n\x0bRenewLeases\x12).perdure.api.worker.v1.RenewLeasesRequest\x1a*.perdure.api.worker.v1.RenewLeasesResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n(perdure/api/worker/v1/task_service.proto\x12\x15perdure.api.worker.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"E\n\x12RenewLeasesRequest\x12/\n\x06leases\x18\x01 \x03(\x0b\x32\x1f.perdure.api.worker.v1.LeaseRef\"t\n\x13RenewLeasesResponse\x12\x34\n\x07renewed\x18\x01 \x03(\x0b\x32#.perdure.api.worker.v1.RenewedLease\x12\'\n\x03now\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"o\n\x0cRenewedLease\x12.\n\x05lease\x18\x01 \x01(\x0b\x32\x1f.perdure.api.worker.v1.LeaseRef\x12/\n\x0b\x65xpire_time\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\xe6\x01\n\x0e\x43onnectRequest\x12-\n\x05hello\x18\x01 \x01(\x0b\x32\x1c.perdure.api.worker.v1.HelloH\x00\x12\x35\n\theartbeat\x18\x02 \x01(\x0b\x32 .perdure.api.worker.v1.HeartbeatH\x00\x12\x34\n\ttask_done\x18\x03 \x01(\x0b\x32\x1f.perdure.api.worker.v1.TaskDoneH\x00\x12-\n\x05\x64rain\x18\x04 \x01(\x0b\x32\x1c.perdure.api.worker.v1.DrainH\x00\x42\t\n\x07message\"\xf1\x01\n\x0f\x43onnectResponse\x12\x31\n\x07welcome\x18\x01 \x01(\x0b\x32\x1e.perdure.api.worker.v1.WelcomeH\x00\x12+\n\x04task\x18\x02 \x01(\x0b\x32\x1b.perdure.api.worker.v1.TaskH\x00\x12<\n\rlease_revoked\x18\x03 \x01(\x0b\x32#.perdure.api.worker.v1.LeaseRevokedH\x00\x12\x35\n\treconnect\x18\x04 \x01(\x0b\x32 .perdure.api.worker.v1.ReconnectH\x00\x42\t\n\x07message\"\x88\x02\n\x05Hello\x12\x10\n\x08identity\x18\x01 \x01(\t\x12\x12\n\ntask_queue\x18\x02 \x01(\t\x12\x16\n\x0eworkflow_types\x18\x03 \x03(\t\x12\x10\n\x08\x63\x61pacity\x18\x04 \x01(\x05\x12/\n\x06leases\x18\x05 \x03(\x0b\x32\x1f.perdure.api.worker.v1.LeaseRef\x12\x32\n\x0ftimer_lookahead\x18\x06 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x12\n\nstep_types\x18\x07 \x03(\t\x12\x11\n\tnamespace\x18\x08 \x01(\t\x12\x11\n\tsticky_id\x18\t \x01(\t\x12\x10\n\x08\x62uild_id\x18\n \x01(\t\"\x82\x01\n\x07Welcome\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12,\n\tlease_ttl\x18\x02 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x35\n\x12heartbeat_interval\x18\x03 \x01(\x0b\x32\x19.google.protobuf.Duration\"?\n\x08LeaseRef\x12\x13\n\x0bworkflow_id\x18\x01 \x01(\t\x12\r\n\x05\x66\x65nce\x18\x02 \x01(\x03\x12\x0f\n\x07step_id\x18\x03 \x01(\t\"<\n\tHeartbeat\x12/\n\x06leases\x18\x01 \x03(\x0b\x32\x1f.perdure.api.worker.v1.LeaseRef\"^\n\x08TaskDone\x12.\n\x05lease\x18\x01 \x01(\x0b\x32\x1f.perdure.api.worker.v1.LeaseRef\x12\x12\n\nunfinished\x18\x02 \x01(\x08\x12\x0e\n\x06sticky\x18\x03 \x01(\x08\"\x07\n\x05\x44rain\"\x97\x02\n\x04Task\x12\x13\n\x0bworkflow_id\x18\x01 \x01(\t\x12\x15\n\rworkflow_type\x18\x02 \x01(\t\x12\r\n\x05\x66\x65nce\x18\x03 \x01(\x03\x12\x44\n\rtrace_context\x18\x04 \x03(\x0b\x32-.perdure.api.worker.v1.Task.TraceContextEntry\x12\x0f\n\x07step_id\x18\x05 \x01(\t\x12\x11\n\tstep_type\x18\x06 \x01(\t\x12\x35\n\x11lease_expire_time\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x1a\x33\n\x11TraceContextEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\x1b\n\tReconnect\x12\x0e\n\x06reason\x18\x01 \x01(\t\"N\n\x0cLeaseRevoked\x12.\n\x05lease\x18\x01 \x01(\x0b\x32\x1f.perdure.api.worker.v1.LeaseRef\x12\x0e\n\x06reason\x18\x02 \x01(\t2\xd1\x01\n\x0bTaskService\x12\\\n\x07\x43onnect\x12%.perdure.api.worker.v1.ConnectRequest\x1a&.perdure.api.worker.v1.ConnectResponse(\x01\x30\x01\x12\x64\n\x0bRenewLeases\x12).perdure.api.worker.v1.RenewLeasesRequest\x1a*.perdure.api.worker.v1.RenewLeasesResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -46,25 +46,25 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_CONNECTRESPONSE']._serialized_start=668
   _globals['_CONNECTRESPONSE']._serialized_end=909
   _globals['_HELLO']._serialized_start=912
-  _globals['_HELLO']._serialized_end=1158
-  _globals['_WELCOME']._serialized_start=1161
-  _globals['_WELCOME']._serialized_end=1291
-  _globals['_LEASEREF']._serialized_start=1293
-  _globals['_LEASEREF']._serialized_end=1356
-  _globals['_HEARTBEAT']._serialized_start=1358
-  _globals['_HEARTBEAT']._serialized_end=1418
-  _globals['_TASKDONE']._serialized_start=1420
-  _globals['_TASKDONE']._serialized_end=1514
-  _globals['_DRAIN']._serialized_start=1516
-  _globals['_DRAIN']._serialized_end=1523
-  _globals['_TASK']._serialized_start=1526
-  _globals['_TASK']._serialized_end=1805
-  _globals['_TASK_TRACECONTEXTENTRY']._serialized_start=1754
-  _globals['_TASK_TRACECONTEXTENTRY']._serialized_end=1805
-  _globals['_RECONNECT']._serialized_start=1807
-  _globals['_RECONNECT']._serialized_end=1834
-  _globals['_LEASEREVOKED']._serialized_start=1836
-  _globals['_LEASEREVOKED']._serialized_end=1914
-  _globals['_TASKSERVICE']._serialized_start=1917
-  _globals['_TASKSERVICE']._serialized_end=2126
+  _globals['_HELLO']._serialized_end=1176
+  _globals['_WELCOME']._serialized_start=1179
+  _globals['_WELCOME']._serialized_end=1309
+  _globals['_LEASEREF']._serialized_start=1311
+  _globals['_LEASEREF']._serialized_end=1374
+  _globals['_HEARTBEAT']._serialized_start=1376
+  _globals['_HEARTBEAT']._serialized_end=1436
+  _globals['_TASKDONE']._serialized_start=1438
+  _globals['_TASKDONE']._serialized_end=1532
+  _globals['_DRAIN']._serialized_start=1534
+  _globals['_DRAIN']._serialized_end=1541
+  _globals['_TASK']._serialized_start=1544
+  _globals['_TASK']._serialized_end=1823
+  _globals['_TASK_TRACECONTEXTENTRY']._serialized_start=1772
+  _globals['_TASK_TRACECONTEXTENTRY']._serialized_end=1823
+  _globals['_RECONNECT']._serialized_start=1825
+  _globals['_RECONNECT']._serialized_end=1852
+  _globals['_LEASEREVOKED']._serialized_start=1854
+  _globals['_LEASEREVOKED']._serialized_end=1932
+  _globals['_TASKSERVICE']._serialized_start=1935
+  _globals['_TASKSERVICE']._serialized_end=2144
 # @@protoc_insertion_point(module_scope)

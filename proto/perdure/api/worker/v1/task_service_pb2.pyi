@@ -57,7 +57,7 @@ class ConnectResponse(_message.Message):
     def __init__(self, welcome: _Optional[_Union[Welcome, _Mapping]] = ..., task: _Optional[_Union[Task, _Mapping]] = ..., lease_revoked: _Optional[_Union[LeaseRevoked, _Mapping]] = ..., reconnect: _Optional[_Union[Reconnect, _Mapping]] = ...) -> None: ...
 
 class Hello(_message.Message):
-    __slots__ = ("identity", "task_queue", "workflow_types", "capacity", "leases", "timer_lookahead", "step_types", "namespace", "sticky_id")
+    __slots__ = ("identity", "task_queue", "workflow_types", "capacity", "leases", "timer_lookahead", "step_types", "namespace", "sticky_id", "build_id")
     IDENTITY_FIELD_NUMBER: _ClassVar[int]
     TASK_QUEUE_FIELD_NUMBER: _ClassVar[int]
     WORKFLOW_TYPES_FIELD_NUMBER: _ClassVar[int]
@@ -67,6 +67,7 @@ class Hello(_message.Message):
     STEP_TYPES_FIELD_NUMBER: _ClassVar[int]
     NAMESPACE_FIELD_NUMBER: _ClassVar[int]
     STICKY_ID_FIELD_NUMBER: _ClassVar[int]
+    BUILD_ID_FIELD_NUMBER: _ClassVar[int]
     identity: str
     task_queue: str
     workflow_types: _containers.RepeatedScalarFieldContainer[str]
@@ -76,7 +77,8 @@ class Hello(_message.Message):
     step_types: _containers.RepeatedScalarFieldContainer[str]
     namespace: str
     sticky_id: str
-    def __init__(self, identity: _Optional[str] = ..., task_queue: _Optional[str] = ..., workflow_types: _Optional[_Iterable[str]] = ..., capacity: _Optional[int] = ..., leases: _Optional[_Iterable[_Union[LeaseRef, _Mapping]]] = ..., timer_lookahead: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., step_types: _Optional[_Iterable[str]] = ..., namespace: _Optional[str] = ..., sticky_id: _Optional[str] = ...) -> None: ...
+    build_id: str
+    def __init__(self, identity: _Optional[str] = ..., task_queue: _Optional[str] = ..., workflow_types: _Optional[_Iterable[str]] = ..., capacity: _Optional[int] = ..., leases: _Optional[_Iterable[_Union[LeaseRef, _Mapping]]] = ..., timer_lookahead: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., step_types: _Optional[_Iterable[str]] = ..., namespace: _Optional[str] = ..., sticky_id: _Optional[str] = ..., build_id: _Optional[str] = ...) -> None: ...
 
 class Welcome(_message.Message):
     __slots__ = ("session_id", "lease_ttl", "heartbeat_interval")

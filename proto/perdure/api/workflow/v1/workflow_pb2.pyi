@@ -128,7 +128,7 @@ class Failure(_message.Message):
     def __init__(self, type: _Optional[str] = ..., message: _Optional[str] = ..., stack_trace: _Optional[str] = ...) -> None: ...
 
 class WorkflowInfo(_message.Message):
-    __slots__ = ("workflow_id", "workflow_type", "task_queue", "status", "input", "result", "failure", "create_time", "update_time", "close_time", "fence", "event_count", "wait", "cancel_requested", "trace_id", "namespace", "stuck_time", "run_id", "run_number", "previous_run_id", "next_run_id", "reset_from_run_id", "forked_from_workflow_id", "forked_from_run_id", "copied_up_to_event_id")
+    __slots__ = ("workflow_id", "workflow_type", "task_queue", "status", "input", "result", "failure", "create_time", "update_time", "close_time", "fence", "event_count", "wait", "cancel_requested", "trace_id", "namespace", "stuck_time", "run_id", "run_number", "previous_run_id", "next_run_id", "build_id", "reset_from_run_id", "forked_from_workflow_id", "forked_from_run_id", "copied_up_to_event_id")
     WORKFLOW_ID_FIELD_NUMBER: _ClassVar[int]
     WORKFLOW_TYPE_FIELD_NUMBER: _ClassVar[int]
     TASK_QUEUE_FIELD_NUMBER: _ClassVar[int]
@@ -150,6 +150,7 @@ class WorkflowInfo(_message.Message):
     RUN_NUMBER_FIELD_NUMBER: _ClassVar[int]
     PREVIOUS_RUN_ID_FIELD_NUMBER: _ClassVar[int]
     NEXT_RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    BUILD_ID_FIELD_NUMBER: _ClassVar[int]
     RESET_FROM_RUN_ID_FIELD_NUMBER: _ClassVar[int]
     FORKED_FROM_WORKFLOW_ID_FIELD_NUMBER: _ClassVar[int]
     FORKED_FROM_RUN_ID_FIELD_NUMBER: _ClassVar[int]
@@ -175,11 +176,12 @@ class WorkflowInfo(_message.Message):
     run_number: int
     previous_run_id: str
     next_run_id: str
+    build_id: str
     reset_from_run_id: str
     forked_from_workflow_id: str
     forked_from_run_id: str
     copied_up_to_event_id: int
-    def __init__(self, workflow_id: _Optional[str] = ..., workflow_type: _Optional[str] = ..., task_queue: _Optional[str] = ..., status: _Optional[_Union[WorkflowStatus, str]] = ..., input: _Optional[_Union[_payload_pb2.Payload, _Mapping]] = ..., result: _Optional[_Union[_payload_pb2.Payload, _Mapping]] = ..., failure: _Optional[_Union[Failure, _Mapping]] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., close_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., fence: _Optional[int] = ..., event_count: _Optional[int] = ..., wait: _Optional[_Union[Wait, _Mapping]] = ..., cancel_requested: _Optional[bool] = ..., trace_id: _Optional[str] = ..., namespace: _Optional[str] = ..., stuck_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., run_id: _Optional[str] = ..., run_number: _Optional[int] = ..., previous_run_id: _Optional[str] = ..., next_run_id: _Optional[str] = ..., reset_from_run_id: _Optional[str] = ..., forked_from_workflow_id: _Optional[str] = ..., forked_from_run_id: _Optional[str] = ..., copied_up_to_event_id: _Optional[int] = ...) -> None: ...
+    def __init__(self, workflow_id: _Optional[str] = ..., workflow_type: _Optional[str] = ..., task_queue: _Optional[str] = ..., status: _Optional[_Union[WorkflowStatus, str]] = ..., input: _Optional[_Union[_payload_pb2.Payload, _Mapping]] = ..., result: _Optional[_Union[_payload_pb2.Payload, _Mapping]] = ..., failure: _Optional[_Union[Failure, _Mapping]] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., close_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., fence: _Optional[int] = ..., event_count: _Optional[int] = ..., wait: _Optional[_Union[Wait, _Mapping]] = ..., cancel_requested: _Optional[bool] = ..., trace_id: _Optional[str] = ..., namespace: _Optional[str] = ..., stuck_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., run_id: _Optional[str] = ..., run_number: _Optional[int] = ..., previous_run_id: _Optional[str] = ..., next_run_id: _Optional[str] = ..., build_id: _Optional[str] = ..., reset_from_run_id: _Optional[str] = ..., forked_from_workflow_id: _Optional[str] = ..., forked_from_run_id: _Optional[str] = ..., copied_up_to_event_id: _Optional[int] = ...) -> None: ...
 
 class StepInfo(_message.Message):
     __slots__ = ("step_id", "name", "position", "succeeded", "output", "failure", "attempts", "complete_time", "fence", "status", "start_time", "next_retry_time", "heartbeat_details", "heartbeat_time", "output_omitted")

@@ -217,3 +217,27 @@ class ForkWorkflowResponse(_message.Message):
     RESPONSE_FIELD_NUMBER: _ClassVar[int]
     response: _workflow_service_pb2.ForkWorkflowResponse
     def __init__(self, response: _Optional[_Union[_workflow_service_pb2.ForkWorkflowResponse, _Mapping]] = ...) -> None: ...
+
+class CountOpenRunsByBuildRequest(_message.Message):
+    __slots__ = ("namespace",)
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    namespace: str
+    def __init__(self, namespace: _Optional[str] = ...) -> None: ...
+
+class BuildRunCount(_message.Message):
+    __slots__ = ("task_queue", "build_id", "workflow_type", "open_runs")
+    TASK_QUEUE_FIELD_NUMBER: _ClassVar[int]
+    BUILD_ID_FIELD_NUMBER: _ClassVar[int]
+    WORKFLOW_TYPE_FIELD_NUMBER: _ClassVar[int]
+    OPEN_RUNS_FIELD_NUMBER: _ClassVar[int]
+    task_queue: str
+    build_id: str
+    workflow_type: str
+    open_runs: int
+    def __init__(self, task_queue: _Optional[str] = ..., build_id: _Optional[str] = ..., workflow_type: _Optional[str] = ..., open_runs: _Optional[int] = ...) -> None: ...
+
+class CountOpenRunsByBuildResponse(_message.Message):
+    __slots__ = ("counts",)
+    COUNTS_FIELD_NUMBER: _ClassVar[int]
+    counts: _containers.RepeatedCompositeFieldContainer[BuildRunCount]
+    def __init__(self, counts: _Optional[_Iterable[_Union[BuildRunCount, _Mapping]]] = ...) -> None: ...

@@ -122,6 +122,11 @@ class HistoryServiceStub:
                 request_serializer=perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.ForkWorkflowRequest.SerializeToString,
                 response_deserializer=perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.ForkWorkflowResponse.FromString,
                 _registered_method=True)
+        self.CountOpenRunsByBuild = channel.unary_unary(
+                '/perdure.internal.history.v1.HistoryService/CountOpenRunsByBuild',
+                request_serializer=perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.CountOpenRunsByBuildRequest.SerializeToString,
+                response_deserializer=perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.CountOpenRunsByBuildResponse.FromString,
+                _registered_method=True)
 
 
 class HistoryServiceServicer:
@@ -263,6 +268,13 @@ class HistoryServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CountOpenRunsByBuild(self, request, context):
+        """Counts a namespace's open runs by the build that started them (AdminService.ListBuilds).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_HistoryServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -350,6 +362,11 @@ def add_HistoryServiceServicer_to_server(servicer, server):
                     servicer.ForkWorkflow,
                     request_deserializer=perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.ForkWorkflowRequest.FromString,
                     response_serializer=perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.ForkWorkflowResponse.SerializeToString,
+            ),
+            'CountOpenRunsByBuild': grpc.unary_unary_rpc_method_handler(
+                    servicer.CountOpenRunsByBuild,
+                    request_deserializer=perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.CountOpenRunsByBuildRequest.FromString,
+                    response_serializer=perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.CountOpenRunsByBuildResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -814,6 +831,33 @@ class HistoryService:
             '/perdure.internal.history.v1.HistoryService/ForkWorkflow',
             perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.ForkWorkflowRequest.SerializeToString,
             perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.ForkWorkflowResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CountOpenRunsByBuild(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/perdure.internal.history.v1.HistoryService/CountOpenRunsByBuild',
+            perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.CountOpenRunsByBuildRequest.SerializeToString,
+            perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.CountOpenRunsByBuildResponse.FromString,
             options,
             channel_credentials,
             insecure,

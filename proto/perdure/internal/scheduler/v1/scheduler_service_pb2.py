@@ -23,9 +23,10 @@ _sym_db = _symbol_database.Default()
 
 
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
+from perdure.api.admin.v1 import admin_service_pb2 as perdure_dot_api_dot_admin_dot_v1_dot_admin__service__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n5perdure/internal/scheduler/v1/scheduler_service.proto\x12\x1dperdure.internal.scheduler.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xe4\x02\n\x0bTaskRequest\x12\x13\n\x0bworkflow_id\x18\x01 \x01(\t\x12\x15\n\rworkflow_type\x18\x02 \x01(\t\x12\x12\n\ntask_queue\x18\x03 \x01(\t\x12,\n\x08run_time\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12S\n\rtrace_context\x18\x05 \x03(\x0b\x32<.perdure.internal.scheduler.v1.TaskRequest.TraceContextEntry\x12\x13\n\x0bwake_reason\x18\x06 \x01(\t\x12\x0f\n\x07step_id\x18\x07 \x01(\t\x12\x13\n\x0b\x66\x65nce_floor\x18\x08 \x01(\x03\x12\x0e\n\x06\x63losed\x18\t \x01(\x08\x12\x12\n\nrun_number\x18\n \x01(\x03\x1a\x33\n\x11TraceContextEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"P\n\x13\x45nqueueTasksRequest\x12\x39\n\x05tasks\x18\x01 \x03(\x0b\x32*.perdure.internal.scheduler.v1.TaskRequest\"\x16\n\x14\x45nqueueTasksResponse\".\n\x18\x44\x65scribeTaskQueueRequest\x12\x12\n\ntask_queue\x18\x01 \x01(\t\"N\n\x19\x44\x65scribeTaskQueueResponse\x12\x16\n\x0eworkflow_types\x18\x01 \x03(\t\x12\x19\n\x11\x63onnected_workers\x18\x02 \x01(\x05\"X\n\x11\x43heckLeaseRequest\x12\x13\n\x0bworkflow_id\x18\x01 \x01(\t\x12\x0f\n\x07step_id\x18\x02 \x01(\t\x12\r\n\x05\x66\x65nce\x18\x03 \x01(\x03\x12\x0e\n\x06key_id\x18\x04 \x01(\t\"\"\n\x12\x43heckLeaseResponse\x12\x0c\n\x04held\x18\x01 \x01(\x08\"+\n\x13\x46indIdleRunsRequest\x12\x14\n\x0cworkflow_ids\x18\x01 \x03(\t\",\n\x14\x46indIdleRunsResponse\x12\x14\n\x0cworkflow_ids\x18\x01 \x03(\t2\x80\x04\n\x10SchedulerService\x12w\n\x0c\x45nqueueTasks\x12\x32.perdure.internal.scheduler.v1.EnqueueTasksRequest\x1a\x33.perdure.internal.scheduler.v1.EnqueueTasksResponse\x12\x86\x01\n\x11\x44\x65scribeTaskQueue\x12\x37.perdure.internal.scheduler.v1.DescribeTaskQueueRequest\x1a\x38.perdure.internal.scheduler.v1.DescribeTaskQueueResponse\x12q\n\nCheckLease\x12\x30.perdure.internal.scheduler.v1.CheckLeaseRequest\x1a\x31.perdure.internal.scheduler.v1.CheckLeaseResponse\x12w\n\x0c\x46indIdleRuns\x12\x32.perdure.internal.scheduler.v1.FindIdleRunsRequest\x1a\x33.perdure.internal.scheduler.v1.FindIdleRunsResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n5perdure/internal/scheduler/v1/scheduler_service.proto\x12\x1dperdure.internal.scheduler.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a(perdure/api/admin/v1/admin_service.proto\"\xe4\x02\n\x0bTaskRequest\x12\x13\n\x0bworkflow_id\x18\x01 \x01(\t\x12\x15\n\rworkflow_type\x18\x02 \x01(\t\x12\x12\n\ntask_queue\x18\x03 \x01(\t\x12,\n\x08run_time\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12S\n\rtrace_context\x18\x05 \x03(\x0b\x32<.perdure.internal.scheduler.v1.TaskRequest.TraceContextEntry\x12\x13\n\x0bwake_reason\x18\x06 \x01(\t\x12\x0f\n\x07step_id\x18\x07 \x01(\t\x12\x13\n\x0b\x66\x65nce_floor\x18\x08 \x01(\x03\x12\x0e\n\x06\x63losed\x18\t \x01(\x08\x12\x12\n\nrun_number\x18\n \x01(\x03\x1a\x33\n\x11TraceContextEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"P\n\x13\x45nqueueTasksRequest\x12\x39\n\x05tasks\x18\x01 \x03(\x0b\x32*.perdure.internal.scheduler.v1.TaskRequest\"\x16\n\x14\x45nqueueTasksResponse\".\n\x18\x44\x65scribeTaskQueueRequest\x12\x12\n\ntask_queue\x18\x01 \x01(\t\"N\n\x19\x44\x65scribeTaskQueueResponse\x12\x16\n\x0eworkflow_types\x18\x01 \x03(\t\x12\x19\n\x11\x63onnected_workers\x18\x02 \x01(\x05\"X\n\x11\x43heckLeaseRequest\x12\x13\n\x0bworkflow_id\x18\x01 \x01(\t\x12\x0f\n\x07step_id\x18\x02 \x01(\t\x12\r\n\x05\x66\x65nce\x18\x03 \x01(\x03\x12\x0e\n\x06key_id\x18\x04 \x01(\t\"\"\n\x12\x43heckLeaseResponse\x12\x0c\n\x04held\x18\x01 \x01(\x08\"+\n\x13\x46indIdleRunsRequest\x12\x14\n\x0cworkflow_ids\x18\x01 \x03(\t\",\n\x14\x46indIdleRunsResponse\x12\x14\n\x0cworkflow_ids\x18\x01 \x03(\t\"[\n\x18SetWorkflowPolicyRequest\x12?\n\x07request\x18\x01 \x01(\x0b\x32..perdure.api.admin.v1.SetWorkflowPolicyRequest\"^\n\x19SetWorkflowPolicyResponse\x12\x41\n\x08response\x18\x01 \x01(\x0b\x32/.perdure.api.admin.v1.SetWorkflowPolicyResponse\"a\n\x1bListWorkflowPoliciesRequest\x12\x42\n\x07request\x18\x01 \x01(\x0b\x32\x31.perdure.api.admin.v1.ListWorkflowPoliciesRequest\"d\n\x1cListWorkflowPoliciesResponse\x12\x44\n\x08response\x18\x01 \x01(\x0b\x32\x32.perdure.api.admin.v1.ListWorkflowPoliciesResponse\"O\n\x12ListWorkersRequest\x12\x39\n\x07request\x18\x01 \x01(\x0b\x32(.perdure.api.admin.v1.ListWorkersRequest\"R\n\x13ListWorkersResponse\x12;\n\x08response\x18\x01 \x01(\x0b\x32).perdure.api.admin.v1.ListWorkersResponse\"M\n\x11ListBuildsRequest\x12\x38\n\x07request\x18\x01 \x01(\x0b\x32\'.perdure.api.admin.v1.ListBuildsRequest\"P\n\x12ListBuildsResponse\x12:\n\x08response\x18\x01 \x01(\x0b\x32(.perdure.api.admin.v1.ListBuildsResponse2\x84\x08\n\x10SchedulerService\x12w\n\x0c\x45nqueueTasks\x12\x32.perdure.internal.scheduler.v1.EnqueueTasksRequest\x1a\x33.perdure.internal.scheduler.v1.EnqueueTasksResponse\x12\x86\x01\n\x11\x44\x65scribeTaskQueue\x12\x37.perdure.internal.scheduler.v1.DescribeTaskQueueRequest\x1a\x38.perdure.internal.scheduler.v1.DescribeTaskQueueResponse\x12q\n\nCheckLease\x12\x30.perdure.internal.scheduler.v1.CheckLeaseRequest\x1a\x31.perdure.internal.scheduler.v1.CheckLeaseResponse\x12w\n\x0c\x46indIdleRuns\x12\x32.perdure.internal.scheduler.v1.FindIdleRunsRequest\x1a\x33.perdure.internal.scheduler.v1.FindIdleRunsResponse\x12\x86\x01\n\x11SetWorkflowPolicy\x12\x37.perdure.internal.scheduler.v1.SetWorkflowPolicyRequest\x1a\x38.perdure.internal.scheduler.v1.SetWorkflowPolicyResponse\x12\x8f\x01\n\x14ListWorkflowPolicies\x12:.perdure.internal.scheduler.v1.ListWorkflowPoliciesRequest\x1a;.perdure.internal.scheduler.v1.ListWorkflowPoliciesResponse\x12t\n\x0bListWorkers\x12\x31.perdure.internal.scheduler.v1.ListWorkersRequest\x1a\x32.perdure.internal.scheduler.v1.ListWorkersResponse\x12q\n\nListBuilds\x12\x30.perdure.internal.scheduler.v1.ListBuildsRequest\x1a\x31.perdure.internal.scheduler.v1.ListBuildsResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -34,26 +35,42 @@ if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_TASKREQUEST_TRACECONTEXTENTRY']._loaded_options = None
   _globals['_TASKREQUEST_TRACECONTEXTENTRY']._serialized_options = b'8\001'
-  _globals['_TASKREQUEST']._serialized_start=122
-  _globals['_TASKREQUEST']._serialized_end=478
-  _globals['_TASKREQUEST_TRACECONTEXTENTRY']._serialized_start=427
-  _globals['_TASKREQUEST_TRACECONTEXTENTRY']._serialized_end=478
-  _globals['_ENQUEUETASKSREQUEST']._serialized_start=480
-  _globals['_ENQUEUETASKSREQUEST']._serialized_end=560
-  _globals['_ENQUEUETASKSRESPONSE']._serialized_start=562
-  _globals['_ENQUEUETASKSRESPONSE']._serialized_end=584
-  _globals['_DESCRIBETASKQUEUEREQUEST']._serialized_start=586
-  _globals['_DESCRIBETASKQUEUEREQUEST']._serialized_end=632
-  _globals['_DESCRIBETASKQUEUERESPONSE']._serialized_start=634
-  _globals['_DESCRIBETASKQUEUERESPONSE']._serialized_end=712
-  _globals['_CHECKLEASEREQUEST']._serialized_start=714
-  _globals['_CHECKLEASEREQUEST']._serialized_end=802
-  _globals['_CHECKLEASERESPONSE']._serialized_start=804
-  _globals['_CHECKLEASERESPONSE']._serialized_end=838
-  _globals['_FINDIDLERUNSREQUEST']._serialized_start=840
-  _globals['_FINDIDLERUNSREQUEST']._serialized_end=883
-  _globals['_FINDIDLERUNSRESPONSE']._serialized_start=885
-  _globals['_FINDIDLERUNSRESPONSE']._serialized_end=929
-  _globals['_SCHEDULERSERVICE']._serialized_start=932
-  _globals['_SCHEDULERSERVICE']._serialized_end=1444
+  _globals['_TASKREQUEST']._serialized_start=164
+  _globals['_TASKREQUEST']._serialized_end=520
+  _globals['_TASKREQUEST_TRACECONTEXTENTRY']._serialized_start=469
+  _globals['_TASKREQUEST_TRACECONTEXTENTRY']._serialized_end=520
+  _globals['_ENQUEUETASKSREQUEST']._serialized_start=522
+  _globals['_ENQUEUETASKSREQUEST']._serialized_end=602
+  _globals['_ENQUEUETASKSRESPONSE']._serialized_start=604
+  _globals['_ENQUEUETASKSRESPONSE']._serialized_end=626
+  _globals['_DESCRIBETASKQUEUEREQUEST']._serialized_start=628
+  _globals['_DESCRIBETASKQUEUEREQUEST']._serialized_end=674
+  _globals['_DESCRIBETASKQUEUERESPONSE']._serialized_start=676
+  _globals['_DESCRIBETASKQUEUERESPONSE']._serialized_end=754
+  _globals['_CHECKLEASEREQUEST']._serialized_start=756
+  _globals['_CHECKLEASEREQUEST']._serialized_end=844
+  _globals['_CHECKLEASERESPONSE']._serialized_start=846
+  _globals['_CHECKLEASERESPONSE']._serialized_end=880
+  _globals['_FINDIDLERUNSREQUEST']._serialized_start=882
+  _globals['_FINDIDLERUNSREQUEST']._serialized_end=925
+  _globals['_FINDIDLERUNSRESPONSE']._serialized_start=927
+  _globals['_FINDIDLERUNSRESPONSE']._serialized_end=971
+  _globals['_SETWORKFLOWPOLICYREQUEST']._serialized_start=973
+  _globals['_SETWORKFLOWPOLICYREQUEST']._serialized_end=1064
+  _globals['_SETWORKFLOWPOLICYRESPONSE']._serialized_start=1066
+  _globals['_SETWORKFLOWPOLICYRESPONSE']._serialized_end=1160
+  _globals['_LISTWORKFLOWPOLICIESREQUEST']._serialized_start=1162
+  _globals['_LISTWORKFLOWPOLICIESREQUEST']._serialized_end=1259
+  _globals['_LISTWORKFLOWPOLICIESRESPONSE']._serialized_start=1261
+  _globals['_LISTWORKFLOWPOLICIESRESPONSE']._serialized_end=1361
+  _globals['_LISTWORKERSREQUEST']._serialized_start=1363
+  _globals['_LISTWORKERSREQUEST']._serialized_end=1442
+  _globals['_LISTWORKERSRESPONSE']._serialized_start=1444
+  _globals['_LISTWORKERSRESPONSE']._serialized_end=1526
+  _globals['_LISTBUILDSREQUEST']._serialized_start=1528
+  _globals['_LISTBUILDSREQUEST']._serialized_end=1605
+  _globals['_LISTBUILDSRESPONSE']._serialized_start=1607
+  _globals['_LISTBUILDSRESPONSE']._serialized_end=1687
+  _globals['_SCHEDULERSERVICE']._serialized_start=1690
+  _globals['_SCHEDULERSERVICE']._serialized_end=2718
 # @@protoc_insertion_point(module_scope)

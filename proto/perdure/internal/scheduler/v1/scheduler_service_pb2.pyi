@@ -1,6 +1,7 @@
 import datetime
 
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
+from perdure.api.admin.v1 import admin_service_pb2 as _admin_service_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
@@ -93,3 +94,51 @@ class FindIdleRunsResponse(_message.Message):
     WORKFLOW_IDS_FIELD_NUMBER: _ClassVar[int]
     workflow_ids: _containers.RepeatedScalarFieldContainer[str]
     def __init__(self, workflow_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class SetWorkflowPolicyRequest(_message.Message):
+    __slots__ = ("request",)
+    REQUEST_FIELD_NUMBER: _ClassVar[int]
+    request: _admin_service_pb2.SetWorkflowPolicyRequest
+    def __init__(self, request: _Optional[_Union[_admin_service_pb2.SetWorkflowPolicyRequest, _Mapping]] = ...) -> None: ...
+
+class SetWorkflowPolicyResponse(_message.Message):
+    __slots__ = ("response",)
+    RESPONSE_FIELD_NUMBER: _ClassVar[int]
+    response: _admin_service_pb2.SetWorkflowPolicyResponse
+    def __init__(self, response: _Optional[_Union[_admin_service_pb2.SetWorkflowPolicyResponse, _Mapping]] = ...) -> None: ...
+
+class ListWorkflowPoliciesRequest(_message.Message):
+    __slots__ = ("request",)
+    REQUEST_FIELD_NUMBER: _ClassVar[int]
+    request: _admin_service_pb2.ListWorkflowPoliciesRequest
+    def __init__(self, request: _Optional[_Union[_admin_service_pb2.ListWorkflowPoliciesRequest, _Mapping]] = ...) -> None: ...
+
+class ListWorkflowPoliciesResponse(_message.Message):
+    __slots__ = ("response",)
+    RESPONSE_FIELD_NUMBER: _ClassVar[int]
+    response: _admin_service_pb2.ListWorkflowPoliciesResponse
+    def __init__(self, response: _Optional[_Union[_admin_service_pb2.ListWorkflowPoliciesResponse, _Mapping]] = ...) -> None: ...
+
+class ListWorkersRequest(_message.Message):
+    __slots__ = ("request",)
+    REQUEST_FIELD_NUMBER: _ClassVar[int]
+    request: _admin_service_pb2.ListWorkersRequest
+    def __init__(self, request: _Optional[_Union[_admin_service_pb2.ListWorkersRequest, _Mapping]] = ...) -> None: ...
+
+class ListWorkersResponse(_message.Message):
+    __slots__ = ("response",)
+    RESPONSE_FIELD_NUMBER: _ClassVar[int]
+    response: _admin_service_pb2.ListWorkersResponse
+    def __init__(self, response: _Optional[_Union[_admin_service_pb2.ListWorkersResponse, _Mapping]] = ...) -> None: ...
+
+class ListBuildsRequest(_message.Message):
+    __slots__ = ("request",)
+    REQUEST_FIELD_NUMBER: _ClassVar[int]
+    request: _admin_service_pb2.ListBuildsRequest
+    def __init__(self, request: _Optional[_Union[_admin_service_pb2.ListBuildsRequest, _Mapping]] = ...) -> None: ...
+
+class ListBuildsResponse(_message.Message):
+    __slots__ = ("response",)
+    RESPONSE_FIELD_NUMBER: _ClassVar[int]
+    response: _admin_service_pb2.ListBuildsResponse
+    def __init__(self, response: _Optional[_Union[_admin_service_pb2.ListBuildsResponse, _Mapping]] = ...) -> None: ...

@@ -55,6 +55,26 @@ class SchedulerServiceStub:
                 request_serializer=perdure_dot_internal_dot_scheduler_dot_v1_dot_scheduler__service__pb2.FindIdleRunsRequest.SerializeToString,
                 response_deserializer=perdure_dot_internal_dot_scheduler_dot_v1_dot_scheduler__service__pb2.FindIdleRunsResponse.FromString,
                 _registered_method=True)
+        self.SetWorkflowPolicy = channel.unary_unary(
+                '/perdure.internal.scheduler.v1.SchedulerService/SetWorkflowPolicy',
+                request_serializer=perdure_dot_internal_dot_scheduler_dot_v1_dot_scheduler__service__pb2.SetWorkflowPolicyRequest.SerializeToString,
+                response_deserializer=perdure_dot_internal_dot_scheduler_dot_v1_dot_scheduler__service__pb2.SetWorkflowPolicyResponse.FromString,
+                _registered_method=True)
+        self.ListWorkflowPolicies = channel.unary_unary(
+                '/perdure.internal.scheduler.v1.SchedulerService/ListWorkflowPolicies',
+                request_serializer=perdure_dot_internal_dot_scheduler_dot_v1_dot_scheduler__service__pb2.ListWorkflowPoliciesRequest.SerializeToString,
+                response_deserializer=perdure_dot_internal_dot_scheduler_dot_v1_dot_scheduler__service__pb2.ListWorkflowPoliciesResponse.FromString,
+                _registered_method=True)
+        self.ListWorkers = channel.unary_unary(
+                '/perdure.internal.scheduler.v1.SchedulerService/ListWorkers',
+                request_serializer=perdure_dot_internal_dot_scheduler_dot_v1_dot_scheduler__service__pb2.ListWorkersRequest.SerializeToString,
+                response_deserializer=perdure_dot_internal_dot_scheduler_dot_v1_dot_scheduler__service__pb2.ListWorkersResponse.FromString,
+                _registered_method=True)
+        self.ListBuilds = channel.unary_unary(
+                '/perdure.internal.scheduler.v1.SchedulerService/ListBuilds',
+                request_serializer=perdure_dot_internal_dot_scheduler_dot_v1_dot_scheduler__service__pb2.ListBuildsRequest.SerializeToString,
+                response_deserializer=perdure_dot_internal_dot_scheduler_dot_v1_dot_scheduler__service__pb2.ListBuildsResponse.FromString,
+                _registered_method=True)
 
 
 class SchedulerServiceServicer:
@@ -92,6 +112,34 @@ class SchedulerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SetWorkflowPolicy(self, request, context):
+        """AdminService.SetWorkflowPolicy, for the namespace the gateway resolved.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListWorkflowPolicies(self, request, context):
+        """AdminService.ListWorkflowPolicies, likewise.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListWorkers(self, request, context):
+        """AdminService.ListWorkers: the sessions connected to this scheduler replica.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListBuilds(self, request, context):
+        """AdminService.ListBuilds without the run counts (history has them; the gateway adds them).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SchedulerServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -114,6 +162,26 @@ def add_SchedulerServiceServicer_to_server(servicer, server):
                     servicer.FindIdleRuns,
                     request_deserializer=perdure_dot_internal_dot_scheduler_dot_v1_dot_scheduler__service__pb2.FindIdleRunsRequest.FromString,
                     response_serializer=perdure_dot_internal_dot_scheduler_dot_v1_dot_scheduler__service__pb2.FindIdleRunsResponse.SerializeToString,
+            ),
+            'SetWorkflowPolicy': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetWorkflowPolicy,
+                    request_deserializer=perdure_dot_internal_dot_scheduler_dot_v1_dot_scheduler__service__pb2.SetWorkflowPolicyRequest.FromString,
+                    response_serializer=perdure_dot_internal_dot_scheduler_dot_v1_dot_scheduler__service__pb2.SetWorkflowPolicyResponse.SerializeToString,
+            ),
+            'ListWorkflowPolicies': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListWorkflowPolicies,
+                    request_deserializer=perdure_dot_internal_dot_scheduler_dot_v1_dot_scheduler__service__pb2.ListWorkflowPoliciesRequest.FromString,
+                    response_serializer=perdure_dot_internal_dot_scheduler_dot_v1_dot_scheduler__service__pb2.ListWorkflowPoliciesResponse.SerializeToString,
+            ),
+            'ListWorkers': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListWorkers,
+                    request_deserializer=perdure_dot_internal_dot_scheduler_dot_v1_dot_scheduler__service__pb2.ListWorkersRequest.FromString,
+                    response_serializer=perdure_dot_internal_dot_scheduler_dot_v1_dot_scheduler__service__pb2.ListWorkersResponse.SerializeToString,
+            ),
+            'ListBuilds': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListBuilds,
+                    request_deserializer=perdure_dot_internal_dot_scheduler_dot_v1_dot_scheduler__service__pb2.ListBuildsRequest.FromString,
+                    response_serializer=perdure_dot_internal_dot_scheduler_dot_v1_dot_scheduler__service__pb2.ListBuildsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -225,6 +293,114 @@ class SchedulerService:
             '/perdure.internal.scheduler.v1.SchedulerService/FindIdleRuns',
             perdure_dot_internal_dot_scheduler_dot_v1_dot_scheduler__service__pb2.FindIdleRunsRequest.SerializeToString,
             perdure_dot_internal_dot_scheduler_dot_v1_dot_scheduler__service__pb2.FindIdleRunsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetWorkflowPolicy(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/perdure.internal.scheduler.v1.SchedulerService/SetWorkflowPolicy',
+            perdure_dot_internal_dot_scheduler_dot_v1_dot_scheduler__service__pb2.SetWorkflowPolicyRequest.SerializeToString,
+            perdure_dot_internal_dot_scheduler_dot_v1_dot_scheduler__service__pb2.SetWorkflowPolicyResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListWorkflowPolicies(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/perdure.internal.scheduler.v1.SchedulerService/ListWorkflowPolicies',
+            perdure_dot_internal_dot_scheduler_dot_v1_dot_scheduler__service__pb2.ListWorkflowPoliciesRequest.SerializeToString,
+            perdure_dot_internal_dot_scheduler_dot_v1_dot_scheduler__service__pb2.ListWorkflowPoliciesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListWorkers(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/perdure.internal.scheduler.v1.SchedulerService/ListWorkers',
+            perdure_dot_internal_dot_scheduler_dot_v1_dot_scheduler__service__pb2.ListWorkersRequest.SerializeToString,
+            perdure_dot_internal_dot_scheduler_dot_v1_dot_scheduler__service__pb2.ListWorkersResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListBuilds(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/perdure.internal.scheduler.v1.SchedulerService/ListBuilds',
+            perdure_dot_internal_dot_scheduler_dot_v1_dot_scheduler__service__pb2.ListBuildsRequest.SerializeToString,
+            perdure_dot_internal_dot_scheduler_dot_v1_dot_scheduler__service__pb2.ListBuildsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -6,7 +6,15 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 
-from perdure.cli import certs_cmd, dev_cmd, keys_cmd, migrate_cmd, replay_cmd, workflow_cmd
+from perdure.cli import (
+    certs_cmd,
+    dev_cmd,
+    keys_cmd,
+    migrate_cmd,
+    replay_cmd,
+    workers_cmd,
+    workflow_cmd,
+)
 
 SERVICES = ("gateway", "history", "scheduler", "worker")
 
@@ -50,6 +58,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     keys_cmd.add_parser(subparsers)
     migrate_cmd.add_parser(subparsers)
     replay_cmd.add_parser(subparsers)
+    workers_cmd.add_parser(subparsers)
     args = parser.parse_args(args_list)
     if args.group == "dev":
         sys.exit(dev_cmd.run(args))
@@ -61,6 +70,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         sys.exit(migrate_cmd.run(args))
     if args.group == "replay":
         sys.exit(replay_cmd.run(args))
+    if args.group == "workers":
+        sys.exit(workers_cmd.run(args))
     sys.exit(workflow_cmd.run(args))
 
 

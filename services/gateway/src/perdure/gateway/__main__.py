@@ -49,7 +49,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 WORKFLOW_SERVICE = workflow_service_pb2.DESCRIPTOR.services_by_name["WorkflowService"].full_name
 ADMIN_SERVICE = admin.DESCRIPTOR.services_by_name["AdminService"].full_name
-# Reading needs a reader key; changing a run an operator's; AdminService an admin's.
+# Reading needs a reader key; changing a run, or routing, an operator's; AdminService's other
+# calls an admin's.
+READER_ADMIN_METHODS = ("ListWorkflowPolicies", "ListWorkers", "ListBuilds")
+OPERATOR_ADMIN_METHODS = ("SetWorkflowPolicy",)
 OPERATOR_METHODS = (
     "StartWorkflow",
     "SignalWorkflow",
@@ -66,6 +69,8 @@ ROLES = {
     WORKFLOW_SERVICE: admin.ROLE_READER,
     **{f"/{WORKFLOW_SERVICE}/{method}": admin.ROLE_OPERATOR for method in OPERATOR_METHODS},
     ADMIN_SERVICE: admin.ROLE_ADMIN,
+    **{f"/{ADMIN_SERVICE}/{method}": admin.ROLE_READER for method in READER_ADMIN_METHODS},
+    **{f"/{ADMIN_SERVICE}/{method}": admin.ROLE_OPERATOR for method in OPERATOR_ADMIN_METHODS},
 }
 
 
@@ -74,10 +79,9 @@ async def run(args: argparse.Namespace) -> None:
     history = service_channel(args.history)
     scheduler = service_channel(args.scheduler)
     history_stub = history_service_pb2_grpc.HistoryServiceStub(history)
+    scheduler_stub = scheduler_service_pb2_grpc.SchedulerServiceStub(scheduler)
     callers = Callers(KeyedLimits(rate_setting("PERDURE_RATE_LIMIT", 500.0), "API key"))
-    servicer = WorkflowServicer(
-        history_stub, scheduler_service_pb2_grpc.SchedulerServiceStub(scheduler), callers
-    )
+    servicer = WorkflowServicer(history_stub, scheduler_stub, callers)
     warn_if_open("gateway")
     http = (
         None
@@ -88,7 +92,7 @@ async def run(args: argparse.Namespace) -> None:
     def register(server: grpc.aio.Server) -> None:
         workflow_service_pb2_grpc.add_WorkflowServiceServicer_to_server(servicer, server)
         admin_service_pb2_grpc.add_AdminServiceServicer_to_server(
-            AdminServicer(history_stub, callers), server
+            AdminServicer(history_stub, scheduler_stub, callers), server
         )
 
     try:

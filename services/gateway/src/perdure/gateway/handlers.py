@@ -21,6 +21,7 @@ from perdure.common.payload import normalized, validate_payload
 from perdure.common.reasons import Reason
 from perdure.common.service_identity import caller_metadata
 from perdure.gateway import validate
+from perdure.gateway.builds import BuildsAdmin
 from perdure.internal.history.v1 import history_service_pb2 as hpb
 from perdure.internal.history.v1 import history_service_pb2_grpc as hgrpc
 from perdure.internal.scheduler.v1 import scheduler_service_pb2 as spb
@@ -334,12 +335,19 @@ async def forward(
     return response
 
 
-class AdminServicer(admingrpc.AdminServiceServicer):
+class AdminServicer(BuildsAdmin, admingrpc.AdminServiceServicer):
     """Key management and the audit log of the admin key's namespace: each call goes to
-    history's of the same name, with the caller."""
+    history's of the same name, with the caller. Builds, workers and routing policies are
+    BuildsAdmin's."""
 
-    def __init__(self, history: hgrpc.HistoryServiceStub, callers: Callers) -> None:
+    def __init__(
+        self,
+        history: hgrpc.HistoryServiceStub,
+        scheduler: sgrpc.SchedulerServiceStub,
+        callers: Callers,
+    ) -> None:
         self._history = history
+        self._scheduler = scheduler
         self._callers = callers
 
     async def _forward(

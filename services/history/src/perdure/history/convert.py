@@ -62,6 +62,7 @@ def workflow_info(row: Row) -> wf.WorkflowInfo:
         run_number=row["run_number"],
         previous_run_id=row["previous_run_id"] or "",
         next_run_id=row["next_run_id"] or "",
+        build_id=row["build_id"] or "",
         # Where a reset's or a fork's run came from (history/recovery.py).
         reset_from_run_id=row.get("reset_from_run_id") or "",
         forked_from_workflow_id=row.get("forked_from_workflow_id") or "",

@@ -8,13 +8,14 @@ from __future__ import annotations
 from perdure.api.worker.v1 import journal_service_pb2_grpc as jgrpc
 from perdure.history import keys
 from perdure.history.admin_api import AdminApi
+from perdure.history.builds import BuildsApi
 from perdure.history.journal import Journal
 from perdure.history.session import JournalSessions
 from perdure.history.workflow_api import WorkflowApi
 from perdure.internal.history.v1 import history_service_pb2_grpc as hgrpc
 
 
-class HistoryServicer(WorkflowApi, AdminApi, hgrpc.HistoryServiceServicer):
+class HistoryServicer(WorkflowApi, AdminApi, BuildsApi, hgrpc.HistoryServiceServicer):
     """What the gateway asks of history, after it has validated the request."""
 
     def __init__(self, journal: Journal, key_ring: keys.KeyRing) -> None:

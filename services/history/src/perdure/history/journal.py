@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from perdure.api.common.v1.payload_pb2 import Payload
 from perdure.history import chains
+from perdure.history.builds import BuildRuns
 from perdure.history.lifecycle import Lifecycle
 from perdure.history.metrics import count_started
 from perdure.history.patches import Patches
@@ -15,7 +16,7 @@ from perdure.history.steps import Steps
 from perdure.history.timers import Timers
 
 
-class Journal(Lifecycle, Recovery, Signals, Timers, Steps, Patches, Reads):
+class Journal(Lifecycle, Recovery, Signals, Timers, Steps, Patches, Reads, BuildRuns):
     """Every read and write of the history schema goes through here."""
 
     async def signal_with_start(

@@ -11,6 +11,7 @@ import grpc
 
 from perdure.api.worker.v1 import journal_service_pb2 as jpb
 from perdure.common import auth, errors, namespaces
+from perdure.common.builds import build_id_of
 from perdure.common.convert import datetime_of, seconds_of, timestamp
 from perdure.common.payload import validate_payload
 from perdure.common.text import require_storable
@@ -73,6 +74,7 @@ class JournalApi:
         self, request: jpb.LoadJournalRequest, context: Context
     ) -> jpb.LoadJournalResponse:
         lease = run_lease(request)
+        build_id = build_id_of("build_id", request.build_id)
         if request.after_event_id < 0:
             raise errors.invalid_argument(
                 "after_event_id must be 0 (from the start) or the id of an event already loaded"
@@ -82,7 +84,7 @@ class JournalApi:
             loaded = await self._journal.next_page(lease, request.after_event_id)
         if loaded is None:
             await self._require_lease(lease)
-            loaded = await self._journal.load(lease, request.after_event_id)
+            loaded = await self._journal.load(lease, request.after_event_id, build_id)
         return jpb.LoadJournalResponse(
             workflow=loaded.info,
             events=loaded.events,

@@ -142,14 +142,16 @@ class Lifecycle(Chains):
         self._on_scheduled()  # its tasks are retired
         count_closed(closed["workflow_type"], RunStatus.TERMINATED)
 
-    async def load(self, lease: Lease, after_event_id: int = 0) -> Loaded:
+    async def load(self, lease: Lease, after_event_id: int = 0, build_id: str = "") -> Loaded:
         """Raise the run's fence mark to the lease's fence and return the run with the first
-        page of its journal after `after_event_id`.
+        page of its journal after `after_event_id`. The first load of a run records the
+        worker's `build_id` as the build that started it.
 
         The mark is committed before the read: from then on every earlier holder is fenced out.
         """
         async with self._pool.connection() as conn:
-            row = await fetch_one(conn, store.ADVANCE_FENCE, fencing.lease_params(lease))
+            params = {**fencing.lease_params(lease), "build_id": build_id}
+            row = await fetch_one(conn, store.ADVANCE_FENCE, params)
             if row is None:
                 raise await fencing.rejection(conn, lease)
             if row["status"] in OPEN_STATUSES and row["idle_loads"] > self._crash_loop_limit:

@@ -31,7 +31,7 @@ WORKFLOW_COLUMNS = (
     " workflow_type, task_queue, status, input, input_encoding, result,"
     " result_encoding, failure, fence,"
     " event_count, created_at, updated_at, closed_at, wait_kind, wait_name, wait_until,"
-    " cancel_requested, trace_context, stuck_since, history_bytes,"
+    " cancel_requested, trace_context, stuck_since, history_bytes, build_id,"
     " reset_from_run_id, forked_from_workflow_id, forked_from_run_id, copied_up_to_event_id"
 )
 _EVENT_FIELDS = (
@@ -98,7 +98,8 @@ SET {TAKE_LEASE}, stuck_since = NULL,
     idle_loads = CASE WHEN fence = %(fence)s THEN idle_loads
                       WHEN event_count = loaded_event_count THEN idle_loads + 1
                       ELSE 1 END,
-    loaded_event_count = event_count
+    loaded_event_count = event_count,
+    build_id = COALESCE(w.build_id, NULLIF(%(build_id)s, ''))
 FROM prior
 WHERE {run_lease_taken()}
 RETURNING {WORKFLOW_COLUMNS}, idle_loads, now() AS db_now, {_PROGRESS}, prior.previous_fence

@@ -8,14 +8,17 @@ import logging
 import time
 import uuid
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import NamedTuple
 
 from opentelemetry import trace
 from opentelemetry.util.types import AttributeValue
 
 from perdure.api.worker.v1 import task_service_pb2 as tpb
+from perdure.common import namespaces
 from perdure.common.aio import wait_event
 from perdure.common.text import printable
+from perdure.scheduler.builds import newest_builds
 from perdure.scheduler.metrics import (
     LEASE_EXPIRIES,
     SCHEDULE_TO_START,
@@ -23,7 +26,7 @@ from perdure.scheduler.metrics import (
     TIMER_LATENESS,
     WORKER_STREAMS,
 )
-from perdure.scheduler.model import Grant, Lease, TaskKey
+from perdure.scheduler.model import Build, Grant, Lease, TaskKey
 from perdure.scheduler.store import TaskStore
 from perdure.telemetry.propagation import Carrier, context_from, current_carrier, untraced
 from perdure.telemetry.timers import record_fire
@@ -66,6 +69,9 @@ class Session:
     timer_lookahead: float = 0.0  # how early the worker takes timer tasks, in seconds
     key_id: str = ""  # the API key it authenticated with ("" without keys)
     sticky_id: str = ""  # its worker's cache of suspended runs ("" : it keeps none)
+    build_id: str = ""  # the build of its worker's code ("": it declared none)
+    build_seen: datetime | None = None  # when its build was first seen on its queue
+    connected_at: float = field(default_factory=time.time)
     session_id: str = field(default_factory=lambda: uuid.uuid4().hex)
     leases: dict[TaskKey, Held] = field(default_factory=dict)
     outgoing: asyncio.Queue[tpb.ConnectResponse] = field(default_factory=asyncio.Queue)
@@ -247,6 +253,15 @@ class Dispatcher:
                 overdue_rounds = 0 if granted else overdue_rounds + 1
                 delay = 0.0 if overdue_rounds <= 1 else MAX_IDLE_SECONDS
 
+    def sessions(self) -> list[Session]:
+        """The sessions connected here."""
+        return list(self._sessions.values())
+
+    def newest_builds(self) -> dict[tuple[str, str], str]:
+        """Per (task queue, workflow type) served here, its newest build (builds.py). A
+        draining session is leaving: its build is no candidate."""
+        return newest_builds(s for s in self._sessions.values() if s.capacity > 0)
+
     def serves(self, sticky_id: str) -> bool:
         """Whether a session of the worker `sticky_id` is connected here."""
         return any(s.sticky_id == sticky_id for s in self._sessions.values())
@@ -269,6 +284,7 @@ class Dispatcher:
     async def _grant_round(self) -> int:
         """Grant due tasks to every ready session; return how many were granted."""
         granted = 0
+        newest = self.newest_builds()
         for session in self._ready():
             grants = await self._store.claim(
                 session.session_id,
@@ -281,6 +297,7 @@ class Dispatcher:
                 session.key_id,
                 session.sticky_id,
                 self.sticky_timeout,
+                _build(session, newest),
             )
             if session.session_id not in self._sessions:
                 # The worker left or is moving: it never hears of these grants.
@@ -304,6 +321,19 @@ class Dispatcher:
             if grants and session.free > 0:
                 self.wake()  # more may be due
         return granted
+
+
+def _build(session: Session, newest: dict[tuple[str, str], str]) -> Build:
+    """What routing by build needs of a session, given the newest build of each type."""
+    return Build(
+        namespace=namespaces.namespace_of(session.task_queue),
+        build_id=session.build_id,
+        newest_types=[
+            t
+            for t in session.workflow_types
+            if newest.get((session.task_queue, t)) == session.build_id
+        ],
+    )
 
 
 def _traced_grant(session: Session, grant: Grant) -> Carrier:

@@ -36,7 +36,8 @@ def grantable_at(sticky_ids: str) -> str:
 # A workflow id names a chain of runs (history's run_number): a request for a newer run than the
 # task's is the first of that run, which reopens the task and sets its due time and type (a
 # step id of the new run may be one the old run used); a late one for an older run changes
-# nothing. The fence counter is never reset, so no lease of an older run is granted again.
+# nothing. The fence counter is never reset, so no lease of an older run is granted again; the
+# build a run was started by is the old run's, so a newer run has none yet.
 ENQUEUE = """
 INSERT INTO scheduler.tasks
     (workflow_id, step_id, workflow_type, task_queue, run_at, due_reason, trace_context, fence,
@@ -63,6 +64,8 @@ SET run_at = CASE WHEN EXCLUDED.run_number > scheduler.tasks.run_number THEN EXC
                          THEN EXCLUDED.workflow_type ELSE scheduler.tasks.workflow_type END,
     task_queue = CASE WHEN EXCLUDED.run_number > scheduler.tasks.run_number
                       THEN EXCLUDED.task_queue ELSE scheduler.tasks.task_queue END,
+    build_id = CASE WHEN EXCLUDED.run_number > scheduler.tasks.run_number THEN NULL
+                    ELSE scheduler.tasks.build_id END,
     run_number = GREATEST(scheduler.tasks.run_number, EXCLUDED.run_number),
     trace_context = COALESCE(EXCLUDED.trace_context, scheduler.tasks.trace_context),
     fence = GREATEST(scheduler.tasks.fence, EXCLUDED.fence),

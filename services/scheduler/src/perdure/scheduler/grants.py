@@ -7,8 +7,9 @@ from typing import Any
 
 from psycopg_pool import AsyncConnectionPool
 
+from perdure.scheduler.builds import routed
 from perdure.scheduler.due import grantable_at
-from perdure.scheduler.model import DueReason, Grant
+from perdure.scheduler.model import Build, DueReason, Grant
 
 # A task is grantable when it is due and unleased, or when its lease has expired: a worker
 # that is paused or cut off keeps its connection, so only the deadline decides. A task woken by
@@ -17,7 +18,9 @@ from perdure.scheduler.model import DueReason, Grant
 # Workflow tasks go to sessions declaring their workflow type, step tasks to those declaring
 # their step type. A task whose run another worker keeps (sticky_id) waits the sticky timeout
 # for that worker first (sticky.py); a grant ends the reservation, and the holder's TaskDone
-# makes the next one. The first bound on run_at is implied by the second, for the index.
+# makes the next one. A workflow task goes only to a session its type's routing policy allows
+# (builds.py), and its first grant records the session's build as the run's. The first bound
+# on run_at is implied by the second, for the index.
 CLAIM = f"""
 WITH due AS (
     SELECT workflow_id, step_id, lease_owner AS previous_owner,
@@ -27,6 +30,7 @@ WITH due AS (
       AND CASE WHEN step_id = '' THEN workflow_type = ANY(%(types)s)
                ELSE workflow_type = ANY(%(step_types)s) END
       AND NOT closed
+      AND {routed()}
       AND ((lease_owner IS NULL
             AND run_at <= now() + make_interval(secs => %(timer_lookahead)s)
             AND {grantable_at("%(sticky_ids)s::text[]")} <= now())
@@ -38,6 +42,7 @@ WITH due AS (
 UPDATE scheduler.tasks t
 SET fence = t.fence + 1, lease_owner = %(session)s, lease_key = %(key)s, run_at = NULL,
     due_reason = NULL, sticky_id = NULL,
+    build_id = CASE WHEN t.step_id = '' THEN COALESCE(t.build_id, %(build)s) END,
     updated_at = now(), lease_expires_at = now() + make_interval(secs => %(ttl)s)
 FROM due WHERE t.workflow_id = due.workflow_id AND t.step_id = due.step_id
 RETURNING t.workflow_id, t.step_id, t.workflow_type, t.fence, due.previous_owner, due.due_at,
@@ -63,12 +68,14 @@ class Grants:
         key: str = "",
         sticky_id: str = "",
         sticky_timeout: float = 0.0,
+        build: Build | None = None,
     ) -> list[Grant]:
         """Lease up to `limit` grantable tasks of these workflow and step types to a session,
         each with a fresh fence (timer tasks up to `timer_lookahead` seconds before they are
         due). `key` is the API key the session authenticated with ("" without keys). Tasks
         whose run another worker keeps come only once due for `sticky_timeout` seconds; those
-        its own worker (`sticky_id`) keeps, at once."""
+        its own worker (`sticky_id`) keeps, at once. Workflow tasks are routed by `build`."""
+        build = build or Build()
         async with self._pool.connection() as conn:
             cur = await conn.execute(
                 CLAIM,
@@ -83,6 +90,9 @@ class Grants:
                     "timer_lookahead": timer_lookahead,
                     "sticky_ids": [sticky_id] if sticky_id else [],
                     "sticky_timeout": sticky_timeout,
+                    "build": build.build_id,
+                    "namespace": build.namespace,
+                    "newest": build.newest_types,
                 },
             )
             rows = await cur.fetchall()

@@ -17,11 +17,13 @@ from perdure.api.worker.v1 import task_service_pb2 as tpb
 from perdure.api.worker.v1 import task_service_pb2_grpc as tgrpc
 from perdure.common import errors, namespaces
 from perdure.common.auth import current_principal, permission_denied
+from perdure.common.builds import build_id_of
 from perdure.common.convert import seconds_of
 from perdure.common.limits import StreamCap
 from perdure.common.text import printable, require_storable
 from perdure.internal.scheduler.v1 import scheduler_service_pb2 as spb
 from perdure.internal.scheduler.v1 import scheduler_service_pb2_grpc as sgrpc
+from perdure.scheduler.builds_api import BuildsApi
 from perdure.scheduler.dispatcher import Dispatcher, Session
 from perdure.scheduler.model import REOPEN, DueReason, DueTask, Lease
 from perdure.scheduler.sticky import sticky_id_of
@@ -93,6 +95,7 @@ def _session_from_hello(message: tpb.ConnectRequest) -> Session:
         capacity=hello.capacity,
         timer_lookahead=lookahead,
         sticky_id=sticky_id_of(hello.sticky_id),
+        build_id=build_id_of("hello.build_id", hello.build_id),
     )
 
 
@@ -178,6 +181,12 @@ class TaskServicer(tgrpc.TaskServiceServicer):
             await errors.abort_with(context, error)
             return
         await self._store.register_types(session.task_queue, session.workflow_types)
+        session.build_seen = await self._store.register_build(
+            session.task_queue,
+            namespaces.namespace_of(session.task_queue),
+            session.build_id,
+            session.workflow_types,
+        )
         ttl = self._dispatcher.lease_ttl
         yield tpb.ConnectResponse(
             welcome=tpb.Welcome(
@@ -187,8 +196,10 @@ class TaskServicer(tgrpc.TaskServiceServicer):
             )
         )
         log.info(
-            "worker %s connected (queue %s, workflow types %s, step types %s, capacity %d)",
+            "worker %s connected (build %s, queue %s, workflow types %s, step types %s, "
+            "capacity %d)",
             session.identity,
+            printable(session.build_id) or "-",
             printable(session.task_queue),
             printable(",".join(session.workflow_types)) or "-",
             printable(",".join(session.step_types)) or "-",
@@ -309,8 +320,9 @@ class TaskServicer(tgrpc.TaskServiceServicer):
         return response
 
 
-class SchedulerServicer(sgrpc.SchedulerServiceServicer):
-    """Scheduling requests from history and task-queue questions from the gateway."""
+class SchedulerServicer(BuildsApi, sgrpc.SchedulerServiceServicer):
+    """Scheduling requests from history, task-queue questions and the operators' view of
+    builds (builds_api.py) from the gateway."""
 
     def __init__(self, store: TaskStore, dispatcher: Dispatcher) -> None:
         self._store = store

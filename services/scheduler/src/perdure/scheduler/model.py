@@ -3,7 +3,7 @@ unit/scheduler/test_model.py keeps them in step), and the records its store pass
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 from typing import NamedTuple
@@ -86,3 +86,13 @@ class OwnRenewal:
 
     now: datetime
     expiries: dict[Lease, datetime]
+
+
+@dataclass(frozen=True)
+class Build:
+    """What routing by build needs of a claiming session (builds.py): its namespace, its build,
+    and the workflow types of which that build is the newest on its queue."""
+
+    namespace: str = "default"
+    build_id: str = ""
+    newest_types: list[str] = field(default_factory=list)

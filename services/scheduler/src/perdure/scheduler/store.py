@@ -1,12 +1,13 @@
 """The scheduler's store: every statement on the scheduler schema, one part per concept (due
 tasks in due.py, lease grants in grants.py, leases held in leases.py, task queues in queues.py,
-sticky offers in sticky.py;
+sticky offers in sticky.py, builds and routing policies in builds.py;
 the key-order locking they share in locking.py; the records they take and give in model.py)."""
 
 from __future__ import annotations
 
 from psycopg_pool import AsyncConnectionPool
 
+from perdure.scheduler.builds import Builds
 from perdure.scheduler.due import Due
 from perdure.scheduler.grants import Grants
 from perdure.scheduler.leases import Leases
@@ -14,7 +15,7 @@ from perdure.scheduler.queues import Queues
 from perdure.scheduler.sticky import StickyOffers
 
 
-class TaskStore(Due, Grants, Leases, Queues, StickyOffers):
+class TaskStore(Due, Grants, Leases, Queues, StickyOffers, Builds):
     """The scheduler's table operations, one transaction each."""
 
     def __init__(self, pool: AsyncConnectionPool) -> None:

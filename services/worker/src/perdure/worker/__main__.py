@@ -81,6 +81,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "`ps` would show",
     )
     parser.add_argument(
+        "--build-id",
+        default=os.environ.get("PERDURE_BUILD_ID"),
+        help="the version of the code, for routing policies (PERDURE_BUILD_ID; default: 12 hex "
+        "digits of the SHA-256 of the served modules' source)",
+    )
+    parser.add_argument(
         "--health-listen",
         default=os.environ.get("PERDURE_WORKER_HEALTH_LISTEN"),
         help="host:port of a plaintext grpc.health.v1 port for probes (PERDURE_WORKER_HEALTH_"
@@ -127,6 +133,7 @@ async def run(args: argparse.Namespace) -> None:
         identity=args.identity,
         shutdown_grace=args.shutdown_grace,
         namespace=args.namespace,
+        build_id=args.build_id,
     )
     health = HealthPort(args.health_listen) if args.health_listen else None
     if health is not None:

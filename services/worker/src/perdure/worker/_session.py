@@ -78,9 +78,13 @@ class JournalSession:
     """
 
     def __init__(
-        self, stub: jgrpc.JournalServiceStub, max_age: float = STREAM_MAX_AGE_SECONDS
+        self,
+        stub: jgrpc.JournalServiceStub,
+        max_age: float = STREAM_MAX_AGE_SECONDS,
+        build_id: str = "",
     ) -> None:
         self._stub = stub
+        self.build_id = build_id  # the worker's, which a run's first load records
         self._max_age = max_age
         self._connection: _Connection | None = None
         self._retiring: set[asyncio.Task[None]] = set()
@@ -94,6 +98,8 @@ class JournalSession:
         with multiplexed_call_span(SERVICE, method, SpanKind.CLIENT):
             call = jpb.JournalCall(trace_context=current_carrier())
             getattr(call, field_name).CopyFrom(request)
+            if isinstance(request, jpb.LoadJournalRequest):
+                call.load_journal.build_id = self.build_id  # a run's first load records it
             size = call.ByteSize()
             if size > MAX_ITEM_BYTES:
                 # Sent, it would break the stream every other run's calls share.

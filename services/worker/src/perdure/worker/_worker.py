@@ -23,6 +23,7 @@ from perdure.api.worker.v1 import task_service_pb2 as tpb
 from perdure.api.worker.v1 import task_service_pb2_grpc as tgrpc
 from perdure.telemetry.propagation import context_from
 from perdure.telemetry.rpc import aio_channel, sync_channel
+from perdure.worker._build import build_id_of
 from perdure.worker._context import HandedBack
 from perdure.worker._errors import JournalRejectedError, JournalUnavailableError, LeaseLostError
 from perdure.worker._leases import LeaseKeeper, task_name
@@ -58,6 +59,8 @@ class Worker:
     workflows stop before their next new step and go back to the queue at once, for another
     worker; steps under way get `shutdown_grace` seconds to finish; the rest are cancelled and
     their leases left to expire (a sync step's thread cannot be stopped).
+    `build_id` names the version of the code (default PERDURE_BUILD_ID, else derived from the
+    source of the modules defining the workflows and steps): see _build.
     Cancelling `run` stops every task at once; their leases expire.
 
     Leases are renewed from a thread of their own (see _leases), and a lease that cannot be
@@ -90,6 +93,7 @@ class Worker:
         namespace: str = "",
         cache_size: int | None = None,
         cache_bytes: int | None = None,
+        build_id: str | None = None,
     ) -> None:
         self._workflows: dict[str, WorkflowFunction] = {}
         for fn in workflows:
@@ -121,6 +125,8 @@ class Worker:
         self._api_key = api_key or os.environ.get("PERDURE_API_KEY") or None
         self.namespace = namespace  # empty: the key's (or "default" without keys)
         self._cache = cache_from(cache_size, cache_bytes)  # None: off
+        # Routing policies send a type's runs to workers of the right build (_build.py).
+        self.build_id = build_id_of(build_id, [*self._workflows.values(), *self._steps.values()])
         self._sticky_id = ""  # this process's cache, for the scheduler: new at every run()
         self._keeper: LeaseKeeper | None = None  # the leases held, while `run` runs
         self._running: set[asyncio.Task[None]] = set()
@@ -168,13 +174,16 @@ class Worker:
             aio_channel(self._history_address, CHANNEL_OPTIONS, api_key=self._api_key) as history,
         ):
             log.info(
-                "worker %s starting: queue %s, scheduler %s, history %s",
+                "worker %s starting: build %s, queue %s, scheduler %s, history %s",
                 self.identity,
+                self.build_id,
                 self.task_queue,
                 self._scheduler_address,
                 self._history_address,
             )
-            journal_session = JournalSession(jgrpc.JournalServiceStub(history))
+            journal_session = JournalSession(
+                jgrpc.JournalServiceStub(history), build_id=self.build_id
+            )
             serving = asyncio.create_task(self._serve(tasks, journal_session))
             stopping = asyncio.create_task(self._stopping.wait())
             try:
@@ -263,6 +272,7 @@ class Worker:
             leases=self.keeper.refs(),
             namespace=self.namespace,
             sticky_id=self._sticky_id,
+            build_id=self.build_id,
         )
         await call.write(tpb.ConnectRequest(hello=hello))
         first = await call.read()

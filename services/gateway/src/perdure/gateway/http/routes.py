@@ -1,4 +1,5 @@
-"""The JSON routes: each one a WorkflowService method, called on the gateway's own gRPC port,
+"""The JSON routes: each one a WorkflowService (or AdminService) method, called on the gateway's
+own gRPC port,
 so that validation, authentication, rate limits and error reasons are those of gRPC."""
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from aiohttp import web
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 
+from perdure.api.admin.v1 import admin_service_pb2 as admin
+from perdure.api.admin.v1 import admin_service_pb2_grpc as admin_grpc
 from perdure.api.workflow.v1 import workflow_service_pb2 as api
 from perdure.api.workflow.v1 import workflow_service_pb2_grpc as api_grpc
 from perdure.common.errors import ApiError
@@ -43,6 +46,7 @@ class Route:
     operation_id: str = ""  # the rpc's name unless another route calls the same rpc
     approval: bool = False  # the body is a decision, sent as the signal "approval"
     payloads: int = 0  # how many JSON payloads (input, payload) its body may carry
+    admin: bool = False  # an AdminService method
 
     @property
     def path_fields(self) -> list[str]:
@@ -174,6 +178,42 @@ ROUTES = (
         "Signal a run, starting it first if it does not exist",
         payloads=2,
     ),
+    Route(
+        "GET",
+        "/v1/workers",
+        "ListWorkers",
+        admin.ListWorkersRequest,
+        admin.ListWorkersResponse,
+        "The worker sessions connected now, with their builds",
+        admin=True,
+    ),
+    Route(
+        "GET",
+        "/v1/builds",
+        "ListBuilds",
+        admin.ListBuildsRequest,
+        admin.ListBuildsResponse,
+        "The builds seen on each task queue, with their workers and open runs",
+        admin=True,
+    ),
+    Route(
+        "GET",
+        "/v1/workflow-policies",
+        "ListWorkflowPolicies",
+        admin.ListWorkflowPoliciesRequest,
+        admin.ListWorkflowPoliciesResponse,
+        "The workflow types' routing policies (a type not listed is unversioned)",
+        admin=True,
+    ),
+    Route(
+        "POST",
+        "/v1/workflow-policies",
+        "SetWorkflowPolicy",
+        admin.SetWorkflowPolicyRequest,
+        admin.SetWorkflowPolicyResponse,
+        "Set a workflow type's routing policy: pinned, auto-upgrade or unversioned",
+        admin=True,
+    ),
 )
 
 
@@ -194,7 +234,9 @@ def forwarded(request: web.Request) -> tuple[tuple[str, str], ...]:
     return (("authorization", authorization), *client)
 
 
-def route_handler(route: Route, stub: api_grpc.WorkflowServiceStub) -> Handler:
+def route_handler(
+    route: Route, stub: api_grpc.WorkflowServiceStub | admin_grpc.AdminServiceStub
+) -> Handler:
     """The aiohttp handler of a route."""
     call = getattr(stub, route.rpc)
 

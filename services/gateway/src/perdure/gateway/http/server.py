@@ -12,6 +12,7 @@ import grpc
 from aiohttp import web
 from opentelemetry.instrumentation.aiohttp_server import AioHttpServerInstrumentor
 
+from perdure.api.admin.v1 import admin_service_pb2_grpc as admin_grpc
 from perdure.api.workflow.v1 import workflow_service_pb2_grpc as api_grpc
 from perdure.common.errors import ApiError
 from perdure.common.reasons import Reason
@@ -77,7 +78,9 @@ def instrument_http() -> None:
     AioHttpServerInstrumentor().instrument()
 
 
-def build_app(stub: api_grpc.WorkflowServiceStub, https: bool = False) -> web.Application:
+def build_app(
+    stub: api_grpc.WorkflowServiceStub, admin: admin_grpc.AdminServiceStub, https: bool = False
+) -> web.Application:
     """The application: routes, feed, document and UI, every answer with the security
     headers (HSTS too when served over `https`)."""
     app = web.Application(middlewares=[json_errors])
@@ -86,7 +89,10 @@ def build_app(stub: api_grpc.WorkflowServiceStub, https: bool = False) -> web.Ap
         # (bodies are read only once their caller's key is checked: no early 100 Continue)
         expect = defer_continue if route.method == "POST" else None
         app.router.add_route(
-            route.method, route.path, route_handler(route, stub), expect_handler=expect
+            route.method,
+            route.path,
+            route_handler(route, admin if route.admin else stub),
+            expect_handler=expect,
         )
     app.router.add_get(FEED_PATH, feed_handler(stub, open_feeds()))
     document = openapi.document(_version())
@@ -119,7 +125,11 @@ class HttpServer:
 
     async def start(self) -> None:
         """Listen; exit if the port is taken."""
-        app = build_app(api_grpc.WorkflowServiceStub(self._channel), https=self._tls is not None)
+        app = build_app(
+            api_grpc.WorkflowServiceStub(self._channel),
+            admin_grpc.AdminServiceStub(self._channel),
+            https=self._tls is not None,
+        )
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         host, _, port = self._listen.rpartition(":")

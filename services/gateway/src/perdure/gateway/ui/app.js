@@ -1,5 +1,5 @@
 // The Perdure web UI: a dependency-free single-page app over the gateway's HTTP/JSON API
-// (docs/http_api.md). Hash routes: #/ (runs), #/workflows/<id> (one run), #/start.
+// (docs/http_api.md). Hash routes: #/ (runs), #/workflows/<id> (one run), #/start, #/workers.
 // Everything the server sends is inserted as text (textContent), never as HTML.
 //
 // This entry point sets up the header (API key, namespace), routes the hash to a page and
@@ -10,6 +10,7 @@ import { $, fill, h, toast } from "./dom.js";
 import { listView } from "./list.js";
 import { keyHint, renderKeyControl, settings, takeSettingsFromUrl } from "./settings.js";
 import { startView } from "./start.js";
+import { workersView } from "./workers.js";
 import { workflowView } from "./workflow.js";
 
 // -- header: API key and namespace ---------------------------------------------------------------
@@ -133,6 +134,9 @@ function rerender() {
   } else if (path === "/start") {
     nav = "start";
     currentView = startView(main, query, navigate);
+  } else if (path === "/workers") {
+    nav = "workers";
+    currentView = workersView(main);
   } else if (path.startsWith("/workflows/") && path.length > "/workflows/".length) {
     let id;
     try { id = decodeURIComponent(path.slice("/workflows/".length)); } catch { id = path.slice(11); }

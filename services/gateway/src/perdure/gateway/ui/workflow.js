@@ -108,6 +108,7 @@ export function workflowView(root, id) {
       metaItem("Type", h("span", { class: "mono" }, run.workflow_type || "—"), "workflow-type"),
       metaItem("Task queue", h("span", { class: "mono" }, run.task_queue || "—")),
       run.namespace ? metaItem("Namespace", h("span", { class: "mono" }, run.namespace)) : null,
+      run.build_id ? metaItem("Build", h("a", { class: "mono", href: "#/workers" }, run.build_id), "workflow-build") : null,
       metaItem("Created", timeEl(run.create_time)),
       run.close_time
         ? metaItem("Closed", timeEl(run.close_time))
