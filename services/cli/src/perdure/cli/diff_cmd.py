@@ -13,23 +13,10 @@ from perdure.api.common.v1.payload_pb2 import Payload
 from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.api.workflow.v1 import workflow_service_pb2 as api
 from perdure.client import Client
+from perdure.worker._replay import POSITIONED  # the events that hold a position
 
 SHOWN_CHARACTERS = 120  # of an outcome in the text report
 
-# The events that hold a position: one call of the code each (a remote step's outcome holds
-# none, and is its STEP_SCHEDULED's outcome).
-_POSITIONED = frozenset(
-    {
-        wf.EVENT_TYPE_STEP_COMPLETED,
-        wf.EVENT_TYPE_STEP_FAILED,
-        wf.EVENT_TYPE_STEP_SCHEDULED,
-        wf.EVENT_TYPE_TIMER_STARTED,
-        wf.EVENT_TYPE_SIGNAL_CONSUMED,
-        wf.EVENT_TYPE_SIGNAL_TIMED_OUT,
-        wf.EVENT_TYPE_STATE_UPDATED,
-        wf.EVENT_TYPE_CANCELLATION_DELIVERED,
-    }
-)
 _OUTCOMES = (wf.EVENT_TYPE_STEP_COMPLETED, wf.EVENT_TYPE_STEP_FAILED)
 
 
@@ -66,7 +53,7 @@ def calls(events: list[wf.HistoryEvent]) -> dict[int, Call]:
         if event.event_type in _OUTCOMES and event.step_id in scheduled:
             position = scheduled[event.step_id]
             found[position] = Call(event.step_id, _outcome(event))
-        elif event.event_type in _POSITIONED:
+        elif event.event_type in POSITIONED:
             if event.event_type == wf.EVENT_TYPE_STEP_SCHEDULED:
                 scheduled[event.step_id] = event.position
                 found[event.position] = Call(event.step_id, "scheduled, no outcome yet")

@@ -15,7 +15,7 @@ from perdure.worker._errors import NonDeterminismError
 # outcome of a remote step holds none: its STEP_SCHEDULED holds the call's.) The platform's own
 # events are no call and are skipped: WORKFLOW_PARKED and WORKFLOW_RESUMED (a resumed run
 # replays past them), WORKFLOW_SUSPENDED (docs/worker-protocol.md §24).
-_POSITIONED = frozenset(
+POSITIONED = frozenset(
     {
         wf.EVENT_TYPE_STEP_COMPLETED,
         wf.EVENT_TYPE_STEP_FAILED,
@@ -78,7 +78,7 @@ class Replay:
         self._recorded = {
             e.position: e
             for e in events
-            if e.event_type in _POSITIONED and self.remote_outcomes.get(e.step_id) is not e
+            if e.event_type in POSITIONED and self.remote_outcomes.get(e.step_id) is not e
         }
         self._failed_attempts: dict[str, list[wf.HistoryEvent]] = {}
         self._started_attempts: dict[str, int] = {}  # the last attempt started, by step
