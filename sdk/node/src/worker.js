@@ -278,6 +278,12 @@ export class Worker {
             end(new PerdureError('the scheduler did not welcome this worker'));
             return;
           }
+          if (this._closing) {
+            // Stopped before the welcome came: renewing leases or heartbeats now would keep
+            // a stopped worker's process alive.
+            end(new PerdureError('the worker stopped'));
+            return;
+          }
           welcomed = true;
           this._call = call;
           this._welcomes += 1;

@@ -52,7 +52,7 @@ test('the worker sends its build id in the hello and with its loads', { timeout:
   });
   const running = worker.run();
   try {
-    await welcomed; // (stopped before its welcome, a worker would start heartbeats after)
+    await welcomed;
     assert.equal(cluster.hellos.length, 1);
     assert.match(cluster.hellos[0].build_id, /^[0-9a-f]{12}$/);
     assert.equal(cluster.hellos[0].build_id, worker.buildId);

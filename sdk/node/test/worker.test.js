@@ -167,3 +167,23 @@ test('a worker with neither workflows nor steps is refused', () => {
   assert.throws(() => new Worker({ steps: { $x: () => 1 } }), TypeError);
   assert.throws(() => new Worker({ steps: { x: () => 1 }, concurrency: 0 }), RangeError);
 });
+
+test('a worker stopped before its welcome arrives ends, and renews nothing after', { timeout: 20_000 }, async () => {
+  const cluster = new FakeCluster();
+  await cluster.start();
+  const worker = new Worker({
+    scheduler: cluster.address,
+    history: cluster.address,
+    logger: null,
+    workflows: { order: async (ctx) => ctx.step('charge', () => 1) },
+  });
+  try {
+    const running = worker.run();
+    worker.stop(); // before the hello is even sent: the welcome comes after the goodbye
+    await running;
+    assert.equal(cluster.hellos.length, 1);
+    assert.equal(worker._keeper._renewTimer, null); // no timer keeps the process alive
+  } finally {
+    cluster.stop();
+  }
+});
