@@ -40,6 +40,10 @@ DUE_REASONS = tuple(DueReason)
 # How long a worker asked to reconnect gets to half-close its stream before it is ended (a
 # worker that ignores Reconnect then finds the stream closed, and reconnects all the same).
 HANDOVER_SECONDS = 5.0
+# A worker's cancel can reach the stream's reader (as its end) before it reaches the handler
+# (gRPC cancels the handler's task a moment later): how long an ended stream waits for that
+# cancel before its end counts as a goodbye.
+CANCEL_SETTLE_SECONDS = 0.2
 
 
 def _namespace_of_session(hello: tpb.Hello) -> str:
@@ -222,7 +226,8 @@ class TaskServicer(tgrpc.TaskServiceServicer):
                     try:
                         reader.result()  # the worker half-closed the stream, or reading failed
                         # A cancelled stream may read as ended too: only a half-close of a
-                        # stream still alive is a goodbye.
+                        # stream still alive is a goodbye. A cancel interrupts this wait.
+                        await asyncio.sleep(CANCEL_SETTLE_SECONDS)
                         goodbye = not context.cancelled()
                     except errors.ApiError as error:  # a malformed message
                         await errors.abort_with(context, error)
