@@ -28,44 +28,22 @@ from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.client import Client
 from tests.fixtures.browser import TIMEOUT_MS, VIEWPORT, chromium
 from tests.fixtures.cluster import Cluster, Process, wait_until
-from tests.fixtures.postgres import Databases
 from tests.fixtures.runs import result_of
 
 MODULE = "tests.e2e.build_workflows"
 WAIT = 60.0
 LEASE_TTL = 2.0
+# One cluster for the module (a killed worker's lease expires soon); each test starts its
+# own workers, on a task queue of its own.
+SHARED_ENV = {"PERDURE_LEASE_TTL": str(LEASE_TTL)}
+SHARED_WORKER = None
 PINNED, UPGRADING = "pinned_flow", "upgrading_flow"
 DERIVED = re.compile(r"[0-9a-f]{12}")
 
 
-@pytest.fixture(scope="module")
-def builds_cluster(
-    databases: Databases, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Cluster]:
-    """One cluster for the module, with a short lease TTL (a killed worker's lease expires
-    soon); each test starts its own workers, on a task queue of its own."""
-    with databases.fresh() as dsn:
-        cluster = Cluster(
-            dsn,
-            tmp_path_factory.mktemp("builds"),
-            env_overrides={"PERDURE_LEASE_TTL": str(LEASE_TTL)},
-        )
-        try:
-            cluster.start_services()
-            yield cluster
-        finally:
-            cluster.stop()
-
-
 @pytest.fixture
-def client(builds_cluster: Cluster) -> Iterator[Client]:
-    with builds_cluster.client() as connected:
-        yield connected
-
-
-@pytest.fixture
-def admin_api(builds_cluster: Cluster) -> Iterator[admingrpc.AdminServiceStub]:
-    with grpc.insecure_channel(builds_cluster.gateway) as channel:
+def admin_api(shared: Cluster) -> Iterator[admingrpc.AdminServiceStub]:
+    with grpc.insecure_channel(shared.gateway) as channel:
         yield admingrpc.AdminServiceStub(channel)
 
 
@@ -109,15 +87,15 @@ def builds_on(api: admingrpc.AdminServiceStub, queue: str) -> dict[str, admin.Bu
 
 
 def test_pinned_runs_finish_on_their_build_while_new_runs_go_to_the_newest(
-    builds_cluster: Cluster, client: Client, admin_api: admingrpc.AdminServiceStub
+    shared: Cluster, client: Client, admin_api: admingrpc.AdminServiceStub
 ) -> None:
     queue = "pinned"
     set_policy(admin_api, PINNED, admin.ROUTING_POLICY_PINNED)
-    worker(builds_cluster, "old-1", queue, "build-a")
+    worker(shared, "old-1", queue, "build-a")
     old_runs = [start(client, PINNED, queue) for _ in range(2)]
     for run in old_runs:
         assert waiting_for_go(client, run).build_id == "build-a"
-    worker(builds_cluster, "new-1", queue, "build-b")
+    worker(shared, "new-1", queue, "build-b")
     new_runs = [start(client, PINNED, queue) for _ in range(2)]
     for run in new_runs:
         assert waiting_for_go(client, run).build_id == "build-b"
@@ -139,7 +117,7 @@ def test_pinned_runs_finish_on_their_build_while_new_runs_go_to_the_newest(
             "--task-queue",
             queue,
             "--address",
-            builds_cluster.gateway,
+            shared.gateway,
         ],
         capture_output=True,
         text=True,
@@ -162,7 +140,7 @@ def test_pinned_runs_finish_on_their_build_while_new_runs_go_to_the_newest(
             "--task-queue",
             queue,
             "--address",
-            builds_cluster.gateway,
+            shared.gateway,
         ],
         capture_output=True,
         text=True,
@@ -181,14 +159,14 @@ def test_pinned_runs_finish_on_their_build_while_new_runs_go_to_the_newest(
 
 
 def test_a_pinned_run_waits_for_a_worker_of_its_build_across_a_kill(
-    builds_cluster: Cluster, client: Client, admin_api: admingrpc.AdminServiceStub
+    shared: Cluster, client: Client, admin_api: admingrpc.AdminServiceStub
 ) -> None:
     queue = "pinned-kill"
     set_policy(admin_api, PINNED, admin.ROUTING_POLICY_PINNED)
-    old = worker(builds_cluster, "old-2", queue, "build-a")
+    old = worker(shared, "old-2", queue, "build-a")
     run = start(client, PINNED, queue, hold=30.0)
     waiting_for_go(client, run)
-    worker(builds_cluster, "new-2", queue, "build-b")
+    worker(shared, "new-2", queue, "build-b")
     client.signal(run, "go", None)
     # The second step is under way on build-a's worker when it is killed.
     wait_until(lambda: client.describe(run).current_step == "second", WAIT, "second step")
@@ -198,34 +176,32 @@ def test_a_pinned_run_waits_for_a_worker_of_its_build_across_a_kill(
     time.sleep(LEASE_TTL * 2.5)
     assert client.describe(run).workflow.fence == fence  # nobody loaded it since
     assert builds_on(admin_api, queue)["build-a"].connected_workers == 0
-    worker(builds_cluster, "old-3", queue, "build-a")
+    worker(shared, "old-3", queue, "build-a")
     described = client.wait(run, timeout=WAIT)
     assert described.workflow.status == wf.WORKFLOW_STATUS_COMPLETED
     assert result_of(described) == ["old-2", "old-3"]
 
 
 def test_auto_upgrade_moves_a_run_to_the_newest_build_at_its_next_task(
-    builds_cluster: Cluster, client: Client, admin_api: admingrpc.AdminServiceStub
+    shared: Cluster, client: Client, admin_api: admingrpc.AdminServiceStub
 ) -> None:
     queue = "upgrade"
     set_policy(admin_api, UPGRADING, admin.ROUTING_POLICY_AUTO_UPGRADE)
-    worker(builds_cluster, "old-4", queue, "build-a")
+    worker(shared, "old-4", queue, "build-a")
     run = start(client, UPGRADING, queue)
     waiting_for_go(client, run)
-    worker(builds_cluster, "new-4", queue, "build-b")
+    worker(shared, "new-4", queue, "build-b")
     client.signal(run, "go", None)
     assert finished(client, run) == ["old-4", "new-4"]
     assert client.describe(run).workflow.build_id == "build-a"  # the build that started it
 
 
 def test_build_ids_are_derived_when_not_set_in_both_sdks(
-    builds_cluster: Cluster, admin_api: admingrpc.AdminServiceStub, tmp_path: object
+    shared: Cluster, admin_api: admingrpc.AdminServiceStub, tmp_path: object
 ) -> None:
     queue = "derived"
-    builds_cluster.start_worker("py-derived", module=MODULE, task_queue=queue)
-    builds_cluster.start_node_worker(
-        "node-derived", queue, builds_cluster.workdir / "node-derived.ledger"
-    )
+    shared.start_worker("py-derived", module=MODULE, task_queue=queue)
+    shared.start_node_worker("node-derived", queue, shared.workdir / "node-derived.ledger")
     listed = admin_api.ListWorkers(admin.ListWorkersRequest(task_queue=queue), timeout=30)
     builds = {w.identity: w.build_id for w in listed.workers}
     assert set(builds) == {"py-derived", "node-derived"}
@@ -234,8 +210,8 @@ def test_build_ids_are_derived_when_not_set_in_both_sdks(
 
 
 @pytest.mark.parametrize("build_id", ["x" * 65, "line\nbreak", " padded"])
-def test_bad_build_ids_are_refused(builds_cluster: Cluster, build_id: str) -> None:
-    with grpc.insecure_channel(builds_cluster.target("scheduler")) as channel:
+def test_bad_build_ids_are_refused(shared: Cluster, build_id: str) -> None:
+    with grpc.insecure_channel(shared.target("scheduler")) as channel:
         hello = tpb.Hello(
             identity="bad",
             task_queue="bad",
@@ -250,7 +226,7 @@ def test_bad_build_ids_are_refused(builds_cluster: Cluster, build_id: str) -> No
             list(stream)
     assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert "hello.build_id must be at most 64 printable characters" in str(refused.value.details())
-    with grpc.insecure_channel(builds_cluster.target("history")) as channel:
+    with grpc.insecure_channel(shared.target("history")) as channel:
         load = jpb.LoadJournalRequest(workflow_id="anything", fence=1, build_id=build_id)
         with pytest.raises(grpc.RpcError) as refused:
             jgrpc.JournalServiceStub(channel).LoadJournal(load, timeout=30)
@@ -279,19 +255,19 @@ def test_bad_policies_are_refused(
 
 
 def test_the_workers_page_shows_builds_with_their_open_runs_and_sets_a_policy(
-    builds_cluster: Cluster, client: Client, admin_api: admingrpc.AdminServiceStub
+    shared: Cluster, client: Client, admin_api: admingrpc.AdminServiceStub
 ) -> None:
     from playwright.sync_api import expect
 
     queue = "ui"
-    worker(builds_cluster, "ui-1", queue, "build-ui")
+    worker(shared, "ui-1", queue, "build-ui")
     run = start(client, UPGRADING, queue)
     waiting_for_go(client, run)
     with chromium() as browser:
         context = browser.new_context(viewport=VIEWPORT)
         try:
             page = context.new_page()
-            page.goto(f"http://{builds_cluster.http_address}/#/workers")
+            page.goto(f"http://{shared.http_address}/#/workers")
             builds = page.get_by_test_id("builds-table")
             row = builds.locator("tr", has_text="build-ui")
             # Task queue, build, first and last seen, workers, open runs (1), pinned runs (0).
@@ -305,7 +281,7 @@ def test_the_workers_page_shows_builds_with_their_open_runs_and_sets_a_policy(
             expect(policies.locator("tr", has_text=UPGRADING)).to_contain_text(
                 "auto-upgrade", timeout=TIMEOUT_MS
             )
-            page.goto(f"http://{builds_cluster.http_address}/#/workflows/{run}")
+            page.goto(f"http://{shared.http_address}/#/workflows/{run}")
             expect(page.get_by_test_id("workflow-build")).to_contain_text("build-ui")
         finally:
             context.close()

@@ -6,7 +6,6 @@ path is removed (deprecate_patch), a run that went through it parks naming the p
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import grpc
@@ -18,7 +17,6 @@ from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.client import Client
 from perdure.worker._payload import to_payload
 from tests.fixtures.cluster import Cluster, Process, wait_until
-from tests.fixtures.postgres import Databases
 from tests.fixtures.rpc import error_reason
 from tests.fixtures.runs import result_of
 
@@ -26,29 +24,10 @@ WAIT = 60.0
 SDKS = ("python", "node")
 # The deployed code of workflow "release", by version (the Node.js worker's: RELEASE_CODE).
 MODULES = {version: f"tests.e2e.patch_workflows_{version}" for version in ("v1", "v2", "v3")}
-
-
-@pytest.fixture(scope="module")
-def patch_cluster(
-    databases: Databases, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Cluster]:
-    """One cluster for the module (a short lease TTL: a killed worker's lease, if it held one,
-    expires soon); each test deploys its own workers, on a task queue of its own."""
-    with databases.fresh() as dsn:
-        cluster = Cluster(
-            dsn, tmp_path_factory.mktemp("patches"), env_overrides={"PERDURE_LEASE_TTL": "2"}
-        )
-        try:
-            cluster.start_services()
-            yield cluster
-        finally:
-            cluster.stop()
-
-
-@pytest.fixture
-def client(patch_cluster: Cluster) -> Iterator[Client]:
-    with patch_cluster.client() as connected:
-        yield connected
+# One cluster for the module (a short lease TTL: a killed worker's lease, if it held one,
+# expires soon); each test deploys its own workers, on a task queue of its own.
+SHARED_ENV = {"PERDURE_LEASE_TTL": "2"}
+SHARED_WORKER = None
 
 
 def deploy(cluster: Cluster, sdk: str, version: str, queue: str, workdir: Path) -> Process:
@@ -80,14 +59,14 @@ def markers(client: Client, workflow_id: str) -> list[tuple[str, int]]:
 
 @pytest.mark.parametrize("sdk", SDKS)
 def test_an_old_run_keeps_its_path_and_a_new_run_takes_the_patched_code(
-    patch_cluster: Cluster, client: Client, tmp_path: Path, sdk: str
+    shared: Cluster, client: Client, tmp_path: Path, sdk: str
 ) -> None:
     queue = f"{sdk}-patched"
     old, new = f"old-{sdk}", f"new-{sdk}"
-    first = deploy(patch_cluster, sdk, "v1", queue, tmp_path)
+    first = deploy(shared, sdk, "v1", queue, tmp_path)
     start_and_wait_for_go(client, old, queue)  # "prepare" ran on v1
     first.kill()
-    deploy(patch_cluster, sdk, "v2", queue, tmp_path)
+    deploy(shared, sdk, "v2", queue, tmp_path)
     start_and_wait_for_go(client, new, queue)
     for run in (old, new):
         client.signal(run, "go")
@@ -105,17 +84,17 @@ def test_an_old_run_keeps_its_path_and_a_new_run_takes_the_patched_code(
 
 @pytest.mark.parametrize("sdk", SDKS)
 def test_a_deprecated_patch_parks_a_run_that_took_the_old_path(
-    patch_cluster: Cluster, client: Client, tmp_path: Path, sdk: str
+    shared: Cluster, client: Client, tmp_path: Path, sdk: str
 ) -> None:
     queue = f"{sdk}-deprecated"
     old, patched = f"old-path-{sdk}", f"new-path-{sdk}"
-    v1 = deploy(patch_cluster, sdk, "v1", queue, tmp_path)
+    v1 = deploy(shared, sdk, "v1", queue, tmp_path)
     start_and_wait_for_go(client, old, queue)
     v1.kill()
-    v2 = deploy(patch_cluster, sdk, "v2", queue, tmp_path)
+    v2 = deploy(shared, sdk, "v2", queue, tmp_path)
     start_and_wait_for_go(client, patched, queue)  # records the marker of "prepare-v2"
     v2.kill()
-    deploy(patch_cluster, sdk, "v3", queue, tmp_path)  # the old "prepare" is gone
+    deploy(shared, sdk, "v3", queue, tmp_path)  # the old "prepare" is gone
     for run in (old, patched):
         client.signal(run, "go")
     parked = client.wait(old, timeout=WAIT).workflow
@@ -130,18 +109,18 @@ def test_a_deprecated_patch_parks_a_run_that_took_the_old_path(
 
 
 def test_a_step_begun_on_the_old_code_keeps_its_path_after_a_kill(
-    patch_cluster: Cluster, client: Client, tmp_path: Path
+    shared: Cluster, client: Client, tmp_path: Path
 ) -> None:
     """The worker is killed inside the old step: the new code, reaching the patch where the
     journal shows that step begun and never finished, keeps it (run again: its lost attempt
     counts), rather than switching to the new step after the old one may have had effects."""
     gate = tmp_path / "gate"
-    first = deploy(patch_cluster, "python", "v1", "mid-step", tmp_path)
+    first = deploy(shared, "python", "v1", "mid-step", tmp_path)
     client.start_workflow("gated_release", str(gate), workflow_id="mid-step", task_queue="mid-step")
     wait_until(Path(f"{gate}.started").exists, WAIT, "the old step to start")
     first.kill()
     gate.touch()
-    deploy(patch_cluster, "python", "v2", "mid-step", tmp_path)
+    deploy(shared, "python", "v2", "mid-step", tmp_path)
     finished = client.wait("mid-step", timeout=WAIT)
 
     assert finished.workflow.status == wf.WORKFLOW_STATUS_COMPLETED
@@ -151,9 +130,9 @@ def test_a_step_begun_on_the_old_code_keeps_its_path_after_a_kill(
 
 
 def test_record_patch_is_validated_fenced_and_recorded_once(
-    patch_cluster: Cluster, client: Client, tmp_path: Path
+    shared: Cluster, client: Client, tmp_path: Path
 ) -> None:
-    deploy(patch_cluster, "python", "v1", "by-hand", tmp_path).kill()  # "release" stays known
+    deploy(shared, "python", "v1", "by-hand", tmp_path).kill()  # "release" stays known
     client.start_workflow("release", workflow_id="by-hand", task_queue="by-hand")
 
     def patch(fence: int, patch_id: str, position: int) -> jpb.RecordPatchRequest:
@@ -161,7 +140,7 @@ def test_record_patch_is_validated_fenced_and_recorded_once(
             workflow_id="by-hand", fence=fence, patch_id=patch_id, position=position
         )
 
-    with grpc.insecure_channel(patch_cluster.address("history")) as channel:
+    with grpc.insecure_channel(shared.address("history")) as channel:
         journal = jgrpc.JournalServiceStub(channel)
         journal.LoadJournal(jpb.LoadJournalRequest(workflow_id="by-hand", fence=5), timeout=30)
         for request, field in (
