@@ -214,6 +214,34 @@ class RecordPatchResponse(_message.Message):
     event_id: int
     def __init__(self, cancel_requested: _Optional[bool] = ..., event_id: _Optional[int] = ...) -> None: ...
 
+class EmitFramesRequest(_message.Message):
+    __slots__ = ("workflow_id", "fence", "step_id", "attempt", "stream", "first_index", "chunks", "step_task")
+    WORKFLOW_ID_FIELD_NUMBER: _ClassVar[int]
+    FENCE_FIELD_NUMBER: _ClassVar[int]
+    STEP_ID_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    STREAM_FIELD_NUMBER: _ClassVar[int]
+    FIRST_INDEX_FIELD_NUMBER: _ClassVar[int]
+    CHUNKS_FIELD_NUMBER: _ClassVar[int]
+    STEP_TASK_FIELD_NUMBER: _ClassVar[int]
+    workflow_id: str
+    fence: int
+    step_id: str
+    attempt: int
+    stream: str
+    first_index: int
+    chunks: _containers.RepeatedCompositeFieldContainer[_payload_pb2.Payload]
+    step_task: bool
+    def __init__(self, workflow_id: _Optional[str] = ..., fence: _Optional[int] = ..., step_id: _Optional[str] = ..., attempt: _Optional[int] = ..., stream: _Optional[str] = ..., first_index: _Optional[int] = ..., chunks: _Optional[_Iterable[_Union[_payload_pb2.Payload, _Mapping]]] = ..., step_task: _Optional[bool] = ...) -> None: ...
+
+class EmitFramesResponse(_message.Message):
+    __slots__ = ("last_seq", "cancel_requested")
+    LAST_SEQ_FIELD_NUMBER: _ClassVar[int]
+    CANCEL_REQUESTED_FIELD_NUMBER: _ClassVar[int]
+    last_seq: int
+    cancel_requested: bool
+    def __init__(self, last_seq: _Optional[int] = ..., cancel_requested: _Optional[bool] = ...) -> None: ...
+
 class RecordCancellationRequest(_message.Message):
     __slots__ = ("workflow_id", "fence", "step_id", "step_name", "position")
     WORKFLOW_ID_FIELD_NUMBER: _ClassVar[int]
@@ -391,7 +419,7 @@ class SessionResponse(_message.Message):
     def __init__(self, answers: _Optional[_Iterable[_Union[JournalAnswer, _Mapping]]] = ...) -> None: ...
 
 class JournalCall(_message.Message):
-    __slots__ = ("id", "trace_context", "load_journal", "record_step", "finish_workflow", "start_timer", "consume_signals", "set_state", "record_cancellation", "record_heartbeat", "suspend_workflow", "schedule_step", "load_step", "load_payload", "record_patch")
+    __slots__ = ("id", "trace_context", "load_journal", "record_step", "finish_workflow", "start_timer", "consume_signals", "set_state", "record_cancellation", "record_heartbeat", "suspend_workflow", "schedule_step", "load_step", "load_payload", "record_patch", "emit_frames")
     class TraceContextEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -414,6 +442,7 @@ class JournalCall(_message.Message):
     LOAD_STEP_FIELD_NUMBER: _ClassVar[int]
     LOAD_PAYLOAD_FIELD_NUMBER: _ClassVar[int]
     RECORD_PATCH_FIELD_NUMBER: _ClassVar[int]
+    EMIT_FRAMES_FIELD_NUMBER: _ClassVar[int]
     id: int
     trace_context: _containers.ScalarMap[str, str]
     load_journal: LoadJournalRequest
@@ -429,10 +458,11 @@ class JournalCall(_message.Message):
     load_step: LoadStepRequest
     load_payload: LoadPayloadRequest
     record_patch: RecordPatchRequest
-    def __init__(self, id: _Optional[int] = ..., trace_context: _Optional[_Mapping[str, str]] = ..., load_journal: _Optional[_Union[LoadJournalRequest, _Mapping]] = ..., record_step: _Optional[_Union[RecordStepRequest, _Mapping]] = ..., finish_workflow: _Optional[_Union[FinishWorkflowRequest, _Mapping]] = ..., start_timer: _Optional[_Union[StartTimerRequest, _Mapping]] = ..., consume_signals: _Optional[_Union[ConsumeSignalsRequest, _Mapping]] = ..., set_state: _Optional[_Union[SetStateRequest, _Mapping]] = ..., record_cancellation: _Optional[_Union[RecordCancellationRequest, _Mapping]] = ..., record_heartbeat: _Optional[_Union[RecordHeartbeatRequest, _Mapping]] = ..., suspend_workflow: _Optional[_Union[SuspendWorkflowRequest, _Mapping]] = ..., schedule_step: _Optional[_Union[ScheduleStepRequest, _Mapping]] = ..., load_step: _Optional[_Union[LoadStepRequest, _Mapping]] = ..., load_payload: _Optional[_Union[LoadPayloadRequest, _Mapping]] = ..., record_patch: _Optional[_Union[RecordPatchRequest, _Mapping]] = ...) -> None: ...
+    emit_frames: EmitFramesRequest
+    def __init__(self, id: _Optional[int] = ..., trace_context: _Optional[_Mapping[str, str]] = ..., load_journal: _Optional[_Union[LoadJournalRequest, _Mapping]] = ..., record_step: _Optional[_Union[RecordStepRequest, _Mapping]] = ..., finish_workflow: _Optional[_Union[FinishWorkflowRequest, _Mapping]] = ..., start_timer: _Optional[_Union[StartTimerRequest, _Mapping]] = ..., consume_signals: _Optional[_Union[ConsumeSignalsRequest, _Mapping]] = ..., set_state: _Optional[_Union[SetStateRequest, _Mapping]] = ..., record_cancellation: _Optional[_Union[RecordCancellationRequest, _Mapping]] = ..., record_heartbeat: _Optional[_Union[RecordHeartbeatRequest, _Mapping]] = ..., suspend_workflow: _Optional[_Union[SuspendWorkflowRequest, _Mapping]] = ..., schedule_step: _Optional[_Union[ScheduleStepRequest, _Mapping]] = ..., load_step: _Optional[_Union[LoadStepRequest, _Mapping]] = ..., load_payload: _Optional[_Union[LoadPayloadRequest, _Mapping]] = ..., record_patch: _Optional[_Union[RecordPatchRequest, _Mapping]] = ..., emit_frames: _Optional[_Union[EmitFramesRequest, _Mapping]] = ...) -> None: ...
 
 class JournalAnswer(_message.Message):
-    __slots__ = ("id", "error", "load_journal", "record_step", "finish_workflow", "start_timer", "consume_signals", "set_state", "record_cancellation", "record_heartbeat", "suspend_workflow", "schedule_step", "load_step", "load_payload", "record_patch")
+    __slots__ = ("id", "error", "load_journal", "record_step", "finish_workflow", "start_timer", "consume_signals", "set_state", "record_cancellation", "record_heartbeat", "suspend_workflow", "schedule_step", "load_step", "load_payload", "record_patch", "emit_frames")
     ID_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
     LOAD_JOURNAL_FIELD_NUMBER: _ClassVar[int]
@@ -448,6 +478,7 @@ class JournalAnswer(_message.Message):
     LOAD_STEP_FIELD_NUMBER: _ClassVar[int]
     LOAD_PAYLOAD_FIELD_NUMBER: _ClassVar[int]
     RECORD_PATCH_FIELD_NUMBER: _ClassVar[int]
+    EMIT_FRAMES_FIELD_NUMBER: _ClassVar[int]
     id: int
     error: SessionError
     load_journal: LoadJournalResponse
@@ -463,7 +494,8 @@ class JournalAnswer(_message.Message):
     load_step: LoadStepResponse
     load_payload: LoadPayloadResponse
     record_patch: RecordPatchResponse
-    def __init__(self, id: _Optional[int] = ..., error: _Optional[_Union[SessionError, _Mapping]] = ..., load_journal: _Optional[_Union[LoadJournalResponse, _Mapping]] = ..., record_step: _Optional[_Union[RecordStepResponse, _Mapping]] = ..., finish_workflow: _Optional[_Union[FinishWorkflowResponse, _Mapping]] = ..., start_timer: _Optional[_Union[StartTimerResponse, _Mapping]] = ..., consume_signals: _Optional[_Union[ConsumeSignalsResponse, _Mapping]] = ..., set_state: _Optional[_Union[SetStateResponse, _Mapping]] = ..., record_cancellation: _Optional[_Union[RecordCancellationResponse, _Mapping]] = ..., record_heartbeat: _Optional[_Union[RecordHeartbeatResponse, _Mapping]] = ..., suspend_workflow: _Optional[_Union[SuspendWorkflowResponse, _Mapping]] = ..., schedule_step: _Optional[_Union[ScheduleStepResponse, _Mapping]] = ..., load_step: _Optional[_Union[LoadStepResponse, _Mapping]] = ..., load_payload: _Optional[_Union[LoadPayloadResponse, _Mapping]] = ..., record_patch: _Optional[_Union[RecordPatchResponse, _Mapping]] = ...) -> None: ...
+    emit_frames: EmitFramesResponse
+    def __init__(self, id: _Optional[int] = ..., error: _Optional[_Union[SessionError, _Mapping]] = ..., load_journal: _Optional[_Union[LoadJournalResponse, _Mapping]] = ..., record_step: _Optional[_Union[RecordStepResponse, _Mapping]] = ..., finish_workflow: _Optional[_Union[FinishWorkflowResponse, _Mapping]] = ..., start_timer: _Optional[_Union[StartTimerResponse, _Mapping]] = ..., consume_signals: _Optional[_Union[ConsumeSignalsResponse, _Mapping]] = ..., set_state: _Optional[_Union[SetStateResponse, _Mapping]] = ..., record_cancellation: _Optional[_Union[RecordCancellationResponse, _Mapping]] = ..., record_heartbeat: _Optional[_Union[RecordHeartbeatResponse, _Mapping]] = ..., suspend_workflow: _Optional[_Union[SuspendWorkflowResponse, _Mapping]] = ..., schedule_step: _Optional[_Union[ScheduleStepResponse, _Mapping]] = ..., load_step: _Optional[_Union[LoadStepResponse, _Mapping]] = ..., load_payload: _Optional[_Union[LoadPayloadResponse, _Mapping]] = ..., record_patch: _Optional[_Union[RecordPatchResponse, _Mapping]] = ..., emit_frames: _Optional[_Union[EmitFramesResponse, _Mapping]] = ...) -> None: ...
 
 class SessionError(_message.Message):
     __slots__ = ("code", "message", "reason")

@@ -102,6 +102,11 @@ class JournalServiceStub:
                 request_serializer=perdure_dot_api_dot_worker_dot_v1_dot_journal__service__pb2.RecordPatchRequest.SerializeToString,
                 response_deserializer=perdure_dot_api_dot_worker_dot_v1_dot_journal__service__pb2.RecordPatchResponse.FromString,
                 _registered_method=True)
+        self.EmitFrames = channel.unary_unary(
+                '/perdure.api.worker.v1.JournalService/EmitFrames',
+                request_serializer=perdure_dot_api_dot_worker_dot_v1_dot_journal__service__pb2.EmitFramesRequest.SerializeToString,
+                response_deserializer=perdure_dot_api_dot_worker_dot_v1_dot_journal__service__pb2.EmitFramesResponse.FromString,
+                _registered_method=True)
         self.Session = channel.stream_stream(
                 '/perdure.api.worker.v1.JournalService/Session',
                 request_serializer=perdure_dot_api_dot_worker_dot_v1_dot_journal__service__pb2.SessionRequest.SerializeToString,
@@ -230,6 +235,18 @@ class JournalServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def EmitFrames(self, request, context):
+        """Stores chunks a running step attempt emitted (current_step().emit) as frames of the run's
+        stream, outside the journal, in order. Fenced like a heartbeat (the lease's fence, or the
+        step task's for a remote step): a stale attempt's frames are refused. Idempotent by
+        (step, attempt, stream, index): a batch sent again after a broken stream is stored once.
+        Errors: INVALID_ARGUMENT (INVALID_REQUEST), NOT_FOUND (WORKFLOW_NOT_FOUND),
+        FAILED_PRECONDITION (STALE_FENCE, WORKFLOW_CLOSED, STEP_CLOSED).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Session(self, request_iterator, context):
         """Any number of the calls above on one long-lived stream, answered as they complete and
         matched by id: the same requests, answers and errors as the unary methods, for a fraction
@@ -308,6 +325,11 @@ def add_JournalServiceServicer_to_server(servicer, server):
                     servicer.RecordPatch,
                     request_deserializer=perdure_dot_api_dot_worker_dot_v1_dot_journal__service__pb2.RecordPatchRequest.FromString,
                     response_serializer=perdure_dot_api_dot_worker_dot_v1_dot_journal__service__pb2.RecordPatchResponse.SerializeToString,
+            ),
+            'EmitFrames': grpc.unary_unary_rpc_method_handler(
+                    servicer.EmitFrames,
+                    request_deserializer=perdure_dot_api_dot_worker_dot_v1_dot_journal__service__pb2.EmitFramesRequest.FromString,
+                    response_serializer=perdure_dot_api_dot_worker_dot_v1_dot_journal__service__pb2.EmitFramesResponse.SerializeToString,
             ),
             'Session': grpc.stream_stream_rpc_method_handler(
                     servicer.Session,
@@ -669,6 +691,33 @@ class JournalService:
             '/perdure.api.worker.v1.JournalService/RecordPatch',
             perdure_dot_api_dot_worker_dot_v1_dot_journal__service__pb2.RecordPatchRequest.SerializeToString,
             perdure_dot_api_dot_worker_dot_v1_dot_journal__service__pb2.RecordPatchResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def EmitFrames(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/perdure.api.worker.v1.JournalService/EmitFrames',
+            perdure_dot_api_dot_worker_dot_v1_dot_journal__service__pb2.EmitFramesRequest.SerializeToString,
+            perdure_dot_api_dot_worker_dot_v1_dot_journal__service__pb2.EmitFramesResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -64,6 +64,12 @@ class EventType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     EVENT_TYPE_WORKFLOW_CONTINUED_AS_NEW: _ClassVar[EventType]
     EVENT_TYPE_PATCH_RECORDED: _ClassVar[EventType]
     EVENT_TYPE_WORKFLOW_RESUMED: _ClassVar[EventType]
+
+class FrameKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    FRAME_KIND_UNSPECIFIED: _ClassVar[FrameKind]
+    FRAME_KIND_DATA: _ClassVar[FrameKind]
+    FRAME_KIND_RESET: _ClassVar[FrameKind]
 WORKFLOW_STATUS_UNSPECIFIED: WorkflowStatus
 WORKFLOW_STATUS_RUNNING: WorkflowStatus
 WORKFLOW_STATUS_COMPLETED: WorkflowStatus
@@ -106,6 +112,9 @@ EVENT_TYPE_STEP_ATTEMPT_STARTED: EventType
 EVENT_TYPE_WORKFLOW_CONTINUED_AS_NEW: EventType
 EVENT_TYPE_PATCH_RECORDED: EventType
 EVENT_TYPE_WORKFLOW_RESUMED: EventType
+FRAME_KIND_UNSPECIFIED: FrameKind
+FRAME_KIND_DATA: FrameKind
+FRAME_KIND_RESET: FrameKind
 
 class Wait(_message.Message):
     __slots__ = ("kind", "name", "until")
@@ -279,3 +288,21 @@ class HistoryEvent(_message.Message):
     task_queue: str
     payload_ref: _payload_pb2.PayloadRef
     def __init__(self, event_id: _Optional[int] = ..., event_type: _Optional[_Union[EventType, str]] = ..., event_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., fence: _Optional[int] = ..., step_id: _Optional[str] = ..., step_name: _Optional[str] = ..., position: _Optional[int] = ..., payload: _Optional[_Union[_payload_pb2.Payload, _Mapping]] = ..., failure: _Optional[_Union[Failure, _Mapping]] = ..., attempt: _Optional[int] = ..., due_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., name: _Optional[str] = ..., signal_id: _Optional[str] = ..., consumed_event_ids: _Optional[_Iterable[int]] = ..., start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., wait: _Optional[_Union[Wait, _Mapping]] = ..., trace_context: _Optional[_Mapping[str, str]] = ..., task_queue: _Optional[str] = ..., payload_ref: _Optional[_Union[_payload_pb2.PayloadRef, _Mapping]] = ...) -> None: ...
+
+class StreamFrame(_message.Message):
+    __slots__ = ("seq", "stream", "step_id", "attempt", "kind", "data", "time")
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    STREAM_FIELD_NUMBER: _ClassVar[int]
+    STEP_ID_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    TIME_FIELD_NUMBER: _ClassVar[int]
+    seq: int
+    stream: str
+    step_id: str
+    attempt: int
+    kind: FrameKind
+    data: _payload_pb2.Payload
+    time: _timestamp_pb2.Timestamp
+    def __init__(self, seq: _Optional[int] = ..., stream: _Optional[str] = ..., step_id: _Optional[str] = ..., attempt: _Optional[int] = ..., kind: _Optional[_Union[FrameKind, str]] = ..., data: _Optional[_Union[_payload_pb2.Payload, _Mapping]] = ..., time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...

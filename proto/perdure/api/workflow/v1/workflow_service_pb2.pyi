@@ -299,3 +299,71 @@ class ForkWorkflowResponse(_message.Message):
     run_id: str
     copied_up_to_event_id: int
     def __init__(self, workflow_id: _Optional[str] = ..., run_id: _Optional[str] = ..., copied_up_to_event_id: _Optional[int] = ...) -> None: ...
+
+class WatchWorkflowRequest(_message.Message):
+    __slots__ = ("workflow_id", "namespace", "run_id", "after_event_id")
+    WORKFLOW_ID_FIELD_NUMBER: _ClassVar[int]
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    AFTER_EVENT_ID_FIELD_NUMBER: _ClassVar[int]
+    workflow_id: str
+    namespace: str
+    run_id: str
+    after_event_id: int
+    def __init__(self, workflow_id: _Optional[str] = ..., namespace: _Optional[str] = ..., run_id: _Optional[str] = ..., after_event_id: _Optional[int] = ...) -> None: ...
+
+class WatchWorkflowResponse(_message.Message):
+    __slots__ = ("events", "workflow", "closed")
+    EVENTS_FIELD_NUMBER: _ClassVar[int]
+    WORKFLOW_FIELD_NUMBER: _ClassVar[int]
+    CLOSED_FIELD_NUMBER: _ClassVar[int]
+    events: _containers.RepeatedCompositeFieldContainer[_workflow_pb2.HistoryEvent]
+    workflow: _workflow_pb2.WorkflowInfo
+    closed: bool
+    def __init__(self, events: _Optional[_Iterable[_Union[_workflow_pb2.HistoryEvent, _Mapping]]] = ..., workflow: _Optional[_Union[_workflow_pb2.WorkflowInfo, _Mapping]] = ..., closed: _Optional[bool] = ...) -> None: ...
+
+class GetWorkflowResultRequest(_message.Message):
+    __slots__ = ("workflow_id", "namespace", "run_id", "wait")
+    WORKFLOW_ID_FIELD_NUMBER: _ClassVar[int]
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    WAIT_FIELD_NUMBER: _ClassVar[int]
+    workflow_id: str
+    namespace: str
+    run_id: str
+    wait: _duration_pb2.Duration
+    def __init__(self, workflow_id: _Optional[str] = ..., namespace: _Optional[str] = ..., run_id: _Optional[str] = ..., wait: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+
+class GetWorkflowResultResponse(_message.Message):
+    __slots__ = ("workflow", "closed")
+    WORKFLOW_FIELD_NUMBER: _ClassVar[int]
+    CLOSED_FIELD_NUMBER: _ClassVar[int]
+    workflow: _workflow_pb2.WorkflowInfo
+    closed: bool
+    def __init__(self, workflow: _Optional[_Union[_workflow_pb2.WorkflowInfo, _Mapping]] = ..., closed: _Optional[bool] = ...) -> None: ...
+
+class ReadStreamRequest(_message.Message):
+    __slots__ = ("workflow_id", "namespace", "run_id", "stream", "after_seq", "follow")
+    WORKFLOW_ID_FIELD_NUMBER: _ClassVar[int]
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    STREAM_FIELD_NUMBER: _ClassVar[int]
+    AFTER_SEQ_FIELD_NUMBER: _ClassVar[int]
+    FOLLOW_FIELD_NUMBER: _ClassVar[int]
+    workflow_id: str
+    namespace: str
+    run_id: str
+    stream: str
+    after_seq: int
+    follow: bool
+    def __init__(self, workflow_id: _Optional[str] = ..., namespace: _Optional[str] = ..., run_id: _Optional[str] = ..., stream: _Optional[str] = ..., after_seq: _Optional[int] = ..., follow: _Optional[bool] = ...) -> None: ...
+
+class ReadStreamResponse(_message.Message):
+    __slots__ = ("frames", "end", "status")
+    FRAMES_FIELD_NUMBER: _ClassVar[int]
+    END_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    frames: _containers.RepeatedCompositeFieldContainer[_workflow_pb2.StreamFrame]
+    end: bool
+    status: _workflow_pb2.WorkflowStatus
+    def __init__(self, frames: _Optional[_Iterable[_Union[_workflow_pb2.StreamFrame, _Mapping]]] = ..., end: _Optional[bool] = ..., status: _Optional[_Union[_workflow_pb2.WorkflowStatus, str]] = ...) -> None: ...

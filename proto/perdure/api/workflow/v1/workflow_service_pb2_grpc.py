@@ -96,6 +96,21 @@ class WorkflowServiceStub:
                 request_serializer=perdure_dot_api_dot_workflow_dot_v1_dot_workflow__service__pb2.ForkWorkflowRequest.SerializeToString,
                 response_deserializer=perdure_dot_api_dot_workflow_dot_v1_dot_workflow__service__pb2.ForkWorkflowResponse.FromString,
                 _registered_method=True)
+        self.WatchWorkflow = channel.unary_stream(
+                '/perdure.api.workflow.v1.WorkflowService/WatchWorkflow',
+                request_serializer=perdure_dot_api_dot_workflow_dot_v1_dot_workflow__service__pb2.WatchWorkflowRequest.SerializeToString,
+                response_deserializer=perdure_dot_api_dot_workflow_dot_v1_dot_workflow__service__pb2.WatchWorkflowResponse.FromString,
+                _registered_method=True)
+        self.GetWorkflowResult = channel.unary_unary(
+                '/perdure.api.workflow.v1.WorkflowService/GetWorkflowResult',
+                request_serializer=perdure_dot_api_dot_workflow_dot_v1_dot_workflow__service__pb2.GetWorkflowResultRequest.SerializeToString,
+                response_deserializer=perdure_dot_api_dot_workflow_dot_v1_dot_workflow__service__pb2.GetWorkflowResultResponse.FromString,
+                _registered_method=True)
+        self.ReadStream = channel.unary_stream(
+                '/perdure.api.workflow.v1.WorkflowService/ReadStream',
+                request_serializer=perdure_dot_api_dot_workflow_dot_v1_dot_workflow__service__pb2.ReadStreamRequest.SerializeToString,
+                response_deserializer=perdure_dot_api_dot_workflow_dot_v1_dot_workflow__service__pb2.ReadStreamResponse.FromString,
+                _registered_method=True)
 
 
 class WorkflowServiceServicer:
@@ -227,6 +242,38 @@ class WorkflowServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def WatchWorkflow(self, request, context):
+        """Streams a run's journal as it is committed, pushed (never polled): the events after
+        `after_event_id` in order, the run's summary whenever its status changes, and a last
+        message with `closed` set (its summary holds the result or failure) once the run is closed.
+        Resume after a disconnect with the last event id seen: every event arrives exactly once.
+        Errors: INVALID_ARGUMENT (INVALID_REQUEST), NOT_FOUND (WORKFLOW_NOT_FOUND, RUN_NOT_FOUND).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetWorkflowResult(self, request, context):
+        """Waits up to `wait` for a run to close (a long poll) and returns its summary: `closed` with
+        the result or failure, or not closed when the wait ran out first. Without a run id it
+        follows the workflow id's chain through continue-as-new to the run that ends it.
+        Errors: INVALID_ARGUMENT (INVALID_REQUEST), NOT_FOUND (WORKFLOW_NOT_FOUND, RUN_NOT_FOUND).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ReadStream(self, request, context):
+        """Reads the frames a run's steps emitted on one stream (current_step().emit), after
+        `after_seq`, in order; with `follow`, waits for more until the run is closed and every
+        frame is sent. A step attempt that failed after emitting is followed by a RESET frame
+        before the next attempt's frames (docs/guarantees.md).
+        Errors: INVALID_ARGUMENT (INVALID_REQUEST), NOT_FOUND (WORKFLOW_NOT_FOUND, RUN_NOT_FOUND).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_WorkflowServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -289,6 +336,21 @@ def add_WorkflowServiceServicer_to_server(servicer, server):
                     servicer.ForkWorkflow,
                     request_deserializer=perdure_dot_api_dot_workflow_dot_v1_dot_workflow__service__pb2.ForkWorkflowRequest.FromString,
                     response_serializer=perdure_dot_api_dot_workflow_dot_v1_dot_workflow__service__pb2.ForkWorkflowResponse.SerializeToString,
+            ),
+            'WatchWorkflow': grpc.unary_stream_rpc_method_handler(
+                    servicer.WatchWorkflow,
+                    request_deserializer=perdure_dot_api_dot_workflow_dot_v1_dot_workflow__service__pb2.WatchWorkflowRequest.FromString,
+                    response_serializer=perdure_dot_api_dot_workflow_dot_v1_dot_workflow__service__pb2.WatchWorkflowResponse.SerializeToString,
+            ),
+            'GetWorkflowResult': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetWorkflowResult,
+                    request_deserializer=perdure_dot_api_dot_workflow_dot_v1_dot_workflow__service__pb2.GetWorkflowResultRequest.FromString,
+                    response_serializer=perdure_dot_api_dot_workflow_dot_v1_dot_workflow__service__pb2.GetWorkflowResultResponse.SerializeToString,
+            ),
+            'ReadStream': grpc.unary_stream_rpc_method_handler(
+                    servicer.ReadStream,
+                    request_deserializer=perdure_dot_api_dot_workflow_dot_v1_dot_workflow__service__pb2.ReadStreamRequest.FromString,
+                    response_serializer=perdure_dot_api_dot_workflow_dot_v1_dot_workflow__service__pb2.ReadStreamResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -617,6 +679,87 @@ class WorkflowService:
             '/perdure.api.workflow.v1.WorkflowService/ForkWorkflow',
             perdure_dot_api_dot_workflow_dot_v1_dot_workflow__service__pb2.ForkWorkflowRequest.SerializeToString,
             perdure_dot_api_dot_workflow_dot_v1_dot_workflow__service__pb2.ForkWorkflowResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WatchWorkflow(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/perdure.api.workflow.v1.WorkflowService/WatchWorkflow',
+            perdure_dot_api_dot_workflow_dot_v1_dot_workflow__service__pb2.WatchWorkflowRequest.SerializeToString,
+            perdure_dot_api_dot_workflow_dot_v1_dot_workflow__service__pb2.WatchWorkflowResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetWorkflowResult(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/perdure.api.workflow.v1.WorkflowService/GetWorkflowResult',
+            perdure_dot_api_dot_workflow_dot_v1_dot_workflow__service__pb2.GetWorkflowResultRequest.SerializeToString,
+            perdure_dot_api_dot_workflow_dot_v1_dot_workflow__service__pb2.GetWorkflowResultResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReadStream(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/perdure.api.workflow.v1.WorkflowService/ReadStream',
+            perdure_dot_api_dot_workflow_dot_v1_dot_workflow__service__pb2.ReadStreamRequest.SerializeToString,
+            perdure_dot_api_dot_workflow_dot_v1_dot_workflow__service__pb2.ReadStreamResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -241,3 +241,39 @@ class CountOpenRunsByBuildResponse(_message.Message):
     COUNTS_FIELD_NUMBER: _ClassVar[int]
     counts: _containers.RepeatedCompositeFieldContainer[BuildRunCount]
     def __init__(self, counts: _Optional[_Iterable[_Union[BuildRunCount, _Mapping]]] = ...) -> None: ...
+
+class WatchWorkflowRequest(_message.Message):
+    __slots__ = ("request",)
+    REQUEST_FIELD_NUMBER: _ClassVar[int]
+    request: _workflow_service_pb2.WatchWorkflowRequest
+    def __init__(self, request: _Optional[_Union[_workflow_service_pb2.WatchWorkflowRequest, _Mapping]] = ...) -> None: ...
+
+class WatchWorkflowResponse(_message.Message):
+    __slots__ = ("response",)
+    RESPONSE_FIELD_NUMBER: _ClassVar[int]
+    response: _workflow_service_pb2.WatchWorkflowResponse
+    def __init__(self, response: _Optional[_Union[_workflow_service_pb2.WatchWorkflowResponse, _Mapping]] = ...) -> None: ...
+
+class GetWorkflowResultRequest(_message.Message):
+    __slots__ = ("request",)
+    REQUEST_FIELD_NUMBER: _ClassVar[int]
+    request: _workflow_service_pb2.GetWorkflowResultRequest
+    def __init__(self, request: _Optional[_Union[_workflow_service_pb2.GetWorkflowResultRequest, _Mapping]] = ...) -> None: ...
+
+class GetWorkflowResultResponse(_message.Message):
+    __slots__ = ("response",)
+    RESPONSE_FIELD_NUMBER: _ClassVar[int]
+    response: _workflow_service_pb2.GetWorkflowResultResponse
+    def __init__(self, response: _Optional[_Union[_workflow_service_pb2.GetWorkflowResultResponse, _Mapping]] = ...) -> None: ...
+
+class ReadStreamRequest(_message.Message):
+    __slots__ = ("request",)
+    REQUEST_FIELD_NUMBER: _ClassVar[int]
+    request: _workflow_service_pb2.ReadStreamRequest
+    def __init__(self, request: _Optional[_Union[_workflow_service_pb2.ReadStreamRequest, _Mapping]] = ...) -> None: ...
+
+class ReadStreamResponse(_message.Message):
+    __slots__ = ("response",)
+    RESPONSE_FIELD_NUMBER: _ClassVar[int]
+    response: _workflow_service_pb2.ReadStreamResponse
+    def __init__(self, response: _Optional[_Union[_workflow_service_pb2.ReadStreamResponse, _Mapping]] = ...) -> None: ...

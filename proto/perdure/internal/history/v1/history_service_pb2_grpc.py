@@ -127,6 +127,21 @@ class HistoryServiceStub:
                 request_serializer=perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.CountOpenRunsByBuildRequest.SerializeToString,
                 response_deserializer=perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.CountOpenRunsByBuildResponse.FromString,
                 _registered_method=True)
+        self.WatchWorkflow = channel.unary_stream(
+                '/perdure.internal.history.v1.HistoryService/WatchWorkflow',
+                request_serializer=perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.WatchWorkflowRequest.SerializeToString,
+                response_deserializer=perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.WatchWorkflowResponse.FromString,
+                _registered_method=True)
+        self.GetWorkflowResult = channel.unary_unary(
+                '/perdure.internal.history.v1.HistoryService/GetWorkflowResult',
+                request_serializer=perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.GetWorkflowResultRequest.SerializeToString,
+                response_deserializer=perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.GetWorkflowResultResponse.FromString,
+                _registered_method=True)
+        self.ReadStream = channel.unary_stream(
+                '/perdure.internal.history.v1.HistoryService/ReadStream',
+                request_serializer=perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.ReadStreamRequest.SerializeToString,
+                response_deserializer=perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.ReadStreamResponse.FromString,
+                _registered_method=True)
 
 
 class HistoryServiceServicer:
@@ -275,6 +290,27 @@ class HistoryServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def WatchWorkflow(self, request, context):
+        """The public WatchWorkflow: commits pushed to the watcher, across history replicas.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetWorkflowResult(self, request, context):
+        """The public GetWorkflowResult (a long poll, woken by the run's close).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ReadStream(self, request, context):
+        """The public ReadStream.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_HistoryServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -367,6 +403,21 @@ def add_HistoryServiceServicer_to_server(servicer, server):
                     servicer.CountOpenRunsByBuild,
                     request_deserializer=perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.CountOpenRunsByBuildRequest.FromString,
                     response_serializer=perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.CountOpenRunsByBuildResponse.SerializeToString,
+            ),
+            'WatchWorkflow': grpc.unary_stream_rpc_method_handler(
+                    servicer.WatchWorkflow,
+                    request_deserializer=perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.WatchWorkflowRequest.FromString,
+                    response_serializer=perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.WatchWorkflowResponse.SerializeToString,
+            ),
+            'GetWorkflowResult': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetWorkflowResult,
+                    request_deserializer=perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.GetWorkflowResultRequest.FromString,
+                    response_serializer=perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.GetWorkflowResultResponse.SerializeToString,
+            ),
+            'ReadStream': grpc.unary_stream_rpc_method_handler(
+                    servicer.ReadStream,
+                    request_deserializer=perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.ReadStreamRequest.FromString,
+                    response_serializer=perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.ReadStreamResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -858,6 +909,87 @@ class HistoryService:
             '/perdure.internal.history.v1.HistoryService/CountOpenRunsByBuild',
             perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.CountOpenRunsByBuildRequest.SerializeToString,
             perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.CountOpenRunsByBuildResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WatchWorkflow(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/perdure.internal.history.v1.HistoryService/WatchWorkflow',
+            perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.WatchWorkflowRequest.SerializeToString,
+            perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.WatchWorkflowResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetWorkflowResult(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/perdure.internal.history.v1.HistoryService/GetWorkflowResult',
+            perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.GetWorkflowResultRequest.SerializeToString,
+            perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.GetWorkflowResultResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReadStream(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/perdure.internal.history.v1.HistoryService/ReadStream',
+            perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.ReadStreamRequest.SerializeToString,
+            perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.ReadStreamResponse.FromString,
             options,
             channel_credentials,
             insecure,
