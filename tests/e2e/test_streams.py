@@ -264,7 +264,12 @@ def test_a_watcher_on_one_history_replica_sees_commits_made_through_another(
             ),
             timeout=TIMEOUT,
         )
-        reader = threading.Thread(target=lambda: [received.put(m) for m in watch], daemon=True)
+
+        def read() -> None:
+            for message in watch:
+                received.put(message)
+
+        reader = threading.Thread(target=read, daemon=True)
         reader.start()
 
         def next_message() -> api.WatchWorkflowResponse:
