@@ -215,6 +215,20 @@ def test_frames_are_numbered_stored_once_fenced_and_reset_after_a_failed_attempt
     assert closed == (grpc.StatusCode.FAILED_PRECONDITION, "STEP_CLOSED")
     driver.start_attempt(1, 2)
     assert driver.emit(1, 2, 0, "Hi") == 5
+    # The same call on a Session stream (sent again there: stored once).
+    call = jpb.JournalCall(
+        id=1,
+        emit_frames=jpb.EmitFramesRequest(
+            workflow_id=driver.workflow_id,
+            fence=1,
+            step_id="gen",
+            attempt=2,
+            chunks=[to_payload("Hi")],
+        ),
+    )
+    answers = driver.journal.Session(iter([jpb.SessionRequest(calls=[call])]), timeout=TIMEOUT)
+    (answer,) = [a for message in answers for a in message.answers]
+    assert answer.emit_frames.last_seq == 5, answer
 
     # A new lease fences the old holder out; its next attempt's first frame resets the lost
     # attempt 2 (whose failure nobody recorded) before its own.
