@@ -99,6 +99,8 @@ def decode_body(raw: bytes) -> Any:
         value = payloads.loads(raw)  # numbers as written: a payload keeps them exactly
     except UnicodeDecodeError:
         raise invalid_json("the body is not UTF-8 text; send a JSON object") from None
+    except payloads.NotANumberError as error:
+        raise invalid_json(f"the body is not valid JSON: {error}") from None
     except json.JSONDecodeError as error:
         # Where, in the API's words; the decoder's own ("Expecting value") means little here.
         raise invalid_json(
