@@ -34,7 +34,7 @@ MAX_CHUNK_BYTES = 2 * 1024 * 1024
 MAX_BUFFERED_CHUNKS = 10_000
 MAX_BUFFERED_BYTES = 16 * 1024 * 1024
 # One EmitFrames request holds at most this much (at least one chunk).
-MAX_BATCH_CHUNKS = 2_000
+MAX_BATCH_CHUNKS = 1_000  # history takes at most 1,000 chunks a call
 MAX_BATCH_BYTES = 1024 * 1024
 # A batch left unanswered by an unreachable history is sent again this many times.
 RESENDS = 3
