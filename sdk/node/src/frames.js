@@ -19,7 +19,7 @@ export const MAX_CHUNK_BYTES = 2 * 1024 * 1024;
 export const MAX_BUFFERED_CHUNKS = 10_000;
 export const MAX_BUFFERED_BYTES = 16 * 1024 * 1024;
 /** One EmitFrames request holds at most this much (at least one chunk). */
-export const MAX_BATCH_CHUNKS = 2_000;
+export const MAX_BATCH_CHUNKS = 1_000; // history takes at most 1,000 chunks a call
 export const MAX_BATCH_BYTES = 1024 * 1024;
 /** A batch left unanswered by an unreachable history is sent again this many times. */
 const RESENDS = 3;

@@ -67,15 +67,15 @@ async def test_a_steps_chunks_are_stored_in_order_before_its_outcome_sync_or_asy
         current_step().emit({"tokens": 3}, stream="usage")
         return "abc"
 
-    def write_in_thread() -> int:
-        for n in range(500):
+    def write_in_thread() -> int:  # past the buffer's bound: it waits for room, not fails
+        for n in range(MAX_BUFFERED_CHUNKS * 2 + 1):
             current_step().emit(n)
         return 500
 
     assert await ctx.step("write", write) == "abc"
     assert await ctx.step("count", write_in_thread) == 500
     assert emitted(journal, "write") == ["a", "b", "c"]
-    assert emitted(journal, "count") == list(range(500))
+    assert emitted(journal, "count") == list(range(MAX_BUFFERED_CHUNKS * 2 + 1))
     assert emitted(journal, "write", "usage") == [{"tokens": 3}]
     kinds = [
         (type(r).__name__, r.step_id, r.attempt)
@@ -172,7 +172,7 @@ async def test_a_fenced_out_attempt_stops_sending_and_a_refused_batch_fails_flus
         await invalid.flush()
 
 
-async def test_chunks_are_checked_and_the_buffer_is_bounded() -> None:
+async def test_chunks_are_checked_and_an_async_body_past_the_bound_is_refused() -> None:
     frames = Frames(Gated(), "write", 1, step_task=False)
     with pytest.raises(TypeError):
         frames.emit(float("nan"))
