@@ -330,8 +330,9 @@ class AsyncClient:
         reconnect = Reconnect()
         while True:
             request = rq.watch_request(self.namespace, workflow_id, run_id, after_event_id)
+            call = self._stub.WatchWorkflow(request)
             try:
-                async for message in self._stub.WatchWorkflow(request):
+                async for message in call:
                     reconnect.progressed()
                     run_id = run_id or message.workflow.run_id
                     after_event_id = rq.new_events(message, after_event_id)
@@ -341,6 +342,8 @@ class AsyncClient:
                 error = None
             except grpc.RpcError as broken:
                 error = broken
+            finally:
+                call.cancel()  # a reader that stops early ends the call, not only its loop
             await asyncio.sleep(reconnect.delay(error))
 
     async def stream(
@@ -356,8 +359,9 @@ class AsyncClient:
         reconnect = Reconnect()
         while True:
             request = rq.read_stream_request(self.namespace, workflow_id, run_id, name, after_seq)
+            call = self._stub.ReadStream(request)
             try:
-                async for message in self._stub.ReadStream(request):
+                async for message in call:
                     reconnect.progressed()
                     for frame in message.frames:
                         if frame.seq > after_seq:
@@ -368,4 +372,6 @@ class AsyncClient:
                 error = None
             except grpc.RpcError as broken:
                 error = broken
+            finally:
+                call.cancel()  # a reader that stops early ends the call, not only its loop
             await asyncio.sleep(reconnect.delay(error))
