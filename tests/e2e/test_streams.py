@@ -5,6 +5,8 @@ frame retention. Runs are driven by hand, as a worker in another language would.
 
 from __future__ import annotations
 
+import queue
+import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -18,13 +20,17 @@ from perdure.api.worker.v1 import journal_service_pb2_grpc as jgrpc
 from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.api.workflow.v1 import workflow_service_pb2 as api
 from perdure.api.workflow.v1 import workflow_service_pb2_grpc as apigrpc
+from perdure.internal.history.v1 import history_service_pb2 as hpb
+from perdure.internal.history.v1 import history_service_pb2_grpc as hgrpc
 from perdure.worker._payload import from_payload, to_payload
-from tests.fixtures.cluster import Cluster
+from tests.e2e.test_http_api import Http
+from tests.fixtures.cluster import Cluster, wait_until
 from tests.fixtures.postgres import Databases
 from tests.fixtures.rpc import error_reason
 
 QUEUE = "hand-driven"
 TIMEOUT = 60.0
+PUSHED = 10.0  # seconds a pushed message may take at most, on a loaded machine
 
 
 @pytest.fixture(scope="module")
@@ -103,6 +109,20 @@ class Driver:
             timeout=TIMEOUT,
         )
 
+    def record_step(self, fence: int, step: str, position: int, output: Any) -> None:
+        self.journal.RecordStep(
+            jpb.RecordStepRequest(
+                workflow_id=self.workflow_id,
+                fence=fence,
+                step_id=step,
+                step_name=step,
+                position=position,
+                attempt=1,
+                output=to_payload(output),
+            ),
+            timeout=TIMEOUT,
+        )
+
     def emit(self, fence: int, attempt: int, first: int, *chunks: Any, step: str = "gen") -> int:
         answer = self.journal.EmitFrames(
             jpb.EmitFramesRequest(
@@ -124,6 +144,25 @@ class Driver:
             ),
             timeout=TIMEOUT,
         )
+
+    def continue_as_new(self, fence: int, next_input: Any) -> None:
+        self.journal.FinishWorkflow(
+            jpb.FinishWorkflowRequest(
+                workflow_id=self.workflow_id,
+                fence=fence,
+                continue_as_new=jpb.ContinueAsNew(input=to_payload(next_input)),
+            ),
+            timeout=TIMEOUT,
+        )
+
+    def result(self, wait: float) -> api.GetWorkflowResultResponse:
+        request = api.GetWorkflowResultRequest(
+            workflow_id=self.workflow_id, wait=Duration(seconds=int(wait))
+        )
+        answer: api.GetWorkflowResultResponse = self.api.GetWorkflowResult(
+            request, timeout=wait + TIMEOUT
+        )
+        return answer
 
     def read(self, after: int = 0, follow: bool = False) -> list[api.ReadStreamResponse]:
         request = api.ReadStreamRequest(
@@ -204,3 +243,151 @@ def test_frames_are_numbered_stored_once_fenced_and_reset_after_a_failed_attempt
     assert [frame[0] for frame in frames_of(messages)] == [6, 7, 8]
     assert messages[-1].end and messages[-1].status == wf.WORKFLOW_STATUS_COMPLETED
     assert refusal(lambda: driver.emit(2, 3, 2, "after"))[1] == "WORKFLOW_CLOSED"
+
+
+def event_types(messages: list[api.WatchWorkflowResponse]) -> list[str]:
+    return [
+        wf.EventType.Name(event.event_type).removeprefix("EVENT_TYPE_")
+        for message in messages
+        for event in message.events
+    ]
+
+
+def test_a_watcher_on_one_history_replica_sees_commits_made_through_another(
+    driver: Driver, two_histories: Cluster
+) -> None:
+    # The watcher asks replica 1 itself; every write below goes to replica 0.
+    received: queue.Queue[hpb.WatchWorkflowResponse] = queue.Queue()
+    with grpc.insecure_channel(two_histories.address("history", 1)) as channel:
+        watch = hgrpc.HistoryServiceStub(channel).WatchWorkflow(
+            hpb.WatchWorkflowRequest(
+                request=api.WatchWorkflowRequest(workflow_id=driver.workflow_id)
+            ),
+            timeout=TIMEOUT,
+        )
+
+        def read() -> None:
+            for message in watch:
+                received.put(message)
+
+        reader = threading.Thread(target=read, daemon=True)
+        reader.start()
+
+        def next_message() -> api.WatchWorkflowResponse:
+            # Well within the feed's safety re-check (15 s): only a notification is this quick.
+            return received.get(timeout=PUSHED).response
+
+        first = next_message()
+        assert first.workflow.status == wf.WORKFLOW_STATUS_RUNNING
+        assert event_types([first]) == ["WORKFLOW_STARTED"]
+        driver.load(1)
+        driver.record_step(1, "a", 0, "one")
+        assert [e.step_id for e in next_message().events] == ["a"]
+        driver.record_step(1, "b", 1, "two")
+        assert [e.step_id for e in next_message().events] == ["b"]
+        driver.finish(1, 42)
+        rest = [next_message()]
+        while not rest[-1].closed:
+            rest.append(next_message())
+        reader.join(TIMEOUT)
+    assert event_types(rest) == ["WORKFLOW_COMPLETED"]
+    assert any(m.workflow.status == wf.WORKFLOW_STATUS_COMPLETED for m in rest[:-1])
+    assert rest[-1].closed and from_payload(rest[-1].workflow.result) == 42
+
+    # Resumed from a cursor through the gateway: each later event once, then the close.
+    resumed = list(
+        driver.api.WatchWorkflow(
+            api.WatchWorkflowRequest(workflow_id=driver.workflow_id, after_event_id=2),
+            timeout=TIMEOUT,
+        )
+    )
+    assert [e.event_id for m in resumed for e in m.events] == [3, 4]
+    assert resumed[-1].closed and resumed[0].workflow.status == wf.WORKFLOW_STATUS_COMPLETED
+
+
+def test_a_result_wait_ends_at_the_close_and_follows_continue_as_new(driver: Driver) -> None:
+    assert not driver.result(0).closed  # no wait: answered at once, still running
+    driver.load(1)
+    with ThreadPoolExecutor(1) as pool:
+        waiting = pool.submit(driver.result, 60)
+        driver.continue_as_new(1, {"round": 2})
+        next_run = driver.api.DescribeWorkflow(
+            api.DescribeWorkflowRequest(workflow_id=driver.workflow_id), timeout=TIMEOUT
+        ).workflow
+        assert next_run.run_id != driver.run_id and not waiting.done()
+        driver.load(next_run.fence + 1)
+        driver.finish(next_run.fence + 1, "done")
+        answer = waiting.result(timeout=TIMEOUT)  # long before its 60 s ran out
+    assert answer.closed and answer.workflow.run_id == next_run.run_id
+    assert from_payload(answer.workflow.result) == "done"
+    with pytest.raises(grpc.RpcError) as caught:
+        driver.result(301)
+    assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+
+
+def test_the_http_stream_feed_resumes_after_the_last_event_id_and_the_result_waits(
+    driver: Driver, two_histories: Cluster
+) -> None:
+    http = Http(two_histories.http_address)
+    path = f"/v1/workflows/{driver.workflow_id}"
+    driver.load(1)
+    driver.start_attempt(1, 1)
+    driver.emit(1, 1, 0, "a", "b", "c")
+    stored = list(http.feed(f"{path}/streams/output?follow=false"))
+    assert [(ident, event, frame["data"]) for ident, event, frame in stored] == [
+        ("1", "frame", "a"),
+        ("2", "frame", "b"),
+        ("3", "frame", "c"),
+    ]
+    assert stored[0][2]["kind"] == "FRAME_KIND_DATA" and stored[0][2]["step_id"] == "gen"
+
+    following = http.feed(f"{path}/streams/output", **{"Last-Event-ID": "2"})
+    assert next(following)[:2] == ("3", "frame")  # the run is open: the feed stays open
+    waiting = http.ok("GET", f"{path}/result", params={"wait": "0"})
+    assert waiting["closed"] is False and waiting["workflow"]["status"] == "WORKFLOW_STATUS_RUNNING"
+    driver.emit(1, 1, 3, "d")
+    driver.record_step(1, "gen", 0, "abcd")
+    driver.finish(1, "abcd")
+    rest = list(following)
+    assert rest == [
+        ("4", "frame", rest[0][2]),
+        ("", "end", {"status": "WORKFLOW_STATUS_COMPLETED"}),
+    ]
+    assert rest[0][2]["data"] == "d" and rest[0][2]["seq"] == "4"
+
+    result = http.ok("GET", f"{path}/result", params={"wait": "60"})
+    assert result["closed"] is True and result["workflow"]["result"] == "abcd"
+    events = list(http.feed(f"{path}/events"))
+    assert ("", "status", events[-2][2]) == events[-2]
+    assert events[-2][2]["status"] == "WORKFLOW_STATUS_COMPLETED"
+    assert events[-1] == ("", "end", {"status": "WORKFLOW_STATUS_COMPLETED"})
+    assert http.error(400, "GET", f"{path}/result", params={"wait": "soon"})["reason"] == (
+        "INVALID_JSON"
+    )
+    assert http.error(400, "GET", f"{path}/result", params={"wait": "301"})["reason"] == (
+        "INVALID_REQUEST"
+    )
+    assert http.error(404, "GET", "/v1/workflows/nobody/streams/output")["reason"] == (
+        "WORKFLOW_NOT_FOUND"
+    )
+
+
+def test_the_frames_of_a_run_closed_longer_than_the_retention_are_deleted(
+    start_cluster: Callable[..., Cluster],
+) -> None:
+    cluster = start_cluster(PERDURE_STREAM_RETENTION="1")
+    cluster.start_worker("registrar", task_queue=QUEUE).kill()
+    driver = Driver(cluster, "kept-briefly")
+    try:
+        driver.load(1)
+        driver.start_attempt(1, 1)
+        driver.emit(1, 1, 0, "soon", "gone")
+        assert len(frames_of(driver.read())) == 2  # kept while the run is open
+        driver.finish(1, "done")
+        wait_until(lambda: not frames_of(driver.read()), TIMEOUT, "the sweep to delete frames")
+        history = driver.api.GetWorkflowHistory(
+            api.GetWorkflowHistoryRequest(workflow_id=driver.workflow_id), timeout=TIMEOUT
+        )
+        assert history.events[-1].event_type == wf.EVENT_TYPE_WORKFLOW_COMPLETED  # journal kept
+    finally:
+        driver.close()
