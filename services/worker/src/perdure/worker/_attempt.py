@@ -60,7 +60,7 @@ class StepContext:
         order, tagged with this step and attempt: readers get it live (ReadStream). If this
         attempt fails, readers get a reset of the step's frames before the next attempt's.
         Sent in the background: an async step's emit never blocks; a sync step's waits only
-        while 10,000 chunks (or 16 MiB) are not yet stored by history, where an async step's
+        while 50,000 chunks (or 32 MiB) are not yet stored by history, where an async step's
         raises StreamBufferFullError. Raises TypeError for a value that is not JSON,
         ValueError for a bad stream name or a chunk over 2 MiB, RuntimeError outside the
         running attempt."""

@@ -32,8 +32,8 @@ MAX_CHUNK_BYTES = 2 * 1024 * 1024
 # Chunks queued and not yet answered, per attempt: past either bound, emit() from a sync
 # body's thread waits until a batch is answered; from the event loop (an async body, which
 # cannot wait there without stopping the sender too) it raises StreamBufferFullError.
-MAX_BUFFERED_CHUNKS = 10_000
-MAX_BUFFERED_BYTES = 16 * 1024 * 1024
+MAX_BUFFERED_CHUNKS = 50_000
+MAX_BUFFERED_BYTES = 32 * 1024 * 1024
 # One EmitFrames request holds at most this much (at least one chunk).
 MAX_BATCH_CHUNKS = 1_000  # history takes at most 1,000 chunks a call
 MAX_BATCH_BYTES = 1024 * 1024
