@@ -94,6 +94,14 @@ class JournalRejectedError(PerdureError, Exception):
     gets it, and unhandled it fails the workflow."""
 
 
+class StreamBufferFullError(PerdureError, Exception):
+    """`current_step().emit(chunk)` in an async step found too many of the attempt's chunks not
+    yet stored by history (50,000 chunks or 32 MiB): the step emits in a loop that never lets
+    the event loop run (so nothing is sent), or history cannot keep up or be reached. Raised
+    into the step body, so the attempt fails (and is retried under its policy) instead of
+    holding an unbounded buffer. A sync step's emit waits for room instead."""
+
+
 class WorkerConfigurationError(PerdureError, Exception):
     """The worker cannot serve as configured, and retrying will not help: its key is missing,
     invalid, revoked or not a worker key of this namespace and queue, or an address does not
