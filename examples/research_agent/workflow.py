@@ -61,6 +61,9 @@ log = logging.getLogger("examples.research_agent")
 STEPS = ("create_plan", "research_1", "research_2", "analyze", "recommend", "report", "notify")
 STREAMED_STEPS = ("analyze", "report")
 CRASH_AFTER_TOKENS = 5  # crash_mid_stream: tokens streamed before the worker exits
+# crash_mid_stream: the SDK sends emitted tokens in the background; this leaves it the time
+# to store those streamed so far (a round trip or two), so that readers see them, then a reset.
+CRASH_GRACE_SECONDS = 1.0
 DEFAULT_TOPIC = "durable execution"
 RECIPIENT = "research-team@example.com"
 APPROVAL_SIGNAL = "approval"
@@ -199,7 +202,7 @@ def _stream(spec: AgentInput, step: StepContext, text: str) -> str:
     for count, token in enumerate(_model.stream(text), 1):
         step.emit(token)
         if crash and count == CRASH_AFTER_TOKENS:
-            step.flush()  # the tokens so far are stored: readers see them, then the reset
+            time.sleep(CRASH_GRACE_SECONDS)
             log.warning(
                 "research_agent %s: crash_mid_stream: %s streamed %d tokens; the worker exits "
                 "now, in the middle of its answer",
