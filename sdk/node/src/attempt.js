@@ -2,7 +2,8 @@
 // replay its recorded outcome, or run an attempt and journal its start and outcome, retrying
 // on the durable schedule of its policy.
 
-import { StepFailedError, JournalRejectedError, lostAttemptError } from './errors.js';
+import { StepFailedError, JournalRejectedError, classifyJournalError, lostAttemptError } from './errors.js';
+import { Frames } from './frames.js';
 import { NEVER } from './journal.js';
 import { failureFrom, fromPayload, hasPayload, timestampMs, toDuration, toPayload, toTimestamp } from './payload.js';
 import { EVENT, INTERNAL_PREFIX, STEP_OUTCOMES, WAIT, kindName, ref } from './replay.js';
@@ -64,6 +65,17 @@ export async function runLocalStep(ctx, op, call, fn, retry, limits) {
   const pulse = new Pulse();
   const progress = ctx._replay.progress.get(call.stepId);
   const controller = new AbortController();
+  const journal = ctx._journal; // the attempt's lease
+  const frames = new Frames(
+    async (emit) => {
+      try {
+        return await journal.send('EmitFrames', emit);
+      } catch (error) {
+        throw classifyJournalError(error);
+      }
+    },
+    { stepId: call.stepId, attempt, log: ctx._log },
+  );
   const info = new StepInfo({
     workflowId: ctx.workflowId,
     stepId: call.stepId,
@@ -77,6 +89,7 @@ export async function runLocalStep(ctx, op, call, fn, retry, limits) {
       pulse.beat();
       ctx._heartbeats.queue(call.stepId, attempt, details);
     },
+    onEmit: (chunk, stream) => frames.emit(chunk, stream),
   });
   const announce = internal ? null : setTimeout(() => ctx._heartbeats.queue(call.stepId, attempt, undefined), ANNOUNCE_AFTER_MS);
   ctx._steps.add(controller);
@@ -86,6 +99,7 @@ export async function runLocalStep(ctx, op, call, fn, retry, limits) {
     result = await withSpan(traced.span, () => invokeWithLimits(() => fn(info), { ...limits, pulse }, controller));
   } catch (error) {
     if (ctx._halted) return halted(traced.span);
+    if (!(await flushed(ctx, frames))) return halted(traced.span);
     return attemptFailed(ctx, op, call, again, request, error, retry, traced);
   } finally {
     if (announce) clearTimeout(announce);
@@ -97,6 +111,16 @@ export async function runLocalStep(ctx, op, call, fn, retry, limits) {
     encoded = toPayload(result);
   } catch (error) {
     // retrying would return the same value: fail now
+    if (!(await flushed(ctx, frames))) return halted(traced.span);
+    return attemptFailed(ctx, op, call, again, request, error, NO_RETRY, traced);
+  }
+  try {
+    await frames.flush(); // the step closes with its frames stored
+  } catch (error) {
+    if (!(error instanceof JournalRejectedError)) {
+      ctx._halt({ kind: 'unavailable', error });
+      return halted(traced.span);
+    }
     return attemptFailed(ctx, op, call, again, request, error, NO_RETRY, traced);
   }
   try {
@@ -137,6 +161,26 @@ async function attemptFailed(ctx, op, call, again, request, error, retry, traced
   await ctx._record('RecordStep', failed);
   stepAttemptEnded(traced, error);
   throw new StepFailedError(call.stepId, failure);
+}
+
+/**
+ * Store the failed attempt's frames before its failure is recorded: false when history could
+ * not be reached (the run is halted); frames refused as invalid are logged and dropped.
+ * @param {WorkflowContext} ctx
+ * @param {Frames} frames
+ */
+async function flushed(ctx, frames) {
+  try {
+    await frames.flush();
+    return true;
+  } catch (error) {
+    if (error instanceof JournalRejectedError) {
+      ctx._log.warn(`frames of a failed attempt not stored: ${error.message}`);
+      return true;
+    }
+    ctx._halt({ kind: 'unavailable', error });
+    return false;
+  }
 }
 
 /** The run stopped during the attempt: end its span, and never settle. */

@@ -5,6 +5,7 @@ export { buildIdOf, derivedBuildId } from './build.js';
 export { Client } from './client.js';
 export { WorkflowContext } from './context.js';
 export { StepInfo } from './step-info.js';
+export { StreamBufferFullError } from './frames.js';
 export { RetryPolicy, NO_RETRY } from './retry.js';
 export {
   StepFailedError,

@@ -12,6 +12,7 @@ import {
   classifyJournalError,
   lostAttemptError,
 } from './errors.js';
+import { Frames } from './frames.js';
 import { loadJournal } from './pages.js';
 import { failureFrom, fromDuration, fromPayload, hasPayload, timestampMs, toDuration, toTimestamp, toPayload } from './payload.js';
 import { NO_RETRY, RetryPolicy } from './retry.js';
@@ -287,7 +288,19 @@ export async function runStepTask(task, journal, steps, { log, abort }) {
     log,
   );
   const record = async (request) => journalCall(journal, 'RecordStep', request);
+  const frames = new Frames((emit) => journalCall(journal, 'EmitFrames', { ...emit, workflow_id: lease.workflow_id, fence: lease.fence }), {
+    stepId: lease.step_id,
+    attempt,
+    stepTask: true,
+    log,
+  });
   const fail = async (error, policy) => {
+    try {
+      await frames.flush(); // the failure is recorded after the attempt's frames
+    } catch (refused) {
+      if (!(refused instanceof JournalRejectedError)) throw refused;
+      log.warn(`frames of step ${lease.step_id} not stored: ${refused.message}`);
+    }
     const failure = failureFrom(error);
     /** @type {Record<string, any>} */
     const request = { ...base, failure };
@@ -331,6 +344,7 @@ export async function runStepTask(task, journal, steps, { log, abort }) {
       pulse.beat();
       heartbeats.queue(lease.step_id, attempt, details);
     },
+    onEmit: (chunk, stream) => frames.emit(chunk, stream),
   });
   const pulse = new Pulse();
   const announce = setTimeout(() => heartbeats.queue(lease.step_id, attempt, undefined), ANNOUNCE_AFTER_MS);
@@ -359,10 +373,11 @@ export async function runStepTask(task, journal, steps, { log, abort }) {
     return fail(error, NO_RETRY); // retrying would return the same value
   }
   try {
+    await frames.flush(); // the step closes with its frames stored
     await record({ ...base, output: encoded });
   } catch (error) {
     if (!(error instanceof JournalRejectedError)) throw error;
-    return fail(error, NO_RETRY); // the result breaks the payload limits
+    return fail(error, NO_RETRY); // a frame or the result breaks the payload limits
   }
   stepAttemptEnded(traced);
   return 'completed';

@@ -1,6 +1,6 @@
 // StepInfo: what a running step (local or remote) may hand to the outside world.
 
-import { StepHeartbeatTimeoutError, StepTimeoutError } from './errors.js';
+import { PerdureError, StepHeartbeatTimeoutError, StepTimeoutError } from './errors.js';
 import { toPayload } from './payload.js';
 
 /** A step still running after this long reports itself, so that describe shows it. */
@@ -10,9 +10,10 @@ export class StepInfo {
   /**
    * @param {{workflowId: string, stepId: string, attempt: number, fence: number,
    *   heartbeatDetails?: any, workflowType?: string, stepType?: string,
-   *   signal?: AbortSignal, onHeartbeat: (details: any) => void}} fields
+   *   signal?: AbortSignal, onHeartbeat: (details: any) => void,
+   *   onEmit?: (chunk: any, stream: string) => void}} fields
    */
-  constructor({ workflowId, stepId, attempt, fence, heartbeatDetails = null, workflowType = '', stepType = '', signal, onHeartbeat }) {
+  constructor({ workflowId, stepId, attempt, fence, heartbeatDetails = null, workflowType = '', stepType = '', signal, onHeartbeat, onEmit }) {
     /** The workflow that runs (or called) the step. */
     this.workflowId = workflowId;
     /** The step's id in the workflow: its name, then "#N" for its N-th occurrence. */
@@ -32,6 +33,7 @@ export class StepInfo {
     /** Aborted when the attempt times out or the worker shuts down. */
     this.signal = signal ?? new AbortController().signal;
     this._onHeartbeat = onHeartbeat;
+    this._onEmit = onEmit;
     Object.freeze(this);
   }
 
@@ -43,6 +45,21 @@ export class StepInfo {
    */
   heartbeat(details) {
     this._onHeartbeat(details === undefined ? undefined : toPayload(details));
+  }
+
+  /**
+   * Publish `chunk` (a JSON value; a string for text) on the run's stream `stream`, in order,
+   * tagged with this step and attempt: readers get it live (ReadStream). If this attempt
+   * fails, readers get a reset of the step's frames before the next attempt's. Sent in the
+   * background; never blocks. Throws TypeError for a value that is not JSON, RangeError for a
+   * bad stream name or a chunk over 2 MiB, StreamBufferFullError when 10,000 chunks (or 16
+   * MiB) are not yet stored by history, PerdureError once the attempt is over.
+   * @param {any} chunk
+   * @param {string} [stream] default "output"
+   */
+  emit(chunk, stream = 'output') {
+    if (!this._onEmit) throw new PerdureError(`emit() of step '${this.stepId}' is only available inside its running attempt`);
+    this._onEmit(chunk, stream);
   }
 }
 

@@ -72,6 +72,9 @@ class FakeJournal(JournalClient):
     def RecordHeartbeat(self, request: Any) -> jpb.RecordHeartbeatResponse:
         return jpb.RecordHeartbeatResponse()
 
+    def EmitFrames(self, request: jpb.EmitFramesRequest) -> jpb.EmitFramesResponse:
+        return jpb.EmitFramesResponse(last_seq=request.first_index + len(request.chunks))
+
     def ScheduleStep(self, request: Any) -> jpb.ScheduleStepResponse:
         return jpb.ScheduleStepResponse()
 

@@ -7,7 +7,8 @@ and after a crash the workflow is replayed from its first line with recorded res
 Waiting is state: failed steps are retried on a journaled schedule (`RetryPolicy`),
 `ctx.sleep`/`ctx.sleep_until` are durable timers, `ctx.wait_for_signal`/`ctx.drain_signals`
 consume signals, and a waiting workflow holds no worker. `ctx.set_state` publishes values for
-DescribeWorkflow and QueryWorkflow; `ctx.heartbeat` records a long step's progress; a cancel
+DescribeWorkflow and QueryWorkflow; `ctx.heartbeat` records a long step's progress, and
+`current_step().emit(chunk)` publishes a step's partial output (token streams); a cancel
 request arrives as `WorkflowCancelledError` at the next durable call. A long loop ends its run
 and starts the next one of its workflow id with `await ctx.continue_as_new(state)`, deciding
 by `ctx.info` (a `RunInfo`: run id and number, the journal's length and bytes so far).
@@ -30,6 +31,7 @@ from perdure.worker._errors import (
     StepFailedError,
     StepHeartbeatTimeoutError,
     StepTimeoutError,
+    StreamBufferFullError,
     WorkerConfigurationError,
     WorkerLostError,
     WorkflowCancelledError,
@@ -52,6 +54,7 @@ __all__ = [
     "StepFailedError",
     "StepHeartbeatTimeoutError",
     "StepTimeoutError",
+    "StreamBufferFullError",
     "Worker",
     "WorkerConfigurationError",
     "WorkerLostError",

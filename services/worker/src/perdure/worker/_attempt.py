@@ -27,6 +27,7 @@ from perdure.worker._errors import (
     StepTimeoutError,
     WorkerLostError,
 )
+from perdure.worker._frames import DEFAULT_STREAM, Frames
 from perdure.worker._loop_watch import running
 from perdure.worker._payload import failure_from, to_payload
 from perdure.worker._retry import NO_RETRY, RetryPolicy
@@ -54,12 +55,28 @@ class StepContext:
     attempt: int
     heartbeat_details: Any = None  # the last heartbeat details of an earlier attempt
 
+    def emit(self, chunk: Any, stream: str = DEFAULT_STREAM) -> None:
+        """Publish `chunk` (a JSON value; a str for text) on the run's stream `stream`, in
+        order, tagged with this step and attempt: readers get it live (ReadStream). If this
+        attempt fails, readers get a reset of the step's frames before the next attempt's.
+        Sent in the background; never blocks. Raises TypeError for a value that is not JSON,
+        ValueError for a bad stream name or a chunk over 2 MiB, StreamBufferFullError when
+        10,000 chunks (or 16 MiB) are not yet stored by history, RuntimeError outside the
+        running attempt."""
+        frames = _current_frames.get(None)
+        if frames is None or _current_step.get(None) is not self:
+            raise RuntimeError(
+                f"emit() of step {self.step_id!r} is only available inside its running attempt"
+            )
+        frames.emit(chunk, stream)
+
 
 _current_step: contextvars.ContextVar[StepContext] = contextvars.ContextVar("perdure_step")
 _current_heartbeats: contextvars.ContextVar[Heartbeats] = contextvars.ContextVar(
     "perdure_heartbeats"
 )
 _current_pulse: contextvars.ContextVar[_Pulse] = contextvars.ContextVar("perdure_pulse")
+_current_frames: contextvars.ContextVar[Frames] = contextvars.ContextVar("perdure_frames")
 
 
 class _Pulse:
@@ -207,6 +224,7 @@ async def run_attempt(
         set_status_on_exception=False,
     ) as span:
         started = time.perf_counter()
+        frames: Frames | None = None
 
         async def failed(error: Exception, retry: RetryPolicy) -> Attempted:
             seconds = time.perf_counter() - started
@@ -215,6 +233,11 @@ async def run_attempt(
             retrying = retry.retries(error, step.attempt)
             if retrying:
                 request.retry_delay.FromTimedelta(timedelta(seconds=retry.delay(step.attempt)))
+            if frames is not None:
+                try:
+                    await frames.flush()
+                except JournalRejectedError as refused:  # the failure is recorded all the same
+                    log.warning("frames of step %s not stored: %s", step.step_id, refused)
             await heartbeats.flush()
             response = await record(request)
             retry_at = response.retry_time.ToDatetime(tzinfo=UTC) if retrying else None
@@ -234,9 +257,11 @@ async def run_attempt(
             return await failed(lost_attempt_error(step), attempt.retry)
         if attempt.journal_start and not attempt.name.startswith(INTERNAL_PREFIX):
             await record(_start_request(request))
+        frames = Frames(record, step.step_id, step.attempt, request.step_task)
         steps = _current_step.set(step)
         beats = _current_heartbeats.set(heartbeats)
         pulse = _current_pulse.set(_Pulse())
+        emits = _current_frames.set(frames)
         announce = None
         if not attempt.name.startswith(INTERNAL_PREFIX):
             announce = asyncio.get_running_loop().call_later(
@@ -256,9 +281,14 @@ async def run_attempt(
             _current_step.reset(steps)
             _current_heartbeats.reset(beats)
             _current_pulse.reset(pulse)
+            _current_frames.reset(emits)
             if announce is not None:
                 announce.cancel()
         request.output.CopyFrom(encoded)
+        try:
+            await frames.flush()  # the step closes with its frames stored
+        except JournalRejectedError as error:
+            return await failed(error, NO_RETRY)
         await heartbeats.flush()
         try:
             response = await record(request)

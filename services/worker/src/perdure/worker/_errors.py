@@ -94,6 +94,13 @@ class JournalRejectedError(PerdureError, Exception):
     gets it, and unhandled it fails the workflow."""
 
 
+class StreamBufferFullError(PerdureError, Exception):
+    """`current_step().emit(chunk)` found too many of the attempt's chunks not yet stored by
+    history (10,000 chunks or 16 MiB): the step emits faster than history stores, or history
+    cannot be reached. Raised into the step body, so the attempt fails (and is retried under
+    its policy) instead of holding an unbounded buffer."""
+
+
 class WorkerConfigurationError(PerdureError, Exception):
     """The worker cannot serve as configured, and retrying will not help: its key is missing,
     invalid, revoked or not a worker key of this namespace and queue, or an address does not

@@ -24,6 +24,8 @@ _LEASE_LOST = (
     "STEP_CLOSED",
     "LEASE_NOT_HELD",
 )
+# Records that append no event to the journal.
+_NO_EVENT = (jpb.RecordHeartbeatRequest, jpb.EmitFramesRequest)
 # History decided the request itself is wrong: the same request would be refused again.
 _REJECTED = (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.RESOURCE_EXHAUSTED)
 
@@ -68,7 +70,7 @@ class JournalClient:
         request.workflow_id = self.workflow_id
         request.fence = self.fence
         response = await self.call(request)
-        if not isinstance(request, jpb.RecordHeartbeatRequest):  # the others append an event
+        if not isinstance(request, _NO_EVENT):  # the others append an event
             self.reach(
                 getattr(response, "event_id", 0) or self.reached + 1, _payload_bytes(request)
             )
