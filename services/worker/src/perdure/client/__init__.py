@@ -1,9 +1,76 @@
-"""Call Perdure's public API: start workflows, describe them, read their history. Payloads in
-the answers (input, result, outputs, state) decode with from_payload. A failed call raises
-RpcError (a PerdureError and a grpc.RpcError)."""
+"""Call Perdure's public API: start workflows, wait for their results, watch them and read
+their output streams. `Client` (blocking) and `AsyncClient` (asyncio) have the same surface and
+hand out handles (WorkflowHandle, AsyncWorkflowHandle). Payloads in the answers (input, result,
+outputs, state) decode with from_payload; result() decodes the result itself. A failed call
+raises a typed RpcError (a PerdureError and a grpc.RpcError) chosen by the error's reason."""
 
-from perdure.client._client import Client, RpcError, WaitTimeoutError
+from perdure.client._async_client import AsyncClient
+from perdure.client._client import Client
+from perdure.client._errors import (
+    AlreadyStartedError,
+    AuthenticationError,
+    FencedError,
+    InternalError,
+    InvalidRequestError,
+    NotFoundError,
+    PayloadTooLargeError,
+    PermissionDeniedError,
+    RateLimitedError,
+    RpcError,
+    RunNotFoundError,
+    SignalAlreadyConsumedError,
+    StepNotInJournalError,
+    UnavailableError,
+    WaitTimeoutError,
+    WorkflowCancelledError,
+    WorkflowClosedError,
+    WorkflowFailedError,
+    WorkflowNotFoundError,
+    WorkflowNotParkedError,
+    WorkflowOutcomeError,
+    WorkflowParkedError,
+    WorkflowTerminatedError,
+    WorkflowTimeoutError,
+    WorkflowTypeNotRegisteredError,
+)
+from perdure.client._handle import AsyncWorkflowHandle, WorkflowHandle
+from perdure.client._stream import Frame, StreamText
 from perdure.worker._errors import PerdureError
 from perdure.worker._payload import from_payload, to_payload
 
-__all__ = ["Client", "PerdureError", "RpcError", "WaitTimeoutError", "from_payload", "to_payload"]
+__all__ = [
+    "AlreadyStartedError",
+    "AsyncClient",
+    "AsyncWorkflowHandle",
+    "AuthenticationError",
+    "Client",
+    "FencedError",
+    "Frame",
+    "InternalError",
+    "InvalidRequestError",
+    "NotFoundError",
+    "PayloadTooLargeError",
+    "PerdureError",
+    "PermissionDeniedError",
+    "RateLimitedError",
+    "RpcError",
+    "RunNotFoundError",
+    "SignalAlreadyConsumedError",
+    "StepNotInJournalError",
+    "StreamText",
+    "UnavailableError",
+    "WaitTimeoutError",
+    "WorkflowCancelledError",
+    "WorkflowClosedError",
+    "WorkflowFailedError",
+    "WorkflowHandle",
+    "WorkflowNotFoundError",
+    "WorkflowNotParkedError",
+    "WorkflowOutcomeError",
+    "WorkflowParkedError",
+    "WorkflowTerminatedError",
+    "WorkflowTimeoutError",
+    "WorkflowTypeNotRegisteredError",
+    "from_payload",
+    "to_payload",
+]

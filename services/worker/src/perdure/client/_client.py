@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import os
 import time
-import uuid
 from collections.abc import Callable, Iterator, Mapping
-from datetime import timedelta
 from typing import Any, cast
 
 import grpc
@@ -14,46 +12,18 @@ import grpc
 from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.api.workflow.v1 import workflow_service_pb2 as api
 from perdure.api.workflow.v1 import workflow_service_pb2_grpc as apigrpc
+from perdure.client import _requests as rq
+from perdure.client._errors import WorkflowTimeoutError, api_error
+from perdure.client._handle import WorkflowHandle
+from perdure.client._reconnect import Reconnect
+from perdure.client._stream import Frame
 from perdure.telemetry.rpc import sync_channel
-from perdure.worker._errors import PerdureError
 from perdure.worker._payload import from_payload, to_payload
 from perdure.worker._rpc import CHANNEL_OPTIONS
 
-CLOSED = frozenset(
-    {
-        wf.WORKFLOW_STATUS_COMPLETED,
-        wf.WORKFLOW_STATUS_FAILED,
-        wf.WORKFLOW_STATUS_PARKED,
-        wf.WORKFLOW_STATUS_CANCELLED,
-        wf.WORKFLOW_STATUS_TERMINATED,
-    }
-)
-
-
-class WaitTimeoutError(PerdureError, TimeoutError):
-    """`Client.wait` gave up: the run was still open after its timeout."""
-
-
-class RpcError(PerdureError, grpc.RpcError):
-    """A call to the API failed. Also a grpc.RpcError, with the call's code(), details() and
-    trailing_metadata() (which carries the google.rpc.Status details)."""
-
-    def __init__(self, cause: grpc.RpcError) -> None:
-        super().__init__(f"{cause.code().name}: {cause.details()}")
-        self.cause = cause
-
-    def code(self) -> grpc.StatusCode:
-        return self.cause.code()
-
-    def details(self) -> str | None:
-        return self.cause.details()
-
-    def trailing_metadata(self) -> Any:
-        return self.cause.trailing_metadata()
-
 
 class _RaisingRpcError:
-    """A stub whose methods raise RpcError where grpc raises its own."""
+    """A stub whose unary methods raise the typed RpcError where grpc raises its own."""
 
     def __init__(self, stub: apigrpc.WorkflowServiceStub) -> None:
         self._stub = stub
@@ -65,7 +35,7 @@ class _RaisingRpcError:
             try:
                 return method(*args, **kwargs)
             except grpc.RpcError as error:
-                raise RpcError(error) from error
+                raise api_error(error) from error
 
         return call
 
@@ -88,8 +58,8 @@ class Client:
             address, CHANNEL_OPTIONS, api_key=api_key or os.environ.get("PERDURE_API_KEY")
         )
         self.namespace = namespace
-        stub = apigrpc.WorkflowServiceStub(self._channel)
-        self._stub = cast(apigrpc.WorkflowServiceStub, _RaisingRpcError(stub))
+        self._raw = apigrpc.WorkflowServiceStub(self._channel)  # for streams, errors read there
+        self._stub = cast(apigrpc.WorkflowServiceStub, _RaisingRpcError(self._raw))
         self._timeout = timeout
 
     def __enter__(self) -> Client:
@@ -101,6 +71,34 @@ class Client:
     def close(self) -> None:
         """Close the connection."""
         self._channel.close()
+
+    def start(
+        self,
+        workflow_type: str,
+        input: Any = None,
+        *,
+        workflow_id: str = "",
+        task_queue: str = "",
+        execution_timeout: float | None = None,
+        id_reuse_policy: int = 0,
+        request_id: str = "",
+    ) -> WorkflowHandle:
+        """Start a run, as start_workflow, and return a handle on it. Raises
+        AlreadyStartedError when the workflow id is taken by a run started differently."""
+        started = self.start_workflow(
+            workflow_type,
+            input,
+            workflow_id=workflow_id,
+            task_queue=task_queue,
+            execution_timeout=execution_timeout,
+            id_reuse_policy=id_reuse_policy,
+            request_id=request_id,
+        )
+        return WorkflowHandle(self, started.workflow_id, started.run_id)
+
+    def get_handle(self, workflow_id: str, run_id: str | None = None) -> WorkflowHandle:
+        """A handle on a workflow id (its run `run_id`; None: the latest run, followed)."""
+        return WorkflowHandle(self, workflow_id, run_id or "")
 
     def start_workflow(
         self,
@@ -120,16 +118,16 @@ class Client:
         `id_reuse_policy` (api.ID_REUSE_POLICY_*) says whether a workflow id whose last run
         is closed starts a new run; `request_id` names this start (one is fixed here when
         empty): the same request id returns the run it made, so a retry never makes two."""
-        request = _start_request(
+        request = rq.start_request(
             self.namespace,
             workflow_type,
-            workflow_id or str(uuid.uuid4()),
+            workflow_id,
             task_queue,
             input,
             execution_timeout,
+            id_reuse_policy,
+            request_id,
         )
-        request.id_reuse_policy = id_reuse_policy  # type: ignore[assignment]
-        request.request_id = request_id or str(uuid.uuid4())
         response: api.StartWorkflowResponse = self._stub.StartWorkflow(
             request, timeout=self._timeout
         )
@@ -140,13 +138,7 @@ class Client:
     ) -> bool:
         """Send a signal; False when a signal with the same id was already received."""
         response: api.SignalWorkflowResponse = self._stub.SignalWorkflow(
-            api.SignalWorkflowRequest(
-                namespace=self.namespace,
-                workflow_id=workflow_id,
-                signal_name=signal_name,
-                payload=to_payload(payload),
-                signal_id=signal_id,
-            ),
+            rq.signal_request(self.namespace, workflow_id, signal_name, payload, signal_id),
             timeout=self._timeout,
         )
         return response.accepted
@@ -165,7 +157,7 @@ class Client:
     ) -> api.SignalWithStartWorkflowResponse:
         """Signal the run, starting it with `input` (and `execution_timeout`, as
         start_workflow) first if no run has the id."""
-        start = _start_request(
+        start = rq.start_request(
             self.namespace, workflow_type, workflow_id, task_queue, input, execution_timeout
         )
         response: api.SignalWithStartWorkflowResponse = self._stub.SignalWithStartWorkflow(
@@ -253,7 +245,7 @@ class Client:
                 run_id=run_id,
                 new_workflow_id=new_workflow_id,
                 step_id=step_id,
-                overrides={step: to_payload(value) for step, value in (overrides or {}).items()},
+                overrides=rq.fork_overrides(overrides),
                 reason=reason,
             ),
             timeout=self._timeout,
@@ -326,35 +318,82 @@ class Client:
         return response
 
     def wait(self, workflow_id: str, timeout: float = 60.0) -> api.DescribeWorkflowResponse:
-        """Poll until the run is closed; raise WaitTimeoutError (a TimeoutError) after `timeout`
-        seconds."""
-        deadline = time.monotonic() + timeout
-        delay = 0.02
+        """Wait until the workflow id's run (followed through continue-as-new) is closed, and
+        describe it; raise WorkflowTimeoutError (a TimeoutError) after `timeout` seconds."""
+        self._closed(workflow_id, "", timeout)
+        return self.describe(workflow_id)
+
+    def result(self, workflow_id: str, *, run_id: str = "", timeout: float | None = None) -> Any:
+        """The value the run returned (WorkflowHandle.result)."""
+        return rq.outcome(self._closed(workflow_id, run_id, timeout))
+
+    def _closed(self, workflow_id: str, run_id: str, timeout: float | None) -> wf.WorkflowInfo:
+        """The closed run's summary, waited for with GetWorkflowResult long polls (each at
+        most LONG_POLL_SECONDS), a continued run followed to its next."""
+        deadline = None if timeout is None else time.monotonic() + timeout
         while True:
-            described = self.describe(workflow_id)
-            if described.workflow.status in CLOSED:
-                return described
-            if time.monotonic() >= deadline:
-                raise WaitTimeoutError(f"workflow {workflow_id!r} still running after {timeout}s")
-            time.sleep(delay)
-            delay = min(delay * 1.5, 0.5)
+            left = rq.LONG_POLL_SECONDS if deadline is None else deadline - time.monotonic()
+            wait = min(rq.LONG_POLL_SECONDS, max(0.0, left))
+            answer: api.GetWorkflowResultResponse = self._stub.GetWorkflowResult(
+                rq.result_request(self.namespace, workflow_id, run_id, wait),
+                timeout=wait + self._timeout,
+            )
+            if answer.closed and not rq.next_run(answer.workflow):
+                return answer.workflow
+            if answer.closed:
+                run_id = rq.next_run(answer.workflow)
+            elif deadline is not None and time.monotonic() >= deadline:
+                raise WorkflowTimeoutError(
+                    f"workflow {workflow_id!r} still running after {timeout}s"
+                )
 
+    def watch(
+        self, workflow_id: str, after_event_id: int = 0, *, run_id: str = ""
+    ) -> Iterator[api.WatchWorkflowResponse]:
+        """The run's events as they are committed (WatchWorkflow), the run's summary when its
+        status changes, until a last message with `closed`; reconnects from the last event id
+        seen when the call breaks, so each event comes once."""
+        reconnect = Reconnect()
+        while True:
+            request = rq.watch_request(self.namespace, workflow_id, run_id, after_event_id)
+            try:
+                for message in self._raw.WatchWorkflow(request):
+                    reconnect.progressed()
+                    run_id = run_id or message.workflow.run_id  # the same run after a break
+                    after_event_id = rq.new_events(message, after_event_id)
+                    yield message
+                    if message.closed:
+                        return
+                error = None
+            except grpc.RpcError as broken:
+                error = broken
+            time.sleep(reconnect.delay(error))
 
-def _start_request(
-    namespace: str,
-    workflow_type: str,
-    workflow_id: str,
-    task_queue: str,
-    input: Any,
-    execution_timeout: float | None,
-) -> api.StartWorkflowRequest:
-    request = api.StartWorkflowRequest(
-        namespace=namespace,
-        workflow_type=workflow_type,
-        workflow_id=workflow_id,
-        task_queue=task_queue,
-        input=to_payload(input),
-    )
-    if execution_timeout is not None:
-        request.execution_timeout.FromTimedelta(timedelta(seconds=execution_timeout))
-    return request
+    def stream(
+        self,
+        workflow_id: str,
+        name: str = rq.DEFAULT_STREAM,
+        after_seq: int = 0,
+        *,
+        run_id: str = "",
+    ) -> Iterator[Frame]:
+        """The frames of the run's stream `name` after `after_seq`, as they are stored, until
+        the run is closed and all are read (ReadStream, follow); reconnects from the last seq
+        seen when the call breaks, so each frame comes exactly once."""
+        run_id = run_id or self.describe(workflow_id).workflow.run_id  # one run, across breaks
+        reconnect = Reconnect()
+        while True:
+            request = rq.read_stream_request(self.namespace, workflow_id, run_id, name, after_seq)
+            try:
+                for message in self._raw.ReadStream(request):
+                    reconnect.progressed()
+                    for frame in message.frames:
+                        if frame.seq > after_seq:
+                            after_seq = frame.seq
+                            yield Frame.of(frame)
+                    if message.end:
+                        return
+                error = None
+            except grpc.RpcError as broken:
+                error = broken
+            time.sleep(reconnect.delay(error))
