@@ -54,11 +54,11 @@ QUICK = Profile(50, 100, 3, 20, 10, 5, 0.2, 3, 3, (1, 2), 50, 200, 5, 5, 200)
 ALONE = ("streams",)
 
 
-def run_streams(profile: Profile, cluster: Cluster) -> dict[str, Any]:
-    """The push path's shapes (bench/streams.py) on 2 workers."""
+def run_streams(profile: Profile, client: Client) -> dict[str, Any]:
+    """The push path's shapes (bench/streams.py)."""
     print("streams", flush=True)
     return streams.streams(
-        cluster, profile.latency_runs, profile.first_frames, profile.stream_frames
+        client, profile.latency_runs, profile.first_frames, profile.stream_frames
     )
 
 
@@ -72,8 +72,9 @@ def run_alone(profile: Profile, scratch: Path, only: str) -> dict[str, Any]:
     print("starting PostgreSQL and the services ...", flush=True)
     cluster.start()
     try:
-        cluster.start_workers(2, profile.concurrency)
-        results[only] = run_streams(profile, cluster)
+        with Client(cluster.gateway, timeout=60, api_key=cluster.client_key) as client:
+            cluster.start_workers(2, profile.concurrency)
+            results[only] = run_streams(profile, client)
     finally:
         cluster.close()
     return results
@@ -105,7 +106,7 @@ def run(profile: Profile, scratch: Path, *, peers: bool) -> dict[str, Any]:
             results["remote"] = shapes.remote_latency(
                 client, profile.latency_runs, results["latency"]["per_step_ms"]
             )
-            results["streams"] = run_streams(profile, cluster)
+            results["streams"] = run_streams(profile, client)
             results["throughput"] = {}
             results["throughput"]["2wx10"] = shapes.throughput(
                 cluster, client, profile.workflows, 10, "2wx10"
