@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
 import grpc
@@ -96,5 +96,29 @@ def unary(method: Handler[Servicer, Request, Response]) -> Handler[Servicer, Req
         except (ApiError, grpc.aio.AioRpcError) as error:
             await abort_with(context, error)
             raise  # unreachable: abort always raises
+
+    return wrapper
+
+
+StreamHandler = Callable[
+    [Servicer, Request, grpc.aio.ServicerContext[Any, Any]], AsyncIterator[Response]
+]
+
+
+def streaming(
+    method: StreamHandler[Servicer, Request, Response],
+) -> StreamHandler[Servicer, Request, Response]:
+    """Decorate a server-streaming servicer method (an async generator) so domain and
+    downstream errors become statuses, after the messages sent before them."""
+
+    @functools.wraps(method)
+    async def wrapper(
+        self: Servicer, request: Request, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> AsyncIterator[Response]:
+        try:
+            async for response in method(self, request, context):
+                yield response
+        except (ApiError, grpc.aio.AioRpcError) as error:
+            await abort_with(context, error)
 
     return wrapper

@@ -44,7 +44,14 @@ from perdure.common.auth import (
     role_name,
     unauthenticated,
 )
-from perdure.common.limits import OpenCap, TokenBucket, exhausted, sessions_per_key
+from perdure.common.limits import (
+    WATCH_METHODS,
+    OpenCap,
+    TokenBucket,
+    exhausted,
+    sessions_per_key,
+    watches_per_key,
+)
 from perdure.common.reasons import Reason
 from perdure.common.service_identity import (
     CLIENT_ADDRESS_HEADER,
@@ -223,16 +230,20 @@ class Guard(grpc.aio.ServerInterceptor):
         needed = self._roles.get(method, self._roles.get(service))
         token = bearer_token(metadata)
         terms = None
-        if token is not None and handler.stream_stream is not None:
+        streaming = handler.stream_stream is not None or handler.unary_stream is not None
+        if token is not None and streaming:
             terms = _StreamTerms(self._stream_cap(method), self._recheck(token))
         return _guarded(handler, self._key_check(method, needed, token), terms)
 
     def _stream_cap(self, method: str) -> OpenCap:
-        """The cap on the open streams of `method` per key (TaskService.Connect, say)."""
+        """The cap on the open streams of `method` per key (TaskService.Connect, say; a
+        client's watches and stream reads have a cap of their own)."""
         cap = self._stream_caps.get(method)
         if cap is None:
             service, _, name = method.strip("/").partition("/")
-            cap = self._stream_caps[method] = sessions_per_key(f"{service.rsplit('.')[-1]}.{name}")
+            what = f"{service.rsplit('.')[-1]}.{name}"
+            per_key = watches_per_key if name in WATCH_METHODS else sessions_per_key
+            cap = self._stream_caps[method] = per_key(what)
         return cap
 
     def _service_check(self, method: str, metadata: Any) -> Check:
@@ -362,34 +373,45 @@ def _guarded(
             return await unary(request, context)
 
         return grpc.unary_unary_rpc_method_handler(unary_unary, decode, encode)
+    if handler.unary_stream is not None:  # a client's watch: one request, many answers
+        answers = _guarded_stream(handler.unary_stream, check, terms)
+        return grpc.unary_stream_rpc_method_handler(answers, decode, encode)
     if handler.stream_stream is not None:
-        stream: Any = handler.stream_stream
-
-        async def stream_stream(requests: Any, context: Context) -> AsyncIterator[Any]:
-            try:
-                principal = await check(context)
-                place = (
-                    terms.cap.hold(f"API key {principal.key_id}")
-                    if terms is not None and principal is not None
-                    else contextlib.nullcontext()
-                )
-            except (errors.ApiError, grpc.aio.AioRpcError) as error:
-                await errors.abort_with(context, error)
-            current_principal.set(principal)
-            responses = stream(requests, context)
-            with place:
-                if terms is None:
-                    async for response in responses:
-                        yield response
-                    return
-                try:
-                    async for response in await _until_revoked(responses, terms.revoked):
-                        yield response
-                except errors.ApiError as error:
-                    await errors.abort_with(context, error)
-
-        return grpc.stream_stream_rpc_method_handler(stream_stream, decode, encode)
+        answers = _guarded_stream(handler.stream_stream, check, terms)
+        return grpc.stream_stream_rpc_method_handler(answers, decode, encode)
     raise TypeError(f"no guard for this handler shape: {handler}")
+
+
+def _guarded_stream(
+    stream: Any, check: Check, terms: _StreamTerms | None
+) -> Callable[[Any, Context], AsyncIterator[Any]]:
+    """A streaming handler (its request, or request stream, first), run only once `check`
+    passes; keyed, it holds a place of its key's cap and ends once its key is revoked."""
+
+    async def guarded(requests: Any, context: Context) -> AsyncIterator[Any]:
+        try:
+            principal = await check(context)
+            place = (
+                terms.cap.hold(f"API key {principal.key_id}")
+                if terms is not None and principal is not None
+                else contextlib.nullcontext()
+            )
+        except (errors.ApiError, grpc.aio.AioRpcError) as error:
+            await errors.abort_with(context, error)
+        current_principal.set(principal)
+        responses = stream(requests, context)
+        with place:
+            if terms is None:
+                async for response in responses:
+                    yield response
+                return
+            try:
+                async for response in await _until_revoked(responses, terms.revoked):
+                    yield response
+            except errors.ApiError as error:
+                await errors.abort_with(context, error)
+
+    return guarded
 
 
 async def _until_revoked(

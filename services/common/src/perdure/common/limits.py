@@ -176,6 +176,23 @@ def sessions_per_key(stream: str) -> OpenCap:
     )
 
 
+# A client's open watches (WatchWorkflow, ReadStream) per API key on each replica: a UI or a
+# service following many runs at once, each stream costing a task and a wake-up, no polling.
+DEFAULT_WATCHES_PER_KEY = 1000
+WATCH_METHODS = frozenset({"WatchWorkflow", "ReadStream"})
+
+
+def watches_per_key(stream: str) -> OpenCap:
+    """The cap on one kind of a client's watch streams per API key (PERDURE_WATCHES_PER_KEY)."""
+    return OpenCap(
+        "PERDURE_WATCHES_PER_KEY",
+        DEFAULT_WATCHES_PER_KEY,
+        f"{stream} streams",
+        Reason.SESSIONS_PER_KEY_EXCEEDED,
+        "close one, or raise the cap",
+    )
+
+
 # -- message sizes ---------------------------------------------------------------------------
 
 # A page of history stops at this many bytes of events (at least one event a page, and one

@@ -19,9 +19,10 @@ from perdure.common.auth import acting_namespace, current_principal
 from perdure.common.limits import KeyedLimits
 from perdure.common.payload import normalized, validate_payload
 from perdure.common.reasons import Reason
-from perdure.common.service_identity import caller_metadata
 from perdure.gateway import validate
 from perdure.gateway.builds import BuildsAdmin
+from perdure.gateway.forwarding import in_namespace, vouched
+from perdure.gateway.live import LiveCalls
 from perdure.internal.history.v1 import history_service_pb2 as hpb
 from perdure.internal.history.v1 import history_service_pb2_grpc as hgrpc
 from perdure.internal.scheduler.v1 import scheduler_service_pb2 as spb
@@ -32,7 +33,6 @@ Context = grpc.aio.ServicerContext[Any, Any]
 DOWNSTREAM_TIMEOUT = 30.0
 Answer = TypeVar("Answer", bound=Message)
 Signal = TypeVar("Signal", api.SignalWorkflowRequest, api.SignalWithStartWorkflowRequest)
-Request = TypeVar("Request", bound=Message)
 
 
 class Callers:
@@ -50,15 +50,7 @@ class Callers:
         return acting_namespace(requested)
 
 
-def _in_namespace(request: Request, namespace: str) -> Request:
-    """A copy of a public request naming the namespace it acts in."""
-    scoped = type(request)()
-    scoped.CopyFrom(request)
-    scoped.namespace = namespace  # type: ignore[attr-defined]
-    return scoped
-
-
-class WorkflowServicer(apigrpc.WorkflowServiceServicer):
+class WorkflowServicer(LiveCalls, apigrpc.WorkflowServiceServicer):
     """Validates every request and answers bad input before anything is written."""
 
     def __init__(
@@ -97,7 +89,7 @@ class WorkflowServicer(apigrpc.WorkflowServiceServicer):
         validate.optional_id("run_id", request.run_id)
         return await self._forward(
             "DescribeWorkflow",
-            _in_namespace(request, namespace),
+            in_namespace(request, namespace),
             api.DescribeWorkflowResponse,
         )
 
@@ -113,7 +105,7 @@ class WorkflowServicer(apigrpc.WorkflowServiceServicer):
         validate.optional_id("run_id", request.run_id)
         return await self._forward(
             "GetWorkflowHistory",
-            _in_namespace(request, namespace),
+            in_namespace(request, namespace),
             api.GetWorkflowHistoryResponse,
         )
 
@@ -129,7 +121,7 @@ class WorkflowServicer(apigrpc.WorkflowServiceServicer):
             validate.name("workflow_type", request.workflow_type)
         validate.workflow_id_prefix(request.workflow_id_prefix)
         return await self._forward(
-            "ListWorkflows", _in_namespace(request, namespace), api.ListWorkflowsResponse
+            "ListWorkflows", in_namespace(request, namespace), api.ListWorkflowsResponse
         )
 
     @errors.unary
@@ -141,7 +133,7 @@ class WorkflowServicer(apigrpc.WorkflowServiceServicer):
         _validate_signal(request)
         return await self._forward(
             "SignalWorkflow",
-            _in_namespace(_with_payload(request), namespace),
+            in_namespace(_with_payload(request), namespace),
             api.SignalWorkflowResponse,
         )
 
@@ -173,7 +165,7 @@ class WorkflowServicer(apigrpc.WorkflowServiceServicer):
         validate.reason(request.reason)
         return await self._forward(
             "CancelWorkflow",
-            _in_namespace(request, namespace),
+            in_namespace(request, namespace),
             api.CancelWorkflowResponse,
         )
 
@@ -186,7 +178,7 @@ class WorkflowServicer(apigrpc.WorkflowServiceServicer):
         validate.reason(request.reason)
         return await self._forward(
             "TerminateWorkflow",
-            _in_namespace(request, namespace),
+            in_namespace(request, namespace),
             api.TerminateWorkflowResponse,
         )
 
@@ -198,7 +190,7 @@ class WorkflowServicer(apigrpc.WorkflowServiceServicer):
         validate.workflow_id(request.workflow_id)
         validate.state_key(request.key)
         return await self._forward(
-            "QueryWorkflow", _in_namespace(request, namespace), api.QueryWorkflowResponse
+            "QueryWorkflow", in_namespace(request, namespace), api.QueryWorkflowResponse
         )
 
     @errors.unary
@@ -210,7 +202,7 @@ class WorkflowServicer(apigrpc.WorkflowServiceServicer):
         validate.optional_id("run_id", request.run_id)
         validate.reason(request.reason)
         return await self._forward(
-            "ResumeWorkflow", _in_namespace(request, namespace), api.ResumeWorkflowResponse
+            "ResumeWorkflow", in_namespace(request, namespace), api.ResumeWorkflowResponse
         )
 
     @errors.unary
@@ -223,7 +215,7 @@ class WorkflowServicer(apigrpc.WorkflowServiceServicer):
         validate.reset_point(request.step_id, request.event_id)
         validate.reason(request.reason)
         return await self._forward(
-            "ResetWorkflow", _in_namespace(request, namespace), api.ResetWorkflowResponse
+            "ResetWorkflow", in_namespace(request, namespace), api.ResetWorkflowResponse
         )
 
     @errors.unary
@@ -237,7 +229,7 @@ class WorkflowServicer(apigrpc.WorkflowServiceServicer):
         validate.optional_id("step_id", request.step_id)
         validate.override_step_ids(list(request.overrides))
         validate.reason(request.reason)
-        fork = _in_namespace(request, namespace)
+        fork = in_namespace(request, namespace)
         for step_id, value in request.overrides.items():
             fork.overrides[step_id].CopyFrom(validate_payload(f"overrides[{step_id!r}]", value))
         return await self._forward("ForkWorkflow", fork, api.ForkWorkflowResponse)
@@ -323,13 +315,7 @@ async def forward(
     """Hand a validated request to history's call of the same name; return its answer. The
     call vouches for this call's API key, whose namespace history holds it to."""
     wrapped = getattr(hpb, f"{rpc}Request")(request=request)
-    principal = current_principal.get()
-    vouched = (
-        caller_metadata(principal.namespace, principal.key_id, principal.role)
-        if principal is not None
-        else ()
-    )
-    answer = await getattr(history, rpc)(wrapped, timeout=DOWNSTREAM_TIMEOUT, metadata=vouched)
+    answer = await getattr(history, rpc)(wrapped, timeout=DOWNSTREAM_TIMEOUT, metadata=vouched())
     response = answer.response
     assert isinstance(response, answer_type)
     return response

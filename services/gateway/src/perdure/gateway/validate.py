@@ -160,3 +160,17 @@ def override_step_ids(step_ids: list[str]) -> None:
         if not step_id:
             raise errors.invalid_argument("an override's step id is empty: name a step id")
         optional_id("an override's step id", step_id)
+
+
+MAX_RESULT_WAIT = 300.0  # seconds a GetWorkflowResult may wait
+
+
+def result_wait(value: duration_pb2.Duration) -> float:
+    """How long a GetWorkflowResult waits: 0 (answer at once) to 5 minutes."""
+    seconds = seconds_of("wait", value)
+    if not 0 <= seconds <= MAX_RESULT_WAIT:
+        raise errors.invalid_argument(
+            f"wait must be 0 to {MAX_RESULT_WAIT:g} seconds (5 minutes), not {seconds:g}; "
+            "call again to wait longer"
+        )
+    return seconds

@@ -25,11 +25,13 @@ from perdure.common.guard import guards
 from perdure.common.limits import rate_setting
 from perdure.common.service_identity import service_channel
 from perdure.history.appends import DEFAULT_CRASH_LOOP_LIMIT
+from perdure.history.commit_feed import CommitFeed
 from perdure.history.deadlines import DeadlineWatch
 from perdure.history.handlers import HistoryServicer, JournalServicer
 from perdure.history.journal import Journal
 from perdure.history.keys import KeyRing
 from perdure.history.outbox import OutboxRelay
+from perdure.history.retention import StreamRetention, stream_retention
 from perdure.history.stranded import StrandedSweep, stuck_after
 from perdure.internal.history.v1 import history_service_pb2, history_service_pb2_grpc
 from perdure.internal.scheduler.v1 import scheduler_service_pb2_grpc
@@ -70,6 +72,9 @@ async def run(args: argparse.Namespace) -> None:
         journal, rate_setting("PERDURE_STREAM_MESSAGE_RATE", 5000.0), scheduler
     )
     key_ring = KeyRing(pool)
+    assert isinstance(pool.conninfo, str)  # open_pool passes the resolved DSN
+    feed = CommitFeed(pool.conninfo)
+    retention = StreamRetention(journal, stream_retention())
     history_service = history_service_pb2.DESCRIPTOR.services_by_name["HistoryService"].full_name
     journal_service = journal_service_pb2.DESCRIPTOR.services_by_name["JournalService"].full_name
     warn_if_open("history")
@@ -79,11 +84,13 @@ async def run(args: argparse.Namespace) -> None:
 
     def register(server: grpc.aio.Server) -> None:
         history_service_pb2_grpc.add_HistoryServiceServicer_to_server(
-            HistoryServicer(journal, key_ring), server
+            HistoryServicer(journal, key_ring, feed), server
         )
         journal_service_pb2_grpc.add_JournalServiceServicer_to_server(journal_servicer, server)
 
     async def started() -> None:
+        feed.start()
+        retention.start()
         relay.start()
         deadlines.start()
         sweep.start()
@@ -93,6 +100,8 @@ async def run(args: argparse.Namespace) -> None:
         await sweep.stop()
         await relay.stop()
         await deadlines.stop()
+        await retention.stop()
+        await feed.stop()
 
     try:
         await serve(

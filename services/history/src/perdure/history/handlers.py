@@ -1,7 +1,8 @@
 """History's gRPC servicers, assembled by audience: the public workflow API
-(workflow_api.py) and the admin API (admin_api.py) make HistoryService, which only the gateway
-calls; the workers' journal calls (journal_api.py) and their Session stream (session.py) make
-JournalService. Requests are validated in validation.py."""
+(workflow_api.py, its pushed reads in watch_api.py) and the admin API (admin_api.py) make
+HistoryService, which only the gateway calls; the workers' journal calls (journal_api.py)
+and their Session stream (session.py) make JournalService. Requests are validated in
+validation.py."""
 
 from __future__ import annotations
 
@@ -9,18 +10,21 @@ from perdure.api.worker.v1 import journal_service_pb2_grpc as jgrpc
 from perdure.history import keys
 from perdure.history.admin_api import AdminApi
 from perdure.history.builds import BuildsApi
+from perdure.history.commit_feed import CommitFeed
 from perdure.history.journal import Journal
 from perdure.history.session import JournalSessions
+from perdure.history.watch_api import WatchApi
 from perdure.history.workflow_api import WorkflowApi
 from perdure.internal.history.v1 import history_service_pb2_grpc as hgrpc
 
 
-class HistoryServicer(WorkflowApi, AdminApi, BuildsApi, hgrpc.HistoryServiceServicer):
+class HistoryServicer(WorkflowApi, WatchApi, AdminApi, BuildsApi, hgrpc.HistoryServiceServicer):
     """What the gateway asks of history, after it has validated the request."""
 
-    def __init__(self, journal: Journal, key_ring: keys.KeyRing) -> None:
+    def __init__(self, journal: Journal, key_ring: keys.KeyRing, feed: CommitFeed) -> None:
         self._journal = journal
         self._keys = key_ring
+        self._feed = feed
 
 
 class JournalServicer(JournalSessions, jgrpc.JournalServiceServicer):

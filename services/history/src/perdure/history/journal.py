@@ -7,16 +7,20 @@ from perdure.api.common.v1.payload_pb2 import Payload
 from perdure.history import chains
 from perdure.history.builds import BuildRuns
 from perdure.history.lifecycle import Lifecycle
+from perdure.history.live import LiveReads
 from perdure.history.metrics import count_started
 from perdure.history.patches import Patches
 from perdure.history.reads import Reads
 from perdure.history.recovery import Recovery
 from perdure.history.signals import Signals
 from perdure.history.steps import Steps
+from perdure.history.streams import Streams
 from perdure.history.timers import Timers
 
 
-class Journal(Lifecycle, Recovery, Signals, Timers, Steps, Patches, Reads, BuildRuns):
+class Journal(
+    Lifecycle, Recovery, Signals, Timers, Steps, Patches, Reads, BuildRuns, Streams, LiveReads
+):
     """Every read and write of the history schema goes through here."""
 
     async def signal_with_start(

@@ -14,6 +14,7 @@ from perdure.common import auth, errors, namespaces
 from perdure.common.builds import build_id_of
 from perdure.common.convert import datetime_of, seconds_of, timestamp
 from perdure.common.payload import validate_payload
+from perdure.common.stream_names import stream_name
 from perdure.common.text import require_storable
 from perdure.history import fencing
 from perdure.history.journal import Journal
@@ -27,6 +28,7 @@ from perdure.history.model import (
     StepRecord,
 )
 from perdure.history.retries import retry_message, retry_policy
+from perdure.history.streams import MAX_CHUNKS
 from perdure.history.validation import (
     call_of,
     patch_of,
@@ -310,6 +312,35 @@ class JournalApi:
             lease, request.step_id, max(request.attempt, 1), details
         )
         return jpb.RecordHeartbeatResponse(cancel_requested=cancel_requested)
+
+    @errors.unary
+    async def EmitFrames(
+        self, request: jpb.EmitFramesRequest, context: Context
+    ) -> jpb.EmitFramesResponse:
+        # Fenced as a heartbeat: the run's lease, or with step_task the remote step's own.
+        lease = step_lease(request)
+        if not request.step_task:
+            lease = Lease(lease.workflow_id, lease.fence, lease.key)
+        if request.attempt < 1:
+            raise errors.invalid_argument("attempt must be the running attempt, from 1")
+        if request.first_index < 0:
+            raise errors.invalid_argument("first_index must be 0 or more")
+        if not 1 <= len(request.chunks) <= MAX_CHUNKS:
+            raise errors.invalid_argument(
+                f"chunks must hold 1 to {MAX_CHUNKS} chunks, not {len(request.chunks)}"
+            )
+        chunks = [validate_payload(f"chunks[{i}]", chunk) for i, chunk in enumerate(request.chunks)]
+        emitted = await self._journal.emit(
+            lease,
+            request.step_id,
+            request.attempt,
+            stream_name(request.stream),
+            request.first_index,
+            chunks,
+        )
+        return jpb.EmitFramesResponse(
+            last_seq=emitted.last_seq, cancel_requested=emitted.cancel_requested
+        )
 
     @errors.unary
     async def SuspendWorkflow(

@@ -24,7 +24,7 @@ from perdure.internal.history.v1 import history_service_pb2 as hpb
 Context = grpc.aio.ServicerContext[Any, Any]
 
 
-def _public(info: wf.WorkflowInfo) -> wf.WorkflowInfo:
+def public(info: wf.WorkflowInfo) -> wf.WorkflowInfo:
     """A run's summary as its namespace's callers know it."""
     info.workflow_id = namespaces.split(info.workflow_id)[1]
     return info
@@ -64,7 +64,7 @@ class WorkflowApi:
         described = await self._journal.describe(await self._journal.run_of(run_key(r), r.run_id))
         return hpb.DescribeWorkflowResponse(
             response=api.DescribeWorkflowResponse(
-                workflow=_public(described.info),
+                workflow=public(described.info),
                 steps=described.steps,
                 current_step=described.current_step,
                 pending_signals=described.pending_signals,
@@ -109,7 +109,7 @@ class WorkflowApi:
         )
         return hpb.ListWorkflowsResponse(
             response=api.ListWorkflowsResponse(
-                workflows=[_public(run) for run in runs], next_page_token=token
+                workflows=[public(run) for run in runs], next_page_token=token
             )
         )
 

@@ -1,0 +1,115 @@
+"""The commit feed: pushes "this run changed" to the watchers in this history process,
+whichever replica made the commit.
+
+PostgreSQL raises the notifications (migration 0017: triggers on events and on a run's status,
+and the statement that stores frames), each naming the run's key, on one channel. Each history
+process holds one connection LISTENing on it and wakes the watchers of that key. A watcher
+re-reads from its own cursor when woken, so a lost or merged notification costs nothing: when
+the connection drops, every watcher is woken once it is back, and a long re-check
+(SAFETY_RECHECK) is only the net under that.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+
+import psycopg
+
+log = logging.getLogger(__name__)
+
+CHANNEL = "perdure_run"
+RECONNECT_SECONDS = 1.0
+SAFETY_RECHECK = 15.0  # seconds a watcher waits without a notification before it re-reads
+
+
+class Watch:
+    """One watcher's wake-up: set by a notification of its run's key."""
+
+    def __init__(self) -> None:
+        self._event = asyncio.Event()
+
+    def wake(self) -> None:
+        self._event.set()
+
+    async def changed(self, within: float = SAFETY_RECHECK) -> None:
+        """Wait until the run changed since the last call (at most `within` seconds). Call it
+        after reading: a change during the read wakes it at once."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._event.wait(), max(within, 0))
+        self._event.clear()
+
+
+class CommitFeed:
+    """This process's LISTEN connection and the watchers it wakes, by run key."""
+
+    def __init__(self, dsn: str) -> None:
+        self._dsn = dsn
+        self._watches: dict[str, set[Watch]] = {}
+        self._task: asyncio.Task[None] | None = None
+        self.connected = asyncio.Event()  # set while LISTENing
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name="commit feed")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    @contextlib.asynccontextmanager
+    async def watch(self, key: str) -> AsyncIterator[Watch]:
+        """Wake-ups of the run `key` while the context lasts (enter it before the first read,
+        so no commit falls between the read and the watch)."""
+        watch = Watch()
+        self._watches.setdefault(key, set()).add(watch)
+        try:
+            yield watch
+        finally:
+            self.forget(key, watch)
+
+    def follow(self, old: str, new: str, watch: Watch) -> None:
+        """Move a watch to its run's new key (a run archived when its chain went on)."""
+        self.forget(old, watch)
+        self._watches.setdefault(new, set()).add(watch)
+
+    def forget(self, key: str, watch: Watch) -> None:
+        watches = self._watches.get(key)
+        if watches is not None:
+            watches.discard(watch)
+            if not watches:
+                del self._watches[key]
+
+    def _wake(self, key: str) -> None:
+        for watch in self._watches.get(key, ()):
+            watch.wake()
+
+    def _wake_all(self) -> None:
+        for watches in self._watches.values():
+            for watch in watches:
+                watch.wake()
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                await self._listen()
+            except psycopg.Error as error:
+                log.warning("commit feed: LISTEN connection lost, reconnecting: %s", error)
+            await asyncio.sleep(RECONNECT_SECONDS)
+
+    async def _listen(self) -> None:
+        """LISTEN until the connection drops (the loop reconnects)."""
+        conn = await psycopg.AsyncConnection.connect(self._dsn, autocommit=True)
+        try:
+            await conn.execute(f"LISTEN {CHANNEL}")
+            self.connected.set()
+            self._wake_all()  # whatever was committed while nobody listened
+            async for notify in conn.notifies():
+                self._wake(notify.payload)
+        finally:
+            self.connected.clear()
+            self._wake_all()
+            await conn.close()

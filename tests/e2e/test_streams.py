@@ -1,0 +1,324 @@
+"""Live results and streams, server side: frames emitted over the raw worker protocol (numbered,
+fenced, stored once, reset after a failed attempt), ReadStream and WatchWorkflow pushed to
+readers on any history replica, GetWorkflowResult woken by the close, the HTTP feeds, and
+frame retention. Runs are driven by hand, as a worker in another language would."""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import grpc
+import pytest
+from google.protobuf.duration_pb2 import Duration
+
+from perdure.api.worker.v1 import journal_service_pb2 as jpb
+from perdure.api.worker.v1 import journal_service_pb2_grpc as jgrpc
+from perdure.api.workflow.v1 import workflow_pb2 as wf
+from perdure.api.workflow.v1 import workflow_service_pb2 as api
+from perdure.api.workflow.v1 import workflow_service_pb2_grpc as apigrpc
+from perdure.internal.history.v1 import history_service_pb2 as hpb
+from perdure.internal.history.v1 import history_service_pb2_grpc as hgrpc
+from perdure.worker._payload import from_payload, to_payload
+from tests.fixtures.cluster import Cluster
+from tests.fixtures.postgres import Databases
+from tests.fixtures.rpc import error_reason
+
+QUEUE = "hand-driven"
+TIMEOUT = 60.0
+PUSHED = 10.0  # seconds a pushed message may take at most, on a loaded machine
+
+
+@pytest.fixture(scope="module")
+def two_histories(
+    databases: Databases, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Cluster]:
+    """One cluster for the module with two history replicas, no worker: the runs are driven
+    by hand (a registrar worker declared the types and left)."""
+    with databases.fresh() as dsn:
+        cluster = Cluster(dsn, tmp_path_factory.mktemp("streams"), replicas={"history": 2})
+        try:
+            cluster.start_services()
+            cluster.start_worker("registrar", task_queue=QUEUE).kill()
+            yield cluster
+        finally:
+            cluster.stop()
+
+
+class Driver:
+    """A hand-driven worker on one history replica and a client of the gateway."""
+
+    def __init__(self, cluster: Cluster, workflow_id: str, replica: int = 0) -> None:
+        self.workflow_id = workflow_id
+        self._channels = [
+            grpc.insecure_channel(cluster.address("history", replica)),
+            grpc.insecure_channel(cluster.gateway),
+        ]
+        self.journal = jgrpc.JournalServiceStub(self._channels[0])
+        self.api = apigrpc.WorkflowServiceStub(self._channels[1])
+        started = self.api.StartWorkflow(
+            api.StartWorkflowRequest(
+                workflow_type="five_steps",
+                workflow_id=workflow_id,
+                task_queue=QUEUE,
+                input=to_payload({"ledger": "unused"}),
+            ),
+            timeout=TIMEOUT,
+        )
+        self.run_id = started.run_id
+
+    def close(self) -> None:
+        for channel in self._channels:
+            channel.close()
+
+    def load(self, fence: int) -> None:
+        self.journal.LoadJournal(
+            jpb.LoadJournalRequest(workflow_id=self.workflow_id, fence=fence), timeout=TIMEOUT
+        )
+
+    def start_attempt(self, fence: int, attempt: int, step: str = "gen") -> None:
+        self.journal.RecordStep(
+            jpb.RecordStepRequest(
+                workflow_id=self.workflow_id,
+                fence=fence,
+                step_id=step,
+                step_name=step,
+                position=0,
+                attempt=attempt,
+                attempt_started=True,
+            ),
+            timeout=TIMEOUT,
+        )
+
+    def fail_attempt(self, fence: int, attempt: int, step: str = "gen") -> None:
+        self.journal.RecordStep(
+            jpb.RecordStepRequest(
+                workflow_id=self.workflow_id,
+                fence=fence,
+                step_id=step,
+                step_name=step,
+                position=0,
+                attempt=attempt,
+                failure=wf.Failure(type="Boom", message="the model went away"),
+                retry_delay=Duration(),
+            ),
+            timeout=TIMEOUT,
+        )
+
+    def record_step(self, fence: int, step: str, position: int, output: Any) -> None:
+        self.journal.RecordStep(
+            jpb.RecordStepRequest(
+                workflow_id=self.workflow_id,
+                fence=fence,
+                step_id=step,
+                step_name=step,
+                position=position,
+                attempt=1,
+                output=to_payload(output),
+            ),
+            timeout=TIMEOUT,
+        )
+
+    def emit(self, fence: int, attempt: int, first: int, *chunks: Any, step: str = "gen") -> int:
+        answer = self.journal.EmitFrames(
+            jpb.EmitFramesRequest(
+                workflow_id=self.workflow_id,
+                fence=fence,
+                step_id=step,
+                attempt=attempt,
+                first_index=first,
+                chunks=[to_payload(chunk) for chunk in chunks],
+            ),
+            timeout=TIMEOUT,
+        )
+        return int(answer.last_seq)
+
+    def finish(self, fence: int, result: Any) -> None:
+        self.journal.FinishWorkflow(
+            jpb.FinishWorkflowRequest(
+                workflow_id=self.workflow_id, fence=fence, result=to_payload(result)
+            ),
+            timeout=TIMEOUT,
+        )
+
+    def continue_as_new(self, fence: int, next_input: Any) -> None:
+        self.journal.FinishWorkflow(
+            jpb.FinishWorkflowRequest(
+                workflow_id=self.workflow_id,
+                fence=fence,
+                continue_as_new=jpb.ContinueAsNew(input=to_payload(next_input)),
+            ),
+            timeout=TIMEOUT,
+        )
+
+    def result(self, wait: float) -> api.GetWorkflowResultResponse:
+        request = api.GetWorkflowResultRequest(
+            workflow_id=self.workflow_id, wait=Duration(seconds=int(wait))
+        )
+        answer: api.GetWorkflowResultResponse = self.api.GetWorkflowResult(
+            request, timeout=wait + TIMEOUT
+        )
+        return answer
+
+    def read(self, after: int = 0, follow: bool = False) -> list[api.ReadStreamResponse]:
+        request = api.ReadStreamRequest(
+            workflow_id=self.workflow_id, after_seq=after, follow=follow
+        )
+        return list(self.api.ReadStream(request, timeout=TIMEOUT))
+
+
+@pytest.fixture
+def driver(two_histories: Cluster, request: pytest.FixtureRequest) -> Iterator[Driver]:
+    running = Driver(two_histories, request.node.name[:60])
+    yield running
+    running.close()
+
+
+def frames_of(messages: list[api.ReadStreamResponse]) -> list[tuple[int, str, int, Any]]:
+    """(seq, kind, attempt, chunk) of every frame, in the order received."""
+    return [
+        (
+            frame.seq,
+            wf.FrameKind.Name(frame.kind).removeprefix("FRAME_KIND_"),
+            frame.attempt,
+            from_payload(frame.data) if frame.kind == wf.FRAME_KIND_DATA else None,
+        )
+        for message in messages
+        for frame in message.frames
+    ]
+
+
+def refusal(call: Callable[[], object]) -> tuple[grpc.StatusCode, str]:
+    with pytest.raises(grpc.RpcError) as caught:
+        call()
+    return caught.value.code(), error_reason(caught.value)
+
+
+def test_frames_are_numbered_stored_once_fenced_and_reset_after_a_failed_attempt(
+    driver: Driver,
+) -> None:
+    driver.load(1)
+    driver.start_attempt(1, 1)
+    assert driver.emit(1, 1, 0, "Hel", "lo") == 2
+    assert driver.emit(1, 1, 0, "Hel", "lo") == 2  # sent again after a broken stream
+    assert driver.emit(1, 1, 1, "lo", {"tokens": 3}) == 3  # overlapping: the new chunk alone
+    gap = refusal(lambda: driver.emit(1, 1, 9, "far"))
+    assert gap == (grpc.StatusCode.INVALID_ARGUMENT, "INVALID_REQUEST")
+
+    driver.fail_attempt(1, 1)  # the failure appends the RESET, in its own transaction
+    assert frames_of(driver.read(after=3)) == [(4, "RESET", 1, None)]
+    closed = refusal(lambda: driver.emit(1, 1, 3, "late"))
+    assert closed == (grpc.StatusCode.FAILED_PRECONDITION, "STEP_CLOSED")
+    driver.start_attempt(1, 2)
+    assert driver.emit(1, 2, 0, "Hi") == 5
+
+    # A new lease fences the old holder out; its next attempt's first frame resets the lost
+    # attempt 2 (whose failure nobody recorded) before its own.
+    driver.load(2)
+    stale = refusal(lambda: driver.emit(1, 2, 1, "stale"))
+    assert stale == (grpc.StatusCode.FAILED_PRECONDITION, "STALE_FENCE")
+    assert driver.emit(2, 3, 0, "Hey") == 7
+
+    assert frames_of(driver.read()) == [
+        (1, "DATA", 1, "Hel"),
+        (2, "DATA", 1, "lo"),
+        (3, "DATA", 1, {"tokens": 3}),
+        (4, "RESET", 1, None),
+        (5, "DATA", 2, "Hi"),
+        (6, "RESET", 2, None),
+        (7, "DATA", 3, "Hey"),
+    ]
+    assert [frame[0] for frame in frames_of(driver.read(after=4))] == [5, 6, 7]  # resumed
+
+    # A followed read ends once the run closes, after every frame.
+    with ThreadPoolExecutor(1) as pool:
+        following = pool.submit(driver.read, 5, True)
+        driver.emit(2, 3, 1, "!")
+        driver.finish(2, "Hey!")
+        messages = following.result(timeout=TIMEOUT)
+    assert [frame[0] for frame in frames_of(messages)] == [6, 7, 8]
+    assert messages[-1].end and messages[-1].status == wf.WORKFLOW_STATUS_COMPLETED
+    assert refusal(lambda: driver.emit(2, 3, 2, "after"))[1] == "WORKFLOW_CLOSED"
+
+
+def event_types(messages: list[api.WatchWorkflowResponse]) -> list[str]:
+    return [
+        wf.EventType.Name(event.event_type).removeprefix("EVENT_TYPE_")
+        for message in messages
+        for event in message.events
+    ]
+
+
+def test_a_watcher_on_one_history_replica_sees_commits_made_through_another(
+    driver: Driver, two_histories: Cluster
+) -> None:
+    # The watcher asks replica 1 itself; every write below goes to replica 0.
+    received: queue.Queue[hpb.WatchWorkflowResponse] = queue.Queue()
+    with grpc.insecure_channel(two_histories.address("history", 1)) as channel:
+        watch = hgrpc.HistoryServiceStub(channel).WatchWorkflow(
+            hpb.WatchWorkflowRequest(
+                request=api.WatchWorkflowRequest(workflow_id=driver.workflow_id)
+            ),
+            timeout=TIMEOUT,
+        )
+
+        def read() -> None:
+            for message in watch:
+                received.put(message)
+
+        reader = threading.Thread(target=read, daemon=True)
+        reader.start()
+
+        def next_message() -> api.WatchWorkflowResponse:
+            # Well within the feed's safety re-check (15 s): only a notification is this quick.
+            return received.get(timeout=PUSHED).response
+
+        first = next_message()
+        assert first.workflow.status == wf.WORKFLOW_STATUS_RUNNING
+        assert event_types([first]) == ["WORKFLOW_STARTED"]
+        driver.load(1)
+        driver.record_step(1, "a", 0, "one")
+        assert [e.step_id for e in next_message().events] == ["a"]
+        driver.record_step(1, "b", 1, "two")
+        assert [e.step_id for e in next_message().events] == ["b"]
+        driver.finish(1, 42)
+        rest = [next_message()]
+        while not rest[-1].closed:
+            rest.append(next_message())
+        reader.join(TIMEOUT)
+    assert event_types(rest) == ["WORKFLOW_COMPLETED"]
+    assert any(m.workflow.status == wf.WORKFLOW_STATUS_COMPLETED for m in rest[:-1])
+    assert rest[-1].closed and from_payload(rest[-1].workflow.result) == 42
+
+    # Resumed from a cursor through the gateway: each later event once, then the close.
+    resumed = list(
+        driver.api.WatchWorkflow(
+            api.WatchWorkflowRequest(workflow_id=driver.workflow_id, after_event_id=2),
+            timeout=TIMEOUT,
+        )
+    )
+    assert [e.event_id for m in resumed for e in m.events] == [3, 4]
+    assert resumed[-1].closed and resumed[0].workflow.status == wf.WORKFLOW_STATUS_COMPLETED
+
+
+def test_a_result_wait_ends_at_the_close_and_follows_continue_as_new(driver: Driver) -> None:
+    assert not driver.result(0).closed  # no wait: answered at once, still running
+    driver.load(1)
+    with ThreadPoolExecutor(1) as pool:
+        waiting = pool.submit(driver.result, 60)
+        driver.continue_as_new(1, {"round": 2})
+        next_run = driver.api.DescribeWorkflow(
+            api.DescribeWorkflowRequest(workflow_id=driver.workflow_id), timeout=TIMEOUT
+        ).workflow
+        assert next_run.run_id != driver.run_id and not waiting.done()
+        driver.load(next_run.fence + 1)
+        driver.finish(next_run.fence + 1, "done")
+        answer = waiting.result(timeout=TIMEOUT)  # long before its 60 s ran out
+    assert answer.closed and answer.workflow.run_id == next_run.run_id
+    assert from_payload(answer.workflow.result) == "done"
+    with pytest.raises(grpc.RpcError) as caught:
+        driver.result(301)
+    assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
