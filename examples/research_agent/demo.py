@@ -671,8 +671,10 @@ def phase_stream(cluster: LocalCluster, client: Client) -> None:
     retry's text, and ends with exactly what the steps returned."""
     say("analyze and report stream their text token by token (current_step().emit) while a")
     say("reader follows the run's output stream. With crash_mid_stream the worker exits after")
-    say(f"{CRASH_AFTER_TOKENS} tokens of analyze's first attempt. The step is retried on the next")
-    say("worker; the reader gets a reset frame for the dead attempt before the retry's tokens.")
+    say(
+        f"{CRASH_AFTER_TOKENS} tokens of analyze's first attempt; the next worker retries the step,"
+    )
+    say("and the reader gets a reset frame for the dead attempt before the retry's tokens.")
     workflow_id = "demo-stream"
     began = len(cluster.log_text())
     frames: list[Frame] = []
