@@ -23,6 +23,7 @@ from perdure.api.workflow.v1 import workflow_service_pb2_grpc as apigrpc
 from perdure.internal.history.v1 import history_service_pb2 as hpb
 from perdure.internal.history.v1 import history_service_pb2_grpc as hgrpc
 from perdure.worker._payload import from_payload, to_payload
+from tests.e2e.test_http_api import Http
 from tests.fixtures.cluster import Cluster
 from tests.fixtures.postgres import Databases
 from tests.fixtures.rpc import error_reason
@@ -322,3 +323,50 @@ def test_a_result_wait_ends_at_the_close_and_follows_continue_as_new(driver: Dri
     with pytest.raises(grpc.RpcError) as caught:
         driver.result(301)
     assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+
+
+def test_the_http_stream_feed_resumes_after_the_last_event_id_and_the_result_waits(
+    driver: Driver, two_histories: Cluster
+) -> None:
+    http = Http(two_histories.http_address)
+    path = f"/v1/workflows/{driver.workflow_id}"
+    driver.load(1)
+    driver.start_attempt(1, 1)
+    driver.emit(1, 1, 0, "a", "b", "c")
+    stored = list(http.feed(f"{path}/streams/output?follow=false"))
+    assert [(ident, event, frame["data"]) for ident, event, frame in stored] == [
+        ("1", "frame", "a"),
+        ("2", "frame", "b"),
+        ("3", "frame", "c"),
+    ]
+    assert stored[0][2]["kind"] == "FRAME_KIND_DATA" and stored[0][2]["step_id"] == "gen"
+
+    following = http.feed(f"{path}/streams/output", **{"Last-Event-ID": "2"})
+    assert next(following)[:2] == ("3", "frame")  # the run is open: the feed stays open
+    waiting = http.ok("GET", f"{path}/result", params={"wait": "0"})
+    assert waiting["closed"] is False and waiting["workflow"]["status"] == "WORKFLOW_STATUS_RUNNING"
+    driver.emit(1, 1, 3, "d")
+    driver.record_step(1, "gen", 0, "abcd")
+    driver.finish(1, "abcd")
+    rest = list(following)
+    assert rest == [
+        ("4", "frame", rest[0][2]),
+        ("", "end", {"status": "WORKFLOW_STATUS_COMPLETED"}),
+    ]
+    assert rest[0][2]["data"] == "d" and rest[0][2]["seq"] == "4"
+
+    result = http.ok("GET", f"{path}/result", params={"wait": "60"})
+    assert result["closed"] is True and result["workflow"]["result"] == "abcd"
+    events = list(http.feed(f"{path}/events"))
+    assert ("", "status", events[-2][2]) == events[-2]
+    assert events[-2][2]["status"] == "WORKFLOW_STATUS_COMPLETED"
+    assert events[-1] == ("", "end", {"status": "WORKFLOW_STATUS_COMPLETED"})
+    assert http.error(400, "GET", f"{path}/result", params={"wait": "soon"})["reason"] == (
+        "INVALID_JSON"
+    )
+    assert http.error(400, "GET", f"{path}/result", params={"wait": "301"})["reason"] == (
+        "INVALID_REQUEST"
+    )
+    assert http.error(404, "GET", "/v1/workflows/nobody/streams/output")["reason"] == (
+        "WORKFLOW_NOT_FOUND"
+    )

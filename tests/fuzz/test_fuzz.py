@@ -1,6 +1,6 @@
-"""Generated and mutated requests against every public RPC and the worker protocol: each is
-answered with a status that says what was wrong (never UNKNOWN or INTERNAL), no service
-crashes, and the journal stays consistent. `make fuzz` runs many more examples."""
+"""Generated and mutated requests against every public RPC (watches too) and the worker
+protocol: each is answered with a status that says what was wrong (never UNKNOWN or INTERNAL),
+no service crashes, and the journal stays consistent. `make fuzz` runs many more examples."""
 
 from __future__ import annotations
 
@@ -118,6 +118,32 @@ def drain(stream: Any, what: str) -> list[bytes]:
         code, details = error.code(), error.details()
         assert code in PROPER, f"{what} answered {code.name}: {details}"
     return answers
+
+
+WATCHES = [
+    m
+    for m in api.DESCRIPTOR.services_by_name["WorkflowService"].methods
+    if m.server_streaming and not m.client_streaming
+]
+WATCH_TIMEOUT = 3.0  # a watch of an open run lasts until its deadline: that ends it properly
+
+
+@pytest.mark.parametrize("method", WATCHES, ids=lambda m: m.name)
+def test_watches_get_a_proper_status(fuzz_cluster: Cluster, method: d.MethodDescriptor) -> None:
+    channel = grpc.insecure_channel(fuzz_cluster.gateway)
+    watch: Any = channel.unary_stream(f"/{method.containing_service.full_name}/{method.name}")
+
+    @given(request=messages(method.input_type))
+    def check(request: Message) -> None:
+        try:
+            list(watch(request.SerializeToString(), timeout=WATCH_TIMEOUT))
+        except grpc.RpcError as error:
+            code, details = error.code(), error.details()
+            proper = code in PROPER or code == grpc.StatusCode.DEADLINE_EXCEEDED
+            assert proper, f"{method.full_name} answered {code.name}: {details}"
+        assert_alive(fuzz_cluster)
+
+    check()
 
 
 def test_worker_streams_get_a_proper_answer_whatever_they_are_sent(fuzz_cluster: Cluster) -> None:

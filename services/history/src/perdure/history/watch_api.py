@@ -26,6 +26,7 @@ from perdure.internal.history.v1 import history_service_pb2 as hpb
 
 Context = grpc.aio.ServicerContext[Any, Any]
 MAX_RESULT_WAIT = 300.0  # seconds a GetWorkflowResult may wait
+ANSWER_MARGIN = 0.5  # seconds a long poll's answer has to reach its caller before its deadline
 
 
 class WatchApi:
@@ -76,7 +77,7 @@ class WatchApi:
             )
         remaining = context.time_remaining()
         if remaining is not None:
-            wait = min(wait, max(remaining - 0.05, 0.0))  # answer before the caller gives up
+            wait = min(wait, max(remaining - ANSWER_MARGIN, 0.0))  # before the caller gives up
         deadline = time.monotonic() + wait
         key = run_key(r)
         async with self._feed.watch(key) as watch:

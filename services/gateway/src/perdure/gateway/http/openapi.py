@@ -9,7 +9,8 @@ from typing import Any, cast
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import Message
 
-from perdure.gateway.http.feed import PATH as FEED_PATH
+from perdure.api.workflow.v1 import workflow_service_pb2 as api
+from perdure.gateway.http import feed, result, stream_feed
 from perdure.gateway.http.routes import DECISIONS, ROUTES, Route
 
 Schema = dict[str, Any]
@@ -80,7 +81,9 @@ def document(version: str) -> dict[str, Any]:
     paths: dict[str, dict[str, Any]] = {}
     for route in ROUTES:
         paths.setdefault(route.path, {})[route.method.lower()] = _operation(route, schemas)
-    paths[FEED_PATH] = {"get": _feed_operation()}
+    paths[feed.PATH] = {"get": _feed_operation()}
+    paths[stream_feed.PATH] = {"get": _stream_feed_operation()}
+    paths[result.PATH] = {"get": _result_operation(schemas)}
     return {
         "openapi": "3.1.0",
         "info": {
@@ -134,18 +137,66 @@ def _operation(route: Route, schemas: dict[str, Schema]) -> dict[str, Any]:
 
 
 def _feed_operation() -> dict[str, Any]:
+    return _sse_operation(
+        "FollowWorkflow",
+        "The run's events as Server-Sent Events, pushed as they are committed, until it closes",
+        [_path_parameter("workflow_id"), *_optional_query("after_event_id")],
+        "events: history (a HistoryEvent; id: its event id), status (the run's status and "
+        "WorkflowInfo, when it changes), then end (the closing status)",
+    )
+
+
+def _stream_feed_operation() -> dict[str, Any]:
+    return _sse_operation(
+        "FollowStream",
+        "A stream its steps emit, as Server-Sent Events: each frame once, resets included",
+        [
+            _path_parameter("workflow_id"),
+            _path_parameter("stream"),
+            *_optional_query("after_seq"),
+            {"name": "follow", "in": "query", "schema": {"enum": ["true", "false"]}},
+        ],
+        "events: frame (a StreamFrame; id: its seq), then end (the run's closing status) "
+        "once the run is closed and every frame sent",
+    )
+
+
+def _result_operation(schemas: dict[str, Schema]) -> dict[str, Any]:
+    answer = _reference(descriptor(api.GetWorkflowResultResponse), schemas, answer=True)
     return {
-        "operationId": "FollowWorkflow",
-        "summary": "The run's events as Server-Sent Events, until it closes",
+        "operationId": "GetWorkflowResult",
+        "summary": "Wait up to `wait` seconds (at most 300) for the run to close; its summary",
         "parameters": [
             _path_parameter("workflow_id"),
-            {"name": "namespace", "in": "query", "schema": {"type": "string"}},
-            {"name": "after_event_id", "in": "query", "schema": {"type": "string"}},
+            *_optional_query(),
+            {"name": "wait", "in": "query", "schema": {"type": "string"}},
+        ],
+        "responses": {
+            "200": _response(answer),
+            "default": _response({"$ref": "#/components/schemas/Error"}, "an error"),
+        },
+    }
+
+
+def _optional_query(*cursor: str) -> list[dict[str, Any]]:
+    """The namespace and run id a read may name, and its resume cursor, if any."""
+    names = ["namespace", "run_id", *cursor]
+    return [{"name": name, "in": "query", "schema": {"type": "string"}} for name in names]
+
+
+def _sse_operation(
+    operation_id: str, summary: str, parameters: list[dict[str, Any]], events: str
+) -> dict[str, Any]:
+    return {
+        "operationId": operation_id,
+        "summary": summary,
+        "parameters": [
+            *parameters,
             {"name": "Last-Event-ID", "in": "header", "schema": {"type": "string"}},
         ],
         "responses": {
             "200": {
-                "description": "events: history (a HistoryEvent), then end",
+                "description": events,
                 "content": {"text/event-stream": {"schema": {"type": "string"}}},
             },
             "default": _response({"$ref": "#/components/schemas/Error"}, "an error"),

@@ -1,4 +1,5 @@
-"""The gateway's HTTP server: the JSON routes, the live feed, /openapi.json and the web UI."""
+"""The gateway's HTTP server: the JSON routes, the live feeds and the result long poll,
+/openapi.json and the web UI."""
 
 from __future__ import annotations
 
@@ -18,13 +19,12 @@ from perdure.common.errors import ApiError
 from perdure.common.reasons import Reason
 from perdure.common.service_identity import service_channel
 from perdure.common.tls import HttpsContext, gateway_requires_client_cert, https_context
-from perdure.gateway.http import openapi
+from perdure.gateway.http import feed, openapi, result, stream_feed
 from perdure.gateway.http.admission import defer_continue
 from perdure.gateway.http.convert import HttpError, error_body, rpc_error_body
-from perdure.gateway.http.feed import PATH as FEED_PATH
-from perdure.gateway.http.feed import feed_handler, open_feeds
 from perdure.gateway.http.headers import security_headers
 from perdure.gateway.http.routes import ROUTES, Handler, route_handler
+from perdure.gateway.http.sse import open_feeds
 
 log = logging.getLogger(__name__)
 
@@ -94,7 +94,10 @@ def build_app(
             route_handler(route, admin if route.admin else stub),
             expect_handler=expect,
         )
-    app.router.add_get(FEED_PATH, feed_handler(stub, open_feeds()))
+    feeds = open_feeds()  # a caller's open feeds of every kind
+    app.router.add_get(feed.PATH, feed.feed_handler(stub, feeds))
+    app.router.add_get(stream_feed.PATH, stream_feed.stream_feed_handler(stub, feeds))
+    app.router.add_get(result.PATH, result.result_handler(stub))
     document = openapi.document(_version())
 
     async def openapi_json(request: web.Request) -> web.StreamResponse:
