@@ -5,6 +5,8 @@ Each prints its numbers."""
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from tests.chaos.harness import SCHEDULERS, WORKERS, ChaosCluster
@@ -18,6 +20,7 @@ from tests.chaos.scenarios import (
     random_schedule,
     run_scenario,
 )
+from tests.chaos.streams import killed_mid_stream, stale_worker_resumed
 from tests.chaos.workload import Mix, Workload
 
 # Generous bounds: a scenario waits up to 3 minutes for its runs to end, more on a slow machine.
@@ -88,6 +91,26 @@ def test_scale_out_on_one_database(chaos_cluster: ChaosCluster, chaos_seed: int)
     for scheduler in SCHEDULERS:  # both granted work to sessions of every worker at some point
         output = chaos_cluster.members[scheduler].output()
         assert all(f"worker {worker} connected" in output for worker in WORKERS)
+
+
+def test_streams_through_a_killed_and_a_stale_worker(
+    chaos_cluster: ChaosCluster, chaos_seed: int
+) -> None:
+    """300 chunks, 10 ms apart, 3 readers cutting their calls at random: a worker killed
+    mid-stream, then one stopped past its lease and continued (tests/chaos/streams.py)."""
+    rng = random.Random(chaos_seed)
+    problems = killed_mid_stream(chaos_cluster, rng, chunks=300, pause=0.01, readers=3)
+    problems += stale_worker_resumed(chaos_cluster, rng, chunks=300, pause=0.01, readers=3)
+    assert problems == []
+
+
+@pytest.mark.chaos
+def test_streams_under_many_readers(chaos_cluster: ChaosCluster, chaos_seed: int) -> None:
+    """The same, longer: 1,000 chunks and 8 readers per run."""
+    rng = random.Random(chaos_seed + 1)
+    problems = killed_mid_stream(chaos_cluster, rng, chunks=1000, pause=0.005, readers=8)
+    problems += stale_worker_resumed(chaos_cluster, rng, chunks=1000, pause=0.005, readers=8)
+    assert problems == []
 
 
 @pytest.mark.chaos

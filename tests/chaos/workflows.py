@@ -221,3 +221,25 @@ async def bulky_run(ctx: WorkflowContext, params: dict[str, Any]) -> int:
         await ctx.step(f"output-{index}", _output, int(params["size"]))
     await ctx.sleep(0.5)
     return int(params["count"])
+
+
+def speak(chunks: int, pause: float) -> str:
+    """Stream `chunks` words `pause` seconds apart, each naming the attempt ("2:17 "), and return
+    them: a sync body, so a worker fenced out (its task cancelled) leaves its thread emitting,
+    as a stale worker would. Each attempt logs the process running it."""
+    _log_execution("speak")
+    step = current_step()
+    words = [f"{step.attempt}:{index} " for index in range(chunks)]
+    for word in words:
+        step.emit(word)
+        time.sleep(pause)
+    return "".join(words)
+
+
+@workflow
+async def streaming_run(ctx: WorkflowContext, params: dict[str, Any]) -> str:
+    """One step that streams text slowly (tests/chaos/streams.py)."""
+    text: str = await ctx.step(
+        "speak", speak, int(params["chunks"]), float(params["pause"]), retry=QUICK_RETRY
+    )
+    return text

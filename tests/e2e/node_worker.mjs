@@ -6,7 +6,8 @@
 // line with its fence at its start and end), `node_limits`, `node_gated` and `node_bulky`
 // (tests/e2e/test_isolation.py), `echo_payloads` (tests/e2e/payload_workflows.py's twin), `paged_replay`
 // (tests/e2e/paged_workflows.py's twin), `node_chat` (a loop of `input.turns` signals,
-// tests/e2e/test_node_sticky.py), `release` (tests/e2e/patch_workflows_v*.py's twin, in the
+// tests/e2e/test_node_sticky.py), `node_streams` and the remote step `node_write`
+// (tests/e2e/stream_workflows.py's twins), `release` (tests/e2e/patch_workflows_v*.py's twin, in the
 // version RELEASE_CODE names: v1, v2 or v3), and the remote step types `notify`, `flaky`, `gated`,
 // `square` (which never ends on the worker named in its input's `stall_on`) and `crash` (which
 // kills the worker). Every step execution appends one JSON line to the ledger file. Prints
@@ -173,7 +174,31 @@ async function nodeBulky(ctx, input) {
   return input.count;
 }
 
+/** tests/e2e/stream_workflows.py's write: attempt k emits "a<k>.0 ", "a<k>.1 ", ... (`pause`
+ * seconds apart), then fails (the first `fail_attempts` attempts) or returns the text. */
+async function nodeWrite(input, info) {
+  const words = Array.from({ length: input.n }, (_, i) => `a${info.attempt}.${i} `);
+  for (const word of words) {
+    info.emit(word);
+    if (input.pause) await pause(input.pause * 1000);
+  }
+  if (info.attempt <= (input.fail_attempts ?? 0)) {
+    const error = new Error(`attempt ${info.attempt} fails after emitting`);
+    error.name = 'StreamBrokeError';
+    throw error;
+  }
+  return words.join('');
+}
+
+const streamRetry = new RetryPolicy({ initialInterval: 0.1, backoffCoefficient: 1, maximumAttempts: 3 });
+
+/** tests/e2e/stream_workflows.py's streams_text: one local step that streams. */
+async function nodeStreams(ctx, input) {
+  return ctx.step('write', (info) => nodeWrite(input, info), { retry: streamRetry });
+}
+
 const steps = {
+  node_write: nodeWrite,
   crash: () => process.exit(70), // as an OOM kill or a segfault would
   notify: (input, info) => {
     ledger('notify', info);
@@ -298,6 +323,7 @@ const worker = new Worker({
     echo_payloads: echoPayloads,
     paged_replay: pagedReplay,
     node_chat: nodeChat,
+    node_streams: nodeStreams,
     release,
   },
   steps,
