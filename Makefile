@@ -40,8 +40,14 @@ node-install:
 		echo "npm not found: the Node.js SDK's tests will be skipped (install Node.js 20+)"; \
 	fi
 
+# `make run PORT=7500 DATA_DIR=/tmp/pd` runs a second cluster beside the first: the gateway on
+# PORT (history, scheduler and the HTTP API on the ports perdure dev derives from it) and the
+# database in DATA_DIR. RUN_FLAGS adds any other `perdure dev` flag (RUN_FLAGS=--insecure).
+PORT ?= 7400
+DATA_DIR ?= $(or $(PERDURE_DATA_DIR),.perdure)
+RUN_FLAGS ?=
 run: install
-	$(BIN)/perdure dev
+	$(BIN)/perdure dev --base-port $(PORT) --data-dir $(DATA_DIR) $(RUN_FLAGS)
 
 # The research agent's walk-through on a fresh local cluster of its own (temporary data
 # directory, free ports): approval, kill -9, durable retry, full restart, crash after notify.

@@ -22,7 +22,7 @@ import grpc
 
 from examples.chat_agent.workflow import MESSAGE_SIGNAL, ChatInput
 from perdure.api.workflow.v1 import workflow_pb2 as wf
-from perdure.cli.workflow_cmd import api_key
+from perdure.cli.flags import api_key
 from perdure.client import Client
 
 REPLY_TIMEOUT = 60.0

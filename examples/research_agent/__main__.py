@@ -22,7 +22,7 @@ import grpc
 
 from examples.research_agent.notifications import database_path, delivered_notifications
 from examples.research_agent.workflow import STEPS, STREAMED_STEPS, AgentInput
-from perdure.cli.workflow_cmd import api_key
+from perdure.cli.flags import api_key
 from perdure.client import Client
 
 

@@ -61,7 +61,7 @@ from perdure.api.common.v1.payload_pb2 import Payload
 from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.api.workflow.v1 import workflow_service_pb2 as api
 from perdure.cli.dev_cmd import free_base_port
-from perdure.cli.workflow_cmd import DEV_KEY_FILE
+from perdure.cli.flags import DEV_KEY_FILE
 from perdure.client import Client, Frame, StreamText, from_payload
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

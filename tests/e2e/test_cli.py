@@ -60,7 +60,7 @@ def approve(address: str, workflow_id: str) -> None:
 
 
 def test_dev_cluster_runs_the_example_from_the_cli(
-    dev_cluster: tuple[str, subprocess.Popen[bytes], Path],
+    dev_cluster: tuple[str, subprocess.Popen[bytes], Path], tmp_path: Path
 ) -> None:
     address, dev, log = dev_cluster
     assert_on_loopback_with_the_secret_in_the_services_alone(address, dev, log)
@@ -73,16 +73,22 @@ def test_dev_cluster_runs_the_example_from_the_cli(
         text=True,
         timeout=120,
     )
-    assert keyless.returncode == 1 and "UNAUTHENTICATED" in keyless.stderr
-    start = ("start", "research_agent", "--input", '{"topic": "fencing"}', "--id", "cli-1")
+    assert keyless.returncode == 1 and "(API_KEY_MISSING)" in keyless.stderr
+    assert "Traceback" not in keyless.stderr
+    (tmp_path / "input.json").write_text('{"topic": "fencing"}')
+    start = ("start", "research_agent", "--input", f"@{tmp_path / 'input.json'}", "--id", "cli-1")
     started = perdure(address, *start)
     assert started.returncode == 0, started.stderr
-    approve(address, "cli-1")  # the example waits for a human's approval before its report
+    # The run waits for a human's approval before its report: a wait that runs out says so.
+    blocked = perdure(address, *start, "--wait", "--timeout", "0.5")
+    assert blocked.returncode == 124 and "still running after 0.5s" in blocked.stderr
+    assert "Traceback" not in blocked.stderr and not blocked.stdout
+    approve(address, "cli-1")
     done = perdure(address, *start, "--wait")
     assert done.returncode == 0, done.stderr
-    described = json.loads(done.stdout)
+    assert json.loads(done.stdout)["topic"] == "fencing"  # the result itself
+    described = json.loads(perdure(address, "describe", "cli-1", "--namespace", "default").stdout)
     assert described["workflow"]["status"] == "WORKFLOW_STATUS_COMPLETED"
-    assert described["workflow"]["result"]["topic"] == "fencing"
     assert [s["step_id"] for s in described["steps"]] == [
         "create_plan",
         "research_1",
@@ -105,6 +111,21 @@ def test_dev_cluster_runs_the_example_from_the_cli(
 
     listed = perdure(address, "list")
     assert "cli-1\tresearch_agent\tCOMPLETED" in listed.stdout
+    watched = perdure(address, "watch", "cli-1")  # a closed run: its journal, then the end
+    assert watched.returncode == 0, watched.stderr
+    assert [json.loads(line)["event_type"] for line in watched.stdout.splitlines()] == types
+    for command in ("list", "history cli-1", "watch cli-1"):  # a reader that stops early
+        piped = subprocess.run(
+            f"{sys.executable} -m perdure.cli workflow --address {address} {command} | head -1",
+            shell=True,
+            cwd=REPO_ROOT,
+            env=cli_env(address),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert piped.returncode == 0 and piped.stdout.count("\n") == 1, piped
+        assert piped.stderr == "", (command, piped.stderr)
 
     # The web UI's address, with the admin key in its fragment; the page, and the HTTP API
     # with that key.
@@ -123,7 +144,22 @@ def test_dev_cluster_runs_the_example_from_the_cli(
     bad_json = perdure(address, "start", "research_agent", "--input", "{not json")
     assert bad_json.returncode == 2 and "not valid JSON" in bad_json.stderr
     missing = perdure(address, "describe", "no-such-run")
-    assert missing.returncode == 1 and "NOT_FOUND" in missing.stderr
+    assert missing.returncode == 1 and "(WORKFLOW_NOT_FOUND)" in missing.stderr
+    assert missing.stderr.startswith("error: ") and "Traceback" not in missing.stderr
+
+    # The command dev tells a person to try works as printed, from another directory and
+    # without PERDURE_DATA_DIR: it names the data directory that holds the key.
+    [tried] = re.findall(r"^Try: (.*)$", log.read_text(), re.MULTILINE)
+    assert "PERDURE_DATA_DIR=" in tried  # not the default data directory
+    tried = tried.replace("perdure workflow", f"{sys.executable} -m perdure.cli workflow")
+    shell = {
+        k: v for k, v in os.environ.items() if k not in ("PERDURE_DATA_DIR", "PERDURE_API_KEY")
+    }
+    run = subprocess.run(
+        tried, shell=True, cwd=tmp_path, env=shell, capture_output=True, text=True, timeout=120
+    )
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout)["workflow_id"] == "demo-1"
 
     dev.send_signal(signal.SIGTERM)
     assert dev.wait(timeout=60) == 0, log.read_text()

@@ -234,6 +234,25 @@ def test_errors_answer_with_the_status_of_their_grpc_code_and_a_reason(agent: Cl
     assert http.error(405, "DELETE", "/v1/workflows")["code"] == "UNIMPLEMENTED"
 
 
+def test_the_status_names_of_the_cli_and_bodies_a_newcomer_sends(agent: Cluster) -> None:
+    http = Http(agent.http_address)
+    http.ok("POST", "/v1/workflows", json={"workflow_type": "research_agent", "workflow_id": "n"})
+    for name in ("waiting", "Running", "WORKFLOW_STATUS_RUNNING"):  # as the CLI, or in full
+        assert "workflows" in http.ok("GET", f"/v1/workflows?status={name}")
+    completed = http.ok("GET", "/v1/workflows?status=completed")["workflows"]
+    assert {run["status"] for run in completed} <= {"WORKFLOW_STATUS_COMPLETED"}
+    wrong = http.error(400, "GET", "/v1/workflows?status=done")
+    assert "completed" in wrong["message"] and wrong["reason"] == "INVALID_JSON"
+
+    not_json = http.error(400, "POST", "/v1/workflows", data=b"workflow_type=research_agent")
+    assert not_json["reason"] == "INVALID_JSON"
+    assert "not valid JSON" in not_json["message"] and "Expecting" not in not_json["message"]
+    deep = http.error(400, "POST", "/v1/workflows", data=b"[" * 10_000 + b"]" * 10_000)
+    assert deep["reason"] == "INVALID_JSON"
+    assert "the body nests deeper than" in deep["message"]
+    assert "recursion" not in deep["message"].lower()
+
+
 def test_the_openapi_document_and_the_ui_are_served(agent: Cluster) -> None:
     http = Http(agent.http_address)
     document = http.ok("GET", "/openapi.json")

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable, Sequence
+
+import grpc
 
 from perdure.cli import (
     certs_cmd,
@@ -15,6 +18,8 @@ from perdure.cli import (
     workers_cmd,
     workflow_cmd,
 )
+from perdure.cli.errors import print_rpc_error
+from perdure.cli.flags import UsageError
 
 SERVICES = ("gateway", "history", "scheduler", "worker")
 
@@ -44,6 +49,30 @@ def main(argv: Sequence[str] | None = None) -> None:
     if args_list and args_list[0] in SERVICES:
         _service_main(args_list[0])(args_list[1:])
         return
+    try:
+        code = _command(args_list)
+        sys.stdout.flush()  # here, where a closed pipe is caught, not at exit
+        sys.exit(code)
+    except UsageError as error:
+        print(f"error: {error}", file=sys.stderr)
+        sys.exit(2)
+    except grpc.RpcError as error:
+        sys.exit(print_rpc_error(error))
+    except BrokenPipeError:
+        # The reader left (`perdure workflow list | head -1`): stop quietly, as a shell tool
+        # does on SIGPIPE, with nothing more to flush into the closed pipe.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(PIPE_CLOSED_EXIT)
+    except KeyboardInterrupt:
+        sys.exit(INTERRUPTED_EXIT)
+
+
+PIPE_CLOSED_EXIT = 128 + 13  # killed by SIGPIPE, as `yes | head -1` reports it
+INTERRUPTED_EXIT = 128 + 2  # Ctrl-C
+
+
+def _command(args_list: list[str]) -> int:
+    """Run a command other than a service; its exit code."""
     parser = argparse.ArgumentParser(
         prog="perdure",
         description="Perdure: durable workflows. Services: perdure gateway|history|scheduler|"
@@ -61,18 +90,18 @@ def main(argv: Sequence[str] | None = None) -> None:
     workers_cmd.add_parser(subparsers)
     args = parser.parse_args(args_list)
     if args.group == "dev":
-        sys.exit(dev_cmd.run(args))
+        return dev_cmd.run(args)
     if args.group == "certs":
-        sys.exit(certs_cmd.run(args))
+        return certs_cmd.run(args)
     if args.group in ("keys", "audit"):
-        sys.exit(keys_cmd.run(args))
+        return keys_cmd.run(args)
     if args.group == "migrate":
-        sys.exit(migrate_cmd.run(args))
+        return migrate_cmd.run(args)
     if args.group == "replay":
-        sys.exit(replay_cmd.run(args))
+        return replay_cmd.run(args)
     if args.group == "workers":
-        sys.exit(workers_cmd.run(args))
-    sys.exit(workflow_cmd.run(args))
+        return workers_cmd.run(args)
+    return workflow_cmd.run(args)
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ import ipaddress
 import os
 import random
 import secrets
+import shlex
 import signal
 import socket
 import subprocess
@@ -19,8 +20,8 @@ from pathlib import Path
 
 from psycopg import AsyncConnection
 
+from perdure.cli.flags import DEV_KEY_FILE
 from perdure.cli.keys_cmd import create_in_database
-from perdure.cli.workflow_cmd import DEV_KEY_FILE
 from perdure.common.embedded_db import DEFAULT_DATA_DIR, start_embedded_postgres
 from perdure.common.errors import ApiError
 from perdure.common.flags import DEFAULT_PORTS, GATEWAY_HTTP_PORT
@@ -91,6 +92,21 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         default="examples.research_agent",
         help="module the example worker serves (default examples.research_agent)",
     )
+
+
+def cli_environment(data_dir: Path) -> str:
+    """What a `perdure` command needs before it to find this data directory's admin key: nothing
+    from the directory `perdure dev` ran in with the default data directory, else
+    PERDURE_DATA_DIR (a shell prefix)."""
+    if data_dir == Path(DEFAULT_DATA_DIR).resolve():
+        return ""
+    return f"PERDURE_DATA_DIR={shlex.quote(str(data_dir))} "
+
+
+def key_finder(data_dir: Path) -> str:
+    """Where (or how) a `perdure` command finds the admin key, for people."""
+    prefix = cli_environment(data_dir)
+    return f"with {prefix.strip()}" if prefix else "from here"
 
 
 @dataclass
@@ -220,7 +236,7 @@ def run(args: argparse.Namespace) -> int:
             access = (
                 f"  API key    {admin_key}\n"
                 f"             (admin of namespace default; kept in {data_dir / DEV_KEY_FILE}, "
-                "which `perdure` run from here uses;\n"
+                f"which `perdure` run {key_finder(data_dir)} uses;\n"
                 "             elsewhere: export PERDURE_API_KEY=<the key>)\n"
                 "  internal   a secret made for this run, held by gateway, history and scheduler "
                 "only\n"
@@ -229,6 +245,7 @@ def run(args: argparse.Namespace) -> int:
         children.append(Child("worker", worker, worker_env))
         children[-1].start()
         gateway = bind.address(ports["gateway"])
+        cli = "" if args.insecure else cli_environment(data_dir)
         print(
             "\nperdure dev is up:\n"
             f"  web UI     {ui}\n"
@@ -242,9 +259,9 @@ def run(args: argparse.Namespace) -> int:
             f"  listening  {bind.summary()}\n"
             + access
             + (f"  telemetry  traces and metrics to {args.otlp}\n" if args.otlp else "")
-            + f"Try: perdure workflow --address {gateway} start research_agent "
+            + f"Try: {cli}perdure workflow --address {gateway} start research_agent "
             '--input \'{"topic": "durable agents"}\' --id demo-1\n'
-            f"     perdure approve --address {gateway} demo-1\n"
+            f"     {cli}perdure approve --address {gateway} demo-1\n"
             "Ctrl-C stops everything.\n",
             flush=True,
         )

@@ -17,7 +17,7 @@ from psycopg import AsyncConnection
 
 from perdure.api.admin.v1 import admin_service_pb2 as admin
 from perdure.api.admin.v1 import admin_service_pb2_grpc as admingrpc
-from perdure.cli.workflow_cmd import add_gateway_flags, api_key
+from perdure.cli.flags import add_gateway_flags, add_gateway_flags_to_subcommands, api_key
 from perdure.common import errors, namespaces
 from perdure.history import keys
 from perdure.telemetry.rpc import sync_channel
@@ -28,6 +28,7 @@ ROLES = ("reader", "operator", "admin", "worker")
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Register `keys` and `audit`."""
     parser = subparsers.add_parser("keys", help="create, revoke and list API keys")
+    add_gateway_flags(parser)
     commands = parser.add_subparsers(dest="command", required=True)
     create = commands.add_parser("create", help="create a key; its token is shown once")
     create.add_argument("--role", required=True, choices=ROLES)
@@ -46,8 +47,9 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     audit = subparsers.add_parser("audit", help="the namespace's audit log, newest first")
     audit.add_argument("--limit", type=int, default=100, help="at most this many (max 1000)")
     audit.set_defaults(command="audit")
+    add_gateway_flags_to_subcommands(commands)
+    add_gateway_flags(audit)
     for command in (create, revoke, listing, audit):
-        add_gateway_flags(command)
         command.add_argument(
             "--database-url",
             default=None,
@@ -61,11 +63,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         direct = bool(args.database_url)
         answer = asyncio.run(_in_database(args)) if direct else _through_gateway(args)
-    except grpc.RpcError as error:
-        print(f"error: {error.code().name}: {error.details()}", file=sys.stderr)
-        return 1
     except errors.ApiError as error:
-        print(f"error: {error.code.name}: {error.message}", file=sys.stderr)
+        print(f"error: {error.message} ({error.reason})", file=sys.stderr)
         return 1
     if isinstance(answer, admin.CreateApiKeyResponse):
         # The token alone on stdout, for `export PERDURE_API_KEY=$(perdure keys create ...)`.

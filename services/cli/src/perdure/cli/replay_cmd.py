@@ -21,7 +21,7 @@ from types import ModuleType
 import grpc
 
 from perdure.api.workflow.v1 import workflow_pb2 as wf
-from perdure.cli.workflow_cmd import add_gateway_flags, api_key
+from perdure.cli.flags import add_gateway_flags, api_key
 from perdure.client import Client
 from perdure.worker._history import History
 from perdure.worker._registry import WorkflowFunction

@@ -7,16 +7,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
-import grpc
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from perdure.api.admin.v1 import admin_service_pb2 as admin
 from perdure.api.admin.v1 import admin_service_pb2_grpc as admingrpc
-from perdure.cli.workflow_cmd import add_gateway_flags, api_key
+from perdure.cli.flags import add_gateway_flags, add_gateway_flags_to_subcommands, api_key
 from perdure.gateway.http.convert import to_json
 from perdure.telemetry.rpc import sync_channel
 
@@ -46,20 +44,16 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     )
     policy.add_argument("workflow_type")
     policy.add_argument("policy", choices=sorted(POLICIES))
-    add_gateway_flags(policy)
+    add_gateway_flags_to_subcommands(commands)
 
 
 def run(args: argparse.Namespace) -> int:
     """Execute `workers` or `workers policy`; return the exit code."""
-    try:
-        with sync_channel(args.address, api_key=api_key()) as channel:
-            stub = admingrpc.AdminServiceStub(channel)
-            if args.command == "policy":
-                return _set_policy(stub, args)
-            return _show(stub, args)
-    except grpc.RpcError as error:
-        print(f"error: {error.code().name}: {error.details()}", file=sys.stderr)
-        return 1
+    with sync_channel(args.address, api_key=api_key()) as channel:
+        stub = admingrpc.AdminServiceStub(channel)
+        if args.command == "policy":
+            return _set_policy(stub, args)
+        return _show(stub, args)
 
 
 def _set_policy(stub: admingrpc.AdminServiceStub, args: argparse.Namespace) -> int:

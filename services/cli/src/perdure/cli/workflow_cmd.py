@@ -5,50 +5,27 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import sys
 import uuid
-from pathlib import Path
 
-import grpc
 from google.protobuf.message import Message
 
 from perdure.api.common.v1.payload_pb2 import Payload
 from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.api.workflow.v1 import workflow_service_pb2 as api
 from perdure.cli.diff_cmd import run_diff
+from perdure.cli.flags import (
+    UsageError,
+    add_gateway_flags,
+    add_gateway_flags_to_subcommands,
+    api_key,
+    json_argument,
+)
+from perdure.cli.watch_cmd import add_watch_parser, run_start_wait, run_watch
 from perdure.client import Client
-from perdure.common.embedded_db import DEFAULT_DATA_DIR
-from perdure.common.payload import json_payload
 from perdure.gateway.http.convert import dumps, to_json
 from perdure.gateway.http.payloads import shown
 from perdure.worker._history import History
 from perdure.worker._payload import to_payload
-
-DEV_KEY_FILE = "admin.key"  # where `perdure dev` leaves its admin key, in its data directory
-
-
-def add_gateway_flags(parser: argparse.ArgumentParser) -> None:
-    """--address and --namespace; the API key comes from the environment (see api_key)."""
-    parser.add_argument(
-        "--address",
-        default=os.environ.get("PERDURE_GATEWAY_ADDRESS", "localhost:7400"),
-        help="gateway address (PERDURE_GATEWAY_ADDRESS, default localhost:7400)",
-    )
-    parser.add_argument(
-        "--namespace",
-        default=os.environ.get("PERDURE_NAMESPACE", ""),
-        help="namespace (PERDURE_NAMESPACE; default: the API key's, or 'default')",
-    )
-
-
-def api_key() -> str | None:
-    """PERDURE_API_KEY, else the key `perdure dev` made in PERDURE_DATA_DIR (./.perdure/).
-    Never a flag: `ps` would show it to everyone on the machine."""
-    if key := os.environ.get("PERDURE_API_KEY"):
-        return key
-    dev_key = Path(os.environ.get("PERDURE_DATA_DIR", DEFAULT_DATA_DIR)) / DEV_KEY_FILE
-    return dev_key.read_text().strip() if dev_key.is_file() else None
 
 
 def add_signal_id_flag(parser: argparse.ArgumentParser) -> None:
@@ -88,7 +65,8 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     start.add_argument(
         "--input",
         default="null",
-        help="the input as JSON, sent as written (default null)",
+        help="the input as JSON, sent as written (default null); @file.json reads it from a "
+        "file, - from stdin",
     )
     start.add_argument("--id", default="", help="workflow id (generated when omitted)")
     start.add_argument("--task-queue", default="", help="task queue (default 'default')")
@@ -105,8 +83,16 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         default="refuse",
         help="whether a workflow id whose last run is closed starts a new run (default refuse)",
     )
-    start.add_argument("--wait", action="store_true", help="wait for the result")
-    start.add_argument("--timeout", type=float, default=300.0, help="seconds --wait waits")
+    start.add_argument(
+        "--wait", action="store_true", help="wait for the run to close and print its result"
+    )
+    start.add_argument(
+        "--timeout",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="with --wait: give up after this long (exit 124; the run goes on; default: none)",
+    )
 
     signal = commands.add_parser("signal", help="send a signal to a workflow")
     signal.add_argument("workflow_id")
@@ -114,7 +100,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     signal.add_argument(
         "--payload",
         default="null",
-        help="the payload as JSON, sent as written (default null)",
+        help="the payload as JSON, sent as written (default null); @file.json or - (stdin)",
     )
     add_signal_id_flag(signal)
 
@@ -163,6 +149,8 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="only runs found open with no lease, no task and no wake-up (made due again; "
         "listed until a worker loads them), with when they were found",
     )
+    add_watch_parser(commands)
+    add_gateway_flags_to_subcommands(commands)
 
 
 def _add_recovery_parsers(
@@ -222,15 +210,8 @@ def _overrides(given: list[str]) -> dict[str, Payload]:
     for item in given:
         step_id, separator, value = item.partition("=")
         if not separator or not step_id:
-            raise _UsageError(f"--override {item[:60]!r} is not STEP_ID=JSON or STEP_ID=@file")
-        if value.startswith("@"):
-            try:
-                value = Path(value[1:]).read_text(encoding="utf-8")
-            except OSError as error:
-                raise _UsageError(
-                    f"--override {step_id}: cannot read {value[1:]}: {error}"
-                ) from None
-        overrides[step_id] = _json_argument(f"--override {step_id}", value.strip())
+            raise UsageError(f"--override {item[:60]!r} is not STEP_ID=JSON or STEP_ID=@file")
+        overrides[step_id] = json_argument(f"--override {step_id}", value)
     return overrides
 
 
@@ -273,34 +254,10 @@ def _print(message: Message, indent: int | None = 2) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Execute a `workflow` subcommand; return the exit code."""
-    try:
-        with Client(args.address, api_key=api_key(), namespace=args.namespace) as client:
-            return _dispatch(client, args)
-    except grpc.RpcError as error:
-        print(f"error: {error.code().name}: {error.details()}", file=sys.stderr)
-        return 1
-
-
-def _json_argument(flag: str, text: str) -> Payload:
-    """The JSON text given, sent exactly as written (numbers are never read as floats)."""
-    try:
-        json.loads(text)
-    except (json.JSONDecodeError, RecursionError) as error:
-        raise _UsageError(f"{flag} is not valid JSON: {error}") from None
-    return json_payload(text)
-
-
-class _UsageError(Exception):
-    """A command-line value that cannot be used."""
-
-
-def _dispatch(client: Client, args: argparse.Namespace) -> int:
-    try:
+    """Execute a `workflow` subcommand; return the exit code. A failed call (a typed
+    RpcError) is reported by perdure.cli.__main__."""
+    with Client(args.address, api_key=api_key(), namespace=args.namespace) as client:
         return _execute(client, args)
-    except _UsageError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
 
 
 def _execute(client: Client, args: argparse.Namespace) -> int:
@@ -320,7 +277,7 @@ def _execute(client: Client, args: argparse.Namespace) -> int:
         accepted = client.signal(
             args.workflow_id,
             args.signal_name,
-            _json_argument("--payload", args.payload),
+            json_argument("--payload", args.payload),
             signal_id=sent_id,
         )
         print(json.dumps({"accepted": accepted, "signal_id": sent_id}))
@@ -334,7 +291,7 @@ def _execute(client: Client, args: argparse.Namespace) -> int:
         print(dumps(shown(to_payload(client.query(args.workflow_id, args.key))), 2))
         return 0
     if args.command == "start":
-        value = _json_argument("--input", args.input)
+        value = json_argument("--input", args.input)
         started = client.start_workflow(
             args.workflow_type,
             value,
@@ -348,9 +305,9 @@ def _execute(client: Client, args: argparse.Namespace) -> int:
         if not args.wait:
             _print(started)
             return 0
-        described = client.wait(started.workflow_id, timeout=args.timeout)
-        _print(described)
-        return 0 if described.workflow.status == wf.WORKFLOW_STATUS_COMPLETED else 1
+        return run_start_wait(client.get_handle(started.workflow_id, started.run_id), args)
+    if args.command == "watch":
+        return run_watch(client.get_handle(args.workflow_id, args.run_id or None), args)
     if args.command == "describe":
         _print(client.describe(args.workflow_id, run_id=args.run_id))
     elif args.command == "history" and args.json:

@@ -14,7 +14,7 @@ from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.api.workflow.v1 import workflow_service_pb2 as api
 from perdure.api.workflow.v1 import workflow_service_pb2_grpc as apigrpc
 from perdure.client import _requests as rq
-from perdure.client._errors import WorkflowTimeoutError, api_error
+from perdure.client._errors import UnavailableError, WorkflowTimeoutError, api_error
 from perdure.client._handle import AsyncWorkflowHandle
 from perdure.client._reconnect import Reconnect
 from perdure.client._stream import Frame
@@ -231,14 +231,22 @@ class AsyncClient:
     ) -> Any:
         """The value the run returned (WorkflowHandle.result)."""
         deadline = None if timeout is None else time.monotonic() + timeout
+        reconnect = Reconnect()
         while True:
             left = rq.LONG_POLL_SECONDS if deadline is None else deadline - time.monotonic()
             wait = min(rq.LONG_POLL_SECONDS, max(0.0, left))
-            answer: api.GetWorkflowResultResponse = await self._call(
-                "GetWorkflowResult",
-                rq.result_request(self.namespace, workflow_id, run_id, wait),
-                seconds=wait + self._timeout,
-            )
+            try:
+                answer: api.GetWorkflowResultResponse = await self._call(
+                    "GetWorkflowResult",
+                    rq.result_request(self.namespace, workflow_id, run_id, wait),
+                    seconds=wait + self._timeout,
+                )
+            except UnavailableError as error:  # a restarting gateway: wait on, within timeout
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise
+                await asyncio.sleep(reconnect.delay(error))
+                continue
+            reconnect.progressed()
             if answer.closed and not rq.next_run(answer.workflow):
                 return rq.outcome(answer.workflow)
             if answer.closed:

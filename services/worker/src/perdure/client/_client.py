@@ -13,7 +13,7 @@ from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.api.workflow.v1 import workflow_service_pb2 as api
 from perdure.api.workflow.v1 import workflow_service_pb2_grpc as apigrpc
 from perdure.client import _requests as rq
-from perdure.client._errors import WorkflowTimeoutError, api_error
+from perdure.client._errors import UnavailableError, WorkflowTimeoutError, api_error
 from perdure.client._handle import WorkflowHandle
 from perdure.client._reconnect import Reconnect
 from perdure.client._stream import Frame
@@ -331,13 +331,21 @@ class Client:
         """The closed run's summary, waited for with GetWorkflowResult long polls (each at
         most LONG_POLL_SECONDS), a continued run followed to its next."""
         deadline = None if timeout is None else time.monotonic() + timeout
+        reconnect = Reconnect()
         while True:
             left = rq.LONG_POLL_SECONDS if deadline is None else deadline - time.monotonic()
             wait = min(rq.LONG_POLL_SECONDS, max(0.0, left))
-            answer: api.GetWorkflowResultResponse = self._stub.GetWorkflowResult(
-                rq.result_request(self.namespace, workflow_id, run_id, wait),
-                timeout=wait + self._timeout,
-            )
+            try:
+                answer: api.GetWorkflowResultResponse = self._stub.GetWorkflowResult(
+                    rq.result_request(self.namespace, workflow_id, run_id, wait),
+                    timeout=wait + self._timeout,
+                )
+            except UnavailableError as error:  # a restarting gateway: wait on, within timeout
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise
+                time.sleep(reconnect.delay(error))
+                continue
+            reconnect.progressed()
             if answer.closed and not rq.next_run(answer.workflow):
                 return answer.workflow
             if answer.closed:

@@ -97,8 +97,16 @@ def decode_body(raw: bytes) -> Any:
         return {}
     try:
         value = payloads.loads(raw)  # numbers as written: a payload keeps them exactly
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+    except UnicodeDecodeError:
+        raise invalid_json("the body is not UTF-8 text; send a JSON object") from None
+    except payloads.NotANumberError as error:
         raise invalid_json(f"the body is not valid JSON: {error}") from None
+    except json.JSONDecodeError as error:
+        # Where, in the API's words; the decoder's own ("Expecting value") means little here.
+        raise invalid_json(
+            f"the body is not valid JSON (it stops making sense at line {error.lineno}, column "
+            f"{error.colno}); send a JSON object, for example {{}}"
+        ) from None
     except RecursionError:  # the decoder's own stack limit, some thousand levels down
         raise _too_deep() from None
     if _deeper_than(value, MAX_BODY_DEPTH):

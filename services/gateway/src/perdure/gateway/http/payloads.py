@@ -42,8 +42,12 @@ def loads(raw: bytes) -> Any:
     return json.loads(raw, parse_int=Number, parse_float=Number, parse_constant=_no_constant)
 
 
+class NotANumberError(ValueError):
+    """NaN or Infinity in a body: Python's decoder takes them, JSON does not."""
+
+
 def _no_constant(name: str) -> Any:
-    raise json.JSONDecodeError(f"{name} is not a JSON number", name, 0)
+    raise NotANumberError(f"{name} is not a JSON number")
 
 
 class PayloadMap(dict[str, Payload]):

@@ -293,12 +293,28 @@ def query_fields(request: web.Request, message: Message) -> dict[str, Any]:
 
 def _query_value(field: Any, value: str) -> Any:
     """A query parameter's value as its field's JSON: a bool is `true` or `false` (JSON takes
-    it unquoted); the rest as the text it is (JSON takes numbers and enums quoted)."""
+    it unquoted); an enum by its name, in any case, with or without its prefix (`completed`,
+    as the CLI says, or WORKFLOW_STATUS_COMPLETED); the rest as the text it is (JSON takes
+    numbers quoted)."""
+    if field.type == FieldDescriptor.TYPE_ENUM:
+        return _enum_name(field, value)
     if field.type != FieldDescriptor.TYPE_BOOL:
         return value
     if value not in ("true", "false"):
         raise invalid_json(f"query parameter {field.name!r} must be true or false, not {value!r}")
     return value == "true"
+
+
+def _enum_name(field: Any, value: str) -> str:
+    """The enum value's full name a query parameter names (see _query_value)."""
+    # Every enum's zero value is PREFIX_UNSPECIFIED (buf lint): its prefix is the enum's.
+    prefix = str(field.enum_type.values_by_number[0].name).removesuffix("UNSPECIFIED")
+    names = [str(v.name) for v in field.enum_type.values if v.number != 0]
+    for name in (str(field.enum_type.values_by_number[0].name), *names):
+        if value.upper() in (name, name.removeprefix(prefix)):
+            return name
+    accepted = ", ".join(name.removeprefix(prefix).lower() for name in names)
+    raise invalid_json(f"query parameter {field.name!r} must be one of {accepted}, not {value!r}")
 
 
 def approval_signal(fields: Any) -> dict[str, Any]:
