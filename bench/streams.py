@@ -85,5 +85,10 @@ def _follow(client: Client, workflow_id: str, expected: int) -> list[tuple[float
     seqs = [frame.seq for _, frame in received]
     chunks = [None if frame.reset else frame.data[0] for _, frame in received]
     if seqs != list(range(1, expected + 1)) or chunks != list(range(expected)):
-        raise RuntimeError(f"{workflow_id}: frames missing or out of order: {seqs[:20]} ...")
+        resets = [(frame.seq, frame.attempt) for _, frame in received if frame.reset]
+        wrong = next(i for i, chunk in enumerate([*chunks, None]) if chunk != i)
+        raise RuntimeError(
+            f"{workflow_id}: {len(received)} frames of {expected}, resets (seq, attempt) "
+            f"{resets}; frame {wrong + 1} is {received[wrong][1] if wrong < len(received) else None}"
+        )
     return received

@@ -12,7 +12,14 @@ from pathlib import Path
 from typing import Any
 
 from examples.research_agent.model import OfflineModel
-from perdure.worker import RetryPolicy, WorkflowContext, current_step, remote_step, workflow
+from perdure.worker import (
+    RetryPolicy,
+    StreamBufferFullError,
+    WorkflowContext,
+    current_step,
+    remote_step,
+    workflow,
+)
 
 # A killed worker's attempt counts as failed and waits its retry backoff: a short one, so that
 # the recovery measured is the failover's, not the policy's (1 s by default).
@@ -101,10 +108,19 @@ async def emit_paced(ctx: WorkflowContext, spec: dict[str, float]) -> int:
 
 
 async def _emit_burst(count: int) -> int:
-    """Emit `count` chunks as fast as the step can: [index, emit time]."""
+    """Emit `count` chunks as fast as history stores them: [index, emit time]. The SDK sends
+    from this loop, so the body yields to it now and then, and waits a moment when as many
+    chunks as the SDK buffers are not yet stored (a producer's back-pressure)."""
     step = current_step()
     for index in range(count):
-        step.emit([index, time.time()])
+        while True:
+            try:
+                step.emit([index, time.time()])
+                break
+            except StreamBufferFullError:
+                await asyncio.sleep(0.001)
+        if index % 100 == 99:
+            await asyncio.sleep(0)
     return count
 
 
