@@ -24,7 +24,7 @@ from perdure.internal.history.v1 import history_service_pb2 as hpb
 from perdure.internal.history.v1 import history_service_pb2_grpc as hgrpc
 from perdure.worker._payload import from_payload, to_payload
 from tests.e2e.test_http_api import Http
-from tests.fixtures.cluster import Cluster
+from tests.fixtures.cluster import Cluster, wait_until
 from tests.fixtures.postgres import Databases
 from tests.fixtures.rpc import error_reason
 
@@ -343,6 +343,8 @@ def test_the_http_stream_feed_resumes_after_the_last_event_id_and_the_result_wai
 
     following = http.feed(f"{path}/streams/output", **{"Last-Event-ID": "2"})
     assert next(following)[:2] == ("3", "frame")  # the run is open: the feed stays open
+    watching = http.feed(f"{path}/events")
+    assert next(watching)[:2] == ("1", "history")
     waiting = http.ok("GET", f"{path}/result", params={"wait": "0"})
     assert waiting["closed"] is False and waiting["workflow"]["status"] == "WORKFLOW_STATUS_RUNNING"
     driver.emit(1, 1, 3, "d")
@@ -357,9 +359,10 @@ def test_the_http_stream_feed_resumes_after_the_last_event_id_and_the_result_wai
 
     result = http.ok("GET", f"{path}/result", params={"wait": "60"})
     assert result["closed"] is True and result["workflow"]["result"] == "abcd"
-    events = list(http.feed(f"{path}/events"))
-    assert ("", "status", events[-2][2]) == events[-2]
+    events = list(watching)  # the status change, pushed, after the events that made it
+    assert [event for _, event, _ in events] == ["history"] * (len(events) - 2) + ["status", "end"]
     assert events[-2][2]["status"] == "WORKFLOW_STATUS_COMPLETED"
+    assert events[-2][2]["workflow"]["result"] == "abcd"
     assert events[-1] == ("", "end", {"status": "WORKFLOW_STATUS_COMPLETED"})
     assert http.error(400, "GET", f"{path}/result", params={"wait": "soon"})["reason"] == (
         "INVALID_JSON"
@@ -370,3 +373,24 @@ def test_the_http_stream_feed_resumes_after_the_last_event_id_and_the_result_wai
     assert http.error(404, "GET", "/v1/workflows/nobody/streams/output")["reason"] == (
         "WORKFLOW_NOT_FOUND"
     )
+
+
+def test_the_frames_of_a_run_closed_longer_than_the_retention_are_deleted(
+    start_cluster: Callable[..., Cluster],
+) -> None:
+    cluster = start_cluster(PERDURE_STREAM_RETENTION="1")
+    cluster.start_worker("registrar", task_queue=QUEUE).kill()
+    driver = Driver(cluster, "kept-briefly")
+    try:
+        driver.load(1)
+        driver.start_attempt(1, 1)
+        driver.emit(1, 1, 0, "soon", "gone")
+        assert len(frames_of(driver.read())) == 2  # kept while the run is open
+        driver.finish(1, "done")
+        wait_until(lambda: not frames_of(driver.read()), TIMEOUT, "the sweep to delete frames")
+        history = driver.api.GetWorkflowHistory(
+            api.GetWorkflowHistoryRequest(workflow_id=driver.workflow_id), timeout=TIMEOUT
+        )
+        assert history.events[-1].event_type == wf.EVENT_TYPE_WORKFLOW_COMPLETED  # journal kept
+    finally:
+        driver.close()
