@@ -16,18 +16,18 @@ export const MAX_STREAM_NAME = 200;
 /** History's limit on one payload. */
 export const MAX_CHUNK_BYTES = 2 * 1024 * 1024;
 /** Chunks queued and not yet answered, per attempt: past either bound, emit() throws StreamBufferFullError. */
-export const MAX_BUFFERED_CHUNKS = 10_000;
-export const MAX_BUFFERED_BYTES = 16 * 1024 * 1024;
+export const MAX_BUFFERED_CHUNKS = 50_000;
+export const MAX_BUFFERED_BYTES = 32 * 1024 * 1024;
 /** One EmitFrames request holds at most this much (at least one chunk). */
-export const MAX_BATCH_CHUNKS = 2_000;
+export const MAX_BATCH_CHUNKS = 1_000; // history takes at most 1,000 chunks a call
 export const MAX_BATCH_BYTES = 1024 * 1024;
 /** A batch left unanswered by an unreachable history is sent again this many times. */
 const RESENDS = 3;
 const RESEND_BACKOFF_MS = 500;
 
 /**
- * `info.emit(chunk)` found too many of the attempt's chunks not yet stored by history (10,000
- * chunks or 16 MiB): the step emits faster than history stores them, or history cannot be
+ * `info.emit(chunk)` found too many of the attempt's chunks not yet stored by history (50,000
+ * chunks or 32 MiB): the step emits faster than history stores them, or history cannot be
  * reached. Thrown into the step body, so the attempt fails (and is retried under its policy)
  * instead of holding an unbounded buffer.
  */

@@ -52,7 +52,7 @@ export class StepInfo {
    * tagged with this step and attempt: readers get it live (ReadStream). If this attempt
    * fails, readers get a reset of the step's frames before the next attempt's. Sent in the
    * background; never blocks. Throws TypeError for a value that is not JSON, RangeError for a
-   * bad stream name or a chunk over 2 MiB, StreamBufferFullError when 10,000 chunks (or 16
+   * bad stream name or a chunk over 2 MiB, StreamBufferFullError when 50,000 chunks (or 32
    * MiB) are not yet stored by history, PerdureError once the attempt is over.
    * @param {any} chunk
    * @param {string} [stream] default "output"

@@ -11,10 +11,16 @@ from typing import Any
 import pytest
 
 from perdure.api.worker.v1 import journal_service_pb2 as jpb
-from perdure.worker import RetryPolicy, StepFailedError, StreamBufferFullError, current_step
+from perdure.worker import (
+    RetryPolicy,
+    StepFailedError,
+    StreamBufferFullError,
+    _frames,
+    current_step,
+)
 from perdure.worker._context import Suspended
 from perdure.worker._errors import JournalRejectedError, JournalUnavailableError, LeaseLostError
-from perdure.worker._frames import MAX_BUFFERED_CHUNKS, Frames
+from perdure.worker._frames import Frames
 from tests.unit.worker.fake_journal import FakeJournal, make_context
 
 
@@ -56,7 +62,10 @@ class Gated:
         return jpb.EmitFramesResponse()
 
 
-async def test_a_steps_chunks_are_stored_in_order_before_its_outcome_sync_or_async() -> None:
+async def test_a_steps_chunks_are_stored_in_order_before_its_outcome_sync_or_async(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(_frames, "MAX_BUFFERED_CHUNKS", 100)
     journal = FakeJournal()
     ctx = make_context(journal, [])
 
@@ -67,15 +76,15 @@ async def test_a_steps_chunks_are_stored_in_order_before_its_outcome_sync_or_asy
         current_step().emit({"tokens": 3}, stream="usage")
         return "abc"
 
-    def write_in_thread() -> int:
-        for n in range(500):
+    def write_in_thread() -> int:  # past the buffer's bound: it waits for room, not fails
+        for n in range(1000):
             current_step().emit(n)
-        return 500
+        return 1000
 
     assert await ctx.step("write", write) == "abc"
-    assert await ctx.step("count", write_in_thread) == 500
+    assert await ctx.step("count", write_in_thread) == 1000
     assert emitted(journal, "write") == ["a", "b", "c"]
-    assert emitted(journal, "count") == list(range(500))
+    assert emitted(journal, "count") == list(range(1000))
     assert emitted(journal, "write", "usage") == [{"tokens": 3}]
     kinds = [
         (type(r).__name__, r.step_id, r.attempt)
@@ -87,7 +96,7 @@ async def test_a_steps_chunks_are_stored_in_order_before_its_outcome_sync_or_asy
         i for i, kind in enumerate(kinds) if kind == ("EmitFramesRequest", "write", 1)
     )
     assert kinds[-1] == ("RecordStepRequest", "count", 1)
-    assert len([k for k in kinds if k[1] == "count"]) < 500  # batched, not one call a chunk
+    assert len([k for k in kinds if k[1] == "count"]) < 1000  # batched, not one call a chunk
 
 
 async def test_a_failed_attempts_frames_are_stored_before_its_failure() -> None:
@@ -172,7 +181,10 @@ async def test_a_fenced_out_attempt_stops_sending_and_a_refused_batch_fails_flus
         await invalid.flush()
 
 
-async def test_chunks_are_checked_and_the_buffer_is_bounded() -> None:
+async def test_chunks_are_checked_and_an_async_body_past_the_bound_is_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(_frames, "MAX_BUFFERED_CHUNKS", 1000)
     frames = Frames(Gated(), "write", 1, step_task=False)
     with pytest.raises(TypeError):
         frames.emit(float("nan"))
@@ -181,7 +193,7 @@ async def test_chunks_are_checked_and_the_buffer_is_bounded() -> None:
     for stream in ["", "a\nb", "s" * 201]:
         with pytest.raises(ValueError, match="stream name"):
             frames.emit("x", stream)
-    for n in range(MAX_BUFFERED_CHUNKS):
+    for n in range(_frames.MAX_BUFFERED_CHUNKS):
         frames.emit(n)
     with pytest.raises(StreamBufferFullError, match="not yet stored"):
         frames.emit("one too many")

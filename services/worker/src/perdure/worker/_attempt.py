@@ -59,9 +59,10 @@ class StepContext:
         """Publish `chunk` (a JSON value; a str for text) on the run's stream `stream`, in
         order, tagged with this step and attempt: readers get it live (ReadStream). If this
         attempt fails, readers get a reset of the step's frames before the next attempt's.
-        Sent in the background; never blocks. Raises TypeError for a value that is not JSON,
-        ValueError for a bad stream name or a chunk over 2 MiB, StreamBufferFullError when
-        10,000 chunks (or 16 MiB) are not yet stored by history, RuntimeError outside the
+        Sent in the background: an async step's emit never blocks; a sync step's waits only
+        while 50,000 chunks (or 32 MiB) are not yet stored by history, where an async step's
+        raises StreamBufferFullError. Raises TypeError for a value that is not JSON,
+        ValueError for a bad stream name or a chunk over 2 MiB, RuntimeError outside the
         running attempt."""
         frames = _current_frames.get(None)
         if frames is None or _current_step.get(None) is not self:

@@ -95,10 +95,11 @@ class JournalRejectedError(PerdureError, Exception):
 
 
 class StreamBufferFullError(PerdureError, Exception):
-    """`current_step().emit(chunk)` found too many of the attempt's chunks not yet stored by
-    history (10,000 chunks or 16 MiB): the step emits faster than history stores, or history
-    cannot be reached. Raised into the step body, so the attempt fails (and is retried under
-    its policy) instead of holding an unbounded buffer."""
+    """`current_step().emit(chunk)` in an async step found too many of the attempt's chunks not
+    yet stored by history (50,000 chunks or 32 MiB): the step emits in a loop that never lets
+    the event loop run (so nothing is sent), or history cannot keep up or be reached. Raised
+    into the step body, so the attempt fails (and is retried under its policy) instead of
+    holding an unbounded buffer. A sync step's emit waits for room instead."""
 
 
 class WorkerConfigurationError(PerdureError, Exception):

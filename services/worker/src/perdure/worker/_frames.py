@@ -29,12 +29,13 @@ DEFAULT_STREAM = "output"
 MAX_STREAM_NAME = 200
 # History's limit on one payload.
 MAX_CHUNK_BYTES = 2 * 1024 * 1024
-# Chunks queued and not yet answered, per attempt: past either bound, emit() raises
-# StreamBufferFullError (history is slower than the step, or unreachable).
-MAX_BUFFERED_CHUNKS = 10_000
-MAX_BUFFERED_BYTES = 16 * 1024 * 1024
+# Chunks queued and not yet answered, per attempt: past either bound, emit() from a sync
+# body's thread waits until a batch is answered; from the event loop (an async body, which
+# cannot wait there without stopping the sender too) it raises StreamBufferFullError.
+MAX_BUFFERED_CHUNKS = 50_000
+MAX_BUFFERED_BYTES = 32 * 1024 * 1024
 # One EmitFrames request holds at most this much (at least one chunk).
-MAX_BATCH_CHUNKS = 2_000
+MAX_BATCH_CHUNKS = 1_000  # history takes at most 1,000 chunks a call
 MAX_BATCH_BYTES = 1024 * 1024
 # A batch left unanswered by an unreachable history is sent again this many times.
 RESENDS = 3
@@ -74,6 +75,7 @@ class Frames:
         self._step_task = step_task  # sent under a step task's lease
         self._loop = asyncio.get_running_loop()
         self._lock = threading.Lock()  # the body's thread emits while the loop sends
+        self._room = threading.Condition(self._lock)  # notified as batches are answered
         self._streams: dict[str, _Stream] = {}
         self._chunks = 0  # queued over all streams
         self._bytes = 0
@@ -94,7 +96,10 @@ class Frames:
                 f"the chunk is {len(payload.data)} bytes encoded; the limit is "
                 f"{MAX_CHUNK_BYTES} bytes"
             )
-        with self._lock:
+        on_loop = _on_loop(self._loop)
+        with self._room:
+            if not on_loop:  # a sync body's thread waits for room (the loop sends meanwhile)
+                self._room.wait_for(self._has_room)
             if self._closed:
                 raise RuntimeError(
                     f"attempt {self._attempt} of step {self._step_id!r} is over: its frames "
@@ -104,12 +109,13 @@ class Frames:
                 return
             if self._error is not None:
                 raise self._error
-            if self._chunks >= MAX_BUFFERED_CHUNKS or self._bytes >= MAX_BUFFERED_BYTES:
+            if not self._has_room():
                 raise StreamBufferFullError(
                     f"{self._chunks} chunks ({self._bytes} bytes) emitted by step "
                     f"{self._step_id!r} are not yet stored by history (the limits are "
-                    f"{MAX_BUFFERED_CHUNKS} chunks and {MAX_BUFFERED_BYTES} bytes): emit less "
-                    "often, or larger chunks"
+                    f"{MAX_BUFFERED_CHUNKS} chunks and {MAX_BUFFERED_BYTES} bytes): an async "
+                    "step must let the event loop run between emits (await something), or "
+                    "emit larger chunks"
                 )
             queue = self._streams.get(stream)
             if queue is None:
@@ -120,18 +126,25 @@ class Frames:
             if self._waking:
                 return
             self._waking = True
-        if _on_loop(self._loop):
+        if on_loop:
             self._start()
         else:
             self._loop.call_soon_threadsafe(self._start)
+
+    def _has_room(self) -> bool:
+        """Whether another chunk may be queued, or emit() must not wait (it returns or raises
+        at once). Called under the lock."""
+        full = self._chunks >= MAX_BUFFERED_CHUNKS or self._bytes >= MAX_BUFFERED_BYTES
+        return not full or self._closed or self._fenced or self._error is not None
 
     async def flush(self) -> None:
         """Wait until every chunk emitted so far is stored, then refuse later ones. Raises
         JournalUnavailableError when history could not be reached, JournalRejectedError when
         it refused a batch as invalid; returns quietly when the attempt was fenced out (its
         record will be refused too)."""
-        with self._lock:
+        with self._room:
             self._closed = True
+            self._room.notify_all()  # a thread still waiting for room gets its error
         while self._waking:
             sender = self._sender
             if sender is None or sender.done():
@@ -196,17 +209,18 @@ class Frames:
                 if resend == RESENDS:
                     raise
                 await asyncio.sleep(RESEND_BACKOFF_SECONDS * 2**resend)
-        with self._lock:
+        with self._room:
             if self._fenced or self._error is not None:
                 return  # the queues were dropped
             del stream.queued[: len(chunks)]
             stream.answered += len(chunks)
             self._chunks -= len(chunks)
             self._bytes -= sum(len(chunk.data) for chunk in chunks)
+            self._room.notify_all()
 
     def _stop(self, error: BaseException | None) -> None:
         """Send nothing more: fenced out (`error` None) or failed with `error`."""
-        with self._lock:
+        with self._room:
             if error is None:
                 self._fenced = True
             elif self._error is None:
@@ -214,6 +228,7 @@ class Frames:
             for stream in self._streams.values():
                 stream.queued.clear()
             self._chunks = self._bytes = 0
+            self._room.notify_all()
 
 
 def _check_stream(stream: str) -> None:
