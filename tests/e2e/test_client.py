@@ -6,6 +6,8 @@ attempt's text reset."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -22,7 +24,7 @@ from perdure.client import (
 )
 from tests.chaos.proxy import RESET, Proxy
 from tests.e2e.client_workflows import EXACT, spoken
-from tests.fixtures.cluster import Cluster
+from tests.fixtures.cluster import REPO_ROOT, Cluster
 
 MODULE = "tests.e2e.client_workflows"
 WAIT = 60.0
@@ -80,10 +82,13 @@ def test_a_wait_that_runs_out_then_a_signal_and_the_watch_to_its_close(shared: C
         assert events[-1].event_type == wf.EVENT_TYPE_WORKFLOW_COMPLETED
 
 
+CHUNKS = 40
+
+
 async def test_a_stream_read_across_a_cut_connection_sees_each_frame_once(
     shared: Cluster, tmp_path: Path
 ) -> None:
-    chunks = 40
+    chunks = CHUNKS
     gate = tmp_path / "gate"
     proxy = Proxy()
     try:
@@ -110,3 +115,23 @@ async def test_a_stream_read_across_a_cut_connection_sees_each_frame_once(
     assert len(seqs) == 3 + 1 + 2 * chunks  # the dead attempt's, its reset, the retry's
     assert text.text == "".join(spoken(index) for index in range(2 * chunks))
     assert [(reset.step_id, reset.attempt) for reset in text.resets] == [("talk", 1)]
+
+
+def test_the_cli_watches_a_stream_showing_the_reset(shared: Cluster) -> None:
+    """`perdure workflow watch ID --stream output` on the run the test above streamed: the
+    dead attempt's text, the line that voids it, then the retry's text."""
+    watched = subprocess.run(
+        [
+            *(sys.executable, "-m", "perdure.cli", "workflow", "watch", "talk"),
+            *("--stream", "output", "--address", shared.gateway),
+        ],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert watched.returncode == 0 and not watched.stderr, watched.stderr
+    dead, reset, retried = watched.stdout.split("\n", 2)
+    assert dead == "dead0 dead1 dead2 "
+    assert reset.startswith("[reset: step talk attempt 1 failed")
+    assert retried.strip() == "".join(spoken(index) for index in range(2 * CHUNKS)).strip()

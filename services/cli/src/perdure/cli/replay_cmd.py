@@ -21,6 +21,7 @@ from types import ModuleType
 import grpc
 
 from perdure.api.workflow.v1 import workflow_pb2 as wf
+from perdure.cli.errors import said
 from perdure.cli.flags import add_gateway_flags, api_key
 from perdure.client import Client
 from perdure.worker._history import History
@@ -162,9 +163,7 @@ def _check_live(
         with Client(args.address, api_key=api_key(), namespace=args.namespace) as client:
             return _check(workflows, _fetched(client, args, workflows))
     except grpc.RpcError as error:
-        raise _GateError(
-            f"the gateway at {args.address} answered {error.code().name}: {error.details()}"
-        ) from None
+        raise _GateError(f"the gateway at {args.address} answered: {said(error)}") from None
 
 
 def _fetched(

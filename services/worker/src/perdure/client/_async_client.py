@@ -19,7 +19,7 @@ from perdure.client._handle import AsyncWorkflowHandle
 from perdure.client._reconnect import Reconnect
 from perdure.client._stream import Frame
 from perdure.telemetry.rpc import aio_channel
-from perdure.worker._payload import from_payload
+from perdure.worker._payload import from_payload, to_payload
 from perdure.worker._rpc import CHANNEL_OPTIONS
 
 
@@ -122,6 +122,33 @@ class AsyncClient:
         response: api.SignalWorkflowResponse = await self._call("SignalWorkflow", request)
         return response.accepted
 
+    async def signal_with_start(
+        self,
+        workflow_type: str,
+        workflow_id: str,
+        signal_name: str,
+        payload: Any = None,
+        *,
+        input: Any = None,
+        task_queue: str = "",
+        signal_id: str = "",
+        execution_timeout: float | None = None,
+    ) -> api.SignalWithStartWorkflowResponse:
+        """See Client.signal_with_start."""
+        start = rq.start_request(
+            self.namespace, workflow_type, workflow_id, task_queue, input, execution_timeout
+        )
+        response: api.SignalWithStartWorkflowResponse = await self._call(
+            "SignalWithStartWorkflow",
+            api.SignalWithStartWorkflowRequest(
+                start=start,
+                signal_name=signal_name,
+                payload=to_payload(payload),
+                signal_id=signal_id,
+            ),
+        )
+        return response
+
     async def cancel(self, workflow_id: str, reason: str = "") -> None:
         """Ask the run to cancel (it may run compensating steps first)."""
         await self._call(
@@ -139,6 +166,39 @@ class AsyncClient:
                 namespace=self.namespace, workflow_id=workflow_id, reason=reason
             ),
         )
+
+    async def resume(self, workflow_id: str, reason: str = "", run_id: str = "") -> str:
+        """See Client.resume: returns the run id."""
+        response: api.ResumeWorkflowResponse = await self._call(
+            "ResumeWorkflow",
+            api.ResumeWorkflowRequest(
+                namespace=self.namespace, workflow_id=workflow_id, run_id=run_id, reason=reason
+            ),
+        )
+        return response.run_id
+
+    async def reset(
+        self,
+        workflow_id: str,
+        *,
+        step_id: str = "",
+        event_id: int = 0,
+        reason: str = "",
+        run_id: str = "",
+    ) -> api.ResetWorkflowResponse:
+        """See Client.reset."""
+        response: api.ResetWorkflowResponse = await self._call(
+            "ResetWorkflow",
+            api.ResetWorkflowRequest(
+                namespace=self.namespace,
+                workflow_id=workflow_id,
+                run_id=run_id,
+                step_id=step_id,
+                event_id=event_id,
+                reason=reason,
+            ),
+        )
+        return response
 
     async def fork(
         self,
@@ -206,9 +266,15 @@ class AsyncClient:
                 return
 
     async def list(
-        self, *, status: int = 0, workflow_type: str = "", page_size: int = 0, page_token: str = ""
+        self,
+        *,
+        status: int = 0,
+        workflow_type: str = "",
+        page_size: int = 0,
+        page_token: str = "",
+        stuck: bool = False,
     ) -> api.ListWorkflowsResponse:
-        """One page of runs, newest first."""
+        """One page of runs, newest first (Client.list)."""
         response: api.ListWorkflowsResponse = await self._call(
             "ListWorkflows",
             api.ListWorkflowsRequest(
@@ -217,6 +283,7 @@ class AsyncClient:
                 workflow_type=workflow_type,
                 page_size=page_size,
                 page_token=page_token,
+                stuck=stuck,
             ),
         )
         return response
@@ -263,8 +330,9 @@ class AsyncClient:
         reconnect = Reconnect()
         while True:
             request = rq.watch_request(self.namespace, workflow_id, run_id, after_event_id)
+            call = self._stub.WatchWorkflow(request)
             try:
-                async for message in self._stub.WatchWorkflow(request):
+                async for message in call:
                     reconnect.progressed()
                     run_id = run_id or message.workflow.run_id
                     after_event_id = rq.new_events(message, after_event_id)
@@ -274,6 +342,8 @@ class AsyncClient:
                 error = None
             except grpc.RpcError as broken:
                 error = broken
+            finally:
+                call.cancel()  # a reader that stops early ends the call, not only its loop
             await asyncio.sleep(reconnect.delay(error))
 
     async def stream(
@@ -289,8 +359,9 @@ class AsyncClient:
         reconnect = Reconnect()
         while True:
             request = rq.read_stream_request(self.namespace, workflow_id, run_id, name, after_seq)
+            call = self._stub.ReadStream(request)
             try:
-                async for message in self._stub.ReadStream(request):
+                async for message in call:
                     reconnect.progressed()
                     for frame in message.frames:
                         if frame.seq > after_seq:
@@ -301,4 +372,6 @@ class AsyncClient:
                 error = None
             except grpc.RpcError as broken:
                 error = broken
+            finally:
+                call.cancel()  # a reader that stops early ends the call, not only its loop
             await asyncio.sleep(reconnect.delay(error))

@@ -364,8 +364,9 @@ class Client:
         reconnect = Reconnect()
         while True:
             request = rq.watch_request(self.namespace, workflow_id, run_id, after_event_id)
+            call = self._raw.WatchWorkflow(request)
             try:
-                for message in self._raw.WatchWorkflow(request):
+                for message in call:
                     reconnect.progressed()
                     run_id = run_id or message.workflow.run_id  # the same run after a break
                     after_event_id = rq.new_events(message, after_event_id)
@@ -375,6 +376,8 @@ class Client:
                 error = None
             except grpc.RpcError as broken:
                 error = broken
+            finally:
+                call.cancel()  # a reader that stops early ends the call, not only its loop
             time.sleep(reconnect.delay(error))
 
     def stream(
@@ -392,8 +395,9 @@ class Client:
         reconnect = Reconnect()
         while True:
             request = rq.read_stream_request(self.namespace, workflow_id, run_id, name, after_seq)
+            call = self._raw.ReadStream(request)
             try:
-                for message in self._raw.ReadStream(request):
+                for message in call:
                     reconnect.progressed()
                     for frame in message.frames:
                         if frame.seq > after_seq:
@@ -404,4 +408,6 @@ class Client:
                 error = None
             except grpc.RpcError as broken:
                 error = broken
+            finally:
+                call.cancel()  # a reader that stops early ends the call, not only its loop
             time.sleep(reconnect.delay(error))

@@ -1,0 +1,51 @@
+"""The flags every gateway command shares: --address and --namespace before or after the
+subcommand's name, and JSON values inline, from @file or from stdin."""
+
+from __future__ import annotations
+
+import argparse
+import io
+from pathlib import Path
+
+import pytest
+
+from perdure.cli import keys_cmd, workers_cmd, workflow_cmd
+from perdure.cli.flags import UsageError, json_argument
+
+
+def parse(*argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    groups = parser.add_subparsers(dest="group")
+    for command in (workflow_cmd, keys_cmd, workers_cmd):
+        command.add_parser(groups)
+    return parser.parse_args(argv)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("workflow", "--address", "h:1", "--namespace", "acme", "list"),
+        ("workflow", "list", "--address", "h:1", "--namespace", "acme"),
+        ("workflow", "--address", "h:1", "watch", "x", "--namespace", "acme"),
+        ("keys", "--address", "h:1", "list", "--namespace", "acme"),
+        ("workers", "--namespace", "acme", "policy", "t", "pinned", "--address", "h:1"),
+    ],
+)
+def test_address_and_namespace_stand_before_or_after_the_subcommand(argv: tuple[str]) -> None:
+    args = parse(*argv)
+    assert (args.address, args.namespace) == ("h:1", "acme")
+
+
+def test_a_json_flag_is_inline_a_file_or_stdin(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "input.json").write_text('{"n": 18446744073709551617}\n')
+    from_file = json_argument("--input", f"@{tmp_path / 'input.json'}")
+    assert from_file.data == b'{"n": 18446744073709551617}'  # exactly as written
+    monkeypatch.setattr("sys.stdin", io.StringIO("[1, 2.50]"))
+    assert json_argument("--input", "-").data == b"[1, 2.50]"
+    assert json_argument("--input", "null").data == b"null"
+    with pytest.raises(UsageError, match="cannot read"):
+        json_argument("--input", f"@{tmp_path / 'missing.json'}")
+    with pytest.raises(UsageError, match="--input is not valid JSON"):
+        json_argument("--input", "{not json")
