@@ -3,8 +3,26 @@
 
 import { parseExact } from "./exactjson.js";
 import { apiUrl, authHeaders, errorFrom } from "./api.js";
-import { isAbort, sleep } from "./dom.js";
+import { h, isAbort, sleep } from "./dom.js";
 import { fmtSeconds } from "./format.js";
+
+const LIVE_LABELS = {
+  connecting: "Connecting…",
+  live: "Live",
+  reconnecting: "Reconnecting…",
+  ended: "Complete: the run is closed",
+  error: "Feed unavailable",
+};
+
+/** A feed's state as a badge: `element`, and set(state, detail) as onState takes it. */
+export function liveIndicator(testid) {
+  const element = h("span", { class: "live", "data-testid": testid, "data-state": "connecting" }, LIVE_LABELS.connecting);
+  function set(state, detail) {
+    element.dataset.state = state;
+    element.textContent = detail ? `${LIVE_LABELS[state]} (${detail})` : LIVE_LABELS[state];
+  }
+  return { element, set };
+}
 
 /**
  * Follow the SSE route `path` until its `end` event. Calls onMessage(type, data, id) per event

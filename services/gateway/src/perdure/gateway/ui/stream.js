@@ -1,34 +1,24 @@
 // The Output card of a run's page: the text its steps stream (current_step().emit) on the
-// run's "output" stream, live over GET /v1/workflows/{id}/streams/output, one panel per step.
+// run's "output" stream, live over GET /v1/workflows/{id}/streams/output (docs/http_api.md:
+// `frame` events, each a StreamFrame with its seq as id), one panel per step.
 // A reset frame (the attempt that emitted the step's text so far failed) clears that step's
 // text and leaves a marker saying so: the panel never mixes text from two attempts.
 
 import { workflowPath } from "./api.js";
-import { h, section } from "./dom.js";
+import { h } from "./dom.js";
 import { jsonBlock, shortJson } from "./format.js";
-import { followSse } from "./sse.js";
+import { followSse, liveIndicator } from "./sse.js";
 
 export const OUTPUT_STREAM = "output";
 
-const LIVE_LABELS = {
-  connecting: "Connecting…",
-  live: "Live",
-  reconnecting: "Reconnecting…",
-  ended: "Complete: the run is closed",
-  error: "Stream unavailable",
-};
-
-/** A frame's field under its JSON name or its proto name. */
-const field = (frame, json, proto) => frame[json] ?? frame[proto];
-
-const isReset = (frame) => /RESET$/.test(String(frame.kind ?? ""));
+const isReset = (frame) => frame.kind === "FRAME_KIND_RESET";
 
 /** The Output card (hidden until a step streams something); follow(signal) reads the stream. */
 export function outputCard(id) {
   const panels = h("div", { class: "stream-panels", "data-testid": "stream-panels" });
-  const liveStatus = h("span", { class: "live", "data-testid": "stream-live", "data-state": "connecting" }, LIVE_LABELS.connecting);
+  const live = liveIndicator("stream-live");
   const element = h("section", { class: "card output-card", id: "output", "aria-labelledby": "output-title", hidden: true, "data-testid": "output-card" },
-    h("div", { class: "card-head" }, h("h2", { id: "output-title" }, "Output"), liveStatus),
+    h("div", { class: "card-head" }, h("h2", { id: "output-title" }, "Output"), live.element),
     panels);
   const steps = new Map();
   let lastSeq = 0;
@@ -42,7 +32,7 @@ export function outputCard(id) {
     const panel = h("article", { class: "stream-panel", "data-testid": `stream-${stepId}`, "data-step-id": stepId },
       h("h3", { class: "stream-head" }, h("span", { class: "mono" }, stepId), " ", attempt),
       markers, text);
-    step = { panel, attempt, markers, text, resets: 0 };
+    step = { attempt, markers, text, restart: null };
     steps.set(stepId, step);
     panels.append(panel);
     element.hidden = false;
@@ -54,16 +44,18 @@ export function outputCard(id) {
     const seq = Number(frame.seq);
     if (!(seq > lastSeq)) return;
     lastSeq = seq;
-    const step = panelOf(String(field(frame, "step_id", "stepId") ?? ""));
+    const step = panelOf(String(frame.step_id ?? ""));
     const attempt = Number(frame.attempt || 1);
     if (isReset(frame)) {
       step.text.replaceChildren();
-      step.resets += 1;
+      step.restart = h("span", { "data-testid": "stream-restart" });
       step.markers.append(h("p", { class: "stream-reset", role: "status", "data-testid": "stream-reset", "data-attempt": String(attempt) },
-        h("strong", {}, `Attempt ${attempt} failed`),
-        " after streaming: the step restarted, and the text it had streamed was dropped."));
-      step.attempt.textContent = `· attempt ${attempt + 1}`;
+        h("strong", {}, `Attempt ${attempt} failed`), ": the text it streamed was dropped. ", step.restart));
       return;
+    }
+    if (step.restart && attempt > Number(step.markers.lastChild.dataset.attempt)) {
+      step.restart.textContent = `The step restarted: attempt ${attempt}.`;
+      step.restart = null;
     }
     step.attempt.textContent = attempt > 1 ? `· attempt ${attempt}` : "";
     const data = frame.data;
@@ -71,18 +63,13 @@ export function outputCard(id) {
     else step.text.append(data && typeof data === "object" ? jsonBlock(data) : `${shortJson(data)}\n`);
   }
 
-  function setLive(state, detail) {
-    liveStatus.dataset.state = state;
-    liveStatus.textContent = detail ? `${LIVE_LABELS[state]} (${detail})` : LIVE_LABELS[state];
-  }
-
   function follow(signal) {
     return followSse(workflowPath(id, `/streams/${OUTPUT_STREAM}`), {
       signal,
-      onState: setLive,
+      onState: live.set,
       onMessage(type, data) { if (type === "frame") add(data); },
     });
   }
 
-  return { element, add, follow };
+  return { element, follow };
 }
