@@ -215,6 +215,20 @@ def test_frames_are_numbered_stored_once_fenced_and_reset_after_a_failed_attempt
     assert closed == (grpc.StatusCode.FAILED_PRECONDITION, "STEP_CLOSED")
     driver.start_attempt(1, 2)
     assert driver.emit(1, 2, 0, "Hi") == 5
+    # The same call on a Session stream (sent again there: stored once).
+    call = jpb.JournalCall(
+        id=1,
+        emit_frames=jpb.EmitFramesRequest(
+            workflow_id=driver.workflow_id,
+            fence=1,
+            step_id="gen",
+            attempt=2,
+            chunks=[to_payload("Hi")],
+        ),
+    )
+    answers = driver.journal.Session(iter([jpb.SessionRequest(calls=[call])]), timeout=TIMEOUT)
+    (answer,) = [a for message in answers for a in message.answers]
+    assert answer.emit_frames.last_seq == 5, answer
 
     # A new lease fences the old holder out; its next attempt's first frame resets the lost
     # attempt 2 (whose failure nobody recorded) before its own.
@@ -343,6 +357,8 @@ def test_the_http_stream_feed_resumes_after_the_last_event_id_and_the_result_wai
 
     following = http.feed(f"{path}/streams/output", **{"Last-Event-ID": "2"})
     assert next(following)[:2] == ("3", "frame")  # the run is open: the feed stays open
+    watching = http.feed(f"{path}/events")
+    assert next(watching)[:2] == ("1", "history")
     waiting = http.ok("GET", f"{path}/result", params={"wait": "0"})
     assert waiting["closed"] is False and waiting["workflow"]["status"] == "WORKFLOW_STATUS_RUNNING"
     driver.emit(1, 1, 3, "d")
@@ -357,9 +373,10 @@ def test_the_http_stream_feed_resumes_after_the_last_event_id_and_the_result_wai
 
     result = http.ok("GET", f"{path}/result", params={"wait": "60"})
     assert result["closed"] is True and result["workflow"]["result"] == "abcd"
-    events = list(http.feed(f"{path}/events"))
-    assert ("", "status", events[-2][2]) == events[-2]
+    events = list(watching)  # the status change, pushed, after the events that made it
+    assert [event for _, event, _ in events] == ["history"] * (len(events) - 2) + ["status", "end"]
     assert events[-2][2]["status"] == "WORKFLOW_STATUS_COMPLETED"
+    assert events[-2][2]["workflow"]["result"] == "abcd"
     assert events[-1] == ("", "end", {"status": "WORKFLOW_STATUS_COMPLETED"})
     assert http.error(400, "GET", f"{path}/result", params={"wait": "soon"})["reason"] == (
         "INVALID_JSON"

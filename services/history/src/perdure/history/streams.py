@@ -14,8 +14,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from psycopg import AsyncConnection
-
 from perdure.api.common.v1.payload_pb2 import Payload
 from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.common import errors, limits
@@ -30,7 +28,6 @@ from perdure.history.rows import Row, fetch_all, fetch_one
 MAX_CHUNKS = 1000  # per EmitFrames call
 PAGE_ROWS = 1000
 FRAME_FRAMING = 64  # a StreamFrame's bytes beyond its data, stream and step id, at most
-NOTIFY = "SELECT pg_notify('perdure_run', %s)"  # commit_feed.CHANNEL
 
 # The lease, under a share lock on the run's row: no append commits until the emit does.
 _RUN_LEASE = f"""SELECT w.run_id, w.cancel_requested FROM history.workflows w
@@ -39,7 +36,9 @@ _STEP_LEASE = f"""SELECT w.run_id, w.cancel_requested FROM history.step_tasks s
 JOIN history.workflows w USING (workflow_id)
 WHERE {step_lease_held("s.")} AND w.status IN {OPEN} FOR SHARE OF w, s"""
 
-# What became of the step's attempts: its outcome, the last attempt failed, the last started.
+# What became of the step's attempts (its outcome, the last attempt failed, the last started),
+# and how many of this attempt's chunks the stream holds (stored in order, without gaps), read
+# under the stream head's lock.
 _STEP_STATE = """
 SELECT EXISTS (SELECT 1 FROM history.events e
                WHERE e.workflow_id = %(workflow_id)s AND e.step_id = %(step_id)s
@@ -49,7 +48,14 @@ SELECT EXISTS (SELECT 1 FROM history.events e
           AND e.event_type = 'STEP_ATTEMPT_FAILED') AS failed,
        (SELECT max(e.attempt) FROM history.events e
         WHERE e.workflow_id = %(workflow_id)s AND e.step_id = %(step_id)s
-          AND e.event_type = 'STEP_ATTEMPT_STARTED') AS started
+          AND e.event_type = 'STEP_ATTEMPT_STARTED') AS started,
+       (SELECT COALESCE(max(f.emit_index) + 1, 0) FROM history.frames f
+        WHERE f.run_id = %(run_id)s AND f.stream = %(stream)s AND f.step_id = %(step_id)s
+          AND f.attempt = %(attempt)s AND f.kind = 'DATA') AS stored,
+       (SELECT f.seq FROM history.frames f
+        WHERE f.run_id = %(run_id)s AND f.stream = %(stream)s AND f.step_id = %(step_id)s
+          AND f.attempt = %(attempt)s AND f.kind = 'DATA' AND f.emit_index = %(last_index)s)
+           AS last_seq
 """
 
 # The stream's head, locked until the commit (created at 0 by the stream's first frame).
@@ -61,25 +67,23 @@ RETURNING last_seq
 # An attempt's first frame on a stream whose last frame of the step is an earlier attempt's
 # DATA: that attempt was lost and its failure is not recorded yet; reset it now.
 _GUARD_RESET = "SELECT history.reset_streams(%(run_id)s, %(step_id)s, %(attempt)s, %(stream)s)"
-# The attempt's chunks stored on the stream so far (they are stored in order, without gaps).
-_STORED = """
-SELECT COALESCE(max(emit_index) + 1, 0) AS stored,
-       max(seq) FILTER (WHERE emit_index = %(last_index)s) AS last_seq
-FROM history.frames
-WHERE run_id = %(run_id)s AND stream = %(stream)s AND step_id = %(step_id)s
-  AND attempt = %(attempt)s AND kind = 'DATA'
-"""
+# The new chunks, numbered on from the head, and the notification of the run's watchers (sent
+# at the commit).
 _INSERT_FRAMES = """
 WITH head AS (
     UPDATE history.stream_heads SET last_seq = last_seq + %(count)s
     WHERE run_id = %(run_id)s AND stream = %(stream)s
     RETURNING last_seq - %(count)s AS base
+), stored AS (
+    INSERT INTO history.frames
+        (run_id, stream, seq, step_id, attempt, kind, emit_index, data, encoding)
+    SELECT %(run_id)s, %(stream)s, head.base + c.n, %(step_id)s, %(attempt)s, 'DATA',
+           %(first_index)s + c.n - 1, c.data, c.encoding
+    FROM head,
+         unnest(%(data)s::bytea[], %(encodings)s::text[]) WITH ORDINALITY AS c(data, encoding, n)
+    RETURNING seq
 )
-INSERT INTO history.frames (run_id, stream, seq, step_id, attempt, kind, emit_index, data, encoding)
-SELECT %(run_id)s, %(stream)s, head.base + c.n, %(step_id)s, %(attempt)s, 'DATA',
-       %(first_index)s + c.n - 1, c.data, c.encoding
-FROM head, unnest(%(data)s::bytea[], %(encodings)s::text[]) WITH ORDINALITY AS c(data, encoding, n)
-RETURNING seq
+SELECT max(seq) AS last_seq, pg_notify('perdure_run', %(workflow_id)s) FROM stored
 """
 # A page of a stream, within a byte budget (the first frame always, whatever its size).
 _PAGE = """
@@ -94,6 +98,14 @@ WHERE running <= %(budget)s OR seq = (
     SELECT min(seq) FROM history.frames
     WHERE run_id = %(run_id)s AND stream = %(stream)s AND seq > %(after)s)
 ORDER BY seq
+"""
+# The run's status and key, and a page of its stream, in one snapshot: a run closed in it has
+# no frame to come after the page's (no frame is stored once a run is closed).
+_STATUS_AND_PAGE = f"""
+SELECT w.status, w.workflow_id AS run_key, page.*
+FROM history.workflows w LEFT JOIN ({_PAGE}) page ON true
+WHERE w.run_id = %(run_id)s
+ORDER BY page.seq
 """
 # Frames of runs closed longer ago than the retention, a batch of runs at a time.
 _EXPIRED_RUNS = """
@@ -141,33 +153,37 @@ class Streams(JournalBase):
             if run is None:
                 raise await fencing.rejection(conn, lease)
             params["run_id"] = run["run_id"]
-            await _require_running(conn, params)
             await conn.execute(_LOCK_HEAD, params)
-            stored = await fetch_one(conn, _STORED, params)
-            assert stored is not None  # an aggregate without GROUP BY has one row
-            if first_index > stored["stored"]:
+            state = await fetch_one(conn, _STEP_STATE, params)
+            assert state is not None  # aggregates without FROM: one row
+            _require_running(state, step_id, attempt)
+            stored: int = state["stored"]
+            if first_index > stored:
                 raise errors.invalid_argument(
                     f"first_index {first_index} skips chunks: attempt {attempt} of step "
-                    f"{step_id!r} has {stored['stored']} stored on stream {stream!r}; send "
-                    "them first, in order"
+                    f"{step_id!r} has {stored} stored on stream {stream!r}; send them first, "
+                    "in order"
                 )
-            fresh = chunks[stored["stored"] - first_index :]
+            fresh = chunks[stored - first_index :]
             if not fresh:  # all stored already: a batch sent again
-                return Emitted(stored["last_seq"], run["cancel_requested"])
-            if stored["stored"] == 0:
+                return Emitted(state["last_seq"], run["cancel_requested"])
+            if stored == 0 and attempt > 1:
                 await conn.execute(_GUARD_RESET, params)
             params.update(
-                first_index=stored["stored"],
+                first_index=stored,
                 count=len(fresh),
                 data=[chunk.data for chunk in fresh],
                 encodings=[chunk.encoding for chunk in fresh],
             )
-            rows = await fetch_all(conn, _INSERT_FRAMES, params)
-            await conn.execute(NOTIFY, [lease.workflow_id])
-        return Emitted(max(row["seq"] for row in rows), run["cancel_requested"])
+            inserted = await fetch_one(conn, _INSERT_FRAMES, params)
+        assert inserted is not None
+        return Emitted(inserted["last_seq"], run["cancel_requested"])
 
-    async def frames_page(self, run_id: str, stream: str, after_seq: int) -> list[wf.StreamFrame]:
-        """The stream's frames after `after_seq`, oldest first, as many as fit in a message."""
+    async def frames_page(
+        self, run_id: str, stream: str, after_seq: int
+    ) -> tuple[Row, list[wf.StreamFrame]]:
+        """The run (its status and current key) and its stream's frames after `after_seq`,
+        oldest first, as many as fit in a message, as one snapshot shows them."""
         params = {
             "run_id": run_id,
             "stream": stream,
@@ -177,8 +193,10 @@ class Streams(JournalBase):
             "budget": limits.HISTORY_PAGE_BYTES,
         }
         async with self._pool.connection() as conn:
-            rows = await fetch_all(conn, _PAGE, params)
-        return [_frame(row) for row in rows]
+            rows = await fetch_all(conn, _STATUS_AND_PAGE, params)
+        if not rows:
+            raise errors.not_found(Reason.RUN_NOT_FOUND, f"run {run_id!r} is gone")
+        return rows[0], [_frame(row) for row in rows if row["seq"] is not None]
 
     async def delete_expired_frames(self, retention: float, batch: int) -> int:
         """Delete the frames (and stream heads) of up to `batch` runs closed longer than
@@ -192,12 +210,9 @@ class Streams(JournalBase):
         return len(runs)
 
 
-async def _require_running(conn: AsyncConnection, params: dict[str, object]) -> None:
+def _require_running(state: Row, step_id: str, attempt: int) -> None:
     """Refuse frames of an attempt that is over (STEP_CLOSED): the step has its outcome, this
     attempt's failure is recorded, or a later attempt started."""
-    state = await fetch_one(conn, _STEP_STATE, params)
-    assert state is not None
-    step, attempt = params["step_id"], params["attempt"]
     over = None
     if state["closed"]:
         over = "has its outcome already"
@@ -208,7 +223,7 @@ async def _require_running(conn: AsyncConnection, params: dict[str, object]) -> 
     if over is not None:
         raise errors.failed_precondition(
             Reason.STEP_CLOSED,
-            f"step {step!r} {over}: attempt {attempt}'s frames are refused; stop the attempt",
+            f"step {step_id!r} {over}: attempt {attempt}'s frames are refused; stop the attempt",
         )
 
 

@@ -19,7 +19,6 @@ from perdure.history.commit_feed import CommitFeed, Watch
 from perdure.history.journal import Journal
 from perdure.history.live import is_closed
 from perdure.history.model import RunStatus
-from perdure.history.rows import Row
 from perdure.history.validation import run_key
 from perdure.history.workflow_api import public
 from perdure.internal.history.v1 import history_service_pb2 as hpb
@@ -110,14 +109,12 @@ class WatchApi:
             row = await self._journal.find_run(key, r.run_id)
             run_id, cursor = row["run_id"], r.after_seq
             while True:
-                # The status first: a run closed then has no frame to come after those read next.
-                run: Row | None = await self._journal.run_by_id(run_id) if r.follow else None
-                frames = await self._journal.frames_page(run_id, stream, cursor)
+                run, frames = await self._journal.frames_page(run_id, stream, cursor)
                 if frames:
                     cursor = frames[-1].seq
                     yield hpb.ReadStreamResponse(response=api.ReadStreamResponse(frames=frames))
                     continue
-                if run is None:
+                if not r.follow:
                     return
                 key = self._follow(key, run["run_key"], watch)
                 if is_closed(run):

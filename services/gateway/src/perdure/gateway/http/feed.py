@@ -27,22 +27,30 @@ def feed_handler(stub: api_grpc.WorkflowServiceStub, feeds: OpenCap) -> Handler:
             after_event_id=resume_cursor(request, "after_event_id"),
         )
         call = stub.WatchWorkflow(watch, metadata=forwarded(request))
-        return await relay(request, feeds, call, _write)
+        return await relay(request, feeds, call, _Writer().write)
 
     return feed
 
 
-async def _write(response: web.StreamResponse, answer: api.WatchWorkflowResponse) -> None:
-    """Events `history` (a HistoryEvent, its id the event id), then `status` when the run's
-    status changed (its WorkflowInfo), and last `end` with the closing status."""
-    for event in answer.events:
-        await response.write(message("history", to_json(event), event.event_id))
-    if not answer.HasField("workflow"):
-        return
-    status = wf.WorkflowStatus.Name(answer.workflow.status)
-    if answer.closed:
-        await response.write(message("end", {"status": status}))
-    else:
-        await response.write(
-            message("status", {"status": status, "workflow": to_json(answer.workflow)})
-        )
+class _Writer:
+    """Events `history` (a HistoryEvent, its id the event id), `status` when the run's status
+    changed since the feed began (its WorkflowInfo), and last `end` with the closing status."""
+
+    def __init__(self) -> None:
+        self._status: int | None = None  # the status the watch began with: no event
+
+    async def write(self, response: web.StreamResponse, answer: api.WatchWorkflowResponse) -> None:
+        for event in answer.events:
+            await response.write(message("history", to_json(event), event.event_id))
+        if not answer.HasField("workflow"):
+            return
+        status = wf.WorkflowStatus.Name(answer.workflow.status)
+        if answer.closed:
+            await response.write(message("end", {"status": status}))
+        elif self._status is None:
+            self._status = answer.workflow.status
+        elif answer.workflow.status != self._status:
+            self._status = answer.workflow.status
+            await response.write(
+                message("status", {"status": status, "workflow": to_json(answer.workflow)})
+            )
