@@ -22,7 +22,7 @@ from examples.research_agent import (
     delivered_notifications,
     notifications,
 )
-from examples.research_agent.model import tokens
+from examples.research_agent.model import OfflineModel, tokens
 from examples.research_agent.notifications import reservation_state
 from examples.research_agent.workflow import CRASH_AFTER_TOKENS, CRASH_EXIT_CODE, RETRY
 from perdure.api.workflow.v1 import workflow_pb2 as wf
@@ -345,6 +345,19 @@ def test_an_invalid_input_fails_the_run_with_a_clear_error(agent: tuple[Cluster,
 def test_the_input_is_validated(raw: Any, message: str) -> None:
     with pytest.raises(ValueError, match=re.escape(message)):
         AgentInput.parse(raw)
+
+
+@pytest.mark.parametrize("text", ["", "one", "  lead and trail  ", "# Title\n\n- a item\nend."])
+def test_the_model_streams_a_text_as_tokens_that_join_back_to_it(
+    text: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PERDURE_EXAMPLE_TOKEN_DELAY", "0")
+    streamed = list(OfflineModel().stream(text))
+    assert "".join(streamed) == text
+    assert all(token.strip() or not text.strip() for token in streamed[1:])  # no blank tokens
+    monkeypatch.setenv("PERDURE_EXAMPLE_TOKEN_DELAY", "-1")
+    with pytest.raises(ValueError, match="PERDURE_EXAMPLE_TOKEN_DELAY must be from 0 to 10"):
+        list(OfflineModel().stream(text))
 
 
 def test_the_start_command_rejects_an_unknown_step_before_calling_the_gateway() -> None:
