@@ -1,11 +1,12 @@
-"""Perdure's benchmark: `make bench` or `python -m bench [--quick] [--out DIR]`.
+"""Perdure's benchmark: `make bench` or `python -m bench [--quick] [--out DIR] [--only streams]`.
 
 In one invocation, on one embedded PostgreSQL: the ceiling (raw commits, a gRPC round trip),
-then Perdure's latency, an API call over gRPC and HTTP, throughput, timers, signals, recovery
-and scale, the long loops (a chat of many turns, a loop of many steps, a run with a large
-journal whose worker is killed), then the peers (DBOS
-and Temporal, when installed: `pip install --group bench`) on the same shapes. Prints a table
-with ratios and writes results.json and chart.png (default: bench-results/).
+then Perdure's latency, an API call over gRPC and HTTP, the push path (result latency, stream
+frames), throughput, timers, signals, recovery and scale, the long loops (a chat of many
+turns, a loop of many steps, a run with a large journal whose worker is killed), then the
+peers (DBOS and Temporal, when installed: `pip install --group bench`) on the same shapes.
+Prints a table with ratios and writes results.json and chart.png (default: bench-results/).
+`--only streams` runs the push path's shapes alone (no chart).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench import ceiling, loops, report, shapes
+from bench import ceiling, loops, report, shapes, streams
 from bench.cluster import Cluster
 from bench.peer_runs import PEERS, run_peer
 from perdure.client import Client
@@ -42,11 +43,41 @@ class Profile:
     chat_turns: int
     loop_steps: int
     big_outputs: int  # of 2 MiB each
+    first_frames: int  # frames timed one by one, emit → reader
+    stream_frames: int  # streamed in a row by one step to one reader
 
 
-FULL = Profile(1000, 2000, 50, 1000, 50, 200, 1.0, 50, 50, (1, 2, 4), 1000, 10_000, 100)
+FULL = Profile(1000, 2000, 50, 1000, 50, 200, 1.0, 50, 50, (1, 2, 4), 1000, 10_000, 100, 50, 20_000)
 # Checks the suite runs, not speed.
-QUICK = Profile(50, 100, 3, 20, 10, 5, 0.2, 3, 3, (1, 2), 50, 200, 5)
+QUICK = Profile(50, 100, 3, 20, 10, 5, 0.2, 3, 3, (1, 2), 50, 200, 5, 5, 200)
+# What `--only` may pick: the shapes that can run alone.
+ALONE = ("streams",)
+
+
+def run_streams(profile: Profile, client: Client) -> dict[str, Any]:
+    """The push path's shapes (bench/streams.py)."""
+    print("streams", flush=True)
+    return streams.streams(
+        client, profile.latency_runs, profile.first_frames, profile.stream_frames
+    )
+
+
+def run_alone(profile: Profile, scratch: Path, only: str) -> dict[str, Any]:
+    """One group of shapes on a fresh cluster (`--only`)."""
+    results: dict[str, Any] = {
+        "machine": {"python": platform.python_version(), "platform": platform.platform()},
+        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
+    cluster = Cluster(scratch)
+    print("starting PostgreSQL and the services ...", flush=True)
+    cluster.start()
+    try:
+        with Client(cluster.gateway, timeout=60, api_key=cluster.client_key) as client:
+            cluster.start_workers(2, profile.concurrency)
+            results[only] = run_streams(profile, client)
+    finally:
+        cluster.close()
+    return results
 
 
 def run(profile: Profile, scratch: Path, *, peers: bool) -> dict[str, Any]:
@@ -75,6 +106,7 @@ def run(profile: Profile, scratch: Path, *, peers: bool) -> dict[str, Any]:
             results["remote"] = shapes.remote_latency(
                 client, profile.latency_runs, results["latency"]["per_step_ms"]
             )
+            results["streams"] = run_streams(profile, client)
             results["throughput"] = {}
             results["throughput"]["2wx10"] = shapes.throughput(
                 cluster, client, profile.workflows, 10, "2wx10"
@@ -120,15 +152,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="tiny sizes: a smoke run")
     parser.add_argument("--out", type=Path, default=Path("bench-results"), help="output folder")
     parser.add_argument("--no-peers", action="store_true", help="measure Perdure only")
+    parser.add_argument("--only", choices=ALONE, help="run only these shapes (no peers)")
     args = parser.parse_args(argv)
     started = time.monotonic()
+    profile = QUICK if args.quick else FULL
     with tempfile.TemporaryDirectory(prefix="pb") as scratch:  # short: a socket lives in it
-        results = run(QUICK if args.quick else FULL, Path(scratch), peers=not args.no_peers)
+        if args.only:
+            results = run_alone(profile, Path(scratch), args.only)
+        else:
+            results = run(profile, Path(scratch), peers=not args.no_peers)
     results["seconds"] = round(time.monotonic() - started, 1)
     results["ratios"] = report.ratios(results)
     report.print_table(results)
-    data, chart = report.write(results, args.out)
-    print(f"\nwrote {data} and {chart} in {results['seconds']:.0f} s")
+    written = report.write(results, args.out)
+    print(f"\nwrote {' and '.join(str(path) for path in written)} in {results['seconds']:.0f} s")
     return 0
 
 

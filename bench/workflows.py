@@ -1,17 +1,25 @@
 """The workflows the benchmark runs: no-op steps (local and remote), a timer, a signal, a step
-held by a gate; and the long loops: a chat of many turns, an autonomous loop of many steps, a
-run whose journal holds large outputs."""
+held by a gate, steps that stream; and the long loops: a chat of many turns, an autonomous loop
+of many steps, a run whose journal holds large outputs."""
 
 from __future__ import annotations
 
 import asyncio
 import os
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from examples.research_agent.model import OfflineModel
-from perdure.worker import RetryPolicy, WorkflowContext, remote_step, workflow
+from perdure.worker import (
+    RetryPolicy,
+    StreamBufferFullError,
+    WorkflowContext,
+    current_step,
+    remote_step,
+    workflow,
+)
 
 # A killed worker's attempt counts as failed and waits its retry backoff: a short one, so that
 # the recovery measured is the failover's, not the policy's (1 s by default).
@@ -80,6 +88,46 @@ async def held(ctx: WorkflowContext, gate: str) -> str:
     """A step that runs until the gate file exists, then records when the code went on."""
     await ctx.step("hold", _until_exists, gate, retry=QUICK_RETRY)
     return str(await ctx.step("resumed", _now))
+
+
+async def _emit_paced(count: int, gap: float) -> int:
+    """Emit `count` chunks `gap` seconds apart, each carrying when it was emitted (time.time(),
+    the reader's clock too: same machine)."""
+    step = current_step()
+    for index in range(count):
+        await asyncio.sleep(gap)
+        step.emit([index, time.time()])
+    return count
+
+
+@workflow
+async def emit_paced(ctx: WorkflowContext, spec: dict[str, float]) -> int:
+    """One step emitting `spec["count"]` chunks `spec["gap"]` seconds apart: how soon a reader
+    following the stream gets each."""
+    return int(await ctx.step("paced", _emit_paced, int(spec["count"]), spec["gap"]))
+
+
+async def _emit_burst(count: int) -> int:
+    """Emit `count` chunks as fast as history stores them: [index, emit time]. The SDK sends
+    from this loop, so the body yields to it now and then, and waits a moment when as many
+    chunks as the SDK buffers are not yet stored (a producer's back-pressure)."""
+    step = current_step()
+    for index in range(count):
+        while True:
+            try:
+                step.emit([index, time.time()])
+                break
+            except StreamBufferFullError:
+                await asyncio.sleep(0.001)
+        if index % 100 == 99:
+            await asyncio.sleep(0)
+    return count
+
+
+@workflow
+async def emit_burst(ctx: WorkflowContext, count: int) -> int:
+    """One step emitting `count` chunks in a row: the frames per second a reader sustains."""
+    return int(await ctx.step("burst", _emit_burst, count))
 
 
 _model = OfflineModel()

@@ -3,7 +3,7 @@ or list the notifications the (stand-in) mail provider delivered.
 
     python -m examples.research_agent start --topic "durable agents" --id run-1 \\
         [--slow-step research_1 --slow-seconds 20] [--fail-step-once analyze] \\
-        [--crash-after-notification] [--address localhost:7400]
+        [--crash-after-notification] [--crash-mid-stream analyze] [--address localhost:7400]
     perdure approve run-1 --comment "go"
     python -m examples.research_agent notifications run-1
 """
@@ -21,7 +21,7 @@ from typing import Any
 import grpc
 
 from examples.research_agent.notifications import database_path, delivered_notifications
-from examples.research_agent.workflow import STEPS, AgentInput
+from examples.research_agent.workflow import STEPS, STREAMED_STEPS, AgentInput
 from perdure.cli.flags import api_key
 from perdure.client import Client
 
@@ -54,6 +54,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="the worker exits right after sending the notification, before recording it",
     )
     start.add_argument(
+        "--crash-mid-stream",
+        metavar="STEP",
+        help=f"a streaming step ({', '.join(STREAMED_STEPS)}) whose first attempt's worker "
+        "exits after a few tokens (then retried)",
+    )
+    start.add_argument(
         "--address",
         default=os.environ.get("PERDURE_GATEWAY_ADDRESS", "localhost:7400"),
         help="gateway address (PERDURE_GATEWAY_ADDRESS, default localhost:7400)",
@@ -79,6 +85,8 @@ def build_input(args: argparse.Namespace) -> dict[str, Any]:
         raw["fail_step_once"] = args.fail_step_once
     if args.crash_after_notification:
         raw["crash_after_notification"] = True
+    if args.crash_mid_stream is not None:
+        raw["crash_mid_stream"] = args.crash_mid_stream
     return AgentInput.parse(raw).to_json()
 
 

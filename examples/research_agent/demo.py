@@ -3,7 +3,7 @@
     python -m examples.research_agent.demo [--keep]
 
 The demo starts `perdure dev` (embedded PostgreSQL, scheduler, history, gateway and a worker
-serving this example) in a new temporary data directory on free ports, then runs six phases:
+serving this example) in a new temporary data directory on free ports, then runs seven phases:
 
 1. a run goes to approval, waits (as state, not as a process), is approved with
    `perdure approve`, and completes, sending one notification;
@@ -15,7 +15,10 @@ serving this example) in a new temporary data directory on free ports, then runs
    the same data directory; the run is approved and completes;
 5. the worker dies right after sending the notification, before the step is recorded; the
    replay sends nothing again: exactly one notification is delivered;
-6. a run waits for approval when release 2 (`releases`) adds a step before the analysis:
+6. the worker dies while analyze streams its text; a reader following the run's output stream
+   sees the tokens of the dead attempt, a reset, then the retry's tokens: the text it rebuilds
+   is exactly what the steps returned;
+7. a run waits for approval when release 2 (`releases`) adds a step before the analysis:
    `perdure replay` refuses the unguarded release against the run in flight and passes the
    one behind `ctx.patched`; once deployed, the old run completes on its own path and a new
    run takes the new step.
@@ -29,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import itertools
 import json
 import os
 import re
@@ -39,6 +43,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -51,13 +56,13 @@ from examples.research_agent.notifications import (
     delivered_notifications,
     reservation_state,
 )
-from examples.research_agent.workflow import CRASH_EXIT_CODE, STEPS
+from examples.research_agent.workflow import CRASH_AFTER_TOKENS, CRASH_EXIT_CODE, STEPS
 from perdure.api.common.v1.payload_pb2 import Payload
 from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.api.workflow.v1 import workflow_service_pb2 as api
 from perdure.cli.dev_cmd import free_base_port
 from perdure.cli.flags import DEV_KEY_FILE
-from perdure.client import Client, from_payload
+from perdure.client import Client, Frame, StreamText, from_payload
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 STARTUP_TIMEOUT = 120.0
@@ -617,17 +622,18 @@ def phase_notify(cluster: LocalCluster, client: Client) -> None:
     say("again on the next worker; its idempotency-key reservation is found 'sent', so the")
     say("provider is not called again.")
     workflow_id = "demo-notify"
+    began = len(cluster.log_text())  # an earlier phase's worker may have exited too
     start_run(cluster, workflow_id, "--crash-after-notification")
     wait_for_approval_request(client, workflow_id)
     connected = len(cluster.worker_pids())
     approve(cluster, workflow_id, "ok")
     exited = f"the worker exited with {CRASH_EXIT_CODE}; starting it again"
-    wait_until(lambda: exited in cluster.log_text(), "the worker to exit after sending")
+    wait_until(lambda: exited in cluster.log_text()[began:], "the worker to exit after sending")
     crash = next(
         line for line in cluster.log_text().splitlines() if "crash_after_notification" in line
     )
     evidence(crash.split("examples.research_agent: ", 1)[-1])
-    check(exited in cluster.log_text(), f"perdure dev: {exited!r}")
+    check(exited in cluster.log_text()[began:], f"perdure dev: {exited!r}")
     cluster.wait_worker(after=connected)
     described = check_completed(client, cluster, workflow_id)
     notify = next(step for step in described.steps if step.step_id == "notify")
@@ -639,7 +645,78 @@ def phase_notify(cluster: LocalCluster, client: Client) -> None:
         and output["delivery"].startswith("already sent"),
         f"the replay found reservation {key!r} 'sent' and sent nothing",
     )
-    check(cluster.log_text().count(exited) == 1, "the replay did not crash again")
+    check(cluster.log_text()[began:].count(exited) == 1, "the replay did not crash again")
+
+
+def frame_runs(frames: list[Frame]) -> str:
+    """The frames as a reader got them, consecutive ones of one attempt on one line."""
+    lines = []
+    runs = itertools.groupby(frames, key=lambda f: (f.step_id, f.attempt, f.reset))
+    for (step_id, attempt, reset), grouped in runs:
+        group = list(grouped)
+        first, last = group[0].seq, group[-1].seq
+        seqs = str(first) if first == last else f"{first}-{last}"
+        if reset:
+            what = "RESET: the attempt failed, its text is dropped"
+        else:
+            text = "".join(str(frame.data) for frame in group).replace("\n", " ")
+            shown = text if len(text) <= 60 else text[:57] + "..."
+            what = f"{len(group)} tokens {json.dumps(shown)}"
+        lines.append(f"frames {seqs:<8} {step_id} attempt {attempt}: {what}")
+    return "\n".join(lines)
+
+
+def phase_stream(cluster: LocalCluster, client: Client) -> None:
+    """The worker dies while analyze streams its text; the reader sees a reset, then the
+    retry's text, and ends with exactly what the steps returned."""
+    say("analyze and report stream their text token by token (current_step().emit) while a")
+    say("reader follows the run's output stream. With crash_mid_stream the worker exits after")
+    say(
+        f"{CRASH_AFTER_TOKENS} tokens of analyze's first attempt; the next worker retries the step,"
+    )
+    say("and the reader gets a reset frame for the dead attempt before the retry's tokens.")
+    workflow_id = "demo-stream"
+    began = len(cluster.log_text())
+    frames: list[Frame] = []
+    start_run(cluster, workflow_id, "--crash-mid-stream", "analyze")
+    reader = threading.Thread(target=lambda: frames.extend(client.stream(workflow_id)))
+    reader.daemon = True  # a failed phase leaves it behind; the demo's exit ends it
+    reader.start()
+    exited = f"the worker exited with {CRASH_EXIT_CODE}; starting it again"
+    wait_until(lambda: exited in cluster.log_text()[began:], "the worker to exit mid-stream")
+    crash = next(
+        line for line in cluster.log_text()[began:].splitlines() if "crash_mid_stream" in line
+    )
+    evidence(crash.split("examples.research_agent: ", 1)[-1])
+    check(exited in cluster.log_text()[began:], f"perdure dev: {exited!r}")
+    wait_for_approval_request(client, workflow_id)
+    approve(cluster, workflow_id, "ok")
+    described = check_completed(client, cluster, workflow_id)
+    reader.join(PHASE_TIMEOUT)
+    check(not reader.is_alive(), "the reader's stream ended when the run closed")
+    say(f"  $ python: list(client.stream({workflow_id!r}))")
+    evidence(frame_runs(frames))
+    check(
+        [frame.seq for frame in frames] == list(range(1, len(frames) + 1)),
+        f"the reader got frames 1 to {len(frames)}, each once, in order",
+    )
+    text = StreamText()
+    for frame in frames:
+        text.add(frame)
+    check(
+        [(reset.step_id, reset.attempt) for reset in text.resets] == [("analyze", 1)],
+        "one reset: analyze's attempt 1, which died mid-stream",
+    )
+    outputs = {step.step_id: decode(step.output) for step in described.steps}
+    attempts = {step.step_id: step.attempts for step in described.steps}
+    check(
+        text.step("analyze") == outputs["analyze"]["summary"] and attempts["analyze"] == 2,
+        "the text rebuilt for analyze is its second attempt's result, nothing twice",
+    )
+    check(
+        text.step("report") == outputs["report"]["body"],
+        f"the text rebuilt for report is the report's body ({len(text.step('report'))} chars)",
+    )
 
 
 def replay_gate(cluster: LocalCluster, module: str, exit_code: int) -> str:
@@ -714,6 +791,7 @@ PHASES: list[tuple[str, Callable[[LocalCluster, Client], Any]]] = [
     ("a failing step retried on a durable schedule", phase_retry),
     ("stop everything while waiting, start again, approve", phase_restart),
     ("crash right after the notification: sent once", phase_notify),
+    ("kill the worker mid-stream: a reset, then the retry's text", phase_stream),
     ("a breaking deploy caught by the replay gate, then made safe", phase_deploy),
 ]
 

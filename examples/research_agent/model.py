@@ -5,15 +5,26 @@ is slow, costs money, needs a network and answers differently each time; this on
 instantly, offline, and the same prompt always gets the same answer, so the examples run
 anywhere (CI included) and their outputs can be compared across runs. What it writes is
 plausible filler chosen by a hash of the prompt.
+
+Like a real provider it can also stream a text token by token (`stream`), paced so that a
+person watching sees the words arrive: `PERDURE_EXAMPLE_TOKEN_DELAY` seconds per token
+(default 0.02; the test suite sets 0).
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 import random
+import re
+import time
+from collections.abc import Iterator
 from typing import Any
 
 MODEL_NAME = "offline-deterministic-1"
+TOKEN_DELAY_ENV = "PERDURE_EXAMPLE_TOKEN_DELAY"
+DEFAULT_TOKEN_DELAY = 0.02
+_TOKEN = re.compile(r"\S+\s*|\s+")  # a word and the blanks after it (or leading blanks)
 
 _ANGLES = (
     "background and definitions",
@@ -47,10 +58,36 @@ _RECOMMENDATIONS = (
 )
 
 
+def tokens(text: str) -> list[str]:
+    """`text` cut into tokens as a provider streams them: joined, they are `text` again."""
+    return _TOKEN.findall(text)
+
+
+def token_delay() -> float:
+    """The pause before each streamed token, from PERDURE_EXAMPLE_TOKEN_DELAY (seconds)."""
+    raw = os.environ.get(TOKEN_DELAY_ENV, "")
+    try:
+        delay = float(raw) if raw else DEFAULT_TOKEN_DELAY
+    except ValueError:
+        raise ValueError(f"{TOKEN_DELAY_ENV} must be a number of seconds, not {raw!r}") from None
+    if not 0 <= delay <= 10:
+        raise ValueError(f"{TOKEN_DELAY_ENV} must be from 0 to 10 seconds, not {raw!r}")
+    return delay
+
+
 class OfflineModel:
     """A model provider with no network: `complete(task, prompt)` is a pure function."""
 
     name = MODEL_NAME
+
+    def stream(self, text: str) -> Iterator[str]:
+        """An answer's `text` token by token, each after the configured pause (as a provider's
+        streaming API delivers it)."""
+        delay = token_delay()
+        for token in tokens(text):
+            if delay:
+                time.sleep(delay)
+            yield token
 
     def _rng(self, task: str, prompt: str) -> random.Random:
         digest = hashlib.sha256(f"{self.name}\n{task}\n{prompt}".encode()).digest()

@@ -22,6 +22,13 @@ Input (JSON object; every field optional):
 - `crash_after_notification`: the worker process exits right after the notification was
   really sent, before the notify step is recorded; the replay finds the reservation `sent`,
   sends nothing and does not crash again.
+- `crash_mid_stream`: `analyze` or `report`; on that step's first attempt the worker process
+  exits after streaming a few tokens. The step is retried (attempt 2, on the next worker) and
+  readers of the run's stream see a reset frame before the new attempt's tokens.
+
+`analyze` and `report` stream their text (the analysis summary, the report body) token by token
+on the run's `output` stream (`current_step().emit`) as the model produces it, and return it
+whole in their result: the result's text is the concatenation of the last attempt's tokens.
 - `notify_queue`: the notification is a remote step `notify` executed by a worker serving
   this task queue, in any language (`examples/node_notify` serves it in Node.js on
   `node-tools`), instead of the local step above.
@@ -52,6 +59,11 @@ from perdure.worker import (
 log = logging.getLogger("examples.research_agent")
 
 STEPS = ("create_plan", "research_1", "research_2", "analyze", "recommend", "report", "notify")
+STREAMED_STEPS = ("analyze", "report")
+CRASH_AFTER_TOKENS = 5  # crash_mid_stream: tokens streamed before the worker exits
+# crash_mid_stream: the SDK sends emitted tokens in the background; this leaves it the time
+# to store those streamed so far (a round trip or two), so that readers see them, then a reset.
+CRASH_GRACE_SECONDS = 1.0
 DEFAULT_TOPIC = "durable execution"
 RECIPIENT = "research-team@example.com"
 APPROVAL_SIGNAL = "approval"
@@ -84,6 +96,7 @@ class AgentInput:
     fail_step_once: str | None = None
     crash_after_notification: bool = False
     notify_queue: str | None = None
+    crash_mid_stream: str | None = None
 
     @classmethod
     def parse(cls, raw: Any) -> AgentInput:
@@ -118,6 +131,12 @@ class AgentInput:
             raise ValueError(f"notify_queue must be a task queue name, not {notify_queue!r}")
         if notify_queue is not None and crash:
             raise ValueError("crash_after_notification applies to the local notify step only")
+        mid_stream = raw.get("crash_mid_stream")
+        if mid_stream is not None and mid_stream not in STREAMED_STEPS:
+            raise ValueError(
+                f"crash_mid_stream must be one of {', '.join(STREAMED_STEPS)} (the steps that "
+                f"stream), not {mid_stream!r}"
+            )
         return cls(
             topic=topic.strip(),
             slow_step=slow_step,
@@ -125,6 +144,7 @@ class AgentInput:
             fail_step_once=_step_name("fail_step_once", raw.get("fail_step_once")),
             crash_after_notification=crash,
             notify_queue=notify_queue,
+            crash_mid_stream=mid_stream,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -138,6 +158,8 @@ class AgentInput:
             value["crash_after_notification"] = True
         if self.notify_queue is not None:
             value["notify_queue"] = self.notify_queue
+        if self.crash_mid_stream is not None:
+            value["crash_mid_stream"] = self.crash_mid_stream
         return value
 
 
@@ -172,6 +194,27 @@ def _enter(spec: AgentInput) -> StepContext:
     return step
 
 
+def _stream(spec: AgentInput, step: StepContext, text: str) -> str:
+    """Stream `text` on the run's output stream token by token as the model produces it, and
+    return it (the step's result carries it whole). `crash_mid_stream` ends the worker process
+    here, on the step's first attempt, after a few tokens."""
+    crash = spec.crash_mid_stream == step.step_id and step.attempt == 1
+    for count, token in enumerate(_model.stream(text), 1):
+        step.emit(token)
+        if crash and count == CRASH_AFTER_TOKENS:
+            time.sleep(CRASH_GRACE_SECONDS)
+            log.warning(
+                "research_agent %s: crash_mid_stream: %s streamed %d tokens; the worker exits "
+                "now, in the middle of its answer",
+                step.workflow_id,
+                step.step_id,
+                count,
+            )
+            logging.shutdown()
+            os._exit(CRASH_EXIT_CODE)
+    return text
+
+
 # -- the steps (sync functions: the SDK runs them in a thread) -----------------------------------
 
 
@@ -188,9 +231,11 @@ def research(spec: AgentInput, question: str) -> dict[str, Any]:
 
 
 def analyze(spec: AgentInput, notes: list[dict[str, Any]]) -> dict[str, Any]:
-    """Find what the research says."""
-    _enter(spec)
-    return _model.analyze(spec.topic, notes)
+    """Find what the research says, streaming the summary."""
+    step = _enter(spec)
+    analysis = _model.analyze(spec.topic, notes)
+    _stream(spec, step, analysis["summary"])
+    return analysis
 
 
 def recommend(spec: AgentInput, analysis: dict[str, Any]) -> dict[str, Any]:
@@ -207,9 +252,11 @@ def write_report(
     recommendation: dict[str, Any],
     comment: str,
 ) -> dict[str, Any]:
-    """Write the final report."""
-    _enter(spec)
-    return _model.report(spec.topic, plan, notes, analysis, recommendation, comment)
+    """Write the final report, streaming its body."""
+    step = _enter(spec)
+    report = _model.report(spec.topic, plan, notes, analysis, recommendation, comment)
+    _stream(spec, step, report["body"])
+    return report
 
 
 def notify(spec: AgentInput, report: dict[str, Any]) -> dict[str, Any]:

@@ -187,7 +187,7 @@ def killed_mid_stream(
 ) -> list[str]:
     """SIGKILL the worker streaming attempt 1; attempt 2 runs on another one."""
     run = start_streaming(cluster, rng, chunks, pause, readers)
-    wait_for_frames(run, rng.randint(chunks // 5, chunks // 2))
+    wait_for_frames(run, rng.randint(chunks // 10, chunks // 3))
     victim = worker_running_attempt(cluster, run.workflow_id, 1)
     cluster.kill(victim)
     text = final_text(cluster, run.workflow_id)
@@ -205,7 +205,7 @@ def stale_worker_resumed(
     """SIGSTOP the worker streaming attempt 1 until the step has run again elsewhere, then
     SIGCONT it: its body goes on emitting, and history refuses every frame it sends."""
     run = start_streaming(cluster, rng, chunks, pause, readers)
-    wait_for_frames(run, rng.randint(chunks // 5, chunks // 2))
+    wait_for_frames(run, rng.randint(chunks // 10, chunks // 3))
     stale = worker_running_attempt(cluster, run.workflow_id, 1)
     refused_before = cluster.members[stale].output().count(REFUSED)
     cluster.pause(stale)

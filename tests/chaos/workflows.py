@@ -224,12 +224,15 @@ async def bulky_run(ctx: WorkflowContext, params: dict[str, Any]) -> int:
 
 
 def speak(chunks: int, pause: float) -> str:
-    """Stream `chunks` words `pause` seconds apart, each naming the attempt ("2:17 "), and return
-    them: a sync body, so a worker fenced out (its task cancelled) leaves its thread emitting,
-    as a stale worker would. Each attempt logs the process running it."""
+    """Stream words `pause` seconds apart, each naming the attempt ("2:17 "), and return them:
+    `chunks` of them, or ten times as many on the first attempt, which the scenario always
+    interrupts (however slow the machine, it cannot end first). A sync body, so a worker
+    fenced out (its task cancelled) leaves its thread emitting, as a stale worker would. Each
+    attempt logs the process running it."""
     _log_execution("speak")
     step = current_step()
-    words = [f"{step.attempt}:{index} " for index in range(chunks)]
+    count = chunks * 10 if step.attempt == 1 else chunks
+    words = [f"{step.attempt}:{index} " for index in range(count)]
     for word in words:
         step.emit(word)
         time.sleep(pause)

@@ -38,7 +38,8 @@ def test_the_quick_profile_runs_every_shape(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
 
     results = json.loads((tmp_path / "results.json").read_text())
-    shapes = {"ceiling", "latency", "api", "remote", "throughput", "timers", "signals", "recovery"}
+    shapes = {"ceiling", "latency", "api", "remote", "streams", "throughput", "timers", "signals"}
+    shapes.add("recovery")
     assert shapes | {"chat", "loop", "big_journal"} <= set(results)
     assert {"commit_1", "commit_16", "grpc"} == set(results["ceiling"])
     assert {"2wx10", "1wx10", "2wx100"} <= set(results["throughput"])
@@ -49,6 +50,13 @@ def test_the_quick_profile_runs_every_shape(tmp_path: Path) -> None:
     assert "per-step overhead" in done.stdout and "recovery after SIGKILL" in done.stdout
     assert "10 remote steps side by side" in done.stdout
     assert "describe a run: gRPC / HTTP+JSON" in done.stdout
+    # The push path: every frame read once and in order (checked by the shape), with targets.
+    streams = results["streams"]
+    assert streams["result"]["runs"] == 3 and streams["result"]["target_ms"] == 2.0
+    assert (streams["first_frame"]["samples"], streams["sustained"]["frames"]) == (5, 200)
+    assert (
+        "result seen by the client" in done.stdout and "stream frame, emit → reader" in done.stdout
+    )
     # The long loops: measured at both ends of the chat, the loop done in one run, and the
     # large journal (small here, under every limit) completed after its worker's kill.
     chat, loop, big = results["chat"], results["loop"], results["big_journal"]

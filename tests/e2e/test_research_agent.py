@@ -1,5 +1,6 @@
 """The research agent example on real processes: approval, rejection, a step retried on the
-durable schedule, a crash right after the notification, and the `make demo` walk-through."""
+durable schedule, a crash right after the notification, a worker killed while a step streams
+its text, and the `make demo` walk-through."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import os
 import re
 import subprocess
 import sys
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -20,11 +22,12 @@ from examples.research_agent import (
     delivered_notifications,
     notifications,
 )
+from examples.research_agent.model import OfflineModel, tokens
 from examples.research_agent.notifications import reservation_state
-from examples.research_agent.workflow import CRASH_EXIT_CODE, RETRY
+from examples.research_agent.workflow import CRASH_AFTER_TOKENS, CRASH_EXIT_CODE, RETRY
 from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.api.workflow.v1 import workflow_service_pb2 as api
-from perdure.client import Client
+from perdure.client import Client, Frame, StreamText
 from perdure.worker._payload import from_payload
 from tests.fixtures.cluster import REPO_ROOT, Cluster, wait_until
 
@@ -92,6 +95,14 @@ def approve(
     client.signal(workflow_id, "approval", {"decision": decision, "comment": comment})
 
 
+def stream_text(frames: list[Frame]) -> StreamText:
+    """The text a reader shows after these frames."""
+    text = StreamText()
+    for frame in frames:
+        text.add(frame)
+    return text
+
+
 def test_the_agent_waits_for_approval_then_reports_and_notifies_once(
     agent: tuple[Cluster, Path],
 ) -> None:
@@ -139,6 +150,14 @@ def test_the_agent_waits_for_approval_then_reports_and_notifies_once(
     assert sent.subject == result["report"]["title"]
     assert sent.message_id == result["notification"]["message_id"]
     assert reservation_state("ra-ok:notify", database) == "sent"
+    # analyze and report streamed their text, token by token, as their results hold it.
+    with cluster.client() as client:
+        frames = list(client.stream("ra-ok"))
+    text = stream_text(frames)
+    assert list(text.chunks) == ["analyze", "report"] and text.resets == []
+    assert text.step("analyze") == outputs(done)["analyze"]["summary"]
+    assert text.step("report") == result["report"]["body"]
+    assert [f.data for f in frames if f.step_id == "report"] == tokens(result["report"]["body"])
 
 
 def test_a_rejection_returns_the_recommendation_without_report_or_notification(
@@ -251,6 +270,51 @@ def test_crash_after_notification_delivers_exactly_one_notification(
     assert second.popen.poll() is None
 
 
+def test_a_worker_killed_mid_stream_leaves_a_reset_and_readers_rebuild_the_final_text(
+    own_agent: tuple[Cluster, Path],
+) -> None:
+    cluster, _ = own_agent
+    (first,) = [p for p in cluster.processes if p.name.startswith("worker-")]
+    live: list[Frame] = []
+    with cluster.client() as client:
+        client.start_workflow(
+            "research_agent",
+            {"topic": "streams", "crash_mid_stream": "analyze"},
+            workflow_id="ra-stream",
+        )
+        # A reader follows the stream from the start, through the crash, to the run's end.
+        reader = threading.Thread(target=lambda: live.extend(client.stream("ra-stream")))
+        reader.start()
+        assert first.popen.wait(timeout=60) == CRASH_EXIT_CODE, first.output()
+        assert f"crash_mid_stream: analyze streamed {CRASH_AFTER_TOKENS} tokens" in first.output()
+        cluster.start_worker("agent-2", module="examples.research_agent")
+        approve(client, "ra-stream", comment="streamed")  # kept until the run waits for it
+        done = client.wait("ra-stream", timeout=60)
+        reader.join(timeout=60)
+        assert not reader.is_alive(), "the live reader did not end with the run"
+        # A reader that stops halfway resumes after the last frame it saw.
+        after_close = list(client.stream("ra-stream"))
+        half = len(after_close) // 2
+        resumed = [*after_close[:half], *client.stream("ra-stream", after_seq=half)]
+    assert done.workflow.status == wf.WORKFLOW_STATUS_COMPLETED, done.workflow.failure
+    assert {s.step_id: s.attempts for s in done.steps}["analyze"] == 2
+    # Every frame once, in order, the same for every reader.
+    assert [f.seq for f in live] == list(range(1, len(live) + 1))
+    assert live == after_close == resumed
+    (reset,) = [f for f in live if f.reset]
+    assert (reset.step_id, reset.attempt) == ("analyze", 1)
+    summary = outputs(done)["analyze"]["summary"]
+    first_attempt = [f for f in live if f.step_id == "analyze" and f.attempt == 1 and not f.reset]
+    assert [f.data for f in first_attempt] == tokens(summary)[:CRASH_AFTER_TOKENS]
+    assert all(f.seq < reset.seq for f in first_attempt)
+    retried = [f for f in live if f.step_id == "analyze" and f.attempt == 2]
+    assert retried and all(f.seq > reset.seq for f in retried)
+    # The text a reader shows is the final attempt's: what the step returned, nothing twice.
+    text = stream_text(live)
+    assert text.step("analyze") == summary
+    assert text.step("report") == from_payload(done.workflow.result)["report"]["body"]
+
+
 def test_an_invalid_input_fails_the_run_with_a_clear_error(agent: tuple[Cluster, Path]) -> None:
     cluster, _ = agent
     with cluster.client() as client:
@@ -272,6 +336,7 @@ def test_an_invalid_input_fails_the_run_with_a_clear_error(agent: tuple[Cluster,
         ({"topic": "x", "slow_step": "analyze"}, "needs slow_seconds > 0"),
         ({"topic": "x", "slow_seconds": -1}, "slow_seconds must be a number"),
         ({"topic": "x", "crash_after_notification": "yes"}, "must be true or false"),
+        ({"topic": "x", "crash_mid_stream": "notify"}, "crash_mid_stream must be one of analyze"),
         ({"topic": ""}, "topic must be a non-empty string"),
         ({"topic": "x", "slow": 3}, "unknown input field(s) slow"),
         ("durable agents", "must be a JSON object"),
@@ -280,6 +345,19 @@ def test_an_invalid_input_fails_the_run_with_a_clear_error(agent: tuple[Cluster,
 def test_the_input_is_validated(raw: Any, message: str) -> None:
     with pytest.raises(ValueError, match=re.escape(message)):
         AgentInput.parse(raw)
+
+
+@pytest.mark.parametrize("text", ["", "one", "  lead and trail  ", "# Title\n\n- a item\nend."])
+def test_the_model_streams_a_text_as_tokens_that_join_back_to_it(
+    text: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PERDURE_EXAMPLE_TOKEN_DELAY", "0")
+    streamed = list(OfflineModel().stream(text))
+    assert "".join(streamed) == text
+    assert all(token.strip() or not text.strip() for token in streamed[1:])  # no blank tokens
+    monkeypatch.setenv("PERDURE_EXAMPLE_TOKEN_DELAY", "-1")
+    with pytest.raises(ValueError, match="PERDURE_EXAMPLE_TOKEN_DELAY must be from 0 to 10"):
+        list(OfflineModel().stream(text))
 
 
 def test_the_start_command_rejects_an_unknown_step_before_calling_the_gateway() -> None:
@@ -332,14 +410,16 @@ def test_the_demo_runs_end_to_end_and_every_phase_passes() -> None:
         capture_output=True,
         text=True,
         timeout=400,
-        # Every phase as `make demo` runs it; its kills wait for a 3 s lease, not 10 s.
-        env={**os.environ, "PERDURE_LEASE_TTL": "3"},
+        # Every phase as `make demo` runs it; its kills wait for a 3 s lease, not 10 s, and
+        # its model streams unpaced.
+        env={**os.environ, "PERDURE_LEASE_TTL": "3", "PERDURE_EXAMPLE_TOKEN_DELAY": "0"},
     )
     assert done.returncode == 0, done.stdout + done.stderr
     summary = done.stdout.split("== Summary ==", 1)[1]
-    for number in range(1, 7):
+    for number in range(1, 8):
         assert re.search(rf"^  PASS  phase {number}: ", summary, re.MULTILINE), summary
     assert "FAIL" not in summary
     assert "demo-deploy-old" in done.stdout.split("releases.unsafe", 1)[1]  # the gate's report
     assert "Skipping completed step: create_plan" in done.stdout
     assert "EVENT_TYPE_STEP_ATTEMPT_FAILED: step analyze, attempt 1" in done.stdout
+    assert "analyze attempt 1: RESET" in done.stdout

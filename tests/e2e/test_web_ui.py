@@ -1,6 +1,7 @@
 """The web UI in a real (headless) browser against a real cluster running the research agent:
 start a run from the form and approve it, an approval sent again applied once, a step retried
-with its live countdown, cancel and terminate, the API's errors shown where they happen, the
+with its live countdown, the text a step streams and the reset when its worker dies mid-stream,
+cancel and terminate, the API's errors shown where they happen, the
 list's filters and self-refresh, the live feed resuming after the gateway restarts, and API
 keys (from the link's fragment only, never switched behind the user's back). Every page runs
 under the gateway's Content-Security-Policy: a violation fails the test.
@@ -22,6 +23,8 @@ import pytest
 import requests
 
 from examples.research_agent import STEPS
+from examples.research_agent.model import OfflineModel, tokens
+from examples.research_agent.workflow import CRASH_AFTER_TOKENS, CRASH_EXIT_CODE
 from tests.fixtures.browser import TIMEOUT_MS, VIEWPORT, chromium, screenshot
 from tests.fixtures.cluster import REPO_ROOT, Cluster
 from tests.fixtures.keys import make_key
@@ -129,7 +132,12 @@ def nav(page: Page, name: str) -> None:
 
 
 def start_research(
-    page: Page, workflow_id: str, topic: str, fail_step_once: str = "", slow_step: str = ""
+    page: Page,
+    workflow_id: str,
+    topic: str,
+    fail_step_once: str = "",
+    slow_step: str = "",
+    crash_mid_stream: str = "",
 ) -> None:
     """Fill the research agent's form, start, and land on the run's page."""
     nav(page, "Start a workflow")
@@ -138,12 +146,27 @@ def start_research(
     form.get_by_label("Workflow ID (optional)").fill(workflow_id)
     if fail_step_once:
         form.get_by_label("Fail one step once").select_option(fail_step_once)
+    if crash_mid_stream:
+        form.get_by_label("Crash the worker mid-stream").select_option(crash_mid_stream)
     if slow_step:
         form.get_by_label("Slow step", exact=True).select_option(slow_step)
         form.get_by_label("Slow step sleeps (seconds)").fill(str(SLOW_SECONDS))
     form.get_by_role("button", name="Start research run").click()
     expect(page).to_have_url(re.compile(rf"#/workflows/{re.escape(workflow_id)}$"))
     expect(page.get_by_test_id("workflow-id")).to_have_text(workflow_id)
+
+
+def analysis_summary(topic: str) -> str:
+    """The text the research agent's analyze step streams for `topic` (the model is
+    deterministic)."""
+    model = OfflineModel()
+    plan = model.plan(topic)
+    notes = [model.research(topic, question) for question in plan["questions"]]
+    return str(model.analyze(topic, notes)["summary"])
+
+
+def stream_panel(page: Page, step_id: str) -> Locator:
+    return page.get_by_test_id(f"stream-{step_id}")
 
 
 def step(page: Page, step_id: str) -> Locator:
@@ -324,6 +347,51 @@ def test_a_step_failing_once_shows_its_retry_countdown_then_the_run_goes_on(
     assert retrying["status"] == "Retrying", texts
     assert "TemporaryProviderError" in retrying["failure"], texts
     assert "next attempt 2 at" in retrying["text"], texts
+
+
+def test_the_run_page_shows_the_streamed_text_and_the_reset_of_a_worker_killed_mid_stream(
+    agent: Cluster, page: Page
+) -> None:
+    (first,) = [p for p in agent.processes if p.name == "worker-agent-1"]
+    summary = analysis_summary("streams")
+    open_ui(page, agent)
+    start_research(page, "ui-stream", "streams", crash_mid_stream="analyze")
+
+    # The first attempt's tokens appear live; then its worker dies.
+    analyze = stream_panel(page, "analyze")
+    expect(analyze.get_by_test_id("stream-text")).to_have_text(
+        "".join(tokens(summary)[:CRASH_AFTER_TOKENS]), use_inner_text=True
+    )
+    assert first.popen.wait(timeout=60) == CRASH_EXIT_CODE, first.output()
+    expect(analyze.get_by_test_id("stream-reset")).to_have_count(0)
+
+    # The next worker records the lost attempt: the panel drops its text, says why, and shows
+    # the retry's text, the step's result, once.
+    agent.start_worker("agent-2", module="examples.research_agent")
+    reset = analyze.get_by_test_id("stream-reset")
+    expect(reset).to_have_count(1)
+    expect(reset).to_contain_text("Attempt 1 failed: the text it streamed was dropped.")
+    expect(reset).to_contain_text("The step restarted: attempt 2.")
+    expect(analyze.get_by_test_id("stream-attempt")).to_have_text("· attempt 2")
+    expect(analyze.get_by_test_id("stream-text")).to_have_text(summary, use_inner_text=True)
+    expect_step(page, "analyze", "Completed", attempts=2)
+
+    panel = wait_for_approval(page, "streams")
+    panel.get_by_role("button", name="Approve").click()
+    expect(page.get_by_test_id("workflow-status")).to_have_text("Completed")
+    body = api(agent, "GET", "/v1/workflows/ui-stream")["workflow"]["result"]["report"]["body"]
+    report = stream_panel(page, "report")
+    expect(report.get_by_test_id("stream-text")).to_have_text(body, use_inner_text=True)
+    expect(report.get_by_test_id("stream-reset")).to_have_count(0)
+    expect(page.get_by_test_id("stream-live")).to_have_attribute("data-state", "ended")
+
+    # Opened afresh, the page reads the whole stream again: the same text, the same reset.
+    page.reload()
+    expect(stream_panel(page, "analyze").get_by_test_id("stream-text")).to_have_text(
+        summary, use_inner_text=True
+    )
+    expect(stream_panel(page, "analyze").get_by_test_id("stream-reset")).to_have_count(1)
+    expect(page.get_by_test_id("stream-live")).to_have_attribute("data-state", "ended")
 
 
 def test_cancel_a_run_from_the_ui_while_a_step_runs(agent: Cluster, page: Page) -> None:
@@ -515,14 +583,22 @@ def test_the_list_filters_searches_pages_and_refreshes_itself(agent: Cluster, pa
 
 def test_the_live_feed_resumes_after_the_gateway_restarts(agent: Cluster, page: Page) -> None:
     feeds: list[dict[str, str]] = []
+    streams: list[dict[str, str]] = []
     page.on(
         "request",
         lambda request: feeds.append(request.headers) if "/events" in request.url else None,
+    )
+    page.on(
+        "request",
+        lambda request: streams.append(request.headers) if "/streams/" in request.url else None,
     )
     open_ui(page, agent)
     start_research(page, "ui-resume", "resumption")
     wait_for_approval(page, "resumption")
     expect(page.get_by_test_id("live-status")).to_have_attribute("data-state", "live")
+    summary = analysis_summary("resumption")
+    analyze = stream_panel(page, "analyze").get_by_test_id("stream-text")
+    expect(analyze).to_have_text(summary, use_inner_text=True)
     seen = page.get_by_test_id("history-row").count()
 
     (gateway,) = [p for p in agent.processes if p.name == "gateway" and p.popen.poll() is None]
@@ -540,6 +616,15 @@ def test_the_live_feed_resumes_after_the_gateway_restarts(agent: Cluster, page: 
     expect(page.get_by_test_id("workflow-status")).to_have_text("Completed")
     expect(page.get_by_test_id("page-error")).to_be_hidden()
     expect_full_history(page, agent, "ui-resume")
+    # The output stream resumed after the last frame it showed too: the report's text came
+    # through it, and analyze's is there once.
+    body = api(agent, "GET", "/v1/workflows/ui-resume")["workflow"]["result"]["report"]["body"]
+    report = stream_panel(page, "report").get_by_test_id("stream-text")
+    expect(report).to_have_text(body, use_inner_text=True)
+    expect(analyze).to_have_text(summary, use_inner_text=True)
+    expect(page.get_by_test_id("stream-live")).to_have_attribute("data-state", "ended")
+    frames = str(len(tokens(summary)))
+    assert frames in [headers.get("last-event-id") for headers in streams[1:]], streams
 
 
 def test_an_api_key_from_the_link_is_kept_and_a_401_asks_for_one(

@@ -3,6 +3,9 @@ import assert from 'node:assert/strict';
 import { Frames, MAX_BUFFERED_CHUNKS, StreamBufferFullError } from '../src/frames.js';
 import { JournalRejectedError, JournalUnavailableError, LeaseLostError, PerdureError } from '../src/errors.js';
 import { StepInfo } from '../src/step-info.js';
+import { execute } from '../src/runner.js';
+import { RetryPolicy } from '../src/retry.js';
+import { FakeJournal, JournalBuilder, context } from './helpers.js';
 
 const text = (payload) => JSON.parse(Buffer.from(payload.data).toString('utf8'));
 
@@ -93,6 +96,40 @@ test('chunks are validated, and the buffer is bounded', async () => {
   assert.throws(() => frames.emit('x', 's'.repeat(201)), RangeError);
   for (let i = 0; i < MAX_BUFFERED_CHUNKS; i++) frames.emit(i);
   assert.throws(() => frames.emit('one too many'), StreamBufferFullError);
+});
+
+test("a step's frames are stored before its outcome, completed or failed", async () => {
+  const journal = new FakeJournal();
+  const retry = new RetryPolicy({ initialInterval: 0.1, maximumAttempts: 1 });
+  const outcome = await execute(async (c) => {
+    const text = await c.step('write', async (info) => {
+      for (const word of ['a', 'b', 'c']) {
+        info.emit(word);
+        await new Promise((resolve) => setImmediate(resolve));
+      }
+      info.emit({ tokens: 3 }, 'usage');
+      return 'abc';
+    });
+    try {
+      await c.step('broken', (info) => {
+        info.emit('partial');
+        throw new Error('the model went away');
+      }, { retry });
+    } catch {
+      // failed for good: its frames were stored first
+    }
+    return text;
+  }, context(new JournalBuilder(), journal), null);
+  assert.equal(outcome.kind, 'result');
+  const calls = journal.calls.map(([method, request]) => [method, request.step_id, request.stream ?? null, (request.chunks ?? []).map(text)]);
+  const record = (stepId) => calls.findIndex(([method, id]) => method === 'RecordStep' && id === stepId);
+  const emits = (stepId) => calls.filter(([method, id]) => method === 'EmitFrames' && id === stepId);
+  assert.deepEqual(emits('write').filter(([, , stream]) => stream === 'output').flatMap(([, , , chunks]) => chunks), ['a', 'b', 'c']);
+  assert.deepEqual(emits('write').filter(([, , stream]) => stream === 'usage').flatMap(([, , , chunks]) => chunks), [{ tokens: 3 }]);
+  assert.ok(calls.findLastIndex(([method, id]) => method === 'EmitFrames' && id === 'write') < record('write'));
+  assert.deepEqual(emits('broken').flatMap(([, , , chunks]) => chunks), ['partial']);
+  assert.ok(calls.findIndex(([method, id]) => method === 'EmitFrames' && id === 'broken') < record('broken'));
+  assert.equal(journal.calls[record('broken')][1].failure.message, 'the model went away');
 });
 
 test('StepInfo.emit outside a running attempt is refused', () => {

@@ -1,9 +1,10 @@
 """Frames: the chunks one step attempt emits (`current_step().emit(chunk)`), sent to history
 with EmitFrames on the journal session.
 
-emit() never waits: it encodes the chunk, numbers it per (attempt, stream) from 0, and queues
-it. One sender per attempt sends what is queued at once when nothing is in flight, and while a
-batch is in flight the chunks emitted meanwhile wait for the next one: the first chunk leaves
+emit() does not wait for history: it encodes the chunk, numbers it per (attempt, stream) from
+0, and queues it (only a sync body's thread waits, and only while the buffer is full). One
+sender per attempt sends what is queued at once when nothing is in flight, and while a batch
+is in flight the chunks emitted meanwhile wait for the next one: the first chunk leaves
 immediately, and a fast emitter fills large batches. A batch is sent again, with the same
 first_index, until it is answered (history stores it once). The attempt's outcome is recorded
 only after flush(): every chunk it emitted is stored before its step is closed.
@@ -56,7 +57,7 @@ class _Stream:
         """Take the next batch to send (within the batch bounds, at least one chunk)."""
         size = 0
         taken = 0
-        for chunk in self.queued[: min(len(self.queued), MAX_BATCH_CHUNKS)]:
+        for chunk in self.queued[:MAX_BATCH_CHUNKS]:
             size += len(chunk.data)
             if taken and size > MAX_BATCH_BYTES:
                 break

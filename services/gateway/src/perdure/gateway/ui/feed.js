@@ -1,85 +1,22 @@
-// A run's live feed: server-sent events read over fetch (so the Authorization header can be
-// sent), resumed with Last-Event-ID after a drop.
+// A run's live feed of journal events (GET /v1/workflows/{id}/events, server-sent events).
 
-import { parseExact } from "./exactjson.js";
-import { apiUrl, authHeaders, errorFrom, workflowPath } from "./api.js";
-import { isAbort, sleep } from "./dom.js";
-import { fmtSeconds } from "./format.js";
+import { workflowPath } from "./api.js";
+import { followSse } from "./sse.js";
 
 /**
- * Follow a run's live feed. Calls onEvent(event) per history event, onEnd(data) once,
- * onState(state, detail) for "connecting" | "live" | "reconnecting" | "ended" | "error".
+ * Follow a run's live feed. Calls onEvent(event) per history event, onStatus(summary) when the
+ * run's status changes, onEnd(data) once, onState(state, detail) for "connecting" | "live" |
+ * "reconnecting" | "ended" | "error".
  */
-export async function followEvents(id, { signal, onEvent, onEnd, onState, lastEventId = "" }) {
-  let backoff = 500;
-  let lastId = lastEventId;
-  let feedError = "";
-  while (!signal.aborted) {
-    onState(lastId ? "reconnecting" : "connecting");
-    try {
-      const headers = authHeaders({ Accept: "text/event-stream" });
-      if (lastId) headers["Last-Event-ID"] = lastId;
-      const response = await fetch(apiUrl(workflowPath(id, "/events")), {
-        headers, signal, cache: "no-store",
-      });
-      if (!response.ok) {
-        const error = await errorFrom(response);
-        if ([400, 401, 403, 404].includes(response.status)) {
-          onState("error", error.describe());
-          return;
-        }
-        throw error;
-      }
-      onState("live");
-      const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
-      let buffer = "";
-      let message = { id: null, event: "", data: [] };
-      let ended = false;
-      const dispatch = () => {
-        if (message.id !== null) lastId = message.id;
-        if (message.data.length === 0) { message = { id: null, event: "", data: [] }; return; }
-        const data = message.data.join("\n");
-        const type = message.event || "message";
-        message = { id: null, event: "", data: [] };
-        let parsed;
-        try { parsed = parseExact(data); } catch { return; }
-        if (type === "history") { backoff = 500; onEvent(parsed); }
-        else if (type === "end") { ended = true; onEnd(parsed); }
-        else if (type === "error") feedError = parsed?.error?.message || "the feed failed";
-      };
-      while (!ended) {
-        const { value, done } = await reader.read();
-        if (done) break;
-        buffer += value;
-        let match;
-        while ((match = /\r\n|\r|\n/.exec(buffer)) !== null) {
-          // A lone "\r" at the end may be the first half of "\r\n": wait for more.
-          if (match[0] === "\r" && match.index === buffer.length - 1) break;
-          const line = buffer.slice(0, match.index);
-          buffer = buffer.slice(match.index + match[0].length);
-          if (line === "") { dispatch(); if (ended) break; continue; }
-          if (line.startsWith(":")) continue; // a comment: keepalive
-          const colon = line.indexOf(":");
-          const field = colon === -1 ? line : line.slice(0, colon);
-          let value = colon === -1 ? "" : line.slice(colon + 1);
-          if (value.startsWith(" ")) value = value.slice(1);
-          if (field === "id") message.id = value;
-          else if (field === "event") message.event = value;
-          else if (field === "data") message.data.push(value);
-        }
-      }
-      if (ended) {
-        reader.cancel().catch(() => {});
-        onState("ended");
-        return;
-      }
-    } catch (error) {
-      if (isAbort(error) || signal.aborted) return;
-    }
-    if (signal.aborted) return;
-    onState("reconnecting", `${feedError ? `${feedError}; ` : ""}retrying in ${fmtSeconds(backoff / 1000)}`);
-    feedError = "";
-    await sleep(backoff, signal);
-    backoff = Math.min(backoff * 2, 10000);
-  }
+export function followEvents(id, { signal, onEvent, onStatus, onEnd, onState, lastEventId = "" }) {
+  return followSse(workflowPath(id, "/events"), {
+    signal,
+    lastEventId,
+    onState,
+    onMessage(type, data) {
+      if (type === "history") onEvent(data);
+      else if (type === "status") onStatus?.(data);
+      else if (type === "end") onEnd(data);
+    },
+  });
 }

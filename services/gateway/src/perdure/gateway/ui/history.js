@@ -3,6 +3,7 @@
 
 import { h } from "./dom.js";
 import { eventTypeName, failureText, fmtClock, jsonBlock, shortJson, timeEl, waitText } from "./format.js";
+import { liveIndicator } from "./sse.js";
 
 function eventDetail(event) {
   const type = event.event_type;
@@ -68,19 +69,11 @@ function eventKind(type) {
   return "plain";
 }
 
-const LIVE_LABELS = {
-  connecting: "Connecting…",
-  live: "Live",
-  reconnecting: "Reconnecting…",
-  ended: "Complete: the run is closed",
-  error: "Feed unavailable",
-};
-
 /** The history card; `events` maps each event's id to the event, for the rest of the page. */
 export function historyCard() {
   const events = new Map();
   const historyBody = h("tbody", {});
-  const liveStatus = h("span", { class: "live", "data-testid": "live-status", "data-state": "connecting" }, "Connecting…");
+  const live = liveIndicator("live-status");
   const historyCount = h("span", { class: "count", "data-testid": "history-count" }, "0");
   const historyWrap = h("div", {
     class: "table-wrap history-wrap", tabindex: "0", role: "region", "aria-label": "Event history, oldest first",
@@ -97,7 +90,7 @@ export function historyCard() {
   const element = h("section", { class: "card", id: "history", "aria-labelledby": "history-title" },
     h("div", { class: "card-head" },
       h("h2", { id: "history-title" }, "Event history ", historyCount),
-      liveStatus),
+      live.element),
     historyWrap);
 
   /** Show an event in its place by id (an event already shown is skipped). */
@@ -128,11 +121,5 @@ export function historyCard() {
     if (nearBottom) historyWrap.scrollTop = historyWrap.scrollHeight;
   }
 
-  /** Show the feed's state: "connecting" | "live" | "reconnecting" | "ended" | "error". */
-  function setLive(state, detail) {
-    liveStatus.dataset.state = state;
-    liveStatus.textContent = detail ? `${LIVE_LABELS[state]} (${detail})` : LIVE_LABELS[state];
-  }
-
-  return { element, events, add, setLive };
+  return { element, events, add, setLive: live.set };
 }

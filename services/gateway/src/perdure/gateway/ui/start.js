@@ -10,6 +10,7 @@ export const RESEARCH_TYPE = "research_agent";
 const RESEARCH_STEPS = [
   "create_plan", "research_1", "research_2", "analyze", "recommend", "report", "notify",
 ];
+const STREAMED_STEPS = ["analyze", "report"];
 
 /** The start page; `navigate(hash)` shows the run once started. */
 export function startView(root, query, navigate) {
@@ -25,6 +26,8 @@ export function startView(root, query, navigate) {
   const slowSeconds = h("input", { id: "ra-slow-seconds", type: "number", min: "0.1", max: "3600", step: "0.1", value: "10", disabled: true });
   const failStep = h("select", { id: "ra-fail-step" }, stepOptions("No failing step"));
   const crash = h("input", { id: "ra-crash", type: "checkbox" });
+  const midStream = h("select", { id: "ra-mid-stream" }, h("option", { value: "" }, "No crash mid-stream"),
+    ...STREAMED_STEPS.map((s) => h("option", { value: s }, s)));
   const preview = h("pre", { class: "json preview", "data-testid": "ra-preview", "aria-live": "off" });
   const raMsg = messageRegion("start-message");
 
@@ -36,6 +39,7 @@ export function startView(root, query, navigate) {
     }
     if (failStep.value) input.fail_step_once = failStep.value;
     if (crash.checked) input.crash_after_notification = true;
+    if (midStream.value) input.crash_mid_stream = midStream.value;
     return input;
   }
   const updatePreview = () => {
@@ -59,12 +63,14 @@ export function startView(root, query, navigate) {
         field("ra-slow-seconds", "Slow step sleeps (seconds)", slowSeconds)),
       field("ra-fail-step", "Fail one step once", failStep,
         h("span", { class: "hint" }, "Its first attempt fails; the retry runs on the durable schedule.")),
+      field("ra-mid-stream", "Crash the worker mid-stream", midStream,
+        h("span", { class: "hint" }, "The worker exits after a few tokens of the step's text; the retry streams it again after a reset.")),
       h("div", { class: "field field-check" }, crash,
         h("label", { for: "ra-crash" }, "Crash the worker right after the notification is sent"))),
     h("details", { class: "preview-wrap" }, h("summary", {}, "Input sent"), preview),
     h("div", { class: "row" }, h("button", { type: "submit", class: "btn btn-primary" }, "Start research run")),
     raMsg.element);
-  for (const el of [topic, slowStep, slowSeconds, failStep, crash]) {
+  for (const el of [topic, slowStep, slowSeconds, failStep, crash, midStream]) {
     el.addEventListener("input", updatePreview);
     el.addEventListener("change", updatePreview);
   }

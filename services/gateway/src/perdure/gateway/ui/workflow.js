@@ -1,5 +1,6 @@
-// The page of one run (#/workflows/<id>): its status, details, result or failure, steps,
-// state, signals and history, kept current by the live feed and by polling describe.
+// The page of one run (#/workflows/<id>): its status, details, result or failure, the text
+// its steps stream, steps, state, signals and history, kept current by the live feeds and by
+// polling describe.
 
 import { ApiError, api, errorText, workflowPath } from "./api.js";
 import { $, arrange, debounce, fill, h, isAbort, section } from "./dom.js";
@@ -12,6 +13,7 @@ import { actionsCard, approvalPanel, resumePanel } from "./actions.js";
 import { historyCard } from "./history.js";
 import { settings } from "./settings.js";
 import { stepsCard } from "./steps.js";
+import { outputCard } from "./stream.js";
 
 const DESCRIBE_POLL_MS = 3000;
 const DESCRIBE_DEBOUNCE_MS = 150;
@@ -59,6 +61,7 @@ export function workflowView(root, id) {
   const waitSlot = h("div", { "data-testid": "wait-info" });
 
   const steps = stepsCard(history.events);
+  const output = outputCard(id);
   const approval = approvalPanel(id, () => scheduleRefresh());
   const actions = actionsCard(id, () => scheduleRefresh());
   // A resumed run is open again: the page starts over, following its journal anew.
@@ -80,6 +83,7 @@ export function workflowView(root, id) {
     h("div", { class: "layout" },
       h("div", { class: "col-main" },
         resultCard,
+        output.element,
         steps.element,
         history.element),
       h("aside", { class: "col-side", "aria-label": "Run details and actions" },
@@ -324,9 +328,11 @@ export function workflowView(root, id) {
   followEvents(id, {
     signal,
     onEvent(event) { history.add(event); scheduleRefresh(); },
+    onStatus() { scheduleRefresh(); },
     onEnd() { scheduleRefresh(); },
     onState: history.setLive,
   });
+  output.follow(signal);
   const ticker = setInterval(tick, 1000);
   const poller = setInterval(() => {
     if (!document.hidden && !view.closed) refresh();
