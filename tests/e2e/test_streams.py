@@ -408,3 +408,64 @@ def test_the_frames_of_a_run_closed_longer_than_the_retention_are_deleted(
         assert history.events[-1].event_type == wf.EVENT_TYPE_WORKFLOW_COMPLETED  # journal kept
     finally:
         driver.close()
+
+
+def test_a_remote_step_emits_under_its_own_lease(driver: Driver) -> None:
+    journal, workflow_id = driver.journal, driver.workflow_id
+    driver.load(1)
+    journal.ScheduleStep(
+        jpb.ScheduleStepRequest(
+            workflow_id=workflow_id,
+            fence=1,
+            step_id="far",
+            step_name="far",
+            position=0,
+            task_queue=QUEUE,
+            input=to_payload(None),
+        ),
+        timeout=TIMEOUT,
+    )
+
+    def emit(fence: int, attempt: int, *chunks: str) -> int:
+        request = jpb.EmitFramesRequest(
+            workflow_id=workflow_id,
+            fence=fence,
+            step_id="far",
+            attempt=attempt,
+            stream="notes",
+            chunks=[to_payload(chunk) for chunk in chunks],
+            step_task=True,
+        )
+        return int(journal.EmitFrames(request, timeout=TIMEOUT).last_seq)
+
+    assert (
+        journal.LoadStep(
+            jpb.LoadStepRequest(workflow_id=workflow_id, step_id="far", fence=1), timeout=TIMEOUT
+        ).attempt
+        == 1
+    )
+    assert emit(1, 1, "one") == 1
+    journal.RecordStep(
+        jpb.RecordStepRequest(
+            workflow_id=workflow_id,
+            fence=1,
+            step_id="far",
+            attempt=1,
+            failure=wf.Failure(type="Boom", message="again"),
+            retry_delay=Duration(),
+            step_task=True,
+        ),
+        timeout=TIMEOUT,
+    )
+    assert (
+        journal.LoadStep(
+            jpb.LoadStepRequest(workflow_id=workflow_id, step_id="far", fence=2), timeout=TIMEOUT
+        ).attempt
+        == 2
+    )
+    assert refusal(lambda: emit(1, 1, "late"))[1] == "STALE_FENCE"  # the step's own lease
+    assert emit(2, 2, "two") == 3
+    read = api.ReadStreamRequest(workflow_id=workflow_id, stream="notes")
+    frames = frames_of(list(driver.api.ReadStream(read, timeout=TIMEOUT)))
+    assert frames == [(1, "DATA", 1, "one"), (2, "RESET", 1, None), (3, "DATA", 2, "two")]
+    assert driver.read() == []  # the default stream holds nothing

@@ -28,6 +28,8 @@ HISTORY_TABLES = {
     "audit_log",
     "signal_consumptions",
     "payloads",
+    "stream_heads",
+    "frames",
 }
 FILES = {
     "perdure.history": [
@@ -47,6 +49,7 @@ FILES = {
         "0014_build_ids.sql",
         "0015_recovery.sql",
         "0016_patches.sql",
+        "0017_streams.sql",
     ],
     "perdure.scheduler": [
         "0001_init.sql",

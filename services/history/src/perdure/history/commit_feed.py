@@ -28,7 +28,8 @@ SAFETY_RECHECK = 15.0  # seconds a watcher waits without a notification before i
 class Watch:
     """One watcher's wake-up: set by a notification of its run's key."""
 
-    def __init__(self) -> None:
+    def __init__(self, key: str) -> None:
+        self.key = key  # the run's key, which changes when the run is archived
         self._event = asyncio.Event()
 
     def wake(self) -> None:
@@ -64,26 +65,29 @@ class CommitFeed:
     async def watch(self, key: str) -> AsyncIterator[Watch]:
         """Wake-ups of the run `key` while the context lasts (enter it before the first read,
         so no commit falls between the read and the watch)."""
-        watch = Watch()
+        watch = Watch(key)
         self._watches.setdefault(key, set()).add(watch)
         try:
             yield watch
         finally:
-            self.forget(key, watch)
+            self._forget(watch)
 
-    def follow(self, old: str, new: str, watch: Watch) -> None:
-        """Move a watch to its run's new key (a run archived when its chain went on)."""
-        self.forget(old, watch)
-        self._watches.setdefault(new, set()).add(watch)
+    def follow(self, watch: Watch, key: str) -> None:
+        """Move a watch to its run's current key (a run archived when its chain went on)."""
+        if key != watch.key:
+            self._forget(watch)
+            watch.key = key
+            self._watches.setdefault(key, set()).add(watch)
 
-    def forget(self, key: str, watch: Watch) -> None:
-        watches = self._watches.get(key)
+    def _forget(self, watch: Watch) -> None:
+        watches = self._watches.get(watch.key)
         if watches is not None:
             watches.discard(watch)
             if not watches:
-                del self._watches[key]
+                del self._watches[watch.key]
 
-    def _wake(self, key: str) -> None:
+    def wake(self, key: str) -> None:
+        """Wake the watchers of the run `key` (a notification of a commit to it)."""
         for watch in self._watches.get(key, ()):
             watch.wake()
 
@@ -108,7 +112,7 @@ class CommitFeed:
             self.connected.set()
             self._wake_all()  # whatever was committed while nobody listened
             async for notify in conn.notifies():
-                self._wake(notify.payload)
+                self.wake(notify.payload)
         finally:
             self.connected.clear()
             self._wake_all()

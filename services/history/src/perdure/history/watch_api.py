@@ -15,7 +15,7 @@ from perdure.common import errors
 from perdure.common.convert import seconds_of
 from perdure.common.stream_names import stream_name
 from perdure.history import convert
-from perdure.history.commit_feed import CommitFeed, Watch
+from perdure.history.commit_feed import CommitFeed
 from perdure.history.journal import Journal
 from perdure.history.live import is_closed
 from perdure.history.model import RunStatus
@@ -47,7 +47,7 @@ class WatchApi:
             run_id, cursor, status = row["run_id"], r.after_event_id, None
             while True:
                 view = await self._journal.view(run_id, cursor)
-                key = self._follow(key, view.key, watch)
+                self._feed.follow(watch, view.key)
                 message = api.WatchWorkflowResponse(events=view.events)
                 if view.row["status"] != status:
                     status = view.row["status"]
@@ -82,7 +82,7 @@ class WatchApi:
         async with self._feed.watch(key) as watch:
             row = await self._journal.find_run(key, r.run_id)
             while True:
-                key = self._follow(key, row["run_key"], watch)
+                self._feed.follow(watch, row["run_key"])
                 closed = is_closed(row)
                 if closed and not r.run_id and row["status"] == RunStatus.CONTINUED_AS_NEW:
                     row = await self._journal.run_by_id(row["next_run_id"])
@@ -116,15 +116,9 @@ class WatchApi:
                     continue
                 if not r.follow:
                     return
-                key = self._follow(key, run["run_key"], watch)
+                self._feed.follow(watch, run["run_key"])
                 if is_closed(run):
                     end = api.ReadStreamResponse(end=True, status=RunStatus(run["status"]).proto)
                     yield hpb.ReadStreamResponse(response=end)
                     return
                 await watch.changed()
-
-    def _follow(self, key: str, current: str, watch: Watch) -> str:
-        """The watch on the run's current key (an archived run's changed)."""
-        if current != key:
-            self._feed.follow(key, current, watch)
-        return current

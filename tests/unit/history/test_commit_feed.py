@@ -1,0 +1,24 @@
+"""The commit feed's watches: a notification of a run's key wakes its watchers, under the key
+the run has now, and a watch that ends leaves nothing behind."""
+
+from __future__ import annotations
+
+import asyncio
+
+from perdure.history.commit_feed import CommitFeed
+
+
+def test_a_notification_wakes_the_watchers_of_its_key_and_a_moved_watch_is_forgotten() -> None:
+    async def scenario() -> None:
+        feed = CommitFeed("unused")
+        async with feed.watch("ns/run") as watch, feed.watch("ns/other") as other:
+            feed.wake("ns/run")
+            await watch.changed(within=1)  # woken at once
+            feed.follow(watch, "@~archived")  # the run was archived under a new key
+            feed.wake("ns/run")
+            feed.wake("@~archived")
+            await asyncio.wait_for(watch.changed(), 1)
+            assert not other._event.is_set()  # another run's watcher slept on
+        assert feed._watches == {}
+
+    asyncio.run(scenario())
