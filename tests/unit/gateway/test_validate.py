@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from google.protobuf.duration_pb2 import Duration
 
 from perdure.api.workflow.v1 import workflow_pb2 as wf
+from perdure.common.stream_names import stream_name
 from perdure.gateway import validate
 from tests.unit.api_errors import assert_invalid, rejected
 
@@ -115,3 +117,31 @@ def test_unknown_status_is_rejected(bad: int) -> None:
 def test_a_nul_in_a_reason_or_a_key_is_refused() -> None:
     assert_invalid(rejected(lambda: validate.reason("stop\x00")), "reason", "NUL")
     assert_invalid(rejected(lambda: validate.state_key("ph\x00ase")), "key", "NUL")
+
+
+# --- live reads ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("seconds", "nanos"), [(0, 0), (0, 500_000_000), (60, 0), (300, 0)])
+def test_result_waits_up_to_5_minutes_pass(seconds: int, nanos: int) -> None:
+    waited = validate.result_wait(Duration(seconds=seconds, nanos=nanos))
+    assert waited == pytest.approx(seconds + nanos / 1e9)
+
+
+@pytest.mark.parametrize("seconds", [-1, 301, 10**9])
+def test_result_waits_outside_5_minutes_are_rejected(seconds: int) -> None:
+    error = rejected(lambda: validate.result_wait(Duration(seconds=seconds)))
+    assert_invalid(error, "wait must be 0 to 300 seconds")
+
+
+@pytest.mark.parametrize(
+    ("given", "used"), [("", "output"), ("notes", "notes"), ("x" * 200, "x" * 200)]
+)
+def test_stream_names_default_to_output(given: str, used: str) -> None:
+    assert stream_name(given) == used
+
+
+@pytest.mark.parametrize("bad", ["x" * 201, "tab\there", "new\nline", "nul\x00"])
+def test_stream_names_are_1_to_200_printable_characters(bad: str) -> None:
+    error = rejected(lambda: stream_name(bad))
+    assert_invalid(error, "stream must be 1 to 200 printable characters")

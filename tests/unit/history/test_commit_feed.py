@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import asyncio
 
+import grpc
+import pytest
+
+from perdure.common.errors import ApiError
 from perdure.history.commit_feed import CommitFeed
 
 
@@ -20,5 +24,17 @@ def test_a_notification_wakes_the_watchers_of_its_key_and_a_moved_watch_is_forgo
             await asyncio.wait_for(watch.changed(), 1)
             assert not other._event.is_set()  # another run's watcher slept on
         assert feed._watches == {}
+
+    asyncio.run(scenario())
+
+
+def test_a_stopping_feed_ends_every_watch_as_unavailable() -> None:
+    async def scenario() -> None:
+        feed = CommitFeed("unused")
+        async with feed.watch("ns/run") as watch:
+            feed.close_watches()
+            with pytest.raises(ApiError) as caught:
+                await watch.changed()  # woken at once, and told to call another replica
+            assert caught.value.code == grpc.StatusCode.UNAVAILABLE
 
     asyncio.run(scenario())

@@ -97,6 +97,7 @@ async def run(args: argparse.Namespace) -> None:
 
     async def stopping() -> None:
         journal_servicer.close_sessions()  # workers' long-lived streams would hold the stop
+        feed.close_watches()  # and so would clients' watches
         await sweep.stop()
         await relay.stop()
         await deadlines.stop()

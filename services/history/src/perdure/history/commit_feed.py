@@ -16,7 +16,10 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator
 
+import grpc
 import psycopg
+
+from perdure.common import errors
 
 log = logging.getLogger(__name__)
 
@@ -28,8 +31,9 @@ SAFETY_RECHECK = 15.0  # seconds a watcher waits without a notification before i
 class Watch:
     """One watcher's wake-up: set by a notification of its run's key."""
 
-    def __init__(self, key: str) -> None:
+    def __init__(self, key: str, feed: CommitFeed) -> None:
         self.key = key  # the run's key, which changes when the run is archived
+        self._feed = feed
         self._event = asyncio.Event()
 
     def wake(self) -> None:
@@ -41,6 +45,13 @@ class Watch:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._event.wait(), max(within, 0))
         self._event.clear()
+        if self._feed.closing:
+            raise errors.ApiError(
+                grpc.StatusCode.UNAVAILABLE,
+                "",
+                "this history replica is stopping: call again with the last event id or frame "
+                "seq you received (another replica answers)",
+            )
 
 
 class CommitFeed:
@@ -51,9 +62,15 @@ class CommitFeed:
         self._watches: dict[str, set[Watch]] = {}
         self._task: asyncio.Task[None] | None = None
         self.connected = asyncio.Event()  # set while LISTENing
+        self.closing = False  # the server stops: watches end, to be called again elsewhere
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name="commit feed")
+
+    def close_watches(self) -> None:
+        """End every watch at its next wait (the server stops; its clients call another)."""
+        self.closing = True
+        self._wake_all()
 
     async def stop(self) -> None:
         if self._task is not None:
@@ -65,7 +82,7 @@ class CommitFeed:
     async def watch(self, key: str) -> AsyncIterator[Watch]:
         """Wake-ups of the run `key` while the context lasts (enter it before the first read,
         so no commit falls between the read and the watch)."""
-        watch = Watch(key)
+        watch = Watch(key, self)
         self._watches.setdefault(key, set()).add(watch)
         try:
             yield watch
