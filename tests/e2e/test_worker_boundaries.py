@@ -81,6 +81,7 @@ def journal_probes(workflow_id: str, fence: int) -> list[tuple[str, Any]]:
         ("RecordPatch", jpb.RecordPatchRequest(**lease, patch_id="hijack", position=9)),
         ("ConsumeSignals", jpb.ConsumeSignalsRequest(**call, signal_name="go", result=nothing)),
         ("RecordHeartbeat", jpb.RecordHeartbeatRequest(**lease, step_id="x", attempt=1)),
+        ("EmitFrames", jpb.EmitFramesRequest(**lease, step_id="x", attempt=1, chunks=[nothing])),
         ("FinishWorkflow", finish),
         ("LoadJournal", jpb.LoadJournalRequest(**lease, after_event_id=1)),  # a later page
         ("LoadPayload", jpb.LoadPayloadRequest(**lease, sha256=bytes(32))),
