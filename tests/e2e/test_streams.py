@@ -13,6 +13,7 @@ from typing import Any
 
 import grpc
 import pytest
+import requests
 from google.protobuf.duration_pb2 import Duration
 
 from perdure.api.worker.v1 import journal_service_pb2 as jpb
@@ -354,6 +355,14 @@ def test_the_http_stream_feed_resumes_after_the_last_event_id_and_the_result_wai
         ("3", "frame", "c"),
     ]
     assert stored[0][2]["kind"] == "FRAME_KIND_DATA" and stored[0][2]["step_id"] == "gen"
+
+    # A stream with no frame yet answers at once (a browser shows the feed as open, not as
+    # reconnecting, while a run waits before its first frame).
+    with requests.get(
+        f"{http.base}{path}/streams/quiet", headers=http.headers, stream=True, timeout=PUSHED
+    ) as quiet:
+        assert quiet.status_code == 200
+        assert quiet.headers["Content-Type"] == "text/event-stream"
 
     following = http.feed(f"{path}/streams/output", **{"Last-Event-ID": "2"})
     assert next(following)[:2] == ("3", "frame")  # the run is open: the feed stays open

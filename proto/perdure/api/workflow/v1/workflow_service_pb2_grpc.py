@@ -267,7 +267,8 @@ class WorkflowServiceServicer:
         """Reads the frames a run's steps emitted on one stream (current_step().emit), after
         `after_seq`, in order; with `follow`, waits for more until the run is closed and every
         frame is sent. A step attempt that failed after emitting is followed by a RESET frame
-        before the next attempt's frames (docs/guarantees.md).
+        before the next attempt's frames (docs/guarantees.md). A followed stream with nothing to
+        send yet answers a first message without frames at once: the stream is open.
         Errors: INVALID_ARGUMENT (INVALID_REQUEST), NOT_FOUND (WORKFLOW_NOT_FOUND, RUN_NOT_FOUND).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)

@@ -107,11 +107,11 @@ class WatchApi:
         key = run_key(r)
         async with self._feed.watch(key) as watch:
             row = await self._journal.find_run(key, r.run_id)
-            run_id, cursor = row["run_id"], r.after_seq
+            run_id, cursor, answered = row["run_id"], r.after_seq, False
             while True:
                 run, frames = await self._journal.frames_page(run_id, stream, cursor)
                 if frames:
-                    cursor = frames[-1].seq
+                    cursor, answered = frames[-1].seq, True
                     yield hpb.ReadStreamResponse(response=api.ReadStreamResponse(frames=frames))
                     continue
                 if not r.follow:
@@ -121,4 +121,7 @@ class WatchApi:
                     end = api.ReadStreamResponse(end=True, status=RunStatus(run["status"]).proto)
                     yield hpb.ReadStreamResponse(response=end)
                     return
+                if not answered:  # the stream is open: a relay (the HTTP feed) can say so now
+                    answered = True
+                    yield hpb.ReadStreamResponse(response=api.ReadStreamResponse())
                 await watch.changed()
