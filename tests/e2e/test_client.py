@@ -6,6 +6,7 @@ attempt's text reset."""
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
 from pathlib import Path
@@ -116,22 +117,25 @@ async def test_a_stream_read_across_a_cut_connection_sees_each_frame_once(
     assert text.text == "".join(spoken(index) for index in range(2 * chunks))
     assert [(reset.step_id, reset.attempt) for reset in text.resets] == [("talk", 1)]
 
+    # `perdure workflow watch ID --stream output` on the same run: the dead attempt's text,
+    # the line that voids it, then the retry's text.
+    watched = await asyncio.to_thread(_watch_stream, shared.gateway, "talk")
+    assert watched.returncode == 0 and not watched.stderr, watched.stderr
+    dead, reset, retried = watched.stdout.split("\n", 2)
+    assert dead == "dead0 dead1 dead2 "
+    assert reset.startswith("[reset: step talk attempt 1 failed")
+    assert retried.strip() == "".join(spoken(index) for index in range(2 * CHUNKS)).strip()
 
-def test_the_cli_watches_a_stream_showing_the_reset(shared: Cluster) -> None:
-    """`perdure workflow watch ID --stream output` on the run the test above streamed: the
-    dead attempt's text, the line that voids it, then the retry's text."""
-    watched = subprocess.run(
+
+def _watch_stream(gateway: str, workflow_id: str) -> subprocess.CompletedProcess[str]:
+    """`perdure workflow watch ID --stream output`, run to its end."""
+    return subprocess.run(
         [
-            *(sys.executable, "-m", "perdure.cli", "workflow", "watch", "talk"),
-            *("--stream", "output", "--address", shared.gateway),
+            *(sys.executable, "-m", "perdure.cli", "workflow", "watch", workflow_id),
+            *("--stream", "output", "--address", gateway),
         ],
         cwd=REPO_ROOT,
         capture_output=True,
         text=True,
         timeout=120,
     )
-    assert watched.returncode == 0 and not watched.stderr, watched.stderr
-    dead, reset, retried = watched.stdout.split("\n", 2)
-    assert dead == "dead0 dead1 dead2 "
-    assert reset.startswith("[reset: step talk attempt 1 failed")
-    assert retried.strip() == "".join(spoken(index) for index in range(2 * CHUNKS)).strip()
