@@ -31,10 +31,10 @@ def result_latency(client: Client, runs: int) -> dict[str, Any]:
     """The 10-step workflow, one at a time: the client's start → result returned, minus the
     run's own duration by the database clock (create → close): what getting the result adds."""
     progress = Progress("result latency")
-    added, seen, after_close = [], [], []
+    added, seen, after_close, before_create = [], [], [], []
     for index in range(runs):
         workflow_id = f"res-{index}"
-        began = time.perf_counter()
+        began, called = time.perf_counter(), time.time()
         client.start_workflow("noop_steps", 10, workflow_id=workflow_id)
         client.result(workflow_id, timeout=TIMEOUT)
         waited, returned = time.perf_counter() - began, time.time()
@@ -44,9 +44,12 @@ def result_latency(client: Client, runs: int) -> dict[str, Any]:
         added.append(max(0.0, waited - duration))
         # The database's clock is this machine's: the close's timestamp → the result in hand.
         after_close.append(returned - run.close_time.ToNanoseconds() / 1e9)
+        # The start call → the transaction that created the run (its create time).
+        before_create.append(run.create_time.ToNanoseconds() / 1e9 - called)
         progress.update(index + 1, runs)
     result = {"runs": runs, "client_ms": summary_ms(seen), **summary_ms(added)}
     result["close_to_client_ms"] = summary_ms(after_close)
+    result["start_to_create_ms"] = summary_ms(before_create)
     result["target_ms"] = RESULT_TARGET_MS
     progress.done(f"+{result['median_ms']:.2f} ms over the run's duration, median")
     return result
@@ -59,7 +62,19 @@ def first_frame(client: Client, samples: int) -> dict[str, Any]:
     client.start_workflow("emit_paced", {"count": samples, "gap": FRAME_GAP}, workflow_id="ff-1")
     received = _follow(client, "ff-1", samples)
     delays = [at - frame.data[1] for at, frame in received]
-    result = {"samples": samples, **summary_ms(delays), "target_ms": FIRST_FRAME_TARGET_MS}
+    result: dict[str, Any] = {
+        "samples": samples,
+        **summary_ms(delays),
+        "target_ms": FIRST_FRAME_TARGET_MS,
+    }
+    # The emit → the start of the transaction that stored the frame (its time), and that →
+    # the reader: the worker's half and history's and the gateway's.
+    result["emit_to_store_ms"] = summary_ms(
+        [frame.time.timestamp() - frame.data[1] for _, frame in received]
+    )
+    result["store_to_reader_ms"] = summary_ms(
+        [at - frame.time.timestamp() for at, frame in received]
+    )
     progress.done(f"{result['median_ms']:.2f} ms emit → reader, median of {samples}")
     return result
 
