@@ -3,6 +3,8 @@ messages, payloads, call rates and streams: real services, real gRPC, real keys.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -269,6 +271,46 @@ def test_a_revoked_key_stops_working_at_once_and_admin_actions_are_audited(
     ]
     assert audit.events[0].details["reason"] == "no longer needed"
     assert all(admin_token not in str(e) and made.token not in str(e) for e in audit.events)
+
+
+def test_a_key_revoked_past_the_gateway_is_refused_once_its_checks_expire(
+    secured: Cluster,
+) -> None:
+    """The gateway remembers a key it verified (auth.RememberedKeys), so a revocation it did
+    not pass along (the CLI's --database-url, another gateway) reaches it only when that
+    memory expires: it must, and then every call is refused."""
+    token = make_key(secured, "default", "reader")
+    key_id = token.split("_")[1]
+    with Client(secured.gateway, api_key=token) as client:
+        assert not client.list().workflows  # verified, and remembered
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "perdure.cli",
+                "keys",
+                "revoke",
+                key_id,
+                "--database-url",
+                secured.dsn,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 0, done.stderr
+
+        def refused_now() -> bool:
+            try:
+                client.list()
+            except grpc.RpcError as error:
+                assert error.code() == grpc.StatusCode.UNAUTHENTICATED, error
+                assert error_reason(error) == "API_KEY_REVOKED"
+                return True
+            return False
+
+        wait_until(refused_now, 30, "the revoked key to be refused")
+        assert refused_now()  # and it stays refused
 
 
 def test_oversize_payloads_and_messages_are_refused_naming_the_limit(

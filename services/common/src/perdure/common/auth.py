@@ -14,6 +14,7 @@ import hmac
 import logging
 import os
 import secrets
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -150,6 +151,42 @@ def require_namespace(namespace: str) -> None:
 
 Authenticate = Callable[[str], Awaitable[Principal]]
 CHECK_TIMEOUT = 10.0
+
+
+# How long a process trusts a key it verified: gateway and scheduler remember history's answer,
+# history its database's, each this long, so a key revoked elsewhere (another replica, the
+# CLI's --database-url) is refused everywhere within twice this; the process a revocation
+# passes through forgets the key at once.
+REMEMBER_SECONDS = 0.5
+
+
+class RememberedKeys:
+    """Token checks by `check`, a verified key remembered for REMEMBER_SECONDS: calls come at
+    step rate and each would otherwise cost a lookup (a query, or a call to history)."""
+
+    MAX_ENTRIES = 10_000
+
+    def __init__(self, check: Authenticate, seconds: float = REMEMBER_SECONDS) -> None:
+        self._check = check
+        self._seconds = seconds
+        self._verified: dict[str, tuple[Principal, float]] = {}
+
+    async def authenticate(self, token: str) -> Principal:
+        """The key a token proves; UNAUTHENTICATED (from `check`) when it proves none."""
+        known = self._verified.get(token)
+        if known is not None and known[1] > time.monotonic():
+            return known[0]
+        principal = await self._check(token)
+        if len(self._verified) >= self.MAX_ENTRIES:
+            self._verified.clear()  # bounded, whatever tokens callers invent
+        self._verified[token] = (principal, time.monotonic() + self._seconds)
+        return principal
+
+    def forget(self, key_id: str) -> None:
+        """Drop a revoked key's remembered checks."""
+        for token, (principal, _) in list(self._verified.items()):
+            if principal.key_id == key_id:
+                del self._verified[token]
 
 
 def history_authenticator(history: hgrpc.HistoryServiceStub) -> Authenticate:

@@ -67,7 +67,7 @@ log = logging.getLogger(__name__)
 Context = grpc.aio.ServicerContext[Any, Any]
 OPEN_SERVICES = ("grpc.health.v1.Health", "grpc.reflection.v1alpha.ServerReflection")
 INTERNAL_PACKAGE = "perdure.internal."
-# How soon a revoked key loses the streams it holds open (plus history's cache of a check).
+# How soon a revoked key loses the streams it holds open (plus the keys remembered: auth.py).
 RECHECK_SECONDS = 0.5
 # Failed authentications an address may make before its unknown tokens wait (per second, and
 # at once).

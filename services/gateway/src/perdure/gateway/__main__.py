@@ -12,7 +12,7 @@ import uvloop
 from perdure.api.admin.v1 import admin_service_pb2 as admin
 from perdure.api.admin.v1 import admin_service_pb2_grpc
 from perdure.api.workflow.v1 import workflow_service_pb2, workflow_service_pb2_grpc
-from perdure.common.auth import history_authenticator, warn_if_open
+from perdure.common.auth import RememberedKeys, history_authenticator, warn_if_open
 from perdure.common.flags import (
     GATEWAY_HTTP_PORT,
     add_address_flag,
@@ -81,6 +81,7 @@ async def run(args: argparse.Namespace) -> None:
     history_stub = history_service_pb2_grpc.HistoryServiceStub(history)
     scheduler_stub = scheduler_service_pb2_grpc.SchedulerServiceStub(scheduler)
     callers = Callers(KeyedLimits(rate_setting("PERDURE_RATE_LIMIT", 500.0), "API key"))
+    keys = RememberedKeys(history_authenticator(history_stub))
     servicer = WorkflowServicer(history_stub, scheduler_stub, callers)
     warn_if_open("gateway")
     http = (
@@ -92,7 +93,7 @@ async def run(args: argparse.Namespace) -> None:
     def register(server: grpc.aio.Server) -> None:
         workflow_service_pb2_grpc.add_WorkflowServiceServicer_to_server(servicer, server)
         admin_service_pb2_grpc.add_AdminServiceServicer_to_server(
-            AdminServicer(history_stub, scheduler_stub, callers), server
+            AdminServicer(history_stub, scheduler_stub, callers, keys), server
         )
 
     try:
@@ -102,7 +103,7 @@ async def run(args: argparse.Namespace) -> None:
                 listen=args.listen,
                 service_names=[WORKFLOW_SERVICE, ADMIN_SERVICE],
                 register=register,
-                interceptors=guards("gateway", history_authenticator(history_stub), ROLES),
+                interceptors=guards("gateway", keys.authenticate, ROLES),
                 require_client_auth=gateway_requires_client_cert(),
                 health_listen=args.health_listen,
                 on_started=http.start if http else None,

@@ -15,7 +15,7 @@ from perdure.api.admin.v1 import admin_service_pb2_grpc as admingrpc
 from perdure.api.workflow.v1 import workflow_service_pb2 as api
 from perdure.api.workflow.v1 import workflow_service_pb2_grpc as apigrpc
 from perdure.common import errors, namespaces
-from perdure.common.auth import acting_namespace, current_principal
+from perdure.common.auth import RememberedKeys, acting_namespace, current_principal
 from perdure.common.limits import KeyedLimits
 from perdure.common.payload import normalized, validate_payload
 from perdure.common.reasons import Reason
@@ -331,10 +331,12 @@ class AdminServicer(BuildsAdmin, admingrpc.AdminServiceServicer):
         history: hgrpc.HistoryServiceStub,
         scheduler: sgrpc.SchedulerServiceStub,
         callers: Callers,
+        keys: RememberedKeys,
     ) -> None:
         self._history = history
         self._scheduler = scheduler
         self._callers = callers
+        self._keys = keys
 
     async def _forward(
         self, rpc: str, request: Message, context: Context, answer_type: type[Answer]
@@ -352,7 +354,9 @@ class AdminServicer(BuildsAdmin, admingrpc.AdminServiceServicer):
     async def RevokeApiKey(
         self, request: admin.RevokeApiKeyRequest, context: Context
     ) -> admin.RevokeApiKeyResponse:
-        return await self._forward("RevokeApiKey", request, context, admin.RevokeApiKeyResponse)
+        answer = await self._forward("RevokeApiKey", request, context, admin.RevokeApiKeyResponse)
+        self._keys.forget(request.key_id)  # refused from the very next call through here
+        return answer
 
     @errors.unary
     async def ListApiKeys(

@@ -3,7 +3,6 @@ command line can make the first key straight in the database."""
 
 from __future__ import annotations
 
-import time
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
@@ -15,6 +14,7 @@ from perdure.api.admin.v1 import admin_service_pb2 as admin
 from perdure.common import errors
 from perdure.common.auth import (
     Principal,
+    RememberedKeys,
     digest_matches,
     new_token,
     parse_token,
@@ -207,35 +207,18 @@ def api_key(row: dict[str, Any]) -> admin.ApiKey:
     )
 
 
-class KeyRing:
-    """Token checks for this history process. A verified key is remembered for at most
-    CACHE_SECONDS: journal calls come at step rate and need no query each. A revocation made
-    here forgets the key at once; other history replicas honour it within CACHE_SECONDS."""
-
-    CACHE_SECONDS = 1.0
+class KeyRing(RememberedKeys):
+    """Token checks for this history process, by its database (remembered: RememberedKeys),
+    and the connections key management uses."""
 
     def __init__(self, pool: AsyncConnectionPool) -> None:
+        super().__init__(self._verify)
         self._pool = pool
-        self._cache: dict[str, tuple[Principal, float]] = {}
 
-    async def authenticate(self, token: str) -> Principal:
-        """The key a token proves; UNAUTHENTICATED when it proves none."""
-        cached = self._cache.get(token)
-        if cached is not None and cached[1] > time.monotonic():
-            return cached[0]
+    async def _verify(self, token: str) -> Principal:
         async with self._pool.connection() as conn:
-            principal = await verify(conn, token)
-        if len(self._cache) > 10_000:
-            self._cache.clear()  # bounded, whatever tokens callers invent
-        self._cache[token] = (principal, time.monotonic() + self.CACHE_SECONDS)
-        return principal
+            return await verify(conn, token)
 
     def connection(self) -> AbstractAsyncContextManager[AsyncConnection]:
         """A connection of the pool, for key management."""
         return self._pool.connection()
-
-    def forget(self, key_id: str) -> None:
-        """Drop a revoked key's cached checks."""
-        for token, (principal, _) in list(self._cache.items()):
-            if principal.key_id == key_id:
-                del self._cache[token]

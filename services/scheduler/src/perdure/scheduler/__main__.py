@@ -12,7 +12,7 @@ import uvloop
 
 from perdure.api.admin.v1.admin_service_pb2 import ROLE_WORKER
 from perdure.api.worker.v1 import task_service_pb2, task_service_pb2_grpc
-from perdure.common.auth import history_authenticator, warn_if_open
+from perdure.common.auth import RememberedKeys, history_authenticator, warn_if_open
 from perdure.common.db import instrument_database, open_migrated_pool
 from perdure.common.flags import (
     add_address_flag,
@@ -81,11 +81,13 @@ async def run(args: argparse.Namespace) -> None:
     dispatcher = Dispatcher(store, args.lease_ttl, args.sticky_timeout)
     observe_backlog(store, asyncio.get_running_loop())
     history = service_channel(args.history)
-    authenticate = history_authenticator(history_service_pb2_grpc.HistoryServiceStub(history))
+    keys = RememberedKeys(
+        history_authenticator(history_service_pb2_grpc.HistoryServiceStub(history))
+    )
     warn_if_open("scheduler")
     # Workers connect with their key; SchedulerService answers only history and the gateway,
     # which prove they are services.
-    guard = guards("scheduler", authenticate, {TASK_SERVICE: ROLE_WORKER})
+    guard = guards("scheduler", keys.authenticate, {TASK_SERVICE: ROLE_WORKER})
     message_rate = rate_setting("PERDURE_STREAM_MESSAGE_RATE", 5000.0)
 
     def register(server: grpc.aio.Server) -> None:
