@@ -57,6 +57,7 @@ def test_the_quick_profile_runs_every_shape(tmp_path: Path) -> None:
     assert (
         "result seen by the client" in done.stdout and "stream frame, emit → reader" in done.stdout
     )
+    assert "floor, 2 gRPC round trips + a commit" in done.stdout  # beside the result's target
     # The long loops: measured at both ends of the chat, the loop done in one run, and the
     # large journal (small here, under every limit) completed after its worker's kill.
     chat, loop, big = results["chat"], results["loop"], results["big_journal"]
