@@ -1,12 +1,13 @@
 """Perdure's benchmark: `make bench` or `python -m bench [--quick] [--out DIR] [--only streams]`.
 
 In one invocation, on one embedded PostgreSQL: the ceiling (raw commits, a gRPC round trip),
-then Perdure's latency, an API call over gRPC and HTTP, the push path (result latency, stream
-frames), throughput, timers, signals, recovery and scale, the long loops (a chat of many
+the architecture's floor (a bare journal service on the same database), then Perdure's latency,
+an API call over gRPC and HTTP, the push path (result latency, stream frames), throughput,
+timers (also many due at once), signals, recovery and scale, the long loops (a chat of many
 turns, a loop of many steps, a run with a large journal whose worker is killed), then the
 peers (DBOS and Temporal, when installed: `pip install --group bench`) on the same shapes.
-Prints a table with ratios and writes results.json and chart.png (default: bench-results/).
-`--only streams` runs the push path's shapes alone (no chart).
+Prints a table with targets and ratios and writes results.json and chart.png (default:
+bench-results/). `--only streams` runs the push path's shapes alone (no chart).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench import ceiling, loops, report, shapes, streams
+from bench import ceiling, floor, loops, report, shapes, streams
 from bench.cluster import Cluster
 from bench.peer_runs import PEERS, run_peer
 from perdure.client import Client
@@ -37,6 +38,7 @@ class Profile:
     concurrency: int
     timers: int
     timer_seconds: float
+    timers_at_once: int  # due at one moment
     signals: int
     recovery: int
     scale_workers: tuple[int, ...]
@@ -47,9 +49,11 @@ class Profile:
     stream_frames: int  # streamed in a row by one step to one reader
 
 
-FULL = Profile(1000, 2000, 50, 1000, 50, 200, 1.0, 50, 50, (1, 2, 4), 1000, 10_000, 100, 50, 20_000)
+FULL = Profile(
+    1000, 2000, 50, 1000, 50, 200, 1.0, 10_000, 50, 50, (1, 2, 4), 1000, 10_000, 100, 50, 20_000
+)
 # Checks the suite runs, not speed.
-QUICK = Profile(50, 100, 3, 20, 10, 5, 0.2, 3, 3, (1, 2), 50, 200, 5, 5, 200)
+QUICK = Profile(50, 100, 3, 20, 10, 5, 0.2, 20, 3, 3, (1, 2), 50, 200, 5, 5, 200)
 # What `--only` may pick: the shapes that can run alone.
 ALONE = ("streams",)
 
@@ -97,6 +101,11 @@ def run(profile: Profile, scratch: Path, *, peers: bool) -> dict[str, Any]:
             "commit_16": ceiling.commits(cluster.dsn, 16, max(1, profile.commits // 16)),
             "grpc": ceiling.grpc_round_trips(profile.grpc_calls),
         }
+        print("floor", flush=True)
+        # As many workflows in flight as the two workers of the throughput run hold.
+        results["floor"] = floor.measure(
+            cluster.dsn, profile.latency_runs, profile.workflows, 2 * profile.concurrency
+        )
         commit_ms = results["ceiling"]["commit_1"]["median_ms"]
         print("perdure", flush=True)
         with Client(cluster.gateway, timeout=60, api_key=cluster.client_key) as client:
@@ -113,6 +122,14 @@ def run(profile: Profile, scratch: Path, *, peers: bool) -> dict[str, Any]:
             )
             results["timers"] = shapes.timers(
                 cluster, client, profile.timers, profile.timer_seconds
+            )
+            # Due once every run could have set its timer at the rate starts went above.
+            starts_per_s = results["throughput"]["2wx10"]["starts_per_s"]
+            results["timers_at_once"] = shapes.timers_at_once(
+                cluster,
+                client,
+                profile.timers_at_once,
+                3.0 + 2 * profile.timers_at_once / starts_per_s,
             )
             results["signals"] = shapes.signals(cluster, client, profile.signals)
             results["recovery"] = shapes.recovery(cluster, client, profile.recovery, scratch)

@@ -9,7 +9,7 @@ import sys
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -174,7 +174,9 @@ def throughput(
     prefix = f"tp-{tag}-"
     progress = Progress(f"throughput {tag}")
     before = cluster.cpu()
+    began = time.perf_counter()
     _start_all(client, "noop_steps", {f"{prefix}{i}": steps for i in range(workflows)})
+    starting = time.perf_counter() - began  # the runs execute meanwhile
     _wait_closed(cluster.dsn, prefix, workflows, progress)
     spent, stolen = cluster.cpu().since(before)
     rows = _query(
@@ -188,6 +190,7 @@ def throughput(
     to_start = [(r[2] - r[0]).total_seconds() for r in rows if r[2] is not None]
     result = {
         **rates(workflows, steps, span),
+        "starts_per_s": round(workflows / starting, 1),
         "schedule_to_start": summary_ms(to_start),
         # CPU per step by part of the cluster: steady when the neighbours are not.
         "cpu_ms_per_step": {
@@ -218,6 +221,45 @@ def timers(cluster: Cluster, client: Client, workflows: int, seconds: float) -> 
     result["early"] = sum(1 for value in lateness if value < 0)
     result["min_ms"] = round(min(lateness) * 1000, 3)
     progress.done(f"lateness {result['median_ms']:.1f} ms median, {result['p99_ms']:.1f} ms p99")
+    return result
+
+
+def timers_at_once(cluster: Cluster, client: Client, workflows: int, lead: float) -> dict[str, Any]:
+    """Workflows that each sleep until the same moment, `lead` seconds after the first start
+    (time enough for every start and every run's first task): how fast they fire, and how
+    late each resumed."""
+    progress = Progress(f"{workflows} timers at once")
+    due = datetime.now(UTC) + timedelta(seconds=lead)
+    _start_all(client, "sleep_until", {f"tw-{i}": due.isoformat() for i in range(workflows)})
+    _wait_closed(cluster.dsn, "tw-", workflows, progress)
+    [(in_time,)] = _query(
+        cluster.dsn,
+        "SELECT count(*) FROM history.events WHERE workflow_id LIKE 'tw-%%'"
+        " AND event_type = 'TIMER_STARTED' AND created_at < due_at",
+        [],
+    )
+    rows = _query(
+        cluster.dsn,
+        "SELECT convert_from(result, 'UTF8')::jsonb #>> '{}' FROM history.workflows"
+        " WHERE workflow_id LIKE 'tw-%%'",
+        [],
+    )
+    resumed = sorted(datetime.fromisoformat(row[0]) for row in rows)
+    lateness = [(moment - due).total_seconds() for moment in resumed]
+    firing = (resumed[-1] - due).total_seconds()
+    result = {
+        "workflows": workflows,
+        "lead_s": lead,
+        # Timers set before their moment: the others found it past and are not measured.
+        "set_in_time": in_time,
+        "fired_per_s": round(workflows / firing, 1) if firing > 0 else None,
+        **summary_ms(lateness),
+        "early": sum(1 for value in lateness if value < 0),
+    }
+    progress.done(
+        f"{result['fired_per_s']}/s, lateness {result['median_ms']:.0f} ms median, "
+        f"{result['early']} early"
+    )
     return result
 
 

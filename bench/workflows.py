@@ -77,6 +77,13 @@ async def sleeper(ctx: WorkflowContext, seconds: float) -> str:
 
 
 @workflow
+async def sleep_until(ctx: WorkflowContext, moment: str) -> str:
+    """Sleeps until `moment` (ISO 8601), then records when the code resumed."""
+    await ctx.sleep_until(datetime.fromisoformat(moment))
+    return str(await ctx.step("resumed", _now))
+
+
+@workflow
 async def signalled(ctx: WorkflowContext) -> str:
     """Waits for "go", then records when the code resumed."""
     await ctx.wait_for_signal("go")

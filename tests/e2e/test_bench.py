@@ -39,11 +39,19 @@ def test_the_quick_profile_runs_every_shape(tmp_path: Path) -> None:
 
     results = json.loads((tmp_path / "results.json").read_text())
     shapes = {"ceiling", "latency", "api", "remote", "streams", "throughput", "timers", "signals"}
-    shapes.add("recovery")
+    shapes.update({"recovery", "floor", "timers_at_once"})
     assert shapes | {"chat", "loop", "big_journal"} <= set(results)
     assert {"commit_1", "commit_16", "grpc"} == set(results["ceiling"])
     assert {"2wx10", "1wx10", "2wx100"} <= set(results["throughput"])
     assert results["timers"]["early"] == 0
+    # The floor played its workflows; every timer due at once fired, none before its moment.
+    assert results["floor"]["throughput"]["workflows"] == 20
+    assert (
+        results["floor"]["ten_steps"]["median_ms"] > results["floor"]["start_complete"]["median_ms"]
+    )
+    at_once = results["timers_at_once"]
+    assert at_once["workflows"] == 20 and at_once["early"] == 0 and at_once["fired_per_s"] > 0
+    assert results["throughput"]["2wx10"]["starts_per_s"] > 0
     figures = numbers({k: v for k, v in results.items() if k != "machine"})
     assert figures and all(math.isfinite(n) and n >= 0 for n in figures)
     assert (tmp_path / "chart.png").read_bytes().startswith(b"\x89PNG")
@@ -58,6 +66,9 @@ def test_the_quick_profile_runs_every_shape(tmp_path: Path) -> None:
         "result seen by the client" in done.stdout and "stream frame, emit → reader" in done.stdout
     )
     assert "floor, 2 gRPC round trips + a commit" in done.stdout  # beside the result's target
+    # The hot path's rows carry their targets, and the floor is a row of its own.
+    assert "architecture floor" in done.stdout and "target ≤ 4 ms" in done.stdout
+    assert "starts through the gateway" in done.stdout and "timers due at once" in done.stdout
     # The long loops: measured at both ends of the chat, the loop done in one run, and the
     # large journal (small here, under every limit) completed after its worker's kill.
     chat, loop, big = results["chat"], results["loop"], results["big_journal"]
