@@ -6,11 +6,14 @@ stream under their step task's lease."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
+import psycopg
 import pytest
 
 from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.client import Client
+from perdure.history.streams import _STEP_STATE
 from tests.e2e.stream_workflows import tokens
 from tests.fixtures.cluster import Cluster, Process
 from tests.fixtures.frames import read_frames, rendered, seqs_are_gapless, stream_reader
@@ -99,3 +102,49 @@ def test_a_remote_step_streams_under_its_step_task_lease(
         (wf.FRAME_KIND_DATA, 1)
     ] * 30 + [(wf.FRAME_KIND_RESET, 1)] + [(wf.FRAME_KIND_DATA, 2)] * 30
     assert rendered(frames) == "".join(tokens(2, 30)) == result_of(described)
+
+
+def test_what_an_emit_asks_of_its_step_reads_only_the_steps_own_events(
+    shared: Cluster, client: Client
+) -> None:
+    """An emit checks what became of its step's attempts (streams._STEP_STATE). In a run of
+    any length that must read the step's own few events, not every event of the run: here a
+    streamed run's journal gets 20,000 more events (in a transaction rolled back after), and the
+    check, as PostgreSQL executes it, reads a handful of rows."""
+    start(client, "python", LOCAL["python"], "long-journal", {"n": 3})
+    client.wait("long-journal", timeout=WAIT)
+    with psycopg.connect(shared.dsn) as conn:  # one transaction, rolled back
+        key, run_id = conn.execute(
+            "SELECT workflow_id, run_id FROM history.workflows WHERE workflow_id LIKE %s",
+            ["%long-journal"],
+        ).fetchone()
+        conn.execute(
+            """INSERT INTO history.events
+                   (workflow_id, event_id, event_type, fence, step_id, step_name, position,
+                    attempt)
+               SELECT %s, 1000 + g, CASE WHEN g %% 2 = 0 THEN 'STEP_ATTEMPT_STARTED'
+                                         ELSE 'STEP_COMPLETED' END,
+                      1, 'filler#' || (g / 2), 'filler',
+                      CASE WHEN g %% 2 = 1 THEN 1000 + g END, 1
+               FROM generate_series(0, 19999) g""",
+            [key],
+        )
+        conn.execute("ANALYZE history.events")
+        params = {"workflow_id": key, "run_id": run_id, "step_id": "write", "attempt": 1}
+        params.update(stream="output", last_index=2)
+        [(plan,)] = conn.execute(f"EXPLAIN (ANALYZE, FORMAT JSON) {_STEP_STATE}", params)
+        conn.rollback()
+    read = rows_read(plan[0]["Plan"], "events")
+    assert read <= 10, f"the check read {read} rows of the run's 20,000+ events: {plan}"
+
+
+def rows_read(node: dict[str, Any], relation: str) -> int:
+    """The rows the plan's scans of `relation` went through: returned, or filtered out."""
+    own = 0
+    if node.get("Relation Name") == relation:
+        loops = node.get("Actual Loops", 1)
+        removed = node.get("Rows Removed by Filter", 0) + node.get(
+            "Rows Removed by Index Recheck", 0
+        )
+        own = (node.get("Actual Rows", 0) + removed) * loops
+    return own + sum(rows_read(child, relation) for child in node.get("Plans", ()))

@@ -50,6 +50,7 @@ FILES = {
         "0015_recovery.sql",
         "0016_patches.sql",
         "0017_streams.sql",
+        "0018_step_attempt_indexes.sql",
     ],
     "perdure.scheduler": [
         "0001_init.sql",
