@@ -114,10 +114,10 @@ def test_what_an_emit_asks_of_its_step_reads_only_the_steps_own_events(
     start(client, "python", LOCAL["python"], "long-journal", {"n": 3})
     client.wait("long-journal", timeout=WAIT)
     with psycopg.connect(shared.dsn) as conn:  # one transaction, rolled back
-        key, run_id = conn.execute(
+        [(key, run_id)] = conn.execute(
             "SELECT workflow_id, run_id FROM history.workflows WHERE workflow_id LIKE %s",
             ["%long-journal"],
-        ).fetchone()
+        ).fetchall()
         conn.execute(
             """INSERT INTO history.events
                    (workflow_id, event_id, event_type, fence, step_id, step_name, position,
