@@ -5,6 +5,7 @@ about itself reaches the logs only as printable text. Real services, real keys, 
 from __future__ import annotations
 
 import re
+import signal
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -19,6 +20,7 @@ from perdure.api.worker.v1 import task_service_pb2 as tpb
 from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.client import Client
 from perdure.common.auth import bearer_metadata
+from perdure.common.lease_proofs import PROOF_BYTES
 from perdure.worker._payload import from_payload, to_payload
 from tests.fixtures.cluster import Cluster, wait_until
 from tests.fixtures.keys import make_key
@@ -252,6 +254,49 @@ def consumptions(journal: jgrpc.JournalServiceStub) -> list[tuple[int, list[int]
 def pending(cluster: Cluster) -> list[int]:
     with cluster.client() as client:
         return [s.event_id for s in client.describe("mine").pending_signals]
+
+
+def test_a_grants_proof_takes_its_lease_up_without_the_scheduler_for_its_key_alone(
+    secured: Cluster,
+) -> None:
+    """The scheduler signs each grant for the key it goes to (Task.lease_proof), and history
+    takes that proof instead of asking the scheduler whether the key holds the lease: with the
+    scheduler frozen (SIGSTOP), the holder's load with its proof is answered, and a load whose
+    proof was altered waits on the scheduler, answered once it is back. Another key presenting
+    the holder's proof is refused as a key that holds no lease."""
+    holder = make_key(secured, "default", "worker", "*")
+    other = make_key(secured, "default", "worker", "*")
+    frozen = next(process for process in secured.processes if process.name == "scheduler")
+    with (
+        grpc.insecure_channel(secured.address("scheduler")) as scheduler,
+        grpc.insecure_channel(secured.address("history")) as history,
+        Client(secured.gateway, api_key=make_key(secured, "default", "operator")) as client,
+    ):
+        journal = jgrpc.JournalServiceStub(history)
+        session = connect(scheduler, hello("proof", workflow_type="five_steps"), holder)
+        client.start_workflow("five_steps", {"ledger": "-"}, workflow_id="p", task_queue="proof")
+        task = session.receive().task
+        assert (task.workflow_id, len(task.lease_proof)) == ("p", PROOF_BYTES)
+
+        def load(proof: bytes) -> jpb.LoadJournalRequest:
+            return jpb.LoadJournalRequest(workflow_id="p", fence=task.fence, lease_proof=proof)
+
+        assert refusal(journal.LoadJournal, load(task.lease_proof), other)[0] == "LEASE_NOT_HELD"
+        altered = bytes([*task.lease_proof[:-1], task.lease_proof[-1] ^ 1])
+        frozen.signal(signal.SIGSTOP)
+        try:
+            loaded = journal.LoadJournal(
+                load(task.lease_proof), metadata=bearer_metadata(holder), timeout=30
+            )
+            assert loaded.workflow.workflow_type == "five_steps"
+            with pytest.raises(grpc.RpcError) as caught:
+                journal.LoadJournal(load(altered), metadata=bearer_metadata(holder), timeout=3)
+            assert caught.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED  # asking it
+        finally:
+            frozen.signal(signal.SIGCONT)
+        again = journal.LoadJournal(load(altered), metadata=bearer_metadata(holder), timeout=30)
+        assert again.workflow.workflow_type == "five_steps"  # the scheduler said so
+        session.close()
 
 
 def test_history_marks_only_the_runs_own_unconsumed_signals_each_once(

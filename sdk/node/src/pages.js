@@ -4,7 +4,7 @@
 
 /**
  * @typedef {(method: string, request: object) => Promise<any>} Call  a journal call of the lease
- * @typedef {{workflow_id: string, fence: number}} Lease
+ * @typedef {{workflow_id: string, fence: number, lease_proof?: Uint8Array}} Lease
  */
 
 /**

@@ -51,15 +51,17 @@ async function journalCall(journal, method, request) {
  */
 export async function runWorkflowTask(task, journal, workflows, { log, abort, onContext, cache }) {
   const lease = { workflow_id: task.workflow_id, fence: Number(task.fence) };
+  // The load that takes the lease up carries the grant's proof: history need not ask the scheduler.
+  const taking = { ...lease, lease_proof: task.lease_proof };
   const kept = cache?.take(task.workflow_id) ?? null;
-  let loaded = await load(journal, lease, kept ? kept.lastEventId : 0);
+  let loaded = await load(journal, taking, kept ? kept.lastEventId : 0);
   let resumed = null;
   if (kept) {
     resumed = resumable(kept, loaded, lease.fence);
     if (!resumed) {
       cache?.drop(task.workflow_id, kept, 'not resumable');
       // A history that gave the whole journal anyway saves a second load.
-      if (!startsAfter(loaded, kept.lastEventId)) loaded = await load(journal, lease, 0);
+      if (!startsAfter(loaded, kept.lastEventId)) loaded = await load(journal, taking, 0);
     }
   }
   const workflow = loaded.workflow ?? {};
@@ -144,7 +146,7 @@ export async function runWorkflowTask(task, journal, workflows, { log, abort, on
  * Load the run's journal after `after` (0: all of it), every page; payloads held by reference
  * are fetched later, when the code reaches them (WorkflowContext._value).
  * @param {Journal} journal
- * @param {{workflow_id: string, fence: number}} lease
+ * @param {{workflow_id: string, fence: number, lease_proof?: Uint8Array}} lease
  * @param {number} after
  */
 function load(journal, lease, after) {
@@ -258,7 +260,7 @@ export async function runStepTask(task, journal, steps, { log, abort }) {
   const lease = { workflow_id: task.workflow_id, fence: Number(task.fence), step_id: task.step_id };
   // STALE_FENCE, WORKFLOW_CLOSED, STEP_CLOSED: LeaseLostError (TaskDone); anything else,
   // NOT_FOUND included, leaves the lease to expire, as the Python SDK does.
-  const loaded = await journalCall(journal, 'LoadStep', lease);
+  const loaded = await journalCall(journal, 'LoadStep', { ...lease, lease_proof: task.lease_proof });
   const stepType = loaded.step_type || task.step_type;
   const attempt = Number(loaded.attempt) || 1;
   const retry = RetryPolicy.fromProto(loaded.retry);

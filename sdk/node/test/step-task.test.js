@@ -8,7 +8,8 @@ import { RetryPolicy } from '../src/retry.js';
 import { fromPayload, toPayload, toDuration } from '../src/payload.js';
 
 const log = { info() {}, warn() {}, error() {} };
-const task = { workflow_id: 'wf-9', fence: 3, step_id: 'charge#2', step_type: 'charge', workflow_type: '' };
+// A grant as the scheduler sends it, its lease proof opaque to the worker.
+const task = { workflow_id: 'wf-9', fence: 3, step_id: 'charge#2', step_type: 'charge', workflow_type: '', lease_proof: Buffer.from('proof') };
 
 class StepJournal {
   constructor(loadStep, { errors = {} } = {}) {
@@ -56,7 +57,9 @@ test('a step task loads its step, runs the handler and records the output', asyn
   }]]);
   assert.equal(await runStepTask(task, journal, steps, { log }), 'completed');
   assert.deepEqual(seen, { input: { amount: 5 }, stepId: 'charge#2', key: 'wf-9:charge#2', attempt: 1, type: 'order' });
-  assert.deepEqual(journal.calls[0], ['LoadStep', { workflow_id: 'wf-9', fence: 3, step_id: 'charge#2' }]);
+  // The load that takes the lease up carries the grant's proof; no other call does.
+  assert.deepEqual(journal.calls[0], ['LoadStep', { workflow_id: 'wf-9', fence: 3, step_id: 'charge#2', lease_proof: new Uint8Array(Buffer.from('proof')) }]);
+  assert.ok(journal.calls.slice(1).every(([, request]) => !('lease_proof' in request)));
   const [record] = journal.recorded('RecordStep');
   assert.equal(record.step_task, true);
   assert.equal(record.step_id, 'charge#2');

@@ -78,6 +78,18 @@ function task(history, workflows, fence, cache) {
   return runWorkflowTask({ workflow_id: history.workflow.workflow_id, fence }, history, entries, { log: quiet, cache });
 }
 
+test("a workflow task's loads carry its grant's lease proof, and no other call does", async () => {
+  const history = new FakeHistory({ workflowType: 'two' });
+  const proof = Buffer.from('signed grant');
+  const two = async (ctx) => [await ctx.step('a', () => 1), await ctx.step('b', () => 2)];
+  const entries = new Map([['two', { fn: two, retry: new RetryPolicy({ initialInterval: 5 }) }]]);
+  const task = { workflow_id: history.workflow.workflow_id, fence: 1, lease_proof: proof };
+  await runWorkflowTask(task, history, entries, { log: quiet });
+  assert.ok(history.loads.length >= 1);
+  assert.ok(history.loads.every((load) => Buffer.from(load.lease_proof).equals(proof)));
+  assert.ok(history.records.length > 0 && history.records.every(([, request]) => !('lease_proof' in request)));
+});
+
 /** A chat-like loop: `turns` signals, a step and a state per turn; counts each pass. */
 function chatLoop(passes) {
   return async (ctx, input) => {

@@ -14,8 +14,8 @@ from perdure.worker._session import JournalSession
 class PagedJournal(JournalClient):
     """Answers LoadJournal with the pages given, in order, and keeps the requests."""
 
-    def __init__(self, pages: list[jpb.LoadJournalResponse]) -> None:
-        super().__init__(cast(JournalSession, None), "wf-1", 3)
+    def __init__(self, pages: list[jpb.LoadJournalResponse], lease_proof: bytes = b"") -> None:
+        super().__init__(cast(JournalSession, None), "wf-1", 3, lease_proof)
         self.pages = pages
         self.asked: list[jpb.LoadJournalRequest] = []
 
@@ -51,3 +51,11 @@ async def test_every_page_is_loaded_after_the_last_event_of_the_one_before() -> 
     assert not loaded.more
     assert loaded.previous_fence == 2  # the first page's: the load's own
     assert (loaded.history_length, loaded.history_bytes) == (6, 900)  # the latest
+
+
+async def test_the_loads_carry_the_grants_lease_proof() -> None:
+    """The grant's proof (Task.lease_proof) goes with the load that takes the lease up, so
+    that history need not ask the scheduler; the later pages carry it too, harmlessly."""
+    journal = PagedJournal([page([1], True), page([2], False)], lease_proof=b"signed")
+    await journal.load()
+    assert [r.lease_proof for r in journal.asked] == [b"signed", b"signed"]

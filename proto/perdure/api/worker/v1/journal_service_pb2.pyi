@@ -13,16 +13,18 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class LoadJournalRequest(_message.Message):
-    __slots__ = ("workflow_id", "fence", "after_event_id", "build_id")
+    __slots__ = ("workflow_id", "fence", "after_event_id", "build_id", "lease_proof")
     WORKFLOW_ID_FIELD_NUMBER: _ClassVar[int]
     FENCE_FIELD_NUMBER: _ClassVar[int]
     AFTER_EVENT_ID_FIELD_NUMBER: _ClassVar[int]
     BUILD_ID_FIELD_NUMBER: _ClassVar[int]
+    LEASE_PROOF_FIELD_NUMBER: _ClassVar[int]
     workflow_id: str
     fence: int
     after_event_id: int
     build_id: str
-    def __init__(self, workflow_id: _Optional[str] = ..., fence: _Optional[int] = ..., after_event_id: _Optional[int] = ..., build_id: _Optional[str] = ...) -> None: ...
+    lease_proof: bytes
+    def __init__(self, workflow_id: _Optional[str] = ..., fence: _Optional[int] = ..., after_event_id: _Optional[int] = ..., build_id: _Optional[str] = ..., lease_proof: _Optional[bytes] = ...) -> None: ...
 
 class LoadJournalResponse(_message.Message):
     __slots__ = ("workflow", "events", "now", "progress", "more", "previous_fence", "history_length", "history_bytes")
@@ -345,14 +347,16 @@ class ScheduleStepResponse(_message.Message):
     def __init__(self, event_id: _Optional[int] = ..., cancel_requested: _Optional[bool] = ...) -> None: ...
 
 class LoadStepRequest(_message.Message):
-    __slots__ = ("workflow_id", "step_id", "fence")
+    __slots__ = ("workflow_id", "step_id", "fence", "lease_proof")
     WORKFLOW_ID_FIELD_NUMBER: _ClassVar[int]
     STEP_ID_FIELD_NUMBER: _ClassVar[int]
     FENCE_FIELD_NUMBER: _ClassVar[int]
+    LEASE_PROOF_FIELD_NUMBER: _ClassVar[int]
     workflow_id: str
     step_id: str
     fence: int
-    def __init__(self, workflow_id: _Optional[str] = ..., step_id: _Optional[str] = ..., fence: _Optional[int] = ...) -> None: ...
+    lease_proof: bytes
+    def __init__(self, workflow_id: _Optional[str] = ..., step_id: _Optional[str] = ..., fence: _Optional[int] = ..., lease_proof: _Optional[bytes] = ...) -> None: ...
 
 class LoadStepResponse(_message.Message):
     __slots__ = ("workflow_type", "step_type", "input", "attempt", "retry", "timeout", "heartbeat_details", "heartbeat_timeout", "attempt_lost")

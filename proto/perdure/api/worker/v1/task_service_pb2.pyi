@@ -121,7 +121,7 @@ class Drain(_message.Message):
     def __init__(self) -> None: ...
 
 class Task(_message.Message):
-    __slots__ = ("workflow_id", "workflow_type", "fence", "trace_context", "step_id", "step_type", "lease_expire_time")
+    __slots__ = ("workflow_id", "workflow_type", "fence", "trace_context", "step_id", "step_type", "lease_expire_time", "lease_proof")
     class TraceContextEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -136,6 +136,7 @@ class Task(_message.Message):
     STEP_ID_FIELD_NUMBER: _ClassVar[int]
     STEP_TYPE_FIELD_NUMBER: _ClassVar[int]
     LEASE_EXPIRE_TIME_FIELD_NUMBER: _ClassVar[int]
+    LEASE_PROOF_FIELD_NUMBER: _ClassVar[int]
     workflow_id: str
     workflow_type: str
     fence: int
@@ -143,7 +144,8 @@ class Task(_message.Message):
     step_id: str
     step_type: str
     lease_expire_time: _timestamp_pb2.Timestamp
-    def __init__(self, workflow_id: _Optional[str] = ..., workflow_type: _Optional[str] = ..., fence: _Optional[int] = ..., trace_context: _Optional[_Mapping[str, str]] = ..., step_id: _Optional[str] = ..., step_type: _Optional[str] = ..., lease_expire_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    lease_proof: bytes
+    def __init__(self, workflow_id: _Optional[str] = ..., workflow_type: _Optional[str] = ..., fence: _Optional[int] = ..., trace_context: _Optional[_Mapping[str, str]] = ..., step_id: _Optional[str] = ..., step_type: _Optional[str] = ..., lease_expire_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., lease_proof: _Optional[bytes] = ...) -> None: ...
 
 class Reconnect(_message.Message):
     __slots__ = ("reason",)

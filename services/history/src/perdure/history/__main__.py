@@ -22,8 +22,9 @@ from perdure.common.flags import (
 )
 from perdure.common.grpc_server import ServerSpec, serve
 from perdure.common.guard import guards
+from perdure.common.lease_proofs import LeaseProofs
 from perdure.common.limits import rate_setting
-from perdure.common.service_identity import service_channel
+from perdure.common.service_identity import InternalSecrets, service_channel
 from perdure.history.appends import DEFAULT_CRASH_LOOP_LIMIT
 from perdure.history.commit_feed import CommitFeed
 from perdure.history.deadlines import DeadlineWatch
@@ -69,7 +70,10 @@ async def run(args: argparse.Namespace) -> None:
     deadlines = DeadlineWatch(pool)
     sweep = StrandedSweep(pool, scheduler, relay.notify, stuck_after())
     journal_servicer = JournalServicer(
-        journal, rate_setting("PERDURE_STREAM_MESSAGE_RATE", 5000.0), scheduler
+        journal,
+        rate_setting("PERDURE_STREAM_MESSAGE_RATE", 5000.0),
+        scheduler,
+        LeaseProofs(InternalSecrets.from_env()),
     )
     key_ring = KeyRing(pool)
     assert isinstance(pool.conninfo, str)  # open_pool passes the resolved DSN

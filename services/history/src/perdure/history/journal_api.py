@@ -13,6 +13,7 @@ from perdure.api.worker.v1 import journal_service_pb2 as jpb
 from perdure.common import auth, errors, namespaces
 from perdure.common.builds import build_id_of
 from perdure.common.convert import datetime_of, seconds_of, timestamp
+from perdure.common.lease_proofs import LeaseProofs
 from perdure.common.payload import validate_payload
 from perdure.common.stream_names import stream_name
 from perdure.common.text import require_storable
@@ -52,14 +53,25 @@ SHA256_BYTES = 32
 class JournalApi:
     """JournalService's unary calls."""
 
-    def __init__(self, journal: Journal, scheduler: sgrpc.SchedulerServiceStub) -> None:
+    def __init__(
+        self,
+        journal: Journal,
+        scheduler: sgrpc.SchedulerServiceStub,
+        proofs: LeaseProofs | None = None,
+    ) -> None:
         self._journal = journal
         self._scheduler = scheduler  # who holds which lease
+        self._proofs = proofs  # or the scheduler's signature on its grant (lease_proofs.py)
 
-    async def _require_lease(self, lease: Lease) -> None:
+    async def _require_lease(self, lease: Lease, proof: bytes) -> None:
         """With a worker key in force, only the session the scheduler granted this lease to
-        (a session of the same key) may take it up: a load is what raises the fence mark."""
+        (a session of the same key) may take it up: a load is what raises the fence mark. The
+        grant's proof says so for its key; without a valid one, the scheduler is asked."""
         if auth.current_principal.get() is None:
+            return
+        if self._proofs is not None and self._proofs.proves(
+            proof, lease.workflow_id, lease.step_id, lease.fence, lease.key
+        ):
             return
         check = spb.CheckLeaseRequest(
             workflow_id=lease.workflow_id,
@@ -85,7 +97,7 @@ class JournalApi:
         if request.after_event_id:  # a later page, under the fence that loaded the run
             loaded = await self._journal.next_page(lease, request.after_event_id)
         if loaded is None:
-            await self._require_lease(lease)
+            await self._require_lease(lease, request.lease_proof)
             loaded = await self._journal.load(lease, request.after_event_id, build_id)
         return jpb.LoadJournalResponse(
             workflow=loaded.info,
@@ -202,7 +214,7 @@ class JournalApi:
         self, request: jpb.LoadStepRequest, context: Context
     ) -> jpb.LoadStepResponse:
         lease = step_lease(request)
-        await self._require_lease(lease)
+        await self._require_lease(lease, request.lease_proof)
         task = await self._journal.load_step(lease)
         response = jpb.LoadStepResponse(
             workflow_type=task.workflow_type,

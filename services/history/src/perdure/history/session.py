@@ -15,6 +15,7 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from perdure.api.worker.v1 import journal_service_pb2 as jpb
 from perdure.common import errors, limits
+from perdure.common.lease_proofs import LeaseProofs
 from perdure.common.limits import StreamCap
 from perdure.history.journal import Journal
 from perdure.history.journal_api import JournalApi
@@ -32,9 +33,13 @@ class JournalSessions(JournalApi):
     """JournalService's unary calls, and the same calls on Session streams."""
 
     def __init__(
-        self, journal: Journal, call_rate: float, scheduler: sgrpc.SchedulerServiceStub
+        self,
+        journal: Journal,
+        call_rate: float,
+        scheduler: sgrpc.SchedulerServiceStub,
+        proofs: LeaseProofs | None = None,
     ) -> None:
-        super().__init__(journal, scheduler)
+        super().__init__(journal, scheduler, proofs)
         self._call_rate = call_rate  # per Session stream, calls per second
         self._session_readers: set[asyncio.Task[None]] = set()
 

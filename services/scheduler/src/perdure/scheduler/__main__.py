@@ -22,8 +22,9 @@ from perdure.common.flags import (
 )
 from perdure.common.grpc_server import ServerSpec, serve
 from perdure.common.guard import guards
+from perdure.common.lease_proofs import LeaseProofs
 from perdure.common.limits import rate_setting
-from perdure.common.service_identity import service_channel
+from perdure.common.service_identity import InternalSecrets, service_channel
 from perdure.internal.history.v1 import history_service_pb2_grpc
 from perdure.internal.scheduler.v1 import scheduler_service_pb2, scheduler_service_pb2_grpc
 from perdure.scheduler.dispatcher import Dispatcher
@@ -78,7 +79,8 @@ async def run(args: argparse.Namespace) -> None:
     """Migrate, then serve until SIGTERM."""
     pool = await open_migrated_pool("scheduler", args.database_url)
     store = TaskStore(pool)
-    dispatcher = Dispatcher(store, args.lease_ttl, args.sticky_timeout)
+    proofs = LeaseProofs(InternalSecrets.from_env())
+    dispatcher = Dispatcher(store, args.lease_ttl, args.sticky_timeout, proofs)
     observe_backlog(store, asyncio.get_running_loop())
     history = service_channel(args.history)
     keys = RememberedKeys(

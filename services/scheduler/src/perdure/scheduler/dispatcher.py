@@ -17,6 +17,7 @@ from opentelemetry.util.types import AttributeValue
 from perdure.api.worker.v1 import task_service_pb2 as tpb
 from perdure.common import namespaces
 from perdure.common.aio import wait_event
+from perdure.common.lease_proofs import LeaseProofs
 from perdure.common.text import printable
 from perdure.scheduler.builds import newest_builds
 from perdure.scheduler.metrics import (
@@ -114,8 +115,16 @@ class Session:
 class Dispatcher:
     """Grants due tasks to this replica's sessions with free capacity."""
 
-    def __init__(self, store: TaskStore, lease_ttl: float, sticky_timeout: float = 0.0) -> None:
+    def __init__(
+        self,
+        store: TaskStore,
+        lease_ttl: float,
+        sticky_timeout: float = 0.0,
+        proofs: LeaseProofs | None = None,
+    ) -> None:
         self._store = store
+        # Signs each grant for the key it goes to (None: grants carry no proof).
+        self._proofs = proofs
         self.lease_ttl = lease_ttl
         # How long a due task waits for the worker that keeps its run (0: nobody keeps any).
         self.sticky_timeout = sticky_timeout
@@ -313,6 +322,14 @@ class Dispatcher:
                     trace_context=_traced_grant(session, grant),
                 )
                 task.lease_expire_time.FromDatetime(grant.lease_expires_at)
+                if self._proofs is not None and session.key_id:
+                    task.lease_proof = self._proofs.sign(
+                        grant.workflow_id,
+                        grant.step_id,
+                        grant.fence,
+                        session.key_id,
+                        grant.lease_expires_at.timestamp(),
+                    )
                 if grant.step_id:
                     task.step_id, task.step_type = grant.step_id, grant.task_type
                 else:

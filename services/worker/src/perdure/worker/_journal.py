@@ -33,10 +33,13 @@ _REJECTED = (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.RESOURCE_EXHAUSTE
 class JournalClient:
     """The journal calls of one lease; a stale fence becomes LeaseLostError."""
 
-    def __init__(self, session: JournalSession, workflow_id: str, fence: int) -> None:
+    def __init__(
+        self, session: JournalSession, workflow_id: str, fence: int, lease_proof: bytes = b""
+    ) -> None:
         self.session = session
         self.workflow_id = workflow_id
         self.fence = fence
+        self.lease_proof = lease_proof  # the grant's (Task.lease_proof), sent with the load
         # The id of the latest event the code reached (replayed or recorded), and the payload
         # bytes of the calls it reached: what ctx.info reports, the same on every replay and
         # on a run resumed from the cache (a later lease's client takes them over: carry_on).
@@ -81,7 +84,10 @@ class JournalClient:
         fencing out every earlier holder: every page of it, as one response (the first page's
         run, clock, progress and previous fence, and every event)."""
         request = jpb.LoadJournalRequest(
-            workflow_id=self.workflow_id, fence=self.fence, after_event_id=after_event_id
+            workflow_id=self.workflow_id,
+            fence=self.fence,
+            after_event_id=after_event_id,
+            lease_proof=self.lease_proof,
         )
         loaded: jpb.LoadJournalResponse = await self.call(request)
         page = loaded

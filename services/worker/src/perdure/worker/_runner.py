@@ -44,7 +44,7 @@ async def run_task(
     LeaseLostError if fenced out, and HandedBack if `stopping` is set before the workflow's
     next new call. `monotonic`: the clock that measures the time since the load (the replay
     cases freeze it)."""
-    journal = JournalClient(session, task.workflow_id, task.fence)
+    journal = JournalClient(session, task.workflow_id, task.fence, task.lease_proof)
     live = cache.take(task.workflow_id) if cache is not None else None
     try:
         loaded, live = await _load(journal, live, cache is not None)

@@ -24,7 +24,10 @@ async def run_step_task(
     Raises LeaseLostError if fenced out, or if the step or its workflow is closed already."""
     journal = JournalClient(session, task.workflow_id, task.fence)
     request = jpb.LoadStepRequest(
-        workflow_id=task.workflow_id, step_id=task.step_id, fence=task.fence
+        workflow_id=task.workflow_id,
+        step_id=task.step_id,
+        fence=task.fence,
+        lease_proof=task.lease_proof,
     )
     loaded: jpb.LoadStepResponse = await journal.call(request)
     fn = steps[loaded.step_type]  # the scheduler grants only the types this worker declared
