@@ -79,7 +79,7 @@ def _ceiling_rows(results: Results) -> list[tuple[str, str, str]]:
 
 
 def _floor(results: Results, *path: str) -> str:
-    """ "; floor X": the floor's figure at `path`, or nothing when it did not run."""
+    """The floor's figure at `path` as "; floor X", or nothing when the floor did not run."""
     value: Any = results.get("floor")
     for key in path:
         value = None if value is None else value.get(key)
