@@ -8,6 +8,7 @@ import re
 import signal
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +58,24 @@ def intrude(
             answers.append(stream.receive())  # the scheduler handles messages in order
         stream.close()
     return answers
+
+
+@contextmanager
+def driven_by_hand(
+    cluster: Cluster, holder: str, workflow_id: str, task_queue: str
+) -> Iterator[tuple[jgrpc.JournalServiceStub, HeldStream]]:
+    """A `five_steps` run started on a queue that only a session of `holder` this test drives
+    serves: the journal's stub and that session, which receives the run's tasks."""
+    with (
+        grpc.insecure_channel(cluster.address("scheduler")) as scheduler,
+        grpc.insecure_channel(cluster.address("history")) as history,
+        Client(cluster.gateway, api_key=make_key(cluster, "default", "operator")) as client,
+    ):
+        session = connect(scheduler, hello(task_queue, workflow_type="five_steps"), holder)
+        client.start_workflow(
+            "five_steps", {"ledger": "-"}, workflow_id=workflow_id, task_queue=task_queue
+        )
+        yield jgrpc.JournalServiceStub(history), session
 
 
 def refusal(call: Callable[..., Any], request: Any, key: str) -> tuple[str, str]:
@@ -144,14 +163,7 @@ def test_history_tells_a_key_that_holds_no_lease_nothing_and_the_holder_why(
     loaded, and whether the run is open or closed. The holder's key gets the diagnosis."""
     holder = make_key(secured, "default", "worker", "*")
     q1_only = make_key(secured, "default", "worker", "q1")
-    with (
-        grpc.insecure_channel(secured.address("scheduler")) as scheduler,
-        grpc.insecure_channel(secured.address("history")) as history,
-        Client(secured.gateway, api_key=make_key(secured, "default", "operator")) as client,
-    ):
-        journal = jgrpc.JournalServiceStub(history)
-        session = connect(scheduler, hello("hand", workflow_type="five_steps"), holder)
-        client.start_workflow("five_steps", {"ledger": "-"}, workflow_id="r", task_queue="hand")
+    with driven_by_hand(secured, holder, "r", "hand") as (journal, session):
         for fence in (1, 2):  # taken up, handed back, granted again
             task = session.receive().task
             assert (task.workflow_id, task.fence) == ("r", fence)
@@ -267,14 +279,7 @@ def test_a_grants_proof_takes_its_lease_up_without_the_scheduler_for_its_key_alo
     holder = make_key(secured, "default", "worker", "*")
     other = make_key(secured, "default", "worker", "*")
     frozen = next(process for process in secured.processes if process.name == "scheduler")
-    with (
-        grpc.insecure_channel(secured.address("scheduler")) as scheduler,
-        grpc.insecure_channel(secured.address("history")) as history,
-        Client(secured.gateway, api_key=make_key(secured, "default", "operator")) as client,
-    ):
-        journal = jgrpc.JournalServiceStub(history)
-        session = connect(scheduler, hello("proof", workflow_type="five_steps"), holder)
-        client.start_workflow("five_steps", {"ledger": "-"}, workflow_id="p", task_queue="proof")
+    with driven_by_hand(secured, holder, "p", "proof") as (journal, session):
         task = session.receive().task
         assert (task.workflow_id, len(task.lease_proof)) == ("p", PROOF_BYTES)
 
