@@ -51,6 +51,7 @@ FILES = {
         "0016_patches.sql",
         "0017_streams.sql",
         "0018_step_attempt_indexes.sql",
+        "0019_status_notifications.sql",
     ],
     "perdure.scheduler": [
         "0001_init.sql",

@@ -28,6 +28,18 @@ def test_a_notification_wakes_the_watchers_of_its_key_and_a_moved_watch_is_forgo
     asyncio.run(scenario())
 
 
+def test_a_status_watch_is_woken_by_status_changes_alone() -> None:
+    async def scenario() -> None:
+        feed = CommitFeed("unused")
+        async with feed.watch("ns/run", status_only=True) as status, feed.watch("ns/run") as all_:
+            feed.wake("ns/run")  # a commit to the run: its events
+            assert all_._event.is_set() and not status._event.is_set()
+            feed.wake("ns/run", status=True)  # its status changed
+            await status.changed(within=1)
+
+    asyncio.run(scenario())
+
+
 def test_a_stopping_feed_ends_every_watch_as_unavailable() -> None:
     async def scenario() -> None:
         feed = CommitFeed("unused")

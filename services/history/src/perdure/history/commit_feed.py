@@ -2,8 +2,11 @@
 whichever replica made the commit.
 
 PostgreSQL raises the notifications (migration 0017: triggers on events and on a run's status,
-and the statement that stores frames), each naming the run's key, on one channel. Each history
-process holds one connection LISTENing on it and wakes the watchers of that key. A watcher
+and the statement that stores frames), each naming the run's key, on one channel; a status
+change is also named on a channel of its own (migration 0019). Each history process holds one
+connection LISTENing on both and wakes the watchers of that key: a watcher of everything a run
+commits (a watch, a stream) on the first channel, a watcher of its status alone (a caller
+waiting for the result) on the second, which a run's steps do not wake. A watcher
 re-reads from its own cursor when woken, so a lost or merged notification costs nothing: when
 the connection drops, every watcher is woken once it is back, and a long re-check
 (SAFETY_RECHECK) is only the net under that.
@@ -24,6 +27,7 @@ from perdure.common import errors
 log = logging.getLogger(__name__)
 
 CHANNEL = "perdure_run"
+STATUS_CHANNEL = "perdure_run_status"
 RECONNECT_SECONDS = 1.0
 SAFETY_RECHECK = 15.0  # seconds a watcher waits without a notification before it re-reads
 
@@ -31,8 +35,9 @@ SAFETY_RECHECK = 15.0  # seconds a watcher waits without a notification before i
 class Watch:
     """One watcher's wake-up: set by a notification of its run's key."""
 
-    def __init__(self, key: str, feed: CommitFeed) -> None:
+    def __init__(self, key: str, feed: CommitFeed, *, status_only: bool = False) -> None:
         self.key = key  # the run's key, which changes when the run is archived
+        self.status_only = status_only  # woken by a change of the run's status alone
         self._feed = feed
         self._event = asyncio.Event()
 
@@ -79,10 +84,11 @@ class CommitFeed:
                 await self._task
 
     @contextlib.asynccontextmanager
-    async def watch(self, key: str) -> AsyncIterator[Watch]:
+    async def watch(self, key: str, *, status_only: bool = False) -> AsyncIterator[Watch]:
         """Wake-ups of the run `key` while the context lasts (enter it before the first read,
-        so no commit falls between the read and the watch)."""
-        watch = Watch(key, self)
+        so no commit falls between the read and the watch): by every commit to the run, or
+        with `status_only` by the changes of its status alone."""
+        watch = Watch(key, self, status_only=status_only)
         self._watches.setdefault(key, set()).add(watch)
         try:
             yield watch
@@ -103,10 +109,12 @@ class CommitFeed:
             if not watches:
                 del self._watches[watch.key]
 
-    def wake(self, key: str) -> None:
-        """Wake the watchers of the run `key` (a notification of a commit to it)."""
+    def wake(self, key: str, *, status: bool = False) -> None:
+        """Wake the watchers of the run `key`: of everything it commits (a notification of a
+        commit to it), or of its status alone (`status`: of a change of its status)."""
         for watch in self._watches.get(key, ()):
-            watch.wake()
+            if watch.status_only == status:
+                watch.wake()
 
     def _wake_all(self) -> None:
         for watches in self._watches.values():
@@ -126,10 +134,11 @@ class CommitFeed:
         conn = await psycopg.AsyncConnection.connect(self._dsn, autocommit=True)
         try:
             await conn.execute(f"LISTEN {CHANNEL}")
+            await conn.execute(f"LISTEN {STATUS_CHANNEL}")
             self.connected.set()
             self._wake_all()  # whatever was committed while nobody listened
             async for notify in conn.notifies():
-                self.wake(notify.payload)
+                self.wake(notify.payload, status=notify.channel == STATUS_CHANNEL)
         finally:
             self.connected.clear()
             self._wake_all()

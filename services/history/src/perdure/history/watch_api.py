@@ -79,7 +79,7 @@ class WatchApi:
             wait = min(wait, max(remaining - ANSWER_MARGIN, 0.0))  # before the caller gives up
         deadline = time.monotonic() + wait
         key = run_key(r)
-        async with self._feed.watch(key) as watch:
+        async with self._feed.watch(key, status_only=True) as watch:
             row = await self._journal.find_run(key, r.run_id)
             while True:
                 self._feed.follow(watch, row["run_key"])

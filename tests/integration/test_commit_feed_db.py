@@ -1,0 +1,37 @@
+"""The commit feed on a real PostgreSQL: a run's commits wake the watchers of everything it
+commits, and only its status changes wake a caller waiting for its result."""
+
+from __future__ import annotations
+
+import asyncio
+
+from perdure.common.payload import json_payload
+from perdure.history.commit_feed import CommitFeed
+from perdure.history.model import EventType, Outcome, StepRecord
+from tests.integration.journal_db import Db, call, db, journal_dsn, started
+
+__all__ = ["db", "journal_dsn"]  # the fixtures
+
+WAKE_TIMEOUT = 30.0  # seconds: generous, a notification arrives in a few milliseconds
+
+
+async def test_a_runs_steps_wake_its_watchers_and_only_its_close_wakes_its_result_waiter(
+    db: Db, journal_dsn: str
+) -> None:
+    feed = CommitFeed(journal_dsn)
+    feed.start()
+    try:
+        await asyncio.wait_for(feed.connected.wait(), WAKE_TIMEOUT)
+        lease = await started(db.journal)
+        key = lease.workflow_id  # the default namespace's key is the workflow id
+        async with feed.watch(key) as everything, feed.watch(key, status_only=True) as result:
+            step = StepRecord(EventType.STEP_COMPLETED, attempt=1, payload=json_payload("1"))
+            await db.journal.record(call(lease, 0), step)
+            # Both watchers are woken by the same notification, if at all: the step's.
+            await asyncio.wait_for(everything._event.wait(), WAKE_TIMEOUT)
+            assert not result._event.is_set(), "a step woke the caller waiting for the result"
+
+            await db.journal.finish(lease, Outcome.RESULT, json_payload('"done"'))
+            await asyncio.wait_for(result._event.wait(), WAKE_TIMEOUT)
+    finally:
+        await feed.stop()
