@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 import signal
+import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -301,6 +302,31 @@ def test_a_grants_proof_takes_its_lease_up_without_the_scheduler_for_its_key_alo
             frozen.signal(signal.SIGCONT)
         again = journal.LoadJournal(load(altered), metadata=bearer_metadata(holder), timeout=30)
         assert again.workflow.workflow_type == "five_steps"  # the scheduler said so
+        session.close()
+
+
+def test_a_grants_proof_is_not_taken_past_its_expiry(secured: Cluster) -> None:
+    """A proof says the lease was granted until its first expiry, not that it is held now:
+    past that moment history no longer takes it (it asks the scheduler, frozen here), and the
+    scheduler, back, refuses the lease that lapsed while nobody renewed it."""
+    holder = make_key(secured, "default", "worker", "*")
+    frozen = next(process for process in secured.processes if process.name == "scheduler")
+    with driven_by_hand(secured, holder, "p-expiry", "proof-expiry") as (journal, session):
+        task = session.receive().task
+        expires = int.from_bytes(task.lease_proof[:8], "big") / 1000  # then its MAC
+        load = jpb.LoadJournalRequest(
+            workflow_id="p-expiry", fence=task.fence, lease_proof=task.lease_proof
+        )
+        frozen.signal(signal.SIGSTOP)
+        try:
+            journal.LoadJournal(load, metadata=bearer_metadata(holder), timeout=30)  # taken
+            time.sleep(max(expires - time.time(), 0) + 0.1)  # the lease's first expiry passes
+            with pytest.raises(grpc.RpcError) as caught:
+                journal.LoadJournal(load, metadata=bearer_metadata(holder), timeout=3)
+            assert caught.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED  # asking it
+        finally:
+            frozen.signal(signal.SIGCONT)
+        assert refusal(journal.LoadJournal, load, holder)[0] == "LEASE_NOT_HELD"
         session.close()
 
 
