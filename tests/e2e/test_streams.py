@@ -320,6 +320,27 @@ def test_a_watcher_on_one_history_replica_sees_commits_made_through_another(
     assert resumed[-1].closed and resumed[0].workflow.status == wf.WORKFLOW_STATUS_COMPLETED
 
 
+def test_a_result_wait_on_one_history_replica_ends_at_a_close_made_through_another(
+    driver: Driver, two_histories: Cluster
+) -> None:
+    # The wait asks replica 1 itself; the run's records and its close go to replica 0. A wait
+    # is woken by its run's status alone (a channel of its own): a step does not end it.
+    driver.load(1)
+    wait = api.GetWorkflowResultRequest(workflow_id=driver.workflow_id, wait=Duration(seconds=60))
+    with (
+        grpc.insecure_channel(two_histories.address("history", 1)) as channel,
+        ThreadPoolExecutor(1) as pool,
+    ):
+        result = hgrpc.HistoryServiceStub(channel).GetWorkflowResult
+        waiting = pool.submit(result, hpb.GetWorkflowResultRequest(request=wait), timeout=90)
+        driver.record_step(1, "a", 0, "one")
+        assert not waiting.done()
+        driver.finish(1, 42)
+        # Well within the feed's safety re-check (15 s): only a notification is this quick.
+        answer = waiting.result(timeout=PUSHED).response
+    assert answer.closed and from_payload(answer.workflow.result) == 42
+
+
 def test_a_result_wait_ends_at_the_close_and_follows_continue_as_new(driver: Driver) -> None:
     assert not driver.result(0).closed  # no wait: answered at once, still running
     driver.load(1)
@@ -332,7 +353,7 @@ def test_a_result_wait_ends_at_the_close_and_follows_continue_as_new(driver: Dri
         assert next_run.run_id != driver.run_id and not waiting.done()
         driver.load(next_run.fence + 1)
         driver.finish(next_run.fence + 1, "done")
-        answer = waiting.result(timeout=TIMEOUT)  # long before its 60 s ran out
+        answer = waiting.result(timeout=PUSHED)  # long before its 60 s ran out
     assert answer.closed and answer.workflow.run_id == next_run.run_id
     assert from_payload(answer.workflow.result) == "done"
     with pytest.raises(grpc.RpcError) as caught:
