@@ -1,5 +1,6 @@
 """The commit feed on a real PostgreSQL: a run's commits wake the watchers of everything it
-commits, and only its status changes wake a caller waiting for its result."""
+commits, and only its status changes wake a caller waiting for its result; the process that
+commits wakes its own watchers without waiting for the notification."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import asyncio
 
 from perdure.common.payload import json_payload
 from perdure.history.commit_feed import CommitFeed
+from perdure.history.journal import Journal
 from perdure.history.model import EventType, Outcome, StepRecord
 from tests.integration.journal_db import Db, call, db, journal_dsn, started
 
@@ -35,3 +37,29 @@ async def test_a_runs_steps_wake_its_watchers_and_only_its_close_wakes_its_resul
             await asyncio.wait_for(result._event.wait(), WAKE_TIMEOUT)
     finally:
         await feed.stop()
+
+
+async def test_a_commit_wakes_this_processs_watchers_before_any_notification(
+    db: Db, journal_dsn: str
+) -> None:
+    # No LISTEN connection here (the feed is not started): only the Journal's own wake-up
+    # after each commit can wake the watchers.
+    feed = CommitFeed(journal_dsn)
+    journal = Journal(db.pool, db.wakes, on_committed=feed.committed)
+    lease = await started(journal)
+    key = lease.workflow_id
+    async with feed.watch(key) as everything, feed.watch(key, status_only=True) as result:
+        step = StepRecord(EventType.STEP_COMPLETED, attempt=1, payload=json_payload("1"))
+        await journal.record(call(lease, 0), step)
+        assert everything._event.is_set() and not result._event.is_set()
+        everything._event.clear()
+
+        started_attempt = StepRecord(EventType.STEP_ATTEMPT_STARTED, positioned=False, attempt=1)
+        await journal.record(call(lease, 1), started_attempt)
+        everything._event.clear()
+        await journal.emit(lease, "step-1", 1, "output", 0, [json_payload('"chunk"')])
+        assert everything._event.is_set() and not result._event.is_set()
+        everything._event.clear()
+
+        await journal.finish(lease, Outcome.RESULT, json_payload('"done"'))
+        assert everything._event.is_set() and result._event.is_set()

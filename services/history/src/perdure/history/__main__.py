@@ -66,7 +66,15 @@ async def run(args: argparse.Namespace) -> None:
     scheduler = scheduler_service_pb2_grpc.SchedulerServiceStub(channel)
     relay = OutboxRelay(pool, scheduler)
     limits.payload_ref_bytes()  # a bad setting stops the start, not a write
-    journal = Journal(pool, relay.notify, args.crash_loop_limit, limits.journal_page_bytes())
+    assert isinstance(pool.conninfo, str)  # open_pool passes the resolved DSN
+    feed = CommitFeed(pool.conninfo)
+    journal = Journal(
+        pool,
+        relay.notify,
+        args.crash_loop_limit,
+        limits.journal_page_bytes(),
+        on_committed=feed.committed,
+    )
     deadlines = DeadlineWatch(pool)
     sweep = StrandedSweep(pool, scheduler, relay.notify, stuck_after())
     journal_servicer = JournalServicer(
@@ -76,8 +84,6 @@ async def run(args: argparse.Namespace) -> None:
         LeaseProofs(InternalSecrets.from_env()),
     )
     key_ring = KeyRing(pool)
-    assert isinstance(pool.conninfo, str)  # open_pool passes the resolved DSN
-    feed = CommitFeed(pool.conninfo)
     retention = StreamRetention(journal, stream_retention())
     history_service = history_service_pb2.DESCRIPTOR.services_by_name["HistoryService"].full_name
     journal_service = journal_service_pb2.DESCRIPTOR.services_by_name["JournalService"].full_name

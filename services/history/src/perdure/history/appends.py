@@ -40,12 +40,16 @@ class JournalBase:
         on_scheduled: Callable[[], None],
         crash_loop_limit: int = DEFAULT_CRASH_LOOP_LIMIT,
         page_bytes: int = limits.DEFAULT_JOURNAL_PAGE_BYTES,
+        on_committed: Callable[[str, bool], None] = lambda key, status: None,
     ) -> None:
         self._pool = pool
         self._page_bytes = page_bytes  # of events in a page of a worker's load
         # Loads in a row that may find nothing recorded since the last before the run is parked.
         self._crash_loop_limit = crash_loop_limit
         self._on_scheduled = on_scheduled  # wakes the outbox relay after a commit
+        # Wakes this process's watchers of a run (its key; True: its status changed) after a
+        # commit to it, before PostgreSQL's notification arrives (commit_feed.py).
+        self._on_committed = on_committed
         self._records = GroupCommit(pool)  # the workers' records, many in one commit
 
     async def record(self, call: Call, record: StepRecord) -> Appended:
@@ -65,6 +69,7 @@ class JournalBase:
         if row is None:
             async with self._pool.connection() as conn:
                 raise await fencing.rejection(conn, call.lease)
+        self._on_committed(call.workflow_id, False)
         return Appended(row["event_id"], row["due_at"], row["cancel_requested"])
 
     async def _existing_call(

@@ -6,7 +6,9 @@ and the statement that stores frames), each naming the run's key, on one channel
 change is also named on a channel of its own (migration 0019). Each history process holds one
 connection LISTENing on both and wakes the watchers of that key: a watcher of everything a run
 commits (a watch, a stream) on the first channel, a watcher of its status alone (a caller
-waiting for the result) on the second, which a run's steps do not wake. A watcher
+waiting for the result) on the second, which a run's steps do not wake. The process that made
+a commit wakes its own watchers at once (`committed`), without waiting for the notification
+to come back from PostgreSQL. A watcher
 re-reads from its own cursor when woken, so a lost or merged notification costs nothing: when
 the connection drops, every watcher is woken once it is back, and a long re-check
 (SAFETY_RECHECK) is only the net under that.
@@ -115,6 +117,13 @@ class CommitFeed:
         for watch in self._watches.get(key, ()):
             if watch.status_only == status:
                 watch.wake()
+
+    def committed(self, key: str, status: bool) -> None:
+        """A commit this process made to the run `key` (`status`: it changed the run's status):
+        wake its watchers here at once; PostgreSQL's notifications reach the other replicas."""
+        self.wake(key)
+        if status:
+            self.wake(key, status=True)
 
     def _wake_all(self) -> None:
         for watches in self._watches.values():

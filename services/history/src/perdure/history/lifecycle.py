@@ -255,6 +255,7 @@ class Lifecycle(Chains):
                     closed = await fetch_one(conn, store.CLOSE_RUN, params)
             if closed is not None:
                 self._on_scheduled()  # its tasks are retired (or go on with the next run)
+                self._on_committed(lease.workflow_id, True)
                 count_closed(closed["workflow_type"], status)
                 return status
             if outcome is Outcome.CONTINUE_AS_NEW:  # the run it closed is no longer the latest

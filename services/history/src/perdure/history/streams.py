@@ -177,6 +177,7 @@ class Streams(JournalBase):
             )
             inserted = await fetch_one(conn, _INSERT_FRAMES, params)
         assert inserted is not None
+        self._on_committed(lease.workflow_id, False)
         return Emitted(inserted["last_seq"], run["cancel_requested"])
 
     async def frames_page(
