@@ -63,10 +63,14 @@ def by(ledger: Path, identity: str) -> list[str]:
 
 
 def converse(client: Client, workflow_id: str, ledger: Path, turns: range) -> None:
-    """Send each turn's message once the turn before has run its step."""
+    """Send each turn's message once the turn before has its step's outcome journaled (the
+    step's body has run before that; a worker killed or stopped once the body ran but before
+    its outcome was recorded would rightly run the step again)."""
     for turn in turns:
         client.signal(workflow_id, "message", f"msg-{turn}")
-        wait_until(lambda t=turn: marks(ledger)[f"step-{t}"] > 0, WAIT, f"turn {turn}")
+        reply = expected_journal(turn + 1)[-1]
+        wait_until(lambda r=reply: r in journal(client, workflow_id), WAIT, f"turn {turn}")
+        assert marks(ledger)[f"step-{turn}"] > 0
 
 
 def journal(client: Client, workflow_id: str) -> list[tuple[int, str, str]]:
