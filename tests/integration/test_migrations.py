@@ -15,7 +15,7 @@ import psycopg
 import pytest
 from psycopg import AsyncConnection
 
-from perdure.common.migrate import MigrationError, apply_migrations
+from perdure.common.migrate import NO_TRANSACTION, MigrationError, apply_migrations
 
 HISTORY_TABLES = {
     "schema_migrations",
@@ -287,6 +287,77 @@ async def test_a_failing_migration_rolls_back_and_stops(
     assert await tables(conn, "app") == {"schema_migrations", "good"}
     assert [name for _, name, _ in await recorded(conn, "app")] == ["0001_ok.sql"]
     assert await lock_is_free(empty_database_dsn, "app")
+
+
+async def waiting_on_a_lock(conn: AsyncConnection, backend_pid: int) -> None:
+    """Return once the session `backend_pid` waits for a lock (generous: a few seconds)."""
+    for _ in range(600):
+        cursor = await conn.execute(
+            "SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s", [backend_pid]
+        )
+        row = await cursor.fetchone()
+        if row is not None and row[0] == "Lock":
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"session {backend_pid} never waited for a lock")
+
+
+async def test_an_index_built_outside_a_transaction_lets_writes_go_on(
+    conn: AsyncConnection, empty_database_dsn: str, make_package: Callable[[dict[str, str]], str]
+) -> None:
+    package = make_package({"0001_table.sql": "CREATE TABLE things (id int);"})
+    await apply_migrations(conn, "app", package)
+    index = "CREATE INDEX CONCURRENTLY things_id ON things (id);\n"
+    add_file(package, "0002_index.sql", f"{NO_TRANSACTION}\n{index}")
+    connect = psycopg.AsyncConnection.connect
+    async with (
+        await connect(empty_database_dsn) as writer,
+        await connect(empty_database_dsn, autocommit=True) as migrator,
+    ):
+        await writer.execute("INSERT INTO app.things VALUES (1)")  # a write under way
+        building = asyncio.create_task(apply_migrations(migrator, "app", package))
+        try:
+            await waiting_on_a_lock(conn, migrator.info.backend_pid)  # the build waits for it
+            # Another write meanwhile is not held back (a plain CREATE INDEX, queued for its
+            # share lock behind the open write, would hold it back: lock_timeout).
+            await conn.execute("SET lock_timeout = '5s'")
+            await conn.execute("INSERT INTO app.things VALUES (2)")
+            await conn.execute("RESET lock_timeout")
+            assert not building.done()
+        finally:
+            await writer.commit()  # the write under way ends, whatever happened
+            applied = await asyncio.wait_for(building, 60)
+    assert applied == ["0002_index.sql"]
+    cursor = await conn.execute(
+        "SELECT indisvalid FROM pg_index WHERE indexrelid = 'app.things_id'::regclass"
+    )
+    assert await cursor.fetchone() == (True,)
+
+
+async def test_a_migration_outside_a_transaction_stopped_part_way_runs_again_whole(
+    conn: AsyncConnection, empty_database_dsn: str, make_package: Callable[[dict[str, str]], str]
+) -> None:
+    statements = [
+        "CREATE TABLE IF NOT EXISTS first (id int);",
+        "DROP INDEX CONCURRENTLY IF EXISTS later_id;",
+        "CREATE INDEX CONCURRENTLY later_id ON later (id);",
+    ]
+    package = make_package({"0001_part_way.sql": "\n".join([NO_TRANSACTION, *statements])})
+    with pytest.raises(psycopg.errors.UndefinedTable):
+        await apply_migrations(conn, "app", package)
+    assert await tables(conn, "app") == {"schema_migrations", "first"}  # done up to there
+    assert await recorded(conn, "app") == []
+    assert await lock_is_free(empty_database_dsn, "app")
+
+    await conn.execute("CREATE TABLE app.later (id int)")  # what it needed is there now
+    assert await apply_migrations(conn, "app", package) == ["0001_part_way.sql"]
+    assert [name for _, name, _ in await recorded(conn, "app")] == ["0001_part_way.sql"]
+
+
+async def test_migrations_refuse_a_connection_in_a_transaction(empty_database_dsn: str) -> None:
+    async with await psycopg.AsyncConnection.connect(empty_database_dsn) as manual:
+        with pytest.raises(MigrationError, match="autocommit"):
+            await apply_migrations(manual, "history", "perdure.history")
 
 
 async def test_a_misnamed_file_is_refused(
