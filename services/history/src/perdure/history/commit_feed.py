@@ -8,10 +8,9 @@ connection LISTENing on both and wakes the watchers of that key: a watcher of ev
 commits (a watch, a stream) on the first channel, a watcher of its status alone (a caller
 waiting for the result) on the second, which a run's steps do not wake. The process that made
 a commit wakes its own watchers at once (`committed`), without waiting for the notification
-to come back from PostgreSQL. A watcher
-re-reads from its own cursor when woken, so a lost or merged notification costs nothing: when
-the connection drops, every watcher is woken once it is back, and a long re-check
-(SAFETY_RECHECK) is only the net under that.
+to come back from PostgreSQL. A watcher re-reads from its own cursor when woken, so a lost or
+merged notification costs nothing: when the connection drops, every watcher is woken once it
+is back, and a long re-check (SAFETY_RECHECK) is only the net under that.
 """
 
 from __future__ import annotations
