@@ -63,3 +63,29 @@ async def test_a_commit_wakes_this_processs_watchers_before_any_notification(
 
         await journal.finish(lease, Outcome.RESULT, json_payload('"done"'))
         assert everything._event.is_set() and result._event.is_set()
+
+
+async def test_a_dropped_listen_connection_wakes_every_watcher_and_listens_again(
+    db: Db, journal_dsn: str
+) -> None:
+    feed = CommitFeed(journal_dsn)
+    feed.start()
+    try:
+        await asyncio.wait_for(feed.connected.wait(), WAKE_TIMEOUT)
+        lease = await started(db.journal)
+        async with feed.watch(lease.workflow_id, status_only=True) as result:
+            # The feed's connection is cut, as a failover or a proxy would cut it.
+            async with db.pool.connection() as conn:
+                await conn.execute(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                    " WHERE datname = current_database() AND query LIKE 'LISTEN perdure_run%'"
+                )
+            # Woken, to re-read whatever was committed while nobody listened ...
+            await asyncio.wait_for(result._event.wait(), WAKE_TIMEOUT)
+            # ... and listening again, on both channels: the close's notification wakes it.
+            await asyncio.wait_for(feed.connected.wait(), WAKE_TIMEOUT)
+            result._event.clear()
+            await db.journal.finish(lease, Outcome.RESULT, json_payload('"done"'))
+            await asyncio.wait_for(result._event.wait(), WAKE_TIMEOUT)
+    finally:
+        await feed.stop()

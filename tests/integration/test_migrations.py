@@ -334,6 +334,39 @@ async def test_an_index_built_outside_a_transaction_lets_writes_go_on(
     assert await cursor.fetchone() == (True,)
 
 
+async def test_an_index_build_cut_short_is_dropped_and_built_again(
+    conn: AsyncConnection, empty_database_dsn: str, make_package: Callable[[dict[str, str]], str]
+) -> None:
+    package = make_package({"0001_table.sql": "CREATE TABLE things (id int);"})
+    await apply_migrations(conn, "app", package)
+    statements = [
+        "DROP INDEX CONCURRENTLY IF EXISTS things_id;",
+        "CREATE INDEX CONCURRENTLY things_id ON things (id);",
+    ]
+    add_file(package, "0002_index.sql", "\n".join([NO_TRANSACTION, *statements]))
+    connect = psycopg.AsyncConnection.connect
+    async with (
+        await connect(empty_database_dsn) as writer,
+        await connect(empty_database_dsn, autocommit=True) as migrator,
+    ):
+        await writer.execute("INSERT INTO app.things VALUES (1)")  # a write under way
+        building = asyncio.create_task(apply_migrations(migrator, "app", package))
+        try:
+            await waiting_on_a_lock(conn, migrator.info.backend_pid)  # mid-build
+            await conn.execute("SELECT pg_cancel_backend(%s)", [migrator.info.backend_pid])
+            with pytest.raises(psycopg.errors.QueryCanceled):
+                await asyncio.wait_for(building, 60)
+        finally:
+            await writer.commit()
+    valid = "SELECT indisvalid FROM pg_index WHERE indexrelid = 'app.things_id'::regclass"
+    assert await (await conn.execute(valid)).fetchone() == (False,)  # left behind, invalid
+    assert [name for _, name, _ in await recorded(conn, "app")] == ["0001_table.sql"]
+    assert await lock_is_free(empty_database_dsn, "app")
+
+    assert await apply_migrations(conn, "app", package) == ["0002_index.sql"]
+    assert await (await conn.execute(valid)).fetchone() == (True,)
+
+
 async def test_a_migration_outside_a_transaction_stopped_part_way_runs_again_whole(
     conn: AsyncConnection, empty_database_dsn: str, make_package: Callable[[dict[str, str]], str]
 ) -> None:
