@@ -8,7 +8,6 @@ import contextlib
 import contextvars
 import inspect
 import logging
-import threading
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -32,6 +31,7 @@ from perdure.worker._loop_watch import running
 from perdure.worker._payload import failure_from, to_payload
 from perdure.worker._retry import NO_RETRY, RetryPolicy
 from perdure.worker._telemetry import step_attempt_ended, tracer
+from perdure.worker._threads import BodyThreads
 
 log = logging.getLogger("perdure.worker")
 
@@ -42,6 +42,8 @@ ANNOUNCE_AFTER_SECONDS = 1.0
 INTERNAL_PREFIX = "$"
 
 Record = Callable[[Any], Awaitable[Any]]
+# The worker process's threads for sync bodies.
+_BODY_THREADS = BodyThreads()
 
 
 @dataclass(frozen=True)
@@ -314,13 +316,13 @@ def _start_request(request: jpb.RecordStepRequest) -> jpb.RecordStepRequest:
 
 async def _invoke(attempt: Attempt) -> Any:
     """Run the body under its time limits. On a limit, an async body is cancelled; a sync one
-    is abandoned (a thread cannot be stopped): it runs on in its own thread, holding no slot
+    is abandoned (a thread cannot be stopped): it runs on in its thread, holding no slot
     anything else waits for, and its late result is ignored."""
     fn, args, kwargs = attempt.fn, attempt.args, attempt.kwargs
     if inspect.iscoroutinefunction(fn):
         body: asyncio.Future[Any] = asyncio.ensure_future(fn(*args, **kwargs))
     else:
-        body = _in_own_thread(fn, args, kwargs)
+        body = _in_thread(fn, args, kwargs)
     try:
         result = await _watch(body, attempt.timeout, attempt.heartbeat_timeout)
     finally:
@@ -357,11 +359,12 @@ async def _watch(body: asyncio.Future[Any], limit: float | None, beat_limit: flo
             )
 
 
-def _in_own_thread(
+def _in_thread(
     fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> asyncio.Future[Any]:
-    """Run a sync body in a daemon thread of its own (in the caller's context): its time limit
-    starts as it starts, and if it is abandoned it takes no pool slot from later attempts."""
+    """Run a sync body on a thread no other body is using (in the caller's context): its time
+    limit starts as it starts, and if it is abandoned it takes no thread from later attempts
+    (_threads)."""
     loop = asyncio.get_running_loop()
     future: asyncio.Future[Any] = loop.create_future()
     context = contextvars.copy_context()
@@ -383,7 +386,5 @@ def _in_own_thread(
         with contextlib.suppress(RuntimeError):
             loop.call_soon_threadsafe(settle, result, error)
 
-    threading.Thread(
-        target=run, name=f"perdure-step-{getattr(fn, '__name__', 'body')}", daemon=True
-    ).start()
+    _BODY_THREADS.run(run, f"perdure-step-{getattr(fn, '__name__', 'body')}")
     return future
