@@ -71,19 +71,20 @@ export class LeaseKeeper {
   }
 
   /**
-   * Hold a fresh grant (`expireTime`: its expiry on the database clock) and renew it at once.
-   * Returns the signal that aborts when the lease is fenced, or null when the grant arrived
-   * past its deadline (then nothing is held).
+   * Hold a fresh grant (`expireTime`: its expiry on the database clock). Read against the
+   * clock, it has its true deadline and waits for the next renewal of them all; held on a guess
+   * (no clock yet), it is renewed at once. Returns the signal that aborts when the lease is
+   * fenced, or null when the grant arrived past its deadline (then nothing is held).
    */
   hold(lease, expireTime) {
-    const deadline =
-      this._clock && expireTime ? this._deadline(expireTime) : performance.now() + this._ttlMs * (1 - MARGIN_FRACTION);
+    const exact = Boolean(this._clock && expireTime);
+    const deadline = exact ? this._deadline(expireTime) : performance.now() + this._ttlMs * (1 - MARGIN_FRACTION);
     if (deadline <= performance.now()) return null;
     const controller = new AbortController();
     const held = { lease, controller, timer: null };
     this._held.set(leaseKey(lease), held);
     this._arm(held, deadline);
-    setImmediate(() => this.renew());
+    if (!exact) setImmediate(() => this.renew());
     return controller.signal;
   }
 

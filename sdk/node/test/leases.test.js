@@ -78,3 +78,44 @@ test('a grant delivered past its deadline is not held', async () => {
   assert.deepEqual(keeper.refs(), []);
   keeper.stop();
 });
+
+/** The scripted scheduler, counting its RenewLeases calls. */
+function counted() {
+  const scheduler = scripted();
+  const renew = scheduler.renew;
+  scheduler.calls = 0;
+  scheduler.renew = async (request) => {
+    scheduler.calls += 1;
+    return renew(request);
+  };
+  return scheduler;
+}
+
+test('a grant read against the clock waits for the next renewal of them all', async (t) => {
+  // Renewing every held lease at each grant cost the scheduler a statement per held lease per
+  // grant; a grant with its expiry on a known clock has its true deadline already.
+  const scheduler = counted();
+  const keeper = new LeaseKeeper((request) => scheduler.renew(request), quiet);
+  t.after(() => keeper.stop());
+  keeper.configure(TTL_MS * 10, TTL_MS * 3); // renewals far apart
+  await sleep(50); // the clock, read at once
+  assert.equal(scheduler.calls, 1);
+  const signal = keeper.hold(lease('w'), toTimestamp(Date.now() + TTL_MS * 10));
+  await sleep(TTL_MS);
+  assert.equal(scheduler.calls, 1);
+  assert.equal(signal.aborted, false);
+});
+
+test('a grant held before any clock is renewed at once', async (t) => {
+  const scheduler = counted();
+  scheduler.down = true; // the welcome's clock reading fails
+  const keeper = new LeaseKeeper((request) => scheduler.renew(request), quiet);
+  t.after(() => keeper.stop());
+  keeper.configure(TTL_MS * 10, TTL_MS * 3);
+  await sleep(50);
+  assert.equal(scheduler.calls, 1);
+  scheduler.down = false;
+  keeper.hold(lease('w'), toTimestamp(Date.now() + TTL_MS * 10)); // its deadline is a guess
+  await sleep(50);
+  assert.equal(scheduler.calls, 2);
+});

@@ -140,3 +140,38 @@ async def test_the_loop_watch_names_the_step_blocking_the_event_loop(
     assert "blocked for 1." in caplog.text
     assert "by step fetch (fetch of w)" in caplog.text
     assert "the event loop is free again" in caplog.text
+
+
+async def test_a_grant_read_against_the_clock_waits_for_the_next_renewal_of_them_all() -> None:
+    # Renewing every held lease at each grant cost the scheduler a statement per held lease
+    # per grant; a grant with its expiry on a known clock has its true deadline already.
+    scheduler = ScriptedScheduler()
+    keeper = LeaseKeeper(scheduler, asyncio.get_running_loop(), "default")  # type: ignore[arg-type]
+    keeper.configure(TTL * 10, TTL * 3)  # renewals far apart
+    keeper.start()
+    assert await asyncio.to_thread(scheduler.answered.wait, 5)  # the clock, read at once
+    work = asyncio.create_task(asyncio.sleep(TTL * 4))
+    calls = scheduler.calls
+    assert keeper.hold(_task("w", time.time() + TTL * 10), work)
+    await asyncio.sleep(TTL)
+    assert scheduler.calls == calls
+    keeper.stop()
+    work.cancel()
+
+
+async def test_a_grant_held_before_any_clock_is_renewed_at_once() -> None:
+    scheduler = ScriptedScheduler()
+    scheduler.down = True  # the welcome's clock reading fails
+    keeper = LeaseKeeper(scheduler, asyncio.get_running_loop(), "default")  # type: ignore[arg-type]
+    keeper.configure(TTL * 10, TTL * 3)
+    keeper.start()
+    deadline = time.monotonic() + 5
+    while scheduler.calls == 0:
+        assert time.monotonic() < deadline
+        await asyncio.sleep(0.01)
+    scheduler.down = False
+    work = asyncio.create_task(asyncio.sleep(TTL * 4))
+    assert keeper.hold(_task("w", time.time() + TTL * 10), work)  # its deadline is a guess
+    assert await asyncio.to_thread(scheduler.answered.wait, TTL)  # well before the interval
+    keeper.stop()
+    work.cancel()

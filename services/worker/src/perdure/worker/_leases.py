@@ -12,8 +12,10 @@ before the lease can expire:
   lasts at least until `sent + (E - now)` on this worker's monotonic clock; less
   MARGIN_FRACTION of the TTL, that is the worker's deadline for it. A grant carries its expiry
   too, read against the last renewal's clock: a grant delivered late (the event loop was
-  stalled) may be dead on arrival, and is then not started. A lease a renewal leaves out is no
-  longer this worker's: its work stops at once.
+  stalled) may be dead on arrival, and is then not started; one that is not is renewed with
+  the others, every interval (renewing every held lease at each grant cost the scheduler a
+  statement per held lease per grant). A lease a renewal leaves out is no longer this
+  worker's: its work stops at once.
 - A second thread fences: a lease whose deadline passes without a renewal (the scheduler or
   the link to it is down) is dropped and its task cancelled, which cancels its async step
   bodies and its workflow code. A sync step body runs in a thread, which cannot be stopped: it
@@ -107,18 +109,21 @@ class LeaseKeeper:
         self._renew_now.set()
 
     def hold(self, task: tpb.Task, owner: asyncio.Task[None]) -> bool:
-        """Hold a fresh grant, run by `owner`, and renew it at once; False, and nothing held,
-        when the grant arrived past its deadline."""
+        """Hold a fresh grant, run by `owner`; False, and nothing held, when the grant arrived
+        past its deadline. A grant read against the clock has its true deadline and waits for
+        the next renewal of them all; one held on a guess is renewed at once."""
         now = time.monotonic()
         with self._lock:
-            if self._clock is not None and task.HasField("lease_expire_time"):
+            exact = self._clock is not None and task.HasField("lease_expire_time")
+            if exact:
                 deadline = self._deadline(task.lease_expire_time)
             else:  # no clock read yet: the margin must cover the grant's delivery
                 deadline = now + self._ttl * (1 - MARGIN_FRACTION)
             if deadline <= now:
                 return False
             self._held[task.workflow_id, task.step_id] = _Held(task.fence, owner, deadline)
-        self._renew_now.set()
+        if not exact:
+            self._renew_now.set()
         return True
 
     def _deadline(self, expires: timestamp_pb2.Timestamp) -> float:
