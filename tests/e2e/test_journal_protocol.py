@@ -3,6 +3,7 @@ would: fences, idempotent writes, conflicts and closed runs."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -55,9 +56,15 @@ def step(fence: int, step_id: str, position: int, text: str) -> jpb.RecordStepRe
 def test_a_hand_driven_run_follows_the_journal_rules(
     journal: jgrpc.JournalServiceStub, cluster: Cluster
 ) -> None:
+    asked = time.time()
     loaded = journal.LoadJournal(jpb.LoadJournalRequest(workflow_id="raw-1", fence=5))
+    answered = time.time()
     assert loaded.workflow.status == wf.WORKFLOW_STATUS_RUNNING and loaded.workflow.fence == 5
     assert [e.event_type for e in loaded.events] == [wf.EVENT_TYPE_WORKFLOW_STARTED]
+    # The clock to wait on is read after the events, so never before the load's now, and (one
+    # machine, one clock) within the call.
+    now, clock = loaded.now.ToNanoseconds() / 1e9, loaded.clock.ToNanoseconds() / 1e9
+    assert loaded.HasField("clock") and asked <= now <= clock <= answered
 
     first = journal.RecordStep(step(5, "a", 0, "one"))
     again = journal.RecordStep(step(5, "a", 0, "one"))  # a retried call: same answer

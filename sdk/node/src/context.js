@@ -103,6 +103,9 @@ export class WorkflowContext {
     this.fence = fence;
     // What the database clock said at load: a timer or retry later than this is not due.
     this._nowMs = timestampMs(loaded.now) ?? Date.now();
+    // The clock to wait on: read as late in the load as history could (an older history's
+    // answer has only `now`), counted from no earlier than the answer's arrival.
+    this._clockMs = timestampMs(loaded.clock) ?? this._nowMs;
     this._loadedAt = performance.now();
     this._journal = new LeaseJournal(this._journalClient, this.workflowId, fence, () => {
       this._replay.cancelRequested = true;
@@ -743,9 +746,9 @@ export class WorkflowContext {
     return undefined;
   }
 
-  /** The database clock now, never ahead of it: its time at load, plus the time since. */
+  /** The database clock now, never ahead of it: its time at the end of the load, plus the time since the answer came. */
   _databaseNow() {
-    return this._nowMs + (performance.now() - this._loadedAt);
+    return this._clockMs + (performance.now() - this._loadedAt);
   }
 
   async _consume(call, name, taken, result) {

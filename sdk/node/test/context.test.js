@@ -5,7 +5,8 @@ import assert from 'node:assert/strict';
 import { execute } from '../src/runner.js';
 import { RetryPolicy } from '../src/retry.js';
 import { StepFailedError, SignalTimeoutError, WorkflowCancelledError } from '../src/errors.js';
-import { fromPayload, toPayload } from '../src/payload.js';
+import { fromPayload, toPayload, toTimestamp } from '../src/payload.js';
+import { WorkflowContext } from '../src/context.js';
 import { FakeJournal, JournalBuilder, NOW, context, timestampMs } from './helpers.js';
 
 test('step ids count per name; positions follow call order; results are recorded', async () => {
@@ -207,6 +208,17 @@ test('a timer due within 250 ms is waited out locally', async () => {
   const outcome = await execute(async (c) => { await c.sleep(5); return 'ok'; }, context(builder), null);
   assert.equal(outcome.kind, 'result');
   assert.ok(performance.now() - started >= 95);
+});
+
+test('a timer due soon is waited out on the clock read at the end of the load', async () => {
+  // The load's `now` decides what is due at load; the wait counts from `clock`, read after the
+  // events: a load that took 200 ms does not make the wait 200 ms late.
+  const builder = new JournalBuilder().timer(0, '$sleep', NOW + 200);
+  const loaded = { ...builder.loaded(), clock: toTimestamp(NOW + 200) };
+  const started = performance.now();
+  const outcome = await execute(async (c) => { await c.sleep(5); return 'ok'; }, new WorkflowContext(loaded, new FakeJournal(), { fence: 7, retry: new RetryPolicy() }), null);
+  assert.equal(outcome.kind, 'result');
+  assert.ok(performance.now() - started < 150, 'due by the clock already: no wait');
 });
 
 test('signals: the oldest pending one is consumed; none suspends on the signal name', async () => {

@@ -89,8 +89,10 @@ def make_context(
     workflow_type: str = "flow",
     cancel_requested: bool = False,
     retry: RetryPolicy | None = None,
+    clock: datetime | None = None,
 ) -> WorkflowContext:
-    """A context over `events`, loaded at NOW."""
+    """A context over `events`, loaded at NOW (`clock`: the database clock at the end of the
+    load, LoadJournalResponse.clock; unset, as from an older history)."""
     loaded = jpb.LoadJournalResponse(
         workflow=wf.WorkflowInfo(
             workflow_id=journal.workflow_id,
@@ -103,4 +105,6 @@ def make_context(
         events=events,
     )
     loaded.now.FromDatetime(NOW)
+    if clock is not None:
+        loaded.clock.FromDatetime(clock)
     return WorkflowContext(loaded, journal, retry or RetryPolicy())

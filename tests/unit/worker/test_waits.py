@@ -181,6 +181,19 @@ async def test_a_timer_due_soon_is_waited_out_here_and_never_early() -> None:
     assert journal.recorded == []  # nothing to record: the timer is in the journal already
 
 
+async def test_a_timer_due_soon_is_waited_out_on_the_clock_read_at_the_end_of_the_load() -> None:
+    """The load's `now` decides what is due at load; the wait counts from the clock history
+    read after the events (`clock`), which lags the answer's arrival less: a load that took
+    200 ms does not make the wait 200 ms late."""
+    journal = FakeJournal()
+    due = timer_started(0.2)  # due 200 ms after the load's now: not fired at load
+    ctx = make_context(journal, [due], clock=NOW + timedelta(seconds=0.2))
+    began = time.monotonic()
+    await ctx.sleep(600)
+    assert time.monotonic() - began < 0.15  # due by the clock already: no wait
+    assert journal.recorded == []
+
+
 async def test_a_timer_beyond_the_local_wait_suspends() -> None:
     ctx = make_context(FakeJournal(), [timer_started(LOCAL_WAIT_SECONDS + 0.05)])
     with pytest.raises(Suspended) as suspended:

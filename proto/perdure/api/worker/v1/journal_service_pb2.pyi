@@ -27,7 +27,7 @@ class LoadJournalRequest(_message.Message):
     def __init__(self, workflow_id: _Optional[str] = ..., fence: _Optional[int] = ..., after_event_id: _Optional[int] = ..., build_id: _Optional[str] = ..., lease_proof: _Optional[bytes] = ...) -> None: ...
 
 class LoadJournalResponse(_message.Message):
-    __slots__ = ("workflow", "events", "now", "progress", "more", "previous_fence", "history_length", "history_bytes")
+    __slots__ = ("workflow", "events", "now", "progress", "more", "previous_fence", "history_length", "history_bytes", "clock")
     WORKFLOW_FIELD_NUMBER: _ClassVar[int]
     EVENTS_FIELD_NUMBER: _ClassVar[int]
     NOW_FIELD_NUMBER: _ClassVar[int]
@@ -36,6 +36,7 @@ class LoadJournalResponse(_message.Message):
     PREVIOUS_FENCE_FIELD_NUMBER: _ClassVar[int]
     HISTORY_LENGTH_FIELD_NUMBER: _ClassVar[int]
     HISTORY_BYTES_FIELD_NUMBER: _ClassVar[int]
+    CLOCK_FIELD_NUMBER: _ClassVar[int]
     workflow: _workflow_pb2.WorkflowInfo
     events: _containers.RepeatedCompositeFieldContainer[_workflow_pb2.HistoryEvent]
     now: _timestamp_pb2.Timestamp
@@ -44,7 +45,8 @@ class LoadJournalResponse(_message.Message):
     previous_fence: int
     history_length: int
     history_bytes: int
-    def __init__(self, workflow: _Optional[_Union[_workflow_pb2.WorkflowInfo, _Mapping]] = ..., events: _Optional[_Iterable[_Union[_workflow_pb2.HistoryEvent, _Mapping]]] = ..., now: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., progress: _Optional[_Iterable[_Union[StepProgress, _Mapping]]] = ..., more: _Optional[bool] = ..., previous_fence: _Optional[int] = ..., history_length: _Optional[int] = ..., history_bytes: _Optional[int] = ...) -> None: ...
+    clock: _timestamp_pb2.Timestamp
+    def __init__(self, workflow: _Optional[_Union[_workflow_pb2.WorkflowInfo, _Mapping]] = ..., events: _Optional[_Iterable[_Union[_workflow_pb2.HistoryEvent, _Mapping]]] = ..., now: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., progress: _Optional[_Iterable[_Union[StepProgress, _Mapping]]] = ..., more: _Optional[bool] = ..., previous_fence: _Optional[int] = ..., history_length: _Optional[int] = ..., history_bytes: _Optional[int] = ..., clock: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class LoadPayloadRequest(_message.Message):
     __slots__ = ("workflow_id", "fence", "sha256")

@@ -103,6 +103,7 @@ class JournalApi:
             workflow=loaded.info,
             events=loaded.events,
             now=timestamp(loaded.now),
+            clock=timestamp(loaded.clock),
             progress=[
                 jpb.StepProgress(
                     step_id=row["step_id"],

@@ -179,11 +179,13 @@ class Lifecycle(Chains):
             "rows": PAGE_EVENTS,
             "budget": self._page_bytes,
         }
-        events = await fetch_all(conn, store.SELECT_JOURNAL_PAGE, params)
+        rows = await fetch_all(conn, store.SELECT_JOURNAL_PAGE, params)
+        events = [row for row in rows if row["event_id"] is not None]
         return Loaded(
             info=convert.workflow_info(run),
             events=[convert.history_event(event) for event in events],
             now=run["db_now"],
+            clock=max(row["db_clock"] for row in rows),
             progress=convert.progress_rows(run["progress"]),
             more=bool(events) and events[0]["candidates"] > len(events),
             previous_fence=run["previous_fence"],

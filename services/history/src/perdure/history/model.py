@@ -251,6 +251,7 @@ class Loaded:
     info: wf.WorkflowInfo
     events: list[wf.HistoryEvent]
     now: datetime
+    clock: datetime  # the database clock after the page was read (LoadJournalResponse.clock)
     progress: list[Row]  # see convert.progress_rows
     more: bool  # the journal goes on after this page's events
     previous_fence: int  # the run's mark before this load raised it

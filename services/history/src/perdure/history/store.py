@@ -700,7 +700,16 @@ SELECT_EVENTS = _events_page(
     " WHERE p.sha256 = events.payload_sha256), 0)",
 )
 # A page of the journal as a worker loads it: payloads stored by content as references.
-SELECT_JOURNAL_PAGE = _events_page(JOURNAL_EVENT_COLUMNS, "COALESCE(octet_length(payload), 0)")
+# A page of the journal as a worker loads it, each row with the database clock as the row left
+# (`db_clock`): read after the events, it lags the answer's arrival less than the load's `now`.
+# One row with no event when the page is empty.
+SELECT_JOURNAL_PAGE = f"""
+SELECT clock_timestamp() AS db_clock, page.*
+FROM (VALUES (1)) AS one (x)
+LEFT JOIN ({_events_page(JOURNAL_EVENT_COLUMNS, "COALESCE(octet_length(payload), 0)")}) page
+ON true
+ORDER BY page.event_id
+"""
 
 # The events DescribeWorkflow is made of: step outcomes and attempts, signals, state. Only the
 # payloads it shows whatever the journal's size are read: pending signals' and the latest value

@@ -123,7 +123,10 @@ class WorkflowContext:
         self._journal = journal
         # What the database clock said at load: a timer or retry later than this is not due.
         self._now = loaded.now.ToDatetime(tzinfo=UTC)
-        self._loaded_at = self._monotonic()  # the load's answer came at least this late
+        # The clock to wait on: read as late in the load as history could (an older history's
+        # answer has only `now`), counted from no earlier than the answer's arrival.
+        self._clock = loaded.clock.ToDatetime(tzinfo=UTC) if loaded.HasField("clock") else self._now
+        self._loaded_at = self._monotonic()
 
     def resume(self, loaded: jpb.LoadJournalResponse, journal: JournalClient) -> bool:
         """Take in a later lease's load of the events since this context's (sticky
@@ -503,8 +506,9 @@ class WorkflowContext:
         return call
 
     def _database_now(self) -> datetime:
-        """The database clock now, never ahead of it: its time at load, plus the time since."""
-        return self._now + timedelta(seconds=self._monotonic() - self._loaded_at)
+        """The database clock now, never ahead of it: its time at the end of the load, plus the
+        time since the answer came."""
+        return self._clock + timedelta(seconds=self._monotonic() - self._loaded_at)
 
     async def _consume(
         self, call: Call, name: str, taken: list[wf.HistoryEvent], result: Payload
