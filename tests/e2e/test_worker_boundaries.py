@@ -105,7 +105,7 @@ def journal_probes(workflow_id: str, fence: int) -> list[tuple[str, Any]]:
         ("RecordHeartbeat", jpb.RecordHeartbeatRequest(**lease, step_id="x", attempt=1)),
         ("EmitFrames", jpb.EmitFramesRequest(**lease, step_id="x", attempt=1, chunks=[nothing])),
         ("FinishWorkflow", finish),
-        ("LoadJournal", jpb.LoadJournalRequest(**lease, after_event_id=1)),  # a later page
+        ("LoadJournal", jpb.LoadJournalRequest(**lease, after_event_id=1, later_page=True)),
         ("LoadPayload", jpb.LoadPayloadRequest(**lease, sha256=bytes(32))),
     ]
 

@@ -21,7 +21,7 @@ export async function loadJournal(call, lease, after = 0) {
   let page = loaded;
   while (page.more && page.events?.length) {
     const after = Number(page.events[page.events.length - 1].event_id);
-    page = await call('LoadJournal', { ...lease, after_event_id: after });
+    page = await call('LoadJournal', { ...lease, after_event_id: after, later_page: true });
     for (const event of page.events ?? []) loaded.events.push(event);
     loaded.history_length = page.history_length;
     loaded.history_bytes = page.history_bytes;

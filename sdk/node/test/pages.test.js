@@ -18,9 +18,10 @@ test('every page is loaded, each after the last event of the one before', async 
   };
   const loaded = await loadJournal(call, { workflow_id: 'wf-1', fence: 3 });
   assert.deepEqual(asked, [
+    // The first is the load (which raises the fence mark); the others say they are its pages.
     ['LoadJournal', { workflow_id: 'wf-1', fence: 3, after_event_id: 0 }],
-    ['LoadJournal', { workflow_id: 'wf-1', fence: 3, after_event_id: 2 }],
-    ['LoadJournal', { workflow_id: 'wf-1', fence: 3, after_event_id: 3 }],
+    ['LoadJournal', { workflow_id: 'wf-1', fence: 3, after_event_id: 2, later_page: true }],
+    ['LoadJournal', { workflow_id: 'wf-1', fence: 3, after_event_id: 3, later_page: true }],
   ]);
   assert.deepEqual(loaded.events.map((e) => e.event_id), [1, 2, 3, 4, 5]);
   assert.equal(loaded.now, 'first'); // the time of the load

@@ -13,18 +13,20 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class LoadJournalRequest(_message.Message):
-    __slots__ = ("workflow_id", "fence", "after_event_id", "build_id", "lease_proof")
+    __slots__ = ("workflow_id", "fence", "after_event_id", "build_id", "lease_proof", "later_page")
     WORKFLOW_ID_FIELD_NUMBER: _ClassVar[int]
     FENCE_FIELD_NUMBER: _ClassVar[int]
     AFTER_EVENT_ID_FIELD_NUMBER: _ClassVar[int]
     BUILD_ID_FIELD_NUMBER: _ClassVar[int]
     LEASE_PROOF_FIELD_NUMBER: _ClassVar[int]
+    LATER_PAGE_FIELD_NUMBER: _ClassVar[int]
     workflow_id: str
     fence: int
     after_event_id: int
     build_id: str
     lease_proof: bytes
-    def __init__(self, workflow_id: _Optional[str] = ..., fence: _Optional[int] = ..., after_event_id: _Optional[int] = ..., build_id: _Optional[str] = ..., lease_proof: _Optional[bytes] = ...) -> None: ...
+    later_page: bool
+    def __init__(self, workflow_id: _Optional[str] = ..., fence: _Optional[int] = ..., after_event_id: _Optional[int] = ..., build_id: _Optional[str] = ..., lease_proof: _Optional[bytes] = ..., later_page: _Optional[bool] = ...) -> None: ...
 
 class LoadJournalResponse(_message.Message):
     __slots__ = ("workflow", "events", "now", "progress", "more", "previous_fence", "history_length", "history_bytes", "clock")

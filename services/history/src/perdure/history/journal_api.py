@@ -93,8 +93,12 @@ class JournalApi:
             raise errors.invalid_argument(
                 "after_event_id must be 0 (from the start) or the id of an event already loaded"
             )
+        if request.later_page and not request.after_event_id:
+            raise errors.invalid_argument(
+                "later_page needs after_event_id: the last event of the page before"
+            )
         loaded = None
-        if request.after_event_id:  # a later page, under the fence that loaded the run
+        if request.later_page:  # under the fence that loaded the run; else a load
             loaded = await self._journal.next_page(lease, request.after_event_id)
         if loaded is None:
             await self._require_lease(lease, request.lease_proof)

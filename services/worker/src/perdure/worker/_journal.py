@@ -93,6 +93,7 @@ class JournalClient:
         page = loaded
         while page.more and page.events:
             request.after_event_id = page.events[-1].event_id
+            request.later_page = True
             page = await self.call(request)
             loaded.events.extend(page.events)
             loaded.history_length = page.history_length
