@@ -3,11 +3,14 @@ its code (each signal once, marked in the statement that records the consumption
 
 from __future__ import annotations
 
+import contextlib
 from collections import Counter
+from contextlib import AbstractAsyncContextManager
 
 from opentelemetry import trace
 from psycopg import AsyncConnection
 from psycopg.errors import UniqueViolation
+from psycopg.pq import TransactionStatus
 
 from perdure.api.common.v1.payload_pb2 import Payload
 from perdure.common import errors
@@ -63,8 +66,7 @@ class Signals(JournalBase):
             # under its key when the wait ends: the signal goes to the next run, read afresh.
             for _ in range(_RUN_CHANGES):
                 try:
-                    # A savepoint, so that a duplicate id does not abort a SignalWithStart's start.
-                    async with conn.transaction():
+                    async with _savepoint(conn):
                         with timed_write("signal_received"):
                             row = await fetch_one(conn, store.SIGNAL, params)
                 except UniqueViolation:
@@ -155,3 +157,12 @@ async def _unconsumable(
 
 def _ids(event_ids: list[int]) -> str:
     return ", ".join(str(i) for i in event_ids[:20]) + (", ..." if len(event_ids) > 20 else "")
+
+
+def _savepoint(conn: AsyncConnection) -> AbstractAsyncContextManager[object]:
+    """A savepoint inside a transaction (a SignalWithStart's), so that a duplicate id does not
+    abort its start; nothing on its own: one statement on an autocommit connection is atomic
+    alone, and a transaction around it would cost a round trip to open it."""
+    if conn.info.transaction_status == TransactionStatus.IDLE:
+        return contextlib.nullcontext()
+    return conn.transaction()

@@ -3,9 +3,12 @@ when the next one is due. Time is always the database's clock, never a process's
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
+from contextlib import AbstractAsyncContextManager
 from typing import Any
 
+from psycopg import AsyncConnection
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
@@ -149,8 +152,10 @@ class Due:
         first, then retire every task of the `closed` runs (workflow id, run number), in one
         transaction."""
         reopened = [task for task in tasks if task.reopens]
-        async with self._pool.connection() as conn, conn.transaction():
-            if tasks and (closed or reopened):  # several statements: all their locks first
+        several = bool(tasks) and bool(closed or reopened)
+        # One statement is atomic alone: a transaction would cost a round trip to open it.
+        async with self._pool.connection() as conn, _atomic(conn, several):
+            if several:  # all their locks first
                 runs = sorted({task.workflow_id for task in tasks} | {c[0] for c in closed})
                 await conn.execute(LOCK_RUNS, [runs])
             if reopened:
@@ -186,3 +191,8 @@ class Due:
             cur = await conn.execute(NEXT_DUE, params)
             row = await cur.fetchone()
         return None if row is None or row[0] is None else float(row[0])
+
+
+def _atomic(conn: AsyncConnection, several: bool) -> AbstractAsyncContextManager[object]:
+    """A transaction for several statements; nothing for one (autocommit)."""
+    return conn.transaction() if several else contextlib.nullcontext()
