@@ -699,10 +699,10 @@ SELECT_EVENTS = _events_page(
     "COALESCE(octet_length(payload), (SELECT octet_length(p.data) FROM history.payloads p"
     " WHERE p.sha256 = events.payload_sha256), 0)",
 )
-# A page of the journal as a worker loads it: payloads stored by content as references.
-# A page of the journal as a worker loads it, each row with the database clock as the row left
-# (`db_clock`): read after the events, it lags the answer's arrival less than the load's `now`.
-# One row with no event when the page is empty.
+# A page of the journal as a worker loads it: payloads stored by content as references, and on
+# each row the database clock as the row left (`db_clock`), read after the events, so that it
+# lags the answer's arrival less than the load's `now`. One row with no event when the page is
+# empty.
 SELECT_JOURNAL_PAGE = f"""
 SELECT clock_timestamp() AS db_clock, page.*
 FROM (VALUES (1)) AS one (x)
