@@ -150,10 +150,9 @@ class Due:
     async def enqueue(self, tasks: list[DueTask], closed: Sequence[tuple[str, int]] = ()) -> None:
         """Make tasks due at their time (now when None), a resumed run's closed task open
         first, then retire every task of the `closed` runs (workflow id, run number), in one
-        transaction."""
+        transaction (or in one statement, atomic alone)."""
         reopened = [task for task in tasks if task.reopens]
         several = bool(tasks) and bool(closed or reopened)
-        # One statement is atomic alone: a transaction would cost a round trip to open it.
         async with self._pool.connection() as conn, _atomic(conn, several):
             if several:  # all their locks first
                 runs = sorted({task.workflow_id for task in tasks} | {c[0] for c in closed})
@@ -194,5 +193,6 @@ class Due:
 
 
 def _atomic(conn: AsyncConnection, several: bool) -> AbstractAsyncContextManager[object]:
-    """A transaction for several statements; nothing for one (autocommit)."""
+    """A transaction for several statements; nothing for one, which autocommit makes atomic
+    alone (a transaction around it would cost a round trip to open it)."""
     return conn.transaction() if several else contextlib.nullcontext()
