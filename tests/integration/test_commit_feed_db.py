@@ -5,6 +5,8 @@ commits wakes its own watchers without waiting for the notification."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import AsyncIterator
 
 from perdure.common.payload import json_payload
 from perdure.history.commit_feed import CommitFeed
@@ -17,13 +19,22 @@ __all__ = ["db", "journal_dsn"]  # the fixtures
 WAKE_TIMEOUT = 30.0  # seconds: generous, a notification arrives in a few milliseconds
 
 
-async def test_a_runs_steps_wake_its_watchers_and_only_its_close_wakes_its_result_waiter(
-    db: Db, journal_dsn: str
-) -> None:
-    feed = CommitFeed(journal_dsn)
+@contextlib.asynccontextmanager
+async def listening(dsn: str) -> AsyncIterator[CommitFeed]:
+    """A commit feed LISTENing on the database, stopped at the end."""
+    feed = CommitFeed(dsn)
     feed.start()
     try:
         await asyncio.wait_for(feed.connected.wait(), WAKE_TIMEOUT)
+        yield feed
+    finally:
+        await feed.stop()
+
+
+async def test_a_runs_steps_wake_its_watchers_and_only_its_close_wakes_its_result_waiter(
+    db: Db, journal_dsn: str
+) -> None:
+    async with listening(journal_dsn) as feed:
         lease = await started(db.journal)
         key = lease.workflow_id  # the default namespace's key is the workflow id
         async with feed.watch(key) as everything, feed.watch(key, status_only=True) as result:
@@ -35,8 +46,6 @@ async def test_a_runs_steps_wake_its_watchers_and_only_its_close_wakes_its_resul
 
             await db.journal.finish(lease, Outcome.RESULT, json_payload('"done"'))
             await asyncio.wait_for(result._event.wait(), WAKE_TIMEOUT)
-    finally:
-        await feed.stop()
 
 
 async def test_a_commit_wakes_this_processs_watchers_before_any_notification(
@@ -68,10 +77,7 @@ async def test_a_commit_wakes_this_processs_watchers_before_any_notification(
 async def test_a_dropped_listen_connection_wakes_every_watcher_and_listens_again(
     db: Db, journal_dsn: str
 ) -> None:
-    feed = CommitFeed(journal_dsn)
-    feed.start()
-    try:
-        await asyncio.wait_for(feed.connected.wait(), WAKE_TIMEOUT)
+    async with listening(journal_dsn) as feed:
         lease = await started(db.journal)
         async with feed.watch(lease.workflow_id, status_only=True) as result:
             # The feed's connection is cut, as a failover or a proxy would cut it.
@@ -87,5 +93,3 @@ async def test_a_dropped_listen_connection_wakes_every_watcher_and_listens_again
             result._event.clear()
             await db.journal.finish(lease, Outcome.RESULT, json_payload('"done"'))
             await asyncio.wait_for(result._event.wait(), WAKE_TIMEOUT)
-    finally:
-        await feed.stop()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import subprocess
 import sys
@@ -302,6 +303,27 @@ async def waiting_on_a_lock(conn: AsyncConnection, backend_pid: int) -> None:
     raise AssertionError(f"session {backend_pid} never waited for a lock")
 
 
+@contextlib.asynccontextmanager
+async def migrating_behind_a_write(
+    dsn: str, package: str
+) -> AsyncIterator[tuple[int, asyncio.Task[list[str]]]]:
+    """`package`'s migrations applied on a connection of their own (its backend pid, and the
+    task applying them) while another session holds a write to app.things under way. At the
+    end the write commits, whatever happened, and the task is let finish."""
+    connect = psycopg.AsyncConnection.connect
+    async with (
+        await connect(dsn) as writer,
+        await connect(dsn, autocommit=True) as migrator,
+    ):
+        await writer.execute("INSERT INTO app.things VALUES (1)")  # a write under way
+        building = asyncio.create_task(apply_migrations(migrator, "app", package))
+        try:
+            yield migrator.info.backend_pid, building
+        finally:
+            await writer.commit()
+            await asyncio.wait([building], timeout=60)
+
+
 async def test_an_index_built_outside_a_transaction_lets_writes_go_on(
     conn: AsyncConnection, empty_database_dsn: str, make_package: Callable[[dict[str, str]], str]
 ) -> None:
@@ -309,25 +331,15 @@ async def test_an_index_built_outside_a_transaction_lets_writes_go_on(
     await apply_migrations(conn, "app", package)
     index = "CREATE INDEX CONCURRENTLY things_id ON things (id);\n"
     add_file(package, "0002_index.sql", f"{NO_TRANSACTION}\n{index}")
-    connect = psycopg.AsyncConnection.connect
-    async with (
-        await connect(empty_database_dsn) as writer,
-        await connect(empty_database_dsn, autocommit=True) as migrator,
-    ):
-        await writer.execute("INSERT INTO app.things VALUES (1)")  # a write under way
-        building = asyncio.create_task(apply_migrations(migrator, "app", package))
-        try:
-            await waiting_on_a_lock(conn, migrator.info.backend_pid)  # the build waits for it
-            # Another write meanwhile is not held back (a plain CREATE INDEX, queued for its
-            # share lock behind the open write, would hold it back: lock_timeout).
-            await conn.execute("SET lock_timeout = '5s'")
-            await conn.execute("INSERT INTO app.things VALUES (2)")
-            await conn.execute("RESET lock_timeout")
-            assert not building.done()
-        finally:
-            await writer.commit()  # the write under way ends, whatever happened
-            applied = await asyncio.wait_for(building, 60)
-    assert applied == ["0002_index.sql"]
+    async with migrating_behind_a_write(empty_database_dsn, package) as (migrator, building):
+        await waiting_on_a_lock(conn, migrator)  # the build waits for the write
+        # Another write meanwhile is not held back (a plain CREATE INDEX, queued for its share
+        # lock behind the open write, would hold it back: lock_timeout).
+        await conn.execute("SET lock_timeout = '5s'")
+        await conn.execute("INSERT INTO app.things VALUES (2)")
+        await conn.execute("RESET lock_timeout")
+        assert not building.done()
+    assert building.result() == ["0002_index.sql"]
     cursor = await conn.execute(
         "SELECT indisvalid FROM pg_index WHERE indexrelid = 'app.things_id'::regclass"
     )
@@ -344,20 +356,11 @@ async def test_an_index_build_cut_short_is_dropped_and_built_again(
         "CREATE INDEX CONCURRENTLY things_id ON things (id);",
     ]
     add_file(package, "0002_index.sql", "\n".join([NO_TRANSACTION, *statements]))
-    connect = psycopg.AsyncConnection.connect
-    async with (
-        await connect(empty_database_dsn) as writer,
-        await connect(empty_database_dsn, autocommit=True) as migrator,
-    ):
-        await writer.execute("INSERT INTO app.things VALUES (1)")  # a write under way
-        building = asyncio.create_task(apply_migrations(migrator, "app", package))
-        try:
-            await waiting_on_a_lock(conn, migrator.info.backend_pid)  # mid-build
-            await conn.execute("SELECT pg_cancel_backend(%s)", [migrator.info.backend_pid])
-            with pytest.raises(psycopg.errors.QueryCanceled):
-                await asyncio.wait_for(building, 60)
-        finally:
-            await writer.commit()
+    async with migrating_behind_a_write(empty_database_dsn, package) as (migrator, building):
+        await waiting_on_a_lock(conn, migrator)  # mid-build
+        await conn.execute("SELECT pg_cancel_backend(%s)", [migrator])
+        with pytest.raises(psycopg.errors.QueryCanceled):
+            await asyncio.wait_for(building, 60)
     valid = "SELECT indisvalid FROM pg_index WHERE indexrelid = 'app.things_id'::regclass"
     assert await (await conn.execute(valid)).fetchone() == (False,)  # left behind, invalid
     assert [name for _, name, _ in await recorded(conn, "app")] == ["0001_table.sql"]

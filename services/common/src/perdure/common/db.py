@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+from contextlib import AbstractAsyncContextManager
 
 from opentelemetry.instrumentation.psycopg import PsycopgInstrumentor
+from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
 from perdure.common.embedded_db import DEFAULT_DATA_DIR, start_embedded_postgres
@@ -52,3 +55,10 @@ async def open_migrated_pool(service: str, explicit_dsn: str | None) -> AsyncCon
     async with pool.connection() as conn:
         await apply_migrations(conn, service, f"perdure.{service}")
     return pool
+
+
+def transaction_if(conn: AsyncConnection, needed: bool) -> AbstractAsyncContextManager[object]:
+    """A transaction (a savepoint inside one) on an autocommit connection when `needed`;
+    nothing otherwise: one statement is atomic alone, and a transaction around it would cost a
+    round trip to open it."""
+    return conn.transaction() if needed else contextlib.nullcontext()

@@ -1,16 +1,18 @@
-"""The commit feed: pushes "this run changed" to the watchers in this history process,
-whichever replica made the commit.
+"""The commit feed: pushes "this run changed" to the watchers in this history process, whichever
+replica made the commit.
 
 PostgreSQL raises the notifications (migration 0017: triggers on events and on a run's status,
 and the statement that stores frames), each naming the run's key, on one channel; a status
 change is also named on a channel of its own (migration 0019). Each history process holds one
 connection LISTENing on both and wakes the watchers of that key: a watcher of everything a run
 commits (a watch, a stream) on the first channel, a watcher of its status alone (a caller
-waiting for the result) on the second, which a run's steps do not wake. The process that made
-a commit wakes its own watchers at once (`committed`), without waiting for the notification
-to come back from PostgreSQL. A watcher re-reads from its own cursor when woken, so a lost or
-merged notification costs nothing: when the connection drops, every watcher is woken once it
-is back, and a long re-check (SAFETY_RECHECK) is only the net under that.
+waiting for the result) on the second, which a run's steps do not wake. The process that
+commits a worker's step record, a step's frames or a run's close wakes its own watchers at once
+(`committed`), without waiting for the notification to come back from PostgreSQL; other commits
+(a signal, a timer, a cancel request) reach them by the notification alone. A watcher re-reads
+from its own cursor when woken, so a lost or merged notification costs nothing: when the
+connection drops, every watcher is woken once it is back, and a long re-check (SAFETY_RECHECK)
+is only the net under that.
 """
 
 from __future__ import annotations

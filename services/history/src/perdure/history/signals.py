@@ -3,9 +3,7 @@ its code (each signal once, marked in the statement that records the consumption
 
 from __future__ import annotations
 
-import contextlib
 from collections import Counter
-from contextlib import AbstractAsyncContextManager
 
 from opentelemetry import trace
 from psycopg import AsyncConnection
@@ -14,6 +12,7 @@ from psycopg.pq import TransactionStatus
 
 from perdure.api.common.v1.payload_pb2 import Payload
 from perdure.common import errors
+from perdure.common.db import transaction_if
 from perdure.common.reasons import Reason
 from perdure.history import fencing, store
 from perdure.history.appends import JournalBase, link_workflow
@@ -66,7 +65,10 @@ class Signals(JournalBase):
             # under its key when the wait ends: the signal goes to the next run, read afresh.
             for _ in range(_RUN_CHANGES):
                 try:
-                    async with _savepoint(conn):
+                    # A savepoint inside a SignalWithStart's transaction, so that a duplicate
+                    # id does not abort its start.
+                    in_transaction = conn.info.transaction_status != TransactionStatus.IDLE
+                    async with transaction_if(conn, in_transaction):
                         with timed_write("signal_received"):
                             row = await fetch_one(conn, store.SIGNAL, params)
                 except UniqueViolation:
@@ -157,12 +159,3 @@ async def _unconsumable(
 
 def _ids(event_ids: list[int]) -> str:
     return ", ".join(str(i) for i in event_ids[:20]) + (", ..." if len(event_ids) > 20 else "")
-
-
-def _savepoint(conn: AsyncConnection) -> AbstractAsyncContextManager[object]:
-    """A savepoint inside a transaction (a SignalWithStart's), so that a duplicate id does not
-    abort its start; nothing on its own: one statement on an autocommit connection is atomic
-    alone, and a transaction around it would cost a round trip to open it."""
-    if conn.info.transaction_status == TransactionStatus.IDLE:
-        return contextlib.nullcontext()
-    return conn.transaction()

@@ -3,15 +3,13 @@ when the next one is due. Time is always the database's clock, never a process's
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Sequence
-from contextlib import AbstractAsyncContextManager
 from typing import Any
 
-from psycopg import AsyncConnection
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
+from perdure.common.db import transaction_if
 from perdure.scheduler.locking import LOCK_RUNS, LOCKED, in_key_order
 from perdure.scheduler.model import DueReason, DueTask
 
@@ -153,7 +151,7 @@ class Due:
         transaction (or in one statement, atomic alone)."""
         reopened = [task for task in tasks if task.reopens]
         several = bool(tasks) and bool(closed or reopened)
-        async with self._pool.connection() as conn, _atomic(conn, several):
+        async with self._pool.connection() as conn, transaction_if(conn, several):
             if several:  # all their locks first
                 runs = sorted({task.workflow_id for task in tasks} | {c[0] for c in closed})
                 await conn.execute(LOCK_RUNS, [runs])
@@ -190,9 +188,3 @@ class Due:
             cur = await conn.execute(NEXT_DUE, params)
             row = await cur.fetchone()
         return None if row is None or row[0] is None else float(row[0])
-
-
-def _atomic(conn: AsyncConnection, several: bool) -> AbstractAsyncContextManager[object]:
-    """A transaction for several statements; nothing for one, which autocommit makes atomic
-    alone (a transaction around it would cost a round trip to open it)."""
-    return conn.transaction() if several else contextlib.nullcontext()
