@@ -13,7 +13,6 @@ import pytest
 
 from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.client import Client
-from perdure.history.streams import _STEP_STATE
 from tests.e2e.stream_workflows import tokens
 from tests.fixtures.cluster import Cluster, Process
 from tests.fixtures.frames import read_frames, rendered, seqs_are_gapless, stream_reader
@@ -107,7 +106,7 @@ def test_a_remote_step_streams_under_its_step_task_lease(
 def test_what_an_emit_asks_of_its_step_reads_only_the_steps_own_events(
     shared: Cluster, client: Client
 ) -> None:
-    """An emit checks what became of its step's attempts (streams._STEP_STATE). In a run of
+    """An emit checks what became of its step's attempts (history.emit_state). In a run of
     any length that must read the step's own few events, not every event of the run: here a
     streamed run's journal gets 20,000 more events (in a transaction rolled back after), and the
     check, as PostgreSQL executes it, reads a handful of rows."""
@@ -130,9 +129,10 @@ def test_what_an_emit_asks_of_its_step_reads_only_the_steps_own_events(
             [key],
         )
         conn.execute("ANALYZE history.events")
-        params = {"workflow_id": key, "run_id": run_id, "step_id": "write", "attempt": 1}
-        params.update(stream="output", last_index=2)
-        [(plan,)] = conn.execute(f"EXPLAIN (ANALYZE, FORMAT JSON) {_STEP_STATE}", params)
+        [(plan,)] = conn.execute(
+            "EXPLAIN (ANALYZE, FORMAT JSON) SELECT * FROM history.emit_state(%s, %s, %s, %s, %s)",
+            [run_id, key, "write", 1, "output"],
+        )
         conn.rollback()
     read = rows_read(plan[0]["Plan"], "events")
     assert read <= 10, f"the check read {read} rows of the run's 20,000+ events: {plan}"

@@ -5,6 +5,7 @@ frame retention. Runs are driven by hand, as a worker in another language would.
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import threading
 from collections.abc import Callable, Iterator
@@ -318,6 +319,69 @@ def test_a_watcher_on_one_history_replica_sees_commits_made_through_another(
     )
     assert [e.event_id for m in resumed for e in m.events] == [3, 4]
     assert resumed[-1].closed and resumed[0].workflow.status == wf.WORKFLOW_STATUS_COMPLETED
+
+
+def test_a_stream_is_pushed_to_readers_on_every_replica_the_same_as_it_is_stored(
+    driver: Driver, two_histories: Cluster
+) -> None:
+    """Readers following a stream on the replica that stores its frames (handed them as they
+    commit) and on another (told by a notification) each get every frame once, in order, within
+    a moment of its emit, exactly as a read of the stored stream returns them; resets included
+    (one in a failure's transaction, one before a new holder's first frame)."""
+    received: dict[int, queue.Queue[api.ReadStreamResponse]] = {0: queue.Queue(), 1: queue.Queue()}
+    channels = [grpc.insecure_channel(two_histories.address("history", i)) for i in (0, 1)]
+    request = api.ReadStreamRequest(workflow_id=driver.workflow_id, follow=True)
+    readers = []
+    for replica, channel in enumerate(channels):
+        stream = hgrpc.HistoryServiceStub(channel).ReadStream(
+            hpb.ReadStreamRequest(request=request), timeout=TIMEOUT
+        )
+
+        def read(stream: Any = stream, into: queue.Queue[Any] = received[replica]) -> None:
+            with contextlib.suppress(grpc.RpcError):  # cancelled when the test fails
+                for message in stream:
+                    into.put(message.response)
+
+        readers.append(threading.Thread(target=read, daemon=True))
+        readers[-1].start()
+
+    def next_frames(replica: int, count: int) -> list[wf.StreamFrame]:
+        # Well within the feed's safety re-check (15 s): only a push is this quick.
+        frames: list[wf.StreamFrame] = []
+        while len(frames) < count:
+            frames.extend(received[replica].get(timeout=PUSHED).frames)
+        assert len(frames) == count
+        return frames
+
+    try:
+        for replica in (0, 1):  # the stream is open: each reader is told so first
+            assert received[replica].get(timeout=PUSHED) == api.ReadStreamResponse()
+        driver.load(1)
+        driver.start_attempt(1, 1)
+        steps = [
+            (lambda: driver.emit(1, 1, 0, "Hel", "lo"), 2),
+            (lambda: driver.emit(1, 1, 2, {"tokens": 3}), 1),
+            (lambda: driver.fail_attempt(1, 1), 1),  # its RESET, in the failure's transaction
+            (lambda: driver.start_attempt(1, 2), 0),
+            (lambda: driver.emit(1, 2, 0, "Hi"), 1),
+            (lambda: driver.load(2), 0),
+            (lambda: driver.emit(2, 3, 0, "Hey", "!"), 3),  # after a RESET of the lost attempt 2
+        ]
+        pushed: dict[int, list[wf.StreamFrame]] = {0: [], 1: []}
+        for step, count in steps:
+            step()
+            for replica in (0, 1):
+                pushed[replica].extend(next_frames(replica, count))
+        stored = [frame for message in driver.read() for frame in message.frames]
+        assert [frame.seq for frame in stored] == list(range(1, 9))
+        assert pushed[0] == stored and pushed[1] == stored
+        driver.finish(2, "Hey!")
+        for replica in (0, 1):
+            assert received[replica].get(timeout=PUSHED).end
+            readers[replica].join(TIMEOUT)
+    finally:
+        for channel in channels:
+            channel.close()
 
 
 def test_a_result_wait_on_one_history_replica_ends_at_a_close_made_through_another(

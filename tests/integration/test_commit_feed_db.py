@@ -57,21 +57,42 @@ async def test_a_commit_wakes_this_processs_watchers_before_any_notification(
     journal = Journal(db.pool, db.wakes, on_committed=feed.committed)
     lease = await started(journal)
     key = lease.workflow_id
-    async with feed.watch(key) as everything, feed.watch(key, status_only=True) as result:
+    async with (
+        feed.watch(key) as everything,
+        feed.watch(key, status_only=True) as result,
+        feed.watch(key, stream="output") as reader,
+        feed.watch(key, stream="other") as other_reader,
+    ):
         step = StepRecord(EventType.STEP_COMPLETED, attempt=1, payload=json_payload("1"))
         await journal.record(call(lease, 0), step)
         assert everything._event.is_set() and not result._event.is_set()
+        assert reader.handed_after(0) is None  # woken by an event: it reads
         everything._event.clear()
+        reader._event.clear()
 
         started_attempt = StepRecord(EventType.STEP_ATTEMPT_STARTED, positioned=False, attempt=1)
         await journal.record(call(lease, 1), started_attempt)
-        everything._event.clear()
-        await journal.emit(lease, "step-1", 1, "output", 0, [json_payload('"chunk"')])
-        assert everything._event.is_set() and not result._event.is_set()
-        everything._event.clear()
+        for watch in (everything, reader, other_reader):
+            watch._event.clear()
+        reader.handed_after(0)
+        chunks = [json_payload('"a"'), json_payload('"b"')]
+        await journal.emit(lease, "step-1", 1, "output", 0, chunks)
+        # The frames go to the stream's reader as they were stored, and wake nobody else.
+        assert reader._event.is_set() and not everything._event.is_set()
+        assert not other_reader._event.is_set() and not result._event.is_set()
+        reader._event.clear()
+        handed = reader.handed_after(0)
+        _, stored = await journal.frames_page(
+            (await journal.find_run(key, ""))["run_id"], "output", 0
+        )
+        assert handed == stored and [frame.seq for frame in stored] == [1, 2]
+        # A batch sent again stores nothing and hands nothing.
+        await journal.emit(lease, "step-1", 1, "output", 0, chunks)
+        assert not reader._event.is_set()
 
         await journal.finish(lease, Outcome.RESULT, json_payload('"done"'))
         assert everything._event.is_set() and result._event.is_set()
+        assert reader.handed_after(2) is None  # the close makes the reader read
 
 
 async def test_a_dropped_listen_connection_wakes_every_watcher_and_listens_again(

@@ -53,6 +53,7 @@ FILES = {
         "0017_streams.sql",
         "0018_step_attempt_indexes.sql",
         "0019_status_notifications.sql",
+        "0020_emit_in_one_statement.sql",
     ],
     "perdure.scheduler": [
         "0001_init.sql",

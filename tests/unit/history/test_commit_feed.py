@@ -8,8 +8,9 @@ import asyncio
 import grpc
 import pytest
 
+from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.common.errors import ApiError
-from perdure.history.commit_feed import CommitFeed
+from perdure.history.commit_feed import CommitFeed, Handed
 
 
 def test_a_notification_wakes_the_watchers_of_its_key_and_a_moved_watch_is_forgotten() -> None:
@@ -48,5 +49,44 @@ def test_a_stopping_feed_ends_every_watch_as_unavailable() -> None:
             with pytest.raises(ApiError) as caught:
                 await watch.changed()  # woken at once, and told to call another replica
             assert caught.value.code == grpc.StatusCode.UNAVAILABLE
+
+    asyncio.run(scenario())
+
+
+def frames(*seqs: int) -> list[wf.StreamFrame]:
+    return [wf.StreamFrame(seq=seq, stream="output") for seq in seqs]
+
+
+def test_a_reader_is_handed_its_streams_next_frames_and_reads_for_anything_else() -> None:
+    async def scenario() -> None:
+        feed = CommitFeed("unused")
+        async with feed.watch("ns/run", stream="output") as reader:
+            feed.committed("ns/run", False, Handed("other", frames(1)))  # another stream's
+            assert not reader._event.is_set()
+            # Two commits handed out of order, one of them partly read already (cursor 2).
+            feed.committed("ns/run", False, Handed("output", frames(5, 6)))
+            feed.committed("ns/run", False, Handed("output", frames(2, 3, 4)))
+            await reader.changed(within=1)
+            assert [frame.seq for frame in reader.handed_after(2) or []] == [3, 4, 5, 6]
+            assert reader.handed_after(6) == []  # nothing since: no read needed
+
+            feed.committed("ns/run", False, Handed("output", frames(8)))  # 7 not handed here
+            assert reader.handed_after(6) is None
+            feed.committed("ns/run", False, Handed("output", frames(7)))
+            feed.wake("ns/run")  # a notification: what it stands for is unknown
+            assert reader.handed_after(6) is None
+            feed.committed("ns/run", False)  # a commit here that handed nothing
+            assert reader.handed_after(6) is None
+            assert reader.handed_after(6) == []
+
+    asyncio.run(scenario())
+
+
+def test_a_reader_whose_wait_times_out_reads() -> None:
+    async def scenario() -> None:
+        feed = CommitFeed("unused")
+        async with feed.watch("ns/run", stream="output") as reader:
+            await reader.changed(within=0.01)
+            assert reader.handed_after(0) is None
 
     asyncio.run(scenario())

@@ -16,6 +16,7 @@ from psycopg_pool import AsyncConnectionPool
 from perdure.common import errors, limits
 from perdure.common.reasons import Reason
 from perdure.history import fencing, store
+from perdure.history.commit_feed import OnCommitted, no_watchers
 from perdure.history.group_commit import GroupCommit
 from perdure.history.metrics import timed_write
 from perdure.history.model import Appended, Call, StepRecord
@@ -40,7 +41,7 @@ class JournalBase:
         on_scheduled: Callable[[], None],
         crash_loop_limit: int = DEFAULT_CRASH_LOOP_LIMIT,
         page_bytes: int = limits.DEFAULT_JOURNAL_PAGE_BYTES,
-        on_committed: Callable[[str, bool], None] = lambda key, status: None,
+        on_committed: OnCommitted = no_watchers,
     ) -> None:
         self._pool = pool
         self._page_bytes = page_bytes  # of events in a page of a worker's load

@@ -13,6 +13,16 @@ commits a worker's step record, a step's frames or a run's close wakes its own w
 from its own cursor when woken, so a lost or merged notification costs nothing: when the
 connection drops, every watcher is woken once it is back, and a long re-check (SAFETY_RECHECK)
 is only the net under that.
+
+Frames this process stores are handed to the readers of their stream here with the wake-up
+(`Handed`). A commit of frames is announced by a notification naming the run's key, the
+stream, its last frame and the process that stored them ("key\nstream\nlast seq\norigin",
+migration 0020), which wakes that stream's readers alone, on the other replicas. A reader whose
+every wake-up since its last read handed it the frames right after its cursor, up to the last
+one announced, has them without reading (`Watch.handed_after`); anything else (a gap, a frame
+announced but not handed, any other notification) makes it read. During a rolling upgrade, a
+replica older than migration 0020 matches no watcher to these notifications: its readers of a
+stream that a newer replica writes wait for the re-check (SAFETY_RECHECK).
 """
 
 from __future__ import annotations
@@ -20,38 +30,80 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from typing import Protocol
 
 import grpc
 import psycopg
 
+from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.common import errors
 
 log = logging.getLogger(__name__)
 
 CHANNEL = "perdure_run"
 STATUS_CHANNEL = "perdure_run_status"
+# This process, in the notifications of the frames it stores (Streams.emit hands them to its
+# own readers, or wakes them).
+ORIGIN = uuid.uuid4().hex
 RECONNECT_SECONDS = 1.0
 SAFETY_RECHECK = 15.0  # seconds a watcher waits without a notification before it re-reads
+
+
+@dataclass(frozen=True)
+class Handed:
+    """Frames a commit of this process stored on one stream of a run, in seq order."""
+
+    stream: str
+    frames: Sequence[wf.StreamFrame]
+
+
+class OnCommitted(Protocol):
+    """CommitFeed.committed, as the journal's writers call it."""
+
+    def __call__(self, key: str, status: bool, handed: Handed | None = None) -> None: ...
+
+
+def no_watchers(key: str, status: bool, handed: Handed | None = None) -> None:
+    """An OnCommitted for a journal no watcher follows (tools, tests)."""
 
 
 class Watch:
     """One watcher's wake-up: set by a notification of its run's key."""
 
-    def __init__(self, key: str, feed: CommitFeed, *, status_only: bool = False) -> None:
+    def __init__(
+        self, key: str, feed: CommitFeed, *, status_only: bool = False, stream: str | None = None
+    ) -> None:
         self.key = key  # the run's key, which changes when the run is archived
         self.status_only = status_only  # woken by a change of the run's status alone
+        self.stream = stream  # a reader's: frames stored on it here are handed to it
         self._feed = feed
         self._event = asyncio.Event()
+        self._stale = False  # woken by something not handed: read
+        self._handed: list[wf.StreamFrame] = []
+        self._announced = 0  # the last frame a notification said was stored on the stream
 
     def wake(self) -> None:
+        self._stale = True
+        self._event.set()
+
+    def hand(self, frames: Sequence[wf.StreamFrame]) -> None:
+        self._handed.extend(frames)
+        self._event.set()
+
+    def announce(self, last_seq: int) -> None:
+        self._announced = max(self._announced, last_seq)
         self._event.set()
 
     async def changed(self, within: float = SAFETY_RECHECK) -> None:
         """Wait until the run changed since the last call (at most `within` seconds). Call it
         after reading: a change during the read wakes it at once."""
-        with contextlib.suppress(TimeoutError):
+        try:
             await asyncio.wait_for(self._event.wait(), max(within, 0))
+        except TimeoutError:
+            self._stale = True  # the re-check reads
         self._event.clear()
         if self._feed.closing:
             raise errors.ApiError(
@@ -60,6 +112,19 @@ class Watch:
                 "this history replica is stopping: call again with the last event id or frame "
                 "seq you received (another replica answers)",
             )
+
+    def handed_after(self, cursor: int) -> list[wf.StreamFrame] | None:
+        """The frames after `cursor` handed since the last call, when they are all the reader
+        needs (its stream's next frames, none missing, nothing announced beyond them, no other
+        wake-up); None: read."""
+        stale, handed, announced = self._stale, self._handed, self._announced
+        self._stale, self._handed, self._announced = False, [], 0
+        fresh = sorted((frame for frame in handed if frame.seq > cursor), key=lambda f: f.seq)
+        if stale or [f.seq for f in fresh] != list(range(cursor + 1, cursor + 1 + len(fresh))):
+            return None
+        if announced > (fresh[-1].seq if fresh else cursor):
+            return None  # stored elsewhere, or not handed
+        return fresh
 
 
 class CommitFeed:
@@ -87,11 +152,14 @@ class CommitFeed:
                 await self._task
 
     @contextlib.asynccontextmanager
-    async def watch(self, key: str, *, status_only: bool = False) -> AsyncIterator[Watch]:
+    async def watch(
+        self, key: str, *, status_only: bool = False, stream: str | None = None
+    ) -> AsyncIterator[Watch]:
         """Wake-ups of the run `key` while the context lasts (enter it before the first read,
         so no commit falls between the read and the watch): by every commit to the run, or
-        with `status_only` by the changes of its status alone."""
-        watch = Watch(key, self, status_only=status_only)
+        with `status_only` by the changes of its status alone; a reader of `stream` is handed
+        the frames stored on it here."""
+        watch = Watch(key, self, status_only=status_only, stream=stream)
         self._watches.setdefault(key, set()).add(watch)
         try:
             yield watch
@@ -119,9 +187,23 @@ class CommitFeed:
             if watch.status_only == status:
                 watch.wake()
 
-    def committed(self, key: str, status: bool) -> None:
-        """A commit this process made to the run `key` (`status`: it changed the run's status):
-        wake its watchers here at once; PostgreSQL's notifications reach the other replicas."""
+    def stored(self, key: str, stream: str, last_seq: int) -> None:
+        """Frames up to `last_seq` were stored on the stream of the run `key` (a notification):
+        its readers read them unless they were handed them already. Nobody else is woken."""
+        for watch in self._watches.get(key, ()):
+            if watch.stream == stream:
+                watch.announce(last_seq)
+
+    def committed(self, key: str, status: bool, handed: Handed | None = None) -> None:
+        """A commit this process made to the run `key` (`status`: it changed the run's status;
+        `handed`: it stored only these frames): wake its watchers here at once, handing the
+        frames to their stream's readers; PostgreSQL's notifications reach the other replicas
+        (and the watchers here again)."""
+        if handed is not None:
+            for watch in self._watches.get(key, ()):
+                if watch.stream == handed.stream:
+                    watch.hand(handed.frames)
+            return
         self.wake(key)
         if status:
             self.wake(key, status=True)
@@ -148,7 +230,14 @@ class CommitFeed:
             self.connected.set()
             self._wake_all()  # whatever was committed while nobody listened
             async for notify in conn.notifies():
-                self.wake(notify.payload, status=notify.channel == STATUS_CHANNEL)
+                if notify.channel == STATUS_CHANNEL:
+                    self.wake(notify.payload, status=True)
+                    continue
+                key, *stored = notify.payload.split("\n")
+                if not stored:
+                    self.wake(key)
+                elif stored[2] != ORIGIN:  # this process's own frames are handed here
+                    self.stored(key, stored[0], int(stored[1]))
         finally:
             self.connected.clear()
             self._wake_all()

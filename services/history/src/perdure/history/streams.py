@@ -21,6 +21,7 @@ from perdure.common.convert import timestamp
 from perdure.common.reasons import Reason
 from perdure.history import fencing
 from perdure.history.appends import JournalBase
+from perdure.history.commit_feed import ORIGIN, Handed
 from perdure.history.fencing import OPEN, run_lease_held, step_lease_held
 from perdure.history.model import Lease
 from perdure.history.rows import Row, fetch_all, fetch_one
@@ -29,62 +30,24 @@ MAX_CHUNKS = 1000  # per EmitFrames call
 PAGE_ROWS = 1000
 FRAME_FRAMING = 64  # a StreamFrame's bytes beyond its data, stream and step id, at most
 
-# The lease, under a share lock on the run's row: no append commits until the emit does.
-_RUN_LEASE = f"""SELECT w.run_id, w.cancel_requested FROM history.workflows w
-WHERE {run_lease_held("w.")} FOR SHARE OF w"""
-_STEP_LEASE = f"""SELECT w.run_id, w.cancel_requested FROM history.step_tasks s
-JOIN history.workflows w USING (workflow_id)
-WHERE {step_lease_held("s.")} AND w.status IN {OPEN} FOR SHARE OF w, s"""
-
-# What became of the step's attempts (its outcome, the last attempt failed, the last started),
-# and how many of this attempt's chunks the stream holds (stored in order, without gaps), read
-# under the stream head's lock.
-_STEP_STATE = """
-SELECT EXISTS (SELECT 1 FROM history.events e
-               WHERE e.workflow_id = %(workflow_id)s AND e.step_id = %(step_id)s
-                 AND e.event_type IN ('STEP_COMPLETED', 'STEP_FAILED')) AS closed,
-       (SELECT max(e.attempt) FROM history.events e
-        WHERE e.workflow_id = %(workflow_id)s AND e.step_id = %(step_id)s
-          AND e.event_type = 'STEP_ATTEMPT_FAILED') AS failed,
-       (SELECT max(e.attempt) FROM history.events e
-        WHERE e.workflow_id = %(workflow_id)s AND e.step_id = %(step_id)s
-          AND e.event_type = 'STEP_ATTEMPT_STARTED') AS started,
-       (SELECT COALESCE(max(f.emit_index) + 1, 0) FROM history.frames f
-        WHERE f.run_id = %(run_id)s AND f.stream = %(stream)s AND f.step_id = %(step_id)s
-          AND f.attempt = %(attempt)s AND f.kind = 'DATA') AS stored,
-       (SELECT f.seq FROM history.frames f
-        WHERE f.run_id = %(run_id)s AND f.stream = %(stream)s AND f.step_id = %(step_id)s
-          AND f.attempt = %(attempt)s AND f.kind = 'DATA' AND f.emit_index = %(last_index)s)
-           AS last_seq
+# The lease, under a share lock on the run's row (no append commits until the emit does), then
+# the chunks stored or refused (migration 0020's emit_frames). MATERIALIZED: the lease is
+# checked and its row locked before the function runs, never after.
+_EMIT = """
+WITH run AS MATERIALIZED ({lease})
+SELECT run.run_id, run.cancel_requested, e.* FROM run, LATERAL history.emit_frames(
+    run.run_id, %(workflow_id)s, %(step_id)s, %(attempt)s, %(stream)s, %(first_index)s,
+    %(data)s::bytea[], %(encodings)s::text[], %(origin)s) e
 """
-
-# The stream's head, locked until the commit (created at 0 by the stream's first frame).
-_LOCK_HEAD = """
-INSERT INTO history.stream_heads (run_id, stream) VALUES (%(run_id)s, %(stream)s)
-ON CONFLICT (run_id, stream) DO UPDATE SET last_seq = stream_heads.last_seq
-RETURNING last_seq
-"""
-# An attempt's first frame on a stream whose last frame of the step is an earlier attempt's
-# DATA: that attempt was lost and its failure is not recorded yet; reset it now.
-_GUARD_RESET = "SELECT history.reset_streams(%(run_id)s, %(step_id)s, %(attempt)s, %(stream)s)"
-# The new chunks, numbered on from the head, and the notification of the run's watchers (sent
-# at the commit).
-_INSERT_FRAMES = """
-WITH head AS (
-    UPDATE history.stream_heads SET last_seq = last_seq + %(count)s
-    WHERE run_id = %(run_id)s AND stream = %(stream)s
-    RETURNING last_seq - %(count)s AS base
-), stored AS (
-    INSERT INTO history.frames
-        (run_id, stream, seq, step_id, attempt, kind, emit_index, data, encoding)
-    SELECT %(run_id)s, %(stream)s, head.base + c.n, %(step_id)s, %(attempt)s, 'DATA',
-           %(first_index)s + c.n - 1, c.data, c.encoding
-    FROM head,
-         unnest(%(data)s::bytea[], %(encodings)s::text[]) WITH ORDINALITY AS c(data, encoding, n)
-    RETURNING seq
+_EMIT_RUN = _EMIT.format(
+    lease=f"""SELECT w.run_id, w.cancel_requested FROM history.workflows w
+    WHERE {run_lease_held("w.")} FOR SHARE OF w"""
 )
-SELECT max(seq) AS last_seq, pg_notify('perdure_run', %(workflow_id)s) FROM stored
-"""
+_EMIT_STEP = _EMIT.format(
+    lease=f"""SELECT w.run_id, w.cancel_requested FROM history.step_tasks s
+    JOIN history.workflows w USING (workflow_id)
+    WHERE {step_lease_held("s.")} AND w.status IN {OPEN} FOR SHARE OF w, s"""
+)
 # A page of a stream, within a byte budget (the first frame always, whatever its size).
 _PAGE = """
 SELECT seq, stream, step_id, attempt, kind, data, encoding, created_at FROM (
@@ -146,39 +109,23 @@ class Streams(JournalBase):
             "attempt": attempt,
             "stream": stream,
             "first_index": first_index,
-            "last_index": first_index + len(chunks) - 1,
+            "data": [chunk.data for chunk in chunks],
+            "encodings": [chunk.encoding for chunk in chunks],
+            "origin": ORIGIN,
         }
-        async with self._pool.connection() as conn, conn.transaction():
-            run = await fetch_one(conn, _STEP_LEASE if lease.step_id else _RUN_LEASE, params)
-            if run is None:
+        async with self._pool.connection() as conn:
+            try:
+                row = await fetch_one(conn, _EMIT_STEP if lease.step_id else _EMIT_RUN, params)
+            except BaseException:  # it may have committed: the readers here read
+                self._on_committed(lease.workflow_id, False)
+                raise
+            if row is None:
                 raise await fencing.rejection(conn, lease)
-            params["run_id"] = run["run_id"]
-            await conn.execute(_LOCK_HEAD, params)
-            state = await fetch_one(conn, _STEP_STATE, params)
-            assert state is not None  # aggregates without FROM: one row
-            _require_running(state, step_id, attempt)
-            stored: int = state["stored"]
-            if first_index > stored:
-                raise errors.invalid_argument(
-                    f"first_index {first_index} skips chunks: attempt {attempt} of step "
-                    f"{step_id!r} has {stored} stored on stream {stream!r}; send them first, "
-                    "in order"
-                )
-            fresh = chunks[stored - first_index :]
-            if not fresh:  # all stored already: a batch sent again
-                return Emitted(state["last_seq"], run["cancel_requested"])
-            if stored == 0 and attempt > 1:
-                await conn.execute(_GUARD_RESET, params)
-            params.update(
-                first_index=stored,
-                count=len(fresh),
-                data=[chunk.data for chunk in fresh],
-                encodings=[chunk.encoding for chunk in fresh],
-            )
-            inserted = await fetch_one(conn, _INSERT_FRAMES, params)
-        assert inserted is not None
-        self._on_committed(lease.workflow_id, False)
-        return Emitted(inserted["last_seq"], run["cancel_requested"])
+        _require_accepted(row, step_id, attempt, first_index, stream)
+        if row["first_seq"] is not None:
+            handed = None if row["reset"] else _handed(row, step_id, attempt, stream, chunks)
+            self._on_committed(lease.workflow_id, False, handed)
+        return Emitted(row["last_seq"], row["cancel_requested"])
 
     async def frames_page(
         self, run_id: str, stream: str, after_seq: int
@@ -211,24 +158,61 @@ class Streams(JournalBase):
         return len(runs)
 
 
-def _require_running(state: Row, step_id: str, attempt: int) -> None:
-    """Refuse frames of an attempt that is over (STEP_CLOSED): the step has its outcome, this
-    attempt's failure is recorded, or a later attempt started."""
-    over = None
-    if state["closed"]:
-        over = "has its outcome already"
-    elif state["failed"] is not None and state["failed"] >= attempt:
-        over = f"recorded attempt {state['failed']} failed"
-    elif state["started"] is not None and state["started"] > attempt:
-        over = f"started attempt {state['started']}"
+def _require_accepted(
+    emitted: Row, step_id: str, attempt: int, first_index: int, stream: str
+) -> None:
+    """Refuse frames of an attempt that is over (STEP_CLOSED: the step has its outcome, this
+    attempt's failure is recorded, or a later attempt started), and chunks that skip some."""
+    refused, seen = emitted["refused"], emitted["attempt_seen"]
+    over = {
+        "closed": "has its outcome already",
+        "failed": f"recorded attempt {seen} failed",
+        "started": f"started attempt {seen}",
+    }.get(refused)
     if over is not None:
         raise errors.failed_precondition(
             Reason.STEP_CLOSED,
             f"step {step_id!r} {over}: attempt {attempt}'s frames are refused; stop the attempt",
         )
+    if refused == "gap":
+        raise errors.invalid_argument(
+            f"first_index {first_index} skips chunks: attempt {attempt} of step {step_id!r} "
+            f"has {emitted['stored']} stored on stream {stream!r}; send them first, in order"
+        )
+
+
+def _handed(
+    emitted: Row, step_id: str, attempt: int, stream: str, chunks: Sequence[Payload]
+) -> Handed | None:
+    """The frames an emit stored, as readers receive them, for the readers here (Handed); None
+    when they are more than one page of a stream holds (the readers read them in pages)."""
+    first, last = emitted["first_seq"], emitted["last_seq"]
+    fresh = chunks[len(chunks) - (last - first + 1) :]
+    framing = FRAME_FRAMING + len(stream.encode())
+    if sum(len(chunk.data) + framing for chunk in fresh) > limits.HISTORY_PAGE_BYTES:
+        return None
+    return Handed(
+        stream,
+        [
+            _frame(
+                {
+                    "seq": seq,
+                    "stream": stream,
+                    "step_id": step_id,
+                    "attempt": attempt,
+                    "kind": "DATA",
+                    "created_at": emitted["stored_at"],
+                    "data": chunk.data,
+                    "encoding": chunk.encoding,
+                }
+            )
+            for seq, chunk in zip(range(first, last + 1), fresh, strict=True)
+        ],
+    )
 
 
 def _frame(row: Row) -> wf.StreamFrame:
+    """A frame as readers receive it, from its row (or the values an emit stored)."""
     frame = wf.StreamFrame(
         seq=row["seq"],
         stream=row["stream"],

@@ -105,7 +105,7 @@ class WatchApi:
             raise errors.invalid_argument("after_seq must be 0 or a frame's seq")
         stream = stream_name(r.stream)
         key = run_key(r)
-        async with self._feed.watch(key) as watch:
+        async with self._feed.watch(key, stream=stream) as watch:
             row = await self._journal.find_run(key, r.run_id)
             run_id, cursor, answered = row["run_id"], r.after_seq, False
             while True:
@@ -125,3 +125,9 @@ class WatchApi:
                     answered = True
                     yield hpb.ReadStreamResponse(response=api.ReadStreamResponse())
                 await watch.changed()
+                # Frames stored by this process come with the wake-up: no read for them.
+                while (handed := watch.handed_after(cursor)) is not None:
+                    if handed:
+                        cursor = handed[-1].seq
+                        yield hpb.ReadStreamResponse(response=api.ReadStreamResponse(frames=handed))
+                    await watch.changed()
