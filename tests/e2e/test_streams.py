@@ -331,7 +331,7 @@ def test_a_stream_is_pushed_to_readers_on_every_replica_the_same_as_it_is_stored
     received: dict[int, queue.Queue[api.ReadStreamResponse]] = {0: queue.Queue(), 1: queue.Queue()}
     channels = [grpc.insecure_channel(two_histories.address("history", i)) for i in (0, 1)]
     request = api.ReadStreamRequest(workflow_id=driver.workflow_id, follow=True)
-    readers = []
+    readers: list[threading.Thread] = []
     for replica, channel in enumerate(channels):
         stream = hgrpc.HistoryServiceStub(channel).ReadStream(
             hpb.ReadStreamRequest(request=request), timeout=TIMEOUT
