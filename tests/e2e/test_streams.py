@@ -358,7 +358,7 @@ def test_a_stream_is_pushed_to_readers_on_every_replica_the_same_as_it_is_stored
             assert received[replica].get(timeout=PUSHED) == api.ReadStreamResponse()
         driver.load(1)
         driver.start_attempt(1, 1)
-        steps = [
+        steps: list[tuple[Callable[[], object], int]] = [
             (lambda: driver.emit(1, 1, 0, "Hel", "lo"), 2),
             (lambda: driver.emit(1, 1, 2, {"tokens": 3}), 1),
             (lambda: driver.fail_attempt(1, 1), 1),  # its RESET, in the failure's transaction
