@@ -256,8 +256,10 @@ class Lifecycle(Chains):
                 else:
                     closed = await fetch_one(conn, store.CLOSE_RUN, params)
             if closed is not None:
-                self._on_scheduled()  # its tasks are retired (or go on with the next run)
+                # Its watchers first (a caller waits for the result), then the relay, which
+                # retires its tasks (or goes on with the next run).
                 self._on_committed(lease.workflow_id, True)
+                self._on_scheduled()
                 count_closed(closed["workflow_type"], status)
                 return status
             if outcome is Outcome.CONTINUE_AS_NEW:  # the run it closed is no longer the latest
