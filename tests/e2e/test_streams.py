@@ -384,6 +384,34 @@ def test_a_stream_is_pushed_to_readers_on_every_replica_the_same_as_it_is_stored
             channel.close()
 
 
+def test_two_steps_streaming_at_once_reach_a_reader_once_each_in_order(driver: Driver) -> None:
+    """Two steps emit to one stream at once through the same replica, which hands the frames of
+    each commit to its reader: the reader gets frames 1..N in order, each once, exactly as
+    stored, each step's chunks in their own order."""
+    driver.load(1)
+    for step in ("a", "b"):
+        driver.start_attempt(1, 1, step)
+    batches = 40
+    with ThreadPoolExecutor(3) as pool:
+        following = pool.submit(driver.read, 0, True)
+
+        def emit_all(step: str) -> None:
+            for batch in range(batches):
+                driver.emit(1, 1, 2 * batch, f"{step}{batch}.", f"{step}{batch}!", step=step)
+
+        for done in [pool.submit(emit_all, step) for step in ("a", "b")]:
+            done.result(timeout=TIMEOUT)
+        driver.finish(1, "done")
+        messages = following.result(timeout=TIMEOUT)
+    read = [frame for message in messages for frame in message.frames]
+    stored = [frame for message in driver.read() for frame in message.frames]
+    assert [frame.seq for frame in read] == list(range(1, 4 * batches + 1))
+    assert read == stored
+    for step in ("a", "b"):  # each step's chunks in its own order
+        chunks = [from_payload(f.data) for f in stored if f.step_id == step]
+        assert chunks == [f"{step}{b}{end}" for b in range(batches) for end in ".!"]
+
+
 def test_a_result_wait_on_one_history_replica_ends_at_a_close_made_through_another(
     driver: Driver, two_histories: Cluster
 ) -> None:
