@@ -9,6 +9,7 @@ import grpc
 import pytest
 
 from perdure.api.workflow.v1 import workflow_pb2 as wf
+from perdure.common import limits
 from perdure.common.errors import ApiError
 from perdure.history.commit_feed import CommitFeed, Handed
 
@@ -53,26 +54,26 @@ def test_a_stopping_feed_ends_every_watch_as_unavailable() -> None:
     asyncio.run(scenario())
 
 
-def frames(*seqs: int) -> list[wf.StreamFrame]:
-    return [wf.StreamFrame(seq=seq, stream="output") for seq in seqs]
+def handed(stream: str, *seqs: int, size: int = 100) -> Handed:
+    return Handed(stream, [wf.StreamFrame(seq=seq, stream=stream) for seq in seqs], size)
 
 
 def test_a_reader_is_handed_its_streams_next_frames_and_reads_for_anything_else() -> None:
     async def scenario() -> None:
         feed = CommitFeed("unused")
         async with feed.watch("ns/run", stream="output") as reader:
-            feed.committed("ns/run", False, Handed("other", frames(1)))  # another stream's
+            feed.committed("ns/run", False, handed("other", 1))  # another stream's
             assert not reader._event.is_set()
             # Two commits handed out of order, one of them partly read already (cursor 2).
-            feed.committed("ns/run", False, Handed("output", frames(5, 6)))
-            feed.committed("ns/run", False, Handed("output", frames(2, 3, 4)))
+            feed.committed("ns/run", False, handed("output", 5, 6))
+            feed.committed("ns/run", False, handed("output", 2, 3, 4))
             await reader.changed(within=1)
             assert [frame.seq for frame in reader.handed_after(2) or []] == [3, 4, 5, 6]
             assert reader.handed_after(6) == []  # nothing since: no read needed
 
-            feed.committed("ns/run", False, Handed("output", frames(8)))  # 7 not handed here
+            feed.committed("ns/run", False, handed("output", 8))  # 7 not handed here
             assert reader.handed_after(6) is None
-            feed.committed("ns/run", False, Handed("output", frames(7)))
+            feed.committed("ns/run", False, handed("output", 7))
             feed.wake("ns/run")  # a notification: what it stands for is unknown
             assert reader.handed_after(6) is None
             feed.committed("ns/run", False)  # a commit here that handed nothing
@@ -88,5 +89,23 @@ def test_a_reader_whose_wait_times_out_reads() -> None:
         async with feed.watch("ns/run", stream="output") as reader:
             await reader.changed(within=0.01)
             assert reader.handed_after(0) is None
+
+    asyncio.run(scenario())
+
+
+def test_a_reader_slower_than_its_stream_holds_at_most_one_answer_of_frames_and_then_reads() -> (
+    None
+):
+    async def scenario() -> None:
+        feed = CommitFeed("unused")
+        half = limits.HISTORY_PAGE_BYTES // 2
+        async with feed.watch("ns/run", stream="output") as reader:
+            feed.committed("ns/run", False, handed("output", 1, size=half))
+            feed.committed("ns/run", False, handed("output", 2, size=half))
+            assert [frame.seq for frame in reader.handed_after(0) or []] == [1, 2]
+            for seq in range(3, 6):  # a third of these would not fit in one answer
+                feed.committed("ns/run", False, handed("output", seq, size=half))
+            assert reader._handed_bytes <= limits.HISTORY_PAGE_BYTES
+            assert reader.handed_after(2) is None
 
     asyncio.run(scenario())

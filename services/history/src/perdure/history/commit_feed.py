@@ -39,7 +39,7 @@ import grpc
 import psycopg
 
 from perdure.api.workflow.v1 import workflow_pb2 as wf
-from perdure.common import errors
+from perdure.common import errors, limits
 
 log = logging.getLogger(__name__)
 
@@ -54,10 +54,12 @@ SAFETY_RECHECK = 15.0  # seconds a watcher waits without a notification before i
 
 @dataclass(frozen=True)
 class Handed:
-    """Frames a commit of this process stored on one stream of a run, in seq order."""
+    """Frames a commit of this process stored on one stream of a run, in seq order, and their
+    size as a page of the stream counts it (streams.py)."""
 
     stream: str
     frames: Sequence[wf.StreamFrame]
+    size: int
 
 
 class OnCommitted(Protocol):
@@ -83,14 +85,21 @@ class Watch:
         self._event = asyncio.Event()
         self._stale = False  # woken by something not handed: read
         self._handed: list[wf.StreamFrame] = []
+        self._handed_bytes = 0
         self._announced = 0  # the last frame a notification said was stored on the stream
 
     def wake(self) -> None:
         self._stale = True
         self._event.set()
 
-    def hand(self, frames: Sequence[wf.StreamFrame]) -> None:
-        self._handed.extend(frames)
+    def hand(self, handed: Handed) -> None:
+        if self._handed_bytes + handed.size > limits.HISTORY_PAGE_BYTES:
+            # More than one answer holds (a reader slower than its stream): it reads pages,
+            # and holds no more here.
+            self._handed, self._handed_bytes, self._stale = [], 0, True
+        else:
+            self._handed.extend(handed.frames)
+            self._handed_bytes += handed.size
         self._event.set()
 
     def announce(self, last_seq: int) -> None:
@@ -118,7 +127,7 @@ class Watch:
         needs (its stream's next frames, none missing, nothing announced beyond them, no other
         wake-up); None: read."""
         stale, handed, announced = self._stale, self._handed, self._announced
-        self._stale, self._handed, self._announced = False, [], 0
+        self._stale, self._handed, self._announced, self._handed_bytes = False, [], 0, 0
         fresh = sorted((frame for frame in handed if frame.seq > cursor), key=lambda f: f.seq)
         if stale or [f.seq for f in fresh] != list(range(cursor + 1, cursor + 1 + len(fresh))):
             return None
@@ -202,7 +211,7 @@ class CommitFeed:
         if handed is not None:
             for watch in self._watches.get(key, ()):
                 if watch.stream == handed.stream:
-                    watch.hand(handed.frames)
+                    watch.hand(handed)
             return
         self.wake(key)
         if status:

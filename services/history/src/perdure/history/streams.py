@@ -189,7 +189,8 @@ def _handed(
     first, last = emitted["first_seq"], emitted["last_seq"]
     fresh = chunks[len(chunks) - (last - first + 1) :]
     framing = FRAME_FRAMING + len(stream.encode())
-    if sum(len(chunk.data) + framing for chunk in fresh) > limits.HISTORY_PAGE_BYTES:
+    size = sum(len(chunk.data) + framing for chunk in fresh)
+    if size > limits.HISTORY_PAGE_BYTES:
         return None
     return Handed(
         stream,
@@ -208,6 +209,7 @@ def _handed(
             )
             for seq, chunk in zip(range(first, last + 1), fresh, strict=True)
         ],
+        size,
     )
 
 
