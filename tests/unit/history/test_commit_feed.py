@@ -11,7 +11,7 @@ import pytest
 from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.common import limits
 from perdure.common.errors import ApiError
-from perdure.history.commit_feed import CommitFeed, Handed
+from perdure.history.commit_feed import ORIGIN, CommitFeed, Handed
 
 
 def test_a_notification_wakes_the_watchers_of_its_key_and_a_moved_watch_is_forgotten() -> None:
@@ -107,5 +107,29 @@ def test_a_reader_slower_than_its_stream_holds_at_most_one_answer_of_frames_and_
                 feed.committed("ns/run", False, handed("output", seq, size=half))
             assert reader._handed_bytes <= limits.HISTORY_PAGE_BYTES
             assert reader.handed_after(2) is None
+
+    asyncio.run(scenario())
+
+
+def test_a_notification_of_frames_wakes_that_streams_readers_unless_this_process_stored_them() -> (
+    None
+):
+    async def scenario() -> None:
+        feed = CommitFeed("unused")
+        async with (
+            feed.watch("ns/run", stream="output") as reader,
+            feed.watch("ns/run", stream="other") as other,
+            feed.watch("ns/run") as everything,
+        ):
+            feed._notified(f"ns/run\noutput\n7\n{ORIGIN}")  # stored here: handed here
+            assert not reader._event.is_set()
+            feed._notified("ns/run\noutput\n7\nanother-replica")
+            assert reader._event.is_set() and reader.handed_after(6) is None
+            assert reader.handed_after(7) == []  # read up to 7: nothing more to read
+            assert not other._event.is_set() and not everything._event.is_set()
+            for odd in ("ns/run\nx", "ns/run\noutput\nseven\nr", "ns/run"):
+                feed._notified(odd)  # anything else names a key: its watchers read
+                assert everything._event.is_set()
+                everything._event.clear()
 
     asyncio.run(scenario())

@@ -203,6 +203,15 @@ class CommitFeed:
             if watch.stream == stream:
                 watch.announce(last_seq)
 
+    def _notified(self, payload: str) -> None:
+        """A notification on CHANNEL: a run's key, or frames stored on one of its streams
+        ("key\nstream\nlast seq\norigin"); anything else wakes whoever it names."""
+        key, *stored = payload.split("\n")
+        if len(stored) != 3 or not stored[1].isdigit():
+            self.wake(key)
+        elif stored[2] != ORIGIN:  # this process hands its own frames to its readers
+            self.stored(key, stored[0], int(stored[1]))
+
     def committed(self, key: str, status: bool, handed: Handed | None = None) -> None:
         """A commit this process made to the run `key` (`status`: it changed the run's status;
         `handed`: it stored only these frames): wake its watchers here at once, handing the
@@ -242,11 +251,7 @@ class CommitFeed:
                 if notify.channel == STATUS_CHANNEL:
                     self.wake(notify.payload, status=True)
                     continue
-                key, *stored = notify.payload.split("\n")
-                if not stored:
-                    self.wake(key)
-                elif stored[2] != ORIGIN:  # this process's own frames are handed here
-                    self.stored(key, stored[0], int(stored[1]))
+                self._notified(notify.payload)
         finally:
             self.connected.clear()
             self._wake_all()
