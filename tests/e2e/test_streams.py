@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import queue
 import threading
+import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -431,6 +432,38 @@ def test_a_result_wait_on_one_history_replica_ends_at_a_close_made_through_anoth
         # Well within the feed's safety re-check (15 s): only a notification is this quick.
         answer = waiting.result(timeout=PUSHED).response
     assert answer.closed and from_payload(answer.workflow.result) == 42
+
+
+def test_result_waits_on_the_closing_replica_and_on_another_get_the_same_answer(
+    driver: Driver, two_histories: Cluster
+) -> None:
+    """The replica that commits a close hands the closed run to the callers waiting there
+    (they read nothing); another replica's callers read it: both answer the same, and the
+    same as a read after the close."""
+    driver.load(1)
+    wait = api.GetWorkflowResultRequest(workflow_id=driver.workflow_id, wait=Duration(seconds=60))
+    channels = [grpc.insecure_channel(two_histories.address("history", i)) for i in (0, 1)]
+    try:
+        with ThreadPoolExecutor(2) as pool:
+            waits = [
+                pool.submit(
+                    hgrpc.HistoryServiceStub(channel).GetWorkflowResult,
+                    hpb.GetWorkflowResultRequest(request=wait),
+                    timeout=90,
+                )
+                for channel in channels
+            ]
+            # Let both calls reach their wait: a call that came late reads, and must answer
+            # the same (test_commit_feed_db.py checks the hand-off itself, deterministically).
+            time.sleep(0.5)
+            driver.finish(1, {"answer": 42})
+            answers = [waiting.result(timeout=PUSHED).response for waiting in waits]
+    finally:
+        for channel in channels:
+            channel.close()
+    after = driver.result(0)
+    assert answers[0] == answers[1] == after
+    assert answers[0].closed and from_payload(answers[0].workflow.result) == {"answer": 42}
 
 
 def test_a_result_wait_ends_at_the_close_and_follows_continue_as_new(driver: Driver) -> None:

@@ -9,6 +9,7 @@ import contextlib
 from collections.abc import AsyncIterator
 
 from perdure.common.payload import json_payload
+from perdure.history import convert
 from perdure.history.commit_feed import CommitFeed
 from perdure.history.journal import Journal
 from perdure.history.model import EventType, Outcome, StepRecord
@@ -93,6 +94,30 @@ async def test_a_commit_wakes_this_processs_watchers_before_any_notification(
         await journal.finish(lease, Outcome.RESULT, json_payload('"done"'))
         assert everything._event.is_set() and result._event.is_set()
         assert reader.handed_after(2) is None  # the close makes the reader read
+
+
+async def test_a_close_hands_the_closed_run_to_a_caller_waiting_for_it_here(
+    db: Db, journal_dsn: str
+) -> None:
+    # No LISTEN connection: only the close's own hand-off can reach the waiter.
+    feed = CommitFeed(journal_dsn)
+    journal = Journal(db.pool, db.wakes, on_committed=feed.committed, awaited=feed.awaited)
+    for waiting in (True, False):
+        lease = await started(journal)
+        key = lease.workflow_id
+        run_id = (await journal.find_run(key, ""))["run_id"]
+        async with feed.watch(key, status_only=waiting) as watch:
+            assert feed.awaited(key) == waiting
+            await journal.finish(lease, Outcome.RESULT, json_payload('"done"'))
+            assert watch._event.is_set()
+            handed = watch.closed_run(run_id)
+        read = await journal.run_by_id(run_id)
+        if not waiting:  # a watcher of everything a run commits is woken, and reads
+            assert handed is None
+            continue
+        assert handed is not None and {column: handed[column] for column in read} == read
+        assert convert.workflow_info(handed) == convert.workflow_info(read)
+        assert watch.closed_run(run_id) is None  # handed once
 
 
 async def test_a_dropped_listen_connection_wakes_every_watcher_and_listens_again(

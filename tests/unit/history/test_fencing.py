@@ -15,6 +15,7 @@ RUN_LEASE_WRITES = {
     "CONSUME_SIGNALS": fencing.run_lease_held(),
     "SUSPEND": fencing.run_lease_held(),
     "CLOSE_RUN": fencing.run_lease_held(),
+    "CLOSE_RUN_RETURNING_IT": fencing.run_lease_held(),
     "RECORD_HEARTBEAT": fencing.run_lease_held(),
     "SCHEDULE_STEP": fencing.run_lease_held(),
 }

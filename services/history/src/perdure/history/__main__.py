@@ -74,6 +74,7 @@ async def run(args: argparse.Namespace) -> None:
         args.crash_loop_limit,
         limits.journal_page_bytes(),
         on_committed=feed.committed,
+        awaited=feed.awaited,
     )
     deadlines = DeadlineWatch(pool)
     sweep = StrandedSweep(pool, scheduler, relay.notify, stuck_after())

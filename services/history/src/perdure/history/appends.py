@@ -16,7 +16,7 @@ from psycopg_pool import AsyncConnectionPool
 from perdure.common import errors, limits
 from perdure.common.reasons import Reason
 from perdure.history import fencing, store
-from perdure.history.commit_feed import OnCommitted, no_watchers
+from perdure.history.commit_feed import OnCommitted, no_watchers, nobody_waits
 from perdure.history.group_commit import GroupCommit
 from perdure.history.metrics import timed_write
 from perdure.history.model import Appended, Call, StepRecord
@@ -42,6 +42,7 @@ class JournalBase:
         crash_loop_limit: int = DEFAULT_CRASH_LOOP_LIMIT,
         page_bytes: int = limits.DEFAULT_JOURNAL_PAGE_BYTES,
         on_committed: OnCommitted = no_watchers,
+        awaited: Callable[[str], bool] = nobody_waits,
     ) -> None:
         self._pool = pool
         self._page_bytes = page_bytes  # of events in a page of a worker's load
@@ -51,6 +52,7 @@ class JournalBase:
         # Wakes this process's watchers of a run (its key; True: its status changed) after a
         # commit to it, before PostgreSQL's notification arrives (commit_feed.py).
         self._on_committed = on_committed
+        self._awaited = awaited  # whether a caller here waits for a run's result
         self._records = GroupCommit(pool)  # the workers' records, many in one commit
 
     async def record(self, call: Call, record: StepRecord) -> Appended:

@@ -40,6 +40,7 @@ import psycopg
 
 from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.common import errors, limits
+from perdure.history.rows import Row
 
 log = logging.getLogger(__name__)
 
@@ -65,11 +66,20 @@ class Handed:
 class OnCommitted(Protocol):
     """CommitFeed.committed, as the journal's writers call it."""
 
-    def __call__(self, key: str, status: bool, handed: Handed | None = None) -> None: ...
+    def __call__(
+        self, key: str, status: bool, handed: Handed | None = None, closed: Row | None = None
+    ) -> None: ...
 
 
-def no_watchers(key: str, status: bool, handed: Handed | None = None) -> None:
+def no_watchers(
+    key: str, status: bool, handed: Handed | None = None, closed: Row | None = None
+) -> None:
     """An OnCommitted for a journal no watcher follows (tools, tests)."""
+
+
+def nobody_waits(key: str) -> bool:
+    """CommitFeed.awaited for a journal no watcher follows."""
+    return False
 
 
 class Watch:
@@ -87,6 +97,7 @@ class Watch:
         self._handed: list[wf.StreamFrame] = []
         self._handed_bytes = 0
         self._announced = 0  # the last frame a notification said was stored on the stream
+        self._closed: Row | None = None  # the run as its close here committed it
 
     def wake(self) -> None:
         self._stale = True
@@ -101,6 +112,14 @@ class Watch:
             self._handed.extend(handed.frames)
             self._handed_bytes += handed.size
         self._event.set()
+
+    def hand_closed(self, run: Row) -> None:
+        self._closed = run
+
+    def closed_run(self, run_id: str) -> Row | None:
+        """The run `run_id` as a close made here committed it (its final row), if one did."""
+        closed, self._closed = self._closed, None
+        return closed if closed is not None and closed["run_id"] == run_id else None
 
     def announce(self, last_seq: int) -> None:
         self._announced = max(self._announced, last_seq)
@@ -212,16 +231,27 @@ class CommitFeed:
         elif stored[2] != ORIGIN:  # this process hands its own frames to its readers
             self.stored(key, stored[0], int(stored[1]))
 
-    def committed(self, key: str, status: bool, handed: Handed | None = None) -> None:
+    def awaited(self, key: str) -> bool:
+        """Whether a caller here waits for the run `key`'s result (a close hands it the run)."""
+        return any(watch.status_only for watch in self._watches.get(key, ()))
+
+    def committed(
+        self, key: str, status: bool, handed: Handed | None = None, closed: Row | None = None
+    ) -> None:
         """A commit this process made to the run `key` (`status`: it changed the run's status;
-        `handed`: it stored only these frames): wake its watchers here at once, handing the
-        frames to their stream's readers; PostgreSQL's notifications reach the other replicas
-        (and the watchers here again)."""
+        `handed`: it stored only these frames; `closed`: it closed the run, now this row): wake
+        its watchers here at once, handing the frames to their stream's readers and the closed
+        run to the callers waiting for its result; PostgreSQL's notifications reach the other
+        replicas (and the watchers here again)."""
         if handed is not None:
             for watch in self._watches.get(key, ()):
                 if watch.stream == handed.stream:
                     watch.hand(handed)
             return
+        if closed is not None:
+            for watch in self._watches.get(key, ()):
+                if watch.status_only:
+                    watch.hand_closed(closed)
         self.wake(key)
         if status:
             self.wake(key, status=True)

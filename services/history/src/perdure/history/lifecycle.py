@@ -249,16 +249,20 @@ class Lifecycle(Chains):
             failure=convert.failure_to_dict(value) if isinstance(value, wf.Failure) else None,
         )
         params["status"] = str(status)
+        # A caller waiting here for the result is handed the closed run: it reads nothing.
+        awaited = outcome is not Outcome.CONTINUE_AS_NEW and self._awaited(lease.workflow_id)
         async with self._pool.connection() as conn:
             with timed_write(f"workflow_{status.lower()}"):
                 if outcome is Outcome.CONTINUE_AS_NEW:
                     closed = await self._continue_as_new(conn, params)
                 else:
-                    closed = await fetch_one(conn, store.CLOSE_RUN, params)
+                    close = store.CLOSE_RUN_RETURNING_IT if awaited else store.CLOSE_RUN
+                    closed = await fetch_one(conn, close, params)
             if closed is not None:
                 # Its watchers first (a caller waits for the result), then the relay, which
                 # retires its tasks (or goes on with the next run).
-                self._on_committed(lease.workflow_id, True)
+                run = store.run_row(closed) if awaited else None
+                self._on_committed(lease.workflow_id, True, closed=run)
                 self._on_scheduled()
                 count_closed(closed["workflow_type"], status)
                 return status

@@ -23,7 +23,7 @@ from perdure.history.fencing import (
     step_lease_taken,
 )
 from perdure.history.model import PAYLOAD_EVENTS, EventType, WaitKind
-from perdure.history.rows import json_or_none, payload_columns
+from perdure.history.rows import Row, json_or_none, payload_columns
 
 # A run shows its chain's workflow id: an archived run's key is not a workflow id (chains.py).
 WORKFLOW_COLUMNS = (
@@ -66,6 +66,15 @@ _PROGRESS = """(
 ) AS progress"""
 
 SELECT_WORKFLOW = f"SELECT {WORKFLOW_COLUMNS} FROM history.workflows WHERE workflow_id = %s"
+
+
+def run_row(columns: Row) -> Row:
+    """A workflows row with every column by its name (RETURNING *) as WORKFLOW_COLUMNS and
+    live.py's run_key name them: the chain's id is the workflow id, and the row's key (its
+    workflow_id column) the run key."""
+    return {**columns, "workflow_id": columns["chain_id"], "run_key": columns["workflow_id"]}
+
+
 # A closed run's lease and outcome: whether a FinishWorkflow sent again is the one that closed it.
 SELECT_CLOSE = (
     "SELECT fence, fence_key, status, result, result_encoding, failure FROM history.workflows"
@@ -272,15 +281,24 @@ SELECT inserted.event_id, inserted.due_at, appended.cancel_requested, appended.w
 _LINKED_RESULT = ", appended.trace_context AS workflow_trace_context"
 
 
-def _append(update: str, *, schedule: bool = False, linked: bool = False, also: str = "") -> str:
-    """The append statement of `update`; `also` adds writes (CTEs) that read `appended`."""
-    returning = _APPENDED_COLUMNS + (", trace_context" if linked else "")
+def _append(
+    update: str,
+    *,
+    schedule: bool = False,
+    linked: bool = False,
+    also: str = "",
+    whole_run: bool = False,
+) -> str:
+    """The append statement of `update`; `also` adds writes (CTEs) that read `appended`;
+    `whole_run` returns the run's updated row too, every column by its name (run_row)."""
+    returning = "*" if whole_run else _APPENDED_COLUMNS + (", trace_context" if linked else "")
+    result = "SELECT inserted.event_id, inserted.due_at, appended.*" if whole_run else _RESULT
     return (
         f"WITH appended AS ({update} RETURNING {returning})"
         + insert_event(_parameter)
         + (_SCHEDULE if schedule else "")
         + also
-        + _RESULT
+        + result
         + (_LINKED_RESULT if linked else "")
         + " FROM inserted, appended"
     )
@@ -380,15 +398,15 @@ _RETIRED = """, retired AS (
     SELECT workflow_id, workflow_type, task_queue, true, run_number FROM appended
 )"""
 
-CLOSE_RUN = _append(
-    f"""UPDATE history.workflows
+_CLOSE = f"""UPDATE history.workflows
     SET {count_event()},
         status = %(status)s, result = %(payload)s, result_encoding = %(payload_encoding)s,
         failure = %(failure)s, closed_at = now(),
         wait_kind = NULL, wait_name = NULL, wait_until = NULL
-    WHERE {run_lease_held()}""",
-    also=_RETIRED,
-)
+    WHERE {run_lease_held()}"""
+CLOSE_RUN = _append(_CLOSE, also=_RETIRED)
+# The same, returning the closed run (run_row): for a caller waiting for its result here.
+CLOSE_RUN_RETURNING_IT = _append(_CLOSE, also=_RETIRED, whole_run=True)
 
 # Platform writes (fence 0 in the event) need no lease: they only require an open run.
 _OPEN_RUN = f"WHERE workflow_id = %(workflow_id)s AND status IN {OPEN}"

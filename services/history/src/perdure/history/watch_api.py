@@ -94,7 +94,8 @@ class WatchApi:
                         response=api.GetWorkflowResultResponse(workflow=info, closed=closed)
                     )
                 await watch.changed(left)
-                row = await self._journal.run_by_id(row["run_id"])
+                run_id = row["run_id"]
+                row = watch.closed_run(run_id) or await self._journal.run_by_id(run_id)
 
     @errors.streaming
     async def ReadStream(
