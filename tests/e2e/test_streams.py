@@ -8,7 +8,6 @@ from __future__ import annotations
 import contextlib
 import queue
 import threading
-import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -23,8 +22,11 @@ from perdure.api.worker.v1 import journal_service_pb2_grpc as jgrpc
 from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.api.workflow.v1 import workflow_service_pb2 as api
 from perdure.api.workflow.v1 import workflow_service_pb2_grpc as apigrpc
+from perdure.common import limits
+from perdure.common.payload import MAX_PAYLOAD_BYTES
 from perdure.internal.history.v1 import history_service_pb2 as hpb
 from perdure.internal.history.v1 import history_service_pb2_grpc as hgrpc
+from perdure.telemetry.rpc import MESSAGE_LIMITS
 from perdure.worker._payload import from_payload, to_payload
 from tests.e2e.test_http_api import Http
 from tests.fixtures.cluster import Cluster, wait_until
@@ -434,6 +436,40 @@ def test_a_result_wait_on_one_history_replica_ends_at_a_close_made_through_anoth
     assert answer.closed and from_payload(answer.workflow.result) == 42
 
 
+def test_frames_past_what_one_answer_holds_reach_a_reader_on_the_storing_replica_in_pages(
+    driver: Driver, two_histories: Cluster
+) -> None:
+    """An emit of more bytes than one answer of a stream holds (HISTORY_PAGE_BYTES, 16 MiB) is
+    not handed to the storing replica's reader, which reads it in pages; a few emits that fit
+    one by one but not together are capped the same way. Every frame arrives once, in order, as
+    stored, no answer larger than a page."""
+    chunk = "x" * (MAX_PAYLOAD_BYTES - 100)  # as JSON: a string of almost 2 MiB
+    driver.load(1)
+    driver.start_attempt(1, 1)
+    request = hpb.ReadStreamRequest(
+        request=api.ReadStreamRequest(workflow_id=driver.workflow_id, follow=True)
+    )
+    with (
+        grpc.insecure_channel(two_histories.address("history", 0), options=MESSAGE_LIMITS) as ch,
+        ThreadPoolExecutor(1) as pool,
+    ):
+        call = hgrpc.HistoryServiceStub(ch).ReadStream(request, timeout=TIMEOUT)
+        assert next(call).response == api.ReadStreamResponse()  # open: frames are handed now
+        following = pool.submit(list, call)
+        assert driver.emit(1, 1, 0, *[chunk] * 9) == 9  # 18 MiB in one commit
+        for batch in range(3):  # 9.5 MiB each
+            driver.emit(1, 1, 9 + 5 * batch, *[chunk] * 5)
+        driver.finish(1, "done")
+        answers = [message.response for message in following.result(timeout=TIMEOUT)]
+    # Each answer is a page's worth, as a read makes it (its budget counts each frame's data
+    # and stream, and a little framing), far within the message limit.
+    assert all(answer.ByteSize() <= limits.HISTORY_PAGE_BYTES + 64 * 1024 for answer in answers)
+    read = [frame for answer in answers for frame in answer.frames]
+    assert [frame.seq for frame in read] == list(range(1, 25))
+    assert all(from_payload(frame.data) == chunk for frame in read)
+    assert answers[-1].end
+
+
 def test_result_waits_on_the_closing_replica_and_on_another_get_the_same_answer(
     driver: Driver, two_histories: Cluster
 ) -> None:
@@ -453,9 +489,11 @@ def test_result_waits_on_the_closing_replica_and_on_another_get_the_same_answer(
                 )
                 for channel in channels
             ]
-            # Let both calls reach their wait: a call that came late reads, and must answer
-            # the same (test_commit_feed_db.py checks the hand-off itself, deterministically).
-            time.sleep(0.5)
+            # A step recorded through replica 0 after both calls were sent: neither ends them.
+            # (A call that came after the close reads, and must answer the same;
+            # test_commit_feed_db.py checks the hand-off itself, deterministically.)
+            driver.record_step(1, "a", 0, "one")
+            assert not any(waiting.done() for waiting in waits)
             driver.finish(1, {"answer": 42})
             answers = [waiting.result(timeout=PUSHED).response for waiting in waits]
     finally:

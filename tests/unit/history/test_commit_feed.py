@@ -54,15 +54,20 @@ def test_a_stopping_feed_ends_every_watch_as_unavailable() -> None:
     asyncio.run(scenario())
 
 
+def unmade() -> list[wf.StreamFrame]:
+    raise AssertionError("frames made for no reader")
+
+
 def handed(stream: str, *seqs: int, size: int = 100) -> Handed:
-    return Handed(stream, [wf.StreamFrame(seq=seq, stream=stream) for seq in seqs], size)
+    return Handed(stream, size, lambda: [wf.StreamFrame(seq=seq, stream=stream) for seq in seqs])
 
 
 def test_a_reader_is_handed_its_streams_next_frames_and_reads_for_anything_else() -> None:
     async def scenario() -> None:
         feed = CommitFeed("unused")
         async with feed.watch("ns/run", stream="output") as reader:
-            feed.committed("ns/run", False, handed("other", 1))  # another stream's
+            # Another stream's frames: not even made, nobody reads that stream here.
+            feed.committed("ns/run", False, Handed("other", 100, unmade))
             assert not reader._event.is_set()
             # Two commits handed out of order, one of them partly read already (cursor 2).
             feed.committed("ns/run", False, handed("output", 5, 6))

@@ -29,9 +29,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -55,12 +56,17 @@ SAFETY_RECHECK = 15.0  # seconds a watcher waits without a notification before i
 
 @dataclass(frozen=True)
 class Handed:
-    """Frames a commit of this process stored on one stream of a run, in seq order, and their
-    size as a page of the stream counts it (streams.py)."""
+    """Frames a commit of this process stored on one stream of a run: their size as a page of
+    the stream counts it, and how to make them (in seq order), made only for a reader that
+    takes them (streams.py)."""
 
     stream: str
-    frames: Sequence[wf.StreamFrame]
     size: int
+    make: Callable[[], Sequence[wf.StreamFrame]]
+
+    @functools.cached_property
+    def frames(self) -> Sequence[wf.StreamFrame]:
+        return self.make()
 
 
 class OnCommitted(Protocol):
@@ -105,8 +111,8 @@ class Watch:
 
     def hand(self, handed: Handed) -> None:
         if self._handed_bytes + handed.size > limits.HISTORY_PAGE_BYTES:
-            # More than one answer holds (a reader slower than its stream): it reads pages,
-            # and holds no more here.
+            # More than one answer holds (one large emit, or a reader slower than its
+            # stream): it reads pages, and holds no more here.
             self._handed, self._handed_bytes, self._stale = [], 0, True
         else:
             self._handed.extend(handed.frames)

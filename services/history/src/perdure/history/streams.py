@@ -183,18 +183,14 @@ def _require_accepted(
 
 def _handed(
     emitted: Row, step_id: str, attempt: int, stream: str, chunks: Sequence[Payload]
-) -> Handed | None:
-    """The frames an emit stored, as readers receive them, for the readers here (Handed); None
-    when they are more than one page of a stream holds (the readers read them in pages)."""
+) -> Handed:
+    """The frames an emit stored, as readers receive them, for the readers here (Handed)."""
     first, last = emitted["first_seq"], emitted["last_seq"]
     fresh = chunks[len(chunks) - (last - first + 1) :]
     framing = FRAME_FRAMING + len(stream.encode())
-    size = sum(len(chunk.data) + framing for chunk in fresh)
-    if size > limits.HISTORY_PAGE_BYTES:
-        return None
-    return Handed(
-        stream,
-        [
+
+    def frames() -> list[wf.StreamFrame]:
+        return [
             _frame(
                 {
                     "seq": seq,
@@ -208,9 +204,9 @@ def _handed(
                 }
             )
             for seq, chunk in zip(range(first, last + 1), fresh, strict=True)
-        ],
-        size,
-    )
+        ]
+
+    return Handed(stream, sum(len(chunk.data) + framing for chunk in fresh), frames)
 
 
 def _frame(row: Row) -> wf.StreamFrame:
