@@ -8,6 +8,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from bench import result_floor
 from bench.shapes import TIMEOUT, Progress
 from bench.stats import summary_ms
 from perdure.client import Client, Frame
@@ -21,12 +22,19 @@ FRAME_GAP = 0.02  # between the paced frames: each is sent alone, measured alone
 # been running a while has done so long ago.
 WARM_UP_FRAMES = 100
 WARM_UP_GAP = 0.002
+# Runs before the timed ones, not timed, for the same reason (`--only streams` starts cold).
+WARM_UP_RUNS = 20
 
 
 def streams(client: Client, runs: int, samples: int, frames: int) -> dict[str, Any]:
     """The three figures, one run at a time."""
+    result = result_latency(client, runs)
+    # The same hops with nothing on them, idle as long as the runs took (result_floor.py).
+    progress = Progress("result path, bare hops")
+    result["bare_hops"] = result_floor.measure(runs, result["duration_ms"]["median_ms"] / 1000)
+    progress.done(f"+{result['bare_hops']['median_ms']:.2f} ms, median")
     return {
-        "result": result_latency(client, runs),
+        "result": result,
         "first_frame": first_frame(client, samples),
         "sustained": sustained(client, frames),
     }
@@ -36,7 +44,10 @@ def result_latency(client: Client, runs: int) -> dict[str, Any]:
     """The 10-step workflow, one at a time: the client's start → result returned, minus the
     run's own duration by the database clock (create → close): what getting the result adds."""
     progress = Progress("result latency")
-    added, seen, after_close, before_create = [], [], [], []
+    added, seen, durations, after_close, before_create = [], [], [], [], []
+    for index in range(WARM_UP_RUNS):
+        client.start_workflow("noop_steps", 10, workflow_id=f"res-warm-{index}")
+        client.result(f"res-warm-{index}", timeout=TIMEOUT)
     for index in range(runs):
         workflow_id = f"res-{index}"
         began, called = time.perf_counter(), time.time()
@@ -46,6 +57,7 @@ def result_latency(client: Client, runs: int) -> dict[str, Any]:
         run = client.describe(workflow_id).workflow
         duration = (run.close_time.ToNanoseconds() - run.create_time.ToNanoseconds()) / 1e9
         seen.append(waited)
+        durations.append(duration)
         added.append(max(0.0, waited - duration))
         # The database's clock is this machine's: the close's timestamp → the result in hand.
         after_close.append(returned - run.close_time.ToNanoseconds() / 1e9)
@@ -55,6 +67,7 @@ def result_latency(client: Client, runs: int) -> dict[str, Any]:
     result = {"runs": runs, "client_ms": summary_ms(seen), **summary_ms(added)}
     result["close_to_client_ms"] = summary_ms(after_close)
     result["start_to_create_ms"] = summary_ms(before_create)
+    result["duration_ms"] = summary_ms(durations)
     result["target_ms"] = RESULT_TARGET_MS
     progress.done(f"+{result['median_ms']:.2f} ms over the run's duration, median")
     return result

@@ -65,7 +65,9 @@ def test_the_quick_profile_runs_every_shape(tmp_path: Path) -> None:
     assert (
         "result seen by the client" in done.stdout and "stream frame, emit → reader" in done.stdout
     )
-    assert "floor, 2 gRPC round trips + a commit" in done.stdout  # beside the result's target
+    # Beside the result's target, its floor: the same hops between bare processes, measured.
+    assert streams["result"]["bare_hops"]["runs"] == 3
+    assert "floor: the same hops bare" in done.stdout
     # The hot path's rows carry their targets, and the floor is a row of its own.
     assert "architecture floor" in done.stdout and "target ≤ 4 ms" in done.stdout
     assert "starts through the gateway" in done.stdout and "timers due at once" in done.stdout
