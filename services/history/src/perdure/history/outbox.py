@@ -84,10 +84,13 @@ class OutboxRelay(BackgroundLoop):
         self._passed_over = False  # a claim left out some of them: look again after
         self._under_way = 0  # batches between their claim and their commit
         self._extras: set[asyncio.Task[None]] = set()
+        # After a batch failed, until one succeeds: no extra batches (the scheduler may be
+        # down, and the loop retries at its pace).
+        self._failing = False
 
     def notify(self) -> None:
         """Relay soon: a transaction with outbox rows just committed."""
-        if self._under_way and len(self._extras) < EXTRA_BATCHES:
+        if self._under_way and not self._failing and len(self._extras) < EXTRA_BATCHES:
             extra = asyncio.create_task(self._extra_batch(), name="outbox relay, extra batch")
             self._extras.add(extra)
             extra.add_done_callback(self._extras.discard)
@@ -129,7 +132,11 @@ class OutboxRelay(BackgroundLoop):
                     self._claimed |= workflows
                 if rows:
                     await self._send(conn, rows)
+            self._failing = False
             return len(rows)
+        except Exception:
+            self._failing = True
+            raise
         finally:
             self._under_way -= 1
             self._claimed -= workflows
