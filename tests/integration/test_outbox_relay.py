@@ -106,14 +106,20 @@ async def until_relayed(db: Db, workflow_id: str) -> None:
             await asyncio.sleep(0.01)
 
 
+async def held(db: Db, relayer: OutboxRelay, scheduler: HoldingScheduler) -> str:
+    """A new run whose row the relay sent in a batch the scheduler now holds."""
+    workflow_id = await started(db)
+    scheduler.held[workflow_id] = asyncio.Event()
+    relayer.notify()
+    await scheduler.until(lambda: scheduler.batches_with(workflow_id, scheduler.arrived) == 1)
+    return workflow_id
+
+
 async def test_a_request_committed_while_a_batch_is_on_its_way_is_not_kept_waiting(
     db: Db, relay: tuple[OutboxRelay, HoldingScheduler]
 ) -> None:
     relayer, scheduler = relay
-    slow = await started(db)
-    scheduler.held[slow] = asyncio.Event()
-    relayer.notify()
-    await scheduler.until(lambda: scheduler.batches_with(slow, scheduler.arrived) == 1)
+    slow = await held(db, relayer, scheduler)
 
     # The first batch is held at the scheduler: the next request goes in a batch of its own.
     quick = await started(db)
@@ -130,10 +136,7 @@ async def test_a_workflows_requests_reach_the_scheduler_in_order_across_batches(
     db: Db, relay: tuple[OutboxRelay, HoldingScheduler]
 ) -> None:
     relayer, scheduler = relay
-    workflow_id = await started(db)
-    scheduler.held[workflow_id] = asyncio.Event()
-    relayer.notify()
-    await scheduler.until(lambda: scheduler.batches_with(workflow_id, scheduler.arrived) == 1)
+    workflow_id = await held(db, relayer, scheduler)
 
     # A second request of the same workflow while its first is held: no batch may send it
     # before the first is done (the scheduler would apply them out of order).
@@ -156,10 +159,7 @@ async def test_a_failed_extra_batch_leaves_its_rows_for_the_next_round(
     db: Db, relay: tuple[OutboxRelay, HoldingScheduler]
 ) -> None:
     relayer, scheduler = relay
-    slow = await started(db)
-    scheduler.held[slow] = asyncio.Event()
-    relayer.notify()
-    await scheduler.until(lambda: scheduler.batches_with(slow, scheduler.arrived) == 1)
+    slow = await held(db, relayer, scheduler)
 
     unlucky = await started(db)
     scheduler.failing.add(unlucky)
@@ -182,14 +182,8 @@ async def test_stopping_with_batches_under_way_keeps_their_rows(
     db: Db, relay: tuple[OutboxRelay, HoldingScheduler]
 ) -> None:
     relayer, scheduler = relay
-    first = await started(db)
-    scheduler.held[first] = asyncio.Event()
-    relayer.notify()  # the loop's batch
-    await scheduler.until(lambda: scheduler.batches_with(first, scheduler.arrived) == 1)
-    second = await started(db)
-    scheduler.held[second] = asyncio.Event()
-    relayer.notify()  # an extra batch
-    await scheduler.until(lambda: scheduler.batches_with(second, scheduler.arrived) == 1)
+    first = await held(db, relayer, scheduler)  # the loop's batch
+    second = await held(db, relayer, scheduler)  # an extra batch
 
     await asyncio.wait_for(relayer.stop(), TIMEOUT)
     assert scheduler.answered == []
