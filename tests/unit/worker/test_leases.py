@@ -18,6 +18,7 @@ from perdure.api.worker.v1 import task_service_pb2 as tpb
 from perdure.worker import _loop_watch
 from perdure.worker._leases import LeaseKeeper
 from perdure.worker._loop_watch import running
+from tests.unit.worker.fake_journal import FakeJournal, make_context
 
 TTL = 0.6
 INTERVAL = 0.1
@@ -140,6 +141,39 @@ async def test_the_loop_watch_names_the_step_blocking_the_event_loop(
     assert "blocked for 1." in caplog.text
     assert "by step fetch (fetch of w)" in caplog.text
     assert "the event loop is free again" in caplog.text
+
+
+async def test_the_loop_watch_names_an_async_step_body_run_in_a_task_of_its_own(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # As the SDK runs a step: the body is a task of its own (its time limits cancel it), and
+    # the step's name is noted on the task that awaits it.
+    watch = _loop_watch.LoopWatch(asyncio.get_running_loop())
+    blocking = threading.Event()
+    probing = threading.Thread(target=_probe_while, args=(watch, blocking), daemon=True)
+
+    async def careless() -> int:
+        blocking.set()
+        time.sleep(_loop_watch.LAG_REPORT_SECONDS + 0.3)  # noqa: ASYNC251 (the careless step)
+        blocking.clear()
+        return 1
+
+    ctx = make_context(FakeJournal(), [])
+    with caplog.at_level(logging.WARNING, "perdure.worker"):
+        probing.start()
+        assert await ctx.step("careless", careless) == 1
+        await asyncio.sleep(0.05)
+    probing.join(timeout=5)
+    assert "by step careless (careless of" in caplog.text, caplog.text
+
+
+def _probe_while(watch: _loop_watch.LoopWatch, blocking: threading.Event) -> None:
+    """Probe the loop as the worker's watch thread does, until the step has blocked it and
+    let it go."""
+    blocking.wait(timeout=5)
+    while blocking.is_set():
+        watch.check()
+        time.sleep(0.05)
 
 
 async def test_a_grant_read_against_the_clock_waits_for_the_next_renewal_of_them_all() -> None:

@@ -27,7 +27,7 @@ from perdure.worker._errors import (
     WorkerLostError,
 )
 from perdure.worker._frames import DEFAULT_STREAM, Frames
-from perdure.worker._loop_watch import running
+from perdure.worker._loop_watch import running, runs_for_caller
 from perdure.worker._payload import failure_from, to_payload
 from perdure.worker._retry import NO_RETRY, RetryPolicy
 from perdure.worker._telemetry import step_attempt_ended, tracer
@@ -319,8 +319,10 @@ async def _invoke(attempt: Attempt) -> Any:
     is abandoned (a thread cannot be stopped): it runs on in its thread, holding no slot
     anything else waits for, and its late result is ignored."""
     fn, args, kwargs = attempt.fn, attempt.args, attempt.kwargs
+    body: asyncio.Future[Any]
     if inspect.iscoroutinefunction(fn):
-        body: asyncio.Future[Any] = asyncio.ensure_future(fn(*args, **kwargs))
+        body = task = asyncio.create_task(fn(*args, **kwargs))
+        runs_for_caller(task)  # the loop watch names the step if the body blocks the loop
     else:
         body = _in_thread(fn, args, kwargs)
     try:

@@ -47,6 +47,20 @@ def running(description: str) -> Iterator[None]:
             _running[task] = previous
 
 
+def runs_for_caller(task: asyncio.Task[Any]) -> None:
+    """Note that `task`, started by the current task to run its user code (a step's async
+    body, awaited in a task of its own so that time limits can cancel it), runs what the
+    current task runs, until it is done."""
+    description = running_in(asyncio.current_task())
+    if description is not None and not task.done():
+        _running[task] = description
+        task.add_done_callback(_forget)
+
+
+def _forget(task: asyncio.Task[Any]) -> None:
+    _running.pop(task, None)
+
+
 def relabel(task: asyncio.Task[Any], description: str) -> None:
     """Note that `task`, between two steps, now runs the user code `description` (a kept run's
     code, resumed under another lease)."""
