@@ -55,9 +55,14 @@ class BackgroundLoop:
             else:
                 await wait_event(self._wake, self._interval)
                 self._wake.clear()
-            try:
-                await self._work()
-            except self._transient as error:
-                log.warning("%s failed, will retry: %s", self.name, error)
-            except Exception:
-                log.exception("%s failed, will retry", self.name)
+            await self.run_round()
+
+    async def run_round(self, work: Callable[[], Awaitable[object]] | None = None) -> None:
+        """One round of `work` (the loop's own by default), a failure logged, not raised: the
+        next round tries again."""
+        try:
+            await (work or self._work)()
+        except self._transient as error:
+            log.warning("%s failed, will retry: %s", self.name, error)
+        except Exception:
+            log.exception("%s failed, will retry", self.name)

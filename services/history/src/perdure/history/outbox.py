@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import logging
 
 import grpc
 from opentelemetry import trace
@@ -17,7 +16,6 @@ from perdure.internal.scheduler.v1 import scheduler_service_pb2 as sched
 from perdure.internal.scheduler.v1 import scheduler_service_pb2_grpc as sched_grpc
 from perdure.telemetry.propagation import links_to, untraced
 
-log = logging.getLogger(__name__)
 tracer = trace.get_tracer("perdure.history")
 
 BATCH = 200
@@ -26,7 +24,6 @@ POLL_SECONDS = 1.0
 # (several round trips and the scheduler's own statements) goes at once in a batch of its own,
 # instead of waiting for that one to end.
 EXTRA_BATCHES = 2
-TRANSIENT = (grpc.aio.AioRpcError, OSError)  # the scheduler, unreachable a while
 
 
 # SKIP LOCKED lets several history replicas relay side by side; a request relayed twice is
@@ -75,7 +72,7 @@ class OutboxRelay(BackgroundLoop):
             self.relay,
             POLL_SECONDS,
             wake=self._relay_soon,
-            transient=TRANSIENT,
+            transient=(grpc.aio.AioRpcError, OSError),  # the scheduler, unreachable a while
         )
         self._pool = pool
         self._scheduler = scheduler
@@ -110,14 +107,13 @@ class OutboxRelay(BackgroundLoop):
             pass
 
     async def _extra_batch(self) -> None:
-        """One batch beside the loop's; what it leaves is the loop's (now, or at its poll)."""
-        try:
-            if await self._relay_batch() == BATCH:
-                self._relay_soon.set()
-        except TRANSIENT as error:
-            log.warning("outbox relay: an extra batch failed, left to the next round: %s", error)
-        except Exception:
-            log.exception("outbox relay: an extra batch failed, left to the next round")
+        """One batch beside the loop's, a failure logged as the loop's are; what it leaves is
+        the loop's (now, or at its poll)."""
+        await self.run_round(self._one_extra_batch)
+
+    async def _one_extra_batch(self) -> None:
+        if await self._relay_batch() == BATCH:
+            self._relay_soon.set()
 
     async def _relay_batch(self) -> int:
         self._under_way += 1
