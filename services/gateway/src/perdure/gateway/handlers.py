@@ -27,8 +27,9 @@ from perdure.internal.history.v1 import history_service_pb2 as hpb
 from perdure.internal.history.v1 import history_service_pb2_grpc as hgrpc
 from perdure.internal.scheduler.v1 import scheduler_service_pb2 as spb
 from perdure.internal.scheduler.v1 import scheduler_service_pb2_grpc as sgrpc
+from perdure.telemetry.spans import Tracer
 
-tracer = trace.get_tracer("perdure.gateway")
+tracer = Tracer("perdure.gateway")
 Context = grpc.aio.ServicerContext[Any, Any]
 DOWNSTREAM_TIMEOUT = 30.0
 Answer = TypeVar("Answer", bound=Message)

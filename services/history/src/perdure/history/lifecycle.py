@@ -6,7 +6,6 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from opentelemetry import trace
 from psycopg import AsyncConnection
 
 from perdure.api.common.v1.payload_pb2 import Payload
@@ -32,9 +31,10 @@ from perdure.history.rows import (
     fetch_one,
     payload_of,
 )
+from perdure.telemetry.spans import Tracer
 
 log = logging.getLogger(__name__)
-tracer = trace.get_tracer("perdure.history")
+tracer = Tracer("perdure.history")
 
 # A page of a worker's load holds at most this many events (and the journal's page bytes).
 PAGE_EVENTS = 5000

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 
 import grpc
-from opentelemetry import trace
 from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
@@ -15,8 +14,9 @@ from perdure.history.rows import Row, fetch_all
 from perdure.internal.scheduler.v1 import scheduler_service_pb2 as sched
 from perdure.internal.scheduler.v1 import scheduler_service_pb2_grpc as sched_grpc
 from perdure.telemetry.propagation import links_to, untraced
+from perdure.telemetry.spans import Tracer
 
-tracer = trace.get_tracer("perdure.history")
+tracer = Tracer("perdure.history")
 
 BATCH = 200
 POLL_SECONDS = 1.0

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections import Counter
 
-from opentelemetry import trace
 from psycopg import AsyncConnection
 from psycopg.errors import UniqueViolation
 from psycopg.pq import TransactionStatus
@@ -20,8 +19,9 @@ from perdure.history.metrics import timed_write
 from perdure.history.model import OPEN_STATUSES, Appended, Call, EventType
 from perdure.history.rows import fetch_all, fetch_one
 from perdure.telemetry.propagation import current_carrier
+from perdure.telemetry.spans import Tracer
 
-tracer = trace.get_tracer("perdure.history")
+tracer = Tracer("perdure.history")
 
 # How many times a signal follows its workflow id to a newer run before giving up.
 _RUN_CHANGES = 5

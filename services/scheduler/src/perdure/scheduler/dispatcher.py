@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import NamedTuple
 
-from opentelemetry import trace
 from opentelemetry.util.types import AttributeValue
 
 from perdure.api.worker.v1 import task_service_pb2 as tpb
@@ -30,10 +29,11 @@ from perdure.scheduler.metrics import (
 from perdure.scheduler.model import Build, Grant, Lease, TaskKey
 from perdure.scheduler.store import TaskStore
 from perdure.telemetry.propagation import Carrier, context_from, current_carrier, untraced
+from perdure.telemetry.spans import Tracer
 from perdure.telemetry.timers import record_fire
 
 log = logging.getLogger(__name__)
-tracer = trace.get_tracer("perdure.scheduler")
+tracer = Tracer("perdure.scheduler")
 
 # The grant loop sleeps until the next due time it knows of (a timer, a retry, a lease expiry),
 # and wakes at once for new work, freed capacity and new sessions. It looks again at least this

@@ -24,6 +24,8 @@ def current_carrier() -> Carrier:
 
 def context_from(carrier: Mapping[str, str]) -> Context:
     """A context whose parent is the carrier's span (the root context when empty)."""
+    if not carrier:  # what extracting from it gives, without the propagators' work
+        return Context()
     return propagate.extract(dict(carrier))
 
 

@@ -13,19 +13,19 @@ in PERDURE_TLS_CERT/PERDURE_TLS_KEY when those are set (mutual TLS).
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import grpc
-from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.trace import Span, SpanKind
 
 from perdure.telemetry.credentials import aio_bearer, aio_metadata, sync_bearer
 from perdure.telemetry.setup import tracing_enabled
+from perdure.telemetry.spans import Tracer
 
 # A connection to every address a name resolves to (each replica behind a headless Service's
 # DNS name, or an "ipv4:host:port,host:port" list), calls taking turns on those that are up.
@@ -49,7 +49,7 @@ _CHANNEL_DEFAULTS = [
     ("grpc.max_reconnect_backoff_ms", 1000),
     *MESSAGE_LIMITS,
 ]
-_tracer = trace.get_tracer("perdure.rpc")
+_tracer = Tracer("perdure.rpc")
 
 
 def server_interceptors() -> list[grpc.aio.ServerInterceptor]:
@@ -185,14 +185,12 @@ def sync_channel(
     return grpc.intercept_channel(channel, *interceptors) if interceptors else channel
 
 
-@contextmanager
 def multiplexed_call_span(
     service: str, method: str, kind: SpanKind, parent: Context | None = None
-) -> Iterator[Span]:
+) -> AbstractContextManager[Span]:
     """The span a unary call of `service`/`method` gets from the interceptors, for the same
     call sent as a message on a stream: one name in traces, whichever way it travelled."""
     attributes = {"rpc.system": "grpc", "rpc.service": service, "rpc.method": method}
-    with _tracer.start_as_current_span(
+    return _tracer.start_as_current_span(
         f"/{service}/{method}", parent, kind=kind, attributes=attributes
-    ) as span:
-        yield span
+    )

@@ -15,6 +15,7 @@ on the API's no-ops.
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 import uuid
@@ -128,11 +129,18 @@ def service_resource(service: str) -> Resource:
 
 def tracing_enabled() -> bool:
     """Whether spans are recorded in this process (an SDK tracer provider is installed)."""
+    provider_class = _sdk_tracer_provider()
+    return provider_class is not None and isinstance(trace.get_tracer_provider(), provider_class)
+
+
+@functools.cache
+def _sdk_tracer_provider() -> type[TracerProvider] | None:
+    """The SDK's TracerProvider class, looked up once (asked on every span of the hot path)."""
     try:
         from opentelemetry.sdk.trace import TracerProvider
     except ImportError:  # without the SDK, every tracer is the API's no-op
-        return False
-    return isinstance(trace.get_tracer_provider(), TracerProvider)
+        return None
+    return TracerProvider
 
 
 @dataclass

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.metrics import Histogram, Meter
 from opentelemetry.util.types import AttributeValue
 
 from perdure.telemetry.buckets import DURATION_BUCKETS
+from perdure.telemetry.spans import Tracer
 
 
 def timer_lateness(meter: Meter) -> Histogram:
@@ -24,7 +24,7 @@ def timer_lateness(meter: Meter) -> Histogram:
 
 
 def record_fire(
-    tracer: trace.Tracer,
+    tracer: Tracer,
     lateness: Histogram,
     kind: str,
     due: datetime,

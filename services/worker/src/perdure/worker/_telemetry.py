@@ -11,9 +11,10 @@ from opentelemetry.util.types import AttributeValue
 from perdure.api.worker.v1 import journal_service_pb2 as jpb
 from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.telemetry.setup import DURATION_BUCKETS
+from perdure.telemetry.spans import Tracer
 from perdure.telemetry.timers import timer_lateness
 
-tracer = trace.get_tracer("perdure.worker")
+tracer = Tracer("perdure.worker")
 _meter = metrics.get_meter("perdure.worker")
 
 _STEP_ATTEMPTS = _meter.create_counter(
