@@ -14,6 +14,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
 
 from perdure.telemetry import spans
+from perdure.telemetry.setup import tracing_enabled
 from perdure.telemetry.spans import Tracer
 
 PARENT = SpanContext(
@@ -41,7 +42,7 @@ def exported(monkeypatch: pytest.MonkeyPatch) -> Iterator[InMemorySpanExporter]:
 
 
 def test_with_tracing_off_no_span_is_started_and_the_current_span_stays() -> None:
-    assert not spans.tracing_enabled()
+    assert not tracing_enabled()
     with trace.use_span(NonRecordingSpan(PARENT)):
         current = trace.get_current_span()
         with Tracer("t").start_as_current_span("call") as span:
@@ -69,9 +70,11 @@ def test_with_tracing_on_every_span_is_recorded(
 ) -> None:
     monkeypatch.setattr(spans, "tracing_enabled", lambda: True)
     tracer = Tracer("t")
-    with tracer.start_as_current_span("root"):
-        with tracer.start_as_current_span("child", parent_context()) as child:
-            assert child.is_recording()
+    with (
+        tracer.start_as_current_span("root"),
+        tracer.start_as_current_span("child", parent_context()) as child,
+    ):
+        assert child.is_recording()
     names = {span.name: span for span in exported.get_finished_spans()}
     assert set(names) == {"root", "child"}
     child_parent = names["child"].parent

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 
 import grpc
-from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
 from perdure.common.background import BackgroundLoop
@@ -26,33 +25,39 @@ POLL_SECONDS = 1.0
 EXTRA_BATCHES = 2
 
 
-# SKIP LOCKED lets several history replicas relay side by side; a request relayed twice is
-# harmless because the scheduler's enqueue is idempotent. Each carries the fence mark of its
-# task (the run's, or a remote step's own) as it is when relayed: the scheduler grants above it.
-# A run no lease loaded yet (loaded_event_count 0) has a mark nobody holds (a chain's next run
-# starts one above its predecessor's, chains.py): the next grant may be that very fence, and the
-# lease of the run before, still held by the worker that continued it, stays in order. Each
-# carries the run number it was written for: the scheduler ignores a late one of an older run.
-# It leaves out the workflows given: those whose rows another batch of this relay has under way.
+# A batch's claim deletes its rows in its transaction, which commits once the scheduler has
+# them: a failed send, or a crash, rolls the delete back and the rows are relayed again. SKIP
+# LOCKED lets several history replicas relay side by side; a request relayed twice is harmless
+# because the scheduler's enqueue is idempotent. Each carries the fence mark of its task (the
+# run's, or a remote step's own) as it is when relayed: the scheduler grants above it. A run no
+# lease loaded yet (loaded_event_count 0) has a mark nobody holds (a chain's next run starts one
+# above its predecessor's, chains.py): the next grant may be that very fence, and the lease of
+# the run before, still held by the worker that continued it, stays in order. Each carries the
+# run number it was written for: the scheduler ignores a late one of an older run. It leaves
+# out the workflows given: those whose rows another batch of this relay has under way.
 CLAIM_OUTBOX = """
+WITH claimed AS (
+    DELETE FROM history.outbox WHERE id IN (
+        SELECT id FROM history.outbox WHERE NOT workflow_id = ANY(%s::text[])
+        ORDER BY id LIMIT %s FOR UPDATE SKIP LOCKED)
+    RETURNING *
+)
 SELECT o.id, o.workflow_id, o.workflow_type, o.task_queue, o.run_at, o.wake_reason,
        o.step_id, o.closed, o.run_number, w.trace_context,
        COALESCE(CASE WHEN o.step_id IS NOT NULL THEN s.fence
                      WHEN w.loaded_event_count = 0 THEN GREATEST(w.fence - 1, 0)
                      ELSE w.fence END, 0) AS fence
-FROM history.outbox o LEFT JOIN history.workflows w USING (workflow_id)
+FROM claimed o LEFT JOIN history.workflows w USING (workflow_id)
 LEFT JOIN history.step_tasks s ON s.workflow_id = o.workflow_id AND s.step_id = o.step_id
-WHERE NOT o.workflow_id = ANY(%s::text[])
-ORDER BY o.id LIMIT %s FOR UPDATE OF o SKIP LOCKED
+ORDER BY o.id
 """
-
-DELETE_OUTBOX = "DELETE FROM history.outbox WHERE id = ANY(%s)"
 
 
 class OutboxRelay(BackgroundLoop):
-    """Sends outbox rows to the scheduler and deletes them once it has acknowledged them.
+    """Sends outbox rows to the scheduler, deleting them in a transaction that commits once it
+    has acknowledged them.
 
-    A request survives any crash: it is deleted only after the scheduler's answer, so a
+    A request survives any crash: its delete commits only after the scheduler's answer, so a
     crash in between sends it again, which the scheduler's idempotent enqueue absorbs.
     Stopped, what is left stays in the outbox for the next start.
 
@@ -127,7 +132,7 @@ class OutboxRelay(BackgroundLoop):
                     workflows = {row["workflow_id"] for row in rows}
                     self._claimed |= workflows
                 if rows:
-                    await self._send(conn, rows)
+                    await self._send(rows)
             self._failing = False
             return len(rows)
         except Exception:
@@ -140,8 +145,8 @@ class OutboxRelay(BackgroundLoop):
                 self._passed_over = False
                 self._relay_soon.set()  # what a claim left out for this batch's sake
 
-    async def _send(self, conn: AsyncConnection, rows: list[Row]) -> None:
-        """Hand the claimed rows to the scheduler, then delete them (committed by the caller)."""
+    async def _send(self, rows: list[Row]) -> None:
+        """Hand the claimed rows to the scheduler (their delete commits after, by the caller)."""
         tasks = [
             sched.TaskRequest(
                 workflow_id=row["workflow_id"],
@@ -164,4 +169,3 @@ class OutboxRelay(BackgroundLoop):
         ):
             request = sched.EnqueueTasksRequest(tasks=tasks)
             await self._scheduler.EnqueueTasks(request, timeout=10)
-            await conn.execute(DELETE_OUTBOX, [[row["id"] for row in rows]])
