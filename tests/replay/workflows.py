@@ -207,8 +207,27 @@ async def cancellable(ctx: WorkflowContext) -> str:
 
 @workflow(name="oversized", retry=RETRY)
 async def oversized(ctx: WorkflowContext) -> Any:
-    """Step "report" (policy: 3 attempts) returns "too large"; returns the step's result."""
-    return await ctx.step("report", lambda: "too large")
+    """Step "report" (policy: 3 attempts) returns 40 lists nested in one another (deeper than
+    history takes); returns the step's result."""
+    return await ctx.step("report", lambda: nested(40))
+
+
+def nested(depth: int) -> list[Any]:
+    """`depth` empty lists, each in the one around it."""
+    value: list[Any] = []
+    for _ in range(depth - 1):
+        value = [value]
+    return value
+
+
+@workflow(name="measured")
+async def measured(ctx: WorkflowContext) -> list[int]:
+    """Step "a" returns "a"; notes ctx.info.history_length; ctx.set_state("k", 1); returns
+    [the length noted, ctx.info.history_length]."""
+    await ctx.step("a", lambda: "a")
+    after_step = ctx.info.history_length
+    await ctx.set_state("k", 1)
+    return [after_step, ctx.info.history_length]
 
 
 @workflow(name="unique")
@@ -277,6 +296,7 @@ WORKFLOWS: dict[str, WorkflowFunction] = {
         fan_out,
         cancellable,
         oversized,
+        measured,
         unique,
         patched,
         deprecated,

@@ -150,7 +150,8 @@ export class WorkflowContext {
 
   /**
    * The run: its ids, its place in its workflow id's chain, and its journal's size up to the
-   * event the code reached (the same on every replay): a loop compares historyLength or
+   * event the code reached (a step's outcome from its next call on; the same on every
+   * replay): a loop compares historyLength or
    * historyBytes (payload bytes) with a limit of its own and calls continueAsNew.
    * @returns {{workflowId: string, workflowType: string, runId: string, runNumber: number,
    *   historyLength: number, historyBytes: number}}
@@ -235,7 +236,7 @@ export class WorkflowContext {
     };
     const retry = options.retry ?? this._retry;
     if (!(retry instanceof RetryPolicy)) throw new TypeError('retry must be a RetryPolicy');
-    const call = this._replay.allocate(name);
+    const call = this._replay.allocate(name, { step: true });
     return this._op((op) => runLocalStep(this, op, call, fn, retry, limits));
   }
 
@@ -245,7 +246,7 @@ export class WorkflowContext {
    * @returns {Promise<Date>}
    */
   async now() {
-    const call = this._replay.allocate('$now');
+    const call = this._replay.allocate('$now', { step: true });
     const moment = () => new Date(this._databaseNow()).toISOString();
     const iso = await this._op((op) => runLocalStep(this, op, call, moment, NO_RETRY, null));
     return new Date(iso);
@@ -256,7 +257,7 @@ export class WorkflowContext {
    * @returns {Promise<string>}
    */
   uuid4() {
-    const call = this._replay.allocate('$uuid');
+    const call = this._replay.allocate('$uuid', { step: true });
     return this._op((op) => runLocalStep(this, op, call, () => crypto.randomUUID(), NO_RETRY, null));
   }
 
@@ -708,8 +709,15 @@ export class WorkflowContext {
       return this._halt({ kind: 'unavailable', error });
     }
     if (this._halted) return NEVER;
-    this._replay.reach(Number(response?.event_id ?? 0));
-    this._replay.reachedBytes += payloadBytes(request);
+    const eventId = Number(response?.event_id ?? 0);
+    if (method !== 'RecordStep') {
+      this._replay.reach(eventId);
+      this._replay.reachedBytes += payloadBytes(request);
+    } else if (!request.attempt_started && request.retry_delay == null) {
+      // A step's outcome counts from the code's next call; an attempt's start or failure is
+      // no call's event (a replay does not reach them either).
+      this._replay.reachAtNextCall(eventId, payloadBytes(request));
+    }
     return response;
   }
 

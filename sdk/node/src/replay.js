@@ -95,7 +95,11 @@ export class Replay {
     this.position = 0;
     /** @type {Map<string, number>} */
     this._occurrences = new Map();
-    /** @type {number[]} events the code came past, counted from its next call on (patches.js) */
+    /**
+     * Events the code came past, counted from its next call on: patch markers (patches.js) and
+     * steps' outcomes, with their payload bytes.
+     * @type {{eventId: number, bytes: number}[]}
+     */
     this._reachLater = [];
     // A step begun (its attempts journaled) without an outcome: the code that wrote the journal
     // was running a call at its end, so that position is not the frontier (patches.js).
@@ -166,15 +170,20 @@ export class Replay {
    * @param {string} name
    * @returns {Call}
    */
-  allocate(name) {
-    for (const eventId of this._reachLater.splice(0)) this.reach(eventId);
+  allocate(name, { step = false } = {}) {
+    for (const later of this._reachLater.splice(0)) {
+      this.reach(later.eventId);
+      this.reachedBytes += later.bytes;
+    }
     const occurrence = (this._occurrences.get(name) ?? 0) + 1;
     this._occurrences.set(name, occurrence);
     const stepId = occurrence === 1 ? name : `${name}#${occurrence}`;
     const position = this.position++;
     const recorded = this.recorded.get(position) ?? null;
     this.recorded.delete(position);
-    if (recorded) {
+    if (recorded && step) {
+      this.reachAtNextCall(Number(recorded.event_id), payloadSize(recorded));
+    } else if (recorded) {
       this.reach(Number(recorded.event_id));
       this.reachedBytes += payloadSize(recorded);
     }
@@ -191,12 +200,14 @@ export class Replay {
   }
 
   /**
-   * The code came past the journal's event `eventId` between calls (a patch marker): ctx.info
-   * counts it from the next call on, where the run that recorded it had its record answered.
+   * The code came past the journal's event `eventId` between calls (a patch marker), or got a
+   * step's outcome (recorded as `eventId`, with `bytes` of payload): ctx.info counts it from the
+   * next call on, replayed or recorded alike (a step's outcome may still be on its way then).
    * @param {number} eventId
+   * @param {number} [bytes]
    */
-  reachAtNextCall(eventId) {
-    this._reachLater.push(eventId);
+  reachAtNextCall(eventId, bytes = 0) {
+    this._reachLater.push({ eventId, bytes });
   }
 
   /** No call is recorded at or after the code's next position (the calls before it were taken

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, cast
 
@@ -30,15 +31,31 @@ class FakeJournal(JournalClient):
         # what the code's calls recorded.
         self.starts: list[jpb.RecordStepRequest] = []
         self.payloads: dict[bytes, Payload] = {}  # by SHA-256, for LoadPayload
+        self._sent_ahead: set[int] = set()  # requests listed by send_ahead already
 
-    async def call(self, request: Any) -> Any:
+    def send_ahead(self, request: jpb.RecordStepRequest, answered: Callable[[Any], None]) -> None:
+        # Listed at once (a test reads what a step recorded right after it); answered later,
+        # from the loop, as the real client is.
+        super().send_ahead(request, answered)
+        self._sent_ahead.add(id(request))
+        self._keep(request)
+
+    async def _call(self, request: Any) -> Any:
         if self.error is not None:
             raise self.error
+        if id(request) in self._sent_ahead:  # listed already (and alive until answered)
+            self._sent_ahead.discard(id(request))
+            copy = request
+        else:
+            copy = self._keep(request)
+        return getattr(self, request.DESCRIPTOR.name.removesuffix("Request"))(copy)
+
+    def _keep(self, request: Any) -> Any:
         copy = type(request)()
         copy.CopyFrom(request)
         started = isinstance(copy, jpb.RecordStepRequest) and copy.attempt_started
         (self.starts if started else self.recorded).append(copy)
-        return getattr(self, request.DESCRIPTOR.name.removesuffix("Request"))(copy)
+        return copy
 
     def steps(self) -> list[jpb.RecordStepRequest]:
         return [r for r in self.recorded if isinstance(r, jpb.RecordStepRequest)]

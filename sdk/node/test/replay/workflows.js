@@ -165,8 +165,20 @@ const CATALOGUE = {
     },
   },
 
-  // Step "report" (policy: 3 attempts) returns "too large"; returns the step's result.
-  oversized: { retry: RETRY, run: async (ctx) => ctx.step('report', () => 'too large') },
+  // Step "report" (policy: 3 attempts) returns 40 lists nested in one another (deeper than
+  // history takes); returns the step's result.
+  oversized: { retry: RETRY, run: async (ctx) => ctx.step('report', () => nested(40)) },
+
+  // Step "a" returns "a"; notes ctx.info.historyLength; ctx.setState("k", 1); returns [the
+  // length noted, ctx.info.historyLength].
+  measured: {
+    run: async (ctx) => {
+      await ctx.step('a', () => 'a');
+      const afterStep = ctx.info.historyLength;
+      await ctx.setState('k', 1);
+      return [afterStep, ctx.info.historyLength];
+    },
+  },
 
   // ctx.uuid4(), then returns it.
   unique: { run: async (ctx) => ctx.uuid4() },
@@ -193,6 +205,17 @@ const CATALOGUE = {
     },
   },
 };
+
+/**
+ * `depth` empty lists, each in the one around it.
+ * @param {number} depth
+ * @returns {unknown[]}
+ */
+function nested(depth) {
+  let value = [];
+  for (let i = 1; i < depth; i += 1) value = [value];
+  return value;
+}
 
 /** The catalogue as the runner takes it: type name -> {fn, retry}. */
 export const WORKFLOWS = new Map(Object.entries(CATALOGUE).map(([name, { run, retry }]) => [name, { fn: run, retry: retry ?? DEFAULT }]));

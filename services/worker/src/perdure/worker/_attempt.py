@@ -11,7 +11,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from datetime import UTC, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from opentelemetry.util.types import AttributeValue
@@ -168,9 +168,9 @@ class Attempted:
     """How an attempt ended, as journaled."""
 
     request: jpb.RecordStepRequest  # the record sent: output, or failure (and retry delay)
-    response: jpb.RecordStepResponse
+    response: jpb.RecordStepResponse | None  # None: an output sent ahead of its answer
     error: Exception | None = None  # None: the step completed
-    retrying: bool = False  # a failed attempt with another one to come
+    retry_at: datetime | None = None  # a failed attempt's next one is due then
 
 
 @dataclass(frozen=True)
@@ -205,11 +205,13 @@ async def run_attempt(
     record: Record,
     heartbeats: Heartbeats,
     lost: bool = False,
+    record_ahead: Callable[[jpb.RecordStepRequest], bool] | None = None,
 ) -> Attempted:
     """Run the attempt under its span and journal its outcome with `record` (the output, or
     the failure with a retry delay while `retry` allows another attempt). The start is journaled
     first, so that an attempt whose worker dies still counts. `lost`: the attempt started
-    earlier and its worker was lost; it is recorded as failed (WorkerLostError), not run."""
+    earlier and its worker was lost; it is recorded as failed (WorkerLostError), not run.
+    `record_ahead`: sends the output without waiting for its answer where it can (True)."""
     step = attempt.step
     request.attempt = step.attempt
     request.start_time.GetCurrentTime()
@@ -254,7 +256,7 @@ async def run_attempt(
                     request.failure.message,
                     retry_at.isoformat(),
                 )
-            return Attempted(request, response, error, retrying)
+            return Attempted(request, response, error, retry_at)
 
         if lost:
             return await failed(lost_attempt_error(step), attempt.retry)
@@ -293,10 +295,12 @@ async def run_attempt(
         except JournalRejectedError as error:
             return await failed(error, NO_RETRY)
         await heartbeats.flush()
-        try:
-            response = await record(request)
-        except JournalRejectedError as error:  # the result breaks the payload limits
-            return await failed(error, NO_RETRY)
+        response = None
+        if record_ahead is None or not record_ahead(request):
+            try:
+                response = await record(request)
+            except JournalRejectedError as error:  # the result breaks the payload limits
+                return await failed(error, NO_RETRY)
         step_attempt_ended(span, attempt.workflow_type, attempt.name, time.perf_counter() - started)
         return Attempted(request, response)
 

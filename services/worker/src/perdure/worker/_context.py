@@ -39,7 +39,7 @@ from perdure.worker._errors import (
 from perdure.worker._info import RunInfo
 from perdure.worker._journal import JournalClient
 from perdure.worker._patches import Patches, check_patch_id, deprecated_message
-from perdure.worker._payload import from_payload, to_payload
+from perdure.worker._payload import from_payload, surely_accepted, to_payload
 from perdure.worker._replay import STEP_OUTCOMES, Call, Replay, payload_size
 from perdure.worker._retry import NO_RETRY, RetryPolicy
 from perdure.worker._sticky import Pause
@@ -372,26 +372,35 @@ class WorkflowContext:
         reference (a large one): only the values the code reaches are ever in memory."""
         return from_payload(await self._journal.payload_of(event))
 
-    async def _begin(self, name: str) -> Call:
-        """Take the next position for a call; check it against the journal; deliver a pending
-        cancellation here if the code has not seen it yet."""
+    async def _begin(self, name: str, step: bool = False) -> Call:
+        """Take the next position for a call (`step`: a step's); check it against the
+        journal; deliver a pending cancellation here if the code has not seen it yet."""
         self._check_open()
+        self._journal.next_call()
         for marker in self._patches.reached():
             self._journal.reach(marker.event_id)
         call = self._replay.next_call(name)
         if call.recorded is not None:
             recorded = call.recorded
-            self._journal.reach(recorded.event_id, payload_size(recorded))
+            if step:  # as a recorded outcome would, from the next call on
+                self._journal.reach_outcome(recorded.event_id, payload_size(recorded))
+            else:
+                self._journal.reach(recorded.event_id, payload_size(recorded))
             if call.recorded.event_type == wf.EVENT_TYPE_CANCELLATION_DELIVERED:
                 raise self._cancellation()
             return call
-        await self._arrive(call)
+        await self._arrive(call, step)
         return call
 
-    async def _arrive(self, call: Call) -> None:
-        """The code reaches `call`, which the journal does not hold: hand the run back if the
-        worker is stopping; deliver a pending cancellation here."""
+    async def _arrive(self, call: Call, step: bool = False) -> None:
+        """The code reaches `call` (`step`: a step's), which the journal does not hold: hand
+        the run back if the worker is stopping; deliver a pending cancellation here, one an
+        answer reported included (a step's start goes beside the outcomes sent ahead, and a
+        cancel request their answers report is delivered at the call after)."""
+        if not step:
+            await self._journal.settle()
         if self._stopping is not None and self._stopping.is_set():
+            await self._journal.settle()  # no lease goes back with an outcome on its way
             raise HandedBack(f"handed back before {call.step_id!r}")
         if self._cancel_requested and not self._cancel_delivered:
             request = jpb.RecordCancellationRequest(**call.ref())
@@ -430,9 +439,21 @@ class WorkflowContext:
 
     async def _send(self, request: Any) -> Any:
         response = await self._journal.record(request)
+        self._note(response)
+        return response
+
+    def _note(self, response: Any) -> None:
+        """Note a cancel request an answer reports."""
         if getattr(response, "cancel_requested", False):
             self._cancel_requested = True
-        return response
+
+    def _record_ahead(self, request: jpb.RecordStepRequest) -> bool:
+        """Send a step's output without waiting for its answer (JournalClient.send_ahead), when
+        history is sure to take it as it is; False: record it as any other."""
+        if self._closed or self._patches.any_unsent or not surely_accepted(request.output):
+            return False
+        self._journal.send_ahead(request, self._note)
+        return True
 
     async def _timer(
         self, name: str, *, delay: float | None = None, until: datetime | None = None
@@ -534,7 +555,7 @@ class WorkflowContext:
         attempt_timeout: float | None,
         heartbeat_timeout: float | None = None,
     ) -> Any:
-        call = await self._begin(name)
+        call = await self._begin(name, step=True)
         recorded = call.recorded
         if recorded is not None:
             self._replay.expect(call, STEP_OUTCOMES, "step")
@@ -575,16 +596,15 @@ class WorkflowContext:
                 )
                 request = jpb.RecordStepRequest(**call.ref())
                 attempted = await run_attempt(
-                    attempt, request, self._record, self._heartbeats, lost
+                    attempt, request, self._record, self._heartbeats, lost, self._record_ahead
                 )
                 if attempted.error is None:
                     # The decoded JSON, exactly what a replay will return (tuples become lists).
                     return from_payload(attempted.request.output)
-                if not attempted.retrying:
+                if attempted.retry_at is None:
                     failure = attempted.request.failure
                     raise StepFailedError(call.step_id, failure) from attempted.error
-                retry_at = attempted.response.retry_time.ToDatetime(tzinfo=UTC)
-                waiting = _wait(wf.WAIT_KIND_RETRY, call.step_id, retry_at)
+                waiting = _wait(wf.WAIT_KIND_RETRY, call.step_id, attempted.retry_at)
                 waiting.__cause__ = attempted.error
             await self._suspend(waiting)
             await self._arrive(call)  # as a replay would reach it: a cancellation, a drain

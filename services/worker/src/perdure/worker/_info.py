@@ -10,8 +10,9 @@ class RunInfo:
     """The run a workflow function is running, as of the call it has reached.
 
     `history_length` and `history_bytes` measure the run's journal up to the latest event the
-    code reached (replayed or recorded), so they read the same on every replay: a loop may
-    compare them with a limit and call ctx.continue_as_new when the journal grows too long.
+    code reached (replayed or recorded; a step's outcome from the code's next call on), so they
+    read the same on every replay: a loop may compare them with a limit and call
+    ctx.continue_as_new when the journal grows too long.
     """
 
     workflow_id: str

@@ -54,6 +54,11 @@ class Patches:
         self._answers[patch_id] = answer
         return answer
 
+    @property
+    def any_unsent(self) -> bool:
+        """Whether markers wait to be recorded before the run's next record."""
+        return bool(self._unsent)
+
     def unsent(self) -> list[jpb.RecordPatchRequest]:
         """The markers to record before the run's next record, once."""
         unsent, self._unsent = self._unsent, []

@@ -16,6 +16,21 @@ JSON = "json/plain"
 BINARY = "binary/plain"
 
 
+# A payload this small and this shallow is one history takes as it is (its limits: 2 MiB, and
+# JSON nested at most 32 levels): fewer than 33 brackets cannot nest deeper.
+SURELY_ACCEPTED_BYTES = 64 * 1024
+_SURELY_ACCEPTED_BRACKETS = 32
+
+
+def surely_accepted(payload: Payload) -> bool:
+    """Whether history is sure to take this payload as it is (an encoding of to_payload's)."""
+    data = payload.data
+    return len(data) <= SURELY_ACCEPTED_BYTES and (
+        payload.encoding == BINARY
+        or data.count(b"[") + data.count(b"{") <= _SURELY_ACCEPTED_BRACKETS
+    )
+
+
 def to_payload(data: Any) -> Payload:
     """Encode a value; raise TypeError naming the type of what cannot be encoded exactly
     (NaN and infinities, sets, bytes inside a JSON value, dict keys that are not str, other

@@ -57,7 +57,7 @@ async def run_step_task(
     beats = Heartbeats(journal.record, True)
     attempted = await run_attempt(attempt, record, journal.record, beats, loaded.attempt_lost)
     outcome = (
-        "completed" if attempted.error is None else "retrying" if attempted.retrying else "failed"
+        "completed" if attempted.error is None else "retrying" if attempted.retry_at else "failed"
     )
     log.info(
         "remote step %s of %s (attempt %d, fence %d): %s",

@@ -1,0 +1,115 @@
+"""A step's output sent ahead of its answer: the code goes on at once, and the lease's next
+call answers for it (its refusal raised there, before the next step's body runs)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from perdure.api.worker.v1 import journal_service_pb2 as jpb
+from perdure.api.workflow.v1 import workflow_pb2 as wf
+from perdure.worker import LeaseLostError
+from perdure.worker._context import HandedBack, WorkflowContext
+from perdure.worker._retry import RetryPolicy
+from tests.unit.worker.fake_journal import NOW, FakeJournal
+
+
+class HeldOutput(FakeJournal):
+    """Answers the output of step `held` only once `release` is set, then with `error` if
+    given (history's refusal of it)."""
+
+    def __init__(self, held: str, error: BaseException | None = None) -> None:
+        super().__init__()
+        self.held = held
+        self.refusal = error
+        self.release = asyncio.Event()
+
+    async def _call(self, request: Any) -> Any:
+        output = isinstance(request, jpb.RecordStepRequest) and request.HasField("output")
+        if output and request.step_id == self.held:
+            await self.release.wait()
+            if self.refusal is not None:
+                raise self.refusal
+        return await super()._call(request)
+
+
+def context(journal: FakeJournal, stopping: asyncio.Event | None = None) -> WorkflowContext:
+    loaded = jpb.LoadJournalResponse(
+        workflow=wf.WorkflowInfo(
+            workflow_id=journal.workflow_id,
+            workflow_type="flow",
+            task_queue="default",
+            status=wf.WORKFLOW_STATUS_RUNNING,
+            fence=journal.fence,
+        )
+    )
+    loaded.now.FromDatetime(NOW)
+    return WorkflowContext(loaded, journal, RetryPolicy(), stopping or asyncio.Event())
+
+
+async def test_the_code_goes_on_before_the_output_is_answered() -> None:
+    journal = HeldOutput("a")
+    ctx = context(journal)
+    async with asyncio.timeout(10):  # sent and waited for, it would never return
+        assert await ctx.step("a", lambda: 1) == 1
+    ran: list[str] = []
+    b = asyncio.create_task(ctx.step("b", lambda: ran.append("b")))
+    await asyncio.sleep(0.05)
+    # b's start is sent beside a's output; its body waits for both answers.
+    assert [r.step_id for r in journal.starts] == ["a", "b"] and ran == [] and not b.done()
+    journal.release.set()
+    await b
+    assert ran == ["b"]
+
+
+async def test_a_refused_output_stops_the_run_before_the_next_body() -> None:
+    journal = HeldOutput("a", LeaseLostError("stale fence"))
+    journal.release.set()
+    ctx = context(journal)
+    assert await ctx.step("a", lambda: 1) == 1
+    ran: list[str] = []
+    with pytest.raises(LeaseLostError):
+        await ctx.step("b", lambda: ran.append("b"))
+    assert ran == []
+
+
+async def test_a_call_other_than_a_step_waits_for_the_output_first() -> None:
+    journal = HeldOutput("a")
+    ctx = context(journal)
+    await ctx.step("a", lambda: 1)
+    state = asyncio.create_task(ctx.set_state("k", 1))
+    await asyncio.sleep(0.05)
+    assert not any(isinstance(r, jpb.SetStateRequest) for r in journal.recorded)
+    journal.release.set()
+    await state
+    assert isinstance(journal.recorded[-1], jpb.SetStateRequest)
+
+
+async def test_a_draining_worker_hands_the_run_back_only_once_the_output_is_answered() -> None:
+    stopping = asyncio.Event()
+    journal = HeldOutput("a")
+    ctx = context(journal, stopping)
+    await ctx.step("a", lambda: 1)
+    stopping.set()
+    b = asyncio.create_task(ctx.step("b", lambda: 2))
+    await asyncio.sleep(0.05)
+    assert not b.done()  # no lease goes back while an output is on its way
+    journal.release.set()
+    with pytest.raises(HandedBack):
+        await b
+    assert [r.step_id for r in journal.starts] == ["a"]
+
+
+async def test_an_output_history_could_refuse_is_not_sent_ahead() -> None:
+    journal = HeldOutput("a")
+    ctx = context(journal)
+    deep: list[Any] = []
+    for _ in range(40):
+        deep = [deep]
+    step = asyncio.create_task(ctx.step("a", lambda: deep))
+    await asyncio.sleep(0.05)
+    assert not step.done()  # its answer is awaited: a refusal would fail the step at once
+    journal.release.set()
+    await step
