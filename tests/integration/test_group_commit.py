@@ -76,7 +76,7 @@ async def test_records_arriving_together_share_one_commit(pool: AsyncConnectionP
         group.append(record("a", "s2", 1, payload=None)),
         group.append(
             record("a", "s3", 2, payload=json_payload("3"))
-        ),  # the same run again: the next batch
+        ),  # the same run again: the same statement, numbered in order
     ]
     rows = [await first, *await asyncio.gather(*rest)]
     assert [(r["event_id"], r["cancel_requested"]) for r in rows if r] == [
@@ -94,9 +94,37 @@ async def test_records_arriving_together_share_one_commit(pool: AsyncConnectionP
         ("c", 2, "w", b"null", [3, 4]),
     ]
     written = await transactions(pool)
-    # Alone at an idle journal; then together; then the second record of a run, after.
+    # Alone at an idle journal; then together, two records of one run included.
     assert written[("b", "s1")] == written[("c", "w")] == written[("a", "s2")]
-    assert len({written[("a", "s1")], written[("b", "s1")], written[("a", "s3")]}) == 3
+    assert written[("a", "s2")] == written[("a", "s3")] != written[("a", "s1")]
+    async with pool.connection() as conn:
+        cursor = await conn.execute(
+            "SELECT event_count, history_bytes FROM history.workflows WHERE workflow_id = 'a'"
+        )
+        # WORKFLOW_STARTED (the fixture's 1) and three records of 64 bytes and their payloads.
+        assert await cursor.fetchone() == (4, 3 * store.EVENT_BYTES + len(b"1null3"))
+
+
+async def test_one_runs_records_under_two_leases_in_one_batch(pool: AsyncConnectionPool) -> None:
+    group = GroupCommit(pool)
+    first = asyncio.create_task(group.append(record("b", "s0", 0)))
+    await asyncio.sleep(0)  # the next ones arrive while it is written: one batch
+    rows = [
+        await first,
+        *await asyncio.gather(
+            group.append(record("a", "s1", 0)),
+            group.append(record("a", "s2", 1, fence=1)),  # an earlier lease's late record
+            group.append(record("a", "s3", 2)),
+        ),
+    ]
+    assert [row["event_id"] if row else None for row in rows] == [2, 2, None, 3]
+    written = await transactions(pool)
+    assert written[("a", "s1")] == written[("a", "s3")]
+    assert [(run, event, step) for run, event, step, _, _ in await events(pool)] == [
+        ("a", 2, "s1"),
+        ("a", 3, "s3"),
+        ("b", 2, "s0"),
+    ]
 
 
 async def test_a_stale_or_closed_record_gets_no_row_and_spoils_nothing(

@@ -207,16 +207,21 @@ def _parameter(name: str) -> str:
 EVENT_BYTES = 64
 
 
-def count_event(value: Callable[[str], str] = _parameter, run: str = "") -> str:
-    """The SET of an append's UPDATE of its run (`run`: its alias with the dot, if any): one
-    more event, and its bytes (its payload, whether stored by content or not, and failure)."""
-    size = (
+def event_size(value: Callable[[str], str] = _parameter) -> str:
+    """What an event adds to its run's history_bytes: its payload (whether stored by content or
+    not) and its failure, and EVENT_BYTES."""
+    return (
         f"{EVENT_BYTES} + COALESCE(octet_length({value('payload')}), 0)"
         f" + COALESCE(octet_length({value('failure')}::text), 0)"
     )
+
+
+def count_event(value: Callable[[str], str] = _parameter, run: str = "") -> str:
+    """The SET of an append's UPDATE of its run (`run`: its alias with the dot, if any): one
+    more event, and its bytes."""
     return (
-        f"event_count = {run}event_count + 1, history_bytes = {run}history_bytes + {size},"
-        " updated_at = now()"
+        f"event_count = {run}event_count + 1,"
+        f" history_bytes = {run}history_bytes + {event_size(value)}, updated_at = now()"
     )
 
 
@@ -343,14 +348,15 @@ WHERE s.workflow_id = %(workflow_id)s AND s.event_id = ANY(%(event_ids)s::bigint
 """
 
 # The workers' records (step outcomes, timers, state...), one or many in one statement and
-# one commit (group commit): each input row is appended as _append's statements append one,
-# at most one row per run. A row whose run matches no update (a stale fence, a closed run) gets
-# no result row. Any error undoes the whole statement. Parameters: EVENT_PARAMS and lease_key,
-# each an array with one element per record (consumed as jsonb: rows differ in length).
+# one commit (group commit): each input row is appended as _append's statements append one, a
+# run's rows in their order (a step's outcome and the next attempt's start, sent together, share
+# a commit). A row whose run matches no update (a stale fence, a closed run) gets no result row.
+# Any error undoes the whole statement. Parameters: EVENT_PARAMS and lease_key, each an array
+# with one element per record (consumed as jsonb: rows differ in length).
 _BATCHED = {**EVENT_PARAMS, "consumed": "jsonb", "lease_key": "text"}
 RECORD_EVENTS_COLUMNS = tuple(_BATCHED)
 _BATCHED_LEASE_HELD = run_lease_held(
-    "w.", workflow_id="i.workflow_id", fence="i.fence", lease_key="i.lease_key"
+    "w.", workflow_id="r.workflow_id", fence="r.fence", lease_key="r.lease_key"
 )
 
 
@@ -363,17 +369,31 @@ def _input(name: str) -> str:
     return f"i.{name}"
 
 
+# Each run's rows under one lease count as one update of the run (a run's row is updated once
+# per statement): its events are numbered after the run's last, in the rows' order. Rows of
+# one run under another lease match no update.
 RECORD_EVENTS = (
     f"""
 WITH input AS (
     SELECT * FROM unnest({", ".join(f"%({n})s::{t}[]" for n, t in _BATCHED.items())})
         WITH ORDINALITY AS i({", ".join(_BATCHED)}, ord)
-), appended AS (
+), runs AS (
+    SELECT i.workflow_id, i.fence, i.lease_key, count(*) AS events,
+           sum({event_size(_input)}) AS bytes
+    FROM input i GROUP BY i.workflow_id, i.fence, i.lease_key
+), updated AS (
     UPDATE history.workflows w
-    SET {count_event(_input, "w.")}
-    FROM input i
+    SET event_count = w.event_count + r.events, history_bytes = w.history_bytes + r.bytes,
+        updated_at = now()
+    FROM runs r
     WHERE {_BATCHED_LEASE_HELD}
-    RETURNING i.ord, w.workflow_id, w.workflow_type, w.event_count, w.cancel_requested
+    RETURNING r.workflow_id, r.fence, r.lease_key, r.events, w.workflow_type, w.event_count,
+              w.cancel_requested
+), appended AS (
+    SELECT i.ord, u.workflow_id, u.workflow_type, u.cancel_requested,
+           u.event_count - u.events
+             + row_number() OVER (PARTITION BY u.workflow_id ORDER BY i.ord) AS event_count
+    FROM updated u JOIN input i USING (workflow_id, fence, lease_key)
 )"""
     + insert_event(_input, source="appended JOIN input i USING (ord)")
     + """
