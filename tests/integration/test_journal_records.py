@@ -119,3 +119,30 @@ async def test_a_run_past_its_deadline_is_failed_and_its_holder_fenced_out(db: D
     assert described.info.failure.type == "ExecutionTimeout"
     error = await refusal(db.journal.record(call(lease, 0), done("1")))
     assert error.reason == "WORKFLOW_CLOSED"
+
+
+async def test_a_start_unless_cancel_requested_stays_out_of_a_cancelled_runs_journal(
+    db: Db,
+) -> None:
+    lease = await started(db.journal)
+    step = call(lease, 0)
+    beside = StepRecord(
+        EventType.STEP_ATTEMPT_STARTED, positioned=False, attempt=1, unless_cancel=True
+    )
+    first = await db.journal.record(step, beside)  # no cancel request: journaled
+    assert first.event_id == 2 and not first.cancel_requested
+    await db.journal.cancel(lease.workflow_id, "no longer needed", "test")
+    kept_out = await db.journal.record(call(lease, 1), beside)
+    assert (kept_out.event_id, kept_out.cancel_requested) == (0, True)
+    loaded = await db.journal.load(lease)
+    assert [event.event_type for event in loaded.events][-2:] == [
+        wf.EVENT_TYPE_STEP_ATTEMPT_STARTED,
+        wf.EVENT_TYPE_CANCEL_REQUESTED,
+    ]
+    # Without the flag (the cancellation delivered), a start is journaled as ever.
+    plain = StepRecord(EventType.STEP_ATTEMPT_STARTED, positioned=False, attempt=1)
+    assert (await db.journal.record(call(lease, 1), plain)).event_id == 4
+    # A stale lease's start is refused for its fence, not answered as kept out.
+    stale = Lease(lease.workflow_id, lease.fence - 1, lease.key)
+    error = await refusal(db.journal.record(call(stale, 2), beside))
+    assert error.reason == "STALE_FENCE"

@@ -181,7 +181,7 @@ export class Replay {
     const position = this.position++;
     const recorded = this.recorded.get(position) ?? null;
     this.recorded.delete(position);
-    if (recorded && step) {
+    if (recorded && step && STEP_OUTCOMES.has(recorded.event_type)) {
       this.reachAtNextCall(Number(recorded.event_id), payloadSize(recorded));
     } else if (recorded) {
       this.reach(Number(recorded.event_id));

@@ -42,8 +42,8 @@ def test_every_append_writes_every_event_column(name: str) -> None:
     assert sorted(columns) == sorted(expected)
 
 
-def test_the_batched_append_takes_every_event_parameter_and_the_lease_key() -> None:
-    assert set(store.RECORD_EVENTS_COLUMNS) == {*store.EVENT_PARAMS, "lease_key"}
+def test_the_batched_append_takes_every_event_parameter_the_lease_key_and_unless_cancel() -> None:
+    assert set(store.RECORD_EVENTS_COLUMNS) == {*store.EVENT_PARAMS, "lease_key", "unless_cancel"}
 
 
 def test_event_params_gives_every_parameter() -> None:

@@ -10,7 +10,7 @@ import pytest
 
 from perdure.api.worker.v1 import journal_service_pb2 as jpb
 from perdure.api.workflow.v1 import workflow_pb2 as wf
-from perdure.worker import LeaseLostError
+from perdure.worker import LeaseLostError, WorkflowCancelledError
 from perdure.worker._context import HandedBack, WorkflowContext
 from perdure.worker._retry import RetryPolicy
 from tests.unit.worker.fake_journal import NOW, FakeJournal
@@ -113,3 +113,32 @@ async def test_an_output_history_could_refuse_is_not_sent_ahead() -> None:
     assert not step.done()  # its answer is awaited: a refusal would fail the step at once
     journal.release.set()
     await step
+
+
+class CancelRequested(HeldOutput):
+    """A run with a cancel request: a start sent beside an output, unless_cancel_requested,
+    is kept out of the journal, as history does."""
+
+    def RecordStep(self, request: jpb.RecordStepRequest) -> jpb.RecordStepResponse:
+        if request.unless_cancel_requested:
+            return jpb.RecordStepResponse(event_id=0, cancel_requested=True)
+        return jpb.RecordStepResponse(event_id=len(self.recorded) + len(self.starts) + 1)
+
+
+async def test_a_cancel_request_keeps_the_next_body_from_running() -> None:
+    journal = CancelRequested("a")
+    journal.release.set()
+    ctx = context(journal)
+    assert await ctx.step("a", lambda: 1) == 1
+    ran: list[str] = []
+    with pytest.raises(WorkflowCancelledError):
+        await ctx.step("b", lambda: ran.append("b"))
+    assert ran == []
+    [a_start, b_start] = journal.starts
+    assert not a_start.unless_cancel_requested and b_start.unless_cancel_requested
+    delivered = journal.recorded[-1]
+    assert isinstance(delivered, jpb.RecordCancellationRequest)
+    assert (delivered.step_id, delivered.position) == ("b", 1)
+    # Delivered once: the code's later steps run, their starts journaled as any.
+    assert await ctx.step("undo", lambda: "undone") == "undone"
+    assert not journal.starts[-1].unless_cancel_requested

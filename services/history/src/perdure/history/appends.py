@@ -71,6 +71,8 @@ class JournalBase:
                 return await existing(conn, call, params)
         if row is None:
             async with self._pool.connection() as conn:
+                if params["unless_cancel"] and await fencing.cancel_requested(conn, call.lease):
+                    return Appended(0, None, True)  # not journaled: the code learns of it now
                 raise await fencing.rejection(conn, call.lease)
         self._on_committed(call.workflow_id, False)
         return Appended(row["event_id"], row["due_at"], row["cancel_requested"])
@@ -131,6 +133,7 @@ def call_params(call: Call, record: StepRecord) -> dict[str, Any]:
         due_in=record.due_in,
         name=record.name,
         started_at=record.started_at,
+        unless_cancel=record.unless_cancel,
     )
 
 

@@ -90,7 +90,10 @@ def lease_params(lease: Lease) -> dict[str, object]:
 
 
 # A run's lease as history knows it: the fence mark, the key whose load set it, the status.
-SELECT_RUN_LEASE = "SELECT fence, fence_key, status FROM history.workflows WHERE workflow_id = %s"
+SELECT_RUN_LEASE = (
+    "SELECT fence, fence_key, status, cancel_requested FROM history.workflows"
+    " WHERE workflow_id = %s"
+)
 # A remote step's lease, and whether it and its run are closed.
 SELECT_STEP_LEASE = """
 SELECT s.fence, s.fence_key, s.closed, w.status FROM history.step_tasks s
@@ -111,6 +114,13 @@ async def rejection(conn: AsyncConnection, lease: Lease) -> errors.ApiError:
         if unknown and await fetch_one(conn, SELECT_RUN_LEASE, [lease.workflow_id]) is None:
             raise run_not_found(lease.workflow_id)  # an unknown run, rather than step
     return refusal(row, lease) or changed(lease.workflow_id)
+
+
+async def cancel_requested(conn: AsyncConnection, lease: Lease) -> bool:
+    """Whether a write under a run's `lease`, in order, matched no row for the run's cancel
+    request (a start `unless_cancel`)."""
+    row = await fetch_one(conn, SELECT_RUN_LEASE, [lease.workflow_id])
+    return refusal(row, lease) is None and row is not None and row["cancel_requested"]
 
 
 def refusal(row: Row | None, lease: Lease) -> errors.ApiError | None:

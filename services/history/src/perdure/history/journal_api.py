@@ -140,6 +140,11 @@ class JournalApi:
     async def RecordStep(
         self, request: jpb.RecordStepRequest, context: Context
     ) -> jpb.RecordStepResponse:
+        if request.unless_cancel_requested and not request.attempt_started:
+            raise errors.invalid_argument(
+                "unless_cancel_requested goes with attempt_started: it keeps an attempt's start "
+                "out of the journal of a run with a cancel request"
+            )
         if request.step_task:
             appended = await self._record_step_task(request)
         elif request.attempt_started:
@@ -169,6 +174,7 @@ class JournalApi:
             positioned=False,
             attempt=request.attempt,
             started_at=started_at(request),
+            unless_cancel=request.unless_cancel_requested,
         )
         return await self._journal.record(call, record)
 

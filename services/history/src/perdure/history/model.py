@@ -173,6 +173,8 @@ class StepRecord:
     due_in: float | None = None  # seconds from now, when due_at is unset
     name: str | None = None
     started_at: datetime | None = None
+    # Not journaled if the run has a cancel request (an attempt's start sent beside an output).
+    unless_cancel: bool = False
 
 
 @dataclass(frozen=True)

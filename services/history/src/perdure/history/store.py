@@ -353,7 +353,7 @@ WHERE s.workflow_id = %(workflow_id)s AND s.event_id = ANY(%(event_ids)s::bigint
 # a commit). A row whose run matches no update (a stale fence, a closed run) gets no result row.
 # Any error undoes the whole statement. Parameters: EVENT_PARAMS and lease_key, each an array
 # with one element per record (consumed as jsonb: rows differ in length).
-_BATCHED = {**EVENT_PARAMS, "consumed": "jsonb", "lease_key": "text"}
+_BATCHED = {**EVENT_PARAMS, "consumed": "jsonb", "lease_key": "text", "unless_cancel": "bool"}
 RECORD_EVENTS_COLUMNS = tuple(_BATCHED)
 _BATCHED_LEASE_HELD = run_lease_held(
     "w.", workflow_id="r.workflow_id", fence="r.fence", lease_key="r.lease_key"
@@ -371,16 +371,22 @@ def _input(name: str) -> str:
 
 # Each run's rows under one lease count as one update of the run (a run's row is updated once
 # per statement): its events are numbered after the run's last, in the rows' order. Rows of
-# one run under another lease match no update.
+# one run under another lease match no update, and neither does a row `unless_cancel` of a
+# run with a cancel request.
 RECORD_EVENTS = (
     f"""
 WITH input AS (
     SELECT * FROM unnest({", ".join(f"%({n})s::{t}[]" for n, t in _BATCHED.items())})
         WITH ORDINALITY AS i({", ".join(_BATCHED)}, ord)
+), kept AS (
+    SELECT i.* FROM input i
+    WHERE NOT i.unless_cancel OR NOT EXISTS (
+        SELECT FROM history.workflows c
+        WHERE c.workflow_id = i.workflow_id AND c.cancel_requested)
 ), runs AS (
     SELECT i.workflow_id, i.fence, i.lease_key, count(*) AS events,
            sum({event_size(_input)}) AS bytes
-    FROM input i GROUP BY i.workflow_id, i.fence, i.lease_key
+    FROM kept i GROUP BY i.workflow_id, i.fence, i.lease_key
 ), updated AS (
     UPDATE history.workflows w
     SET event_count = w.event_count + r.events, history_bytes = w.history_bytes + r.bytes,
@@ -393,7 +399,7 @@ WITH input AS (
     SELECT i.ord, u.workflow_id, u.workflow_type, u.cancel_requested,
            u.event_count - u.events
              + row_number() OVER (PARTITION BY u.workflow_id ORDER BY i.ord) AS event_count
-    FROM updated u JOIN input i USING (workflow_id, fence, lease_key)
+    FROM updated u JOIN kept i USING (workflow_id, fence, lease_key)
 )"""
     + insert_event(_input, source="appended JOIN input i USING (ord)")
     + """
@@ -824,11 +830,14 @@ def event_params(
     wake_reason: str | None = None,
     trace_context: dict[str, str] | None = None,
     task_queue: str | None = None,
+    unless_cancel: bool = False,
 ) -> dict[str, Any]:
     """Parameters of the append statements for one event (EVENT_PARAMS), the lease it is
     written under (`fence` and `lease_key`, the API key of the caller: "" without keys;
-    platform writes need none) and the wake-up it schedules."""
+    platform writes need none), the wake-up it schedules, and whether a cancel request of the
+    run keeps it out of the journal (`unless_cancel`, RECORD_EVENTS only)."""
     return {
+        "unless_cancel": unless_cancel,
         "workflow_id": workflow_id,
         "event_type": str(event_type),
         "fence": fence,

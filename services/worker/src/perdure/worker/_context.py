@@ -71,6 +71,20 @@ class ContinuedAsNew(BaseException):
         self.input = input_value
 
 
+class CancelAtStart(BaseException):
+    """A step's start was kept out of the journal for the run's cancel request: the
+    cancellation is delivered at that call instead of running the body."""
+
+
+def request_kept_out(request: Any, response: Any) -> bool:
+    """Whether history kept a start `unless_cancel_requested` out of the journal."""
+    return bool(
+        getattr(request, "unless_cancel_requested", False)
+        and response.cancel_requested
+        and not response.event_id
+    )
+
+
 class HandedBack(BaseException):
     """The worker is stopping: the workflow stops before its next new call, with nothing half
     done, and its task goes back to the queue for another worker to continue from the journal."""
@@ -382,7 +396,7 @@ class WorkflowContext:
         call = self._replay.next_call(name)
         if call.recorded is not None:
             recorded = call.recorded
-            if step:  # as a recorded outcome would, from the next call on
+            if step and recorded.event_type in STEP_OUTCOMES:  # from the next call on
                 self._journal.reach_outcome(recorded.event_id, payload_size(recorded))
             else:
                 self._journal.reach(recorded.event_id, payload_size(recorded))
@@ -395,8 +409,8 @@ class WorkflowContext:
     async def _arrive(self, call: Call, step: bool = False) -> None:
         """The code reaches `call` (`step`: a step's), which the journal does not hold: hand
         the run back if the worker is stopping; deliver a pending cancellation here, one an
-        answer reported included (a step's start goes beside the outcomes sent ahead, and a
-        cancel request their answers report is delivered at the call after)."""
+        answer reported included (a step's start goes beside the outputs sent ahead instead:
+        _record)."""
         if not step:
             await self._journal.settle()
         if self._stopping is not None and self._stopping.is_set():
@@ -431,11 +445,18 @@ class WorkflowContext:
 
     async def _record(self, request: Any) -> Any:
         """Send a record of this lease, after the patch markers the code has yet to record;
-        note a cancel request an answer reports."""
+        note a cancel request an answer reports. An attempt's start sent beside an output is
+        not journaled if the run has a cancel request the code has not had: CancelAtStart."""
         self._check_open()
         for marker in self._patches.unsent():
             await self._send(marker)
-        return await self._send(request)
+        beside = isinstance(request, jpb.RecordStepRequest) and request.attempt_started
+        if beside and self._journal.sending_ahead and not self._cancel_delivered:
+            request.unless_cancel_requested = True
+        response = await self._send(request)
+        if request_kept_out(request, response):
+            raise CancelAtStart()
+        return response
 
     async def _send(self, request: Any) -> Any:
         response = await self._journal.record(request)
@@ -595,9 +616,13 @@ class WorkflowContext:
                     heartbeat_timeout=heartbeat_timeout,
                 )
                 request = jpb.RecordStepRequest(**call.ref())
-                attempted = await run_attempt(
-                    attempt, request, self._record, self._heartbeats, lost, self._record_ahead
-                )
+                try:
+                    attempted = await run_attempt(
+                        attempt, request, self._record, self._heartbeats, lost, self._record_ahead
+                    )
+                except CancelAtStart:
+                    await self._arrive(call)  # delivers the cancellation here: it raises
+                    raise LeaseLostError("the cancellation was not delivered") from None
                 if attempted.error is None:
                     # The decoded JSON, exactly what a replay will return (tuples become lists).
                     return from_payload(attempted.request.output)

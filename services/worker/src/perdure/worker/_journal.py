@@ -109,6 +109,11 @@ class JournalClient:
         await self.settle()
         return await self._call(request)
 
+    @property
+    def sending_ahead(self) -> bool:
+        """Whether outcomes sent ahead are waiting for their answers."""
+        return bool(self._ahead)
+
     async def settle(self) -> None:
         """Wait for the outcomes sent ahead; raise the first one's error."""
         while self._ahead:
