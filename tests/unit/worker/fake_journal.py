@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, cast
@@ -107,9 +108,11 @@ def make_context(
     cancel_requested: bool = False,
     retry: RetryPolicy | None = None,
     clock: datetime | None = None,
+    stopping: asyncio.Event | None = None,
 ) -> WorkflowContext:
     """A context over `events`, loaded at NOW (`clock`: the database clock at the end of the
-    load, LoadJournalResponse.clock; unset, as from an older history)."""
+    load, LoadJournalResponse.clock; unset, as from an older history; `stopping`: set when the
+    worker drains)."""
     loaded = jpb.LoadJournalResponse(
         workflow=wf.WorkflowInfo(
             workflow_id=journal.workflow_id,
@@ -124,4 +127,4 @@ def make_context(
     loaded.now.FromDatetime(NOW)
     if clock is not None:
         loaded.clock.FromDatetime(clock)
-    return WorkflowContext(loaded, journal, retry or RetryPolicy())
+    return WorkflowContext(loaded, journal, retry or RetryPolicy(), stopping)

@@ -9,11 +9,9 @@ from typing import Any
 import pytest
 
 from perdure.api.worker.v1 import journal_service_pb2 as jpb
-from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.worker import LeaseLostError, WorkflowCancelledError
 from perdure.worker._context import HandedBack, WorkflowContext
-from perdure.worker._retry import RetryPolicy
-from tests.unit.worker.fake_journal import NOW, FakeJournal
+from tests.unit.worker.fake_journal import FakeJournal, make_context
 
 
 class HeldOutput(FakeJournal):
@@ -25,38 +23,46 @@ class HeldOutput(FakeJournal):
         self.held = held
         self.refusal = error
         self.release = asyncio.Event()
+        self.holding = asyncio.Event()  # the held output arrived
 
     async def _call(self, request: Any) -> Any:
         output = isinstance(request, jpb.RecordStepRequest) and request.HasField("output")
         if output and request.step_id == self.held:
+            self.holding.set()
             await self.release.wait()
             if self.refusal is not None:
                 raise self.refusal
         return await super()._call(request)
 
 
-def context(journal: FakeJournal, stopping: asyncio.Event | None = None) -> WorkflowContext:
-    loaded = jpb.LoadJournalResponse(
-        workflow=wf.WorkflowInfo(
-            workflow_id=journal.workflow_id,
-            workflow_type="flow",
-            task_queue="default",
-            status=wf.WORKFLOW_STATUS_RUNNING,
-            fence=journal.fence,
-        )
-    )
-    loaded.now.FromDatetime(NOW)
-    return WorkflowContext(loaded, journal, RetryPolicy(), stopping or asyncio.Event())
+async def run_on(turns: int = 20) -> None:
+    """Let every task that can go on do so (no clock involved)."""
+    for _ in range(turns):
+        await asyncio.sleep(0)
+
+
+async def next_body_runs(
+    journal: HeldOutput, refused: type[BaseException]
+) -> tuple[list[str], WorkflowContext]:
+    """Step "a" (its output answered at once), then step "b", which must raise `refused`:
+    what b's body did (nothing, if the output's answer stopped it), and the context."""
+    journal.release.set()
+    ctx = make_context(journal, [])
+    assert await ctx.step("a", lambda: 1) == 1
+    ran: list[str] = []
+    with pytest.raises(refused):
+        await ctx.step("b", lambda: ran.append("b"))
+    return ran, ctx
 
 
 async def test_the_code_goes_on_before_the_output_is_answered() -> None:
     journal = HeldOutput("a")
-    ctx = context(journal)
+    ctx = make_context(journal, [])
     async with asyncio.timeout(10):  # sent and waited for, it would never return
         assert await ctx.step("a", lambda: 1) == 1
     ran: list[str] = []
     b = asyncio.create_task(ctx.step("b", lambda: ran.append("b")))
-    await asyncio.sleep(0.05)
+    await run_on()
     # b's start is sent beside a's output; its body waits for both answers.
     assert [r.step_id for r in journal.starts] == ["a", "b"] and ran == [] and not b.done()
     journal.release.set()
@@ -66,21 +72,17 @@ async def test_the_code_goes_on_before_the_output_is_answered() -> None:
 
 async def test_a_refused_output_stops_the_run_before_the_next_body() -> None:
     journal = HeldOutput("a", LeaseLostError("stale fence"))
-    journal.release.set()
-    ctx = context(journal)
-    assert await ctx.step("a", lambda: 1) == 1
-    ran: list[str] = []
-    with pytest.raises(LeaseLostError):
-        await ctx.step("b", lambda: ran.append("b"))
+    ran, _ = await next_body_runs(journal, LeaseLostError)
     assert ran == []
 
 
 async def test_a_call_other_than_a_step_waits_for_the_output_first() -> None:
     journal = HeldOutput("a")
-    ctx = context(journal)
+    ctx = make_context(journal, [])
     await ctx.step("a", lambda: 1)
     state = asyncio.create_task(ctx.set_state("k", 1))
-    await asyncio.sleep(0.05)
+    await journal.holding.wait()
+    await run_on()
     assert not any(isinstance(r, jpb.SetStateRequest) for r in journal.recorded)
     journal.release.set()
     await state
@@ -90,11 +92,12 @@ async def test_a_call_other_than_a_step_waits_for_the_output_first() -> None:
 async def test_a_draining_worker_hands_the_run_back_only_once_the_output_is_answered() -> None:
     stopping = asyncio.Event()
     journal = HeldOutput("a")
-    ctx = context(journal, stopping)
+    ctx = make_context(journal, [], stopping=stopping)
     await ctx.step("a", lambda: 1)
     stopping.set()
     b = asyncio.create_task(ctx.step("b", lambda: 2))
-    await asyncio.sleep(0.05)
+    await journal.holding.wait()
+    await run_on()
     assert not b.done()  # no lease goes back while an output is on its way
     journal.release.set()
     with pytest.raises(HandedBack):
@@ -104,12 +107,13 @@ async def test_a_draining_worker_hands_the_run_back_only_once_the_output_is_answ
 
 async def test_an_output_history_could_refuse_is_not_sent_ahead() -> None:
     journal = HeldOutput("a")
-    ctx = context(journal)
+    ctx = make_context(journal, [])
     deep: list[Any] = []
     for _ in range(40):
         deep = [deep]
     step = asyncio.create_task(ctx.step("a", lambda: deep))
-    await asyncio.sleep(0.05)
+    await journal.holding.wait()
+    await run_on()
     assert not step.done()  # its answer is awaited: a refusal would fail the step at once
     journal.release.set()
     await step
@@ -127,12 +131,7 @@ class CancelRequested(HeldOutput):
 
 async def test_a_cancel_request_keeps_the_next_body_from_running() -> None:
     journal = CancelRequested("a")
-    journal.release.set()
-    ctx = context(journal)
-    assert await ctx.step("a", lambda: 1) == 1
-    ran: list[str] = []
-    with pytest.raises(WorkflowCancelledError):
-        await ctx.step("b", lambda: ran.append("b"))
+    ran, ctx = await next_body_runs(journal, WorkflowCancelledError)
     assert ran == []
     [a_start, b_start] = journal.starts
     assert not a_start.unless_cancel_requested and b_start.unless_cancel_requested

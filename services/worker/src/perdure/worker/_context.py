@@ -417,10 +417,13 @@ class WorkflowContext:
             await self._journal.settle()  # no lease goes back with an outcome on its way
             raise HandedBack(f"handed back before {call.step_id!r}")
         if self._cancel_requested and not self._cancel_delivered:
-            request = jpb.RecordCancellationRequest(**call.ref())
-            await self._record(request)
-            self._cancel_delivered = True
-            raise self._cancellation()
+            await self._deliver_cancellation(call)
+
+    async def _deliver_cancellation(self, call: Call) -> NoReturn:
+        """Journal the cancellation's delivery at `call` (not executed), and raise it."""
+        await self._record(jpb.RecordCancellationRequest(**call.ref()))
+        self._cancel_delivered = True
+        raise self._cancellation()
 
     async def _suspend(self, waiting: Suspended) -> None:
         """The code cannot go on until the wait is over. With the cache of suspended runs on,
@@ -621,8 +624,7 @@ class WorkflowContext:
                         attempt, request, self._record, self._heartbeats, lost, self._record_ahead
                     )
                 except CancelAtStart:
-                    await self._arrive(call)  # delivers the cancellation here: it raises
-                    raise LeaseLostError("the cancellation was not delivered") from None
+                    await self._deliver_cancellation(call)
                 if attempted.error is None:
                     # The decoded JSON, exactly what a replay will return (tuples become lists).
                     return from_payload(attempted.request.output)
