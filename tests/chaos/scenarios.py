@@ -650,6 +650,24 @@ def observe(
     )
 
 
+def lease_stories(cluster: ChaosCluster, prefix: str, limit: int = 400) -> str:
+    """What every process logged about the runs of a workload whose lease expired, in time
+    order: why a lease expired where nothing was meant to make one expire."""
+    expired = {workflow_id.split("/")[0] for workflow_id, _ in _expired(cluster)}
+    runs = sorted(w for w in expired if w.startswith(f"{prefix}-"))
+    lines = [
+        f"{member}: {line}"
+        for member, process in cluster.members.items()
+        for line in process.output().splitlines()
+        if any(run in line for run in runs)
+        or "renew" in line
+        or "stream lost" in line
+        or "blocked for" in line
+    ]
+    lines.sort(key=lambda line: line.split(": ", 1)[1][:23])
+    return f"runs whose lease expired: {runs}\n" + "\n".join(lines[:limit])
+
+
 def _quiesce(conn: psycopg.Connection, prefix: str) -> None:
     """Wait until no run of the workload is open (the checker reports those that stay open)."""
     deadline = time.monotonic() + QUIESCE_TIMEOUT

@@ -16,6 +16,7 @@ from tests.chaos.scenarios import (
     SCENARIOS,
     FaultLog,
     Outcome,
+    lease_stories,
     observe,
     random_schedule,
     run_scenario,
@@ -86,7 +87,9 @@ def test_scale_out_on_one_database(chaos_cluster: ChaosCluster, chaos_seed: int)
     assert report.workflows == report.completed == report.timers == SCALE_OUT_RUNS
     assert report.signals_acknowledged == SCALE_OUT_RUNS
     assert report.steps_executed == report.effects  # no step body ran twice
-    assert outcome.leases_expired == outcome.stale_refused == 0
+    assert outcome.leases_expired == outcome.stale_refused == 0, lease_stories(
+        chaos_cluster, workload.prefix
+    )
     assert chaos_cluster.logs("worker").count("moving to another scheduler replica") > moves_before
     for scheduler in SCHEDULERS:  # both granted work to sessions of every worker at some point
         output = chaos_cluster.members[scheduler].output()

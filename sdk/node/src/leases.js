@@ -24,6 +24,19 @@ import { PerdureError } from './errors.js';
 
 /** How much of the TTL the worker keeps in hand: work stops this long before expiry. */
 export const MARGIN_FRACTION = 0.25;
+/** The second retry of a failed renewal waits this much of the interval; each later one twice as long, up to the interval. */
+export const RETRY_FRACTION = 1 / 16;
+
+/**
+ * How long to wait before retrying after `failures` failed renewals in a row. Not a whole
+ * interval: a lease lasts three, and an attempt that timed out has used one already, so waiting
+ * another would let it expire after a single slow answer. The first retry goes at once (the
+ * channel may pick another scheduler replica), later ones back off towards the interval.
+ */
+export function retryDelayMs(intervalMs, failures) {
+  if (failures <= 1) return 0;
+  return Math.min(intervalMs, intervalMs * RETRY_FRACTION * 2 ** (failures - 2));
+}
 
 /** Why a lease's work was stopped (the AbortSignal's reason). */
 export class LeaseFencedError extends PerdureError {
@@ -45,7 +58,7 @@ function leaseKey(lease) {
 export class LeaseKeeper {
   /**
    * @param {(request: any, timeoutMs: number) => Promise<any>} renew calls TaskService.RenewLeases
-   * @param {{warn: Function}} log
+   * @param {{warn: Function, info?: Function}} log
    */
   constructor(renew, log) {
     this._renew = renew;
@@ -55,7 +68,9 @@ export class LeaseKeeper {
     this._ttlMs = 0;
     this._intervalMs = 0;
     this._renewTimer = null;
+    this._retryTimer = null;
     this._renewing = false;
+    this._failures = 0; // failed renewals in a row
     /** @type {{sent: number, now: number} | null} a renewal's send time (performance.now) and the database clock in its answer (ms) */
     this._clock = null;
   }
@@ -116,18 +131,22 @@ export class LeaseKeeper {
   /** Stop renewing; leases left are no longer watched. */
   stop() {
     clearInterval(this._renewTimer);
+    clearTimeout(this._retryTimer);
     this._renewTimer = null;
     for (const held of this._held.values()) clearTimeout(held.timer);
   }
 
-  /** Renew every lease held (one call at a time). */
+  /** Renew every lease held (one call at a time); after a failure, retry soon (retryDelayMs). */
   async renew() {
     if (this._renewing || !this._intervalMs || (!this._held.size && this._clock)) return;
     this._renewing = true;
+    clearTimeout(this._retryTimer);
     const sent = performance.now();
     const leases = this.refs();
     try {
       const response = await this._renew({ leases }, this._intervalMs);
+      if (this._failures) this._log.info?.(`leases renewed again, after ${this._failures} failed attempt(s)`);
+      this._failures = 0;
       this._clock = { sent, now: timestampMs(response.now) };
       const renewed = new Map((response.renewed ?? []).map((r) => [`${leaseKey(r.lease)}\u0000${Number(r.lease.fence)}`, r]));
       for (const lease of leases) {
@@ -138,9 +157,15 @@ export class LeaseKeeper {
         else this._fence(held, 'the scheduler no longer holds it for this worker');
       }
     } catch (error) {
-      this._log.warn(`cannot renew ${this._held.size} lease(s) (${error?.message ?? error}); their work stops at its deadline unless a renewal gets through`);
+      if (!this._failures) {
+        this._log.warn(`cannot renew ${leases.length} lease(s) (${error?.message ?? error}); retrying, and their work stops at its deadline unless a renewal gets through`);
+      }
+      this._failures += 1;
     } finally {
       this._renewing = false;
+    }
+    if (this._failures && this._renewTimer) {
+      this._retryTimer = setTimeout(() => this.renew(), retryDelayMs(this._intervalMs, this._failures));
     }
   }
 

@@ -108,14 +108,30 @@ test('a grant read against the clock waits for the next renewal of them all', as
 
 test('a grant held before any clock is renewed at once', async (t) => {
   const scheduler = counted();
-  scheduler.down = true; // the welcome's clock reading fails
   const keeper = new LeaseKeeper((request) => scheduler.renew(request), quiet);
   t.after(() => keeper.stop());
-  keeper.configure(TTL_MS * 10, TTL_MS * 3);
-  await sleep(50);
-  assert.equal(scheduler.calls, 1);
-  scheduler.down = false;
+  keeper._clock = null; // as before the welcome's clock reading
+  keeper._intervalMs = TTL_MS * 3; // renewals far apart, none scheduled yet
+  keeper._ttlMs = TTL_MS * 10;
   keeper.hold(lease('w'), toTimestamp(Date.now() + TTL_MS * 10)); // its deadline is a guess
   await sleep(50);
-  assert.equal(scheduler.calls, 2);
+  assert.equal(scheduler.calls, 1);
+});
+
+test('a renewal that fails is retried at once, not an interval later', async (t) => {
+  // A lease lasts three intervals; an attempt that timed out has used one. Waiting another
+  // before the next attempt let a lease expire after a single slow answer.
+  const scheduler = counted();
+  const keeper = new LeaseKeeper((request) => scheduler.renew(request), quiet);
+  t.after(() => keeper.stop());
+  keeper.configure(TTL_MS, TTL_MS / 3); // as a welcome says: a lease lasts three intervals
+  await sleep(50); // the clock, read at once
+  const signal = keeper.hold(lease('w'), toTimestamp(Date.now() + TTL_MS));
+  scheduler.down = true;
+  const calls = scheduler.calls;
+  await keeper.renew(); // fails
+  scheduler.down = false;
+  await sleep(50);
+  assert.equal(scheduler.calls, calls + 2, 'retried at once');
+  assert.equal(signal.aborted, false);
 });

@@ -32,9 +32,11 @@ class ScriptedScheduler:
     """Answers RenewLeases with the database clock `clock()`: renews the leases `renews`
     allows (every one by default), or fails while `down`."""
 
-    def __init__(self, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, clock: Callable[[], float] = time.time, ttl: float = TTL) -> None:
         self.clock = clock
+        self.ttl = ttl
         self.down = False
+        self.slow = 0  # how many of the next calls take their whole timeout, then fail
         self.renews: Callable[[tpb.LeaseRef], bool] = lambda lease: True
         self.calls = 0
         self.answered = threading.Event()
@@ -43,11 +45,15 @@ class ScriptedScheduler:
         self.calls += 1
         if self.down:
             raise Unavailable()
+        if self.slow:
+            self.slow -= 1
+            time.sleep(timeout)
+            raise Unavailable()
         now = self.clock()
         response = tpb.RenewLeasesResponse(now=_timestamp(now))
         for lease in request.leases:
             if self.renews(lease):
-                response.renewed.add(lease=lease, expire_time=_timestamp(now + TTL))
+                response.renewed.add(lease=lease, expire_time=_timestamp(now + self.ttl))
         self.answered.set()
         return response
 
@@ -96,6 +102,27 @@ async def test_a_lease_that_cannot_be_renewed_has_its_work_cancelled_before_it_e
     assert keeper.fenced(work) and keeper.refs() == []
     assert "workflow w (fence 1): stopping its work (it could not be renewed" in caplog.text
     keeper.stop()
+
+
+async def test_one_renewal_that_times_out_is_retried_before_the_lease_is_lost() -> None:
+    # As configured by a welcome: a lease lasts three renewal intervals. One attempt that
+    # takes its whole timeout (an interval) used to be followed by the next only an interval
+    # later, past the worker's deadline: one slow answer cost every lease.
+    ttl, interval = 3.0, 1.0
+    scheduler = ScriptedScheduler(ttl=ttl)
+    keeper = LeaseKeeper(scheduler, asyncio.get_running_loop(), "default")  # type: ignore[arg-type]
+    keeper.configure(ttl, interval)
+    keeper.start()
+    assert await asyncio.to_thread(scheduler.answered.wait, 5)
+    work = asyncio.create_task(asyncio.sleep(ttl * 3))
+    scheduler.slow = 1
+    assert keeper.hold(_task("w", time.time() + ttl), work)
+    calls = scheduler.calls
+    await asyncio.sleep(ttl * 1.5)  # past the deadline the slow attempt's lease had
+    assert scheduler.slow == 0 and scheduler.calls >= calls + 2
+    assert not work.done() and [ref.workflow_id for ref in keeper.refs()] == ["w"]
+    keeper.stop()
+    work.cancel()
 
 
 async def test_a_lease_a_renewal_leaves_out_is_fenced_at_once() -> None:

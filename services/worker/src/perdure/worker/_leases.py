@@ -46,6 +46,9 @@ log = logging.getLogger("perdure.worker")
 MARGIN_FRACTION = 0.25
 # How often the fencing thread looks at deadlines and probes the event loop.
 TICK_SECONDS = 0.1
+# The second retry of a failed renewal waits this much of the interval; each later one twice
+# as long as the one before, up to the interval.
+RETRY_FRACTION = 1 / 16
 
 Key = tuple[str, str]  # (workflow id, step id)
 
@@ -55,6 +58,20 @@ class _Held:
     fence: int
     owner: asyncio.Task[None]  # the task running the lease's work
     deadline: float  # monotonic: the work stops then unless renewed
+
+
+def _next_renewal(interval: float, failures: int) -> float:
+    """How long to wait before the next renewal. After a failed one, not a whole interval: a
+    lease lasts three, and an attempt that timed out has used one already, so waiting another
+    would let it expire after a single slow answer. The first retry goes at once (the channel
+    may pick another scheduler replica), later ones back off towards the interval."""
+    if not interval:
+        return TICK_SECONDS
+    if failures == 0:
+        return interval
+    if failures == 1:
+        return 0.0
+    return min(interval, interval * RETRY_FRACTION * 2.0 ** (failures - 2))
 
 
 def task_name(lease: tpb.LeaseRef) -> str:
@@ -167,29 +184,36 @@ class LeaseKeeper:
             return False
 
     def _renew_loop(self) -> None:
+        failures = 0
         while not self._stopped.is_set():
-            self._renew_now.wait(self._interval or TICK_SECONDS)
+            self._renew_now.wait(_next_renewal(self._interval, failures))
             self._renew_now.clear()
-            if not self._stopped.is_set():
-                self._renew()
+            if self._stopped.is_set():
+                return
+            renewed = self._renew(failures)
+            if renewed and failures:
+                log.info("leases renewed again, after %d failed attempt(s)", failures)
+            failures = 0 if renewed else failures + 1
 
-    def _renew(self) -> None:
+    def _renew(self, failures: int) -> bool:
+        """Renew every lease held; say whether the scheduler answered."""
         leases = self.refs()
         if not self._interval or (not leases and self._clock is not None):
-            return
+            return True
         sent = time.monotonic()
         try:
             response = self._stub.RenewLeases(
                 tpb.RenewLeasesRequest(leases=leases), timeout=self._interval
             )
         except grpc.RpcError as error:
-            log.warning(
-                "cannot renew %d lease(s) (%s); their work stops at its deadline unless a "
-                "renewal gets through",
-                len(leases),
-                error.code().name if isinstance(error, grpc.Call) else error,
-            )
-            return
+            if not failures:
+                log.warning(
+                    "cannot renew %d lease(s) (%s); retrying, and their work stops at its "
+                    "deadline unless a renewal gets through",
+                    len(leases),
+                    error.code().name if isinstance(error, grpc.Call) else error,
+                )
+            return False
         lost: list[tuple[tpb.LeaseRef, _Held]] = []
         with self._lock:
             self._clock = (sent, response.now.ToNanoseconds() / 1e9)
@@ -209,6 +233,7 @@ class LeaseKeeper:
                     lost.append((lease, held))
         for lease, held in lost:
             self._fence(lease, held, "the scheduler no longer holds it for this worker")
+        return True
 
     def _fence_loop(self) -> None:
         while not self._stopped.wait(TICK_SECONDS):

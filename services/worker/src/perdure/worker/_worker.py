@@ -412,13 +412,15 @@ class Worker:
         await self._task_done(tpb.TaskDone(lease=lease, sticky=sticky))
 
     async def _task_done(self, done: tpb.TaskDone) -> None:
-        """Tell the scheduler the worker is done with a lease, and stop listing it; between two
-        sessions, keep listing it until the next session is welcomed, then tell that one."""
-        if self._call is None:
+        """Tell the scheduler the worker is done with a lease, and stop listing it once told.
+        A TaskDone that reaches no session (none is up, or the stream was half-closed or broke
+        before it was written) waits for the next one, its lease still listed: that session
+        adopts the lease from the hello, then the TaskDone releases it. Dropped, it would leave
+        the lease with the old session until it expired."""
+        if await self._send(tpb.ConnectRequest(task_done=done)):
+            self._forget(done.lease)
+        else:
             self._unsent.append(done)
-            return
-        self._forget(done.lease)
-        await self._send(tpb.ConnectRequest(task_done=done))
 
     def _forget(self, lease: tpb.LeaseRef) -> None:
         self.keeper.forget(lease)
@@ -429,17 +431,19 @@ class Worker:
             heartbeat = tpb.Heartbeat(leases=self.keeper.refs())
             await self._send(tpb.ConnectRequest(heartbeat=heartbeat))
 
-    async def _send(self, message: tpb.ConnectRequest) -> None:
-        call = self._call
-        if call is None:
-            return
+    async def _send(self, message: tpb.ConnectRequest) -> bool:
+        """Write `message` on the session's stream; say whether it was written. The stream is
+        read under the lock that `_half_close` ends it under, so nothing is written after the
+        half-close. A broken stream is noticed by the reader, which reconnects."""
         async with self._write_lock:
-            # A broken stream is noticed by the reader, which reconnects; the lease of a
-            # finished task simply expires or is released with the stream.
-            with contextlib.suppress(
-                grpc.aio.AioRpcError, grpc.aio.UsageError, asyncio.InvalidStateError
-            ):
+            call = self._call
+            if call is None:
+                return False
+            try:
                 await call.write(message)
+            except (grpc.aio.AioRpcError, grpc.aio.UsageError, asyncio.InvalidStateError):
+                return False
+            return True
 
     async def _half_close(self, call: grpc.aio.StreamStreamCall[Any, Any]) -> None:
         """Send nothing more on `call` (what was sent is still handled); later messages wait
