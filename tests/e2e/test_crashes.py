@@ -328,3 +328,44 @@ def lease_of(cluster: Cluster, workflow_id: str) -> tuple[str | None, int]:
         ).fetchone()
     assert row is not None
     return row[0], int(row[1])
+
+
+def test_a_task_delivered_past_its_deadline_is_handed_back_not_left_to_expire(
+    start_cluster: Callable[..., Cluster], tmp_path: Path
+) -> None:
+    # A worker stopped (SIGSTOP) right after its grant was sent reads the task only once it
+    # is resumed, past its own deadline (a quarter of the TTL before the lease's expiry) but
+    # before the expiry: it must not start the task, and hands it back rather than leaving
+    # the run waiting for the expiry.
+    ttl = 12.0
+    cluster = start_cluster(PERDURE_LEASE_TTL=f"{ttl:g}")
+    late = cluster.start_worker("late")
+    with cluster.client() as client:
+        late.signal(signal.SIGSTOP)
+        client.start_workflow(
+            "five_steps", {"ledger": str(tmp_path / "ledger")}, workflow_id="late"
+        )
+        wait_until(lambda: seconds_until_expiry(cluster, "late") is not None, WAIT, "the grant")
+        expires_in = seconds_until_expiry(cluster, "late") or 0.0
+        time.sleep(max(expires_in - ttl / 6, 0.0))  # past the worker's deadline, not the expiry
+        late.signal(signal.SIGCONT)
+        described = client.wait("late", timeout=WAIT)
+
+    assert described.workflow.status == wf.WORKFLOW_STATUS_COMPLETED
+    assert "(fence 1): the task arrived after its lease's deadline; handing it back" in (
+        late.output()
+    )
+    assert {s.fence for s in described.steps} == {2}  # nothing ran under the late grant
+    scheduler = next(p for p in cluster.processes if p.name == "scheduler")
+    assert "lease of late expired" not in scheduler.output()
+
+
+def seconds_until_expiry(cluster: Cluster, workflow_id: str) -> float | None:
+    """How long a workflow's lease has left, on the database clock (None: not leased)."""
+    with psycopg.connect(cluster.dsn) as conn:
+        row = conn.execute(
+            "SELECT extract(epoch FROM lease_expires_at - now()) FROM scheduler.tasks"
+            " WHERE workflow_id = %s",
+            [workflow_id],
+        ).fetchone()
+    return None if row is None or row[0] is None else float(row[0])

@@ -346,8 +346,10 @@ export class Worker {
     const fenced = this._keeper.hold(lease, task.lease_expire_time);
     if (!fenced) {
       // Delivered after its deadline (the event loop was stalled, say): it may be another
-      // worker's already. It expires and is granted again.
-      this._log.warn(`${taskName(lease)} (fence ${lease.fence}): the task arrived after its lease's deadline; not starting it`);
+      // worker's already. Handed back, it is granted again at once rather than when it
+      // expires; the release is fenced, so a newer holder's lease is untouched.
+      this._log.warn(`${taskName(lease)} (fence ${lease.fence}): the task arrived after its lease's deadline; handing it back`);
+      this._taskDone({ lease, unfinished: true });
       return;
     }
     // Aborted when the worker gives its tasks up, or when this lease is fenced.

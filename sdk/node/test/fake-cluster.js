@@ -3,7 +3,7 @@
 
 import grpc from '@grpc/grpc-js';
 import { loadProtos } from '../src/proto.js';
-import { toPayload } from '../src/payload.js';
+import { toPayload, toTimestamp } from '../src/payload.js';
 import { RetryPolicy } from '../src/retry.js';
 
 export class FakeCluster {
@@ -42,6 +42,12 @@ export class FakeCluster {
         });
         stream.on('end', () => stream.end());
         stream.on('error', () => {});
+      },
+      // Renews every lease for the welcome's TTL (1 s), on this process's clock.
+      RenewLeases: (call, callback) => {
+        const now = Date.now();
+        const renewed = call.request.leases.map((lease) => ({ lease, expire_time: toTimestamp(now + 1000) }));
+        callback(null, { now: toTimestamp(now), renewed });
       },
     });
     /** @type {Record<string, any>} */

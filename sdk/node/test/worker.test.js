@@ -4,7 +4,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { Worker } from '../src/index.js';
-import { fromPayload, toPayload } from '../src/payload.js';
+import { fromPayload, toPayload, toTimestamp } from '../src/payload.js';
 import { FakeCluster } from './fake-cluster.js';
 
 test('a worker says hello, executes a pushed step task, heartbeats its lease and reports TaskDone', { timeout: 20_000 }, async () => {
@@ -65,6 +65,42 @@ test('a worker says hello, executes a pushed step task, heartbeats its lease and
     assert.deepEqual(last.heartbeat.leases, []);
   } finally {
     release();
+    worker.stop();
+    await running;
+    cluster.stop();
+  }
+});
+
+test('a task delivered past its deadline is handed back unstarted, not left to expire', { timeout: 20_000 }, async () => {
+  const cluster = new FakeCluster();
+  await cluster.start();
+  let ran = false;
+  const worker = new Worker({
+    scheduler: cluster.address,
+    history: cluster.address,
+    taskQueue: 'tools',
+    identity: 'late-worker',
+    logger: null,
+    steps: {
+      charge: () => {
+        ran = true;
+      },
+    },
+  });
+  const running = worker.run();
+  try {
+    await cluster.until(() => cluster.hellos.length === 1, 'the hello');
+    // The welcome's renewal reads the database clock (re-checked at every heartbeat).
+    await cluster.until(() => worker._keeper._clock !== null, 'the clock read');
+    const expired = toTimestamp(Date.now() - 100); // its lease ended on the way here
+    cluster.push({ workflow_id: 'wf-late', fence: 3, step_id: 'charge', step_type: 'charge', lease_expire_time: expired });
+    await cluster.until(() => cluster.messages.some((m) => m.message === 'task_done'), 'TaskDone');
+    const done = cluster.messages.find((m) => m.message === 'task_done').task_done;
+    assert.deepEqual({ ...done.lease, fence: Number(done.lease.fence) }, { workflow_id: 'wf-late', fence: 3, step_id: 'charge' });
+    assert.equal(done.unfinished, true);
+    assert.equal(ran, false);
+    assert.equal(cluster.journalCalls.filter(([m]) => m === 'LoadStep').length, 0);
+  } finally {
     worker.stop();
     await running;
     cluster.stop();

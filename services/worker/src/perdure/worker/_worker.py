@@ -308,7 +308,7 @@ class Worker:
                         pass
                     return
                 if kind == "task":
-                    self._start(message.task, journal)
+                    await self._start(message.task, journal)
                 elif kind == "lease_revoked":
                     revoked = message.lease_revoked
                     self.keeper.revoke(revoked.lease, revoked.reason)
@@ -326,20 +326,23 @@ class Worker:
             raise RuntimeError("the worker is not running")
         return self._keeper
 
-    def _start(self, task: tpb.Task, journal: JournalSession) -> None:
+    async def _start(self, task: tpb.Task, journal: JournalSession) -> None:
         job = asyncio.create_task(self._run_one(task, journal))
         if not self.keeper.hold(task, job):
             # Delivered after its deadline (this worker's loop was stalled, say): the lease
-            # may already be another worker's. It expires and is granted again.
+            # may already be another worker's. Handed back, it is granted again at once
+            # rather than when it expires; the release is fenced, so a newer holder's lease
+            # is untouched.
             job.cancel()
             lease = tpb.LeaseRef(
                 workflow_id=task.workflow_id, step_id=task.step_id, fence=task.fence
             )
             log.warning(
-                "%s (fence %d): the task arrived after its lease's deadline; not starting it",
+                "%s (fence %d): the task arrived after its lease's deadline; handing it back",
                 task_name(lease),
                 task.fence,
             )
+            await self._task_done(tpb.TaskDone(lease=lease, unfinished=True))
             return
         self._running.add(job)
         job.add_done_callback(self._running.discard)
