@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -14,6 +14,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from perdure.common.db import open_pool
 from perdure.common.migrate import apply_migrations
+from perdure.scheduler.grants import CLAIM
 from perdure.scheduler.model import DueReason, DueTask, Grant, Lease
 from perdure.scheduler.store import TaskStore
 
@@ -299,6 +300,54 @@ async def test_claim_respects_the_limit(store: TaskStore) -> None:
     assert len(await claim(store, "s1", limit=2)) == 2
     assert len(await claim(store, "s1", limit=2)) == 2
     assert len(await claim(store, "s1", limit=2)) == 1
+
+
+async def test_an_expired_lease_is_granted_before_tasks_long_due(store: TaskStore) -> None:
+    await store.enqueue([task("leased")])
+    await claim(store, "s1", ttl=SHORT_TTL)
+    await store.enqueue([task(f"due-{i}", hours(-i - 1)) for i in range(3)])
+    await asyncio.sleep(PAST_EXPIRY)
+    order = [g.workflow_id for _ in range(4) for g in await claim(store, "s2", limit=1)]
+    assert order == ["leased", "due-2", "due-1", "due-0"]
+
+
+async def test_a_claim_reads_only_the_due_tasks_it_grants(
+    store: TaskStore, pool: AsyncConnectionPool
+) -> None:
+    # 10,000 timers due at once made every claim sort them all, each taking milliseconds of
+    # the database's time; each claim now scans its index in due order and stops at its limit.
+    await store.enqueue([task(f"due-{i:04}", hours(-1)) for i in range(2000)])
+    async with pool.connection() as conn:
+        await conn.execute("ANALYZE scheduler.tasks")
+        cur = await conn.execute(
+            "EXPLAIN (ANALYZE, FORMAT JSON) " + CLAIM,
+            {
+                "key": "",
+                "task_queue": QUEUE,
+                "types": [TYPE],
+                "step_types": [],
+                "limit": 2,
+                "session": "s1",
+                "ttl": TTL,
+                "timer_lookahead": 0.0,
+                "sticky_ids": [],
+                "sticky_timeout": 0.0,
+                "build": None,
+                "namespace": "default",
+                "newest": [],
+            },
+        )
+        [(plan,)] = await cur.fetchall()
+        await conn.rollback()
+    scans = [node for node in _plan_nodes(plan[0]["Plan"]) if "Scan" in node["Node Type"]]
+    assert {node["Relation Name"] for node in scans if "Relation Name" in node} >= {"tasks"}
+    assert max(node["Actual Rows"] for node in scans) <= 2, scans
+
+
+def _plan_nodes(node: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    yield node
+    for child in node.get("Plans", []):
+        yield from _plan_nodes(child)
 
 
 # --- expiry and renewal --------------------------------------------------------------------------
