@@ -3,6 +3,9 @@ way, and every span recorded where tracing is on."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 
 import pytest
@@ -79,3 +82,37 @@ def test_with_tracing_on_every_span_is_recorded(
     assert set(names) == {"root", "child"}
     child_parent = names["child"].parent
     assert child_parent is not None and child_parent.span_id == PARENT.span_id
+
+
+def test_tracing_is_on_once_an_sdk_provider_is_set_globally_or_named_in_the_environment() -> None:
+    # The global provider is set once per process: each case runs in a process of its own.
+    check = (
+        "from opentelemetry import trace\n"
+        "from opentelemetry.sdk.trace import TracerProvider\n"
+        "from perdure.telemetry.setup import tracing_enabled\n"
+        "before = tracing_enabled()\n"
+        "import sys\n"
+        "if sys.argv[1] == 'set': trace.set_tracer_provider(TracerProvider())\n"
+        "print(before, tracing_enabled())\n"
+    )
+    named = {**os.environ, "OTEL_PYTHON_TRACER_PROVIDER": "sdk_tracer_provider"}
+    runs = {
+        "set": ("set", os.environ),
+        "named": ("-", named),
+        "neither": ("-", os.environ),
+    }
+    answers = {
+        case: subprocess.run(
+            [sys.executable, "-c", check, argument],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.split()
+        for case, (argument, env) in runs.items()
+    }
+    assert answers == {
+        "set": ["False", "True"],
+        "named": ["True", "True"],
+        "neither": ["False", "False"],
+    }
