@@ -369,3 +369,40 @@ def seconds_until_expiry(cluster: Cluster, workflow_id: str) -> float | None:
             [workflow_id],
         ).fetchone()
     return None if row is None or row[0] is None else float(row[0])
+
+
+def test_a_frozen_scheduler_replica_costs_no_lease(
+    start_cluster: Callable[..., Cluster], tmp_path: Path
+) -> None:
+    # Renewals go round robin over the scheduler replicas. With one frozen (SIGSTOP: its
+    # connections stay open, nothing answers), a renewal sent to it times out after an
+    # interval. The next attempt used to wait another interval, past the worker's deadline for
+    # its leases: every lease was dropped and its work stopped. It now goes at once, to the
+    # other replica, and the step runs on.
+    ttl = 12.0
+    cluster = start_cluster(replicas={"scheduler": 2}, PERDURE_LEASE_TTL=f"{ttl:g}")
+    ledger, gate = tmp_path / "ledger", tmp_path / "gate"
+    worker = cluster.start_worker("renewing")
+    schedulers = [p for p in cluster.processes if p.name == "scheduler"]
+    with cluster.client() as client:
+        start_blocked(client, "frozen-replica", ledger, gate)
+        # The replica without the worker's session: the stream and its grants are untouched.
+        [frozen] = [p for p in schedulers if "worker renewing connected" not in p.output()]
+        frozen.signal(signal.SIGSTOP)
+        try:
+            wait_until(
+                lambda: "cannot renew" in worker.output(),
+                ttl * 4,
+                "a renewal sent to the frozen replica to time out",
+            )
+            time.sleep(ttl)  # past the deadline its lease had from the renewal before
+            assert "stopping its work" not in worker.output()
+        finally:
+            frozen.signal(signal.SIGCONT)
+        gate.touch()
+        described = client.wait("frozen-replica", timeout=WAIT)
+
+    assert described.workflow.status == wf.WORKFLOW_STATUS_COMPLETED
+    assert "leases renewed again, after 1 failed attempt(s)" in worker.output()
+    assert len(started(ledger, "step_3")) == 1
+    assert {s.fence for s in described.steps} == {1}
