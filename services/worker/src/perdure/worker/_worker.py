@@ -269,7 +269,7 @@ class Worker:
             step_types=self.step_types,
             capacity=self.concurrency,
             timer_lookahead=timedelta(seconds=TIMER_LOOKAHEAD_SECONDS),
-            leases=self.keeper.refs(),
+            leases=self._hello_leases(),
             namespace=self.namespace,
             sticky_id=self._sticky_id,
             build_id=self.build_id,
@@ -415,15 +415,27 @@ class Worker:
         await self._task_done(tpb.TaskDone(lease=lease, sticky=sticky))
 
     async def _task_done(self, done: tpb.TaskDone) -> None:
-        """Tell the scheduler the worker is done with a lease, and stop listing it once told.
-        A TaskDone that reaches no session (none is up, or the stream was half-closed or broke
-        before it was written) waits for the next one, its lease still listed: that session
-        adopts the lease from the hello, then the TaskDone releases it. Dropped, it would leave
-        the lease with the old session until it expired."""
-        if await self._send(tpb.ConnectRequest(task_done=done)):
-            self._forget(done.lease)
-        else:
+        """Tell the scheduler the worker is done with a lease, and stop listing it. It stops
+        listing it first: a renewal answered after the scheduler released the lease must not
+        find it still held, and fence a finished task. Between two sessions the lease stays
+        listed (and renewed) until the next session is welcomed, then that one is told. A
+        TaskDone the stream did not take (it broke, or was half-closed meanwhile) waits for
+        the next session too, whose hello lists its lease: that session adopts the lease, then
+        the TaskDone releases it. Dropped, it would leave the lease to expire."""
+        if self._call is None:
             self._unsent.append(done)
+            return
+        self._forget(done.lease)
+        if not await self._send(tpb.ConnectRequest(task_done=done)):
+            self._unsent.append(done)
+
+    def _hello_leases(self) -> list[tpb.LeaseRef]:
+        """The leases a hello lists: those held, and those of TaskDones not sent yet."""
+        leases = {(r.workflow_id, r.step_id, r.fence): r for r in self.keeper.refs()}
+        for done in self._unsent:
+            lease = done.lease
+            leases.setdefault((lease.workflow_id, lease.step_id, lease.fence), lease)
+        return list(leases.values())
 
     def _forget(self, lease: tpb.LeaseRef) -> None:
         self.keeper.forget(lease)
@@ -437,13 +449,23 @@ class Worker:
     async def _send(self, message: tpb.ConnectRequest) -> bool:
         """Write `message` on the session's stream; say whether it was written. The stream is
         read under the lock that `_half_close` ends it under, so nothing is written after the
-        half-close. A broken stream is noticed by the reader, which reconnects."""
+        half-close. A broken stream is noticed by the reader, which reconnects.
+
+        A caller cancelled meanwhile (a task whose lease was fenced, say) does not cancel the
+        write: grpc.aio cancels the whole call when a write is cancelled, and with it the
+        session every task shares (the worker then stopped serving)."""
         async with self._write_lock:
             call = self._call
             if call is None:
                 return False
+            write = asyncio.ensure_future(call.write(message))
             try:
-                await call.write(message)
+                await asyncio.shield(write)
+            except asyncio.CancelledError:
+                await asyncio.wait({write})  # the lock is held until the write is over
+                if not write.cancelled():
+                    write.exception()  # retrieved: the reader notices a broken stream
+                raise
             except (grpc.aio.AioRpcError, grpc.aio.UsageError, asyncio.InvalidStateError):
                 return False
             return True
