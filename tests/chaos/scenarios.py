@@ -663,6 +663,7 @@ def lease_stories(cluster: ChaosCluster, prefix: str, limit: int = 400) -> str:
         or "renew" in line
         or "stream lost" in line
         or "blocked for" in line
+        or line.endswith(" stopped")
     ]
     lines.sort(key=lambda line: line.split(": ", 1)[1][:23])
     return f"runs whose lease expired: {runs}\n" + "\n".join(lines[:limit])
