@@ -12,6 +12,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import grpc
 import psycopg
@@ -321,13 +322,18 @@ def test_scheduler_restart_mid_step_keeps_the_lease(
 
 def lease_of(cluster: Cluster, workflow_id: str) -> tuple[str | None, int]:
     """The session holding a workflow's lease and its fence, from the scheduler's table."""
-    with psycopg.connect(cluster.dsn) as conn:
-        row = conn.execute(
-            "SELECT lease_owner, fence FROM scheduler.tasks WHERE workflow_id = %s",
-            [workflow_id],
-        ).fetchone()
+    row = task_columns(cluster, workflow_id, "lease_owner, fence")
     assert row is not None
     return row[0], int(row[1])
+
+
+def task_columns(cluster: Cluster, workflow_id: str, columns: str) -> tuple[Any, ...] | None:
+    """Columns (SQL expressions) of a workflow's task in the scheduler's table; None: no task."""
+    with psycopg.connect(cluster.dsn) as conn:
+        return conn.execute(
+            f"SELECT {columns} FROM scheduler.tasks WHERE workflow_id = %s",
+            [workflow_id],
+        ).fetchone()
 
 
 def test_a_task_delivered_past_its_deadline_is_handed_back_not_left_to_expire(
@@ -362,12 +368,7 @@ def test_a_task_delivered_past_its_deadline_is_handed_back_not_left_to_expire(
 
 def seconds_until_expiry(cluster: Cluster, workflow_id: str) -> float | None:
     """How long a workflow's lease has left, on the database clock (None: not leased)."""
-    with psycopg.connect(cluster.dsn) as conn:
-        row = conn.execute(
-            "SELECT extract(epoch FROM lease_expires_at - now()) FROM scheduler.tasks"
-            " WHERE workflow_id = %s",
-            [workflow_id],
-        ).fetchone()
+    row = task_columns(cluster, workflow_id, "extract(epoch FROM lease_expires_at - now())")
     return None if row is None or row[0] is None else float(row[0])
 
 
