@@ -135,7 +135,10 @@ class Watch:
         """Wait until the run changed since the last call (at most `within` seconds). Call it
         after reading: a change during the read wakes it at once."""
         try:
-            await asyncio.wait_for(self._event.wait(), max(within, 0))
+            # A timeout scope, not wait_for: wait_for wraps the wait in a task of its own, and
+            # a wake-up then takes three turns of the loop instead of one.
+            async with asyncio.timeout(max(within, 0)):
+                await self._event.wait()
         except TimeoutError:
             self._stale = True  # the re-check reads
         self._event.clear()
