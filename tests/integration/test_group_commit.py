@@ -190,3 +190,37 @@ async def test_a_conflict_in_a_large_batch_costs_a_few_statements_not_one_per_re
     # (6 of them for 64 records), instead of 63 records written one by one.
     commits = {written[(run, "s1")] for run in runs if run != "r40"}
     assert len(commits) <= 6
+
+
+async def _record_plans(database_dsn: str, *, generic_plans: bool) -> tuple[int, int]:
+    """Twelve records written one at a time on a one-connection pool: how often the record
+    statement, once prepared, ran on its cached generic plan and how often on a plan made for
+    that very execution (generic, custom)."""
+    pool = await open_pool(database_dsn, max_size=1, generic_plans=generic_plans)
+    try:
+        group = GroupCommit(pool)
+        first = 100 if generic_plans else 0  # positions of run b not taken yet
+        for position in range(first, first + 12):
+            await group.append(record("b", f"plan-{position}", position))
+        async with pool.connection() as conn:
+            cursor = await conn.execute(
+                "SELECT generic_plans, custom_plans FROM pg_prepared_statements"
+                " WHERE statement LIKE '%%WITH ORDINALITY%%'"
+            )
+            rows = await cursor.fetchall()
+    finally:
+        await pool.close()
+    assert len(rows) == 1, rows  # psycopg prepared the record statement (after 5 uses)
+    return rows[0][0], rows[0][1]
+
+
+async def test_the_records_pool_plans_the_record_statement_once(
+    pool: AsyncConnectionPool, database_dsn: str
+) -> None:
+    # PostgreSQL re-plans the record statement at every execution on an ordinary connection
+    # (it estimates the generic plan of a statement over unnest'ed arrays dearer), and
+    # planning it costs more than running it: history's records pool plans it once.
+    generic, custom = await _record_plans(database_dsn, generic_plans=False)
+    assert custom >= 5  # PostgreSQL's rule: at least the first five prepared executions
+    generic, custom = await _record_plans(database_dsn, generic_plans=True)
+    assert custom == 0 and generic == 7

@@ -34,17 +34,31 @@ def instrument_database() -> None:
     PsycopgInstrumentor().instrument(enable_commenter=False, capture_parameters=False)
 
 
-async def open_pool(dsn: str, *, max_size: int = 10) -> AsyncConnectionPool:
-    """Open an autocommit pool; callers group writes with explicit transactions."""
+async def open_pool(
+    dsn: str, *, max_size: int = 10, generic_plans: bool = False
+) -> AsyncConnectionPool:
+    """Open an autocommit pool; callers group writes with explicit transactions. With
+    `generic_plans`, a prepared statement is planned once, not at every execution (for
+    statements PostgreSQL would otherwise re-plan each time: see _plan_once)."""
     pool = AsyncConnectionPool(
         dsn,
         min_size=1,
         max_size=max_size,
         kwargs={"autocommit": True},
+        configure=_plan_once if generic_plans else None,
         open=False,
     )
     await pool.open(wait=True, timeout=30)
     return pool
+
+
+async def _plan_once(conn: AsyncConnection) -> None:
+    # PostgreSQL keeps planning a prepared statement at each execution (a custom plan) while
+    # it estimates its generic plan dearer, as it does for a statement reading arrays of
+    # parameters (unnest: rows unknown until bound): planning then costs more than running it.
+    # Only for statements whose generic plan is as good: one with optional filters ("x IS
+    # NULL OR ...") needs its custom plans, so this is a pool of its own, not every pool's.
+    await conn.execute("SET plan_cache_mode = force_generic_plan")
 
 
 async def open_migrated_pool(service: str, explicit_dsn: str | None) -> AsyncConnectionPool:

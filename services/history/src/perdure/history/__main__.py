@@ -13,7 +13,7 @@ from perdure.api.admin.v1.admin_service_pb2 import ROLE_WORKER
 from perdure.api.worker.v1 import journal_service_pb2, journal_service_pb2_grpc
 from perdure.common import limits
 from perdure.common.auth import warn_if_open
-from perdure.common.db import instrument_database, open_migrated_pool
+from perdure.common.db import instrument_database, open_migrated_pool, open_pool
 from perdure.common.flags import (
     add_address_flag,
     add_database_flag,
@@ -68,6 +68,8 @@ async def run(args: argparse.Namespace) -> None:
     limits.payload_ref_bytes()  # a bad setting stops the start, not a write
     assert isinstance(pool.conninfo, str)  # open_pool passes the resolved DSN
     feed = CommitFeed(pool.conninfo)
+    # The group commit writes one batch at a time: two connections are plenty.
+    records_pool = await open_pool(pool.conninfo, max_size=2, generic_plans=True)
     journal = Journal(
         pool,
         relay.notify,
@@ -75,6 +77,7 @@ async def run(args: argparse.Namespace) -> None:
         limits.journal_page_bytes(),
         on_committed=feed.committed,
         awaited=feed.awaited,
+        records_pool=records_pool,
     )
     deadlines = DeadlineWatch(pool)
     sweep = StrandedSweep(pool, scheduler, relay.notify, stuck_after())
@@ -131,6 +134,7 @@ async def run(args: argparse.Namespace) -> None:
         )
     finally:
         await channel.close()
+        await records_pool.close()
         await pool.close()
 
 

@@ -43,6 +43,7 @@ class JournalBase:
         page_bytes: int = limits.DEFAULT_JOURNAL_PAGE_BYTES,
         on_committed: OnCommitted = no_watchers,
         awaited: Callable[[str], bool] = nobody_waits,
+        records_pool: AsyncConnectionPool | None = None,
     ) -> None:
         self._pool = pool
         self._page_bytes = page_bytes  # of events in a page of a worker's load
@@ -53,7 +54,9 @@ class JournalBase:
         # commit to it, before PostgreSQL's notification arrives (commit_feed.py).
         self._on_committed = on_committed
         self._awaited = awaited  # whether a caller here waits for a run's result
-        self._records = GroupCommit(pool)  # the workers' records, many in one commit
+        # The workers' records, many in one commit; on a pool of their own when given, whose
+        # connections plan the record statement once (db.open_pool's generic_plans).
+        self._records = GroupCommit(records_pool or pool)
 
     async def record(self, call: Call, record: StepRecord) -> Appended:
         """Append the event of one call of the code. Recording the same event at the same call
