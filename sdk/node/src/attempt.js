@@ -27,7 +27,7 @@ import { stepAttemptEnded, stepAttemptSpan, withSpan } from './telemetry.js';
  * @param {{limit: number|null, beatLimit: number|null}} limits
  */
 export async function runLocalStep(ctx, op, call, fn, retry, limits) {
-  await ctx._check(call);
+  await ctx._check(call, { step: true });
   const recorded = call.recorded;
   const internal = call.name.startsWith(INTERNAL_PREFIX);
   if (recorded) {
@@ -61,7 +61,20 @@ export async function runLocalStep(ctx, op, call, fn, retry, limits) {
   if (lost) return attemptFailed(ctx, op, call, again, request, lostAttemptError(call.stepId, attempt), retry, traced);
   // Journaled before the body runs, so that an attempt whose worker dies still counts (the
   // SDK's own calls, such as ctx.now(), cannot crash a worker).
-  if (!internal) await withSpan(traced.span, () => ctx._record('RecordStep', { ...request, attempt_started: true }));
+  if (!internal) {
+    /** @type {Record<string, any>} */
+    const start = { ...request, attempt_started: true };
+    // Beside an output sent ahead, the code went on before the run's latest answer: a cancel
+    // requested meanwhile keeps this start out of the journal, and is delivered here instead.
+    if (ctx._journal.sendingAhead && !ctx._replay.cancelDelivered) start.unless_cancel_requested = true;
+    const answer = await withSpan(traced.span, () => ctx._record('RecordStep', start));
+    if (start.unless_cancel_requested && answer?.cancel_requested && !Number(answer?.event_id ?? 0)) {
+      traced.span.end();
+      ctx._replay.cancelDelivered = true;
+      await ctx._record('RecordCancellation', ref(call));
+      throw ctx._cancellation();
+    }
+  }
   const pulse = new Pulse();
   const progress = ctx._replay.progress.get(call.stepId);
   const controller = new AbortController();
@@ -123,8 +136,9 @@ export async function runLocalStep(ctx, op, call, fn, retry, limits) {
     }
     return attemptFailed(ctx, op, call, again, request, error, NO_RETRY, traced);
   }
+  const outcome = { ...request, output: encoded };
   try {
-    await ctx._record('RecordStep', { ...request, output: encoded });
+    if (!ctx._recordAhead(outcome)) await ctx._record('RecordStep', outcome);
   } catch (error) {
     if (!(error instanceof JournalRejectedError)) throw error;
     // the result breaks the payload limits

@@ -29,7 +29,7 @@ import {
 import { LeaseJournal, NEVER } from './journal.js';
 import { payloadOf } from './pages.js';
 import { Patches, checkPatchId, deprecatedMessage } from './patches.js';
-import { failureFrom, fromPayload, timestampMs, toDuration, toPayload, toTimestamp } from './payload.js';
+import { failureFrom, fromPayload, surelyAccepted, timestampMs, toDuration, toPayload, toTimestamp } from './payload.js';
 import { EVENT, INTERNAL_PREFIX, Replay, WAIT, callKind, chooseWait, kindName, recordedCall, ref } from './replay.js';
 import { NO_RETRY, RetryPolicy } from './retry.js';
 import { HeartbeatSender } from './step-info.js';
@@ -516,8 +516,10 @@ export class WorkflowContext {
    * Check a call against the journal; deliver a pending cancellation here if the code has not
    * seen it yet (the call is then not executed).
    * @param {Call} call
+   * @param {{step?: boolean}} [options] `step`: a local step's call, whose start goes beside
+   *   the outputs sent ahead
    */
-  async _check(call) {
+  async _check(call, { step = false } = {}) {
     const recorded = call.recorded;
     if (recorded) {
       const mismatch = this._replay.mismatch(this.workflowId, call);
@@ -525,6 +527,9 @@ export class WorkflowContext {
       if (recorded.event_type === EVENT.CANCELLATION_DELIVERED) throw this._cancellation();
       return undefined;
     }
+    // A cancel request an output's answer reports is delivered here: wait for that answer (a
+    // step's start goes beside it instead, and history keeps it out: attempt.js).
+    if (!step && !(await this._settledAhead())) return NEVER;
     if (this._replay.cancelRequested && !this._replay.cancelDelivered) {
       this._replay.cancelDelivered = true;
       await this._record('RecordCancellation', ref(call));
@@ -693,6 +698,36 @@ export class WorkflowContext {
     const markers = this._patches.unsent().map((marker) => this._send('RecordPatch', marker));
     const [response] = await Promise.all([this._send(method, request), ...markers]);
     return response;
+  }
+
+  /**
+   * Send a step's output without waiting for its answer (LeaseJournal.recordAhead), when
+   * history is sure to take it as it is; false: record it as any other. Its outcome counts in
+   * ctx.info from the code's next call, once answered (a replay counts it at that call too).
+   * @param {object} request a RecordStep request with its output
+   */
+  _recordAhead(request) {
+    if (this._evicted || this._halted || this._patches.hasUnsent() || !surelyAccepted(request.output)) return false;
+    const later = this._replay.reachAtNextCall(null, payloadBytes(request));
+    this._journal.recordAhead(request, () => Boolean(this._halted)).then(
+      (response) => this._replay.answered(later, Number(response?.event_id ?? 0)),
+      (error) => this._halt({ kind: error instanceof LeaseLostError ? 'lost' : 'unavailable', error }),
+    );
+    return true;
+  }
+
+  /**
+   * Wait for the outputs sent ahead; false (the run halted) if one was refused.
+   * @returns {Promise<boolean>}
+   */
+  async _settledAhead() {
+    if (!this._journal.sendingAhead) return !this._halted;
+    try {
+      await this._journal.settle();
+    } catch (error) {
+      this._halt({ kind: error instanceof LeaseLostError ? 'lost' : 'unavailable', error });
+    }
+    return !this._halted;
   }
 
   /**

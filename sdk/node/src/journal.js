@@ -6,7 +6,7 @@
 // fails alone, here. A stream moves after about STREAM_MAX_AGE_MS, so that history replicas
 // started later get their share of the workers. And each lease's calls (LeaseJournal).
 
-import { JournalCallError, PerdureError, classifyJournalError } from './errors.js';
+import { JournalCallError, JournalRejectedError, JournalUnavailableError, PerdureError, classifyJournalError } from './errors.js';
 import { MAX_MESSAGE_BYTES, channelCredentials, clientOptions, loadProtos, statusName } from './proto.js';
 import { currentCarrier, journalCallSpan } from './telemetry.js';
 
@@ -257,6 +257,12 @@ export const NEVER = new Promise(() => {});
 /**
  * The journal calls of one lease: each carries the lease's workflow id and fence; records go
  * one at a time (heartbeats aside), and an answer saying a cancel was requested is noted.
+ *
+ * A step's output may go ahead of its answer (`recordAhead`): the code goes on at once, an
+ * attempt's start is sent right after it (in the same message) without waiting, and waits for
+ * the output's answer before it returns; any other record waits for that answer before it is
+ * sent. Nothing the code does in between leaves the worker, and the output's error, if any, is
+ * raised at the lease's next record (or by `settle`, before the run is finished or suspended).
  */
 export class LeaseJournal {
   /**
@@ -271,6 +277,13 @@ export class LeaseJournal {
     this._fence = fence;
     this._onCancelRequested = onCancelRequested;
     this._queue = Promise.resolve();
+    /** @type {Promise<any>[]} outputs sent ahead, their answers not yet waited for */
+    this._ahead = [];
+  }
+
+  /** Whether outputs sent ahead are waiting for their answers. */
+  get sendingAhead() {
+    return this._ahead.length > 0;
   }
 
   /**
@@ -282,13 +295,48 @@ export class LeaseJournal {
    * @param {() => boolean} stopped
    */
   async record(method, request, stopped) {
-    const sent = this._queue.then(() => (stopped() ? NEVER : this.send(method, request)));
+    const beside = method === 'RecordStep' && Boolean(request.attempt_started);
+    const ahead = this._ahead.length ? this.settle() : null;
+    ahead?.catch(() => {}); // raised below, by this record
+    // An attempt's start goes beside the outputs sent ahead; any other record after them.
+    const after = beside || !ahead ? this._queue : this._queue.then(() => ahead);
+    const sent = after.then(() => (stopped() ? NEVER : this.send(method, request)));
     this._queue = sent.catch(() => {});
     try {
-      return await sent;
+      const response = await sent;
+      if (beside && ahead) await ahead;
+      return response;
     } catch (error) {
       throw classifyJournalError(error);
     }
+  }
+
+  /**
+   * Send a step's output now, right after the records before it, without waiting for its
+   * answer; resolves with the answer. The lease's next record is sent right after it.
+   * @param {object} request a RecordStep request with its output
+   * @param {() => boolean} stopped
+   */
+  recordAhead(request, stopped) {
+    const answer = this._queue
+      .then(() => (stopped() ? NEVER : this.send('RecordStep', request)))
+      .catch((error) => {
+        const classified = classifyJournalError(error);
+        if (!(classified instanceof JournalRejectedError)) throw classified;
+        // surelyAccepted should have kept it back: it cannot be failed as a step any more
+        throw new JournalUnavailableError(`an output sent ahead was refused: ${classified.message}`);
+      });
+    answer.catch(() => {}); // raised by the next record or settle(), or never if the run is dropped
+    this._ahead.push(answer);
+    // Callbacks on one promise run in order: the next record's send follows this one's.
+    this._queue = this._queue.then(() => {});
+    return answer;
+  }
+
+  /** Wait for the outputs sent ahead; reject with the first one's error. */
+  async settle() {
+    const ahead = this._ahead.splice(0);
+    for (const answer of ahead) await answer;
   }
 
   /**

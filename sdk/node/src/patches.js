@@ -61,6 +61,11 @@ export class Patches {
     return this._unsent.splice(0);
   }
 
+  /** Whether markers wait to be recorded before the run's next record. */
+  hasUnsent() {
+    return this._unsent.length > 0;
+  }
+
   /** The recorded markers the code came past since it last asked, once. */
   reached() {
     return this._unreached.splice(0);

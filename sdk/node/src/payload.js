@@ -9,6 +9,12 @@
 
 export const JSON_ENCODING = 'json/plain';
 export const BINARY_ENCODING = 'binary/plain';
+// A payload this small and this shallow is one history takes as it is (its limits: 2 MiB, and
+// JSON nested at most 32 levels): fewer than 33 brackets cannot nest deeper (as the Python
+// SDK's _payload.surely_accepted).
+const SURELY_ACCEPTED_BYTES = 64 * 1024;
+const SURELY_ACCEPTED_BRACKETS = 32;
+const OPENING = new Set([0x5b, 0x7b]); // [ {
 
 /** @typedef {{encoding: string, data: Uint8Array}} Payload */
 
@@ -23,6 +29,20 @@ export const BINARY_ENCODING = 'binary/plain';
 export function toPayload(data) {
   if (data instanceof Uint8Array) return { encoding: BINARY_ENCODING, data: Buffer.from(data) };
   return { encoding: JSON_ENCODING, data: Buffer.from(stringify(data, new Set(), '$') ?? 'null', 'utf8') };
+}
+
+/**
+ * Whether history is sure to take this payload (one of toPayload's) as it is: a step's output
+ * that is may go ahead of its answer.
+ * @param {Payload} payload
+ */
+export function surelyAccepted(payload) {
+  const data = payload.data;
+  if (data.length > SURELY_ACCEPTED_BYTES) return false;
+  if (payload.encoding === BINARY_ENCODING) return true;
+  let brackets = 0;
+  for (const byte of data) if (OPENING.has(byte)) brackets += 1;
+  return brackets <= SURELY_ACCEPTED_BRACKETS;
 }
 
 /** JSON text of a value, numbers exact; undefined where JSON.stringify leaves a value out. */

@@ -98,7 +98,7 @@ export class Replay {
     /**
      * Events the code came past, counted from its next call on: patch markers (patches.js) and
      * steps' outcomes, with their payload bytes.
-     * @type {{eventId: number, bytes: number}[]}
+     * @type {{eventId: number|null, bytes: number, answered: boolean, due: boolean}[]}
      */
     this._reachLater = [];
     // A step begun (its attempts journaled) without an outcome: the code that wrote the journal
@@ -171,10 +171,8 @@ export class Replay {
    * @returns {Call}
    */
   allocate(name, { step = false } = {}) {
-    for (const later of this._reachLater.splice(0)) {
-      this.reach(later.eventId);
-      this.reachedBytes += later.bytes;
-    }
+    for (const later of this._reachLater) later.due = true;
+    this._reachDue();
     const occurrence = (this._occurrences.get(name) ?? 0) + 1;
     this._occurrences.set(name, occurrence);
     const stepId = occurrence === 1 ? name : `${name}#${occurrence}`;
@@ -202,12 +200,36 @@ export class Replay {
   /**
    * The code came past the journal's event `eventId` between calls (a patch marker), or got a
    * step's outcome (recorded as `eventId`, with `bytes` of payload): ctx.info counts it from the
-   * next call on, replayed or recorded alike (a step's outcome may still be on its way then).
-   * @param {number} eventId
+   * next call on, replayed or recorded alike (a step's outcome may still be on its way then:
+   * `eventId` null for one sent ahead, until `answered`).
+   * @param {number|null} eventId
    * @param {number} [bytes]
    */
   reachAtNextCall(eventId, bytes = 0) {
-    this._reachLater.push({ eventId, bytes });
+    const later = { eventId, bytes, answered: eventId !== null, due: false };
+    this._reachLater.push(later);
+    return later;
+  }
+
+  /**
+   * A step's outcome sent ahead (`later`, from reachAtNextCall(null, bytes)) was answered:
+   * recorded as `eventId` (0: history did not say). It counts once the code made its next call.
+   * @param {{eventId: number|null, bytes: number, answered: boolean, due: boolean}} later
+   * @param {number} eventId
+   */
+  answered(later, eventId) {
+    later.eventId = eventId;
+    later.answered = true;
+    this._reachDue();
+  }
+
+  /** Count the outcomes the code has made its next call after, in order, as far as answered. */
+  _reachDue() {
+    while (this._reachLater.length && this._reachLater[0].due && this._reachLater[0].answered) {
+      const later = this._reachLater.shift();
+      this.reach(later.eventId);
+      this.reachedBytes += later.bytes;
+    }
   }
 
   /** No call is recorded at or after the code's next position (the calls before it were taken

@@ -219,7 +219,9 @@ async function settle(code, ctx) {
 
 /** @returns {Promise<Outcome>} */
 async function run(code, ctx) {
-  const ended = await Promise.race([code, ctx.halted]);
+  let ended = await Promise.race([code, ctx.halted]);
+  // The code's end stands once its outputs sent ahead are answered: one refused stops the run.
+  if (!ctx._halted && !(await ctx._settledAhead())) ended = ctx._halted;
   // A mismatch found on the way parks the run, whatever the code did after it.
   if (ctx._halted?.kind === 'park') return { kind: 'park', value: ctx._halted.failure };
   switch (ended.kind) {

@@ -125,7 +125,12 @@ export class FakeJournal {
     const started = method === 'RecordStep' && request.attempt_started;
     (started ? this.starts : this.calls).push(started ? structuredClone(request) : [method, structuredClone(request)]);
     await new Promise((resolve) => setImmediate(resolve)); // answers come later
-    if (started) return { event_id: 0, retry_time: null, cancel_requested: false };
+    if (started) {
+      // As history: a start sent `unless_cancel_requested` under a cancel request is kept out
+      // of the journal (event id 0), and the answer says why.
+      const cancel = this.calls.length >= this.cancelAfter;
+      return { event_id: 0, retry_time: null, cancel_requested: cancel && Boolean(request.unless_cancel_requested) };
+    }
     const error = this.errors[method];
     if (error) {
       delete this.errors[method];
