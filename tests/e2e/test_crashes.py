@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -21,7 +22,7 @@ import pytest
 from perdure.api.worker.v1 import journal_service_pb2 as jpb
 from perdure.api.worker.v1 import journal_service_pb2_grpc as jgrpc
 from perdure.api.workflow.v1 import workflow_pb2 as wf
-from perdure.client import Client
+from perdure.client import Client, RpcError
 from perdure.common.embedded_db import stop_embedded_postgres
 from perdure.worker._payload import from_payload, to_payload
 from tests.e2e.blocking import WAIT, runs_per_step, start_blocked, started
@@ -407,3 +408,55 @@ def test_a_frozen_scheduler_replica_costs_no_lease(
     assert "leases renewed again, after 1 failed attempt(s)" in worker.output()
     assert len(started(ledger, "step_3")) == 1
     assert {s.fence for s in described.steps} == {1}
+
+
+def test_database_connections_cut_under_load_cost_no_run_and_read_as_unavailable(
+    start_cluster: Callable[..., Cluster],
+) -> None:
+    # Every service connection to PostgreSQL is terminated again and again (as a restart, a
+    # failover or an operator's pg_terminate_backend would) while runs take steps and a
+    # caller reads. The pools' next use of a dead connection fails: a caller is answered
+    # UNAVAILABLE (retry), never UNKNOWN with a driver's exception, and every run still ends
+    # with exactly its result.
+    cluster = start_cluster(PERDURE_LEASE_TTL="4")
+    cluster.start_worker("cut")
+    turns, runs = 25, [f"cut-{index}" for index in range(10)]
+    stop, terminated = threading.Event(), Counter[str]()
+
+    def cut_connections() -> None:
+        with psycopg.connect(cluster.dsn, autocommit=True) as conn:
+            while not stop.is_set():
+                row = conn.execute(
+                    "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+                    " WHERE pid <> pg_backend_pid() AND datname = current_database()"
+                    " AND backend_type = 'client backend'"
+                ).fetchone()
+                terminated["backends"] += row[0] if row else 0
+                stop.wait(0.25)
+
+    failures: Counter[str] = Counter()
+    with Client(cluster.gateway) as client:
+        for workflow_id in runs:
+            client.start_workflow("loop_agent", {"turns": turns}, workflow_id=workflow_id)
+        cutter = threading.Thread(target=cut_connections)
+        cutter.start()
+        try:
+            deadline = time.monotonic() + 4
+            while time.monotonic() < deadline:
+                for workflow_id in runs:
+                    try:
+                        client.describe(workflow_id)
+                    except RpcError as error:
+                        failures[f"{error.code().name}: {error.details()[:60]}"] += 1
+        finally:
+            stop.set()
+            cutter.join()
+        results = {workflow_id: client.result(workflow_id, timeout=WAIT) for workflow_id in runs}
+
+    assert terminated["backends"] > 0
+    assert failures, "no read met a cut connection: the test cut nothing that mattered"
+    unavailable = "UNAVAILABLE: the database failed this call"
+    assert all(failure.startswith(unavailable) for failure in failures), failures
+    for workflow_id, result in results.items():
+        keys = [f"{workflow_id}:model"] + [f"{workflow_id}:model#{n}" for n in range(2, turns + 1)]
+        assert result == keys

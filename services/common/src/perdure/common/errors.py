@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
 import grpc
+import psycopg
 from google.protobuf import any_pb2
 from google.rpc import error_details_pb2, status_pb2
 from grpc_status import rpc_status
@@ -54,6 +55,19 @@ def already_exists(reason: str, message: str) -> ApiError:
     return ApiError(grpc.StatusCode.ALREADY_EXISTS, reason, message)
 
 
+def database_unavailable(error: psycopg.OperationalError) -> ApiError:
+    """The database failed a call for a passing reason: a connection lost (a restart, a
+    failover, a terminated backend), a deadlock, a cancelled statement. UNAVAILABLE, which
+    callers retry: a write either committed or not, and one carrying its id (a request id, a
+    signal id) is applied once however often it is sent."""
+    why = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    return ApiError(
+        grpc.StatusCode.UNAVAILABLE,
+        "",
+        f"the database failed this call for a passing reason ({why[:200]}); call again",
+    )
+
+
 def reason_of(error: grpc.aio.AioRpcError) -> str:
     """The ErrorInfo reason a failed call carries ("" when none)."""
     for key, value in error.trailing_metadata() or ():
@@ -96,6 +110,9 @@ def unary(method: Handler[Servicer, Request, Response]) -> Handler[Servicer, Req
         except (ApiError, grpc.aio.AioRpcError) as error:
             await abort_with(context, error)
             raise  # unreachable: abort always raises
+        except psycopg.OperationalError as error:
+            await abort_with(context, database_unavailable(error))
+            raise  # unreachable: abort always raises
 
     return wrapper
 
@@ -120,5 +137,7 @@ def streaming(
                 yield response
         except (ApiError, grpc.aio.AioRpcError) as error:
             await abort_with(context, error)
+        except psycopg.OperationalError as error:
+            await abort_with(context, database_unavailable(error))
 
     return wrapper

@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import grpc
+import psycopg
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from perdure.api.worker.v1 import journal_service_pb2 as jpb
@@ -112,6 +113,9 @@ class JournalSessions(JournalApi):
                 getattr(answer, field).CopyFrom(await handler(self, request, context))
             except errors.ApiError as error:
                 answer.error.CopyFrom(_session_error(error))
+            except psycopg.OperationalError as error:
+                log.warning("journal call %s: %s", method, error)
+                answer.error.CopyFrom(_session_error(errors.database_unavailable(error)))
             except Exception as error:
                 log.exception("journal call %s failed", method)
                 unknown = errors.ApiError(grpc.StatusCode.UNKNOWN, "", f"{method} failed: {error}")
