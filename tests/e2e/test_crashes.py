@@ -410,14 +410,15 @@ def test_a_frozen_scheduler_replica_costs_no_lease(
     assert {s.fence for s in described.steps} == {1}
 
 
-def test_database_connections_cut_under_load_cost_no_run_and_read_as_unavailable(
+def test_history_database_connections_cut_under_load_cost_no_run_and_no_lease(
     start_cluster: Callable[..., Cluster],
 ) -> None:
-    # Every service connection to PostgreSQL is terminated again and again (as a restart, a
-    # failover or an operator's pg_terminate_backend would) while runs take steps and a
-    # caller reads. The pools' next use of a dead connection fails: a caller is answered
-    # UNAVAILABLE (retry), never UNKNOWN with a driver's exception, and every run still ends
-    # with exactly its result.
+    # Every connection history holds to PostgreSQL is terminated again and again (as a
+    # restart, a failover or an operator's pg_terminate_backend would) while runs take steps
+    # and a caller reads. The pools' next use of a dead connection fails: a caller is answered
+    # UNAVAILABLE (retry), never UNKNOWN with a driver's exception; a worker sends the journal
+    # call again (it is idempotent) instead of giving the run up to its lease's expiry; and
+    # every run ends with exactly its result, written under its one lease.
     cluster = start_cluster(PERDURE_LEASE_TTL="4")
     cluster.start_worker("cut")
     turns, runs = 25, [f"cut-{index}" for index in range(10)]
@@ -426,12 +427,14 @@ def test_database_connections_cut_under_load_cost_no_run_and_read_as_unavailable
     def cut_connections() -> None:
         with psycopg.connect(cluster.dsn, autocommit=True) as conn:
             while not stop.is_set():
-                row = conn.execute(
-                    "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
-                    " WHERE pid <> pg_backend_pid() AND datname = current_database()"
-                    " AND backend_type = 'client backend'"
-                ).fetchone()
-                terminated["backends"] += row[0] if row else 0
+                for name, count in conn.execute(
+                    "SELECT application_name, count(pg_terminate_backend(pid))"
+                    " FROM pg_stat_activity WHERE pid <> pg_backend_pid()"
+                    " AND datname = current_database()"
+                    " AND application_name LIKE 'perdure-history%%'"
+                    " GROUP BY application_name"
+                ).fetchall():
+                    terminated[name] += count
                 stop.wait(0.25)
 
     failures: Counter[str] = Counter()
@@ -447,16 +450,26 @@ def test_database_connections_cut_under_load_cost_no_run_and_read_as_unavailable
                     try:
                         client.describe(workflow_id)
                     except RpcError as error:
-                        failures[f"{error.code().name}: {error.details()[:60]}"] += 1
+                        failures[f"{error.code().name}: {(error.details() or '')[:60]}"] += 1
         finally:
             stop.set()
             cutter.join()
         results = {workflow_id: client.result(workflow_id, timeout=WAIT) for workflow_id in runs}
+        fences = {
+            workflow_id: (
+                client.describe(workflow_id).workflow.fence,
+                {e.fence for e in client.history(workflow_id) if e.fence},
+            )
+            for workflow_id in runs
+        }
 
-    assert terminated["backends"] > 0
+    # History names its connections (its pool, its records pool, its LISTEN connection).
+    assert terminated["perdure-history"] > 0 and terminated["perdure-history-records"] > 0
     assert failures, "no read met a cut connection: the test cut nothing that mattered"
     unavailable = "UNAVAILABLE: the database failed this call"
     assert all(failure.startswith(unavailable) for failure in failures), failures
     for workflow_id, result in results.items():
         keys = [f"{workflow_id}:model"] + [f"{workflow_id}:model#{n}" for n in range(2, turns + 1)]
         assert result == keys
+    # Written under one lease each: no worker gave a run up to its lease's expiry.
+    assert all(written == {fence} for fence, written in fences.values()), fences

@@ -1,7 +1,9 @@
 // A worker's journal calls, all on one JournalService.Session stream to history, as the Python
 // SDK's (services/worker/src/perdure/worker/_session.py): calls matched to answers by id,
 // calls ready together sent in one message, calls cut off by a broken stream sent again on a
-// new one (5 sends in all, waiting 0.1, 0.2, 0.4, 0.8 s, within a 30 s deadline per call).
+// new one, and calls history answered UNAVAILABLE (its database failed them for a passing
+// reason) sent again (5 sends in all, waiting 0.1, 0.2, 0.4, 0.8 s, within a 30 s deadline per
+// call): journal calls are idempotent.
 // One run's call never breaks the stream the others share: a call too large for a message
 // fails alone, here. A stream moves after about STREAM_MAX_AGE_MS, so that history replicas
 // started later get their share of the workers. And each lease's calls (LeaseJournal).
@@ -19,6 +21,11 @@ export const MAX_ITEM_BYTES = MAX_MESSAGE_BYTES - 64 * 1024;
 
 /** The stream ended before the call was answered. */
 class StreamBrokenError extends PerdureError {}
+
+/** Whether history answered that the call failed for a passing reason (UNAVAILABLE). */
+function passing(answer) {
+  return answer.result === 'error' && statusName(Number(answer.error?.code)) === 'UNAVAILABLE';
+}
 
 /** "RecordStep" -> "record_step": the call's field in JournalCall and JournalAnswer. */
 function fieldOf(method) {
@@ -116,7 +123,8 @@ export class JournalClient {
     let backoff = FIRST_BACKOFF_MS;
     for (let attempt = 1; ; attempt++) {
       try {
-        return await this._send(item, sent);
+        const answer = await this._send(item, sent);
+        if (!passing(answer) || attempt >= ATTEMPTS || this._closed) return answer;
       } catch (error) {
         if (!(error instanceof StreamBrokenError)) throw error;
         if (attempt >= ATTEMPTS || this._closed) throw new JournalCallError('UNAVAILABLE', error.message);

@@ -92,6 +92,61 @@ test('a call cut off by a broken stream is sent again, with a new id, on a new s
   }
 });
 
+const passingFailure = (call) => ({
+  id: call.id,
+  error: { code: grpc.status.UNAVAILABLE, message: 'the database failed this call for a passing reason (terminated); call again', reason: '' },
+});
+
+test('a call history answers UNAVAILABLE (its database failed it for a passing reason) is sent again', async () => {
+  let sent = 0;
+  const history = await fakeHistory((stream, message) => {
+    sent += message.calls.length;
+    stream.write({ answers: message.calls.map((call) => (sent <= 2 ? passingFailure(call) : ok(call))) });
+  });
+  const client = new JournalClient(history.address);
+  try {
+    await client.call('SetState', { workflow_id: 'w', fence: 1, key: 'k' });
+    assert.equal(sent, 3); // idempotent: the run is not given up to its lease's expiry
+    assert.equal(history.streams.length, 1);
+  } finally {
+    client.close();
+    history.server.forceShutdown();
+  }
+});
+
+test('a call answered UNAVAILABLE every time fails as UNAVAILABLE after 5 sends; a refusal is sent once', async () => {
+  let sent = 0;
+  const history = await fakeHistory((stream, message) => {
+    sent += message.calls.length;
+    stream.write({ answers: message.calls.map(passingFailure) });
+  });
+  const client = new JournalClient(history.address);
+  try {
+    await assert.rejects(client.call('SetState', { workflow_id: 'w', fence: 1, key: 'k' }), (error) => {
+      assert.ok(error instanceof JournalCallError);
+      assert.equal(error.code, 'UNAVAILABLE');
+      return true;
+    });
+    assert.equal(sent, 5);
+  } finally {
+    client.close();
+    history.server.forceShutdown();
+  }
+  let refused = 0;
+  const strict = await fakeHistory((stream, message) => {
+    refused += message.calls.length;
+    stream.write({ answers: message.calls.map((call) => ({ id: call.id, error: { code: grpc.status.FAILED_PRECONDITION, message: 'fenced', reason: 'STALE_FENCE' } })) });
+  });
+  const again = new JournalClient(strict.address);
+  try {
+    await assert.rejects(again.call('RecordStep', { workflow_id: 'w', fence: 1 }));
+    assert.equal(refused, 1);
+  } finally {
+    again.close();
+    strict.server.forceShutdown();
+  }
+});
+
 test('a call too large for a message fails alone; the stream carries the others on', async () => {
   const history = await fakeHistory((stream, message) => stream.write({ answers: message.calls.map(ok) }));
   const client = new JournalClient(history.address);

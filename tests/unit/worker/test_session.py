@@ -132,6 +132,66 @@ async def test_a_journal_that_stays_away_fails_the_call_as_unavailable(
         await server.stop(None)
 
 
+def unavailable(call: jpb.JournalCall) -> jpb.JournalAnswer:
+    message = "the database failed this call for a passing reason (terminated); call again"
+    return jpb.JournalAnswer(id=call.id, error=jpb.SessionError(code=14, message=message))
+
+
+async def test_a_call_history_answers_unavailable_is_sent_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # History's database lost the call's connection: the call is idempotent, so it goes
+    # again (on the same stream) rather than giving the run up to its lease's expiry.
+    monkeypatch.setattr(_session, "FIRST_BACKOFF_SECONDS", 0.01)
+    sent: list[str] = []
+
+    def twice_unavailable(call: jpb.JournalCall, stream: int) -> jpb.JournalAnswer:
+        sent.append(call.record_step.step_id)
+        if len(sent) <= 2:
+            return unavailable(call)
+        return jpb.JournalAnswer(id=call.id, record_step=jpb.RecordStepResponse(event_id=7))
+
+    journal = ScriptedJournal(twice_unavailable)
+    server, session = await serve(journal)
+    try:
+        answer = await session.call(record("a"), 10)
+        assert answer.event_id == 7 and sent == ["a", "a", "a"] and journal.streams == 1
+    finally:
+        await session.close()
+        await server.stop(None)
+
+
+async def test_unavailable_every_time_fails_the_call_and_no_refusal_is_sent_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(_session, "FIRST_BACKOFF_SECONDS", 0.01)
+    journal = ScriptedJournal(lambda call, stream: unavailable(call))
+    server, session = await serve(journal)
+    try:
+        with pytest.raises(JournalCallError) as caught:
+            await session.call(record("a"), 10)
+        assert caught.value.code == grpc.StatusCode.UNAVAILABLE
+        assert "call again" in caught.value.message
+        assert len(journal.received) == _session.ATTEMPTS
+    finally:
+        await session.close()
+        await server.stop(None)
+    # A refusal (a stale fence, a bad request) is the call's answer: sent once.
+    refusals = ScriptedJournal(
+        lambda call, stream: jpb.JournalAnswer(
+            id=call.id, error=jpb.SessionError(code=9, message="stale", reason="STALE_FENCE")
+        )
+    )
+    server, session = await serve(refusals)
+    try:
+        with pytest.raises(JournalCallError):
+            await session.call(record("a"), 10)
+        assert len(refusals.received) == 1
+    finally:
+        await session.close()
+        await server.stop(None)
+
+
 async def test_an_old_stream_takes_no_new_calls_and_closes_once_its_calls_are_answered(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

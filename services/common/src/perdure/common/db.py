@@ -9,6 +9,7 @@ from contextlib import AbstractAsyncContextManager
 
 from opentelemetry.instrumentation.psycopg import PsycopgInstrumentor
 from psycopg import AsyncConnection
+from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import AsyncConnectionPool
 
 from perdure.common.embedded_db import DEFAULT_DATA_DIR, start_embedded_postgres
@@ -35,21 +36,30 @@ def instrument_database() -> None:
 
 
 async def open_pool(
-    dsn: str, *, max_size: int = 10, generic_plans: bool = False
+    dsn: str, *, max_size: int = 10, generic_plans: bool = False, name: str = ""
 ) -> AsyncConnectionPool:
     """Open an autocommit pool; callers group writes with explicit transactions. With
     `generic_plans`, a prepared statement is planned once, not at every execution (for
-    statements PostgreSQL would otherwise re-plan each time: see _plan_once)."""
+    statements PostgreSQL would otherwise re-plan each time: see _plan_once). Its connections
+    show as `name` in pg_stat_activity (application_name), unless the DSN names one."""
     pool = AsyncConnectionPool(
         dsn,
         min_size=1,
         max_size=max_size,
-        kwargs={"autocommit": True},
+        kwargs={"autocommit": True, **named(dsn, name)},
         configure=_plan_once if generic_plans else None,
         open=False,
     )
     await pool.open(wait=True, timeout=30)
     return pool
+
+
+def named(dsn: str, name: str) -> dict[str, str]:
+    """Connection parameters that name the connection `name` for the database's views
+    (pg_stat_activity.application_name): none when the DSN names it already, or no name."""
+    if not name or "application_name" in conninfo_to_dict(dsn):
+        return {}
+    return {"application_name": name}
 
 
 async def _plan_once(conn: AsyncConnection) -> None:
@@ -65,7 +75,7 @@ async def open_migrated_pool(service: str, explicit_dsn: str | None) -> AsyncCon
     """Open the service's pool and apply its pending migrations (package perdure.<service>)."""
     # Starting the embedded server blocks for seconds: keep it off the event loop.
     dsn = await asyncio.to_thread(resolve_dsn, service, explicit_dsn)
-    pool = await open_pool(dsn)
+    pool = await open_pool(dsn, name=f"perdure-{service}")
     async with pool.connection() as conn:
         await apply_migrations(conn, service, f"perdure.{service}")
     return pool

@@ -69,7 +69,9 @@ async def run(args: argparse.Namespace) -> None:
     assert isinstance(pool.conninfo, str)  # open_pool passes the resolved DSN
     feed = CommitFeed(pool.conninfo)
     # The group commit writes one batch at a time: two connections are plenty.
-    records_pool = await open_pool(pool.conninfo, max_size=2, generic_plans=True)
+    records_pool = await open_pool(
+        pool.conninfo, max_size=2, generic_plans=True, name="perdure-history-records"
+    )
     journal = Journal(
         pool,
         relay.notify,

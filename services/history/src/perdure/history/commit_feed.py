@@ -38,9 +38,11 @@ from typing import Protocol
 
 import grpc
 import psycopg
+from psycopg.conninfo import make_conninfo
 
 from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.common import errors, limits
+from perdure.common.db import named
 from perdure.history.rows import Row
 
 log = logging.getLogger(__name__)
@@ -280,7 +282,8 @@ class CommitFeed:
 
     async def _listen(self) -> None:
         """LISTEN until the connection drops (the loop reconnects)."""
-        conn = await psycopg.AsyncConnection.connect(self._dsn, autocommit=True)
+        dsn = make_conninfo(self._dsn, **named(self._dsn, "perdure-history-feed"))
+        conn = await psycopg.AsyncConnection.connect(dsn, autocommit=True)
         try:
             await conn.execute(f"LISTEN {CHANNEL}")
             await conn.execute(f"LISTEN {STATUS_CHANNEL}")

@@ -3,7 +3,9 @@
 In Python gRPC a unary call costs about four times a message on an open stream, and every
 step of every workflow is a journal call: one stream per worker process carries them all,
 matched by id. Journal calls are idempotent, so calls left unanswered by a broken stream are
-sent again on a new one, a few times, as a unary channel's retry policy would. One run's call
+sent again on a new one, a few times, as a unary channel's retry policy would; so are calls
+history answered UNAVAILABLE (its database failed the call for a passing reason: a lost
+connection, a deadlock), instead of giving the run up to its lease's expiry. One run's call
 never breaks the stream the others share: a call too large for a message fails alone, here,
 and history answers a call whose answer is too large with an error of its own.
 
@@ -135,7 +137,9 @@ class JournalSession:
         backoff = FIRST_BACKOFF_SECONDS
         for _ in range(ATTEMPTS - 1):
             with contextlib.suppress(_StreamBrokenError):
-                return await self._send(call)
+                answer = await self._send(call)
+                if not _passing(answer):
+                    return answer
             await asyncio.sleep(backoff)
             backoff *= 2
         try:
@@ -229,6 +233,11 @@ def _next_message(outgoing: list[jpb.JournalCall]) -> list[jpb.JournalCall]:
     calls = outgoing[:taken]
     del outgoing[:taken]
     return calls
+
+
+def _passing(answer: jpb.JournalAnswer) -> bool:
+    """Whether history answered that the call failed for a passing reason (UNAVAILABLE)."""
+    return answer.HasField("error") and answer.error.code == grpc.StatusCode.UNAVAILABLE.value[0]
 
 
 def _status_code(number: int) -> grpc.StatusCode:
