@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, NoReturn, cast
 
 import grpc
+import psycopg
 import pytest
 from google.rpc import error_details_pb2, status_pb2
 
@@ -150,4 +151,37 @@ async def test_unary_lets_unexpected_errors_propagate() -> None:
     context = FakeContext()
     with pytest.raises(KeyError):
         await Servicer(KeyError("bug")).Call("x", as_context(context))
+    assert context.aborted is None
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        psycopg.errors.AdminShutdown("terminating connection due to administrator command"),
+        psycopg.OperationalError("consuming input failed: server closed the connection"),
+        psycopg.errors.DeadlockDetected("deadlock detected"),
+    ],
+    ids=["terminated", "connection lost", "deadlock"],
+)
+async def test_unary_answers_a_passing_database_failure_unavailable(error: Exception) -> None:
+    # Not UNKNOWN with the driver's exception: UNAVAILABLE, which callers (and workers, for a
+    # journal call) retry, saying why and what to do.
+    context = FakeContext()
+    with pytest.raises(AbortedError):
+        await Servicer(error).Call("x", as_context(context))
+    assert context.aborted is not None
+    code, details, _ = context.aborted
+    assert code == grpc.StatusCode.UNAVAILABLE
+    first_line = str(error).splitlines()[0]
+    assert details == (
+        f"the database failed this call for a passing reason ({first_line}); call again"
+    )
+
+
+async def test_unary_lets_a_database_error_that_is_a_bug_propagate() -> None:
+    # A statement the database refuses (a syntax error, a violated constraint) is no passing
+    # failure: calling again would fail again.
+    context = FakeContext()
+    with pytest.raises(psycopg.errors.SyntaxError):
+        await Servicer(psycopg.errors.SyntaxError("syntax error")).Call("x", as_context(context))
     assert context.aborted is None

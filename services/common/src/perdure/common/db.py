@@ -5,8 +5,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager
 
+import psycopg
 from opentelemetry.instrumentation.psycopg import PsycopgInstrumentor
 from psycopg import AsyncConnection
 from psycopg.conninfo import conninfo_to_dict
@@ -35,6 +37,27 @@ def instrument_database() -> None:
     PsycopgInstrumentor().instrument(enable_commenter=False, capture_parameters=False)
 
 
+class _Pool(AsyncConnectionPool):
+    """A pool that, once a caller finds one of its connections lost, checks every connection
+    it holds idle at once: a restart, a failover or a terminated backend loses them all, and
+    each would otherwise fail one more caller before the pool replaced it."""
+
+    _checking: asyncio.Task[None] | None = None
+
+    @contextlib.asynccontextmanager
+    async def connection(
+        self,
+        timeout: float | None = None,  # noqa: ASYNC109 - psycopg_pool's own signature
+    ) -> AsyncIterator[AsyncConnection]:
+        async with super().connection(timeout) as conn:
+            try:
+                yield conn
+            except psycopg.OperationalError:
+                if conn.broken and (self._checking is None or self._checking.done()):
+                    self._checking = asyncio.create_task(self.check(), name="pool check")
+                raise
+
+
 async def open_pool(
     dsn: str, *, max_size: int = 10, generic_plans: bool = False, name: str = ""
 ) -> AsyncConnectionPool:
@@ -42,7 +65,7 @@ async def open_pool(
     `generic_plans`, a prepared statement is planned once, not at every execution (for
     statements PostgreSQL would otherwise re-plan each time: see _plan_once). Its connections
     show as `name` in pg_stat_activity (application_name), unless the DSN names one."""
-    pool = AsyncConnectionPool(
+    pool = _Pool(
         dsn,
         min_size=1,
         max_size=max_size,
