@@ -46,7 +46,7 @@ export const LOCAL_WAIT_MS = 250;
  * @typedef {import('./step-info.js').StepInfo} StepInfo
  * @typedef {{kind: 'suspend', wait: Wait} | {kind: 'park', failure: any, error?: NonDeterminismError} | {kind: 'lost', error: Error}
  *   | {kind: 'unavailable', error: Error} | {kind: 'continue_as_new', input: any}
- *   | {kind: 'done'}} Halt
+ *   | {kind: 'handed_back'} | {kind: 'done'}} Halt
  * @typedef {{wait: Wait, position: number, stepId: string, remote: any, reject?: (e: Error) => void,
  *   resume: (op: {done: boolean}) => Promise<any>, settle: (value: any) => void}} Blocked
  *   a call waiting for the run to be woken: `resume` checks its wait again, `settle` ends it
@@ -78,6 +78,8 @@ export class WorkflowContext {
     this._runId = workflow.run_id ?? '';
     this._runNumber = Number(workflow.run_number ?? 0) || 1;
     this._evicted = false;
+    /** @type {AbortSignal | null} the worker drains once aborted (runner.js sets it per task) */
+    this._stopping = null;
     this._newTask(loaded, fence);
     // Quiescence: calls in progress, and calls blocked until the run is woken again.
     this._active = 0;
@@ -526,6 +528,12 @@ export class WorkflowContext {
       if (mismatch) return this._nondeterminism(mismatch, call, callKind(call.stepId));
       if (recorded.event_type === EVENT.CANCELLATION_DELIVERED) throw this._cancellation();
       return undefined;
+    }
+    if (this._stopping?.aborted) {
+      // The worker drains: the run goes back to the queue before this new call, once its
+      // outputs sent ahead are answered (no lease goes back with an outcome on its way).
+      if (!(await this._settledAhead())) return NEVER;
+      return this._halt({ kind: 'handed_back' });
     }
     // A cancel request an output's answer reports is delivered here: wait for that answer (a
     // step's start goes beside it instead, and history keeps it out: attempt.js).

@@ -23,7 +23,7 @@ import { inSpan, setRunAttribute, stepAttemptEnded, stepAttemptSpan, traceEndedW
 /**
  * @typedef {{fn: (ctx: WorkflowContext, input: any) => Promise<any>, retry: RetryPolicy}} WorkflowEntry
  * @typedef {{call: (method: string, request: object) => Promise<any>}} Journal
- * @typedef {{kind: 'result'|'failure'|'park'|'cancelled'|'continue_as_new'|'suspend'|'lost'|'unavailable', value?: any, wait?: any,
+ * @typedef {{kind: 'result'|'failure'|'park'|'cancelled'|'continue_as_new'|'suspend'|'lost'|'unavailable'|'handed_back', value?: any, wait?: any,
  *   error?: Error}} Outcome  a Failure or Payload as `value`; the Wait of a suspension; the error of a stop
  */
 
@@ -46,10 +46,11 @@ async function journalCall(journal, method, request) {
  * @param {any} task
  * @param {Journal} journal
  * @param {Map<string, WorkflowEntry>} workflows
- * @param {{log: any, abort?: AbortSignal, onContext?: (ctx: WorkflowContext) => void,
- *   cache?: import('./sticky.js').RunCache}} options  `cache`: runs kept suspended between tasks
+ * @param {{log: any, abort?: AbortSignal, stopping?: AbortSignal, onContext?: (ctx: WorkflowContext) => void,
+ *   cache?: import('./sticky.js').RunCache}} options  `cache`: runs kept suspended between tasks;
+ *   `stopping`: the worker drains (the run is handed back before its next new call: 'handed_back')
  */
-export async function runWorkflowTask(task, journal, workflows, { log, abort, onContext, cache }) {
+export async function runWorkflowTask(task, journal, workflows, { log, abort, stopping, onContext, cache }) {
   const lease = { workflow_id: task.workflow_id, fence: Number(task.fence) };
   // The load that takes the lease up carries the grant's proof: history need not ask the scheduler.
   const taking = { ...lease, lease_proof: task.lease_proof };
@@ -92,6 +93,7 @@ export async function runWorkflowTask(task, journal, workflows, { log, abort, on
     onContext?.(ctx);
     ended = begin(entry.fn, ctx, fromPayload(workflow.input));
   }
+  ctx._stopping = stopping ?? null;
   let keep = false;
   const onAbort = () => ctx._halt({ kind: 'unavailable', error: new JournalUnavailableError('the worker is shutting down') });
   if (abort) {
@@ -102,6 +104,11 @@ export async function runWorkflowTask(task, journal, workflows, { log, abort, on
     const outcome = await settle(ended, ctx);
     if (outcome.kind === 'lost') throw outcome.error;
     if (outcome.kind === 'unavailable') throw outcome.error;
+    if (outcome.kind === 'handed_back') {
+      log.info(`workflow ${task.workflow_id} handed back before its next call: the worker is stopping`);
+      setRunAttribute('perdure.task.outcome', outcome.kind);
+      return 'handed_back';
+    }
     setRunAttribute('perdure.task.outcome', outcome.kind);
     if (outcome.kind === 'suspend') {
       /** @type {{kind: string, name: string, until?: any}} */
@@ -244,6 +251,8 @@ async function run(code, ctx) {
     case 'lost':
     case 'unavailable':
       return { kind: ended.kind, error: ended.error };
+    case 'handed_back':
+      return { kind: 'handed_back' };
     default:
       return { kind: 'unavailable', error: new JournalUnavailableError('the run was stopped') };
   }

@@ -64,8 +64,9 @@ export function workflowEntries(workflows, retry = new RetryPolicy()) {
 
 /**
  * Runs workflows and remote steps from one task queue, at most `concurrency` tasks at a time.
- * `await worker.run()` serves until `worker.stop()` drains it: no new tasks, running ones get
- * `shutdownGraceMs` to finish, the rest are released.
+ * `await worker.run()` serves until `worker.stop()` drains it: no new tasks, the steps under
+ * way get `shutdownGraceMs` to finish, a workflow is handed back before its next new call, the
+ * rest are released.
  *
  * A worker that cannot serve as configured (no key, an invalid, revoked or wrong-role key, an
  * address that does not resolve) does not retry: `run()` rejects with WorkerConfigurationError
@@ -130,6 +131,9 @@ export class Worker {
     this._stopRequested = false;
     this._closing = false;
     this._abort = new AbortController(); // aborted when running tasks are given up
+    // Aborted when the worker starts draining: a workflow goes back to the queue before its
+    // next new call (the steps under way finish).
+    this._stopping = new AbortController();
     this._stopped = new Promise((resolve) => {
       this._requestStop = resolve;
     });
@@ -155,6 +159,7 @@ export class Worker {
   /** Begin a graceful shutdown; `run()` resolves once it is done. */
   stop() {
     this._stopRequested = true;
+    this._stopping.abort();
     this._cache.close(); // draining: nothing more to resume here
     this._requestStop();
   }
@@ -363,7 +368,9 @@ export class Worker {
   async _runWorkflow(task, lease, abort) {
     this._log.info(`running ${task.workflow_type} ${task.workflow_id} (fence ${task.fence})`);
     await this._finishTask(task, lease, abort, async () => {
-      const ended = await runWorkflowTask(task, this._journal, this._workflows, { log: this._log, abort, cache: this._cache });
+      const stopping = this._stopping.signal;
+      const ended = await runWorkflowTask(task, this._journal, this._workflows, { log: this._log, abort, stopping, cache: this._cache });
+      if (ended === 'handed_back') return 'unfinished';
       return ended === 'suspended' && this._cache.holds(task.workflow_id); // sticky
     });
   }
@@ -396,8 +403,11 @@ export class Worker {
   async _settleTask(lease, abort, run, span) {
     const what = taskName(lease);
     let sticky = false;
+    let unfinished = false;
     try {
-      sticky = (await run()) === true;
+      const ran = await run();
+      sticky = ran === true;
+      unfinished = ran === 'unfinished';
     } catch (error) {
       if (abort.reason instanceof LeaseFencedError) {
         selfFenced(span, this.taskQueue);
@@ -416,6 +426,12 @@ export class Worker {
         this._forget(lease);
         return;
       }
+    }
+    if (unfinished) {
+      // Handed back while draining, before its next new call: granted again at once.
+      span.setAttribute('perdure.task.outcome', 'handed_back');
+      this._taskDone({ lease, unfinished: true });
+      return;
     }
     // Sticky: the run is kept here, suspended; its next task is offered to this worker first.
     this._taskDone(sticky ? { lease, sticky } : { lease });

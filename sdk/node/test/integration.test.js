@@ -574,3 +574,48 @@ test('the client starts, signals, queries, describes, lists and cancels runs, an
     client.close();
   }
 });
+
+test('a draining worker finishes the step under way and hands the run back before its next step', { skip: SKIP, timeout: 60_000 }, async () => {
+  const api = gateway();
+  const taskQueue = queue();
+  const ran = []; // [step, worker] in the order the bodies ran
+  /** @type {(value?: any) => void} */
+  let release = () => {};
+  const gate = new Promise((resolve) => {
+    release = resolve;
+  });
+  /** @type {(value?: any) => void} */
+  let inStepA = () => {};
+  const stepARunning = new Promise((resolve) => {
+    inStepA = resolve;
+  });
+  const twoSteps = (name) => async (ctx) => {
+    await ctx.step('a', async () => {
+      ran.push(['a', name]);
+      inStepA();
+      await gate;
+      return 1;
+    });
+    await ctx.step('b', () => ran.push(['b', name]));
+    return 'done';
+  };
+  const one = await startWorker({ taskQueue, workflows: { two_steps: twoSteps('one') } });
+  let two = null;
+  try {
+    const id = `drain-${randomUUID()}`;
+    await api.start({ workflow_type: 'two_steps', workflow_id: id, task_queue: taskQueue, input: toPayload(null) });
+    await withTimeout(stepARunning, BOUND_MS, 'step a did not start');
+    const stopping = one.stop(); // drains: step a is under way
+    two = await startWorker({ taskQueue, workflows: { two_steps: twoSteps('two') } });
+    release();
+    await stopping;
+    const described = await closed(api, id);
+    assert.equal(described.workflow.status, 'WORKFLOW_STATUS_COMPLETED');
+    // Step a finished on the draining worker; step b was never begun there: the run went
+    // back to the queue before it (TaskDone unfinished) and the other worker went on.
+    assert.deepEqual(ran, [['a', 'one'], ['b', 'two']]);
+  } finally {
+    await two?.stop();
+    api.close();
+  }
+});

@@ -159,3 +159,29 @@ test('a cancel request keeps the start beside an output, and so the next body, o
     ['RecordStep', 'undo', 2],
   ]);
 });
+
+test('a draining worker hands the run back before its next new call, once the output is answered', async () => {
+  const journal = new HeldOutput('a');
+  const ctx = context(new JournalBuilder(), journal);
+  const stopping = new AbortController();
+  ctx._stopping = stopping.signal;
+  const ran = [];
+  const outcome = execute(async (c) => {
+    await c.step('a', () => {
+      stopping.abort(); // the worker starts draining while step a runs: a finishes
+      return 1;
+    });
+    await c.step('b', () => ran.push('b'));
+    return 'done';
+  }, ctx, null);
+  let ended = false;
+  outcome.then(() => (ended = true));
+  await runOn();
+  assert.equal(journal.holding, true);
+  assert.equal(ended, false); // no lease goes back with an outcome on its way
+  journal.release();
+  assert.equal((await outcome).kind, 'handed_back');
+  assert.deepEqual(ran, []);
+  assert.deepEqual(journal.starts.map((s) => s.step_id), ['a']); // b was never begun
+  assert.deepEqual(journal.recorded('RecordStep').map((r) => r.step_id), ['a']);
+});
