@@ -70,9 +70,7 @@ export async function runLocalStep(ctx, op, call, fn, retry, limits) {
     const answer = await withSpan(traced.span, () => ctx._record('RecordStep', start));
     if (start.unless_cancel_requested && answer?.cancel_requested && !Number(answer?.event_id ?? 0)) {
       traced.span.end();
-      ctx._replay.cancelDelivered = true;
-      await ctx._record('RecordCancellation', ref(call));
-      throw ctx._cancellation();
+      await ctx._deliverCancellation(call);
     }
   }
   const pulse = new Pulse();

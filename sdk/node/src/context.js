@@ -538,11 +538,7 @@ export class WorkflowContext {
     // A cancel request an output's answer reports is delivered here: wait for that answer (a
     // step's start goes beside it instead, and history keeps it out: attempt.js).
     if (!step && !(await this._settledAhead())) return NEVER;
-    if (this._replay.cancelRequested && !this._replay.cancelDelivered) {
-      this._replay.cancelDelivered = true;
-      await this._record('RecordCancellation', ref(call));
-      throw this._cancellation();
-    }
+    if (this._replay.cancelRequested && !this._replay.cancelDelivered) await this._deliverCancellation(call);
     return undefined;
   }
 
@@ -576,6 +572,26 @@ export class WorkflowContext {
       this._resolveHalt(outcome);
     }
     return NEVER;
+  }
+
+  /**
+   * Stop the run for a journal call that failed (classified): its lease was lost, or the
+   * journal is unavailable.
+   * @param {Error} error
+   */
+  _haltFor(error) {
+    return this._halt({ kind: error instanceof LeaseLostError ? 'lost' : 'unavailable', error });
+  }
+
+  /**
+   * Journal the delivery of the run's cancel request at `call` (which is then not executed),
+   * and throw it.
+   * @param {Call} call
+   */
+  async _deliverCancellation(call) {
+    this._replay.cancelDelivered = true;
+    await this._record('RecordCancellation', ref(call));
+    throw this._cancellation();
   }
 
   /**
@@ -691,9 +707,7 @@ export class WorkflowContext {
     try {
       payload = await payloadOf((method, request) => this._journal.send(method, request), event);
     } catch (error) {
-      const classified = classifyJournalError(error);
-      if (classified instanceof LeaseLostError) return this._halt({ kind: 'lost', error: classified });
-      return this._halt({ kind: 'unavailable', error: classified });
+      return this._haltFor(classifyJournalError(error));
     }
     if (this._halted) return NEVER;
     return fromPayload(payload);
@@ -719,7 +733,7 @@ export class WorkflowContext {
     const later = this._replay.reachAtNextCall(null, payloadBytes(request));
     this._journal.recordAhead(request, () => Boolean(this._halted)).then(
       (response) => this._replay.answered(later, Number(response?.event_id ?? 0)),
-      (error) => this._halt({ kind: error instanceof LeaseLostError ? 'lost' : 'unavailable', error }),
+      (error) => this._haltFor(error),
     );
     return true;
   }
@@ -733,7 +747,7 @@ export class WorkflowContext {
     try {
       await this._journal.settle();
     } catch (error) {
-      this._halt({ kind: error instanceof LeaseLostError ? 'lost' : 'unavailable', error });
+      this._haltFor(error);
     }
     return !this._halted;
   }
@@ -748,8 +762,7 @@ export class WorkflowContext {
       response = await this._journal.record(method, request, () => Boolean(this._halted));
     } catch (error) {
       if (error instanceof JournalRejectedError) throw error;
-      if (error instanceof LeaseLostError) return this._halt({ kind: 'lost', error });
-      return this._halt({ kind: 'unavailable', error });
+      return this._haltFor(error);
     }
     if (this._halted) return NEVER;
     const eventId = Number(response?.event_id ?? 0);

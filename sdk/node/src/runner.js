@@ -104,12 +104,11 @@ export async function runWorkflowTask(task, journal, workflows, { log, abort, st
     const outcome = await settle(ended, ctx);
     if (outcome.kind === 'lost') throw outcome.error;
     if (outcome.kind === 'unavailable') throw outcome.error;
+    setRunAttribute('perdure.task.outcome', outcome.kind);
     if (outcome.kind === 'handed_back') {
       log.info(`workflow ${task.workflow_id} handed back before its next call: the worker is stopping`);
-      setRunAttribute('perdure.task.outcome', outcome.kind);
       return 'handed_back';
     }
-    setRunAttribute('perdure.task.outcome', outcome.kind);
     if (outcome.kind === 'suspend') {
       /** @type {{kind: string, name: string, until?: any}} */
       const wait = { kind: outcome.wait.kind, name: outcome.wait.name };

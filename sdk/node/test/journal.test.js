@@ -69,6 +69,7 @@ test("a SessionError fails that call with the unary call's status and reason", a
       assert.deepEqual([error.code, error.reason, error.detail], ['FAILED_PRECONDITION', 'STALE_FENCE', 'fenced']);
       return true;
     });
+    assert.equal(history.messages.length, 1); // a refusal is the call's answer: sent once
   } finally {
     client.close();
     history.server.forceShutdown();
@@ -114,7 +115,7 @@ test('a call history answers UNAVAILABLE (its database failed it for a passing r
   }
 });
 
-test('a call answered UNAVAILABLE every time fails as UNAVAILABLE after 5 sends; a refusal is sent once', async () => {
+test('a call answered UNAVAILABLE every time fails as UNAVAILABLE after 5 sends', async () => {
   let sent = 0;
   const history = await fakeHistory((stream, message) => {
     sent += message.calls.length;
@@ -131,19 +132,6 @@ test('a call answered UNAVAILABLE every time fails as UNAVAILABLE after 5 sends;
   } finally {
     client.close();
     history.server.forceShutdown();
-  }
-  let refused = 0;
-  const strict = await fakeHistory((stream, message) => {
-    refused += message.calls.length;
-    stream.write({ answers: message.calls.map((call) => ({ id: call.id, error: { code: grpc.status.FAILED_PRECONDITION, message: 'fenced', reason: 'STALE_FENCE' } })) });
-  });
-  const again = new JournalClient(strict.address);
-  try {
-    await assert.rejects(again.call('RecordStep', { workflow_id: 'w', fence: 1 }));
-    assert.equal(refused, 1);
-  } finally {
-    again.close();
-    strict.server.forceShutdown();
   }
 });
 

@@ -5,6 +5,7 @@ again when a stream breaks, streams moved after their max age."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator, Callable
 from types import SimpleNamespace
 from typing import Any
@@ -49,15 +50,22 @@ class ScriptedJournal(jgrpc.JournalServiceServicer):
         self.half_closed.set()
 
 
-async def serve(
+@contextlib.asynccontextmanager
+async def serving(
     journal: ScriptedJournal, max_age: float = _session.STREAM_MAX_AGE_SECONDS
-) -> tuple[grpc.aio.Server, JournalSession]:
+) -> AsyncIterator[JournalSession]:
+    """A session to `journal`, served over real gRPC while the context lasts."""
     server = grpc.aio.server()
     jgrpc.add_JournalServiceServicer_to_server(journal, server)
     port = server.add_insecure_port("127.0.0.1:0")
     await server.start()
     channel = grpc.aio.insecure_channel(f"127.0.0.1:{port}")
-    return server, JournalSession(jgrpc.JournalServiceStub(channel), max_age)
+    session = JournalSession(jgrpc.JournalServiceStub(channel), max_age)
+    try:
+        yield session
+    finally:
+        await session.close()
+        await server.stop(None)
 
 
 def record(step_id: str) -> jpb.RecordStepRequest:
@@ -71,15 +79,11 @@ def event_id_of(call: jpb.JournalCall, stream: int) -> jpb.JournalAnswer:
 
 async def test_answers_reach_their_callers_whatever_their_order() -> None:
     journal = ScriptedJournal(event_id_of)
-    server, session = await serve(journal)
-    try:
+    async with serving(journal) as session:
         answers = await asyncio.gather(*(session.call(record(f"step{n}"), 10) for n in (1, 2, 3)))
         assert [a.event_id for a in answers] == [1, 2, 3]
         assert journal.streams == 1  # one stream for every call
         assert journal.messages == 1  # made together, sent together
-    finally:
-        await session.close()
-        await server.stop(None)
 
 
 async def test_an_error_answer_raises_its_status_and_reason() -> None:
@@ -87,15 +91,13 @@ async def test_an_error_answer_raises_its_status_and_reason() -> None:
         error = jpb.SessionError(code=9, message="stale fence 1", reason="STALE_FENCE")
         return jpb.JournalAnswer(id=call.id, error=error)
 
-    server, session = await serve(ScriptedJournal(stale))
-    try:
+    journal = ScriptedJournal(stale)
+    async with serving(journal) as session:
         with pytest.raises(JournalCallError) as caught:
             await session.call(record("a"), 10)
         assert caught.value.code == grpc.StatusCode.FAILED_PRECONDITION
         assert (caught.value.reason, caught.value.message) == ("STALE_FENCE", "stale fence 1")
-    finally:
-        await session.close()
-        await server.stop(None)
+        assert len(journal.received) == 1  # a refusal is the call's answer: sent once
 
 
 async def test_a_call_cut_off_by_a_broken_stream_is_sent_again_on_a_new_one() -> None:
@@ -105,15 +107,11 @@ async def test_a_call_cut_off_by_a_broken_stream_is_sent_again_on_a_new_one() ->
         return jpb.JournalAnswer(id=call.id, record_step=jpb.RecordStepResponse(event_id=5))
 
     journal = ScriptedJournal(first_stream_breaks)
-    server, session = await serve(journal)
-    try:
+    async with serving(journal) as session:
         answer = await session.call(record("a"), 10)
         assert answer.event_id == 5
         assert [stream for stream, _ in journal.received] == [1, 2]
         assert {r.record_step.step_id for _, r in journal.received} == {"a"}
-    finally:
-        await session.close()
-        await server.stop(None)
 
 
 async def test_a_journal_that_stays_away_fails_the_call_as_unavailable(
@@ -121,15 +119,11 @@ async def test_a_journal_that_stays_away_fails_the_call_as_unavailable(
 ) -> None:
     monkeypatch.setattr(_session, "FIRST_BACKOFF_SECONDS", 0.01)
     journal = ScriptedJournal(lambda call, stream: None)
-    server, session = await serve(journal)
-    try:
+    async with serving(journal) as session:
         with pytest.raises(JournalCallError) as caught:
             await session.call(record("a"), 10)
         assert caught.value.code == grpc.StatusCode.UNAVAILABLE
         assert journal.streams == _session.ATTEMPTS
-    finally:
-        await session.close()
-        await server.stop(None)
 
 
 def unavailable(call: jpb.JournalCall) -> jpb.JournalAnswer:
@@ -152,44 +146,22 @@ async def test_a_call_history_answers_unavailable_is_sent_again(
         return jpb.JournalAnswer(id=call.id, record_step=jpb.RecordStepResponse(event_id=7))
 
     journal = ScriptedJournal(twice_unavailable)
-    server, session = await serve(journal)
-    try:
+    async with serving(journal) as session:
         answer = await session.call(record("a"), 10)
         assert answer.event_id == 7 and sent == ["a", "a", "a"] and journal.streams == 1
-    finally:
-        await session.close()
-        await server.stop(None)
 
 
-async def test_unavailable_every_time_fails_the_call_and_no_refusal_is_sent_again(
+async def test_a_call_answered_unavailable_every_time_fails_as_unavailable(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(_session, "FIRST_BACKOFF_SECONDS", 0.01)
     journal = ScriptedJournal(lambda call, stream: unavailable(call))
-    server, session = await serve(journal)
-    try:
+    async with serving(journal) as session:
         with pytest.raises(JournalCallError) as caught:
             await session.call(record("a"), 10)
         assert caught.value.code == grpc.StatusCode.UNAVAILABLE
         assert "call again" in caught.value.message
         assert len(journal.received) == _session.ATTEMPTS
-    finally:
-        await session.close()
-        await server.stop(None)
-    # A refusal (a stale fence, a bad request) is the call's answer: sent once.
-    refusals = ScriptedJournal(
-        lambda call, stream: jpb.JournalAnswer(
-            id=call.id, error=jpb.SessionError(code=9, message="stale", reason="STALE_FENCE")
-        )
-    )
-    server, session = await serve(refusals)
-    try:
-        with pytest.raises(JournalCallError):
-            await session.call(record("a"), 10)
-        assert len(refusals.received) == 1
-    finally:
-        await session.close()
-        await server.stop(None)
 
 
 async def test_an_old_stream_takes_no_new_calls_and_closes_once_its_calls_are_answered(
@@ -198,8 +170,7 @@ async def test_an_old_stream_takes_no_new_calls_and_closes_once_its_calls_are_an
     clock = [1000.0]  # the session's own clock, moved by the test
     monkeypatch.setattr(_session, "time", SimpleNamespace(monotonic=lambda: clock[0]))
     journal = ScriptedJournal(event_id_of)
-    server, session = await serve(journal, max_age=60)
-    try:
+    async with serving(journal, max_age=60) as session:
         first = await session.call(record("step1"), 10)
         clock[0] += 100  # older than its max age, give or take its tenth, now
         second, third = await asyncio.gather(
@@ -210,9 +181,6 @@ async def test_an_old_stream_takes_no_new_calls_and_closes_once_its_calls_are_an
         await asyncio.wait_for(journal.half_closed.wait(), 10)
         assert journal.closed_by_worker == [1]  # half-closed, not broken
         assert journal.streams == 2
-    finally:
-        await session.close()
-        await server.stop(None)
 
 
 async def test_a_call_too_large_for_a_message_fails_alone_and_the_stream_carries_on(
@@ -221,8 +189,7 @@ async def test_a_call_too_large_for_a_message_fails_alone_and_the_stream_carries
     # A small limit stands in for 64 MiB: two calls that fit it together cannot share a message.
     monkeypatch.setattr(_session, "MAX_ITEM_BYTES", 200)
     journal = ScriptedJournal(event_id_of)
-    server, session = await serve(journal)
-    try:
+    async with serving(journal) as session:
         huge = record("step9")
         huge.output.CopyFrom(to_payload("x" * 500))
         with pytest.raises(JournalCallError) as refused:
@@ -236,6 +203,3 @@ async def test_a_call_too_large_for_a_message_fails_alone_and_the_stream_carries
         answers = await asyncio.gather(*(session.call(request, 10) for request in big))
         assert [a.event_id for a in answers] == [1, 2]
         assert (journal.streams, journal.messages) == (1, 2)  # one stream, a message each
-    finally:
-        await session.close()
-        await server.stop(None)

@@ -5,10 +5,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager
 
-import psycopg
 from opentelemetry.instrumentation.psycopg import PsycopgInstrumentor
 from psycopg import AsyncConnection
 from psycopg.conninfo import conninfo_to_dict
@@ -44,18 +42,10 @@ class _Pool(AsyncConnectionPool):
 
     _checking: asyncio.Task[None] | None = None
 
-    @contextlib.asynccontextmanager
-    async def connection(
-        self,
-        timeout: float | None = None,  # noqa: ASYNC109 - psycopg_pool's own signature
-    ) -> AsyncIterator[AsyncConnection]:
-        async with super().connection(timeout) as conn:
-            try:
-                yield conn
-            except psycopg.OperationalError:
-                if conn.broken and (self._checking is None or self._checking.done()):
-                    self._checking = asyncio.create_task(self.check(), name="pool check")
-                raise
+    async def putconn(self, conn: AsyncConnection) -> None:
+        if conn.broken and (self._checking is None or self._checking.done()):
+            self._checking = asyncio.create_task(self.check(), name="pool check")
+        await super().putconn(conn)
 
 
 async def open_pool(

@@ -60,7 +60,8 @@ def database_unavailable(error: psycopg.OperationalError) -> ApiError:
     failover, a terminated backend), a deadlock, a cancelled statement. UNAVAILABLE, which
     callers retry: a write either committed or not, and one carrying its id (a request id, a
     signal id) is applied once however often it is sent."""
-    why = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    text = str(error).strip()
+    why = text.splitlines()[0] if text else type(error).__name__
     return ApiError(
         grpc.StatusCode.UNAVAILABLE,
         "",
