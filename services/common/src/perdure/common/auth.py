@@ -8,6 +8,7 @@ cannot be guessed from its hash, so a slow password hash would add latency and n
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import hashlib
 import hmac
@@ -154,39 +155,90 @@ CHECK_TIMEOUT = 10.0
 
 
 # How long a process trusts a key it verified: gateway and scheduler remember history's answer,
-# history its database's, each this long, so a key revoked elsewhere (another replica, the
-# CLI's --database-url) is refused everywhere within twice this; the process a revocation
-# passes through forgets the key at once.
+# history its database's, each this long from when it asked, so a key revoked elsewhere
+# (another replica, the CLI's --database-url) is refused everywhere within twice this; the
+# process a revocation passes through forgets the key at once.
 REMEMBER_SECONDS = 0.5
+
+
+@dataclass(frozen=True)
+class _Verified:
+    principal: Principal
+    asked_at: float  # the clock when the check that verified it was asked
 
 
 class RememberedKeys:
     """Token checks by `check`, a verified key remembered for REMEMBER_SECONDS: calls come at
-    step rate and each would otherwise cost a lookup (a query, or a call to history)."""
+    step rate and each would otherwise cost a lookup (a query, or a call to history).
+
+    A call in the second half of a memory's life is answered from it and checks the key again
+    beside it (one check per key at a time), so a key in steady use is never waited for after
+    its first check; a key that check refuses is forgotten, and its next call is refused."""
 
     MAX_ENTRIES = 10_000
 
-    def __init__(self, check: Authenticate, seconds: float = REMEMBER_SECONDS) -> None:
+    def __init__(
+        self,
+        check: Authenticate,
+        seconds: float = REMEMBER_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._check = check
         self._seconds = seconds
-        self._verified: dict[str, tuple[Principal, float]] = {}
+        self._clock = clock
+        self._verified: dict[str, _Verified] = {}
+        self._rechecks: dict[str, asyncio.Task[None]] = {}
+        self._forgets = 0  # a check asked before a forget() remembers nothing
 
     async def authenticate(self, token: str) -> Principal:
         """The key a token proves; UNAUTHENTICATED (from `check`) when it proves none."""
         known = self._verified.get(token)
-        if known is not None and known[1] > time.monotonic():
-            return known[0]
-        principal = await self._check(token)
-        if len(self._verified) >= self.MAX_ENTRIES:
-            self._verified.clear()  # bounded, whatever tokens callers invent
-        self._verified[token] = (principal, time.monotonic() + self._seconds)
-        return principal
+        if known is not None:
+            age = self._clock() - known.asked_at
+            if age < self._seconds:
+                if age >= self._seconds / 2 and token not in self._rechecks:
+                    self._recheck_beside(token)
+                return known.principal
+        return await self._ask(token)
 
     def forget(self, key_id: str) -> None:
-        """Drop a revoked key's remembered checks."""
-        for token, (principal, _) in list(self._verified.items()):
-            if principal.key_id == key_id:
+        """Drop a revoked key's remembered checks, and what checks under way would remember."""
+        self._forgets += 1
+        for token, known in list(self._verified.items()):
+            if known.principal.key_id == key_id:
                 del self._verified[token]
+
+    async def _ask(self, token: str) -> Principal:
+        asked_at, forgets = self._clock(), self._forgets
+        principal = await self._check(token)
+        if forgets == self._forgets:
+            if len(self._verified) >= self.MAX_ENTRIES:
+                self._verified.clear()  # bounded, whatever tokens callers invent
+            self._verified[token] = _Verified(principal, asked_at)
+        return principal
+
+    def _recheck_beside(self, token: str) -> None:
+        recheck = asyncio.create_task(self._recheck(token), name="API key recheck")
+        self._rechecks[token] = recheck
+        recheck.add_done_callback(lambda _: self._rechecks.pop(token, None))
+
+    async def _recheck(self, token: str) -> None:
+        try:
+            await self._ask(token)
+        except Exception as error:
+            if _refusal(error):
+                self._verified.pop(token, None)  # the next call asks, and is told
+            else:  # the memory stands until it expires, as it would have without the recheck
+                log.warning("could not check an API key again: %s", error)
+
+
+def _refusal(error: Exception) -> bool:
+    """Whether a check's error says the token proves no key (not that nobody could tell)."""
+    if isinstance(error, errors.ApiError):
+        return error.code == grpc.StatusCode.UNAUTHENTICATED
+    if isinstance(error, grpc.aio.AioRpcError):
+        return error.code() == grpc.StatusCode.UNAUTHENTICATED
+    return False
 
 
 def history_authenticator(history: hgrpc.HistoryServiceStub) -> Authenticate:
