@@ -85,7 +85,7 @@ async def apply_migrations(conn: AsyncConnection, schema: str, package: str) -> 
             else:
                 async with conn.transaction():
                     await conn.execute(sql.SQL("SET LOCAL search_path TO {}").format(schema_id))
-                    await conn.execute(text.encode())
+                    await conn.execute(text.encode(), prepare=False)  # several statements
                     await conn.execute(record, [version, name, checksum])
             applied_now.append(name)
             log.info("applied %s migration %s", schema, name)
@@ -113,6 +113,6 @@ async def _run_statements(conn: AsyncConnection, schema_id: sql.Identifier, text
         for statement in _STATEMENT_END.split(text):
             code = [line for line in statement.splitlines() if not line.lstrip().startswith("--")]
             if "".join(code).strip():
-                await conn.execute(statement.encode())
+                await conn.execute(statement.encode(), prepare=False)  # run once
     finally:
         await conn.execute("RESET search_path")
