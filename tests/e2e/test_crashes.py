@@ -26,7 +26,7 @@ from perdure.client import Client, RpcError
 from perdure.common.embedded_db import stop_embedded_postgres
 from perdure.worker._payload import from_payload, to_payload
 from tests.e2e.blocking import WAIT, runs_per_step, start_blocked, started
-from tests.fixtures.cluster import Cluster, Process, wait_until
+from tests.fixtures.cluster import Cluster, Process, wait_connected, wait_until
 from tests.fixtures.keys import make_key
 from tests.fixtures.postgres import with_database
 
@@ -347,6 +347,9 @@ def test_a_task_delivered_past_its_deadline_is_handed_back_not_left_to_expire(
     ttl = 12.0
     cluster = start_cluster(PERDURE_LEASE_TTL=f"{ttl:g}")
     late = cluster.start_worker("late")
+    # Stopped once it judges deadlines by the database clock, as a running worker does (a grant
+    # held before any clock reading is renewed at once, and would not be late).
+    wait_connected(late, "read the database clock")
     with cluster.client() as client:
         late.signal(signal.SIGSTOP)
         client.start_workflow(

@@ -215,8 +215,15 @@ class LeaseKeeper:
                 )
             return False
         lost: list[tuple[tpb.LeaseRef, _Held]] = []
+        database_now = response.now.ToNanoseconds() / 1e9
+        if self._clock is None:
+            log.info(
+                "read the database clock (%+.1f ms from this host's, a round trip included): "
+                "lease deadlines are judged by it from now on",
+                (database_now - time.time()) * 1000,
+            )
         with self._lock:
-            self._clock = (sent, response.now.ToNanoseconds() / 1e9)
+            self._clock = (sent, database_now)
             renewed = {
                 (r.lease.workflow_id, r.lease.step_id, r.lease.fence): r for r in response.renewed
             }
