@@ -226,19 +226,20 @@ class RememberedKeys:
         try:
             await self._ask(token)
         except Exception as error:
-            if _refusal(error):
+            if refusal(error) is not None:
                 self._verified.pop(token, None)  # the next call asks, and is told
             else:  # the memory stands until it expires, as it would have without the recheck
                 log.warning("could not check an API key again: %s", error)
 
 
-def _refusal(error: Exception) -> bool:
-    """Whether a check's error says the token proves no key (not that nobody could tell)."""
-    if isinstance(error, errors.ApiError):
-        return error.code == grpc.StatusCode.UNAUTHENTICATED
-    if isinstance(error, grpc.aio.AioRpcError):
-        return error.code() == grpc.StatusCode.UNAUTHENTICATED
-    return False
+def refusal(error: Exception) -> str | None:
+    """What a token check's error says when it says the token proves no key (its message);
+    None when it says only that nobody could tell (history or the database unreachable)."""
+    if isinstance(error, errors.ApiError) and error.code == grpc.StatusCode.UNAUTHENTICATED:
+        return error.message
+    if isinstance(error, grpc.aio.AioRpcError) and error.code() == grpc.StatusCode.UNAUTHENTICATED:
+        return error.details() or ""
+    return None
 
 
 def history_authenticator(history: hgrpc.HistoryServiceStub) -> Authenticate:

@@ -40,6 +40,7 @@ from perdure.common.auth import (
     bearer_token,
     current_principal,
     permission_denied,
+    refusal,
     role_allows,
     role_name,
     unauthenticated,
@@ -315,13 +316,12 @@ class Guard(grpc.aio.ServerInterceptor):
                     continue
                 try:
                     await self._authenticate(token)
-                except errors.ApiError as error:
-                    if error.code == grpc.StatusCode.UNAUTHENTICATED:
-                        raise _revoked(error.message) from None
-                    raise
-                except grpc.aio.AioRpcError as error:
-                    if error.code() == grpc.StatusCode.UNAUTHENTICATED:
-                        raise _revoked(error.details() or "") from None
+                except (errors.ApiError, grpc.aio.AioRpcError) as error:
+                    refused = refusal(error)
+                    if refused is not None:
+                        raise _revoked(refused) from None
+                    if isinstance(error, errors.ApiError):
+                        raise
                     log.warning("could not check a stream's key again: %s", error.details())
                     continue
                 if len(self._rechecked) >= FailedCredentials.MAX_ENTRIES:
