@@ -2,6 +2,7 @@ import datetime
 
 from google.protobuf import struct_pb2 as _struct_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
+from perdure.api.common.v1 import flow_pb2 as _flow_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
@@ -242,3 +243,121 @@ class ListAuditEventsResponse(_message.Message):
     events: _containers.RepeatedCompositeFieldContainer[AuditEvent]
     next_page_token: str
     def __init__(self, events: _Optional[_Iterable[_Union[AuditEvent, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class FlowLimit(_message.Message):
+    __slots__ = ("key", "max_runs", "max_steps", "requests_per_second", "units_per_minute", "fairness_weight", "runs_in_flight", "steps_in_flight")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    MAX_RUNS_FIELD_NUMBER: _ClassVar[int]
+    MAX_STEPS_FIELD_NUMBER: _ClassVar[int]
+    REQUESTS_PER_SECOND_FIELD_NUMBER: _ClassVar[int]
+    UNITS_PER_MINUTE_FIELD_NUMBER: _ClassVar[int]
+    FAIRNESS_WEIGHT_FIELD_NUMBER: _ClassVar[int]
+    RUNS_IN_FLIGHT_FIELD_NUMBER: _ClassVar[int]
+    STEPS_IN_FLIGHT_FIELD_NUMBER: _ClassVar[int]
+    key: str
+    max_runs: int
+    max_steps: int
+    requests_per_second: float
+    units_per_minute: int
+    fairness_weight: int
+    runs_in_flight: int
+    steps_in_flight: int
+    def __init__(self, key: _Optional[str] = ..., max_runs: _Optional[int] = ..., max_steps: _Optional[int] = ..., requests_per_second: _Optional[float] = ..., units_per_minute: _Optional[int] = ..., fairness_weight: _Optional[int] = ..., runs_in_flight: _Optional[int] = ..., steps_in_flight: _Optional[int] = ...) -> None: ...
+
+class SetFlowLimitRequest(_message.Message):
+    __slots__ = ("namespace", "limit")
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    namespace: str
+    limit: FlowLimit
+    def __init__(self, namespace: _Optional[str] = ..., limit: _Optional[_Union[FlowLimit, _Mapping]] = ...) -> None: ...
+
+class SetFlowLimitResponse(_message.Message):
+    __slots__ = ("limit",)
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    limit: FlowLimit
+    def __init__(self, limit: _Optional[_Union[FlowLimit, _Mapping]] = ...) -> None: ...
+
+class DeleteFlowLimitRequest(_message.Message):
+    __slots__ = ("namespace", "key")
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    namespace: str
+    key: str
+    def __init__(self, namespace: _Optional[str] = ..., key: _Optional[str] = ...) -> None: ...
+
+class DeleteFlowLimitResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ListFlowLimitsRequest(_message.Message):
+    __slots__ = ("namespace",)
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    namespace: str
+    def __init__(self, namespace: _Optional[str] = ...) -> None: ...
+
+class ListFlowLimitsResponse(_message.Message):
+    __slots__ = ("limits",)
+    LIMITS_FIELD_NUMBER: _ClassVar[int]
+    limits: _containers.RepeatedCompositeFieldContainer[FlowLimit]
+    def __init__(self, limits: _Optional[_Iterable[_Union[FlowLimit, _Mapping]]] = ...) -> None: ...
+
+class BudgetInfo(_message.Message):
+    __slots__ = ("key", "workflow_id", "limit", "period", "period_start", "reserved", "spent", "refusals")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    WORKFLOW_ID_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    PERIOD_FIELD_NUMBER: _ClassVar[int]
+    PERIOD_START_FIELD_NUMBER: _ClassVar[int]
+    RESERVED_FIELD_NUMBER: _ClassVar[int]
+    SPENT_FIELD_NUMBER: _ClassVar[int]
+    REFUSALS_FIELD_NUMBER: _ClassVar[int]
+    key: str
+    workflow_id: str
+    limit: _flow_pb2.Budget
+    period: _flow_pb2.BudgetPeriod
+    period_start: _timestamp_pb2.Timestamp
+    reserved: _flow_pb2.Usage
+    spent: _flow_pb2.Usage
+    refusals: int
+    def __init__(self, key: _Optional[str] = ..., workflow_id: _Optional[str] = ..., limit: _Optional[_Union[_flow_pb2.Budget, _Mapping]] = ..., period: _Optional[_Union[_flow_pb2.BudgetPeriod, str]] = ..., period_start: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., reserved: _Optional[_Union[_flow_pb2.Usage, _Mapping]] = ..., spent: _Optional[_Union[_flow_pb2.Usage, _Mapping]] = ..., refusals: _Optional[int] = ...) -> None: ...
+
+class SetBudgetRequest(_message.Message):
+    __slots__ = ("namespace", "budget")
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    BUDGET_FIELD_NUMBER: _ClassVar[int]
+    namespace: str
+    budget: BudgetInfo
+    def __init__(self, namespace: _Optional[str] = ..., budget: _Optional[_Union[BudgetInfo, _Mapping]] = ...) -> None: ...
+
+class SetBudgetResponse(_message.Message):
+    __slots__ = ("budget",)
+    BUDGET_FIELD_NUMBER: _ClassVar[int]
+    budget: BudgetInfo
+    def __init__(self, budget: _Optional[_Union[BudgetInfo, _Mapping]] = ...) -> None: ...
+
+class DeleteBudgetRequest(_message.Message):
+    __slots__ = ("namespace", "key")
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    namespace: str
+    key: str
+    def __init__(self, namespace: _Optional[str] = ..., key: _Optional[str] = ...) -> None: ...
+
+class DeleteBudgetResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ListBudgetsRequest(_message.Message):
+    __slots__ = ("namespace", "workflow_id")
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    WORKFLOW_ID_FIELD_NUMBER: _ClassVar[int]
+    namespace: str
+    workflow_id: str
+    def __init__(self, namespace: _Optional[str] = ..., workflow_id: _Optional[str] = ...) -> None: ...
+
+class ListBudgetsResponse(_message.Message):
+    __slots__ = ("budgets",)
+    BUDGETS_FIELD_NUMBER: _ClassVar[int]
+    budgets: _containers.RepeatedCompositeFieldContainer[BudgetInfo]
+    def __init__(self, budgets: _Optional[_Iterable[_Union[BudgetInfo, _Mapping]]] = ...) -> None: ...

@@ -77,6 +77,36 @@ class AdminServiceStub:
                 request_serializer=perdure_dot_api_dot_admin_dot_v1_dot_admin__service__pb2.ListBuildsRequest.SerializeToString,
                 response_deserializer=perdure_dot_api_dot_admin_dot_v1_dot_admin__service__pb2.ListBuildsResponse.FromString,
                 _registered_method=True)
+        self.SetFlowLimit = channel.unary_unary(
+                '/perdure.api.admin.v1.AdminService/SetFlowLimit',
+                request_serializer=perdure_dot_api_dot_admin_dot_v1_dot_admin__service__pb2.SetFlowLimitRequest.SerializeToString,
+                response_deserializer=perdure_dot_api_dot_admin_dot_v1_dot_admin__service__pb2.SetFlowLimitResponse.FromString,
+                _registered_method=True)
+        self.DeleteFlowLimit = channel.unary_unary(
+                '/perdure.api.admin.v1.AdminService/DeleteFlowLimit',
+                request_serializer=perdure_dot_api_dot_admin_dot_v1_dot_admin__service__pb2.DeleteFlowLimitRequest.SerializeToString,
+                response_deserializer=perdure_dot_api_dot_admin_dot_v1_dot_admin__service__pb2.DeleteFlowLimitResponse.FromString,
+                _registered_method=True)
+        self.ListFlowLimits = channel.unary_unary(
+                '/perdure.api.admin.v1.AdminService/ListFlowLimits',
+                request_serializer=perdure_dot_api_dot_admin_dot_v1_dot_admin__service__pb2.ListFlowLimitsRequest.SerializeToString,
+                response_deserializer=perdure_dot_api_dot_admin_dot_v1_dot_admin__service__pb2.ListFlowLimitsResponse.FromString,
+                _registered_method=True)
+        self.SetBudget = channel.unary_unary(
+                '/perdure.api.admin.v1.AdminService/SetBudget',
+                request_serializer=perdure_dot_api_dot_admin_dot_v1_dot_admin__service__pb2.SetBudgetRequest.SerializeToString,
+                response_deserializer=perdure_dot_api_dot_admin_dot_v1_dot_admin__service__pb2.SetBudgetResponse.FromString,
+                _registered_method=True)
+        self.DeleteBudget = channel.unary_unary(
+                '/perdure.api.admin.v1.AdminService/DeleteBudget',
+                request_serializer=perdure_dot_api_dot_admin_dot_v1_dot_admin__service__pb2.DeleteBudgetRequest.SerializeToString,
+                response_deserializer=perdure_dot_api_dot_admin_dot_v1_dot_admin__service__pb2.DeleteBudgetResponse.FromString,
+                _registered_method=True)
+        self.ListBudgets = channel.unary_unary(
+                '/perdure.api.admin.v1.AdminService/ListBudgets',
+                request_serializer=perdure_dot_api_dot_admin_dot_v1_dot_admin__service__pb2.ListBudgetsRequest.SerializeToString,
+                response_deserializer=perdure_dot_api_dot_admin_dot_v1_dot_admin__service__pb2.ListBudgetsResponse.FromString,
+                _registered_method=True)
 
 
 class AdminServiceServicer:
@@ -151,6 +181,56 @@ class AdminServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SetFlowLimit(self, request, context):
+        """Sets a key's limits in the namespace (needs an operator key), replacing any it had: at
+        most N runs or steps of the key leased at once, requests per second, units per minute,
+        and its weight as a fairness key. Every scheduler replica applies it at its next grant.
+        Errors: INVALID_ARGUMENT (INVALID_REQUEST).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteFlowLimit(self, request, context):
+        """Removes a key's limits (needs an operator key). Errors: NOT_FOUND (FLOW_LIMIT_NOT_FOUND).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListFlowLimits(self, request, context):
+        """Lists the namespace's key limits, with what is in flight under each now (needs a reader
+        key).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SetBudget(self, request, context):
+        """Sets a budget on a key or on the whole namespace, per period (needs an operator key),
+        replacing the limit and period it had; usage already counted in the current period stays.
+        Errors: INVALID_ARGUMENT (INVALID_REQUEST).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteBudget(self, request, context):
+        """Removes a key's or the namespace's budget (needs an operator key).
+        Errors: NOT_FOUND (BUDGET_NOT_FOUND).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListBudgets(self, request, context):
+        """Lists budgets with their current period's usage (needs a reader key): the namespace's and
+        its keys', or one run's own budget.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -193,6 +273,36 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     servicer.ListBuilds,
                     request_deserializer=perdure_dot_api_dot_admin_dot_v1_dot_admin__service__pb2.ListBuildsRequest.FromString,
                     response_serializer=perdure_dot_api_dot_admin_dot_v1_dot_admin__service__pb2.ListBuildsResponse.SerializeToString,
+            ),
+            'SetFlowLimit': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetFlowLimit,
+                    request_deserializer=perdure_dot_api_dot_admin_dot_v1_dot_admin__service__pb2.SetFlowLimitRequest.FromString,
+                    response_serializer=perdure_dot_api_dot_admin_dot_v1_dot_admin__service__pb2.SetFlowLimitResponse.SerializeToString,
+            ),
+            'DeleteFlowLimit': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteFlowLimit,
+                    request_deserializer=perdure_dot_api_dot_admin_dot_v1_dot_admin__service__pb2.DeleteFlowLimitRequest.FromString,
+                    response_serializer=perdure_dot_api_dot_admin_dot_v1_dot_admin__service__pb2.DeleteFlowLimitResponse.SerializeToString,
+            ),
+            'ListFlowLimits': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListFlowLimits,
+                    request_deserializer=perdure_dot_api_dot_admin_dot_v1_dot_admin__service__pb2.ListFlowLimitsRequest.FromString,
+                    response_serializer=perdure_dot_api_dot_admin_dot_v1_dot_admin__service__pb2.ListFlowLimitsResponse.SerializeToString,
+            ),
+            'SetBudget': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetBudget,
+                    request_deserializer=perdure_dot_api_dot_admin_dot_v1_dot_admin__service__pb2.SetBudgetRequest.FromString,
+                    response_serializer=perdure_dot_api_dot_admin_dot_v1_dot_admin__service__pb2.SetBudgetResponse.SerializeToString,
+            ),
+            'DeleteBudget': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteBudget,
+                    request_deserializer=perdure_dot_api_dot_admin_dot_v1_dot_admin__service__pb2.DeleteBudgetRequest.FromString,
+                    response_serializer=perdure_dot_api_dot_admin_dot_v1_dot_admin__service__pb2.DeleteBudgetResponse.SerializeToString,
+            ),
+            'ListBudgets': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListBudgets,
+                    request_deserializer=perdure_dot_api_dot_admin_dot_v1_dot_admin__service__pb2.ListBudgetsRequest.FromString,
+                    response_serializer=perdure_dot_api_dot_admin_dot_v1_dot_admin__service__pb2.ListBudgetsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -414,6 +524,168 @@ class AdminService:
             '/perdure.api.admin.v1.AdminService/ListBuilds',
             perdure_dot_api_dot_admin_dot_v1_dot_admin__service__pb2.ListBuildsRequest.SerializeToString,
             perdure_dot_api_dot_admin_dot_v1_dot_admin__service__pb2.ListBuildsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetFlowLimit(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/perdure.api.admin.v1.AdminService/SetFlowLimit',
+            perdure_dot_api_dot_admin_dot_v1_dot_admin__service__pb2.SetFlowLimitRequest.SerializeToString,
+            perdure_dot_api_dot_admin_dot_v1_dot_admin__service__pb2.SetFlowLimitResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteFlowLimit(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/perdure.api.admin.v1.AdminService/DeleteFlowLimit',
+            perdure_dot_api_dot_admin_dot_v1_dot_admin__service__pb2.DeleteFlowLimitRequest.SerializeToString,
+            perdure_dot_api_dot_admin_dot_v1_dot_admin__service__pb2.DeleteFlowLimitResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListFlowLimits(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/perdure.api.admin.v1.AdminService/ListFlowLimits',
+            perdure_dot_api_dot_admin_dot_v1_dot_admin__service__pb2.ListFlowLimitsRequest.SerializeToString,
+            perdure_dot_api_dot_admin_dot_v1_dot_admin__service__pb2.ListFlowLimitsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetBudget(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/perdure.api.admin.v1.AdminService/SetBudget',
+            perdure_dot_api_dot_admin_dot_v1_dot_admin__service__pb2.SetBudgetRequest.SerializeToString,
+            perdure_dot_api_dot_admin_dot_v1_dot_admin__service__pb2.SetBudgetResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteBudget(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/perdure.api.admin.v1.AdminService/DeleteBudget',
+            perdure_dot_api_dot_admin_dot_v1_dot_admin__service__pb2.DeleteBudgetRequest.SerializeToString,
+            perdure_dot_api_dot_admin_dot_v1_dot_admin__service__pb2.DeleteBudgetResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListBudgets(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/perdure.api.admin.v1.AdminService/ListBudgets',
+            perdure_dot_api_dot_admin_dot_v1_dot_admin__service__pb2.ListBudgetsRequest.SerializeToString,
+            perdure_dot_api_dot_admin_dot_v1_dot_admin__service__pb2.ListBudgetsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -2,6 +2,7 @@ import datetime
 
 from google.protobuf import duration_pb2 as _duration_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
+from perdure.api.common.v1 import flow_pb2 as _flow_pb2
 from perdure.api.common.v1 import payload_pb2 as _payload_pb2
 from perdure.api.workflow.v1 import workflow_pb2 as _workflow_pb2
 from google.protobuf.internal import containers as _containers
@@ -321,7 +322,7 @@ class RetryPolicy(_message.Message):
     def __init__(self, initial_interval: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., backoff_coefficient: _Optional[float] = ..., maximum_interval: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., maximum_attempts: _Optional[int] = ..., non_retryable_error_types: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ScheduleStepRequest(_message.Message):
-    __slots__ = ("workflow_id", "fence", "step_id", "step_name", "position", "task_queue", "input", "retry", "timeout", "heartbeat_timeout")
+    __slots__ = ("workflow_id", "fence", "step_id", "step_name", "position", "task_queue", "input", "retry", "timeout", "heartbeat_timeout", "flow")
     WORKFLOW_ID_FIELD_NUMBER: _ClassVar[int]
     FENCE_FIELD_NUMBER: _ClassVar[int]
     STEP_ID_FIELD_NUMBER: _ClassVar[int]
@@ -332,6 +333,7 @@ class ScheduleStepRequest(_message.Message):
     RETRY_FIELD_NUMBER: _ClassVar[int]
     TIMEOUT_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_TIMEOUT_FIELD_NUMBER: _ClassVar[int]
+    FLOW_FIELD_NUMBER: _ClassVar[int]
     workflow_id: str
     fence: int
     step_id: str
@@ -342,7 +344,8 @@ class ScheduleStepRequest(_message.Message):
     retry: RetryPolicy
     timeout: _duration_pb2.Duration
     heartbeat_timeout: _duration_pb2.Duration
-    def __init__(self, workflow_id: _Optional[str] = ..., fence: _Optional[int] = ..., step_id: _Optional[str] = ..., step_name: _Optional[str] = ..., position: _Optional[int] = ..., task_queue: _Optional[str] = ..., input: _Optional[_Union[_payload_pb2.Payload, _Mapping]] = ..., retry: _Optional[_Union[RetryPolicy, _Mapping]] = ..., timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., heartbeat_timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+    flow: _flow_pb2.StepFlow
+    def __init__(self, workflow_id: _Optional[str] = ..., fence: _Optional[int] = ..., step_id: _Optional[str] = ..., step_name: _Optional[str] = ..., position: _Optional[int] = ..., task_queue: _Optional[str] = ..., input: _Optional[_Union[_payload_pb2.Payload, _Mapping]] = ..., retry: _Optional[_Union[RetryPolicy, _Mapping]] = ..., timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., heartbeat_timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., flow: _Optional[_Union[_flow_pb2.StepFlow, _Mapping]] = ...) -> None: ...
 
 class ScheduleStepResponse(_message.Message):
     __slots__ = ("event_id", "cancel_requested")

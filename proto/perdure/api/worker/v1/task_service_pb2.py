@@ -24,9 +24,10 @@ _sym_db = _symbol_database.Default()
 
 from google.protobuf import duration_pb2 as google_dot_protobuf_dot_duration__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
+from perdure.api.common.v1 import flow_pb2 as perdure_dot_api_dot_common_dot_v1_dot_flow__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n(perdure/api/worker/v1/task_service.proto\x12\x15perdure.api.worker.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"E\n\x12RenewLeasesRequest\x12/\n\x06leases\x18\x01 \x03(\x0b\x32\x1f.perdure.api.worker.v1.LeaseRef\"t\n\x13RenewLeasesResponse\x12\x34\n\x07renewed\x18\x01 \x03(\x0b\x32#.perdure.api.worker.v1.RenewedLease\x12\'\n\x03now\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"o\n\x0cRenewedLease\x12.\n\x05lease\x18\x01 \x01(\x0b\x32\x1f.perdure.api.worker.v1.LeaseRef\x12/\n\x0b\x65xpire_time\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\xe6\x01\n\x0e\x43onnectRequest\x12-\n\x05hello\x18\x01 \x01(\x0b\x32\x1c.perdure.api.worker.v1.HelloH\x00\x12\x35\n\theartbeat\x18\x02 \x01(\x0b\x32 .perdure.api.worker.v1.HeartbeatH\x00\x12\x34\n\ttask_done\x18\x03 \x01(\x0b\x32\x1f.perdure.api.worker.v1.TaskDoneH\x00\x12-\n\x05\x64rain\x18\x04 \x01(\x0b\x32\x1c.perdure.api.worker.v1.DrainH\x00\x42\t\n\x07message\"\xf1\x01\n\x0f\x43onnectResponse\x12\x31\n\x07welcome\x18\x01 \x01(\x0b\x32\x1e.perdure.api.worker.v1.WelcomeH\x00\x12+\n\x04task\x18\x02 \x01(\x0b\x32\x1b.perdure.api.worker.v1.TaskH\x00\x12<\n\rlease_revoked\x18\x03 \x01(\x0b\x32#.perdure.api.worker.v1.LeaseRevokedH\x00\x12\x35\n\treconnect\x18\x04 \x01(\x0b\x32 .perdure.api.worker.v1.ReconnectH\x00\x42\t\n\x07message\"\x88\x02\n\x05Hello\x12\x10\n\x08identity\x18\x01 \x01(\t\x12\x12\n\ntask_queue\x18\x02 \x01(\t\x12\x16\n\x0eworkflow_types\x18\x03 \x03(\t\x12\x10\n\x08\x63\x61pacity\x18\x04 \x01(\x05\x12/\n\x06leases\x18\x05 \x03(\x0b\x32\x1f.perdure.api.worker.v1.LeaseRef\x12\x32\n\x0ftimer_lookahead\x18\x06 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x12\n\nstep_types\x18\x07 \x03(\t\x12\x11\n\tnamespace\x18\x08 \x01(\t\x12\x11\n\tsticky_id\x18\t \x01(\t\x12\x10\n\x08\x62uild_id\x18\n \x01(\t\"\x82\x01\n\x07Welcome\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12,\n\tlease_ttl\x18\x02 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x35\n\x12heartbeat_interval\x18\x03 \x01(\x0b\x32\x19.google.protobuf.Duration\"?\n\x08LeaseRef\x12\x13\n\x0bworkflow_id\x18\x01 \x01(\t\x12\r\n\x05\x66\x65nce\x18\x02 \x01(\x03\x12\x0f\n\x07step_id\x18\x03 \x01(\t\"<\n\tHeartbeat\x12/\n\x06leases\x18\x01 \x03(\x0b\x32\x1f.perdure.api.worker.v1.LeaseRef\"^\n\x08TaskDone\x12.\n\x05lease\x18\x01 \x01(\x0b\x32\x1f.perdure.api.worker.v1.LeaseRef\x12\x12\n\nunfinished\x18\x02 \x01(\x08\x12\x0e\n\x06sticky\x18\x03 \x01(\x08\"\x07\n\x05\x44rain\"\xac\x02\n\x04Task\x12\x13\n\x0bworkflow_id\x18\x01 \x01(\t\x12\x15\n\rworkflow_type\x18\x02 \x01(\t\x12\r\n\x05\x66\x65nce\x18\x03 \x01(\x03\x12\x44\n\rtrace_context\x18\x04 \x03(\x0b\x32-.perdure.api.worker.v1.Task.TraceContextEntry\x12\x0f\n\x07step_id\x18\x05 \x01(\t\x12\x11\n\tstep_type\x18\x06 \x01(\t\x12\x35\n\x11lease_expire_time\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x13\n\x0blease_proof\x18\x08 \x01(\x0c\x1a\x33\n\x11TraceContextEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\x1b\n\tReconnect\x12\x0e\n\x06reason\x18\x01 \x01(\t\"N\n\x0cLeaseRevoked\x12.\n\x05lease\x18\x01 \x01(\x0b\x32\x1f.perdure.api.worker.v1.LeaseRef\x12\x0e\n\x06reason\x18\x02 \x01(\t2\xd1\x01\n\x0bTaskService\x12\\\n\x07\x43onnect\x12%.perdure.api.worker.v1.ConnectRequest\x1a&.perdure.api.worker.v1.ConnectResponse(\x01\x30\x01\x12\x64\n\x0bRenewLeases\x12).perdure.api.worker.v1.RenewLeasesRequest\x1a*.perdure.api.worker.v1.RenewLeasesResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n(perdure/api/worker/v1/task_service.proto\x12\x15perdure.api.worker.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a perdure/api/common/v1/flow.proto\"E\n\x12RenewLeasesRequest\x12/\n\x06leases\x18\x01 \x03(\x0b\x32\x1f.perdure.api.worker.v1.LeaseRef\"t\n\x13RenewLeasesResponse\x12\x34\n\x07renewed\x18\x01 \x03(\x0b\x32#.perdure.api.worker.v1.RenewedLease\x12\'\n\x03now\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"o\n\x0cRenewedLease\x12.\n\x05lease\x18\x01 \x01(\x0b\x32\x1f.perdure.api.worker.v1.LeaseRef\x12/\n\x0b\x65xpire_time\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\xe6\x01\n\x0e\x43onnectRequest\x12-\n\x05hello\x18\x01 \x01(\x0b\x32\x1c.perdure.api.worker.v1.HelloH\x00\x12\x35\n\theartbeat\x18\x02 \x01(\x0b\x32 .perdure.api.worker.v1.HeartbeatH\x00\x12\x34\n\ttask_done\x18\x03 \x01(\x0b\x32\x1f.perdure.api.worker.v1.TaskDoneH\x00\x12-\n\x05\x64rain\x18\x04 \x01(\x0b\x32\x1c.perdure.api.worker.v1.DrainH\x00\x42\t\n\x07message\"\xf1\x01\n\x0f\x43onnectResponse\x12\x31\n\x07welcome\x18\x01 \x01(\x0b\x32\x1e.perdure.api.worker.v1.WelcomeH\x00\x12+\n\x04task\x18\x02 \x01(\x0b\x32\x1b.perdure.api.worker.v1.TaskH\x00\x12<\n\rlease_revoked\x18\x03 \x01(\x0b\x32#.perdure.api.worker.v1.LeaseRevokedH\x00\x12\x35\n\treconnect\x18\x04 \x01(\x0b\x32 .perdure.api.worker.v1.ReconnectH\x00\x42\t\n\x07message\"\x88\x02\n\x05Hello\x12\x10\n\x08identity\x18\x01 \x01(\t\x12\x12\n\ntask_queue\x18\x02 \x01(\t\x12\x16\n\x0eworkflow_types\x18\x03 \x03(\t\x12\x10\n\x08\x63\x61pacity\x18\x04 \x01(\x05\x12/\n\x06leases\x18\x05 \x03(\x0b\x32\x1f.perdure.api.worker.v1.LeaseRef\x12\x32\n\x0ftimer_lookahead\x18\x06 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x12\n\nstep_types\x18\x07 \x03(\t\x12\x11\n\tnamespace\x18\x08 \x01(\t\x12\x11\n\tsticky_id\x18\t \x01(\t\x12\x10\n\x08\x62uild_id\x18\n \x01(\t\"\x82\x01\n\x07Welcome\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12,\n\tlease_ttl\x18\x02 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x35\n\x12heartbeat_interval\x18\x03 \x01(\x0b\x32\x19.google.protobuf.Duration\"?\n\x08LeaseRef\x12\x13\n\x0bworkflow_id\x18\x01 \x01(\t\x12\r\n\x05\x66\x65nce\x18\x02 \x01(\x03\x12\x0f\n\x07step_id\x18\x03 \x01(\t\"<\n\tHeartbeat\x12/\n\x06leases\x18\x01 \x03(\x0b\x32\x1f.perdure.api.worker.v1.LeaseRef\"\x8b\x01\n\x08TaskDone\x12.\n\x05lease\x18\x01 \x01(\x0b\x32\x1f.perdure.api.worker.v1.LeaseRef\x12\x12\n\nunfinished\x18\x02 \x01(\x08\x12\x0e\n\x06sticky\x18\x03 \x01(\x08\x12+\n\x05usage\x18\x04 \x01(\x0b\x32\x1c.perdure.api.common.v1.Usage\"\x07\n\x05\x44rain\"\xc5\x02\n\x04Task\x12\x13\n\x0bworkflow_id\x18\x01 \x01(\t\x12\x15\n\rworkflow_type\x18\x02 \x01(\t\x12\r\n\x05\x66\x65nce\x18\x03 \x01(\x03\x12\x44\n\rtrace_context\x18\x04 \x03(\x0b\x32-.perdure.api.worker.v1.Task.TraceContextEntry\x12\x0f\n\x07step_id\x18\x05 \x01(\t\x12\x11\n\tstep_type\x18\x06 \x01(\t\x12\x35\n\x11lease_expire_time\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x13\n\x0blease_proof\x18\x08 \x01(\x0c\x12\x17\n\x0f\x62udget_exceeded\x18\t \x01(\t\x1a\x33\n\x11TraceContextEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\x1b\n\tReconnect\x12\x0e\n\x06reason\x18\x01 \x01(\t\"N\n\x0cLeaseRevoked\x12.\n\x05lease\x18\x01 \x01(\x0b\x32\x1f.perdure.api.worker.v1.LeaseRef\x12\x0e\n\x06reason\x18\x02 \x01(\t2\xd1\x01\n\x0bTaskService\x12\\\n\x07\x43onnect\x12%.perdure.api.worker.v1.ConnectRequest\x1a&.perdure.api.worker.v1.ConnectResponse(\x01\x30\x01\x12\x64\n\x0bRenewLeases\x12).perdure.api.worker.v1.RenewLeasesRequest\x1a*.perdure.api.worker.v1.RenewLeasesResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -35,36 +36,36 @@ if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_TASK_TRACECONTEXTENTRY']._loaded_options = None
   _globals['_TASK_TRACECONTEXTENTRY']._serialized_options = b'8\001'
-  _globals['_RENEWLEASESREQUEST']._serialized_start=132
-  _globals['_RENEWLEASESREQUEST']._serialized_end=201
-  _globals['_RENEWLEASESRESPONSE']._serialized_start=203
-  _globals['_RENEWLEASESRESPONSE']._serialized_end=319
-  _globals['_RENEWEDLEASE']._serialized_start=321
-  _globals['_RENEWEDLEASE']._serialized_end=432
-  _globals['_CONNECTREQUEST']._serialized_start=435
-  _globals['_CONNECTREQUEST']._serialized_end=665
-  _globals['_CONNECTRESPONSE']._serialized_start=668
-  _globals['_CONNECTRESPONSE']._serialized_end=909
-  _globals['_HELLO']._serialized_start=912
-  _globals['_HELLO']._serialized_end=1176
-  _globals['_WELCOME']._serialized_start=1179
-  _globals['_WELCOME']._serialized_end=1309
-  _globals['_LEASEREF']._serialized_start=1311
-  _globals['_LEASEREF']._serialized_end=1374
-  _globals['_HEARTBEAT']._serialized_start=1376
-  _globals['_HEARTBEAT']._serialized_end=1436
-  _globals['_TASKDONE']._serialized_start=1438
-  _globals['_TASKDONE']._serialized_end=1532
-  _globals['_DRAIN']._serialized_start=1534
-  _globals['_DRAIN']._serialized_end=1541
-  _globals['_TASK']._serialized_start=1544
-  _globals['_TASK']._serialized_end=1844
-  _globals['_TASK_TRACECONTEXTENTRY']._serialized_start=1793
-  _globals['_TASK_TRACECONTEXTENTRY']._serialized_end=1844
-  _globals['_RECONNECT']._serialized_start=1846
-  _globals['_RECONNECT']._serialized_end=1873
-  _globals['_LEASEREVOKED']._serialized_start=1875
-  _globals['_LEASEREVOKED']._serialized_end=1953
-  _globals['_TASKSERVICE']._serialized_start=1956
-  _globals['_TASKSERVICE']._serialized_end=2165
+  _globals['_RENEWLEASESREQUEST']._serialized_start=166
+  _globals['_RENEWLEASESREQUEST']._serialized_end=235
+  _globals['_RENEWLEASESRESPONSE']._serialized_start=237
+  _globals['_RENEWLEASESRESPONSE']._serialized_end=353
+  _globals['_RENEWEDLEASE']._serialized_start=355
+  _globals['_RENEWEDLEASE']._serialized_end=466
+  _globals['_CONNECTREQUEST']._serialized_start=469
+  _globals['_CONNECTREQUEST']._serialized_end=699
+  _globals['_CONNECTRESPONSE']._serialized_start=702
+  _globals['_CONNECTRESPONSE']._serialized_end=943
+  _globals['_HELLO']._serialized_start=946
+  _globals['_HELLO']._serialized_end=1210
+  _globals['_WELCOME']._serialized_start=1213
+  _globals['_WELCOME']._serialized_end=1343
+  _globals['_LEASEREF']._serialized_start=1345
+  _globals['_LEASEREF']._serialized_end=1408
+  _globals['_HEARTBEAT']._serialized_start=1410
+  _globals['_HEARTBEAT']._serialized_end=1470
+  _globals['_TASKDONE']._serialized_start=1473
+  _globals['_TASKDONE']._serialized_end=1612
+  _globals['_DRAIN']._serialized_start=1614
+  _globals['_DRAIN']._serialized_end=1621
+  _globals['_TASK']._serialized_start=1624
+  _globals['_TASK']._serialized_end=1949
+  _globals['_TASK_TRACECONTEXTENTRY']._serialized_start=1898
+  _globals['_TASK_TRACECONTEXTENTRY']._serialized_end=1949
+  _globals['_RECONNECT']._serialized_start=1951
+  _globals['_RECONNECT']._serialized_end=1978
+  _globals['_LEASEREVOKED']._serialized_start=1980
+  _globals['_LEASEREVOKED']._serialized_end=2058
+  _globals['_TASKSERVICE']._serialized_start=2061
+  _globals['_TASKSERVICE']._serialized_end=2270
 # @@protoc_insertion_point(module_scope)

@@ -2,6 +2,7 @@ import datetime
 
 from google.protobuf import duration_pb2 as _duration_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
+from perdure.api.common.v1 import flow_pb2 as _flow_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
@@ -107,21 +108,23 @@ class Heartbeat(_message.Message):
     def __init__(self, leases: _Optional[_Iterable[_Union[LeaseRef, _Mapping]]] = ...) -> None: ...
 
 class TaskDone(_message.Message):
-    __slots__ = ("lease", "unfinished", "sticky")
+    __slots__ = ("lease", "unfinished", "sticky", "usage")
     LEASE_FIELD_NUMBER: _ClassVar[int]
     UNFINISHED_FIELD_NUMBER: _ClassVar[int]
     STICKY_FIELD_NUMBER: _ClassVar[int]
+    USAGE_FIELD_NUMBER: _ClassVar[int]
     lease: LeaseRef
     unfinished: bool
     sticky: bool
-    def __init__(self, lease: _Optional[_Union[LeaseRef, _Mapping]] = ..., unfinished: _Optional[bool] = ..., sticky: _Optional[bool] = ...) -> None: ...
+    usage: _flow_pb2.Usage
+    def __init__(self, lease: _Optional[_Union[LeaseRef, _Mapping]] = ..., unfinished: _Optional[bool] = ..., sticky: _Optional[bool] = ..., usage: _Optional[_Union[_flow_pb2.Usage, _Mapping]] = ...) -> None: ...
 
 class Drain(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
 
 class Task(_message.Message):
-    __slots__ = ("workflow_id", "workflow_type", "fence", "trace_context", "step_id", "step_type", "lease_expire_time", "lease_proof")
+    __slots__ = ("workflow_id", "workflow_type", "fence", "trace_context", "step_id", "step_type", "lease_expire_time", "lease_proof", "budget_exceeded")
     class TraceContextEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -137,6 +140,7 @@ class Task(_message.Message):
     STEP_TYPE_FIELD_NUMBER: _ClassVar[int]
     LEASE_EXPIRE_TIME_FIELD_NUMBER: _ClassVar[int]
     LEASE_PROOF_FIELD_NUMBER: _ClassVar[int]
+    BUDGET_EXCEEDED_FIELD_NUMBER: _ClassVar[int]
     workflow_id: str
     workflow_type: str
     fence: int
@@ -145,7 +149,8 @@ class Task(_message.Message):
     step_type: str
     lease_expire_time: _timestamp_pb2.Timestamp
     lease_proof: bytes
-    def __init__(self, workflow_id: _Optional[str] = ..., workflow_type: _Optional[str] = ..., fence: _Optional[int] = ..., trace_context: _Optional[_Mapping[str, str]] = ..., step_id: _Optional[str] = ..., step_type: _Optional[str] = ..., lease_expire_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., lease_proof: _Optional[bytes] = ...) -> None: ...
+    budget_exceeded: str
+    def __init__(self, workflow_id: _Optional[str] = ..., workflow_type: _Optional[str] = ..., fence: _Optional[int] = ..., trace_context: _Optional[_Mapping[str, str]] = ..., step_id: _Optional[str] = ..., step_type: _Optional[str] = ..., lease_expire_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., lease_proof: _Optional[bytes] = ..., budget_exceeded: _Optional[str] = ...) -> None: ...
 
 class Reconnect(_message.Message):
     __slots__ = ("reason",)

@@ -2,6 +2,7 @@ import datetime
 
 from google.protobuf import duration_pb2 as _duration_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
+from perdure.api.common.v1 import flow_pb2 as _flow_pb2
 from perdure.api.common.v1 import payload_pb2 as _payload_pb2
 from perdure.api.workflow.v1 import workflow_pb2 as _workflow_pb2
 from google.protobuf.internal import containers as _containers
@@ -25,7 +26,7 @@ ID_REUSE_POLICY_ALLOW: IdReusePolicy
 ID_REUSE_POLICY_ALLOW_IF_FAILED: IdReusePolicy
 
 class StartWorkflowRequest(_message.Message):
-    __slots__ = ("workflow_type", "workflow_id", "task_queue", "input", "namespace", "execution_timeout", "id_reuse_policy", "request_id")
+    __slots__ = ("workflow_type", "workflow_id", "task_queue", "input", "namespace", "execution_timeout", "id_reuse_policy", "request_id", "flow")
     WORKFLOW_TYPE_FIELD_NUMBER: _ClassVar[int]
     WORKFLOW_ID_FIELD_NUMBER: _ClassVar[int]
     TASK_QUEUE_FIELD_NUMBER: _ClassVar[int]
@@ -34,6 +35,7 @@ class StartWorkflowRequest(_message.Message):
     EXECUTION_TIMEOUT_FIELD_NUMBER: _ClassVar[int]
     ID_REUSE_POLICY_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    FLOW_FIELD_NUMBER: _ClassVar[int]
     workflow_type: str
     workflow_id: str
     task_queue: str
@@ -42,7 +44,8 @@ class StartWorkflowRequest(_message.Message):
     execution_timeout: _duration_pb2.Duration
     id_reuse_policy: IdReusePolicy
     request_id: str
-    def __init__(self, workflow_type: _Optional[str] = ..., workflow_id: _Optional[str] = ..., task_queue: _Optional[str] = ..., input: _Optional[_Union[_payload_pb2.Payload, _Mapping]] = ..., namespace: _Optional[str] = ..., execution_timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., id_reuse_policy: _Optional[_Union[IdReusePolicy, str]] = ..., request_id: _Optional[str] = ...) -> None: ...
+    flow: _flow_pb2.RunFlow
+    def __init__(self, workflow_type: _Optional[str] = ..., workflow_id: _Optional[str] = ..., task_queue: _Optional[str] = ..., input: _Optional[_Union[_payload_pb2.Payload, _Mapping]] = ..., namespace: _Optional[str] = ..., execution_timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., id_reuse_policy: _Optional[_Union[IdReusePolicy, str]] = ..., request_id: _Optional[str] = ..., flow: _Optional[_Union[_flow_pb2.RunFlow, _Mapping]] = ...) -> None: ...
 
 class StartWorkflowResponse(_message.Message):
     __slots__ = ("workflow_id", "started", "status", "run_id")

@@ -75,6 +75,36 @@ class SchedulerServiceStub:
                 request_serializer=perdure_dot_internal_dot_scheduler_dot_v1_dot_scheduler__service__pb2.ListBuildsRequest.SerializeToString,
                 response_deserializer=perdure_dot_internal_dot_scheduler_dot_v1_dot_scheduler__service__pb2.ListBuildsResponse.FromString,
                 _registered_method=True)
+        self.SetFlowLimit = channel.unary_unary(
+                '/perdure.internal.scheduler.v1.SchedulerService/SetFlowLimit',
+                request_serializer=perdure_dot_internal_dot_scheduler_dot_v1_dot_scheduler__service__pb2.SetFlowLimitRequest.SerializeToString,
+                response_deserializer=perdure_dot_internal_dot_scheduler_dot_v1_dot_scheduler__service__pb2.SetFlowLimitResponse.FromString,
+                _registered_method=True)
+        self.DeleteFlowLimit = channel.unary_unary(
+                '/perdure.internal.scheduler.v1.SchedulerService/DeleteFlowLimit',
+                request_serializer=perdure_dot_internal_dot_scheduler_dot_v1_dot_scheduler__service__pb2.DeleteFlowLimitRequest.SerializeToString,
+                response_deserializer=perdure_dot_internal_dot_scheduler_dot_v1_dot_scheduler__service__pb2.DeleteFlowLimitResponse.FromString,
+                _registered_method=True)
+        self.ListFlowLimits = channel.unary_unary(
+                '/perdure.internal.scheduler.v1.SchedulerService/ListFlowLimits',
+                request_serializer=perdure_dot_internal_dot_scheduler_dot_v1_dot_scheduler__service__pb2.ListFlowLimitsRequest.SerializeToString,
+                response_deserializer=perdure_dot_internal_dot_scheduler_dot_v1_dot_scheduler__service__pb2.ListFlowLimitsResponse.FromString,
+                _registered_method=True)
+        self.SetBudget = channel.unary_unary(
+                '/perdure.internal.scheduler.v1.SchedulerService/SetBudget',
+                request_serializer=perdure_dot_internal_dot_scheduler_dot_v1_dot_scheduler__service__pb2.SetBudgetRequest.SerializeToString,
+                response_deserializer=perdure_dot_internal_dot_scheduler_dot_v1_dot_scheduler__service__pb2.SetBudgetResponse.FromString,
+                _registered_method=True)
+        self.DeleteBudget = channel.unary_unary(
+                '/perdure.internal.scheduler.v1.SchedulerService/DeleteBudget',
+                request_serializer=perdure_dot_internal_dot_scheduler_dot_v1_dot_scheduler__service__pb2.DeleteBudgetRequest.SerializeToString,
+                response_deserializer=perdure_dot_internal_dot_scheduler_dot_v1_dot_scheduler__service__pb2.DeleteBudgetResponse.FromString,
+                _registered_method=True)
+        self.ListBudgets = channel.unary_unary(
+                '/perdure.internal.scheduler.v1.SchedulerService/ListBudgets',
+                request_serializer=perdure_dot_internal_dot_scheduler_dot_v1_dot_scheduler__service__pb2.ListBudgetsRequest.SerializeToString,
+                response_deserializer=perdure_dot_internal_dot_scheduler_dot_v1_dot_scheduler__service__pb2.ListBudgetsResponse.FromString,
+                _registered_method=True)
 
 
 class SchedulerServiceServicer:
@@ -140,6 +170,48 @@ class SchedulerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SetFlowLimit(self, request, context):
+        """Sets a key's limits (AdminService.SetFlowLimit).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteFlowLimit(self, request, context):
+        """Removes a key's limits (AdminService.DeleteFlowLimit).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListFlowLimits(self, request, context):
+        """Lists the keys' limits, with what is in flight (AdminService.ListFlowLimits).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SetBudget(self, request, context):
+        """Sets a budget (AdminService.SetBudget).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteBudget(self, request, context):
+        """Removes a budget (AdminService.DeleteBudget).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListBudgets(self, request, context):
+        """Lists budgets with their usage (AdminService.ListBudgets).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SchedulerServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -182,6 +254,36 @@ def add_SchedulerServiceServicer_to_server(servicer, server):
                     servicer.ListBuilds,
                     request_deserializer=perdure_dot_internal_dot_scheduler_dot_v1_dot_scheduler__service__pb2.ListBuildsRequest.FromString,
                     response_serializer=perdure_dot_internal_dot_scheduler_dot_v1_dot_scheduler__service__pb2.ListBuildsResponse.SerializeToString,
+            ),
+            'SetFlowLimit': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetFlowLimit,
+                    request_deserializer=perdure_dot_internal_dot_scheduler_dot_v1_dot_scheduler__service__pb2.SetFlowLimitRequest.FromString,
+                    response_serializer=perdure_dot_internal_dot_scheduler_dot_v1_dot_scheduler__service__pb2.SetFlowLimitResponse.SerializeToString,
+            ),
+            'DeleteFlowLimit': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteFlowLimit,
+                    request_deserializer=perdure_dot_internal_dot_scheduler_dot_v1_dot_scheduler__service__pb2.DeleteFlowLimitRequest.FromString,
+                    response_serializer=perdure_dot_internal_dot_scheduler_dot_v1_dot_scheduler__service__pb2.DeleteFlowLimitResponse.SerializeToString,
+            ),
+            'ListFlowLimits': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListFlowLimits,
+                    request_deserializer=perdure_dot_internal_dot_scheduler_dot_v1_dot_scheduler__service__pb2.ListFlowLimitsRequest.FromString,
+                    response_serializer=perdure_dot_internal_dot_scheduler_dot_v1_dot_scheduler__service__pb2.ListFlowLimitsResponse.SerializeToString,
+            ),
+            'SetBudget': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetBudget,
+                    request_deserializer=perdure_dot_internal_dot_scheduler_dot_v1_dot_scheduler__service__pb2.SetBudgetRequest.FromString,
+                    response_serializer=perdure_dot_internal_dot_scheduler_dot_v1_dot_scheduler__service__pb2.SetBudgetResponse.SerializeToString,
+            ),
+            'DeleteBudget': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteBudget,
+                    request_deserializer=perdure_dot_internal_dot_scheduler_dot_v1_dot_scheduler__service__pb2.DeleteBudgetRequest.FromString,
+                    response_serializer=perdure_dot_internal_dot_scheduler_dot_v1_dot_scheduler__service__pb2.DeleteBudgetResponse.SerializeToString,
+            ),
+            'ListBudgets': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListBudgets,
+                    request_deserializer=perdure_dot_internal_dot_scheduler_dot_v1_dot_scheduler__service__pb2.ListBudgetsRequest.FromString,
+                    response_serializer=perdure_dot_internal_dot_scheduler_dot_v1_dot_scheduler__service__pb2.ListBudgetsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -401,6 +503,168 @@ class SchedulerService:
             '/perdure.internal.scheduler.v1.SchedulerService/ListBuilds',
             perdure_dot_internal_dot_scheduler_dot_v1_dot_scheduler__service__pb2.ListBuildsRequest.SerializeToString,
             perdure_dot_internal_dot_scheduler_dot_v1_dot_scheduler__service__pb2.ListBuildsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetFlowLimit(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/perdure.internal.scheduler.v1.SchedulerService/SetFlowLimit',
+            perdure_dot_internal_dot_scheduler_dot_v1_dot_scheduler__service__pb2.SetFlowLimitRequest.SerializeToString,
+            perdure_dot_internal_dot_scheduler_dot_v1_dot_scheduler__service__pb2.SetFlowLimitResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteFlowLimit(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/perdure.internal.scheduler.v1.SchedulerService/DeleteFlowLimit',
+            perdure_dot_internal_dot_scheduler_dot_v1_dot_scheduler__service__pb2.DeleteFlowLimitRequest.SerializeToString,
+            perdure_dot_internal_dot_scheduler_dot_v1_dot_scheduler__service__pb2.DeleteFlowLimitResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListFlowLimits(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/perdure.internal.scheduler.v1.SchedulerService/ListFlowLimits',
+            perdure_dot_internal_dot_scheduler_dot_v1_dot_scheduler__service__pb2.ListFlowLimitsRequest.SerializeToString,
+            perdure_dot_internal_dot_scheduler_dot_v1_dot_scheduler__service__pb2.ListFlowLimitsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetBudget(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/perdure.internal.scheduler.v1.SchedulerService/SetBudget',
+            perdure_dot_internal_dot_scheduler_dot_v1_dot_scheduler__service__pb2.SetBudgetRequest.SerializeToString,
+            perdure_dot_internal_dot_scheduler_dot_v1_dot_scheduler__service__pb2.SetBudgetResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteBudget(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/perdure.internal.scheduler.v1.SchedulerService/DeleteBudget',
+            perdure_dot_internal_dot_scheduler_dot_v1_dot_scheduler__service__pb2.DeleteBudgetRequest.SerializeToString,
+            perdure_dot_internal_dot_scheduler_dot_v1_dot_scheduler__service__pb2.DeleteBudgetResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListBudgets(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/perdure.internal.scheduler.v1.SchedulerService/ListBudgets',
+            perdure_dot_internal_dot_scheduler_dot_v1_dot_scheduler__service__pb2.ListBudgetsRequest.SerializeToString,
+            perdure_dot_internal_dot_scheduler_dot_v1_dot_scheduler__service__pb2.ListBudgetsResponse.FromString,
             options,
             channel_credentials,
             insecure,
