@@ -54,6 +54,7 @@ FILES = {
         "0018_step_attempt_indexes.sql",
         "0019_status_notifications.sql",
         "0020_emit_in_one_statement.sql",
+        "0023_flow_control.sql",
     ],
     "perdure.scheduler": [
         "0001_init.sql",
@@ -64,9 +65,20 @@ FILES = {
         "0006_sticky.sql",
         "0007_run_numbers.sql",
         "0008_builds.sql",
+        "0009_flow_control.sql",
     ],
 }
-SCHEDULER_TABLES = {"schema_migrations", "tasks", "workflow_types", "builds", "workflow_policies"}
+SCHEDULER_TABLES = {
+    "schema_migrations",
+    "tasks",
+    "workflow_types",
+    "builds",
+    "workflow_policies",
+    "fairness",
+    "flow_limits",
+    "budgets",
+    "reservations",
+}
 
 
 @pytest.fixture

@@ -16,11 +16,13 @@ from perdure.api.workflow.v1 import workflow_service_pb2 as api
 from perdure.api.workflow.v1 import workflow_service_pb2_grpc as apigrpc
 from perdure.common import errors, namespaces
 from perdure.common.auth import RememberedKeys, acting_namespace, current_principal
+from perdure.common.flow import check_run_flow
 from perdure.common.limits import KeyedLimits
 from perdure.common.payload import normalized, validate_payload
 from perdure.common.reasons import Reason
 from perdure.gateway import validate
 from perdure.gateway.builds import BuildsAdmin
+from perdure.gateway.flow_admin import FlowAdmin
 from perdure.gateway.forwarding import in_namespace, vouched
 from perdure.gateway.live import LiveCalls
 from perdure.internal.history.v1 import history_service_pb2 as hpb
@@ -262,6 +264,9 @@ class WorkflowServicer(LiveCalls, apigrpc.WorkflowServiceServicer):
         if request.HasField("execution_timeout"):
             validate.execution_timeout(request.execution_timeout)
             start.execution_timeout.CopyFrom(request.execution_timeout)
+        if request.HasField("flow"):
+            check_run_flow("flow", request.flow)
+            start.flow.CopyFrom(request.flow)
         await self._require_registered(
             namespaces.qualify(namespace, start.task_queue), start.workflow_type
         )
@@ -322,10 +327,10 @@ async def forward(
     return response
 
 
-class AdminServicer(BuildsAdmin, admingrpc.AdminServiceServicer):
+class AdminServicer(BuildsAdmin, FlowAdmin, admingrpc.AdminServiceServicer):
     """Key management and the audit log of the admin key's namespace: each call goes to
     history's of the same name, with the caller. Builds, workers and routing policies are
-    BuildsAdmin's."""
+    BuildsAdmin's; limits and budgets FlowAdmin's."""
 
     def __init__(
         self,

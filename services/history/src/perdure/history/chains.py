@@ -35,7 +35,7 @@ ARCHIVED = store.ARCHIVE_KEY.format(run_id="run_id")  # the key of a run a newer
 # and a signal or a close waiting for it then finds the run that holds the key.
 LOCK_LATEST = """
 SELECT workflow_id, run_id, run_number, fence, status, workflow_type, task_queue, input,
-       input_encoding, deadline, request_id
+       input_encoding, deadline, request_id, flow
 FROM history.workflows WHERE workflow_id = %s FOR UPDATE
 """
 
@@ -142,10 +142,12 @@ def start_params(
     execution_timeout: float | None = None,
     request_id: str | None = None,
     deadline: datetime | None = None,
+    flow: bytes | None = None,
 ) -> dict[str, Any]:
     """START_WORKFLOW's parameters for the first run of the id (following() makes them the
     next run's). A run ends by `deadline` if given (a continued run keeps its chain's), else
-    `execution_timeout` seconds after its start (None: never)."""
+    `execution_timeout` seconds after its start (None: never). `flow`: its flow settings (a
+    serialized RunFlow; a run that follows another keeps them)."""
     return {
         "workflow_id": workflow_id,
         "run_id": run_id,
@@ -161,6 +163,7 @@ def start_params(
         "trace_context": json_or_none(current_carrier() or None),
         "execution_timeout": execution_timeout,
         "deadline": deadline,
+        "flow": flow,
     }
 
 
@@ -223,6 +226,7 @@ class Chains(JournalBase):
                 payload_in(params, "payload"),
                 run_id=new_run_id(),
                 deadline=latest["deadline"],
+                flow=latest["flow"],
             )
             await self._next_run(conn, latest, next_run, carry_signals=True)
         return closed

@@ -33,6 +33,7 @@ class Journal(
         payload: Payload,
         signal_id: str | None,
         execution_timeout: float | None = None,
+        flow: bytes | None = None,
     ) -> tuple[bool, bool]:
         """Start the run if the id is free, then signal it: (started, accepted), atomically."""
         async with self._pool.connection() as conn, conn.transaction():
@@ -45,6 +46,7 @@ class Journal(
                     input_value,
                     run_id=chains.new_run_id(),
                     execution_timeout=execution_timeout,
+                    flow=flow,
                 ),
             )
             accepted = await self._signal(conn, workflow_id, name, payload, signal_id)

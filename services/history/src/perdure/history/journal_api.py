@@ -37,6 +37,7 @@ from perdure.history.validation import (
     require_task_queue,
     run_lease,
     started_at,
+    step_flow,
     step_lease,
     step_outcome,
     time_limit,
@@ -214,6 +215,7 @@ class JournalApi:
             retry=retry_policy(request),
             timeout_seconds=timeout,
             heartbeat_timeout_seconds=time_limit(request, "heartbeat_timeout"),
+            flow=step_flow(request),
         )
         appended = await self._journal.schedule_step(call, step)
         return jpb.ScheduleStepResponse(

@@ -52,6 +52,7 @@ class Lifecycle(Chains):
         execution_timeout: float | None = None,
         policy: IdReusePolicy = IdReusePolicy.REFUSE,
         request_id: str | None = None,
+        flow: bytes | None = None,
     ) -> tuple[bool, RunStatus, str]:
         """Create the run and schedule it: (started, status, run id). A start whose id is
         taken returns the run its `request_id` made, if any; makes a new run of the id if its
@@ -66,6 +67,7 @@ class Lifecycle(Chains):
             run_id=chains.new_run_id(),
             execution_timeout=execution_timeout,
             request_id=request_id,
+            flow=flow,
         )
         async with self._pool.connection() as conn:
             if await self._create(conn, params):

@@ -196,6 +196,7 @@ class RemoteStep:
     retry: dict[str, Any]  # the RetryPolicy message as JSON
     timeout_seconds: float | None
     heartbeat_timeout_seconds: float | None = None
+    flow: bytes | None = None  # its flow settings (a serialized StepFlow; None: none)
 
 
 @dataclass(frozen=True)

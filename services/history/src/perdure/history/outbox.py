@@ -9,6 +9,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from perdure.common.background import BackgroundLoop
 from perdure.common.convert import timestamp
+from perdure.history.flow import task_flow
 from perdure.history.rows import Row, fetch_all
 from perdure.internal.scheduler.v1 import scheduler_service_pb2 as sched
 from perdure.internal.scheduler.v1 import scheduler_service_pb2_grpc as sched_grpc
@@ -43,7 +44,7 @@ WITH claimed AS (
     RETURNING *
 )
 SELECT o.id, o.workflow_id, o.workflow_type, o.task_queue, o.run_at, o.wake_reason,
-       o.step_id, o.closed, o.run_number, w.trace_context,
+       o.step_id, o.closed, o.run_number, o.run_flow, o.step_flow, w.trace_context,
        COALESCE(CASE WHEN o.step_id IS NOT NULL THEN s.fence
                      WHEN w.loaded_event_count = 0 THEN GREATEST(w.fence - 1, 0)
                      ELSE w.fence END, 0) AS fence
@@ -159,6 +160,7 @@ class OutboxRelay(BackgroundLoop):
                 fence_floor=row["fence"],
                 closed=row["closed"],
                 run_number=row["run_number"],
+                flow=task_flow(row["run_flow"], row["step_flow"], row["step_id"] or ""),
             )
             for row in rows
         ]

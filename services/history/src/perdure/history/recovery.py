@@ -39,7 +39,7 @@ REOPEN = "resume"
 # The run a copy is made from, by its key.
 SELECT_SOURCE = """
 SELECT workflow_id, chain_id, run_id, status, workflow_type, task_queue, input, input_encoding,
-       event_count
+       event_count, flow
 FROM history.workflows WHERE workflow_id = %s
 """
 
@@ -211,6 +211,7 @@ class Recovery(Chains):
                 source["task_queue"],
                 payload_in(source, "input"),
                 run_id=new_run,
+                flow=source["flow"],
             )
             await self._next_run(conn, latest, params, carry_signals=False)
             await _copy(conn, workflow_id, source, cut - 1, reset_from_run_id=source["run_id"])
@@ -255,6 +256,7 @@ class Recovery(Chains):
                 source["task_queue"],
                 payload_in(source, "input"),
                 run_id=new_run,
+                flow=source["flow"],
             )
             if await fetch_one(conn, store.START_WORKFLOW, params) is None:
                 raise errors.already_exists(

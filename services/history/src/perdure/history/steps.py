@@ -67,6 +67,7 @@ class Steps(JournalBase):
             retry=Jsonb(step.retry),
             timeout_seconds=step.timeout_seconds,
             heartbeat_timeout_seconds=step.heartbeat_timeout_seconds,
+            step_flow=step.flow,
         )
         async with self._pool.connection() as conn:
             try:

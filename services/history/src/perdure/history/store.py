@@ -241,17 +241,18 @@ WITH appended AS (
     INSERT INTO history.workflows
         (workflow_id, chain_id, run_id, run_number, previous_run_id, request_id, fence,
          namespace, workflow_type, task_queue, status, input, input_encoding,
-         event_count, history_bytes, trace_context, deadline)
+         event_count, history_bytes, trace_context, deadline, flow)
     VALUES (%(workflow_id)s, %(workflow_id)s, %(run_id)s, %(run_number)s, %(previous_run_id)s,
             %(request_id)s, %(fence)s, %(namespace)s, %(workflow_type)s, %(task_queue)s,
             'RUNNING', %(input)s, %(input_encoding)s, 1, """
     + str(EVENT_BYTES)
     + """ + octet_length(%(input)s::bytea), %(trace_context)s,
             COALESCE(%(deadline)s::timestamptz,
-                     now() + make_interval(secs => %(execution_timeout)s::float8)))
+                     now() + make_interval(secs => %(execution_timeout)s::float8)),
+            %(flow)s)
     ON CONFLICT (workflow_id) DO NOTHING
     RETURNING workflow_id, workflow_type, task_queue, input, input_encoding, event_count,
-              run_number
+              run_number, flow
 )"""
     + insert_event(
         event_values(
@@ -262,8 +263,8 @@ WITH appended AS (
         )
     )
     + """, scheduled AS (
-    INSERT INTO history.outbox (workflow_id, workflow_type, task_queue, run_number)
-    SELECT workflow_id, workflow_type, task_queue, run_number FROM appended
+    INSERT INTO history.outbox (workflow_id, workflow_type, task_queue, run_number, run_flow)
+    SELECT workflow_id, workflow_type, task_queue, run_number, flow FROM appended
 )
 SELECT workflow_id FROM appended
 """
@@ -557,8 +558,12 @@ SCHEDULE_STEP = _append(
                WHERE w.workflow_id = appended.workflow_id AND p.step_id = %(step_id)s), 0)
     FROM appended
 ), scheduled AS (
-    INSERT INTO history.outbox (workflow_id, workflow_type, task_queue, step_id, run_number)
-    SELECT workflow_id, %(name)s, %(task_queue)s, %(step_id)s, run_number FROM appended
+    INSERT INTO history.outbox
+        (workflow_id, workflow_type, task_queue, step_id, run_number, run_flow, step_flow)
+    SELECT workflow_id, %(name)s, %(task_queue)s, %(step_id)s, run_number,
+           (SELECT w.flow FROM history.workflows w WHERE w.workflow_id = appended.workflow_id),
+           %(step_flow)s
+    FROM appended
 )""",
 )
 

@@ -11,6 +11,7 @@ from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.api.workflow.v1 import workflow_service_pb2 as api
 from perdure.common import auth, errors, namespaces
 from perdure.common.convert import datetime_of, seconds_of
+from perdure.common.flow import check_step_flow
 from perdure.common.payload import validate_payload
 from perdure.common.text import require_storable
 from perdure.history.convert import failure_to_dict
@@ -144,6 +145,14 @@ def time_limit(request: jpb.ScheduleStepRequest, field: str) -> float | None:
     if seconds <= 0:
         raise errors.invalid_argument(f"{field} must be positive (unset: no limit)")
     return seconds
+
+
+def step_flow(request: jpb.ScheduleStepRequest) -> bytes | None:
+    """A remote step's flow settings, checked, as the outbox keeps them (None: none)."""
+    if not request.HasField("flow"):
+        return None
+    check_step_flow("flow", request.flow)
+    return request.flow.SerializeToString(deterministic=True)
 
 
 def step_outcome(request: jpb.RecordStepRequest) -> StepRecord:

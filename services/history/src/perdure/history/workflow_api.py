@@ -15,6 +15,7 @@ from perdure.common import auth, errors, namespaces
 from perdure.common.convert import timestamp
 from perdure.common.payload import normalized
 from perdure.history.chains import IdReusePolicy
+from perdure.history.flow import run_flow_bytes
 from perdure.history.journal import Journal
 from perdure.history.model import RunStatus
 from perdure.history.rows import payload_in
@@ -49,6 +50,7 @@ class WorkflowApi:
             execution_timeout(r),
             IdReusePolicy(r.id_reuse_policy),
             r.request_id or None,
+            run_flow_bytes(r.flow if r.HasField("flow") else None),
         )
         return hpb.StartWorkflowResponse(
             response=api.StartWorkflowResponse(
@@ -137,6 +139,7 @@ class WorkflowApi:
             normalized(r.payload),
             r.signal_id or None,
             execution_timeout(r.start),
+            run_flow_bytes(r.start.flow if r.start.HasField("flow") else None),
         )
         return hpb.SignalWithStartWorkflowResponse(
             response=api.SignalWithStartWorkflowResponse(started=started, accepted=accepted)

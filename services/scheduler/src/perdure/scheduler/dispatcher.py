@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -19,6 +20,7 @@ from perdure.common.aio import wait_event
 from perdure.common.lease_proofs import LeaseProofs
 from perdure.common.text import printable
 from perdure.scheduler.builds import newest_builds
+from perdure.scheduler.grants import ClaimFor
 from perdure.scheduler.metrics import (
     LEASE_EXPIRIES,
     SCHEDULE_TO_START,
@@ -26,7 +28,7 @@ from perdure.scheduler.metrics import (
     TIMER_LATENESS,
     WORKER_STREAMS,
 )
-from perdure.scheduler.model import Build, Grant, Lease, TaskKey
+from perdure.scheduler.model import Build, Grant, Lease, TaskKey, Usage
 from perdure.scheduler.store import TaskStore
 from perdure.telemetry.propagation import Carrier, context_from, current_carrier, untraced
 from perdure.telemetry.spans import Tracer
@@ -129,6 +131,11 @@ class Dispatcher:
         # How long a due task waits for the worker that keeps its run (0: nobody keeps any).
         self.sticky_timeout = sticky_timeout
         self._sessions: dict[str, Session] = {}
+        # The queues with flow settings (the flow claim's), as of `_flow_checked` (monotonic).
+        self._flow_queues: set[str] = set()
+        self._flow_checked = -math.inf
+        # Seconds until a rate lets through a task the last round held back (None: none).
+        self._rate_retry: float | None = None
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
@@ -161,12 +168,26 @@ class Dispatcher:
         """Look for grantable tasks now rather than at the next tick."""
         self._wake.set()
 
+    def flow_arrived(self, task_queues: set[str]) -> None:
+        """Tasks with flow settings were made due on these queues: claim them with flow."""
+        self._flow_queues |= task_queues
+
     async def task_done(
-        self, session: Session, lease: Lease, unfinished: bool, sticky: bool = False
+        self,
+        session: Session,
+        lease: Lease,
+        unfinished: bool,
+        sticky: bool = False,
+        usage: Usage | None = None,
     ) -> None:
         """The worker is finished with a lease (`unfinished`: it handed the task back, to be
         granted again at once; `sticky`: it keeps the run's state, and is offered its next
-        task first). A lease the session does not hold stays as it is."""
+        task first). A step lease's reservation is settled at what the worker reported
+        (`usage`; None: at its estimate). A lease the session does not hold stays as it is,
+        its reservation too (settled at its estimate once the lease has ended)."""
+        held = session.leases.get(lease.task)
+        if lease.step_id and held is not None and held.fence == lease.fence:
+            await self._store.settle(lease, *(usage or (None, None)))
         session.drop(lease)
         keeps = _keeps(session, lease, unfinished, sticky, self.sticky_timeout)
         if await self._store.release(session.session_id, lease, unfinished, keeps):
@@ -243,6 +264,7 @@ class Dispatcher:
                 return
             try:
                 with untraced():  # polls; each grant gets a span in its workflow's trace
+                    await self._check_flow()
                     granted = await self._grant_round()
                     if self._wake.is_set():
                         continue  # more to grant already (or new work): the next can wait
@@ -251,7 +273,9 @@ class Dispatcher:
                 log.exception("granting tasks failed; retrying shortly")
                 delay = MAX_IDLE_SECONDS
                 continue
-            if due_in is None:
+            if self._rate_retry is not None:
+                delay = min(self._rate_retry + DUE_MARGIN_SECONDS, MAX_IDLE_SECONDS)
+            elif due_in is None:
                 delay = MAX_IDLE_SECONDS
             elif due_in > 0:
                 delay = min(due_in + DUE_MARGIN_SECONDS, MAX_IDLE_SECONDS)
@@ -290,12 +314,24 @@ class Dispatcher:
         sticky_ids = sorted({session.sticky_id for session in ready if session.sticky_id})
         return await self._store.next_due(queues, lookahead, sticky_ids, self.sticky_timeout)
 
+    async def _check_flow(self) -> None:
+        """Every idle period: learn which queues have flow settings (made due through another
+        replica, say), and settle at their estimates the reservations whose lease ended
+        without a report."""
+        if time.monotonic() - self._flow_checked < MAX_IDLE_SECONDS:
+            return
+        self._flow_checked = time.monotonic()
+        self._flow_queues |= await self._store.flow_queues()
+        if self._flow_queues:
+            await self._store.settle_ended()
+
     async def _grant_round(self) -> int:
         """Grant due tasks to every ready session; return how many were granted."""
         granted = 0
         newest = self.newest_builds()
+        self._rate_retry = None
         for session in self._ready():
-            grants = await self._store.claim(
+            claim = ClaimFor(
                 session.session_id,
                 session.task_queue,
                 session.workflow_types,
@@ -308,6 +344,14 @@ class Dispatcher:
                 self.sticky_timeout,
                 _build(session, newest),
             )
+            if session.task_queue in self._flow_queues:
+                claimed = await self._store.claim_flow(claim)
+                grants = claimed.grants
+                if claimed.retry_in is not None:
+                    earlier = self._rate_retry if self._rate_retry is not None else math.inf
+                    self._rate_retry = min(earlier, claimed.retry_in)
+            else:
+                grants = await self._store.claim_plain(claim)
             if session.session_id not in self._sessions:
                 # The worker left or is moving: it never hears of these grants.
                 for grant in grants:
@@ -332,6 +376,7 @@ class Dispatcher:
                     )
                 if grant.step_id:
                     task.step_id, task.step_type = grant.step_id, grant.task_type
+                    task.budget_exceeded = grant.budget_exceeded
                 else:
                     task.workflow_type = grant.task_type
                 await session.outgoing.put(tpb.ConnectResponse(task=task))

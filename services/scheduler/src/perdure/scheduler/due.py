@@ -10,6 +10,7 @@ from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
 from perdure.common.db import transaction_if
+from perdure.scheduler.flow.tasks import store_flow
 from perdure.scheduler.locking import LOCK_RUNS, LOCKED, in_key_order
 from perdure.scheduler.model import DueReason, DueTask
 
@@ -38,7 +39,8 @@ def grantable_at(sticky_ids: str) -> str:
 # task's is the first of that run, which reopens the task and sets its due time and type (a
 # step id of the new run may be one the old run used); a late one for an older run changes
 # nothing. The fence counter is never reset, so no lease of an older run is granted again; the
-# build a run was started by is the old run's, so a newer run has none yet.
+# build a run was started by is the old run's, so a newer run has none yet, nor its flow
+# settings (a request that brings them stores them next: flow/tasks.py).
 ENQUEUE = """
 INSERT INTO scheduler.tasks
     (workflow_id, step_id, workflow_type, task_queue, run_at, due_reason, trace_context, fence,
@@ -69,6 +71,16 @@ SET run_at = CASE WHEN EXCLUDED.run_number > scheduler.tasks.run_number THEN EXC
                     ELSE scheduler.tasks.build_id END,
     run_number = GREATEST(scheduler.tasks.run_number, EXCLUDED.run_number),
     trace_context = COALESCE(EXCLUDED.trace_context, scheduler.tasks.trace_context),
+    flow = CASE WHEN EXCLUDED.run_number > scheduler.tasks.run_number THEN NULL
+                ELSE scheduler.tasks.flow END,
+    flow_namespace = CASE WHEN EXCLUDED.run_number > scheduler.tasks.run_number THEN NULL
+                          ELSE scheduler.tasks.flow_namespace END,
+    flow_keys = CASE WHEN EXCLUDED.run_number > scheduler.tasks.run_number THEN '{}'
+                     ELSE scheduler.tasks.flow_keys END,
+    priority = CASE WHEN EXCLUDED.run_number > scheduler.tasks.run_number THEN 3
+                    ELSE scheduler.tasks.priority END,
+    fairness_key = CASE WHEN EXCLUDED.run_number > scheduler.tasks.run_number THEN ''
+                        ELSE scheduler.tasks.fairness_key END,
     fence = GREATEST(scheduler.tasks.fence, EXCLUDED.fence),
     updated_at = now()
 """
@@ -150,7 +162,8 @@ class Due:
         first, then retire every task of the `closed` runs (workflow id, run number), in one
         transaction (or in one statement, atomic alone)."""
         reopened = [task for task in tasks if task.reopens]
-        several = bool(tasks) and bool(closed or reopened)
+        flowing = any(task.flow is not None for task in tasks)
+        several = bool(tasks) and bool(closed or reopened or flowing)
         async with self._pool.connection() as conn, transaction_if(conn, several):
             if several:  # all their locks first
                 runs = sorted({task.workflow_id for task in tasks} | {c[0] for c in closed})
@@ -160,6 +173,7 @@ class Due:
                 await conn.execute(REOPEN, [list(column) for column in zip(*columns, strict=True)])
             if tasks:
                 await conn.execute(ENQUEUE, _columns(tasks))
+                await store_flow(conn, tasks)
             if closed:
                 await conn.execute(CLOSE, [[c[0] for c in closed], [c[1] for c in closed]])
 

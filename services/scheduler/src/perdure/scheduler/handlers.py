@@ -25,6 +25,8 @@ from perdure.internal.scheduler.v1 import scheduler_service_pb2 as spb
 from perdure.internal.scheduler.v1 import scheduler_service_pb2_grpc as sgrpc
 from perdure.scheduler.builds_api import BuildsApi
 from perdure.scheduler.dispatcher import Dispatcher, Session
+from perdure.scheduler.flow.convert import run_budget_of, task_flow_of, usage_of
+from perdure.scheduler.flow_api import FlowApi
 from perdure.scheduler.model import REOPEN, DueReason, DueTask, Lease
 from perdure.scheduler.sticky import sticky_id_of
 from perdure.scheduler.store import TaskStore
@@ -146,6 +148,8 @@ def due_tasks(request: spb.EnqueueTasksRequest) -> list[DueTask]:
             fence_floor=t.fence_floor,
             run_number=max(t.run_number, 1),
             reopens=t.wake_reason == REOPEN,
+            flow=task_flow_of(t) if t.HasField("flow") else None,
+            run_budget=run_budget_of(t.flow) if t.flow.HasField("run_budget") else None,
         )
         for t in request.tasks
     ]
@@ -277,7 +281,8 @@ class TaskServicer(tgrpc.TaskServiceServicer):
         elif kind == "task_done":
             done = message.task_done
             [lease] = _leases(session, [done.lease])
-            await self._dispatcher.task_done(session, lease, done.unfinished, done.sticky)
+            usage = usage_of(done.usage) if done.HasField("usage") else None
+            await self._dispatcher.task_done(session, lease, done.unfinished, done.sticky, usage)
         elif kind == "drain":
             session.capacity = 0
             log.info("worker %s is draining", session.identity)
@@ -325,9 +330,9 @@ class TaskServicer(tgrpc.TaskServiceServicer):
         return response
 
 
-class SchedulerServicer(BuildsApi, sgrpc.SchedulerServiceServicer):
-    """Scheduling requests from history, task-queue questions and the operators' view of
-    builds (builds_api.py) from the gateway."""
+class SchedulerServicer(BuildsApi, FlowApi, sgrpc.SchedulerServiceServicer):
+    """Scheduling requests from history, task-queue questions, and the operators' view of
+    builds (builds_api.py) and their limits and budgets (flow_api.py) from the gateway."""
 
     def __init__(self, store: TaskStore, dispatcher: Dispatcher) -> None:
         self._store = store
@@ -359,6 +364,7 @@ class SchedulerServicer(BuildsApi, sgrpc.SchedulerServiceServicer):
         tasks = due_tasks(request)
         closed = sorted({(t.workflow_id, max(t.run_number, 1)) for t in request.tasks if t.closed})
         await self._store.enqueue(tasks, closed)
+        self._dispatcher.flow_arrived({t.task_queue for t in tasks if t.flow is not None})
         self._dispatcher.wake()
         return spb.EnqueueTasksResponse()
 

@@ -8,6 +8,8 @@ from datetime import datetime
 from enum import StrEnum
 from typing import NamedTuple
 
+from perdure.scheduler.flow.model import RunBudget, TaskFlow
+
 
 class DueReason(StrEnum):
     """What a timed due time waits for: history's wait kind (WaitKind) of a timed wait, in lower
@@ -28,6 +30,13 @@ class TaskKey(NamedTuple):
 
     workflow_id: str
     step_id: str
+
+
+class Usage(NamedTuple):
+    """What a step's attempt reported it used."""
+
+    units: int
+    cost: int
 
 
 class Lease(NamedTuple):
@@ -56,6 +65,8 @@ class DueTask:
     fence_floor: int = 0  # history's fence mark: the next grant's fence is above it
     run_number: int = 1  # the run of the workflow id it is for (a newer one reopens the task)
     reopens: bool = False  # this very run was resumed: its closed task opens again (REOPEN)
+    flow: TaskFlow | None = None  # its flow settings, from the request that creates it
+    run_budget: RunBudget | None = None  # its run's own budget (a run's start brings it)
 
 
 @dataclass(frozen=True)
@@ -73,6 +84,7 @@ class Grant:
     trace_context: dict[str, str] | None
     lease_expires_at: datetime  # database clock
     sticky_id: str | None = None  # the worker its run was kept for, if any
+    budget_exceeded: str = ""  # granted only to fail: the budget its estimate exceeds
 
     @property
     def lease(self) -> Lease:
