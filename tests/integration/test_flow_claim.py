@@ -43,6 +43,7 @@ def step(
     workflow_id: str,
     keys: tuple[str, ...] = (),
     estimate: int | None = None,
+    cost: int = 0,
     fairness_key: str = "",
     priority: int = 3,
     on_budget_exceeded: str = "wait",
@@ -55,6 +56,7 @@ def step(
         priority=priority,
         fairness_key=fairness_key,
         estimate_units=estimate,
+        estimate_cost=cost,
         on_budget_exceeded=on_budget_exceeded,
     )
     return DueTask(workflow_id, "call", STEP_TYPE, QUEUE, flow=flow)
@@ -137,9 +139,8 @@ async def test_a_run_that_chose_to_fail_is_granted_its_step_only_to_fail(
     store: TaskStore,
 ) -> None:
     await store.set_budget("default", "key", "team:research", None, 50, "month")
-    task = step("wf-1", estimate=1, budget_keys=("team:research",), on_budget_exceeded=FAIL)
-    flow = TaskFlow(**{**task.flow.__dict__, "estimate_cost": 80})  # type: ignore[union-attr]
-    await store.enqueue([DueTask("wf-1", "call", STEP_TYPE, QUEUE, flow=flow)])
+    task = step("wf-1", 1, 80, budget_keys=("team:research",), on_budget_exceeded=FAIL)
+    await store.enqueue([task])
     [grant] = (await granted(store, "a")).grants
     assert "budget of key 'team:research' has 50 of 50 cost micros left" in grant.budget_exceeded
     [budget] = await store.budgets("default", ["key"])
