@@ -139,7 +139,9 @@ async def test_a_run_that_chose_to_fail_is_granted_its_step_only_to_fail(
     store: TaskStore,
 ) -> None:
     await store.set_budget("default", "key", "team:research", None, 50, "month")
-    task = step("wf-1", 1, 80, budget_keys=("team:research",), on_budget_exceeded=FAIL)
+    task = step(
+        "wf-1", estimate=1, cost=80, budget_keys=("team:research",), on_budget_exceeded=FAIL
+    )
     await store.enqueue([task])
     [grant] = (await granted(store, "a")).grants
     assert "budget of key 'team:research' has 50 of 50 cost micros left" in grant.budget_exceeded
