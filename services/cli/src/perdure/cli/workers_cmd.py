@@ -7,14 +7,11 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Sequence
-from datetime import UTC, datetime
-
-from google.protobuf.timestamp_pb2 import Timestamp
 
 from perdure.api.admin.v1 import admin_service_pb2 as admin
 from perdure.api.admin.v1 import admin_service_pb2_grpc as admingrpc
 from perdure.cli.flags import add_gateway_flags, add_gateway_flags_to_subcommands, api_key
+from perdure.cli.tables import table, when
 from perdure.gateway.http.convert import to_json
 from perdure.telemetry.rpc import sync_channel
 
@@ -82,7 +79,7 @@ def _show(stub: admingrpc.AdminServiceStub, args: argparse.Namespace) -> int:
         print(json.dumps(shown, indent=2))
         return 0
     print("WORKERS")
-    _table(
+    table(
         ("TASK QUEUE", "BUILD", "IDENTITY", "WORKFLOW TYPES", "STEP TYPES", "IN FLIGHT"),
         [
             (
@@ -97,7 +94,7 @@ def _show(stub: admingrpc.AdminServiceStub, args: argparse.Namespace) -> int:
         ],
     )
     print("\nBUILDS (newest first per task queue)")
-    _table(
+    table(
         (
             "TASK QUEUE",
             "BUILD",
@@ -112,8 +109,8 @@ def _show(stub: admingrpc.AdminServiceStub, args: argparse.Namespace) -> int:
             (
                 b.task_queue,
                 b.build_id or "-",
-                _time(b.first_seen_time),
-                _time(b.last_seen_time),
+                when(b.first_seen_time),
+                when(b.last_seen_time),
                 str(b.connected_workers),
                 str(b.open_runs),
                 str(b.pinned_runs),
@@ -123,28 +120,11 @@ def _show(stub: admingrpc.AdminServiceStub, args: argparse.Namespace) -> int:
         ],
     )
     print("\nPOLICIES (types not listed are unversioned)")
-    _table(
+    table(
         ("WORKFLOW TYPE", "POLICY", "SET"),
         [
-            (p.workflow_type, POLICY_NAMES.get(p.policy, "?"), _time(p.update_time))
+            (p.workflow_type, POLICY_NAMES.get(p.policy, "?"), when(p.update_time))
             for p in policies.policies
         ],
     )
     return 0
-
-
-def _time(stamp: Timestamp) -> str:
-    moment = datetime.fromtimestamp(stamp.seconds, UTC)
-    return moment.strftime("%Y-%m-%d %H:%M:%S")
-
-
-def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
-    """Columns padded to their widest cell; "(none)" for no rows."""
-    if not rows:
-        print("(none)")
-        return
-    widths = [max(len(cell) for cell in column) for column in zip(header, *rows, strict=False)]
-    for row in (header, *rows):
-        print(
-            "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
-        )
