@@ -96,3 +96,35 @@ export function stepFlow(keys, estimate) {
   if (!checked.length && !hasEstimate) return null;
   return { keys: checked, estimate: hasEstimate ? usageMessage(estimate, 'estimate') : null };
 }
+
+/** onBudgetExceeded's values, as RunFlow.on_budget_exceeded. */
+const BUDGET_EXCEEDED_ACTIONS = new Map([
+  ['wait', 'BUDGET_EXCEEDED_ACTION_WAIT'],
+  ['fail', 'BUDGET_EXCEEDED_ACTION_FAIL'],
+]);
+
+/**
+ * A run's flow settings (StartWorkflowRequest.flow), or null when it declares none (priority
+ * 3, fairness key "", no budget). TypeError or RangeError for a value the contract refuses.
+ * @param {{keys?: string[], priority?: number, fairnessKey?: string,
+ *   budget?: {units?: number | bigint, costMicros?: number | bigint}, onBudgetExceeded?: 'wait' | 'fail'}} options
+ */
+export function runFlow({ keys, priority, fairnessKey, budget, onBudgetExceeded } = {}) {
+  /** @type {Record<string, any>} */
+  const flow = {};
+  const checked = checkKeys(keys);
+  if (checked.length) flow.keys = checked;
+  if (priority !== undefined && priority !== null) {
+    if (!Number.isInteger(priority)) throw new TypeError(`priority must be an integer, not ${String(priority)}`);
+    if (priority < 1 || priority > 5) throw new RangeError(`priority must be 1 (served first) to 5 (served last), not ${priority}`);
+    flow.priority = priority;
+  }
+  if (fairnessKey !== undefined && fairnessKey !== null) flow.fairness_key = checkKey('fairnessKey', fairnessKey);
+  if (budget !== undefined && budget !== null) flow.budget = budgetMessage(budget);
+  if (onBudgetExceeded !== undefined && onBudgetExceeded !== null) {
+    const action = BUDGET_EXCEEDED_ACTIONS.get(onBudgetExceeded);
+    if (!action) throw new RangeError(`onBudgetExceeded must be 'wait' or 'fail', not ${JSON.stringify(onBudgetExceeded)}`);
+    flow.on_budget_exceeded = action;
+  }
+  return Object.keys(flow).length ? flow : null;
+}

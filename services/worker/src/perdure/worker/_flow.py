@@ -93,3 +93,46 @@ def step_flow(keys: Sequence[str] | None, estimate: Usage | None) -> fpb.StepFlo
     if estimate is not None:
         flow.estimate.CopyFrom(estimate.to_message())
     return flow
+
+
+# on_budget_exceeded's values, as RunFlow.on_budget_exceeded.
+BUDGET_EXCEEDED_ACTIONS = {
+    "wait": fpb.BUDGET_EXCEEDED_ACTION_WAIT,
+    "fail": fpb.BUDGET_EXCEEDED_ACTION_FAIL,
+}
+# RunFlow.priority: 1 is served first, 5 last.
+PRIORITIES = range(1, 6)
+
+
+def run_flow(
+    keys: Sequence[str] | None = None,
+    priority: int | None = None,
+    fairness_key: str | None = None,
+    budget: Budget | None = None,
+    on_budget_exceeded: str | None = None,
+) -> fpb.RunFlow | None:
+    """A run's flow settings (StartWorkflowRequest.flow); None when it declares none (priority
+    3, fairness key "", no budget). TypeError or ValueError for a value the contract refuses."""
+    flow = fpb.RunFlow(keys=check_keys(keys))
+    if priority is not None:
+        if isinstance(priority, bool) or not isinstance(priority, int):
+            raise TypeError(f"priority must be an int, not {type(priority).__name__}")
+        if priority not in PRIORITIES:
+            raise ValueError(
+                f"priority must be 1 (served first) to 5 (served last), not {priority}"
+            )
+        flow.priority = priority
+    if fairness_key is not None:
+        flow.fairness_key = check_key("fairness_key", fairness_key)
+    if budget is not None:
+        if not isinstance(budget, Budget):
+            raise TypeError(f"budget must be a Budget, not {type(budget).__name__}")
+        flow.budget.CopyFrom(budget.to_message())
+    if on_budget_exceeded is not None:
+        action = BUDGET_EXCEEDED_ACTIONS.get(on_budget_exceeded)
+        if action is None:
+            raise ValueError(
+                f'on_budget_exceeded must be "wait" or "fail", not {on_budget_exceeded!r}'
+            )
+        flow.on_budget_exceeded = action
+    return flow if flow.ByteSize() else None
