@@ -45,6 +45,7 @@ class StepTask:
     step_id: str
     fence: int
     load: jpb.LoadStepResponse
+    budget_exceeded: str = ""  # Task.budget_exceeded: the handler must not run (§27)
 
 
 @dataclass(frozen=True)
@@ -96,7 +97,13 @@ def read_case(path: Path) -> Case:
         loaded = json_format.ParseDict(task["load"], jpb.LoadStepResponse())
         if not loaded.step_type:
             loaded.step_type = raw["workflow"]
-        step_task = StepTask(task["workflowId"], task["stepId"], int(task["fence"]), loaded)
+        step_task = StepTask(
+            task["workflowId"],
+            task["stepId"],
+            int(task["fence"]),
+            loaded,
+            task.get("budgetExceeded", ""),
+        )
     exchanges = []
     for exchange in raw["exchanges"]:
         call = exchange["call"]

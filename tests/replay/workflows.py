@@ -13,9 +13,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 from perdure.worker import (
+    BudgetExceededError,
     RetryPolicy,
     SignalTimeoutError,
     StepFailedError,
+    Usage,
     WorkflowCancelledError,
     WorkflowContext,
     remote_step,
@@ -182,6 +184,22 @@ async def remote(ctx: WorkflowContext) -> Any:
     return await ctx.call("resize", {"width": 10})
 
 
+@workflow(name="budgeted", retry=RETRY)
+async def budgeted(ctx: WorkflowContext) -> Any:
+    """Calls remote step "resize" with input {"width": 10}, keys ["provider:openai",
+    "tenant:acme"] and estimate 2000 units, 30000 cost micros; returns its result, or, when it
+    raises BudgetExceededError, "over budget: " followed by the error's message."""
+    try:
+        return await ctx.call(
+            "resize",
+            {"width": 10},
+            keys=["provider:openai", "tenant:acme"],
+            estimate=Usage(units=2000, cost_micros=30_000),
+        )
+    except BudgetExceededError as error:
+        return f"over budget: {error.message}"
+
+
 @workflow(name="fan_out", retry=RETRY)
 async def fan_out(ctx: WorkflowContext) -> list[Any]:
     """Gathers remote steps "left" (input 1) and "right" (input 2) on task queue "pool";
@@ -293,6 +311,7 @@ WORKFLOWS: dict[str, WorkflowFunction] = {
         drain,
         staged,
         remote,
+        budgeted,
         fan_out,
         cancellable,
         oversized,

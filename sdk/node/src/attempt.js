@@ -2,7 +2,7 @@
 // replay its recorded outcome, or run an attempt and journal its start and outcome, retrying
 // on the durable schedule of its policy.
 
-import { StepFailedError, JournalRejectedError, classifyJournalError, lostAttemptError } from './errors.js';
+import { JournalRejectedError, classifyJournalError, lostAttemptError, stepFailed } from './errors.js';
 import { Frames } from './frames.js';
 import { NEVER } from './journal.js';
 import { failureFrom, fromPayload, hasPayload, timestampMs, toDuration, toPayload, toTimestamp } from './payload.js';
@@ -39,7 +39,7 @@ export async function runLocalStep(ctx, op, call, fn, retry, limits) {
       );
     }
     if (!internal) ctx._log.info(`Skipping completed step: ${call.stepId}`);
-    if (recorded.event_type === EVENT.STEP_FAILED) throw new StepFailedError(call.stepId, recorded.failure ?? {});
+    if (recorded.event_type === EVENT.STEP_FAILED) throw stepFailed(call.stepId, recorded.failure ?? {});
     return ctx._value(recorded);
   }
   // Waiting for a retry, the run may be woken and resumed (sticky execution): then look again.
@@ -172,7 +172,7 @@ async function attemptFailed(ctx, op, call, again, request, error, retry, traced
   }
   await ctx._record('RecordStep', failed);
   stepAttemptEnded(traced, error);
-  throw new StepFailedError(call.stepId, failure);
+  throw stepFailed(call.stepId, failure);
 }
 
 /**

@@ -3,6 +3,7 @@
 
 import { randomUUID } from 'node:crypto';
 import { RpcError, WaitTimeoutError, WorkflowEndedError } from './errors.js';
+import { runFlow } from './flow.js';
 import { fromPayload, toDuration, toPayload } from './payload.js';
 import { channelCredentials, clientOptions, errorReason, loadProtos, statusName } from './proto.js';
 
@@ -48,14 +49,25 @@ export class Client {
    * still open that long after its start. `idReusePolicy` ('ID_REUSE_POLICY_ALLOW', ...) says
    * whether a workflow id whose last run is closed starts a new run; `requestId` names this
    * start (one is fixed here when empty): the same request id returns the run it made.
+   *
+   * Flow control (docs/worker-protocol.md §27): `keys` (at most 8, e.g. "tenant:acme") put
+   * the run's tasks under the limits set on them and its steps' estimates under their budgets;
+   * `priority` 1 (served first) to 5 (default 3); `fairnessKey` shares grants fairly across its
+   * values; `budget` ({units?, costMicros?}: BigInts or safe integers) bounds the run's whole
+   * life; `onBudgetExceeded` 'wait' (the default: a step waits for room) or 'fail' (the step
+   * fails with BudgetExceeded). Bad values throw TypeError or RangeError before anything is
+   * sent.
    * @param {string} workflowType
    * @param {any} [input]
    * @param {{workflowId?: string, taskQueue?: string, executionTimeout?: number, idReusePolicy?: string,
-   *   requestId?: string}} [options]
+   *   requestId?: string, keys?: string[], priority?: number, fairnessKey?: string,
+   *   budget?: {units?: number | bigint, costMicros?: number | bigint}, onBudgetExceeded?: 'wait' | 'fail'}} [options]
    * @returns {Promise<{workflow_id: string, started: boolean, status: string, run_id: string}>}
    */
-  startWorkflow(workflowType, input = null, { workflowId = '', taskQueue = '', executionTimeout, idReusePolicy = 'ID_REUSE_POLICY_UNSPECIFIED', requestId = '' } = {}) {
+  startWorkflow(workflowType, input = null, { workflowId = '', taskQueue = '', executionTimeout, idReusePolicy = 'ID_REUSE_POLICY_UNSPECIFIED', requestId = '', ...flowOptions } = {}) {
+    const flow = runFlow(flowOptions);
     const request = this._startRequest(workflowType, workflowId || randomUUID(), taskQueue, input, executionTimeout);
+    if (flow) request.flow = flow;
     return this._unary('StartWorkflow', { ...request, id_reuse_policy: idReusePolicy, request_id: requestId || randomUUID() });
   }
 

@@ -22,10 +22,11 @@ import {
   PerdureError,
   RunEvictedError,
   SignalTimeoutError,
-  StepFailedError,
   WorkflowCancelledError,
   classifyJournalError,
+  stepFailed,
 } from './errors.js';
+import { stepFlow } from './flow.js';
 import { LeaseJournal, NEVER } from './journal.js';
 import { payloadOf } from './pages.js';
 import { Patches, checkPatchId, deprecatedMessage } from './patches.js';
@@ -383,15 +384,25 @@ export class WorkflowContext {
    * queue) executes it, with retries per `retry` (default: the workflow's policy) and `timeout`
    * seconds per attempt. The call takes its position when made; the run suspends until the
    * outcome arrives. Resolves with the step's result, or rejects with StepFailedError.
+   *
+   * Flow control (worker-protocol.md §27): `keys` (at most 8, e.g. "provider:openai") put the
+   * step under the concurrency, rate and budget limits set on them; `estimate` ({units,
+   * costMicros}: BigInts or safe integers) is the most one attempt may use, reserved against
+   * every budget that applies before the attempt is granted and settled by what the attempt
+   * reports (`info.reportUsage`). A step whose estimate does not fit a budget of a run that
+   * fails then rejects with BudgetExceededError (a StepFailedError). Bad keys or estimates
+   * throw TypeError or RangeError here, before anything is journaled.
    * @param {string} stepType
    * @param {any} input
-   * @param {{taskQueue?: string, retry?: RetryPolicy, timeout?: number, heartbeatTimeout?: number}} [options]
+   * @param {{taskQueue?: string, retry?: RetryPolicy, timeout?: number, heartbeatTimeout?: number,
+   *   keys?: string[], estimate?: {units?: number | bigint, costMicros?: number | bigint}}} [options]
    * @returns {Promise<any>}
    */
   call(stepType, input, options = {}) {
     checkName(stepType, 'step type');
     const timeout = checkTimeout(options.timeout);
     const heartbeatTimeout = checkTimeout(options.heartbeatTimeout, 'heartbeatTimeout');
+    const flow = stepFlow(options.keys, options.estimate);
     const retry = options.retry ?? this._retry;
     if (!(retry instanceof RetryPolicy)) throw new TypeError('retry must be a RetryPolicy');
     const taskQueue = options.taskQueue ?? this._taskQueue;
@@ -421,6 +432,7 @@ export class WorkflowContext {
           const request = { ...ref(call), task_queue: taskQueue, input: encoded, retry: retry.toProto() };
           if (timeout !== null) request.timeout = toDuration(timeout);
           if (heartbeatTimeout !== null) request.heartbeat_timeout = toDuration(heartbeatTimeout);
+          if (flow !== null) request.flow = flow;
           await this._record('ScheduleStep', request);
         }
       } catch (error) {
@@ -442,7 +454,7 @@ export class WorkflowContext {
     // when the run would suspend, see _onQuiet).
     if (outcome && !remote.gathered) await this._interruptible(call.stepId, false);
     if (outcome) {
-      if (outcome.event_type === EVENT.STEP_FAILED) throw new StepFailedError(call.stepId, outcome.failure ?? {});
+      if (outcome.event_type === EVENT.STEP_FAILED) throw stepFailed(call.stepId, outcome.failure ?? {});
       return this._value(outcome);
     }
     const wait = { kind: WAIT.STEP, name: call.stepId, until: null };

@@ -40,6 +40,39 @@ export class StepFailedError extends PerdureError {
   }
 }
 
+/**
+ * A remote step failed without running: its estimate did not fit a budget (the run's, a
+ * key's or the namespace's) and its run was started with onBudgetExceeded "fail".
+ * `errorMessage` names the budget and by how much. Never retried.
+ */
+export class BudgetExceededError extends StepFailedError {
+  /**
+   * @param {string} stepId
+   * @param {{type?: string, message?: string, stack_trace?: string}} failure
+   */
+  constructor(stepId, failure) {
+    super(stepId, failure);
+    this.name = 'BudgetExceededError';
+  }
+}
+
+/** The failure type a step task records for a step refused by a budget (§27). */
+export const BUDGET_EXCEEDED = 'BudgetExceeded';
+/** Recorded step failures thrown as a StepFailedError subclass, by failure type. */
+const STEP_FAILURES = new Map([[BUDGET_EXCEEDED, BudgetExceededError]]);
+
+/**
+ * The error a recorded step failure throws into workflow code: by its type, a typed
+ * StepFailedError (BudgetExceededError), else StepFailedError itself.
+ * @param {string} stepId
+ * @param {{type?: string, message?: string, stack_trace?: string}} failure
+ * @returns {StepFailedError}
+ */
+export function stepFailed(stepId, failure) {
+  const ErrorClass = STEP_FAILURES.get(failure.type ?? '') ?? StepFailedError;
+  return new ErrorClass(stepId, failure);
+}
+
 /** A step attempt ran longer than its `timeout`; counts as a failed attempt. */
 export class StepTimeoutError extends PerdureError {
   constructor(message) {

@@ -8,6 +8,7 @@ export { StepInfo } from './step-info.js';
 export { StreamBufferFullError } from './frames.js';
 export { RetryPolicy, NO_RETRY } from './retry.js';
 export {
+  BudgetExceededError,
   StepFailedError,
   StepTimeoutError,
   StepHeartbeatTimeoutError,
@@ -24,5 +25,6 @@ export {
   WorkflowEndedError,
 } from './errors.js';
 export { toPayload, fromPayload } from './payload.js';
+export { usageFromModelResponse } from './usage.js';
 export { loadProtos, protoDir } from './proto.js';
 export { replayHistory, historyFromJson, readHistory } from './replay-check.js';

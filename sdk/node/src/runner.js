@@ -4,6 +4,7 @@
 
 import { WorkflowContext } from './context.js';
 import {
+  BUDGET_EXCEEDED,
   JournalRejectedError,
   JournalUnavailableError,
   NonDeterminismError,
@@ -23,6 +24,7 @@ import { inSpan, setRunAttribute, stepAttemptEnded, stepAttemptSpan, traceEndedW
 /**
  * @typedef {{fn: (ctx: WorkflowContext, input: any) => Promise<any>, retry: RetryPolicy}} WorkflowEntry
  * @typedef {{call: (method: string, request: object) => Promise<any>}} Journal
+ * @typedef {import('./usage.js').UsageReport} UsageReport
  * @typedef {{kind: 'result'|'failure'|'park'|'cancelled'|'continue_as_new'|'suspend'|'lost'|'unavailable'|'handed_back', value?: any, wait?: any,
  *   error?: Error}} Outcome  a Failure or Payload as `value`; the Wait of a suspension; the error of a stop
  */
@@ -260,13 +262,15 @@ async function run(code, ctx) {
 /**
  * Execute one remote step under a step task's lease: LoadStep, run the handler with the
  * per-attempt timeout, RecordStep{step_task}. Resolves when done (send TaskDone); throws
- * LeaseLostError (send TaskDone) or JournalUnavailableError (let the lease expire).
+ * LeaseLostError (send TaskDone) or JournalUnavailableError (let the lease expire). `usage`
+ * takes what the handler reports (zero if it never starts). A task that came with
+ * budget_exceeded runs nothing: its attempt is recorded as a final BudgetExceeded failure.
  * @param {any} task
  * @param {Journal} journal
  * @param {Map<string, (input: any, info: StepInfo) => any>} steps
- * @param {{log: any, abort?: AbortSignal}} options
+ * @param {{log: any, abort?: AbortSignal, usage?: UsageReport}} options
  */
-export async function runStepTask(task, journal, steps, { log, abort }) {
+export async function runStepTask(task, journal, steps, { log, abort, usage }) {
   const lease = { workflow_id: task.workflow_id, fence: Number(task.fence), step_id: task.step_id };
   // STALE_FENCE, WORKFLOW_CLOSED, STEP_CLOSED: LeaseLostError (TaskDone); anything else,
   // NOT_FOUND included, leaves the lease to expire, as the Python SDK does.
@@ -286,6 +290,8 @@ export async function runStepTask(task, journal, steps, { log, abort }) {
     start_time: toTimestamp(Date.now()),
     step_task: true,
   };
+  const record = async (request) => journalCall(journal, 'RecordStep', request);
+  if (task.budget_exceeded) return refuseOverBudget(task, base, record, log);
   const traced = stepAttemptSpan(stepType, { stepId: lease.step_id, attempt, idempotencyKey: `${lease.workflow_id}:${lease.step_id}`, workflowType: loaded.workflow_type ?? '' });
   const heartbeats = new HeartbeatSender(
     (stepId, n, details) =>
@@ -299,7 +305,6 @@ export async function runStepTask(task, journal, steps, { log, abort }) {
       }),
     log,
   );
-  const record = async (request) => journalCall(journal, 'RecordStep', request);
   const frames = new Frames((emit) => journalCall(journal, 'EmitFrames', { ...emit, workflow_id: lease.workflow_id, fence: lease.fence }), {
     stepId: lease.step_id,
     attempt,
@@ -357,10 +362,12 @@ export async function runStepTask(task, journal, steps, { log, abort }) {
       heartbeats.queue(lease.step_id, attempt, details);
     },
     onEmit: (chunk, stream) => frames.emit(chunk, stream),
+    onUsage: (reported) => usage?.report(reported),
   });
   const pulse = new Pulse();
   const announce = setTimeout(() => heartbeats.queue(lease.step_id, attempt, undefined), ANNOUNCE_AFTER_MS);
   let result;
+  usage?.start();
   try {
     const body = () => handler(fromPayload(loaded.input), info);
     // The attempt's span is current while the step runs: the step's own calls nest in it.
@@ -372,6 +379,7 @@ export async function runStepTask(task, journal, steps, { log, abort }) {
     }
     return fail(error, retry);
   } finally {
+    usage?.end();
     clearTimeout(announce);
     abort?.removeEventListener('abort', onAbort);
   }
@@ -393,4 +401,14 @@ export async function runStepTask(task, journal, steps, { log, abort }) {
   }
   stepAttemptEnded(traced);
   return 'completed';
+}
+
+/**
+ * Record the loaded attempt (lost or not: nothing runs either way) as the step's final
+ * failure, BudgetExceeded, with the scheduler's word on which budget and by how much.
+ */
+async function refuseOverBudget(task, base, record, log) {
+  await record({ ...base, failure: { type: BUDGET_EXCEEDED, message: task.budget_exceeded, stack_trace: '' } });
+  log.warn(`step ${task.step_id} of ${task.workflow_id} (attempt ${base.attempt}) not run: ${task.budget_exceeded}`);
+  return 'failed';
 }

@@ -1,6 +1,7 @@
 // StepInfo: what a running step (local or remote) may hand to the outside world.
 
 import { PerdureError, StepHeartbeatTimeoutError, StepTimeoutError } from './errors.js';
+import { usageMessage } from './flow.js';
 import { toPayload } from './payload.js';
 
 /** A step still running after this long reports itself, so that describe shows it. */
@@ -11,9 +12,10 @@ export class StepInfo {
    * @param {{workflowId: string, stepId: string, attempt: number, fence: number,
    *   heartbeatDetails?: any, workflowType?: string, stepType?: string,
    *   signal?: AbortSignal, onHeartbeat: (details: any) => void,
-   *   onEmit?: (chunk: any, stream: string) => void}} fields
+   *   onEmit?: (chunk: any, stream: string) => void,
+   *   onUsage?: (usage: {units: number | string, cost_micros: number | string}) => void}} fields
    */
-  constructor({ workflowId, stepId, attempt, fence, heartbeatDetails = null, workflowType = '', stepType = '', signal, onHeartbeat, onEmit }) {
+  constructor({ workflowId, stepId, attempt, fence, heartbeatDetails = null, workflowType = '', stepType = '', signal, onHeartbeat, onEmit, onUsage }) {
     /** The workflow that runs (or called) the step. */
     this.workflowId = workflowId;
     /** The step's id in the workflow: its name, then "#N" for its N-th occurrence. */
@@ -34,6 +36,7 @@ export class StepInfo {
     this.signal = signal ?? new AbortController().signal;
     this._onHeartbeat = onHeartbeat;
     this._onEmit = onEmit;
+    this._onUsage = onUsage;
     Object.freeze(this);
   }
 
@@ -60,6 +63,19 @@ export class StepInfo {
   emit(chunk, stream = 'output') {
     if (!this._onEmit) throw new PerdureError(`emit() of step '${this.stepId}' is only available inside its running attempt`);
     this._onEmit(chunk, stream);
+  }
+
+  /**
+   * Report what this attempt used (tokens or other units, and money in millionths), settling
+   * the estimate its remote call declared; a later report replaces this one. An attempt that
+   * reports nothing counts as having used its whole estimate. A local step's report is
+   * ignored (only remote steps reserve an estimate). Throws TypeError or RangeError for
+   * amounts that are not BigInts or safe integers in [0, 2^63).
+   * @param {{units?: number | bigint, costMicros?: number | bigint}} usage
+   */
+  reportUsage(usage) {
+    const message = usageMessage(usage);
+    this._onUsage?.(message);
   }
 }
 

@@ -13,6 +13,7 @@ import { channelCredentials, clientOptions, loadProtos, statusName } from './pro
 import { RetryPolicy } from './retry.js';
 import { contextFrom, failed, inSpan, selfFenced } from './telemetry.js';
 import { runStepTask, runWorkflowTask } from './runner.js';
+import { UsageReport } from './usage.js';
 import { DEFAULT_CACHE_BYTES, DEFAULT_CACHE_SIZE, RunCache } from './sticky.js';
 
 const RECONNECT_FIRST_MS = 100;
@@ -377,7 +378,9 @@ export class Worker {
 
   async _runStep(task, lease, abort) {
     this._log.info(`running step ${task.step_type} ${task.step_id} of ${task.workflow_id} (fence ${task.fence})`);
-    await this._finishTask(task, lease, abort, () => runStepTask(task, this._journal, this._steps, { log: this._log, abort }));
+    const usage = new UsageReport();
+    const run = () => runStepTask(task, this._journal, this._steps, { log: this._log, abort, usage });
+    await this._finishTask(task, lease, abort, run, usage);
   }
 
   /** The span of a task's run: a child of the lease grant, in the workflow's one trace. */
@@ -394,13 +397,14 @@ export class Worker {
     return attributes;
   }
 
-  /** Run a task in its span; send TaskDone unless the lease is left to expire. */
-  _finishTask(task, lease, abort, run) {
+  /** Run a task in its span; send TaskDone unless the lease is left to expire. `usage`: a
+   * step task's, which its TaskDone carries to settle the step's estimate. */
+  _finishTask(task, lease, abort, run, usage = null) {
     const options = { parent: contextFrom(task.trace_context), attributes: this._taskAttributes(task) };
-    return inSpan('perdure.task.run', options, (span) => this._settleTask(lease, abort, run, span));
+    return inSpan('perdure.task.run', options, (span) => this._settleTask(lease, abort, run, span, usage));
   }
 
-  async _settleTask(lease, abort, run, span) {
+  async _settleTask(lease, abort, run, span, usage) {
     const what = taskName(lease);
     let sticky = false;
     let unfinished = false;
@@ -434,7 +438,11 @@ export class Worker {
       return;
     }
     // Sticky: the run is kept here, suspended; its next task is offered to this worker first.
-    this._taskDone(sticky ? { lease, sticky } : { lease });
+    /** @type {Record<string, any>} */
+    const done = sticky ? { lease, sticky } : { lease };
+    const settled = usage?.forTaskDone();
+    if (settled) done.usage = settled;
+    this._taskDone(done);
   }
 
   /** Tell the scheduler the worker is done with a lease, and stop listing it; between two

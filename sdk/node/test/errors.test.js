@@ -13,7 +13,8 @@ test('every error class the SDK defines or exports extends PerdureError and keep
   );
   assert.ok(classes.length >= 13, classes.map((c) => c.name).join(', '));
   for (const ErrorClass of new Set(classes)) {
-    const error = ErrorClass === errors.StepFailedError ? new ErrorClass('s', { type: 'T', message: 'm' }) : new ErrorClass('m');
+    const stepFailure = ErrorClass === errors.StepFailedError || ErrorClass.prototype instanceof errors.StepFailedError;
+    const error = stepFailure ? new ErrorClass('s', { type: 'T', message: 'm' }) : new ErrorClass('m');
     assert.ok(error instanceof sdk.PerdureError, `${ErrorClass.name} is a PerdureError`);
     assert.ok(error instanceof Error);
     assert.equal(error.name, ErrorClass.name);

@@ -155,8 +155,8 @@ for (const file of files) {
     let journal;
     try {
       if (replayCase.stepTask) {
-        const { workflowId, stepId, fence } = replayCase.stepTask;
-        const task = { workflow_id: workflowId, step_id: stepId, step_type: replayCase.workflow, fence: Number(fence ?? 0) };
+        const { workflowId, stepId, fence, budgetExceeded = '' } = replayCase.stepTask;
+        const task = { workflow_id: workflowId, step_id: stepId, step_type: replayCase.workflow, fence: Number(fence ?? 0), budget_exceeded: budgetExceeded };
         journal = new ScriptedJournal(replayCase);
         await runStepTask(task, journal, REMOTE_STEPS, { log: quiet });
       } else {

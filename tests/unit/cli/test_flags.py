@@ -11,6 +11,8 @@ import pytest
 
 from perdure.cli import keys_cmd, workers_cmd, workflow_cmd
 from perdure.cli.flags import UsageError, json_argument
+from perdure.cli.flow_flags import flow_options
+from perdure.worker._flow import Budget
 
 
 def parse(*argv: str) -> argparse.Namespace:
@@ -49,3 +51,39 @@ def test_a_json_flag_is_inline_a_file_or_stdin(
         json_argument("--input", f"@{tmp_path / 'missing.json'}")
     with pytest.raises(UsageError, match="--input is not valid JSON"):
         json_argument("--input", "{not json")
+
+
+def test_start_takes_flow_control_flags() -> None:
+    args = parse(
+        "workflow", "start", "agent", "--key", "tenant:acme", "--key", "tier:gold",
+        "--priority", "2", "--fairness-key", "tenant:acme", "--budget-units", "9223372036854775807",
+        "--on-budget-exceeded", "fail",
+    )  # fmt: skip
+    assert flow_options(args) == {
+        "keys": ["tenant:acme", "tier:gold"],
+        "priority": 2,
+        "fairness_key": "tenant:acme",
+        "budget": Budget(units=2**63 - 1),
+        "on_budget_exceeded": "fail",
+    }
+    plain = flow_options(parse("workflow", "start", "agent"))
+    assert plain == {
+        "keys": [],
+        "priority": None,
+        "fairness_key": None,
+        "budget": None,
+        "on_budget_exceeded": None,
+    }
+
+
+@pytest.mark.parametrize(
+    ("flags", "words"),
+    [
+        (("--priority", "9"), "priority must be 1"),
+        (("--budget-cost-micros", "-1"), "budget cost_micros must be >= 0"),
+        (("--key", "a", "--key", "a"), "must not repeat"),
+    ],
+)
+def test_bad_flow_control_flags_are_usage_errors(flags: tuple[str, ...], words: str) -> None:
+    with pytest.raises(UsageError, match=words):
+        flow_options(parse("workflow", "start", "agent", *flags))

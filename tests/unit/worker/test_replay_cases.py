@@ -92,7 +92,12 @@ async def test_replay_case(path: Path) -> None:
     try:
         if case.step_task is not None:
             step = case.step_task
-            task = tpb.Task(workflow_id=step.workflow_id, step_id=step.step_id, fence=step.fence)
+            task = tpb.Task(
+                workflow_id=step.workflow_id,
+                step_id=step.step_id,
+                fence=step.fence,
+                budget_exceeded=step.budget_exceeded,
+            )
             await run_step_task(task, session, REMOTE_STEPS)
         else:
             assert case.load is not None

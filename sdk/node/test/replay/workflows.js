@@ -3,7 +3,7 @@
 // it). Errors a spec "raises" are thrown with a `name` of that type name; step bodies return at
 // once.
 
-import { RetryPolicy, SignalTimeoutError, StepFailedError, WorkflowCancelledError } from '../../src/index.js';
+import { BudgetExceededError, RetryPolicy, SignalTimeoutError, StepFailedError, WorkflowCancelledError } from '../../src/index.js';
 
 // Retries in the cases: attempt n fails, the next one is due 1s, 2s, 4s... later; 3 attempts.
 const RETRY = new RetryPolicy({ initialInterval: 1, backoffCoefficient: 2, maximumAttempts: 3 });
@@ -140,6 +140,21 @@ const CATALOGUE = {
   // the workflow's policy, 1s initial interval, backoff 2, 60s maximum interval, 3 attempts);
   // returns its result.
   remote: { retry: RETRY, run: async (ctx) => ctx.call('resize', { width: 10 }) },
+
+  // Calls remote step "resize" with input {"width": 10}, keys ["provider:openai",
+  // "tenant:acme"] and estimate 2000 units, 30000 cost micros; returns its result, or, when it
+  // raises BudgetExceededError, "over budget: " followed by the error's message.
+  budgeted: {
+    retry: RETRY,
+    run: async (ctx) => {
+      try {
+        return await ctx.call('resize', { width: 10 }, { keys: ['provider:openai', 'tenant:acme'], estimate: { units: 2000, costMicros: 30_000n } });
+      } catch (error) {
+        if (!(error instanceof BudgetExceededError)) throw error;
+        return `over budget: ${error.errorMessage}`;
+      }
+    },
+  },
 
   // Gathers remote steps "left" (input 1) and "right" (input 2) on task queue "pool"; returns
   // both results in call order.

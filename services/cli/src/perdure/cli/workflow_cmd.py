@@ -20,6 +20,7 @@ from perdure.cli.flags import (
     api_key,
     json_argument,
 )
+from perdure.cli.flow_flags import add_flow_flags, flow_options
 from perdure.cli.watch_cmd import add_watch_parser, run_start_wait, run_watch
 from perdure.client import Client
 from perdure.gateway.http.convert import dumps, to_json
@@ -93,6 +94,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         metavar="SECONDS",
         help="with --wait: give up after this long (exit 124; the run goes on; default: none)",
     )
+    add_flow_flags(start)
 
     signal = commands.add_parser("signal", help="send a signal to a workflow")
     signal.add_argument("workflow_id")
@@ -301,6 +303,7 @@ def _execute(client: Client, args: argparse.Namespace) -> int:
             id_reuse_policy=api.IdReusePolicy.Value(
                 f"ID_REUSE_POLICY_{args.id_reuse_policy.upper()}"
             ),
+            **flow_options(args),
         )
         if not args.wait:
             _print(started)

@@ -2,7 +2,8 @@
 their output streams. `Client` (blocking) and `AsyncClient` (asyncio) have the same surface and
 hand out handles (WorkflowHandle, AsyncWorkflowHandle). Payloads in the answers (input, result,
 outputs, state) decode with from_payload; result() decodes the result itself. A failed call
-raises a typed RpcError (a PerdureError and a grpc.RpcError) chosen by the error's reason."""
+raises a typed RpcError (a PerdureError and a grpc.RpcError) chosen by the error's reason.
+A start may set flow control's keys, priority, fairness key and `Budget`."""
 
 from perdure.client._async_client import AsyncClient
 from perdure.client._client import Client
@@ -36,6 +37,7 @@ from perdure.client._errors import (
 from perdure.client._handle import AsyncWorkflowHandle, WorkflowHandle
 from perdure.client._stream import Frame, StreamText
 from perdure.worker._errors import PerdureError
+from perdure.worker._flow import Budget
 from perdure.worker._payload import from_payload, to_payload
 
 __all__ = [
@@ -43,6 +45,7 @@ __all__ = [
     "AsyncClient",
     "AsyncWorkflowHandle",
     "AuthenticationError",
+    "Budget",
     "Client",
     "FencedError",
     "Frame",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
 import grpc
@@ -19,6 +19,7 @@ from perdure.client._handle import AsyncWorkflowHandle
 from perdure.client._reconnect import Reconnect
 from perdure.client._stream import Frame
 from perdure.telemetry.rpc import aio_channel
+from perdure.worker._flow import Budget, run_flow
 from perdure.worker._payload import from_payload, to_payload
 from perdure.worker._rpc import CHANNEL_OPTIONS
 
@@ -71,6 +72,11 @@ class AsyncClient:
         execution_timeout: float | None = None,
         id_reuse_policy: int = 0,
         request_id: str = "",
+        keys: Sequence[str] | None = None,
+        priority: int | None = None,
+        fairness_key: str | None = None,
+        budget: Budget | None = None,
+        on_budget_exceeded: str | None = None,
     ) -> AsyncWorkflowHandle:
         """Start a run (Client.start_workflow) and return a handle on it. Raises
         AlreadyStartedError when the workflow id is taken by a run started differently."""
@@ -82,6 +88,11 @@ class AsyncClient:
             execution_timeout=execution_timeout,
             id_reuse_policy=id_reuse_policy,
             request_id=request_id,
+            keys=keys,
+            priority=priority,
+            fairness_key=fairness_key,
+            budget=budget,
+            on_budget_exceeded=on_budget_exceeded,
         )
         return AsyncWorkflowHandle(self, started.workflow_id, started.run_id)
 
@@ -99,6 +110,11 @@ class AsyncClient:
         execution_timeout: float | None = None,
         id_reuse_policy: int = 0,
         request_id: str = "",
+        keys: Sequence[str] | None = None,
+        priority: int | None = None,
+        fairness_key: str | None = None,
+        budget: Budget | None = None,
+        on_budget_exceeded: str | None = None,
     ) -> api.StartWorkflowResponse:
         """See Client.start_workflow."""
         request = rq.start_request(
@@ -110,6 +126,7 @@ class AsyncClient:
             execution_timeout,
             id_reuse_policy,
             request_id,
+            run_flow(keys, priority, fairness_key, budget, on_budget_exceeded),
         )
         response: api.StartWorkflowResponse = await self._call("StartWorkflow", request)
         return response

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, cast
 
 import grpc
@@ -18,6 +18,7 @@ from perdure.client._handle import WorkflowHandle
 from perdure.client._reconnect import Reconnect
 from perdure.client._stream import Frame
 from perdure.telemetry.rpc import sync_channel
+from perdure.worker._flow import Budget, run_flow
 from perdure.worker._payload import from_payload, to_payload
 from perdure.worker._rpc import CHANNEL_OPTIONS
 
@@ -82,6 +83,11 @@ class Client:
         execution_timeout: float | None = None,
         id_reuse_policy: int = 0,
         request_id: str = "",
+        keys: Sequence[str] | None = None,
+        priority: int | None = None,
+        fairness_key: str | None = None,
+        budget: Budget | None = None,
+        on_budget_exceeded: str | None = None,
     ) -> WorkflowHandle:
         """Start a run, as start_workflow, and return a handle on it. Raises
         AlreadyStartedError when the workflow id is taken by a run started differently."""
@@ -93,6 +99,11 @@ class Client:
             execution_timeout=execution_timeout,
             id_reuse_policy=id_reuse_policy,
             request_id=request_id,
+            keys=keys,
+            priority=priority,
+            fairness_key=fairness_key,
+            budget=budget,
+            on_budget_exceeded=on_budget_exceeded,
         )
         return WorkflowHandle(self, started.workflow_id, started.run_id)
 
@@ -110,6 +121,11 @@ class Client:
         execution_timeout: float | None = None,
         id_reuse_policy: int = 0,
         request_id: str = "",
+        keys: Sequence[str] | None = None,
+        priority: int | None = None,
+        fairness_key: str | None = None,
+        budget: Budget | None = None,
+        on_budget_exceeded: str | None = None,
     ) -> api.StartWorkflowResponse:
         """Start a run (idempotent by workflow id). Without `workflow_id`, a new one is fixed
         here, before the first send, so that a retried send starts nothing new; the answer
@@ -117,7 +133,15 @@ class Client:
         with an ExecutionTimeout failure if it is still open that long after its start.
         `id_reuse_policy` (api.ID_REUSE_POLICY_*) says whether a workflow id whose last run
         is closed starts a new run; `request_id` names this start (one is fixed here when
-        empty): the same request id returns the run it made, so a retry never makes two."""
+        empty): the same request id returns the run it made, so a retry never makes two.
+
+        Flow control (docs/worker-protocol.md §27): `keys` (at most 8, e.g. "tenant:acme")
+        put the run's tasks under the limits set on them and its steps' estimates under their
+        budgets; `priority` 1 (served first) to 5 (default 3); `fairness_key` shares grants
+        fairly across its values; `budget` (a Budget of units and cost_micros) bounds the run's
+        whole life; `on_budget_exceeded` "wait" (the default: a step waits for room) or
+        "fail" (the step fails with BudgetExceeded). Bad values raise ValueError or TypeError
+        before anything is sent."""
         request = rq.start_request(
             self.namespace,
             workflow_type,
@@ -127,6 +151,7 @@ class Client:
             execution_timeout,
             id_reuse_policy,
             request_id,
+            run_flow(keys, priority, fairness_key, budget, on_budget_exceeded),
         )
         response: api.StartWorkflowResponse = self._stub.StartWorkflow(
             request, timeout=self._timeout

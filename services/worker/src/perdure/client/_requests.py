@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
 
+from perdure.api.common.v1 import flow_pb2 as fpb
 from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.api.workflow.v1 import workflow_service_pb2 as api
 from perdure.client._errors import (
@@ -44,9 +45,11 @@ def start_request(
     execution_timeout: float | None,
     id_reuse_policy: int = 0,
     request_id: str = "",
+    flow: fpb.RunFlow | None = None,
 ) -> api.StartWorkflowRequest:
     """Without a workflow id or request id, new ones are fixed here, before the first send, so
-    that a retried send starts nothing new."""
+    that a retried send starts nothing new. `flow`: the run's keys, priority, fairness key and
+    budget (perdure.worker._flow.run_flow)."""
     request = api.StartWorkflowRequest(
         namespace=namespace,
         workflow_type=workflow_type,
@@ -58,6 +61,8 @@ def start_request(
     )
     if execution_timeout is not None:
         request.execution_timeout.FromTimedelta(timedelta(seconds=execution_timeout))
+    if flow is not None:
+        request.flow.CopyFrom(flow)
     return request
 
 

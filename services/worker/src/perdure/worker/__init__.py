@@ -15,7 +15,10 @@ by `ctx.info` (a `RunInfo`: run id and number, the journal's length and bytes so
 
 Remote steps: `await ctx.call(step_type, input, task_queue=...)` (several at once with
 `ctx.gather`) has a step executed by a worker serving that type, in any language; a Python
-worker serves the functions marked `@remote_step` that it is given.
+worker serves the functions marked `@remote_step` that it is given. A call may declare flow
+control's `keys` and an `estimate` (a `Usage`); its handler reports what it used with
+`current_step().report_usage(...)` or `report_model_usage(response, ModelPrices(...))`, and a
+step refused by a budget raises `BudgetExceededError`.
 
 Every error the SDK raises is a `PerdureError`.
 """
@@ -23,6 +26,7 @@ Every error the SDK raises is a `PerdureError`.
 from perdure.worker._attempt import StepContext, current_step, heartbeat
 from perdure.worker._context import RemoteCall, WorkflowContext
 from perdure.worker._errors import (
+    BudgetExceededError,
     JournalRejectedError,
     LeaseLostError,
     NonDeterminismError,
@@ -36,14 +40,18 @@ from perdure.worker._errors import (
     WorkerLostError,
     WorkflowCancelledError,
 )
+from perdure.worker._flow import Usage
 from perdure.worker._info import RunInfo
+from perdure.worker._model_usage import ModelPrices, report_model_usage, usage_from_model_response
 from perdure.worker._registry import remote_step, workflow
 from perdure.worker._retry import RetryPolicy
 from perdure.worker._worker import Worker
 
 __all__ = [
+    "BudgetExceededError",
     "JournalRejectedError",
     "LeaseLostError",
+    "ModelPrices",
     "NonDeterminismError",
     "PerdureError",
     "RemoteCall",
@@ -55,6 +63,7 @@ __all__ = [
     "StepHeartbeatTimeoutError",
     "StepTimeoutError",
     "StreamBufferFullError",
+    "Usage",
     "Worker",
     "WorkerConfigurationError",
     "WorkerLostError",
@@ -63,5 +72,7 @@ __all__ = [
     "current_step",
     "heartbeat",
     "remote_step",
+    "report_model_usage",
+    "usage_from_model_response",
     "workflow",
 ]

@@ -26,12 +26,14 @@ from perdure.worker._errors import (
     StepTimeoutError,
     WorkerLostError,
 )
+from perdure.worker._flow import Usage
 from perdure.worker._frames import DEFAULT_STREAM, Frames
 from perdure.worker._loop_watch import running, runs_for_caller
 from perdure.worker._payload import failure_from, to_payload
 from perdure.worker._retry import NO_RETRY, RetryPolicy
 from perdure.worker._telemetry import step_attempt_ended, tracer
 from perdure.worker._threads import BodyThreads
+from perdure.worker._usage import UsageReport
 
 log = logging.getLogger("perdure.worker")
 
@@ -73,6 +75,23 @@ class StepContext:
             )
         frames.emit(chunk, stream)
 
+    def report_usage(self, units: int = 0, cost_micros: int = 0) -> None:
+        """Report what this attempt used (tokens or other units, and money in millionths),
+        settling the estimate its remote call declared; a later report replaces this one. An
+        attempt that reports nothing counts as having used its whole estimate. A local step's
+        report is ignored (only remote steps reserve an estimate). Raises TypeError or
+        ValueError for amounts that are not ints in [0, 2**63), RuntimeError outside the
+        running attempt."""
+        usage = Usage(units=units, cost_micros=cost_micros)
+        if _current_step.get(None) is not self:
+            raise RuntimeError(
+                f"report_usage() of step {self.step_id!r} is only available inside its running "
+                "attempt"
+            )
+        report = _current_usage.get(None)
+        if report is not None:
+            report.report(usage)
+
 
 _current_step: contextvars.ContextVar[StepContext] = contextvars.ContextVar("perdure_step")
 _current_heartbeats: contextvars.ContextVar[Heartbeats] = contextvars.ContextVar(
@@ -80,6 +99,10 @@ _current_heartbeats: contextvars.ContextVar[Heartbeats] = contextvars.ContextVar
 )
 _current_pulse: contextvars.ContextVar[_Pulse] = contextvars.ContextVar("perdure_pulse")
 _current_frames: contextvars.ContextVar[Frames] = contextvars.ContextVar("perdure_frames")
+# A remote step's attempt only: where its handler's usage report goes.
+_current_usage: contextvars.ContextVar[UsageReport | None] = contextvars.ContextVar(
+    "perdure_usage", default=None
+)
 
 
 class _Pulse:
@@ -189,6 +212,8 @@ class Attempt:
     # Whether the start must be journaled before the body runs (a step task's LoadStep journaled
     # it already; the SDK's own calls, such as ctx.now(), cannot crash a worker).
     journal_start: bool = True
+    # A step task's: the usage its handler reports (None for a local step).
+    usage: UsageReport | None = None
 
 
 def lost_attempt_error(step: StepContext) -> WorkerLostError:
@@ -267,6 +292,9 @@ async def run_attempt(
         beats = _current_heartbeats.set(heartbeats)
         pulse = _current_pulse.set(_Pulse())
         emits = _current_frames.set(frames)
+        usage = _current_usage.set(attempt.usage)
+        if attempt.usage is not None:
+            attempt.usage.start()
         announce = None
         if not attempt.name.startswith(INTERNAL_PREFIX):
             announce = asyncio.get_running_loop().call_later(
@@ -287,6 +315,9 @@ async def run_attempt(
             _current_heartbeats.reset(beats)
             _current_pulse.reset(pulse)
             _current_frames.reset(emits)
+            _current_usage.reset(usage)
+            if attempt.usage is not None:
+                attempt.usage.end()
             if announce is not None:
                 announce.cancel()
         request.output.CopyFrom(encoded)

@@ -9,13 +9,14 @@ import logging
 import math
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Generator
+from collections.abc import Awaitable, Callable, Generator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, NoReturn
 
 from opentelemetry.util.types import AttributeValue
 
+from perdure.api.common.v1 import flow_pb2 as fpb
 from perdure.api.common.v1.payload_pb2 import Payload
 from perdure.api.worker.v1 import journal_service_pb2 as jpb
 from perdure.api.workflow.v1 import workflow_pb2 as wf
@@ -33,9 +34,10 @@ from perdure.worker._errors import (
     LeaseLostError,
     NonDeterminismError,
     SignalTimeoutError,
-    StepFailedError,
     WorkflowCancelledError,
+    step_failed,
 )
+from perdure.worker._flow import Usage, step_flow
 from perdure.worker._info import RunInfo
 from perdure.worker._journal import JournalClient
 from perdure.worker._patches import Patches, check_patch_id, deprecated_message
@@ -335,6 +337,8 @@ class WorkflowContext:
         retry: RetryPolicy | None = None,
         timeout: float | None = None,
         heartbeat_timeout: float | None = None,
+        keys: Sequence[str] | None = None,
+        estimate: Usage | None = None,
     ) -> RemoteCall:
         """A remote step: `step_type` executed by a worker (in any language) that serves it on
         `task_queue` (default: this workflow's). Await it for its JSON result, or pass several
@@ -343,15 +347,23 @@ class WorkflowContext:
         schedule of `retry` (default: the workflow's policy); `timeout` bounds each attempt,
         `heartbeat_timeout` the time between its heartbeats. An attempt whose worker dies counts
         as failed (WorkerLostError). When attempts run out, StepFailedError is raised where the
-        call is awaited."""
+        call is awaited.
+
+        Flow control (worker-protocol.md §27): `keys` (at most 8, e.g. "provider:openai") put
+        the step under the concurrency, rate and budget limits set on them; `estimate` is the
+        most one attempt may use, reserved against every budget that applies before the attempt
+        is granted and settled by what the attempt reports (current_step().report_usage). A
+        step whose estimate does not fit a budget of a run that fails then raises
+        BudgetExceededError (a StepFailedError). Bad keys or estimates raise ValueError or
+        TypeError here, before anything is journaled."""
         _check_name(step_type, "step type")
         _check_limit("timeout", timeout)
         _check_limit("heartbeat_timeout", heartbeat_timeout)
+        flow = step_flow(keys, estimate)
         queue = task_queue or self._task_queue
         retry = retry or self._retry
-        return RemoteCall(
-            self, step_type, to_payload(input), queue, retry, timeout, heartbeat_timeout
-        )
+        payload = to_payload(input)
+        return RemoteCall(self, step_type, payload, queue, retry, timeout, heartbeat_timeout, flow)
 
     async def gather(self, *calls: RemoteCall) -> list[Any]:
         """Run remote steps side by side; their results, in call order. Each is journaled in
@@ -371,7 +383,7 @@ class WorkflowContext:
         for call in scheduled:
             outcome = self._replay.remote_outcomes[call.step_id]
             if outcome.event_type == wf.EVENT_TYPE_STEP_FAILED:
-                raise StepFailedError(call.step_id, outcome.failure)
+                raise step_failed(call.step_id, outcome.failure)
             results.append(await self._value(outcome))
         return results
 
@@ -547,6 +559,8 @@ class WorkflowContext:
             request.timeout.FromTimedelta(timedelta(seconds=remote.timeout))
         if remote.heartbeat_timeout is not None:
             request.heartbeat_timeout.FromTimedelta(timedelta(seconds=remote.heartbeat_timeout))
+        if remote.flow is not None:
+            request.flow.CopyFrom(remote.flow)
         await self._record(request)
         return call
 
@@ -586,7 +600,7 @@ class WorkflowContext:
             if not name.startswith(INTERNAL_PREFIX):
                 log.info("Skipping completed step: %s", call.step_id)
             if recorded.event_type == wf.EVENT_TYPE_STEP_FAILED:
-                raise StepFailedError(call.step_id, recorded.failure)
+                raise step_failed(call.step_id, recorded.failure)
             return await self._value(recorded)
 
         while True:
@@ -630,7 +644,7 @@ class WorkflowContext:
                     return from_payload(attempted.request.output)
                 if attempted.retry_at is None:
                     failure = attempted.request.failure
-                    raise StepFailedError(call.step_id, failure) from attempted.error
+                    raise step_failed(call.step_id, failure) from attempted.error
                 waiting = _wait(wf.WAIT_KIND_RETRY, call.step_id, attempted.retry_at)
                 waiting.__cause__ = attempted.error
             await self._suspend(waiting)
@@ -648,6 +662,7 @@ class RemoteCall:
     retry: RetryPolicy
     timeout: float | None
     heartbeat_timeout: float | None = None
+    flow: fpb.StepFlow | None = None  # keys and estimate, if the call declares any
 
     def __await__(self) -> Generator[Any, None, Any]:
         results = yield from self.ctx.gather(self).__await__()

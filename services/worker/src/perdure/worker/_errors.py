@@ -30,6 +30,24 @@ class StepFailedError(PerdureError, Exception):
         self.failure = failure
 
 
+class BudgetExceededError(StepFailedError):
+    """A remote step failed without running: its estimate did not fit a budget (the run's, a
+    key's or the namespace's) and its run starts with on_budget_exceeded "fail". `message`
+    names the budget and by how much. Never retried."""
+
+
+# The failure type a step task records for a step refused by a budget (worker-protocol.md §27).
+BUDGET_EXCEEDED = "BudgetExceeded"
+# Recorded step failures raised as a StepFailedError subclass, by failure type.
+_STEP_FAILURES: dict[str, type[StepFailedError]] = {BUDGET_EXCEEDED: BudgetExceededError}
+
+
+def step_failed(step_id: str, failure: wf.Failure) -> StepFailedError:
+    """The error a recorded step failure raises into workflow code: by its type, a typed
+    StepFailedError (BudgetExceededError), else StepFailedError itself."""
+    return _STEP_FAILURES.get(failure.type, StepFailedError)(step_id, failure)
+
+
 class StepTimeoutError(PerdureError, Exception):
     """A step attempt ran longer than its `timeout` (start to close); counts as a failed
     attempt."""

@@ -36,6 +36,7 @@ from perdure.worker._session import JournalSession
 from perdure.worker._step_task import run_step_task
 from perdure.worker._sticky import cache_from
 from perdure.worker._telemetry import tracer
+from perdure.worker._usage import UsageReport
 
 log = logging.getLogger("perdure.worker")
 
@@ -368,10 +369,11 @@ class Worker:
             kind = task.step_type or task.workflow_type
             log.info("running %s %s (fence %d)", kind, task_name(lease), task.fence)
             sticky = False
+            usage = UsageReport() if task.step_id else None
             try:
                 with running(f"the code of {kind} {task_name(lease)} (fence {task.fence})"):
                     if task.step_id:
-                        await run_step_task(task, journal, self._steps)
+                        await run_step_task(task, journal, self._steps, usage)
                     else:
                         sticky = await run_task(
                             task, journal, self._workflows, self._stopping, cache=self._cache
@@ -412,7 +414,11 @@ class Worker:
                 )
                 self._forget(lease)
                 return
-        await self._task_done(tpb.TaskDone(lease=lease, sticky=sticky))
+        done = tpb.TaskDone(lease=lease, sticky=sticky)
+        settled = usage.for_task_done() if usage is not None else None
+        if settled is not None:  # a step task's: settles its estimate's reservation
+            done.usage.CopyFrom(settled)
+        await self._task_done(done)
 
     async def _task_done(self, done: tpb.TaskDone) -> None:
         """Tell the scheduler the worker is done with a lease, and stop listing it. It stops
