@@ -168,6 +168,8 @@ REASON_ERRORS: dict[str, type[RpcError]] = {
     "WORKFLOW_CLOSED": WorkflowClosedError,
     "WORKFLOW_TYPE_NOT_REGISTERED": WorkflowTypeNotRegisteredError,
     "STATE_NOT_FOUND": NotFoundError,
+    "FLOW_LIMIT_NOT_FOUND": NotFoundError,
+    "BUDGET_NOT_FOUND": NotFoundError,
     "PAYLOAD_NOT_FOUND": NotFoundError,
     "STALE_FENCE": FencedError,
     "FENCE_NOT_LOADED": FencedError,

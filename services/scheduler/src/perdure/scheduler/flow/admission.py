@@ -57,10 +57,11 @@ def admit(
     limits: dict[str, KeyLimit],
     budgets: dict[str, BudgetState],
 ) -> Admission:
-    """Grant up to `limit` of the candidates, in fair order. A budget that an estimate does
-    not fit holds the step back, or grants it only to fail (its run's choice), before any
-    limit is looked at: failing runs nothing. A candidate held back by one key's limit does
-    not hold back the candidates after it. `limits` and `budgets` are updated in place."""
+    """Grant up to `limit` of the candidates, in fair order, each within its keys' concurrency
+    limits (a lease is a lease, whatever it is for). A budget that an estimate does not fit
+    holds the step back, or grants it only to fail (its run's choice), ahead of any rate:
+    failing runs nothing. A candidate held back by one key's limit does not hold back the
+    candidates after it. `limits` and `budgets` are updated in place."""
     admission = Admission()
     for candidate in fair_order(candidates):
         if len(admission.decisions) == limit:
@@ -69,34 +70,31 @@ def admit(
         if flow is None:
             admission.decisions.append(Decision(candidate))
             continue
+        keyed = [limits[key] for key in flow.keys if key in limits]
+        if not _within_concurrency(candidate, keyed):
+            admission.held_back["concurrency"] += 1
+            continue
         applicable = [budgets[ref] for ref in budgets_of(candidate) if ref in budgets]
         units, cost = flow.estimate_units or 0, flow.estimate_cost
         if flow.reserves:
             exceeded = next(filter(None, (b.room_for(units, cost) for b in applicable)), None)
             if exceeded is not None:
-                if flow.on_budget_exceeded == FAIL:
-                    for budget in applicable:
-                        if budget.room_for(units, cost) is not None:
-                            budget.refusals += 1
-                            budget.changed = True
-                    admission.decisions.append(Decision(candidate, budget_exceeded=exceeded))
-                else:
+                if flow.on_budget_exceeded != FAIL:
                     admission.held_back["budget"] += 1
+                    continue
+                for budget in applicable:
+                    if budget.room_for(units, cost) is not None:
+                        budget.refusals += 1
+                _occupy(candidate, keyed)
+                admission.decisions.append(Decision(candidate, budget_exceeded=exceeded))
                 continue
-        keyed = [limits[key] for key in flow.keys if key in limits]
-        if not _within_concurrency(candidate, keyed):
-            admission.held_back["concurrency"] += 1
-            continue
         wait = _rate_wait(keyed, units if flow.reserves else 0)
         if wait is not None:
             admission.held_back["rate"] += 1
             admission.wait_for(wait)
             continue
+        _occupy(candidate, keyed)
         for key_limit in keyed:
-            if candidate.is_run:
-                key_limit.runs_in_flight += 1
-            else:
-                key_limit.steps_in_flight += 1
             if key_limit.requests_per_second is not None:
                 key_limit.request_tokens -= 1
             if key_limit.units_per_minute is not None:
@@ -106,10 +104,18 @@ def admit(
             for budget in applicable:
                 budget.reserved_units += units
                 budget.reserved_cost += cost
-                budget.changed = True
             reserved = [budget.ref for budget in applicable]
         admission.decisions.append(Decision(candidate, reserved=reserved))
     return admission
+
+
+def _occupy(candidate: Candidate, keyed: list[KeyLimit]) -> None:
+    """Count a granted candidate in flight under each of its keys."""
+    for key_limit in keyed:
+        if candidate.is_run:
+            key_limit.runs_in_flight += 1
+        else:
+            key_limit.steps_in_flight += 1
 
 
 def _within_concurrency(candidate: Candidate, keyed: list[KeyLimit]) -> bool:

@@ -122,7 +122,6 @@ class BudgetState:
     spent_units: int = 0
     spent_cost: int = 0
     refusals: int = 0
-    changed: bool = False
 
     @property
     def ref(self) -> str:
