@@ -22,10 +22,14 @@ from perdure.common.text import printable
 from perdure.scheduler.builds import newest_builds
 from perdure.scheduler.grants import ClaimFor
 from perdure.scheduler.metrics import (
+    BUDGET_EXCEEDED,
+    HELD_BACK,
     LEASE_EXPIRIES,
     SCHEDULE_TO_START,
     STICKY_GRANTS,
     TIMER_LATENESS,
+    USAGE_COST,
+    USAGE_UNITS,
     WORKER_STREAMS,
 )
 from perdure.scheduler.model import Build, Grant, Lease, TaskKey, Usage
@@ -188,6 +192,10 @@ class Dispatcher:
         held = session.leases.get(lease.task)
         if lease.step_id and held is not None and held.fence == lease.fence:
             await self._store.settle(lease, *(usage or (None, None)))
+            if usage is not None:
+                queue = {"perdure.task_queue": session.task_queue}
+                USAGE_UNITS.add(usage.units, queue)
+                USAGE_COST.add(usage.cost, queue)
         session.drop(lease)
         keeps = _keeps(session, lease, unfinished, sticky, self.sticky_timeout)
         if await self._store.release(session.session_id, lease, unfinished, keeps):
@@ -347,6 +355,9 @@ class Dispatcher:
             if session.task_queue in self._flow_queues:
                 claimed = await self._store.claim_flow(claim)
                 grants = claimed.grants
+                queue = {"perdure.task_queue": session.task_queue}
+                for reason, count in claimed.held_back.items():
+                    HELD_BACK.add(count, {**queue, "perdure.flow.held_by": reason})
                 if claimed.retry_in is not None:
                     earlier = self._rate_retry if self._rate_retry is not None else math.inf
                     self._rate_retry = min(earlier, claimed.retry_in)
@@ -377,6 +388,8 @@ class Dispatcher:
                 if grant.step_id:
                     task.step_id, task.step_type = grant.step_id, grant.task_type
                     task.budget_exceeded = grant.budget_exceeded
+                    if grant.budget_exceeded:
+                        BUDGET_EXCEEDED.add(1, {"perdure.task_queue": session.task_queue})
                 else:
                     task.workflow_type = grant.task_type
                 await session.outgoing.put(tpb.ConnectResponse(task=task))

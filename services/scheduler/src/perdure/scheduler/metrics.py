@@ -36,6 +36,27 @@ STICKY_GRANTS = _meter.create_counter(
     "outcome: kept (granted to that worker) or timed_out (to another, after the sticky "
     "timeout).",
 )
+HELD_BACK = _meter.create_counter(
+    "perdure.flow.held_back",
+    unit="{task}",
+    description="Due tasks a flow claim passed over, by task queue and what held them: "
+    "concurrency (a key's limit), rate (a key's requests or units per time) or budget.",
+)
+BUDGET_EXCEEDED = _meter.create_counter(
+    "perdure.budget.exceeded",
+    unit="{step}",
+    description="Steps failed with BudgetExceeded (their run chose to fail), by task queue.",
+)
+USAGE_UNITS = _meter.create_counter(
+    "perdure.usage.units",
+    unit="{unit}",
+    description="Units steps reported using (TaskDone.usage), by task queue.",
+)
+USAGE_COST = _meter.create_counter(
+    "perdure.usage.cost",
+    unit="{micro}",
+    description="Money steps reported spending, in millionths, by task queue.",
+)
 WORKER_STREAMS = _meter.create_up_down_counter(
     "perdure.worker.streams",
     unit="{stream}",

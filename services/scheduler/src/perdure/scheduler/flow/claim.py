@@ -133,6 +133,7 @@ class FlowClaimed:
 
     grants: list[Grant]
     retry_in: float | None  # seconds (None: nothing waits for a rate)
+    held_back: dict[str, int]  # due tasks passed over, by what held them
 
 
 class FlowGrants:
@@ -148,7 +149,7 @@ class FlowGrants:
             cur = await conn.cursor(row_factory=dict_row).execute(CANDIDATES, params)
             candidates = _ranked([_candidate(row) for row in await cur.fetchall()])
             if not candidates:
-                return FlowClaimed([], None)
+                return FlowClaimed([], None, {})
             namespace = claim.build.namespace
             flows = [c.flow for c in candidates if c.flow is not None]
             limits = await _lock_limits(conn, namespace, sorted({k for f in flows for k in f.keys}))
@@ -158,7 +159,7 @@ class FlowGrants:
             await _save(conn, namespace, limits, budgets)
             await _reserve(conn, namespace, admission, grants)
             await _take_turns(conn, claim.task_queue, admission)
-        return FlowClaimed(grants, admission.retry_in)
+        return FlowClaimed(grants, admission.retry_in, dict(admission.held_back))
 
 
 def _candidate(row: dict[str, Any]) -> Candidate:
