@@ -106,6 +106,9 @@ def test_a_run_that_chose_to_fail_stops_at_its_budget_with_budget_exceeded(
     failed = [s for s in described.steps if s.status == wf.STEP_STATUS_FAILED]
     assert [s.failure.type for s in failed] == ["BudgetExceeded"]
     assert len(ledger_entries(ledger)) == 3  # the refused step never ran
+    flow = described.flow  # describe shows the budget and its use
+    assert flow.settings.budget.units == 100
+    assert (flow.reserved.units, flow.spent.units, flow.refusals) == (0, 75, 1)
     request = admin.ListBudgetsRequest(workflow_id="agent-1")
     [budget] = admin_api.ListBudgets(request, timeout=30).budgets
     assert budget.workflow_id == "agent-1"

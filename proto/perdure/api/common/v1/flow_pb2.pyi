@@ -61,6 +61,18 @@ class RunFlow(_message.Message):
     on_budget_exceeded: BudgetExceededAction
     def __init__(self, keys: _Optional[_Iterable[str]] = ..., priority: _Optional[int] = ..., fairness_key: _Optional[str] = ..., budget: _Optional[_Union[Budget, _Mapping]] = ..., on_budget_exceeded: _Optional[_Union[BudgetExceededAction, str]] = ...) -> None: ...
 
+class RunFlowStatus(_message.Message):
+    __slots__ = ("settings", "reserved", "spent", "refusals")
+    SETTINGS_FIELD_NUMBER: _ClassVar[int]
+    RESERVED_FIELD_NUMBER: _ClassVar[int]
+    SPENT_FIELD_NUMBER: _ClassVar[int]
+    REFUSALS_FIELD_NUMBER: _ClassVar[int]
+    settings: RunFlow
+    reserved: Usage
+    spent: Usage
+    refusals: int
+    def __init__(self, settings: _Optional[_Union[RunFlow, _Mapping]] = ..., reserved: _Optional[_Union[Usage, _Mapping]] = ..., spent: _Optional[_Union[Usage, _Mapping]] = ..., refusals: _Optional[int] = ...) -> None: ...
+
 class StepFlow(_message.Message):
     __slots__ = ("keys", "estimate")
     KEYS_FIELD_NUMBER: _ClassVar[int]

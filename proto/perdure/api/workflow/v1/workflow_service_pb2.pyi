@@ -70,7 +70,7 @@ class DescribeWorkflowRequest(_message.Message):
     def __init__(self, workflow_id: _Optional[str] = ..., namespace: _Optional[str] = ..., run_id: _Optional[str] = ...) -> None: ...
 
 class DescribeWorkflowResponse(_message.Message):
-    __slots__ = ("workflow", "steps", "current_step", "pending_signals", "state")
+    __slots__ = ("workflow", "steps", "current_step", "pending_signals", "state", "flow")
     class StateEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -83,12 +83,14 @@ class DescribeWorkflowResponse(_message.Message):
     CURRENT_STEP_FIELD_NUMBER: _ClassVar[int]
     PENDING_SIGNALS_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
+    FLOW_FIELD_NUMBER: _ClassVar[int]
     workflow: _workflow_pb2.WorkflowInfo
     steps: _containers.RepeatedCompositeFieldContainer[_workflow_pb2.StepInfo]
     current_step: str
     pending_signals: _containers.RepeatedCompositeFieldContainer[_workflow_pb2.PendingSignal]
     state: _containers.MessageMap[str, _payload_pb2.Payload]
-    def __init__(self, workflow: _Optional[_Union[_workflow_pb2.WorkflowInfo, _Mapping]] = ..., steps: _Optional[_Iterable[_Union[_workflow_pb2.StepInfo, _Mapping]]] = ..., current_step: _Optional[str] = ..., pending_signals: _Optional[_Iterable[_Union[_workflow_pb2.PendingSignal, _Mapping]]] = ..., state: _Optional[_Mapping[str, _payload_pb2.Payload]] = ...) -> None: ...
+    flow: _flow_pb2.RunFlowStatus
+    def __init__(self, workflow: _Optional[_Union[_workflow_pb2.WorkflowInfo, _Mapping]] = ..., steps: _Optional[_Iterable[_Union[_workflow_pb2.StepInfo, _Mapping]]] = ..., current_step: _Optional[str] = ..., pending_signals: _Optional[_Iterable[_Union[_workflow_pb2.PendingSignal, _Mapping]]] = ..., state: _Optional[_Mapping[str, _payload_pb2.Payload]] = ..., flow: _Optional[_Union[_flow_pb2.RunFlowStatus, _Mapping]] = ...) -> None: ...
 
 class GetWorkflowHistoryRequest(_message.Message):
     __slots__ = ("workflow_id", "page_size", "page_token", "namespace", "after_event_id", "run_id")

@@ -9,6 +9,7 @@ import grpc
 from google.protobuf.message import Message
 
 from perdure.api.admin.v1 import admin_service_pb2 as admin
+from perdure.api.workflow.v1 import workflow_service_pb2 as api
 from perdure.common import errors
 from perdure.common.flow import check_budget, check_key
 from perdure.gateway import validate
@@ -21,6 +22,22 @@ if TYPE_CHECKING:
 
 Context = grpc.aio.ServicerContext[Any, Any]
 Answer = TypeVar("Answer", bound=Message)
+
+
+async def with_budget_use(
+    scheduler: sgrpc.SchedulerServiceStub, namespace: str, described: api.DescribeWorkflowResponse
+) -> None:
+    """Add to a described run with a budget of its own what its steps hold and used of it
+    (the scheduler's: the latest run of the workflow id)."""
+    workflow_id = described.workflow.workflow_id
+    scoped = admin.ListBudgetsRequest(namespace=namespace, workflow_id=workflow_id)
+    answer = await scheduler.ListBudgets(
+        spb.ListBudgetsRequest(request=scoped), timeout=DOWNSTREAM_TIMEOUT
+    )
+    for budget in answer.response.budgets:
+        described.flow.reserved.CopyFrom(budget.reserved)
+        described.flow.spent.CopyFrom(budget.spent)
+        described.flow.refusals = budget.refusals
 
 
 class FlowAdmin:

@@ -22,7 +22,7 @@ from perdure.common.payload import normalized, validate_payload
 from perdure.common.reasons import Reason
 from perdure.gateway import validate
 from perdure.gateway.builds import BuildsAdmin
-from perdure.gateway.flow_admin import FlowAdmin
+from perdure.gateway.flow_admin import FlowAdmin, with_budget_use
 from perdure.gateway.forwarding import in_namespace, vouched
 from perdure.gateway.live import LiveCalls
 from perdure.internal.history.v1 import history_service_pb2 as hpb
@@ -90,11 +90,14 @@ class WorkflowServicer(LiveCalls, apigrpc.WorkflowServiceServicer):
         namespace = self._callers.admit(context, request.namespace)
         validate.workflow_id(request.workflow_id)
         validate.optional_id("run_id", request.run_id)
-        return await self._forward(
+        described = await self._forward(
             "DescribeWorkflow",
             in_namespace(request, namespace),
             api.DescribeWorkflowResponse,
         )
+        if described.flow.settings.HasField("budget"):
+            await with_budget_use(self._scheduler, namespace, described)
+        return described
 
     @errors.unary
     async def GetWorkflowHistory(

@@ -12,6 +12,13 @@ def run_flow_bytes(flow: fpb.RunFlow | None) -> bytes | None:
     return None if flow is None else flow.SerializeToString(deterministic=True)
 
 
+def run_flow_status(flow: bytes | None) -> fpb.RunFlowStatus | None:
+    """What describe shows of a run's flow settings (the gateway adds its budget's use)."""
+    if flow is None:
+        return None
+    return fpb.RunFlowStatus(settings=fpb.RunFlow.FromString(flow))
+
+
 def task_flow(run_flow: bytes | None, step_flow: bytes | None, step_id: str) -> spb.TaskFlow | None:
     """The TaskFlow of a scheduling request: for the run's own task its keys, priority,
     fairness key and budget; for a remote step's task the step's keys, its estimate, and the

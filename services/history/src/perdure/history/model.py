@@ -245,6 +245,7 @@ class Described:
     current_step: str
     pending_signals: list[wf.PendingSignal]
     state: dict[str, Payload]
+    flow: bytes | None = None  # its flow settings (a serialized RunFlow; None: none)
 
 
 @dataclass(frozen=True)

@@ -56,6 +56,7 @@ class Reads(JournalBase):
             current_step=convert.current_step(row, steps),
             pending_signals=convert.pending_signals(events),
             state=convert.published_state(events),
+            flow=row["flow"],
         )
 
     async def history_page(

@@ -81,7 +81,8 @@ SELECT_CLOSE = (
     " WHERE workflow_id = %s"
 )
 SELECT_WORKFLOW_WITH_PROGRESS = (
-    f"SELECT {WORKFLOW_COLUMNS}, {_PROGRESS} FROM history.workflows w WHERE workflow_id = %s"
+    f"SELECT {WORKFLOW_COLUMNS}, {_PROGRESS}, w.flow FROM history.workflows w"
+    " WHERE workflow_id = %s"
 )
 
 # Raising the fence mark and taking the row lock happen in one statement: a lower fence

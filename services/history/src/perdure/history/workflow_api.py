@@ -15,7 +15,7 @@ from perdure.common import auth, errors, namespaces
 from perdure.common.convert import timestamp
 from perdure.common.payload import normalized
 from perdure.history.chains import IdReusePolicy
-from perdure.history.flow import run_flow_bytes
+from perdure.history.flow import run_flow_bytes, run_flow_status
 from perdure.history.journal import Journal
 from perdure.history.model import RunStatus
 from perdure.history.rows import payload_in
@@ -71,6 +71,7 @@ class WorkflowApi:
                 current_step=described.current_step,
                 pending_signals=described.pending_signals,
                 state=described.state,
+                flow=run_flow_status(described.flow),
             )
         )
 

@@ -124,6 +124,7 @@ export function workflowView(root, id) {
       metaItem("Events", h("span", {}, run.event_count ?? "0")),
       metaItem("Fence", h("span", { class: "mono" }, run.fence ?? "0"), "workflow-fence"),
       metaItem("Cancel requested", h("span", {}, run.cancel_requested ? "yes" : "no"), "workflow-cancel-requested"),
+      ...flowItems(described.flow),
       run.trace_id ? metaItem("Trace", h("span", { class: "mono small" }, run.trace_id)) : null,
       // Where a reset's or a fork's run came from, and how much of that journal it copied.
       run.reset_from_run_id
@@ -149,6 +150,24 @@ export function workflowView(root, id) {
     actions.update(open);
     resume.update(status);
     tick();
+  }
+
+  // A run's flow settings and its own budget's use (docs/api.md, "Flow control").
+  function flowItems(flow) {
+    const settings = flow?.settings;
+    if (!settings) return [];
+    const budget = settings.budget;
+    const amount = (usage, field) => usage?.[field] ?? "0";
+    const limits = budget ? [
+      budget.units !== undefined ? `${amount(flow.spent, "units")} of ${budget.units} units spent, ${amount(flow.reserved, "units")} reserved` : null,
+      budget.cost_micros !== undefined ? `${amount(flow.spent, "cost_micros")} of ${budget.cost_micros} cost micros spent, ${amount(flow.reserved, "cost_micros")} reserved` : null,
+    ].filter(Boolean).join("; ") : "";
+    return [
+      settings.keys?.length ? metaItem("Keys", h("span", { class: "mono" }, settings.keys.join(", ")), "workflow-keys") : null,
+      metaItem("Priority", h("span", {}, String(settings.priority || 3)), "workflow-priority"),
+      settings.fairness_key ? metaItem("Fairness key", h("span", { class: "mono" }, settings.fairness_key)) : null,
+      budget ? metaItem("Budget", h("span", {}, limits + (Number(flow.refusals) > 0 ? ` (refused ${flow.refusals})` : "")), "workflow-budget") : null,
+    ];
   }
 
   function metaItem(label, value, testid) {
