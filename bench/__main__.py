@@ -4,10 +4,12 @@ In one invocation, on one embedded PostgreSQL: the ceiling (raw commits, a gRPC 
 the architecture's floor (a bare journal service on the same database), then Perdure's latency,
 an API call over gRPC and HTTP, the push path (result latency, stream frames), throughput,
 timers (also many due at once), signals, recovery and scale, the long loops (a chat of many
-turns, a loop of many steps, a run with a large journal whose worker is killed), then the
+turns, a loop of many steps, a run with a large journal whose worker is killed), flow control
+(fairness beside a large tenant, a key's rate, a budget under a fan-out), then the
 peers (DBOS and Temporal, when installed: `pip install --group bench`) on the same shapes.
 Prints a table with targets and ratios and writes results.json and chart.png (default:
-bench-results/). `--only streams` runs the push path's shapes alone (no chart).
+bench-results/). `--only streams` runs the push path's shapes alone, `--only flow` flow
+control's (no chart).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench import ceiling, floor, loops, report, shapes, streams
+from bench import ceiling, floor, flow, loops, report, shapes, streams
 from bench.cluster import Cluster
 from bench.peer_runs import PEERS, run_peer
 from perdure.client import Client
@@ -47,15 +49,21 @@ class Profile:
     big_outputs: int  # of 2 MiB each
     first_frames: int  # frames timed one by one, emit → reader
     stream_frames: int  # streamed in a row by one step to one reader
+    big_tenant: int  # runs queued by the large tenant (fairness)
+    small_tenant: int  # runs of the small one, beside them and on an idle cluster
+    rated_steps: int  # steps of a key limited to 50 a second
 
 
 FULL = Profile(
-    1000, 2000, 50, 1000, 50, 200, 1.0, 10_000, 50, 50, (1, 2, 4), 1000, 10_000, 100, 50, 20_000
-)
+    1000, 2000, 50, 1000, 50, 200, 1.0, 10_000, 50, 50, (1, 2, 4), 1000, 10_000, 100, 50, 20_000,
+    2000, 20, 300,
+)  # fmt: skip
 # Checks the suite runs, not speed.
-QUICK = Profile(50, 100, 3, 20, 10, 5, 0.2, 20, 3, 3, (1, 2), 50, 200, 5, 5, 200)
+QUICK = Profile(
+    50, 100, 3, 20, 10, 5, 0.2, 20, 3, 3, (1, 2), 50, 200, 5, 5, 200, 40, 3, 60
+)  # fmt: skip
 # What `--only` may pick: the shapes that can run alone.
-ALONE = ("streams",)
+ALONE = ("streams", "flow")
 
 
 def run_streams(profile: Profile, client: Client) -> dict[str, Any]:
@@ -64,6 +72,12 @@ def run_streams(profile: Profile, client: Client) -> dict[str, Any]:
     return streams.streams(
         client, profile.latency_runs, profile.first_frames, profile.stream_frames
     )
+
+
+def run_flow(profile: Profile, cluster: Cluster, client: Client) -> dict[str, Any]:
+    """Flow control's shapes (bench/flow.py), on two workers; they stop and kill workers."""
+    print("flow control", flush=True)
+    return flow.flow(cluster, client, profile.big_tenant, profile.small_tenant, profile.rated_steps)
 
 
 def run_alone(profile: Profile, scratch: Path, only: str) -> dict[str, Any]:
@@ -78,7 +92,10 @@ def run_alone(profile: Profile, scratch: Path, only: str) -> dict[str, Any]:
     try:
         with Client(cluster.gateway, timeout=60, api_key=cluster.client_key) as client:
             cluster.start_workers(2, profile.concurrency)
-            results[only] = run_streams(profile, client)
+            if only == "flow":
+                results[only] = run_flow(profile, cluster, client)
+            else:
+                results[only] = run_streams(profile, client)
     finally:
         cluster.close()
     return results
@@ -150,6 +167,9 @@ def run(profile: Profile, scratch: Path, *, peers: bool) -> dict[str, Any]:
             results["chat"] = loops.chat(cluster, client, profile.chat_turns)
             results["loop"] = loops.loop(cluster, client, profile.loop_steps)
             results["big_journal"] = loops.big_journal(cluster, client, profile.big_outputs)
+            cluster.stop_workers()
+            cluster.start_workers(2, profile.concurrency)
+            results["flow"] = run_flow(profile, cluster, client)
         if peers:
             cluster.stop_workers()  # idle, but the peers get the machine to themselves
             print("peers", flush=True)

@@ -26,7 +26,8 @@ def rows(results: Results) -> list[tuple[str, str, str]]:
     """(figure, value, comparison) lines of the table."""
     lines = _ceiling_rows(results) if "ceiling" in results else []
     lines += _perdure_rows(results)
-    return lines + _stream_rows(results) + _loop_rows(results) + _peer_rows(results)
+    lines += _stream_rows(results) + _loop_rows(results) + _flow_rows(results)
+    return lines + _peer_rows(results)
 
 
 def _ceiling_rows(results: Results) -> list[tuple[str, str, str]]:
@@ -277,6 +278,40 @@ def _stream_rows(results: Results) -> list[tuple[str, str, str]]:
             _target(
                 rate["frames_per_s"] >= rate["target_per_s"], f"≥ {rate['target_per_s']:,.0f}/s"
             ),
+        ),
+    ]
+
+
+def _flow_rows(results: Results) -> list[tuple[str, str, str]]:
+    """Flow control: the small tenant beside the large one, a key's rate, a budget's overshoot
+    under a fan-out with a worker killed."""
+    if "flow" not in results:
+        return []
+    fair, rate, budget = (results["flow"][part] for part in ("fairness", "rate", "budget"))
+    low, high = (
+        rate["target_per_s"] * (1 - rate["tolerance"]),
+        rate["target_per_s"] * (1 + rate["tolerance"]),
+    )
+    return [
+        (
+            f"small tenant's schedule-to-start beside {fair['big_runs']} queued runs",
+            f"{fair['busy']['p99_ms']:.1f} ms p99, {fair['ratio']:.2f}x idle's "
+            f"{fair['idle']['p99_ms']:.1f} ms ({fair['small_runs']} runs; "
+            f"{fair['queued_after_small']} still queued after them)",
+            _target(fair["ratio"] <= fair["target_ratio"], f"≤ {fair['target_ratio']:g}x idle"),
+        ),
+        (
+            f"key limited to {rate['target_per_s']:g} requests/s ({rate['steps']} steps)",
+            f"{rate['per_s']:.1f}/s",
+            _target(
+                low <= rate["per_s"] <= high, f"{rate['target_per_s']:g} ± {rate['tolerance']:.0%}"
+            ),
+        ),
+        (
+            "budget under a 100-way fan-out, a worker killed",
+            f"overshoot {budget['overshoot_units']} units ({budget['spent_units']} of "
+            f"{budget['limit_units']} spent, {budget['samples']} samples)",
+            _target(budget["overshoot_units"] == 0, "exactly 0"),
         ),
     ]
 

@@ -13,8 +13,10 @@ from typing import Any
 
 from examples.research_agent.model import OfflineModel
 from perdure.worker import (
+    BudgetExceededError,
     RetryPolicy,
     StreamBufferFullError,
+    Usage,
     WorkflowContext,
     current_step,
     remote_step,
@@ -183,3 +185,45 @@ async def big_outputs(ctx: WorkflowContext, spec: dict[str, int]) -> int:
     for _ in range(spec["count"]):
         await ctx.step("blob", _blob, spec["size"], retry=QUICK_RETRY)
     return spec["count"]
+
+
+@workflow
+async def fair_run(ctx: WorkflowContext, hold: float) -> int:
+    """One step that holds its worker slot `hold` seconds (a tenant's run, under fairness)."""
+
+    def held() -> int:
+        time.sleep(hold)
+        return 1
+
+    return int(await ctx.step("held", held))
+
+
+@workflow
+async def keyed_fan_out(ctx: WorkflowContext, spec: dict[str, Any]) -> int:
+    """`count` remote steps `spec["step"]` at once, under `keys`, each with `estimate` units
+    (0: none); how many completed, or -1 when a budget refused one."""
+    estimate = Usage(units=spec["estimate"]) if spec.get("estimate") else None
+    calls = [
+        ctx.call(
+            spec["step"], spec.get("input"), keys=spec["keys"], estimate=estimate, retry=QUICK_RETRY
+        )
+        for _ in range(spec["count"])
+    ]
+    try:
+        return len(await ctx.gather(*calls))
+    except BudgetExceededError:
+        return -1
+
+
+@remote_step
+def tick(_: Any) -> int:
+    """A remote step that does nothing: its grants are what a rate limit paces."""
+    return 1
+
+
+@remote_step
+def spend(use: int) -> int:
+    """A model call's stand-in: hold 50 ms, then report `use` units."""
+    time.sleep(0.05)
+    current_step().report_usage(units=use)
+    return use

@@ -1,0 +1,200 @@
+"""Flow control's targets: a small tenant served promptly beside a large one (fairness), a key
+limited to 50 requests a second measured at that rate, and a budget under a 100-way fan-out
+never overspent while a worker is killed."""
+
+from __future__ import annotations
+
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import psycopg
+
+from bench.cluster import Cluster
+from bench.shapes import TIMEOUT, Progress
+from bench.stats import summary_ms
+from perdure.api.admin.v1 import admin_service_pb2 as admin
+from perdure.api.admin.v1 import admin_service_pb2_grpc as admingrpc
+from perdure.api.common.v1 import flow_pb2 as fpb
+from perdure.api.workflow.v1 import workflow_pb2 as wf
+from perdure.client import Client
+from perdure.telemetry.rpc import sync_channel
+
+FAIRNESS_RATIO_TARGET = 2.0
+RATE_TARGET = 50.0  # requests per second
+RATE_TOLERANCE = 0.05
+HOLD = 0.02  # each tenant run holds its worker slot this long
+SMALL_GAP = 0.1  # between the small tenant's starts
+BUDGET_UNITS = 500
+FAN_OUT = 100
+
+
+def flow(cluster: Cluster, client: Client, big: int, small: int, ticks: int) -> dict[str, Any]:
+    """The three flow-control figures, on this cluster (two workers connected)."""
+    with sync_channel(cluster.gateway, api_key=cluster.client_key) as channel:
+        api = admingrpc.AdminServiceStub(channel)
+        return {
+            "fairness": fairness(cluster, client, big, small),
+            "rate": rate(client, api, ticks),
+            "budget": budget(cluster, client, api),
+        }
+
+
+def _schedule_to_start(client: Client, workflow_ids: list[str]) -> list[float]:
+    """Per run, seconds from its creation to its first step's start (the database clock's and
+    the worker's: one machine)."""
+    waits = []
+    for workflow_id in workflow_ids:
+        described = client.wait(workflow_id, timeout=TIMEOUT)
+        created = described.workflow.create_time.ToNanoseconds()
+        waits.append((described.steps[0].start_time.ToNanoseconds() - created) / 1e9)
+    return waits
+
+
+def _small_tenant(client: Client, small: int, prefix: str) -> list[float]:
+    """Start the small tenant's runs one by one, spaced; their schedule-to-start."""
+    ids = []
+    for index in range(small):
+        workflow_id = f"{prefix}-{index}"
+        client.start_workflow(
+            "fair_run", HOLD, workflow_id=workflow_id, fairness_key="tenant:small"
+        )
+        ids.append(workflow_id)
+        time.sleep(SMALL_GAP)
+    return _schedule_to_start(client, ids)
+
+
+def fairness(cluster: Cluster, client: Client, big: int, small: int) -> dict[str, Any]:
+    """The small tenant's schedule-to-start, idle and beside the large tenant's backlog."""
+    progress = Progress("fairness, idle")
+    idle = summary_ms(_small_tenant(client, small, "small-idle"))
+    progress.done(f"{idle['p99_ms']:.1f} ms p99")
+    progress = Progress(f"fairness, beside {big} queued runs")
+    workers = len(cluster.workers)
+    cluster.stop_workers()  # the large tenant's runs queue up first
+
+    def start_big(index: int) -> None:
+        client.start_workflow(
+            "fair_run", HOLD, workflow_id=f"big-{index}", fairness_key="tenant:big"
+        )
+
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(start_big, range(big)))
+    cluster.start_workers(workers, 10)
+    busy_waits = _small_tenant(client, small, "small-busy")
+    backlog = _backlog(cluster.dsn)
+    busy = summary_ms(busy_waits)
+    for index in range(big):
+        client.wait(f"big-{index}", timeout=TIMEOUT)
+    ratio = busy["p99_ms"] / idle["p99_ms"]
+    progress.done(f"{busy['p99_ms']:.1f} ms p99, {ratio:.2f}x idle ({backlog} still queued)")
+    return {
+        "idle": idle,
+        "busy": busy,
+        "big_runs": big,
+        "small_runs": small,
+        "queued_after_small": backlog,
+        "ratio": round(ratio, 2),
+        "target_ratio": FAIRNESS_RATIO_TARGET,
+    }
+
+
+def _backlog(dsn: str) -> int:
+    """Tasks due and not leased now."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM scheduler.tasks WHERE lease_owner IS NULL AND run_at <= now()"
+        ).fetchone()
+    return int(row[0]) if row else 0
+
+
+def rate(client: Client, api: admingrpc.AdminServiceStub, ticks: int) -> dict[str, Any]:
+    """Grants of a key limited to 50 a second, measured from the steps' attempt starts (the
+    database clock), past the first second's burst."""
+    progress = Progress(f"rate limit, {ticks} steps at {RATE_TARGET:g}/s")
+    limit = admin.FlowLimit(key="provider:bench", requests_per_second=RATE_TARGET)
+    api.SetFlowLimit(admin.SetFlowLimitRequest(limit=limit), timeout=TIMEOUT)
+    spec = {"step": "tick", "count": ticks, "keys": ["provider:bench"]}
+    client.start_workflow("keyed_fan_out", spec, workflow_id="rated")
+    client.result("rated", timeout=TIMEOUT)
+    starts = sorted(
+        event.event_time.ToNanoseconds() / 1e9
+        for event in client.history("rated")
+        if event.event_type == wf.EVENT_TYPE_STEP_ATTEMPT_STARTED
+    )
+    steady = [moment for moment in starts if moment >= starts[0] + 1.0]
+    measured = (len(steady) - 1) / (steady[-1] - steady[0])
+    progress.done(f"{measured:.1f}/s")
+    return {
+        "steps": len(starts),
+        "per_s": round(measured, 2),
+        "target_per_s": RATE_TARGET,
+        "tolerance": RATE_TOLERANCE,
+    }
+
+
+def budget(cluster: Cluster, client: Client, api: admingrpc.AdminServiceStub) -> dict[str, Any]:
+    """A key's budget of 500 units under a 100-way fan-out of steps estimating 10 and using 9,
+    one worker killed mid-way: the most ever held beyond the budget, sampled throughout."""
+    progress = Progress(f"budget under a {FAN_OUT}-way fan-out, a worker killed")
+    limit = fpb.Budget(units=BUDGET_UNITS)
+    api.SetBudget(
+        admin.SetBudgetRequest(budget=admin.BudgetInfo(key="team:bench", limit=limit)),
+        timeout=TIMEOUT,
+    )
+    overshoot = Overshoot(cluster.dsn)
+    with overshoot:
+        spec = {
+            "step": "spend",
+            "count": FAN_OUT,
+            "keys": ["team:bench"],
+            "estimate": 10,
+            "input": 9,
+        }
+        client.start_workflow(
+            "keyed_fan_out", spec, workflow_id="budgeted", on_budget_exceeded="fail"
+        )
+        time.sleep(0.5)
+        cluster.workers[0].kill()  # mid-step: its attempts settle at their estimates
+        cluster.workers[0].wait()
+        client.result("budgeted", timeout=TIMEOUT)
+    [used] = api.ListBudgets(admin.ListBudgetsRequest(), timeout=TIMEOUT).budgets
+    progress.done(f"overshoot {overshoot.most} units ({used.spent.units} of {BUDGET_UNITS} spent)")
+    return {
+        "limit_units": BUDGET_UNITS,
+        "spent_units": used.spent.units,
+        "reserved_units": used.reserved.units,
+        "overshoot_units": overshoot.most,
+        "samples": overshoot.samples,
+    }
+
+
+class Overshoot:
+    """Samples, every 10 ms, how far a budget's reserved and spent units are above its limit."""
+
+    def __init__(self, dsn: str) -> None:
+        self._dsn = dsn
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self.most = 0
+        self.samples = 0
+
+    def __enter__(self) -> Overshoot:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        with psycopg.connect(self._dsn, autocommit=True) as conn:
+            while not self._stop.is_set():
+                row = conn.execute(
+                    "SELECT COALESCE(max(reserved_units + spent_units - limit_units), 0)"
+                    " FROM scheduler.budgets WHERE limit_units IS NOT NULL"
+                ).fetchone()
+                self.most = max(self.most, int(row[0]) if row else 0)
+                self.samples += 1
+                self._stop.wait(0.01)
