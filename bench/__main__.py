@@ -60,7 +60,7 @@ FULL = Profile(
 )  # fmt: skip
 # Checks the suite runs, not speed.
 QUICK = Profile(
-    50, 100, 3, 20, 10, 5, 0.2, 20, 3, 3, (1, 2), 50, 200, 5, 5, 200, 40, 3, 60
+    50, 100, 3, 20, 10, 5, 0.2, 20, 3, 3, (1, 2), 50, 200, 5, 5, 200, 100, 5, 60
 )  # fmt: skip
 # What `--only` may pick: the shapes that can run alone.
 ALONE = ("streams", "flow")

@@ -26,6 +26,7 @@ RATE_TARGET = 50.0  # requests per second
 RATE_TOLERANCE = 0.05
 HOLD = 0.02  # each tenant run holds its worker slot this long
 SMALL_GAP = 0.1  # between the small tenant's starts
+WARM_UP_RUNS = 5
 BUDGET_UNITS = 500
 FAN_OUT = 100
 
@@ -41,34 +42,35 @@ def flow(cluster: Cluster, client: Client, big: int, small: int, ticks: int) -> 
         }
 
 
-def _schedule_to_start(client: Client, workflow_ids: list[str]) -> list[float]:
-    """Per run, seconds from its creation to its first step's start (the database clock's and
-    the worker's: one machine)."""
-    waits = []
-    for workflow_id in workflow_ids:
-        described = client.wait(workflow_id, timeout=TIMEOUT)
-        created = described.workflow.create_time.ToNanoseconds()
-        waits.append((described.steps[0].start_time.ToNanoseconds() - created) / 1e9)
-    return waits
-
-
-def _small_tenant(client: Client, small: int, prefix: str) -> list[float]:
-    """Start the small tenant's runs one by one, spaced; their schedule-to-start."""
-    ids = []
-    for index in range(small):
-        workflow_id = f"{prefix}-{index}"
-        client.start_workflow(
-            "fair_run", HOLD, workflow_id=workflow_id, fairness_key="tenant:small"
-        )
-        ids.append(workflow_id)
-        time.sleep(SMALL_GAP)
-    return _schedule_to_start(client, ids)
+def _small_tenant(
+    cluster: Cluster, client: Client, small: int, prefix: str
+) -> tuple[list[float], list[float]]:
+    """Start the small tenant's runs one by one, spaced; per run, seconds from its creation
+    to its first grant, and from its task's arrival in the scheduler to that grant, on the
+    database clock (the grant seen by a sampler)."""
+    ids = [f"{prefix}-{index}" for index in range(small)]
+    with Grants(cluster.dsn, ids) as grants:
+        for workflow_id in ids:
+            client.start_workflow(
+                "fair_run", HOLD, workflow_id=workflow_id, fairness_key="tenant:small"
+            )
+            time.sleep(SMALL_GAP)
+        for workflow_id in ids:
+            client.wait(workflow_id, timeout=TIMEOUT)
+    waits, in_scheduler = [], []
+    for workflow_id in ids:
+        created = client.describe(workflow_id).workflow.create_time.ToNanoseconds() / 1e9
+        waits.append(grants.seen[workflow_id] - created)
+        in_scheduler.append(grants.seen[workflow_id] - grants.enqueued[workflow_id])
+    return waits, in_scheduler
 
 
 def fairness(cluster: Cluster, client: Client, big: int, small: int) -> dict[str, Any]:
     """The small tenant's schedule-to-start, idle and beside the large tenant's backlog."""
     progress = Progress("fairness, idle")
-    idle = summary_ms(_small_tenant(client, small, "small-idle"))
+    _small_tenant(cluster, client, WARM_UP_RUNS, "warm-up")  # a type's first runs start cold
+    idle_waits, idle_in_scheduler = _small_tenant(cluster, client, small, "small-idle")
+    idle = summary_ms(idle_waits)
     progress.done(f"{idle['p99_ms']:.1f} ms p99")
     progress = Progress(f"fairness, beside {big} queued runs")
     workers = len(cluster.workers)
@@ -82,19 +84,31 @@ def fairness(cluster: Cluster, client: Client, big: int, small: int) -> dict[str
     with ThreadPoolExecutor(8) as pool:
         list(pool.map(start_big, range(big)))
     cluster.start_workers(workers, 10)
-    busy_waits = _small_tenant(client, small, "small-busy")
+    began = time.monotonic()
+    busy_waits, busy_in_scheduler = _small_tenant(cluster, client, small, "small-busy")
     backlog = _backlog(cluster.dsn)
     busy = summary_ms(busy_waits)
     for index in range(big):
         client.wait(f"big-{index}", timeout=TIMEOUT)
+    # In first-in-first-out order, the small tenant's first run would have waited for every
+    # run queued before it: as long as the large tenant's runs took.
+    fifo_wait = time.monotonic() - began
     ratio = busy["p99_ms"] / idle["p99_ms"]
-    progress.done(f"{busy['p99_ms']:.1f} ms p99, {ratio:.2f}x idle ({backlog} still queued)")
+    scheduler_part = summary_ms(busy_in_scheduler)["p99_ms"]
+    progress.done(
+        f"{busy['p99_ms']:.1f} ms p99, {ratio:.2f}x idle ({backlog} still queued; arrival in "
+        f"the scheduler → grant {scheduler_part:.1f} ms p99)"
+    )
     return {
         "idle": idle,
         "busy": busy,
+        # Of that, from the task's arrival in the scheduler to its grant.
+        "idle_in_scheduler": summary_ms(idle_in_scheduler),
+        "busy_in_scheduler": summary_ms(busy_in_scheduler),
         "big_runs": big,
         "small_runs": small,
         "queued_after_small": backlog,
+        "fifo_wait_s": round(fifo_wait, 2),
         "ratio": round(ratio, 2),
         "target_ratio": FAIRNESS_RATIO_TARGET,
     }
@@ -198,3 +212,40 @@ class Overshoot:
                 self.most = max(self.most, int(row[0]) if row else 0)
                 self.samples += 1
                 self._stop.wait(0.01)
+
+
+class Grants:
+    """Samples, every 2 ms, when the runs `workflow_ids` are first granted (their task's fence
+    rises above 0), by the database clock: each sample looks their rows up by key, as fast
+    on a busy table as on an idle one."""
+
+    def __init__(self, dsn: str, workflow_ids: list[str]) -> None:
+        self._dsn = dsn
+        self._ids = workflow_ids
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self.seen: dict[str, float] = {}  # first seen granted
+        self.enqueued: dict[str, float] = {}  # made due in the scheduler
+
+    def __enter__(self) -> Grants:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        with psycopg.connect(self._dsn, autocommit=True) as conn:
+            while not self._stop.is_set():
+                waiting = [i for i in self._ids if i not in self.seen]
+                rows = conn.execute(
+                    "SELECT workflow_id, EXTRACT(EPOCH FROM clock_timestamp())::float8,"
+                    " EXTRACT(EPOCH FROM created_at)::float8 FROM scheduler.tasks"
+                    " WHERE workflow_id = ANY(%s) AND step_id = '' AND fence > 0",
+                    [waiting],
+                ).fetchall()
+                for workflow_id, now, enqueued in rows:
+                    self.seen.setdefault(workflow_id, now)
+                    self.enqueued.setdefault(workflow_id, enqueued)
+                self._stop.wait(0.002)

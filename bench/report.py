@@ -296,8 +296,10 @@ def _flow_rows(results: Results) -> list[tuple[str, str, str]]:
         (
             f"small tenant's schedule-to-start beside {fair['big_runs']} queued runs",
             f"{fair['busy']['p99_ms']:.1f} ms p99, {fair['ratio']:.2f}x idle's "
-            f"{fair['idle']['p99_ms']:.1f} ms ({fair['small_runs']} runs; "
-            f"{fair['queued_after_small']} still queued after them)",
+            f"{fair['idle']['p99_ms']:.1f} ms ({fair['small_runs']} runs; of it, arrival in the "
+            f"scheduler → grant {fair['busy_in_scheduler']['p99_ms']:.1f} ms; "
+            f"{fair['queued_after_small']} still queued after them; in first-in-first-out "
+            f"order the first would have waited {fair['fifo_wait_s']:.1f} s)",
             _target(fair["ratio"] <= fair["target_ratio"], f"≤ {fair['target_ratio']:g}x idle"),
         ),
         (

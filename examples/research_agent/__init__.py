@@ -14,6 +14,13 @@
 """
 
 from examples.research_agent.notifications import count_delivered, delivered_notifications
-from examples.research_agent.workflow import STEPS, AgentInput, research_agent
+from examples.research_agent.workflow import STEPS, AgentInput, model_call, research_agent
 
-__all__ = ["STEPS", "AgentInput", "count_delivered", "delivered_notifications", "research_agent"]
+__all__ = [
+    "STEPS",
+    "AgentInput",
+    "count_delivered",
+    "delivered_notifications",
+    "model_call",
+    "research_agent",
+]

@@ -94,6 +94,17 @@ class OfflineModel:
         return random.Random(int.from_bytes(digest[:8], "big"))
 
     @staticmethod
+    def usage(prompt: str, completion: str) -> dict[str, int]:
+        """What a call of `prompt` answered with `completion` used, as an OpenAI-compatible
+        provider reports it (its response's `usage`)."""
+        prompt_tokens, completion_tokens = len(tokens(prompt)), len(tokens(completion))
+        return {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+        }
+
+    @staticmethod
     def fingerprint(text: str) -> str:
         """A short, stable id of a text (what a provider would call a response id)."""
         return hashlib.sha256(text.encode()).hexdigest()[:10]

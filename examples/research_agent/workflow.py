@@ -36,6 +36,7 @@ whole in their result: the result's text is the concatenation of the last attemp
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import os
@@ -48,11 +49,16 @@ from examples.inputs import input_fields
 from examples.research_agent.model import OfflineModel
 from examples.research_agent.notifications import send_once
 from perdure.worker import (
+    BudgetExceededError,
+    ModelPrices,
     RetryPolicy,
     StepContext,
+    Usage,
     WorkflowCancelledError,
     WorkflowContext,
     current_step,
+    remote_step,
+    report_model_usage,
     workflow,
 )
 
@@ -70,6 +76,11 @@ APPROVAL_SIGNAL = "approval"
 DECISIONS = ("approved", "rejected")
 CRASH_EXIT_CODE = 70
 MAX_SLOW_SECONDS = 3600.0
+MAX_MODEL_TOKENS = 1_000_000
+# What the offline model would cost at a provider's prices: USD 2.50 per million input
+# tokens, 10 per million output tokens (in millionths of a dollar per million tokens).
+PRICES = ModelPrices(input_micros_per_million=2_500_000, output_micros_per_million=10_000_000)
+MODEL_KEY = "provider:offline"  # the key model calls declare: limits and budgets on it apply
 # Short, so the demo's failing step is retried after a second: 1 s, 2 s, 4 s ... at most 10 s.
 RETRY = RetryPolicy(
     initial_interval=1.0,
@@ -97,6 +108,10 @@ class AgentInput:
     crash_after_notification: bool = False
     notify_queue: str | None = None
     crash_mid_stream: str | None = None
+    # Each model call is a remote step `model` declaring this many tokens as its estimate,
+    # reserved against the run's budgets before it is granted; it reports the tokens it used.
+    # None: model calls are local steps, under no budget.
+    model_tokens: int | None = None
 
     @classmethod
     def parse(cls, raw: Any) -> AgentInput:
@@ -137,6 +152,16 @@ class AgentInput:
                 f"crash_mid_stream must be one of {', '.join(STREAMED_STEPS)} (the steps that "
                 f"stream), not {mid_stream!r}"
             )
+        model_tokens = raw.get("model_tokens")
+        if model_tokens is not None and (
+            isinstance(model_tokens, bool)
+            or not isinstance(model_tokens, int)
+            or not 1 <= model_tokens <= MAX_MODEL_TOKENS
+        ):
+            raise ValueError(
+                f"model_tokens must be a whole number of tokens from 1 to {MAX_MODEL_TOKENS}, "
+                f"not {model_tokens!r}"
+            )
         return cls(
             topic=topic.strip(),
             slow_step=slow_step,
@@ -145,6 +170,7 @@ class AgentInput:
             crash_after_notification=crash,
             notify_queue=notify_queue,
             crash_mid_stream=mid_stream,
+            model_tokens=model_tokens,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -160,6 +186,8 @@ class AgentInput:
             value["notify_queue"] = self.notify_queue
         if self.crash_mid_stream is not None:
             value["crash_mid_stream"] = self.crash_mid_stream
+        if self.model_tokens is not None:
+            value["model_tokens"] = self.model_tokens
         return value
 
 
@@ -296,6 +324,41 @@ def notify(spec: AgentInput, report: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+# -- model calls under a budget ----------------------------------------------------------------
+
+# The model steps by name, as the remote step `model` runs them.
+MODEL_STEPS: dict[str, Callable[..., dict[str, Any]]] = {
+    "create_plan": create_plan,
+    "research": research,
+    "analyze": analyze,
+    "recommend": recommend,
+    "report": write_report,
+}
+
+
+async def _model_step(
+    ctx: WorkflowContext, spec: AgentInput, name: str, step_id: str, *args: Any
+) -> dict[str, Any]:
+    """A model call: the local step `step_id`, or, with `model_tokens`, the remote step
+    `model` declaring its estimate under MODEL_KEY (its budget's and the run's)."""
+    if spec.model_tokens is None:
+        return dict(await ctx.step(step_id, MODEL_STEPS[name], spec, *args))
+    call = {"name": name, "spec": spec.to_json(), "args": list(args)}
+    estimate = Usage(units=spec.model_tokens)
+    return dict(await ctx.call("model", call, keys=[MODEL_KEY], estimate=estimate, retry=RETRY))
+
+
+@remote_step(name="model")
+def model_call(call: dict[str, Any]) -> dict[str, Any]:
+    """A model call as a remote step: run it, then report the tokens it used and their cost
+    from the provider's usage (OpenAI's shape, which the offline model speaks too)."""
+    args = call["args"]
+    result = MODEL_STEPS[call["name"]](AgentInput.parse(call["spec"]), *args)
+    response = {"usage": _model.usage(json.dumps(args), json.dumps(result))}
+    report_model_usage(response, PRICES)
+    return result
+
+
 # -- the workflow ---------------------------------------------------------------------------------
 
 
@@ -331,25 +394,29 @@ async def run_agent(
     except WorkflowCancelledError:  # `perdure workflow cancel`: say so, then end as CANCELLED
         await ctx.set_state("phase", "cancelled")
         raise
+    except BudgetExceededError as refused:  # a model call its budget has no room for
+        await ctx.set_state("phase", "out_of_budget")
+        await ctx.set_state("stopped_by", str(refused))
+        raise
 
 
 async def _research(
     ctx: WorkflowContext, spec: AgentInput, review: Review | None
 ) -> dict[str, Any]:
     await ctx.set_state("phase", "planning")
-    plan = await ctx.step("create_plan", create_plan, spec)
+    plan = await _model_step(ctx, spec, "create_plan", "create_plan")
 
     await ctx.set_state("phase", "researching")
-    first = await ctx.step("research_1", research, spec, plan["questions"][0])
-    second = await ctx.step("research_2", research, spec, plan["questions"][1])
+    first = await _model_step(ctx, spec, "research", "research_1", plan["questions"][0])
+    second = await _model_step(ctx, spec, "research", "research_2", plan["questions"][1])
 
     notes = [first, second] if review is None else await review(ctx, spec, [first, second])
 
     await ctx.set_state("phase", "analyzing")
-    analysis = await ctx.step("analyze", analyze, spec, notes)
+    analysis = await _model_step(ctx, spec, "analyze", "analyze", notes)
 
     await ctx.set_state("phase", "recommending")
-    recommendation = await ctx.step("recommend", recommend, spec, analysis)
+    recommendation = await _model_step(ctx, spec, "recommend", "recommend", analysis)
     await ctx.set_state("recommendation", recommendation)
 
     await ctx.set_state("phase", "awaiting_approval")
@@ -375,8 +442,8 @@ async def _research(
         }
 
     await ctx.set_state("phase", "reporting")
-    report = await ctx.step(
-        "report", write_report, spec, plan, notes, analysis, recommendation, comment
+    report = await _model_step(
+        ctx, spec, "report", "report", plan, notes, analysis, recommendation, comment
     )
 
     await ctx.set_state("phase", "notifying")

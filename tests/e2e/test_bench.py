@@ -83,6 +83,14 @@ def test_the_quick_profile_runs_every_shape(tmp_path: Path) -> None:
     assert big["completed"], big
     assert big["outputs"] == 5 and big["journal_mib"] >= 9.9 and big["replay_s"] is not None
     assert "chat turn, 6-15 → 40-49 of 50" in done.stdout and "kill -9 halfway" in done.stdout
+    # Flow control: both tenants served, the rate's steps all granted, and the budget never
+    # overspent (sampled throughout, a worker killed under the fan-out).
+    fairness, rate, budget = (results["flow"][part] for part in ("fairness", "rate", "budget"))
+    assert fairness["busy"]["p99_ms"] > 0 and fairness["idle"]["p99_ms"] > 0
+    assert rate["steps"] == 60 and rate["per_s"] > 0
+    assert budget["overshoot_units"] == 0 and budget["samples"] > 0
+    assert 0 < budget["spent_units"] <= budget["limit_units"]
+    assert "small tenant's schedule-to-start" in done.stdout
 
 
 def test_a_peer_that_is_not_installed_is_skipped_with_a_clear_line(
