@@ -62,7 +62,7 @@ from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.api.workflow.v1 import workflow_service_pb2 as api
 from perdure.cli.dev_cmd import free_base_port
 from perdure.cli.flags import DEV_KEY_FILE
-from perdure.client import Client, Frame, StreamText, from_payload
+from perdure.client import Budget, Client, Frame, StreamText, from_payload
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 STARTUP_TIMEOUT = 120.0
@@ -785,6 +785,50 @@ class Outcome:
     seconds: float = 0.0
 
 
+def phase_budget(cluster: LocalCluster, client: Client) -> None:
+    """A run under a token budget: each model call reserves its estimate before it is granted,
+    settles at what it used, and the call that does not fit stops the run."""
+    say("With model_tokens, each model call is a step that declares an estimate (400 tokens)")
+    say("and reports what it used (the model's usage). The scheduler reserves the estimate")
+    say("against the run's budget (600 tokens) before granting the call, and settles it at")
+    say("the report. The run chose to fail when a call does not fit, rather than wait.")
+    workflow_id = "demo-budget"
+    client.start_workflow(
+        "research_agent",
+        {"topic": "durable agents", "model_tokens": 400},
+        workflow_id=workflow_id,
+        budget=Budget(units=600),
+        on_budget_exceeded="fail",
+    )
+    described = wait_closed(client, workflow_id)
+    evidence(step_table(described))
+    check(
+        described.workflow.status == wf.WORKFLOW_STATUS_FAILED,
+        f"{workflow_id} is {status_name(described.workflow.status)}",
+    )
+    refused = [s.failure.message for s in described.steps if s.failure.type == "BudgetExceeded"]
+    check(len(refused) == 1, f"one model call refused, with BudgetExceeded: {refused}")
+    state = published(described)
+    check(state.get("phase") == "out_of_budget", f"phase = {state.get('phase')!r}")
+    run_command(
+        cluster,
+        [
+            *("-m", "perdure.cli", "budgets", "--address", cluster.address),
+            *("--workflow-id", workflow_id),
+        ],
+        f"perdure budgets --workflow-id {workflow_id}",
+    )
+    flow = described.flow
+    check(
+        flow.spent.units + flow.reserved.units <= 600 and flow.refusals == 1,
+        f"spent {flow.spent.units} of 600 tokens, {flow.reserved.units} reserved, "
+        f"{flow.spent.cost_micros} micros at the model's prices: never more than the budget",
+    )
+    ran = cluster.log_text().count(f"research_agent {workflow_id}: running step")
+    completed = sum(1 for s in described.steps if s.status == wf.STEP_STATUS_COMPLETED)
+    check(ran == completed, f"the refused call never ran ({ran} model calls ran)")
+
+
 PHASES: list[tuple[str, Callable[[LocalCluster, Client], Any]]] = [
     ("approval: wait as state, approve, complete", phase_approval),
     ("kill -9 the worker during a slow step", phase_kill),
@@ -793,6 +837,7 @@ PHASES: list[tuple[str, Callable[[LocalCluster, Client], Any]]] = [
     ("crash right after the notification: sent once", phase_notify),
     ("kill the worker mid-stream: a reset, then the retry's text", phase_stream),
     ("a breaking deploy caught by the replay gate, then made safe", phase_deploy),
+    ("a token budget stops a run: reserved before each model call", phase_budget),
 ]
 
 
