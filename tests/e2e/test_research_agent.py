@@ -416,9 +416,11 @@ def test_the_demo_runs_end_to_end_and_every_phase_passes() -> None:
     )
     assert done.returncode == 0, done.stdout + done.stderr
     summary = done.stdout.split("== Summary ==", 1)[1]
-    for number in range(1, 8):
+    for number in range(1, 9):
         assert re.search(rf"^  PASS  phase {number}: ", summary, re.MULTILINE), summary
     assert "FAIL" not in summary
+    # The budget's phase: the model call that did not fit was refused, and never ran.
+    assert "one model call refused, with BudgetExceeded" in done.stdout
     assert "demo-deploy-old" in done.stdout.split("releases.unsafe", 1)[1]  # the gate's report
     assert "Skipping completed step: create_plan" in done.stdout
     assert "EVENT_TYPE_STEP_ATTEMPT_FAILED: step analyze, attempt 1" in done.stdout

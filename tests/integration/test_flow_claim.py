@@ -225,3 +225,22 @@ async def test_a_rate_grants_its_requests_per_second_and_says_when_to_look_again
             await asyncio.sleep(claimed.retry_in)
     # 20 a second, plus a burst of two: never more, and close to it.
     assert 16 <= grants <= 23, grants
+
+
+async def test_units_per_minute_are_drawn_at_the_estimate_and_the_report_gives_back_the_rest(
+    store: TaskStore,
+) -> None:
+    # 600 a minute: 10 a second, a burst of ten seconds' worth (100).
+    await store.set_limit("default", KeyLimit("provider:tokens", units_per_minute=600))
+    await store.enqueue(
+        [step(f"wf-{i}", keys=("provider:tokens",), estimate=100) for i in range(3)]
+    )
+    [first] = (await granted(store, "a")).grants  # the burst's 100, all drawn
+    waiting = await granted(store, "a")
+    assert not waiting.grants and waiting.retry_in is not None and waiting.retry_in > 5
+    await done(store, "a", first, units=0)  # it used none: all 100 given back
+    [second] = (await granted(store, "a")).grants
+    await done(store, "a", second, units=100)
+    held = await granted(store, "a")
+    assert not held.grants  # the allowance is spent again: 100 more take ten seconds
+    assert held.retry_in is not None and held.retry_in > 5

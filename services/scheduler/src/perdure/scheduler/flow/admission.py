@@ -131,14 +131,15 @@ def _within_concurrency(candidate: Candidate, keyed: list[KeyLimit]) -> bool:
 
 def _rate_wait(keyed: list[KeyLimit], units: int) -> float | None:
     """Seconds until every rate of these keys lets one more grant of `units` through (None:
-    they let it through now). Units may overdraw a minute's allowance that is still positive:
-    the next grants wait until it is paid back."""
+    they let it through now). An estimate larger than a key's burst waits for a full burst
+    and overdraws it: the next grants wait until it is paid back."""
     wait = 0.0
     for key_limit in keyed:
         rps = key_limit.requests_per_second
         if rps is not None and key_limit.request_tokens < 1:
             wait = max(wait, (1 - key_limit.request_tokens) / rps)
         upm = key_limit.units_per_minute
-        if upm is not None and units > 0 and key_limit.unit_tokens <= 0:
-            wait = max(wait, (1 - key_limit.unit_tokens) / (upm / 60))
+        needed = min(units, key_limit.unit_burst)
+        if upm is not None and units > 0 and key_limit.unit_tokens < needed:
+            wait = max(wait, (needed - key_limit.unit_tokens) / (upm / 60))
     return wait or None

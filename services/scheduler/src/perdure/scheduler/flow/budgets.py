@@ -4,10 +4,12 @@ brings one, else at their estimate once their lease has ended without one."""
 
 from __future__ import annotations
 
+from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from psycopg import AsyncConnection
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
@@ -40,41 +42,49 @@ ORDER BY scope, name
 
 
 def _settle(ending: str) -> str:
-    """SQL: settle the open reservations a CTE `ending` (workflow_id, step_id, fence,
-    used_units, used_cost, settled_by; used NULL: the estimate) names, and move their amounts
-    from reserved to spent in every budget they hold against (locked in key order), in the
-    budget's current period. A reservation settled already changes nothing."""
+    """SQL: mark settled the open reservations a CTE `ending` (workflow_id, step_id, fence,
+    used_units, used_cost, settled_by; used NULL: the estimate) names, returning what each
+    held and used. A reservation settled already changes nothing."""
     return f"""
-WITH {ending}, settled AS (
-    UPDATE scheduler.reservations r
-    SET settled_at = now(), used_units = COALESCE(e.used_units, r.units),
-        used_cost = COALESCE(e.used_cost, r.cost), settled_by = e.settled_by
-    FROM ending e
-    WHERE r.workflow_id = e.workflow_id AND r.step_id = e.step_id AND r.fence = e.fence
-      AND r.settled_at IS NULL
-    RETURNING r.namespace, r.budgets, r.units, r.cost, r.used_units, r.used_cost
-), deltas AS (
-    SELECT s.namespace, split_part(held, ':', 1) AS scope,
-           substr(held, strpos(held, ':') + 1) AS name,
-           sum(s.units) AS units, sum(s.cost) AS cost,
-           sum(s.used_units) AS used_units, sum(s.used_cost) AS used_cost
-    FROM settled s, unnest(s.budgets) AS held
-    GROUP BY 1, 2, 3
-), locked AS (
-    SELECT b.namespace, b.scope, b.name FROM scheduler.budgets b
-    JOIN deltas d USING (namespace, scope, name)
-    ORDER BY b.namespace, b.scope, b.name
-    FOR UPDATE OF b
-)
+WITH {ending}
+UPDATE scheduler.reservations r
+SET settled_at = now(), used_units = COALESCE(e.used_units, r.units),
+    used_cost = COALESCE(e.used_cost, r.cost), settled_by = e.settled_by
+FROM ending e
+WHERE r.workflow_id = e.workflow_id AND r.step_id = e.step_id AND r.fence = e.fence
+  AND r.settled_at IS NULL
+RETURNING r.namespace, r.budgets, r.keys, r.units, r.cost, r.used_units, r.used_cost
+"""
+
+
+# The keys whose units allowance settled reservations drew from get back what their steps
+# did not use (or give more): locked in key order, before any budget, as a claim locks them.
+LOCK_LIMITS = """
+SELECT 1 FROM scheduler.flow_limits
+WHERE (namespace, key) IN (SELECT * FROM unnest(%s::text[], %s::text[]))
+ORDER BY namespace, key FOR UPDATE
+"""
+REFUND_UNITS = """
+UPDATE scheduler.flow_limits l SET unit_tokens = l.unit_tokens + u.refund
+FROM unnest(%s::text[], %s::text[], %s::float8[]) AS u(namespace, key, refund)
+WHERE l.namespace = u.namespace AND l.key = u.key AND l.units_per_minute IS NOT NULL
+"""
+# Settled amounts move from reserved to spent, in the budget's current period.
+LOCK_BUDGETS = """
+SELECT 1 FROM scheduler.budgets
+WHERE (namespace, scope, name) IN (SELECT * FROM unnest(%s::text[], %s::text[], %s::text[]))
+ORDER BY namespace, scope, name FOR UPDATE
+"""
+SPEND = f"""
 UPDATE scheduler.budgets b
 SET reserved_units = b.reserved_units - d.units, reserved_cost = b.reserved_cost - d.cost,
     spent_units = {rolled("b.spent_units", "b.period", "b.period_start")} + d.used_units,
     spent_cost = {rolled("b.spent_cost", "b.period", "b.period_start")} + d.used_cost,
     refusals = {rolled("b.refusals", "b.period", "b.period_start")},
     period_start = GREATEST(b.period_start, {current_period("b.period")}), updated_at = now()
-FROM deltas d, locked l
+FROM unnest(%s::text[], %s::text[], %s::text[], %s::numeric[], %s::numeric[], %s::numeric[],
+            %s::numeric[]) AS d(namespace, scope, name, units, cost, used_units, used_cost)
 WHERE b.namespace = d.namespace AND b.scope = d.scope AND b.name = d.name
-  AND l.namespace = d.namespace AND l.scope = d.scope AND l.name = d.name
 """
 
 
@@ -98,6 +108,33 @@ SETTLE_ENDED = _settle("""ending AS (
     LIMIT 1000
     FOR UPDATE OF r SKIP LOCKED
 )""")
+
+
+async def _apply(conn: AsyncConnection[Any], settled: list[tuple[Any, ...]]) -> None:
+    """Give back to the keys' units allowances and move to the budgets' spent what the
+    reservations just settled held and used."""
+    refunds: dict[tuple[str, str], int] = defaultdict(int)
+    moved: dict[tuple[str, str, str], list[int]] = defaultdict(lambda: [0, 0, 0, 0])
+    for namespace, budgets, keys, units, cost, used_units, used_cost in settled:
+        for key in keys:
+            refunds[namespace, key] += units - used_units
+        for held in budgets:
+            scope, _, name = held.partition(":")
+            totals = moved[namespace, scope, name]
+            for index, amount in enumerate((units, cost, used_units, used_cost)):
+                totals[index] += amount
+    if refunds:
+        keys = sorted(refunds)
+        await conn.execute(LOCK_LIMITS, [[n for n, _ in keys], [k for _, k in keys]])
+        await conn.execute(
+            REFUND_UNITS,
+            [[n for n, _ in keys], [k for _, k in keys], [float(refunds[k]) for k in keys]],
+        )
+    if moved:
+        refs = sorted(moved)
+        columns = [[ref[i] for ref in refs] for i in range(3)]
+        await conn.execute(LOCK_BUDGETS, columns)
+        await conn.execute(SPEND, [*columns, *([moved[r][i] for r in refs] for i in range(4))])
 
 
 @dataclass(frozen=True)
@@ -187,10 +224,12 @@ class Budgets:
             "cost": cost,
             "settled_by": "estimate" if units is None else "report",
         }
-        async with self._pool.connection() as conn:
-            await conn.execute(SETTLE_LEASE, params)
+        async with self._pool.connection() as conn, conn.transaction():
+            cur = await conn.execute(SETTLE_LEASE, params)
+            await _apply(conn, await cur.fetchall())
 
     async def settle_ended(self) -> None:
         """Settle at their estimates the reservations whose lease ended without a report."""
-        async with self._pool.connection() as conn:
-            await conn.execute(SETTLE_ENDED)
+        async with self._pool.connection() as conn, conn.transaction():
+            cur = await conn.execute(SETTLE_ENDED)
+            await _apply(conn, await cur.fetchall())

@@ -114,8 +114,9 @@ FROM unnest(%s::text[], %s::text[], %s::numeric[], %s::numeric[], %s::numeric[],
 WHERE b.namespace = %s AND b.scope = u.scope AND b.name = u.name
 """
 RESERVE = """
-INSERT INTO scheduler.reservations (workflow_id, step_id, fence, namespace, budgets, units, cost)
-VALUES (%s, %s, %s, %s, %s, %s, %s)
+INSERT INTO scheduler.reservations
+    (workflow_id, step_id, fence, namespace, budgets, keys, units, cost)
+VALUES (%s, %s, %s, %s, %s, %s, %s, %s)
 """
 LOCK_FAIRNESS = """
 SELECT 1 FROM scheduler.fairness WHERE task_queue = %s AND fairness_key = ANY(%s)
@@ -157,7 +158,7 @@ class FlowGrants:
             admission = admit(candidates, claim.limit, limits, budgets)
             grants = await _grant(conn, params, admission)
             await _save(conn, namespace, limits, budgets)
-            await _reserve(conn, namespace, admission, grants)
+            await _reserve(conn, namespace, admission, grants, limits)
             await _take_turns(conn, claim.task_queue, admission)
         return FlowClaimed(grants, admission.retry_in, dict(admission.held_back))
 
@@ -311,9 +312,16 @@ async def _save(
 
 
 async def _reserve(
-    conn: AsyncConnection[Any], namespace: str, admission: Admission, grants: list[Grant]
+    conn: AsyncConnection[Any],
+    namespace: str,
+    admission: Admission,
+    grants: list[Grant],
+    limits: dict[str, KeyLimit],
 ) -> None:
+    """One reservation per grant of a step with an estimate: the budgets it holds against,
+    and its keys whose units allowance it drew from (its report gives back the difference)."""
     fences = {(g.workflow_id, g.step_id): g.fence for g in grants}
+    rated = {key for key, limit in limits.items() if limit.units_per_minute is not None}
     rows = [
         (
             d.candidate.workflow_id,
@@ -321,6 +329,7 @@ async def _reserve(
             fences[(d.candidate.workflow_id, d.candidate.step_id)],
             namespace,
             d.reserved,
+            [key for key in d.candidate.flow.keys if key in rated],
             d.candidate.flow.estimate_units or 0,
             d.candidate.flow.estimate_cost,
         )

@@ -91,6 +91,16 @@ class KeyLimit:
     runs_in_flight: int = 0
     steps_in_flight: int = 0
 
+    @property
+    def request_burst(self) -> float:
+        """The most requests granted at once: a tenth of a second's, at least one."""
+        return max(1.0, (self.requests_per_second or 0) * REQUEST_BURST_SECONDS)
+
+    @property
+    def unit_burst(self) -> float:
+        """The most units granted at once: ten seconds' worth."""
+        return (self.units_per_minute or 0) / 60 * UNIT_BURST_SECONDS
+
     def refill(self, now: datetime) -> None:
         """Add what the rates allow since the last refill, up to each bucket's burst."""
         if self.refilled_at is None:  # never drawn from: full
@@ -98,14 +108,11 @@ class KeyLimit:
         else:
             elapsed = max((now - self.refilled_at).total_seconds(), 0.0)
         if self.requests_per_second is not None:
-            burst = max(1.0, self.requests_per_second * REQUEST_BURST_SECONDS)
-            self.request_tokens = min(
-                burst, self.request_tokens + elapsed * self.requests_per_second
-            )
+            added = elapsed * self.requests_per_second
+            self.request_tokens = min(self.request_burst, self.request_tokens + added)
         if self.units_per_minute is not None:
-            per_second = self.units_per_minute / 60
-            burst = per_second * UNIT_BURST_SECONDS
-            self.unit_tokens = min(burst, self.unit_tokens + elapsed * per_second)
+            added = elapsed * self.units_per_minute / 60
+            self.unit_tokens = min(self.unit_burst, self.unit_tokens + added)
         self.refilled_at = max(now, self.refilled_at or now)
 
 

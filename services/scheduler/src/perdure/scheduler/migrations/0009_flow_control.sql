@@ -72,14 +72,15 @@ CREATE TABLE budgets (
 );
 
 -- One reservation per grant of a step task with an estimate: what it holds against which
--- budgets, settled once (by the worker's report, or at its estimate when the lease ended
--- without one).
+-- budgets, and the keys whose units-per-minute allowance it drew from, settled once (by the
+-- worker's report, or at its estimate when the lease ended without one).
 CREATE TABLE reservations (
     workflow_id text NOT NULL,
     step_id text NOT NULL,
     fence bigint NOT NULL,
     namespace text NOT NULL,
     budgets text[] NOT NULL,  -- 'scope:name' of each budget it holds against
+    keys text[] NOT NULL,  -- its keys with a units-per-minute limit
     units bigint NOT NULL,
     cost bigint NOT NULL,
     reserved_at timestamptz NOT NULL DEFAULT now(),
