@@ -24,6 +24,7 @@ from tests.fixtures.runs import result_of
 
 MODULE = "tests.e2e.flow_workflows"
 WAIT = 120.0
+RATE = 20.0  # the fan-out's key: grants a second
 
 
 @pytest.fixture
@@ -48,6 +49,16 @@ def held_back(dsn: str, workflow_id: str, step_id: str) -> bool:
             [workflow_id, step_id],
         ).fetchone()
     return row is not None and bool(row[0])
+
+
+def max_in_window(moments: list[float], seconds: float) -> int:
+    """The most of `moments` (sorted) within any `seconds`."""
+    most, first = 0, 0
+    for last, moment in enumerate(moments):
+        while moment - moments[first] > seconds:
+            first += 1
+        most = max(most, last - first + 1)
+    return most
 
 
 def max_overlap(entries: list[dict[str, float]]) -> int:
@@ -154,7 +165,7 @@ def test_a_budget_under_a_fan_out_is_never_overspent_while_workers_and_a_schedul
     ledger = tmp_path / "ledger"
     budget = admin.BudgetInfo(limit=fpb.Budget(units=600))  # the namespace's
     admin_api.SetBudget(admin.SetBudgetRequest(budget=budget), timeout=30)
-    limit = admin.FlowLimit(key="provider:llm", max_steps=8)
+    limit = admin.FlowLimit(key="provider:llm", max_steps=8, requests_per_second=RATE)
     admin_api.SetFlowLimit(admin.SetFlowLimitRequest(limit=limit), timeout=30)
     cluster.start_worker("runner", MODULE, task_queue="runs")
     tools = [cluster.start_worker(f"tool-{i}", MODULE, task_queue="tools") for i in range(2)]
@@ -180,9 +191,17 @@ def test_a_budget_under_a_fan_out_is_never_overspent_while_workers_and_a_schedul
         first_scheduler.signal(signal.SIGKILL)
         cluster.start_worker("tool-2", MODULE, task_queue="tools")
         described = client.wait("fan-1", timeout=WAIT)
+        starts = sorted(
+            event.event_time.ToNanoseconds() / 1e9
+            for event in client.history("fan-1")
+            if event.event_type == wf.EVENT_TYPE_STEP_ATTEMPT_STARTED
+        )
     assert result_of(described) == {"done": None, "refused": True}
     assert not checker.violations, checker.violations[:5]
     assert checker.peaks["provider:llm"] <= 8
+    # Never faster than the rate: in any two seconds, two seconds' grants and a burst (each
+    # attempt starts after its grant, so a late delivery may bunch a few).
+    assert max_in_window(starts, 2.0) <= 2 * RATE + 2 + 5, starts
     [spent] = admin_api.ListBudgets(admin.ListBudgetsRequest(), timeout=30).budgets
     assert spent.reserved.units == 0
     # Every unit reported, and the estimate of every attempt that reported nothing (the
