@@ -110,6 +110,15 @@ SETTLE_ENDED = _settle("""ending AS (
 )""")
 
 
+# Settled reservations are kept a day (what each step held and used, for an operator's look),
+# then deleted, a batch at each sweep.
+PRUNE = """
+DELETE FROM scheduler.reservations WHERE ctid = ANY(ARRAY(
+    SELECT ctid FROM scheduler.reservations
+    WHERE settled_at < now() - interval '1 day' LIMIT 1000))
+"""
+
+
 async def _apply(conn: AsyncConnection[Any], settled: list[tuple[Any, ...]]) -> None:
     """Give back to the keys' units allowances and move to the budgets' spent what the
     reservations just settled held and used."""
@@ -229,7 +238,10 @@ class Budgets:
             await _apply(conn, await cur.fetchall())
 
     async def settle_ended(self) -> None:
-        """Settle at their estimates the reservations whose lease ended without a report."""
-        async with self._pool.connection() as conn, conn.transaction():
-            cur = await conn.execute(SETTLE_ENDED)
-            await _apply(conn, await cur.fetchall())
+        """Settle at their estimates the reservations whose lease ended without a report;
+        delete those settled over a day ago."""
+        async with self._pool.connection() as conn:
+            async with conn.transaction():
+                cur = await conn.execute(SETTLE_ENDED)
+                await _apply(conn, await cur.fetchall())
+            await conn.execute(PRUNE)

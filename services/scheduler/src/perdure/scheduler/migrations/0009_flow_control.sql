@@ -91,3 +91,4 @@ CREATE TABLE reservations (
     PRIMARY KEY (workflow_id, step_id, fence)
 );
 CREATE INDEX reservations_open_idx ON reservations (workflow_id) WHERE settled_at IS NULL;
+CREATE INDEX reservations_settled_idx ON reservations (settled_at) WHERE settled_at IS NOT NULL;
