@@ -49,10 +49,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 WORKFLOW_SERVICE = workflow_service_pb2.DESCRIPTOR.services_by_name["WorkflowService"].full_name
 ADMIN_SERVICE = admin.DESCRIPTOR.services_by_name["AdminService"].full_name
-# Reading needs a reader key; changing a run, or routing, an operator's; AdminService's other
+# Reading needs a reader key; changing a run, routing or pauses, an operator's; AdminService's other
 # calls an admin's.
-READER_ADMIN_METHODS = ("ListWorkflowPolicies", "ListWorkers", "ListBuilds")
-OPERATOR_ADMIN_METHODS = ("SetWorkflowPolicy",)
+READER_ADMIN_METHODS = ("ListWorkflowPolicies", "ListWorkers", "ListBuilds", "ListPauses")
+OPERATOR_ADMIN_METHODS = ("SetWorkflowPolicy", "Pause", "Unpause")
 OPERATOR_METHODS = (
     "StartWorkflow",
     "SignalWorkflow",

@@ -3,6 +3,7 @@ then ask history (and the scheduler for types)."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from typing import Any, TypeVar
 
@@ -23,6 +24,7 @@ from perdure.gateway import validate
 from perdure.gateway.builds import BuildsAdmin
 from perdure.gateway.forwarding import in_namespace, vouched
 from perdure.gateway.live import LiveCalls
+from perdure.gateway.pauses import PausesAdmin, holding, list_pauses
 from perdure.internal.history.v1 import history_service_pb2 as hpb
 from perdure.internal.history.v1 import history_service_pb2_grpc as hgrpc
 from perdure.internal.scheduler.v1 import scheduler_service_pb2 as spb
@@ -88,11 +90,14 @@ class WorkflowServicer(LiveCalls, apigrpc.WorkflowServiceServicer):
         namespace = self._callers.admit(context, request.namespace)
         validate.workflow_id(request.workflow_id)
         validate.optional_id("run_id", request.run_id)
-        return await self._forward(
-            "DescribeWorkflow",
-            in_namespace(request, namespace),
-            api.DescribeWorkflowResponse,
+        described, pauses = await asyncio.gather(
+            self._forward(
+                "DescribeWorkflow", in_namespace(request, namespace), api.DescribeWorkflowResponse
+            ),
+            list_pauses(self._scheduler, namespace),
         )
+        described.pauses.extend(holding(described.workflow, pauses))
+        return described
 
     @errors.unary
     async def GetWorkflowHistory(
@@ -322,10 +327,10 @@ async def forward(
     return response
 
 
-class AdminServicer(BuildsAdmin, admingrpc.AdminServiceServicer):
+class AdminServicer(BuildsAdmin, PausesAdmin, admingrpc.AdminServiceServicer):
     """Key management and the audit log of the admin key's namespace: each call goes to
     history's of the same name, with the caller. Builds, workers and routing policies are
-    BuildsAdmin's."""
+    BuildsAdmin's; pauses PausesAdmin's."""
 
     def __init__(
         self,

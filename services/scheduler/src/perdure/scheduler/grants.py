@@ -10,6 +10,7 @@ from psycopg_pool import AsyncConnectionPool
 from perdure.scheduler.builds import routed
 from perdure.scheduler.due import grantable_at
 from perdure.scheduler.model import Build, DueReason, Grant
+from perdure.scheduler.pauses import not_paused
 
 # A task is grantable when it is due and unleased, or when its lease has expired: a worker
 # that is paused or cut off keeps its connection, so only the deadline decides. A task woken by
@@ -24,7 +25,8 @@ _FOR_SESSION = f"""task_queue = %(task_queue)s
       AND CASE WHEN step_id = '' THEN workflow_type = ANY(%(types)s)
                ELSE workflow_type = ANY(%(step_types)s) END
       AND NOT closed
-      AND {routed()}"""
+      AND {routed()}
+      AND {not_paused()}"""
 _DUE_COLUMNS = """workflow_id, step_id, lease_owner AS previous_owner,
            COALESCE(run_at, lease_expires_at) AS due_at, due_reason, sticky_id"""
 # Expired leases first, then unleased tasks by due time: two scans, each in its index's order

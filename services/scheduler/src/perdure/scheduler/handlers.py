@@ -26,6 +26,7 @@ from perdure.internal.scheduler.v1 import scheduler_service_pb2_grpc as sgrpc
 from perdure.scheduler.builds_api import BuildsApi
 from perdure.scheduler.dispatcher import Dispatcher, Session
 from perdure.scheduler.model import REOPEN, DueReason, DueTask, Lease
+from perdure.scheduler.pauses_api import PausesApi
 from perdure.scheduler.sticky import sticky_id_of
 from perdure.scheduler.store import TaskStore
 from perdure.telemetry.propagation import untraced
@@ -325,7 +326,7 @@ class TaskServicer(tgrpc.TaskServiceServicer):
         return response
 
 
-class SchedulerServicer(BuildsApi, sgrpc.SchedulerServiceServicer):
+class SchedulerServicer(BuildsApi, PausesApi, sgrpc.SchedulerServiceServicer):
     """Scheduling requests from history, task-queue questions and the operators' view of
     builds (builds_api.py) from the gateway."""
 

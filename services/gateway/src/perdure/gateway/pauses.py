@@ -1,0 +1,129 @@
+"""AdminService's pauses: validated here, kept by the scheduler (which decides grants). A paused
+workflow id must name an open run, which history knows; DescribeWorkflow shows the pauses that
+hold a run, read from the scheduler beside history's answer."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import grpc
+
+from perdure.api.admin.v1 import admin_service_pb2 as admin
+from perdure.api.workflow.v1 import workflow_pb2 as wpb
+from perdure.api.workflow.v1 import workflow_service_pb2 as api
+from perdure.common import errors
+from perdure.common.auth import current_principal
+from perdure.common.reasons import Reason
+from perdure.gateway import validate
+from perdure.internal.history.v1 import history_service_pb2_grpc as hgrpc
+from perdure.internal.scheduler.v1 import scheduler_service_pb2 as spb
+from perdure.internal.scheduler.v1 import scheduler_service_pb2_grpc as sgrpc
+
+if TYPE_CHECKING:
+    from perdure.gateway.handlers import Callers
+
+Context = grpc.aio.ServicerContext[Any, Any]
+DOWNSTREAM_TIMEOUT = 30.0
+OPEN_STATUSES = (wpb.WORKFLOW_STATUS_RUNNING, wpb.WORKFLOW_STATUS_WAITING)
+
+
+def _target(request: admin.PauseRequest | admin.UnpauseRequest) -> None:
+    """Exactly one well-formed scope (the scheduler checks the count again)."""
+    if request.workflow_id:
+        validate.workflow_id(request.workflow_id)
+    if request.workflow_type:
+        validate.name("workflow_type", request.workflow_type)
+    if request.task_queue:
+        validate.name("task_queue", request.task_queue)
+    given = sum(1 for v in (request.workflow_id, request.workflow_type, request.task_queue) if v)
+    if given != 1:
+        raise errors.invalid_argument(
+            f"name exactly one of workflow_id, workflow_type and task_queue ({given} given)"
+        )
+
+
+def holding(run: wpb.WorkflowInfo, pauses: list[wpb.Pause]) -> list[wpb.Pause]:
+    """The pauses that hold an open run back: its workflow id's, its type's, its queue's."""
+    if run.status not in OPEN_STATUSES:
+        return []
+    names = {
+        wpb.PAUSE_SCOPE_WORKFLOW: run.workflow_id,
+        wpb.PAUSE_SCOPE_WORKFLOW_TYPE: run.workflow_type,
+        wpb.PAUSE_SCOPE_TASK_QUEUE: run.task_queue,
+    }
+    return [p for p in pauses if names.get(p.scope) == p.name]
+
+
+async def list_pauses(scheduler: sgrpc.SchedulerServiceStub, namespace: str) -> list[wpb.Pause]:
+    """The namespace's pauses in force."""
+    scoped = admin.ListPausesRequest(namespace=namespace)
+    answer: spb.ListPausesResponse = await scheduler.ListPauses(
+        spb.ListPausesRequest(request=scoped), timeout=DOWNSTREAM_TIMEOUT
+    )
+    return list(answer.response.pauses)
+
+
+class PausesAdmin:
+    """The AdminService calls about pauses; the caller's namespace, as `admit` resolves it."""
+
+    _history: hgrpc.HistoryServiceStub
+    _scheduler: sgrpc.SchedulerServiceStub
+    _callers: Callers
+
+    @errors.unary
+    async def Pause(self, request: admin.PauseRequest, context: Context) -> admin.PauseResponse:
+        namespace = self._callers.admit(context, request.namespace)
+        _target(request)
+        validate.reason(request.reason)
+        if request.workflow_id:
+            await self._require_open(namespace, request.workflow_id)
+        scoped = admin.PauseRequest()
+        scoped.CopyFrom(request)
+        scoped.namespace = namespace
+        principal = current_principal.get()
+        answer: spb.PauseResponse = await self._scheduler.Pause(
+            spb.PauseRequest(request=scoped, paused_by=principal.key_id if principal else ""),
+            timeout=DOWNSTREAM_TIMEOUT,
+        )
+        return answer.response
+
+    @errors.unary
+    async def Unpause(
+        self, request: admin.UnpauseRequest, context: Context
+    ) -> admin.UnpauseResponse:
+        namespace = self._callers.admit(context, request.namespace)
+        _target(request)
+        scoped = admin.UnpauseRequest()
+        scoped.CopyFrom(request)
+        scoped.namespace = namespace
+        answer: spb.UnpauseResponse = await self._scheduler.Unpause(
+            spb.UnpauseRequest(request=scoped), timeout=DOWNSTREAM_TIMEOUT
+        )
+        return answer.response
+
+    @errors.unary
+    async def ListPauses(
+        self, request: admin.ListPausesRequest, context: Context
+    ) -> admin.ListPausesResponse:
+        namespace = self._callers.admit(context, request.namespace)
+        return admin.ListPausesResponse(pauses=await list_pauses(self._scheduler, namespace))
+
+    async def _require_open(self, namespace: str, workflow_id: str) -> None:
+        """NOT_FOUND for an unknown id, FAILED_PRECONDITION for a closed run: a pause of a
+        closed run would hold nothing and mislead."""
+        from perdure.gateway.handlers import forward  # the same forwarding as every call
+
+        described = await forward(
+            self._history,
+            "DescribeWorkflow",
+            api.DescribeWorkflowRequest(workflow_id=workflow_id, namespace=namespace),
+            api.DescribeWorkflowResponse,
+        )
+        status = described.workflow.status
+        if status not in OPEN_STATUSES:
+            raise errors.failed_precondition(
+                Reason.WORKFLOW_CLOSED,
+                f"workflow {workflow_id[:100]!r} is closed "
+                f"({wpb.WorkflowStatus.Name(status).removeprefix('WORKFLOW_STATUS_')}): there is "
+                "nothing to pause",
+            )
