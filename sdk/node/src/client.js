@@ -50,13 +50,19 @@ export class Client {
    * start (one is fixed here when empty): the same request id returns the run it made.
    * @param {string} workflowType
    * @param {any} [input]
+   * `debounceKey` with `debounceWindow` (seconds) joins the key's pending run instead (it takes
+   * this input and waits the window again: `debounced` in the answer); `singletonKey` returns
+   * the key's open run if there is one (`singleton`).
    * @param {{workflowId?: string, taskQueue?: string, executionTimeout?: number, idReusePolicy?: string,
-   *   requestId?: string}} [options]
-   * @returns {Promise<{workflow_id: string, started: boolean, status: string, run_id: string}>}
+   *   requestId?: string, debounceKey?: string, debounceWindow?: number, singletonKey?: string}} [options]
+   * @returns {Promise<{workflow_id: string, started: boolean, status: string, run_id: string,
+   *   debounced: boolean, singleton: boolean}>}
    */
-  startWorkflow(workflowType, input = null, { workflowId = '', taskQueue = '', executionTimeout, idReusePolicy = 'ID_REUSE_POLICY_UNSPECIFIED', requestId = '' } = {}) {
+  startWorkflow(workflowType, input = null, { workflowId = '', taskQueue = '', executionTimeout, idReusePolicy = 'ID_REUSE_POLICY_UNSPECIFIED', requestId = '', debounceKey = '', debounceWindow, singletonKey = '' } = {}) {
     const request = this._startRequest(workflowType, workflowId || randomUUID(), taskQueue, input, executionTimeout);
-    return this._unary('StartWorkflow', { ...request, id_reuse_policy: idReusePolicy, request_id: requestId || randomUUID() });
+    const keys = { debounce_key: debounceKey, singleton_key: singletonKey };
+    if (debounceWindow !== undefined && debounceWindow !== null) keys.debounce_window = toDuration(debounceWindow);
+    return this._unary('StartWorkflow', { ...request, ...keys, id_reuse_policy: idReusePolicy, request_id: requestId || randomUUID() });
   }
 
   /**

@@ -150,6 +150,11 @@ class WorkflowServicer(LiveCalls, apigrpc.WorkflowServiceServicer):
         namespace = self._callers.admit(context, request.start.namespace)
         if not request.start.workflow_id:
             raise errors.invalid_argument("start.workflow_id is required for SignalWithStart")
+        if request.start.debounce_key or request.start.singleton_key:
+            raise errors.invalid_argument(
+                "SignalWithStart takes no debounce_key or singleton_key: it signals one "
+                "workflow id; use StartWorkflow with a key, then signal the id it answers"
+            )
         _validate_signal(request)
         with tracer.start_as_current_span("perdure.workflow.start") as span:
             normalized = _with_payload(request)
@@ -255,6 +260,7 @@ class WorkflowServicer(LiveCalls, apigrpc.WorkflowServiceServicer):
         input_value = validate_payload("input", request.input)
         validate.id_reuse_policy(request.id_reuse_policy)
         validate.optional_id("request_id", request.request_id)
+        validate.start_keys(request)
         start = api.StartWorkflowRequest(
             workflow_type=request.workflow_type,
             workflow_id=request.workflow_id or str(uuid.uuid4()),
@@ -263,7 +269,11 @@ class WorkflowServicer(LiveCalls, apigrpc.WorkflowServiceServicer):
             namespace=namespace,
             id_reuse_policy=request.id_reuse_policy,
             request_id=request.request_id,
+            debounce_key=request.debounce_key,
+            singleton_key=request.singleton_key,
         )
+        if request.HasField("debounce_window"):
+            start.debounce_window.CopyFrom(request.debounce_window)
         if request.HasField("execution_timeout"):
             validate.execution_timeout(request.execution_timeout)
             start.execution_timeout.CopyFrom(request.execution_timeout)

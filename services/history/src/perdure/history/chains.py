@@ -25,7 +25,7 @@ from perdure.common import errors, namespaces
 from perdure.common.reasons import Reason
 from perdure.history import store
 from perdure.history.appends import JournalBase
-from perdure.history.model import OPEN_STATUSES, EventType, RunStatus
+from perdure.history.model import OPEN_STATUSES, EventType, RunStatus, StartKeys
 from perdure.history.rows import Row, fetch_one, json_or_none, payload_columns, payload_in
 from perdure.telemetry.propagation import current_carrier
 
@@ -142,10 +142,12 @@ def start_params(
     execution_timeout: float | None = None,
     request_id: str | None = None,
     deadline: datetime | None = None,
+    keys: StartKeys | None = None,
 ) -> dict[str, Any]:
     """START_WORKFLOW's parameters for the first run of the id (following() makes them the
     next run's). A run ends by `deadline` if given (a continued run keeps its chain's), else
-    `execution_timeout` seconds after its start (None: never)."""
+    `execution_timeout` seconds after its start (None: never). `keys`: a debounced or
+    singleton start's (start_keys.py)."""
     return {
         "workflow_id": workflow_id,
         "run_id": run_id,
@@ -161,6 +163,7 @@ def start_params(
         "trace_context": json_or_none(current_carrier() or None),
         "execution_timeout": execution_timeout,
         "deadline": deadline,
+        **(keys or StartKeys()).params(),
     }
 
 

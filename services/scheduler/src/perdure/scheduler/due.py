@@ -10,6 +10,7 @@ from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
 from perdure.common.db import transaction_if
+from perdure.scheduler.debounce import DELAY_UNGRANTED, delay_columns
 from perdure.scheduler.locking import LOCK_RUNS, LOCKED, in_key_order
 from perdure.scheduler.model import DueReason, DueTask
 
@@ -150,7 +151,8 @@ class Due:
         first, then retire every task of the `closed` runs (workflow id, run number), in one
         transaction (or in one statement, atomic alone)."""
         reopened = [task for task in tasks if task.reopens]
-        several = bool(tasks) and bool(closed or reopened)
+        delayed = delay_columns(tasks)
+        several = bool(tasks) and bool(closed or reopened or delayed[0])
         async with self._pool.connection() as conn, transaction_if(conn, several):
             if several:  # all their locks first
                 runs = sorted({task.workflow_id for task in tasks} | {c[0] for c in closed})
@@ -160,6 +162,8 @@ class Due:
                 await conn.execute(REOPEN, [list(column) for column in zip(*columns, strict=True)])
             if tasks:
                 await conn.execute(ENQUEUE, _columns(tasks))
+            if delayed[0]:
+                await conn.execute(DELAY_UNGRANTED, delayed)
             if closed:
                 await conn.execute(CLOSE, [[c[0] for c in closed], [c[1] for c in closed]])
 

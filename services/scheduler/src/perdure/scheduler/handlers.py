@@ -25,7 +25,7 @@ from perdure.internal.scheduler.v1 import scheduler_service_pb2 as spb
 from perdure.internal.scheduler.v1 import scheduler_service_pb2_grpc as sgrpc
 from perdure.scheduler.builds_api import BuildsApi
 from perdure.scheduler.dispatcher import Dispatcher, Session
-from perdure.scheduler.model import REOPEN, DueReason, DueTask, Lease
+from perdure.scheduler.model import DEBOUNCE, REOPEN, DueReason, DueTask, Lease
 from perdure.scheduler.pauses_api import PausesApi
 from perdure.scheduler.sticky import sticky_id_of
 from perdure.scheduler.store import TaskStore
@@ -130,9 +130,10 @@ def due_tasks(request: spb.EnqueueTasksRequest) -> list[DueTask]:
             raise errors.invalid_argument("fence_floor must not be negative")
         if t.run_number < 0:
             raise errors.invalid_argument("run_number must not be negative")
-        if t.wake_reason and t.wake_reason not in (*DUE_REASONS, REOPEN):
+        if t.wake_reason and t.wake_reason not in (*DUE_REASONS, REOPEN, DEBOUNCE):
             raise errors.invalid_argument(
-                f"wake_reason must be empty or one of {', '.join((*DUE_REASONS, REOPEN))}, not "
+                f"wake_reason must be empty or one of "
+                f"{', '.join((*DUE_REASONS, REOPEN, DEBOUNCE))}, not "
                 f"{t.wake_reason[:40]!r}"
             )
     return [
@@ -147,6 +148,7 @@ def due_tasks(request: spb.EnqueueTasksRequest) -> list[DueTask]:
             fence_floor=t.fence_floor,
             run_number=max(t.run_number, 1),
             reopens=t.wake_reason == REOPEN,
+            delays=t.wake_reason == DEBOUNCE,
         )
         for t in request.tasks
     ]

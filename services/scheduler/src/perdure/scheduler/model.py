@@ -21,6 +21,9 @@ class DueReason(StrEnum):
 # The wake_reason history sends for a parked run an operator resumed (its recovery.py): no due
 # reason, but the one request that opens the run's own task again after its close.
 REOPEN = "resume"
+# The wake_reason history sends for a debounced run's later due time (its start_keys.py): no
+# due reason, but a due time that replaces an earlier one while no worker was granted the run.
+DEBOUNCE = "debounce"
 
 
 class TaskKey(NamedTuple):
@@ -56,6 +59,7 @@ class DueTask:
     fence_floor: int = 0  # history's fence mark: the next grant's fence is above it
     run_number: int = 1  # the run of the workflow id it is for (a newer one reopens the task)
     reopens: bool = False  # this very run was resumed: its closed task opens again (REOPEN)
+    delays: bool = False  # a debounced run's later due time replaces its earlier (DEBOUNCE)
 
 
 @dataclass(frozen=True)

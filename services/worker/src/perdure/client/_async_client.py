@@ -71,6 +71,9 @@ class AsyncClient:
         execution_timeout: float | None = None,
         id_reuse_policy: int = 0,
         request_id: str = "",
+        debounce_key: str = "",
+        debounce_window: float | None = None,
+        singleton_key: str = "",
     ) -> AsyncWorkflowHandle:
         """Start a run (Client.start_workflow) and return a handle on it. Raises
         AlreadyStartedError when the workflow id is taken by a run started differently."""
@@ -82,6 +85,9 @@ class AsyncClient:
             execution_timeout=execution_timeout,
             id_reuse_policy=id_reuse_policy,
             request_id=request_id,
+            debounce_key=debounce_key,
+            debounce_window=debounce_window,
+            singleton_key=singleton_key,
         )
         return AsyncWorkflowHandle(self, started.workflow_id, started.run_id)
 
@@ -99,6 +105,9 @@ class AsyncClient:
         execution_timeout: float | None = None,
         id_reuse_policy: int = 0,
         request_id: str = "",
+        debounce_key: str = "",
+        debounce_window: float | None = None,
+        singleton_key: str = "",
     ) -> api.StartWorkflowResponse:
         """See Client.start_workflow."""
         request = rq.start_request(
@@ -110,6 +119,7 @@ class AsyncClient:
             execution_timeout,
             id_reuse_policy,
             request_id,
+            rq.StartKeys(debounce_key, debounce_window, singleton_key),
         )
         response: api.StartWorkflowResponse = await self._call("StartWorkflow", request)
         return response

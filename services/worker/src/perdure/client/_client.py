@@ -82,6 +82,9 @@ class Client:
         execution_timeout: float | None = None,
         id_reuse_policy: int = 0,
         request_id: str = "",
+        debounce_key: str = "",
+        debounce_window: float | None = None,
+        singleton_key: str = "",
     ) -> WorkflowHandle:
         """Start a run, as start_workflow, and return a handle on it. Raises
         AlreadyStartedError when the workflow id is taken by a run started differently."""
@@ -93,6 +96,9 @@ class Client:
             execution_timeout=execution_timeout,
             id_reuse_policy=id_reuse_policy,
             request_id=request_id,
+            debounce_key=debounce_key,
+            debounce_window=debounce_window,
+            singleton_key=singleton_key,
         )
         return WorkflowHandle(self, started.workflow_id, started.run_id)
 
@@ -110,6 +116,9 @@ class Client:
         execution_timeout: float | None = None,
         id_reuse_policy: int = 0,
         request_id: str = "",
+        debounce_key: str = "",
+        debounce_window: float | None = None,
+        singleton_key: str = "",
     ) -> api.StartWorkflowResponse:
         """Start a run (idempotent by workflow id). Without `workflow_id`, a new one is fixed
         here, before the first send, so that a retried send starts nothing new; the answer
@@ -117,7 +126,10 @@ class Client:
         with an ExecutionTimeout failure if it is still open that long after its start.
         `id_reuse_policy` (api.ID_REUSE_POLICY_*) says whether a workflow id whose last run
         is closed starts a new run; `request_id` names this start (one is fixed here when
-        empty): the same request id returns the run it made, so a retry never makes two."""
+        empty): the same request id returns the run it made, so a retry never makes two.
+        `debounce_key` with `debounce_window` (seconds) joins the key's pending run instead
+        (it takes this input and waits the window again: `debounced` in the answer);
+        `singleton_key` returns the key's open run if there is one (`singleton`)."""
         request = rq.start_request(
             self.namespace,
             workflow_type,
@@ -127,6 +139,7 @@ class Client:
             execution_timeout,
             id_reuse_policy,
             request_id,
+            rq.StartKeys(debounce_key, debounce_window, singleton_key),
         )
         response: api.StartWorkflowResponse = self._stub.StartWorkflow(
             request, timeout=self._timeout

@@ -6,7 +6,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Mapping
 from datetime import timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
 from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.api.workflow.v1 import workflow_service_pb2 as api
@@ -35,6 +35,14 @@ LONG_POLL_SECONDS = 60.0
 DEFAULT_STREAM = "output"
 
 
+class StartKeys(NamedTuple):
+    """A start's debounce key and window (seconds) and singleton key ("" / None: none)."""
+
+    debounce_key: str = ""
+    debounce_window: float | None = None
+    singleton_key: str = ""
+
+
 def start_request(
     namespace: str,
     workflow_type: str,
@@ -44,6 +52,7 @@ def start_request(
     execution_timeout: float | None,
     id_reuse_policy: int = 0,
     request_id: str = "",
+    keys: StartKeys | None = None,
 ) -> api.StartWorkflowRequest:
     """Without a workflow id or request id, new ones are fixed here, before the first send, so
     that a retried send starts nothing new."""
@@ -58,6 +67,10 @@ def start_request(
     )
     if execution_timeout is not None:
         request.execution_timeout.FromTimedelta(timedelta(seconds=execution_timeout))
+    if keys is not None:
+        request.debounce_key, request.singleton_key = keys.debounce_key, keys.singleton_key
+        if keys.debounce_window is not None:
+            request.debounce_window.FromTimedelta(timedelta(seconds=keys.debounce_window))
     return request
 
 
