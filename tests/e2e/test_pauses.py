@@ -5,6 +5,9 @@ run; pausing is idempotent and refuses what does not exist."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from datetime import datetime
@@ -226,3 +229,39 @@ def test_pausing_is_idempotent_and_refuses_what_does_not_exist(
     client.terminate(run, reason="done")
     error = refused(admin.PauseRequest(workflow_id=run))
     assert error.code() == grpc.StatusCode.FAILED_PRECONDITION and "closed" in str(error.details())
+
+
+def perdure(cluster: Cluster, *args: str) -> str:
+    """Run `perdure ARGS --address <gateway>`; its output, once it exits 0."""
+    done = subprocess.run(
+        [sys.executable, "-m", "perdure.cli", *args, "--address", cluster.gateway],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_the_cli_pauses_and_unpauses_runs_types_and_queues(
+    paused_cluster: Cluster, client: Client
+) -> None:
+    run = client.start_workflow("sleeper", {"seconds": 3600}).workflow_id
+    assert perdure(paused_cluster, "workflow", "pause", run, "--reason", "why not") == (
+        f"{run}: paused\n"
+    )
+    assert perdure(paused_cluster, "workflow", "pause", run) == f"{run}: paused already\n"
+    perdure(paused_cluster, "pause", "--workflow-type", "ticker")
+    listed = perdure(paused_cluster, "pauses").splitlines()
+    assert [line.split("\t")[:2] for line in listed] == [
+        ["workflow", run],
+        ["workflow_type", "ticker"],
+    ]
+    described = json.loads(perdure(paused_cluster, "workflow", "describe", run))
+    assert [p["name"] for p in described["pauses"]] == [run]
+    assert described["pauses"][0]["reason"] == "why not"
+    assert perdure(paused_cluster, "unpause", "--workflow-type", "ticker") == "ticker: unpaused\n"
+    assert perdure(paused_cluster, "workflow", "unpause", run) == f"{run}: unpaused\n"
+    assert perdure(paused_cluster, "workflow", "unpause", run) == f"{run}: was not paused\n"
+    assert perdure(paused_cluster, "pauses") == ""
+    client.terminate(run)

@@ -5,6 +5,9 @@ windows are refused."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 
@@ -122,3 +125,36 @@ def test_bad_keys_are_invalid_argument(
         client.start_workflow("echo", 1, **keys)  # type: ignore[arg-type]
     assert raised.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert message in raised.value.message
+
+
+def test_the_cli_starts_with_keys(shared: Cluster, client: Client) -> None:
+    def start(value: int) -> dict[str, object]:
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "perdure.cli",
+                "workflow",
+                "start",
+                "echo",
+                "--input",
+                str(value),
+                "--debounce-key",
+                "cli-key",
+                "--debounce-window",
+                "1500ms",
+                "--address",
+                shared.gateway,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr
+        answer: dict[str, object] = json.loads(done.stdout)
+        return answer
+
+    first, second = start(1), start(2)
+    assert second["workflow_id"] == first["workflow_id"] and second.get("debounced") is True
+    described = client.wait(str(first["workflow_id"]), timeout=WAIT)
+    assert result_of(described)["input"] == 2

@@ -14,6 +14,7 @@ from perdure.cli import (
     dev_cmd,
     keys_cmd,
     migrate_cmd,
+    pause_cmd,
     replay_cmd,
     workers_cmd,
     workflow_cmd,
@@ -88,6 +89,7 @@ def _command(args_list: list[str]) -> int:
     migrate_cmd.add_parser(subparsers)
     replay_cmd.add_parser(subparsers)
     workers_cmd.add_parser(subparsers)
+    pause_cmd.add_parser(subparsers)
     args = parser.parse_args(args_list)
     if args.group == "dev":
         return dev_cmd.run(args)
@@ -101,6 +103,8 @@ def _command(args_list: list[str]) -> int:
         return replay_cmd.run(args)
     if args.group == "workers":
         return workers_cmd.run(args)
+    if args.group in pause_cmd.GROUPS:
+        return pause_cmd.run(args)
     return workflow_cmd.run(args)
 
 
