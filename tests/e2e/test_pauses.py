@@ -20,6 +20,7 @@ from perdure.api.admin.v1 import admin_service_pb2 as admin
 from perdure.api.admin.v1 import admin_service_pb2_grpc as admingrpc
 from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.client import Client
+from tests.fixtures.browser import TIMEOUT_MS, VIEWPORT, chromium, screenshot
 from tests.fixtures.cluster import Cluster, wait_until
 from tests.fixtures.postgres import Databases
 from tests.fixtures.runs import result_of
@@ -264,4 +265,39 @@ def test_the_cli_pauses_and_unpauses_runs_types_and_queues(
     assert perdure(paused_cluster, "workflow", "unpause", run) == f"{run}: unpaused\n"
     assert perdure(paused_cluster, "workflow", "unpause", run) == f"{run}: was not paused\n"
     assert perdure(paused_cluster, "pauses") == ""
+    client.terminate(run)
+
+
+def test_the_web_ui_shows_pauses_and_pauses_a_run(
+    paused_cluster: Cluster, client: Client, admin_api: admingrpc.AdminServiceStub
+) -> None:
+    from playwright.sync_api import expect
+
+    run = client.start_workflow("sleeper", {"seconds": 3600}).workflow_id
+    with chromium() as browser:
+        expect.set_options(timeout=TIMEOUT_MS)
+        page = browser.new_context(viewport=VIEWPORT).new_page()
+        page.goto(f"http://{paused_cluster.http_address}/#/workflows/{run}")
+        card = page.get_by_test_id("pause-card")
+        expect(card.get_by_test_id("pause-state")).to_have_text("Not paused.")
+        card.get_by_role("button", name="Pause run").click()
+        expect(page.get_by_test_id("paused-tag")).to_have_text("paused (this run)")
+        expect(card.get_by_test_id("pause-holders")).to_contain_text(f"By this run ({run})")
+        assert [p.name for p in client.describe(run).pauses] == [run]
+
+        admin_api.Pause(admin.PauseRequest(workflow_type="sleeper"), timeout=30)
+        page.goto(f"http://{paused_cluster.http_address}/#/?prefix={run}")
+        row = page.locator(f'[data-workflow-id="{run}"]')
+        expect(row.get_by_test_id("paused-tag")).to_have_text(
+            "paused (this run, its workflow type)"
+        )
+        admin_api.Unpause(admin.UnpauseRequest(workflow_type="sleeper"), timeout=30)
+        expect(row.get_by_test_id("paused-tag")).to_have_text("paused (this run)")
+
+        page.goto(f"http://{paused_cluster.http_address}/#/workflows/{run}")
+        card.get_by_role("button", name="Unpause run").click()
+        expect(page.get_by_test_id("paused-tag")).to_have_count(0)
+        expect(card.get_by_test_id("pause-state")).to_have_text("Not paused.")
+        screenshot(page, "pauses-run-page")
+    assert not client.describe(run).pauses
     client.terminate(run)
