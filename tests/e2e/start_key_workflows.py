@@ -17,3 +17,11 @@ async def echo(ctx: WorkflowContext, args: Any) -> dict[str, Any]:
 @workflow
 async def long_wait(ctx: WorkflowContext, args: Any) -> None:
     await ctx.sleep(3600)
+
+
+@workflow
+async def continues_once(ctx: WorkflowContext, args: Any) -> None:
+    """Continues as new once, then waits long: a chain of two runs."""
+    if not args.get("continued"):
+        await ctx.continue_as_new({"continued": True})
+    await ctx.sleep(3600)

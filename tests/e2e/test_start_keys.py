@@ -19,7 +19,7 @@ from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.api.workflow.v1 import workflow_service_pb2 as api
 from perdure.client import Client, InvalidRequestError
 from perdure.worker._payload import from_payload
-from tests.fixtures.cluster import Cluster
+from tests.fixtures.cluster import Cluster, wait_until
 from tests.fixtures.runs import result_of
 
 MODULE = "tests.e2e.start_key_workflows"
@@ -158,3 +158,16 @@ def test_the_cli_starts_with_keys(shared: Cluster, client: Client) -> None:
     assert second["workflow_id"] == first["workflow_id"] and second.get("debounced") is True
     described = client.wait(str(first["workflow_id"]), timeout=WAIT)
     assert result_of(described)["input"] == 2
+
+
+def test_a_singleton_chain_keeps_its_key_when_it_continues_as_new(client: Client) -> None:
+    first = client.start_workflow("continues_once", {}, singleton_key="chained")
+    wait_until(
+        lambda: client.describe(first.workflow_id).workflow.run_number == 2,
+        WAIT,
+        "the run continued as new",
+    )
+    again = client.start_workflow("continues_once", {}, singleton_key="chained")
+    assert (again.workflow_id, again.singleton, again.started) == (first.workflow_id, True, False)
+    assert again.run_id != first.run_id
+    client.terminate(first.workflow_id)

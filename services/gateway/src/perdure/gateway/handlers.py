@@ -24,7 +24,7 @@ from perdure.gateway import validate
 from perdure.gateway.builds import BuildsAdmin
 from perdure.gateway.forwarding import in_namespace, vouched
 from perdure.gateway.live import LiveCalls
-from perdure.gateway.pauses import PausesAdmin, holding, list_pauses
+from perdure.gateway.pauses import PausesAdmin, holding, pauses_for_describe
 from perdure.internal.history.v1 import history_service_pb2 as hpb
 from perdure.internal.history.v1 import history_service_pb2_grpc as hgrpc
 from perdure.internal.scheduler.v1 import scheduler_service_pb2 as spb
@@ -94,7 +94,7 @@ class WorkflowServicer(LiveCalls, apigrpc.WorkflowServiceServicer):
             self._forward(
                 "DescribeWorkflow", in_namespace(request, namespace), api.DescribeWorkflowResponse
             ),
-            list_pauses(self._scheduler, namespace),
+            pauses_for_describe(self._scheduler, namespace),
         )
         described.pauses.extend(holding(described.workflow, pauses))
         return described

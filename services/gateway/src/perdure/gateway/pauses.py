@@ -4,6 +4,7 @@ hold a run, read from the scheduler beside history's answer."""
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, Any
 
 import grpc
@@ -24,6 +25,8 @@ if TYPE_CHECKING:
 
 Context = grpc.aio.ServicerContext[Any, Any]
 DOWNSTREAM_TIMEOUT = 30.0
+DESCRIBE_PAUSES_TIMEOUT = 2.0
+log = logging.getLogger(__name__)
 OPEN_STATUSES = (wpb.WORKFLOW_STATUS_RUNNING, wpb.WORKFLOW_STATUS_WAITING)
 
 
@@ -54,13 +57,27 @@ def holding(run: wpb.WorkflowInfo, pauses: list[wpb.Pause]) -> list[wpb.Pause]:
     return [p for p in pauses if names.get(p.scope) == p.name]
 
 
-async def list_pauses(scheduler: sgrpc.SchedulerServiceStub, namespace: str) -> list[wpb.Pause]:
-    """The namespace's pauses in force."""
+async def list_pauses(
+    scheduler: sgrpc.SchedulerServiceStub, namespace: str, deadline: float = DOWNSTREAM_TIMEOUT
+) -> list[wpb.Pause]:
+    """The namespace's pauses in force (the call's deadline in seconds)."""
     scoped = admin.ListPausesRequest(namespace=namespace)
     answer: spb.ListPausesResponse = await scheduler.ListPauses(
-        spb.ListPausesRequest(request=scoped), timeout=DOWNSTREAM_TIMEOUT
+        spb.ListPausesRequest(request=scoped), timeout=deadline
     )
     return list(answer.response.pauses)
+
+
+async def pauses_for_describe(
+    scheduler: sgrpc.SchedulerServiceStub, namespace: str
+) -> list[wpb.Pause]:
+    """The namespace's pauses, or none when the scheduler does not answer soon: describe reads
+    history alone otherwise, and must keep working while the scheduler is away (logged)."""
+    try:
+        return await list_pauses(scheduler, namespace, deadline=DESCRIBE_PAUSES_TIMEOUT)
+    except grpc.aio.AioRpcError as error:
+        log.warning("describe without its pauses: the scheduler did not answer (%s)", error.code())
+        return []
 
 
 class PausesAdmin:

@@ -35,7 +35,7 @@ ARCHIVED = store.ARCHIVE_KEY.format(run_id="run_id")  # the key of a run a newer
 # and a signal or a close waiting for it then finds the run that holds the key.
 LOCK_LATEST = """
 SELECT workflow_id, run_id, run_number, fence, status, workflow_type, task_queue, input,
-       input_encoding, deadline, request_id
+       input_encoding, deadline, request_id, singleton_key
 FROM history.workflows WHERE workflow_id = %s FOR UPDATE
 """
 
@@ -226,6 +226,8 @@ class Chains(JournalBase):
                 payload_in(params, "payload"),
                 run_id=new_run_id(),
                 deadline=latest["deadline"],
+                # A singleton chain stays its key's one open run.
+                keys=StartKeys(singleton_key=latest["singleton_key"]),
             )
             await self._next_run(conn, latest, next_run, carry_signals=True)
         return closed

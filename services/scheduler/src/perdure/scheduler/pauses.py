@@ -60,6 +60,8 @@ DELETE FROM scheduler.pauses
 WHERE namespace = %(namespace)s AND scope = %(scope)s AND name = %(name)s
 """
 
+COUNT_PAUSES = "SELECT namespace, scope, count(*) FROM scheduler.pauses GROUP BY namespace, scope"
+
 SELECT_PAUSES = """
 SELECT scope, name, reason, paused_by, paused_at FROM scheduler.pauses
 WHERE namespace = %s ORDER BY paused_at, scope, name
@@ -133,6 +135,12 @@ class Pauses:
         async with self._pool.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
             await cur.execute(SELECT_PAUSES, [namespace])
             return [_row(row) for row in await cur.fetchall()]
+
+    async def pause_counts(self) -> dict[tuple[str, str], int]:
+        """How many pauses stand, per namespace and scope."""
+        async with self._pool.connection() as conn:
+            cur = await conn.execute(COUNT_PAUSES)
+            return {(str(ns), str(scope)): int(n) for ns, scope, n in await cur.fetchall()}
 
     async def declared(self, namespace: str, scope: Scope, name: str) -> bool:
         """Whether a worker ever declared a workflow type or a (stored) task queue in the
