@@ -40,3 +40,18 @@ async def sleeper(ctx: WorkflowContext, args: dict[str, Any]) -> str:
     await ctx.sleep(args["seconds"])
     woke = await ctx.now()
     return woke.isoformat()
+
+
+def _slow(seconds: float) -> str:
+    import time
+
+    time.sleep(seconds)
+    return "slow done"
+
+
+@workflow
+async def slow_then_tick(ctx: WorkflowContext, args: dict[str, Any]) -> list[Any]:
+    """A slow step, a timer that suspends the run, then a quick step."""
+    slow = await ctx.step("slow", _slow, args["seconds"])
+    await ctx.sleep(0.5)
+    return [slow, await ctx.step("after", _tick, 1)]

@@ -301,3 +301,24 @@ def test_the_web_ui_shows_pauses_and_pauses_a_run(
         screenshot(page, "pauses-run-page")
     assert not client.describe(run).pauses
     client.terminate(run)
+
+
+def test_a_step_running_at_the_pause_finishes_and_is_recorded(
+    paused_cluster: Cluster, client: Client, admin_api: admingrpc.AdminServiceStub
+) -> None:
+    run = client.start_workflow("slow_then_tick", {"seconds": 2.0}).workflow_id
+
+    def events(kind: int) -> list[wf.HistoryEvent]:
+        return [e for e in client.history(run) if e.event_type == kind]
+
+    wait_until(lambda: events(wf.EVENT_TYPE_STEP_ATTEMPT_STARTED), WAIT, "the slow step running")
+    admin_api.Pause(admin.PauseRequest(workflow_id=run), timeout=30)
+    # The lease held at the pause runs on: the step completes and the run suspends on its
+    # timer, recorded; then nothing more is granted.
+    settled = settled_while_paused(paused_cluster, [run])
+    assert [e.step_id for e in events(wf.EVENT_TYPE_STEP_COMPLETED)] == ["slow"]
+    assert client.describe(run).workflow.status == wf.WORKFLOW_STATUS_WAITING
+    assert grants(paused_cluster, [run]) == (settled, 0)
+
+    admin_api.Unpause(admin.UnpauseRequest(workflow_id=run), timeout=30)
+    assert result_of(client.wait(run, timeout=WAIT)) == ["slow done", 1]
