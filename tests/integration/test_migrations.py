@@ -54,6 +54,7 @@ FILES = {
         "0018_step_attempt_indexes.sql",
         "0019_status_notifications.sql",
         "0020_emit_in_one_statement.sql",
+        "0022_start_keys.sql",
     ],
     "perdure.scheduler": [
         "0001_init.sql",
@@ -64,9 +65,17 @@ FILES = {
         "0006_sticky.sql",
         "0007_run_numbers.sql",
         "0008_builds.sql",
+        "0010_pauses.sql",
     ],
 }
-SCHEDULER_TABLES = {"schema_migrations", "tasks", "workflow_types", "builds", "workflow_policies"}
+SCHEDULER_TABLES = {
+    "schema_migrations",
+    "tasks",
+    "workflow_types",
+    "builds",
+    "workflow_policies",
+    "pauses",
+}
 
 
 @pytest.fixture
