@@ -16,6 +16,8 @@ from perdure.common import errors
 from perdure.common.auth import current_principal
 from perdure.common.reasons import Reason
 from perdure.gateway import validate
+from perdure.gateway.forwarding import vouched
+from perdure.internal.history.v1 import history_service_pb2 as hpb
 from perdure.internal.history.v1 import history_service_pb2_grpc as hgrpc
 from perdure.internal.scheduler.v1 import scheduler_service_pb2 as spb
 from perdure.internal.scheduler.v1 import scheduler_service_pb2_grpc as sgrpc
@@ -128,15 +130,13 @@ class PausesAdmin:
     async def _require_open(self, namespace: str, workflow_id: str) -> None:
         """NOT_FOUND for an unknown id, FAILED_PRECONDITION for a closed run: a pause of a
         closed run would hold nothing and mislead."""
-        from perdure.gateway.handlers import forward  # the same forwarding as every call
-
-        described = await forward(
-            self._history,
-            "DescribeWorkflow",
-            api.DescribeWorkflowRequest(workflow_id=workflow_id, namespace=namespace),
-            api.DescribeWorkflowResponse,
+        asked = api.DescribeWorkflowRequest(workflow_id=workflow_id, namespace=namespace)
+        described: hpb.DescribeWorkflowResponse = await self._history.DescribeWorkflow(
+            hpb.DescribeWorkflowRequest(request=asked),
+            timeout=DOWNSTREAM_TIMEOUT,
+            metadata=vouched(),
         )
-        status = described.workflow.status
+        status = described.response.workflow.status
         if status not in OPEN_STATUSES:
             raise errors.failed_precondition(
                 Reason.WORKFLOW_CLOSED,
