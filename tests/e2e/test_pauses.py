@@ -209,6 +209,18 @@ def test_pausing_is_idempotent_and_refuses_what_does_not_exist(
     assert again.pause.reason == "look" and again.pause.pause_time == first.pause.pause_time
     assert admin_api.Unpause(admin.UnpauseRequest(workflow_id=run), timeout=30).changed
     assert not admin_api.Unpause(admin.UnpauseRequest(workflow_id=run), timeout=30).changed
+    # Every call is in the audit log, newest first, the repeated ones too.
+    logged = [
+        (e.action, e.details["scope"], e.details["reason"], e.details["changed"])
+        for e in admin_api.ListAuditEvents(admin.ListAuditEventsRequest(), timeout=30).events
+        if e.target == run
+    ]
+    assert logged == [
+        ("UNPAUSED", "PAUSE_SCOPE_WORKFLOW", "", False),
+        ("UNPAUSED", "PAUSE_SCOPE_WORKFLOW", "", True),
+        ("PAUSED", "PAUSE_SCOPE_WORKFLOW", "other", False),
+        ("PAUSED", "PAUSE_SCOPE_WORKFLOW", "look", True),
+    ]
 
     def refused(request: admin.PauseRequest) -> grpc.RpcError:
         with pytest.raises(grpc.RpcError) as raised:

@@ -125,7 +125,8 @@ class AdminServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def ListAuditEvents(self, request, context):
-        """Reads the namespace's audit log, newest first: key management, cancel and terminate.
+        """Reads the namespace's audit log, newest first: key management, cancel and terminate,
+        resume, reset and fork, pause and unpause.
         Errors: INVALID_ARGUMENT (INVALID_REQUEST, INVALID_PAGE_TOKEN).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)

@@ -47,6 +47,15 @@ def _target(request: admin.PauseRequest | admin.UnpauseRequest) -> None:
         )
 
 
+def _scope_of(request: admin.UnpauseRequest) -> tuple[wpb.PauseScope, str]:
+    """The scope and name an (validated) unpause names."""
+    if request.workflow_id:
+        return wpb.PAUSE_SCOPE_WORKFLOW, request.workflow_id
+    if request.workflow_type:
+        return wpb.PAUSE_SCOPE_WORKFLOW_TYPE, request.workflow_type
+    return wpb.PAUSE_SCOPE_TASK_QUEUE, request.task_queue
+
+
 def holding(run: wpb.WorkflowInfo, pauses: list[wpb.Pause]) -> list[wpb.Pause]:
     """The pauses that hold an open run back: its workflow id's, its type's, its queue's."""
     if run.status not in OPEN_STATUSES:
@@ -104,6 +113,10 @@ class PausesAdmin:
             spb.PauseRequest(request=scoped, paused_by=principal.key_id if principal else ""),
             timeout=DOWNSTREAM_TIMEOUT,
         )
+        pause = answer.response.pause
+        await self._audit(
+            namespace, True, pause.scope, pause.name, request.reason, answer.response.changed
+        )
         return answer.response
 
     @errors.unary
@@ -118,6 +131,8 @@ class PausesAdmin:
         answer: spb.UnpauseResponse = await self._scheduler.Unpause(
             spb.UnpauseRequest(request=scoped), timeout=DOWNSTREAM_TIMEOUT
         )
+        scope, name = _scope_of(request)
+        await self._audit(namespace, False, scope, name, "", answer.response.changed)
         return answer.response
 
     @errors.unary
@@ -126,6 +141,27 @@ class PausesAdmin:
     ) -> admin.ListPausesResponse:
         namespace = self._callers.admit(context, request.namespace)
         return admin.ListPausesResponse(pauses=await list_pauses(self._scheduler, namespace))
+
+    async def _audit(
+        self,
+        namespace: str,
+        paused: bool,
+        scope: wpb.PauseScope,
+        name: str,
+        reason: str,
+        changed: bool,
+    ) -> None:
+        """Log the call in history's audit log (after the scheduler answered: a failure here
+        fails the call, and its retry, which changes nothing more, is logged)."""
+        audited = hpb.AuditPauseRequest(
+            namespace=namespace,
+            paused=paused,
+            scope=scope,
+            name=name,
+            reason=reason,
+            changed=changed,
+        )
+        await self._history.AuditPause(audited, timeout=DOWNSTREAM_TIMEOUT, metadata=vouched())
 
     async def _require_open(self, namespace: str, workflow_id: str) -> None:
         """NOT_FOUND for an unknown id, FAILED_PRECONDITION for a closed run: a pause of a
