@@ -311,6 +311,21 @@ def test_the_web_ui_shows_pauses_and_pauses_a_run(
         expect(page.get_by_test_id("paused-tag")).to_have_count(0)
         expect(card.get_by_test_id("pause-state")).to_have_text("Not paused.")
         screenshot(page, "pauses-run-page")
+
+        # The workers page pauses a type and lists it, with its Unpause button.
+        page.goto(f"http://{paused_cluster.http_address}/#/workers")
+        form = page.get_by_test_id("pause-form")
+        form.get_by_label("Pause").select_option("task_queue")
+        form.get_by_placeholder("name").fill(QUEUE)
+        form.get_by_label("Reason").fill("from the page")
+        form.get_by_role("button", name="Pause").click()
+        row = page.get_by_test_id("pause-row")
+        expect(row).to_contain_text(QUEUE)
+        expect(row).to_contain_text("from the page")
+        listed = admin_api.ListPauses(admin.ListPausesRequest(), timeout=30).pauses
+        assert [(p.scope, p.name) for p in listed] == [(wf.PAUSE_SCOPE_TASK_QUEUE, QUEUE)]
+        row.get_by_role("button", name="Unpause").click()
+        expect(page.get_by_test_id("pauses-table-empty")).to_be_visible()
     assert not client.describe(run).pauses
     client.terminate(run)
 

@@ -1,10 +1,11 @@
 // Pauses (AdminService.Pause, /v1/pauses): what holds a run back from its workers, as a tag
-// for the list and a card for the run's page, where an operator pauses and unpauses the run.
+// for the list and a card for the run's page, where an operator pauses and unpauses the run,
+// and the workers page's section of every pause, where types and queues are paused.
 
-import { api } from "./api.js";
-import { fill, h, toast } from "./dom.js";
+import { api, errorText } from "./api.js";
+import { fill, h, section, toast } from "./dom.js";
 import { messageRegion, withBusy } from "./forms.js";
-import { OPEN_STATUSES } from "./format.js";
+import { OPEN_STATUSES, timeEl } from "./format.js";
 
 const SCOPE_WORDS = {
   PAUSE_SCOPE_WORKFLOW: "this run",
@@ -72,4 +73,56 @@ export function pauseCard(id, changed) {
       button.textContent = own ? "Unpause run" : "Pause run";
     },
   };
+}
+
+const SCOPE_FIELDS = {
+  PAUSE_SCOPE_WORKFLOW: "workflow_id",
+  PAUSE_SCOPE_WORKFLOW_TYPE: "workflow_type",
+  PAUSE_SCOPE_TASK_QUEUE: "task_queue",
+};
+
+/** The Pauses section of the workers page: the pauses in force, each with its Unpause button,
+ * and a form that pauses a workflow type or a task queue; `changed()` after either. */
+export function pausesSection(pauses, changed) {
+  const send = async (path, body, text) => {
+    try {
+      await api("POST", path, { body });
+      toast(text);
+      changed();
+    } catch (error) {
+      toast(errorText(error), "error");
+    }
+  };
+  const rows = pauses.map((pause) => {
+    const target = { [SCOPE_FIELDS[pause.scope]]: pause.name };
+    const unpause = h("button", { type: "button", class: "btn", "data-testid": "unpause-button" }, "Unpause");
+    unpause.addEventListener("click", () => send("/v1/pauses/unpause", target, `${pause.name}: unpaused`));
+    return h("tr", { "data-testid": "pause-row" },
+      h("td", {}, SCOPE_WORDS[pause.scope]?.replace(/^(this|its) /, "") ?? pause.scope),
+      h("td", { class: "mono" }, pause.name), h("td", {}, timeEl(pause.pause_time)),
+      h("td", {}, pause.reason || "—"), h("td", { class: "mono" }, pause.paused_by || "—"),
+      h("td", {}, unpause));
+  });
+  const scope = h("select", { id: "pause-scope", name: "scope" },
+    h("option", { value: "workflow_type" }, "Workflow type"),
+    h("option", { value: "task_queue" }, "Task queue"));
+  const name = h("input", { id: "pause-name", type: "text", required: true, autocomplete: "off", spellcheck: "false", placeholder: "name" });
+  const reason = h("input", { id: "pause-reason", type: "text", autocomplete: "off", placeholder: "why (optional)" });
+  const form = h("form", { class: "row", "data-testid": "pause-form" },
+    h("label", { for: "pause-scope" }, "Pause"), scope, name,
+    h("label", { for: "pause-reason" }, "Reason"), reason,
+    h("button", { type: "submit", class: "btn btn-warn" }, "Pause"));
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    const body = { [scope.value]: name.value.trim(), reason: reason.value };
+    send("/v1/pauses", body, `${name.value.trim()}: paused`);
+  });
+  return section("Pauses", { id: "pauses" },
+    h("p", { class: "hint" }, "Nothing a pause holds is granted to a worker; tasks already running finish."),
+    rows.length
+      ? h("div", { class: "table-wrap" }, h("table", { class: "runs", "data-testid": "pauses-table" },
+        h("thead", {}, h("tr", {}, ["Scope", "Name", "Since", "Reason", "By", ""].map((title) => h("th", { scope: "col" }, title)))),
+        h("tbody", {}, rows)))
+      : h("p", { class: "muted", "data-testid": "pauses-table-empty" }, "None."),
+    form);
 }
