@@ -322,6 +322,7 @@ def test_the_web_ui_shows_pauses_and_pauses_a_run(
         row = page.get_by_test_id("pause-row")
         expect(row).to_contain_text(QUEUE)
         expect(row).to_contain_text("from the page")
+        screenshot(page, "pauses-workers-page", full_page=True)
         listed = admin_api.ListPauses(admin.ListPausesRequest(), timeout=30).pauses
         assert [(p.scope, p.name) for p in listed] == [(wf.PAUSE_SCOPE_TASK_QUEUE, QUEUE)]
         row.get_by_role("button", name="Unpause").click()
