@@ -8,9 +8,12 @@ import signal
 from collections.abc import Callable
 from pathlib import Path
 
+import grpc
 import pytest
 import requests
 
+from perdure.api.admin.v1 import admin_service_pb2 as admin
+from perdure.api.admin.v1 import admin_service_pb2_grpc as admingrpc
 from perdure.api.workflow.v1 import workflow_pb2 as wf
 from tests.e2e.blocking import WAIT, start_blocked, started
 from tests.fixtures.cluster import Cluster, wait_until
@@ -405,6 +408,17 @@ def test_metrics_add_up_after_a_scripted_run(
     )
     otlp_receiver.wait_for_metric(
         "perdure.task_queue.backlog", lambda n: n == 0, WAIT, "an empty backlog"
+    )
+    with grpc.insecure_channel(cluster.gateway) as channel:
+        admingrpc.AdminServiceStub(channel).Pause(
+            admin.PauseRequest(workflow_type="five_steps"), timeout=WAIT
+        )
+    otlp_receiver.wait_for_metric(
+        "perdure.pauses",
+        lambda n: n == 1,
+        WAIT,
+        "a pause of a workflow type",
+        where={"perdure.pause.scope": "workflow_type"},
     )
     five = {"perdure.workflow.type": "five_steps", "perdure.step.outcome": "completed"}
     attempts = otlp_receiver.wait_for_metric(

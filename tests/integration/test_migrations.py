@@ -55,6 +55,7 @@ FILES = {
         "0019_status_notifications.sql",
         "0020_emit_in_one_statement.sql",
         "0023_flow_control.sql",
+        "0022_start_keys.sql",
     ],
     "perdure.scheduler": [
         "0001_init.sql",
@@ -66,6 +67,7 @@ FILES = {
         "0007_run_numbers.sql",
         "0008_builds.sql",
         "0009_flow_control.sql",
+        "0010_pauses.sql",
     ],
 }
 SCHEDULER_TABLES = {
@@ -78,6 +80,7 @@ SCHEDULER_TABLES = {
     "flow_limits",
     "budgets",
     "reservations",
+    "pauses",
 }
 
 

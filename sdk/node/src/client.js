@@ -59,16 +59,23 @@ export class Client {
    * sent.
    * @param {string} workflowType
    * @param {any} [input]
+   * `debounceKey` with `debounceWindow` (seconds) joins the key's pending run instead (it takes
+   * this input and waits the window again: `debounced` in the answer); `singletonKey` returns
+   * the key's open run if there is one (`singleton`).
    * @param {{workflowId?: string, taskQueue?: string, executionTimeout?: number, idReusePolicy?: string,
    *   requestId?: string, keys?: string[], priority?: number, fairnessKey?: string,
-   *   budget?: {units?: number | bigint, costMicros?: number | bigint}, onBudgetExceeded?: 'wait' | 'fail'}} [options]
-   * @returns {Promise<{workflow_id: string, started: boolean, status: string, run_id: string}>}
+   *   budget?: {units?: number | bigint, costMicros?: number | bigint}, onBudgetExceeded?: 'wait' | 'fail',
+   *   debounceKey?: string, debounceWindow?: number, singletonKey?: string}} [options]
+   * @returns {Promise<{workflow_id: string, started: boolean, status: string, run_id: string,
+   *   debounced: boolean, singleton: boolean}>}
    */
-  startWorkflow(workflowType, input = null, { workflowId = '', taskQueue = '', executionTimeout, idReusePolicy = 'ID_REUSE_POLICY_UNSPECIFIED', requestId = '', ...flowOptions } = {}) {
+  startWorkflow(workflowType, input = null, { workflowId = '', taskQueue = '', executionTimeout, idReusePolicy = 'ID_REUSE_POLICY_UNSPECIFIED', requestId = '', debounceKey = '', debounceWindow, singletonKey = '', ...flowOptions } = {}) {
     const flow = runFlow(flowOptions);
     const request = this._startRequest(workflowType, workflowId || randomUUID(), taskQueue, input, executionTimeout);
     if (flow) request.flow = flow;
-    return this._unary('StartWorkflow', { ...request, id_reuse_policy: idReusePolicy, request_id: requestId || randomUUID() });
+    const keys = { debounce_key: debounceKey, singleton_key: singletonKey };
+    if (debounceWindow !== undefined && debounceWindow !== null) keys.debounce_window = toDuration(debounceWindow);
+    return this._unary('StartWorkflow', { ...request, ...keys, id_reuse_policy: idReusePolicy, request_id: requestId || randomUUID() });
   }
 
   /**

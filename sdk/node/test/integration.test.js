@@ -569,6 +569,22 @@ test('the client starts, signals, queries, describes, lists and cancels runs, an
     const { workflow_id: open } = await client.startWorkflow('doomed', null, { taskQueue });
     await assert.rejects(client.wait(open, { timeout: 0.2 }), WaitTimeoutError);
     await client.terminate(open, 'cleanup');
+
+    // Debounce: the second start joins the first's run, whose code sees the second's input.
+    const debounce = { taskQueue, debounceKey: `greet-${randomUUID()}`, debounceWindow: 0.5 };
+    const pending = await client.startWorkflow('greet', { salutation: 'hi' }, debounce);
+    const joined = await client.startWorkflow('greet', { salutation: 'hey' }, debounce);
+    assert.equal(joined.workflow_id, pending.workflow_id);
+    assert.equal(joined.debounced, true);
+    await client.signal(pending.workflow_id, 'name', 'Bo');
+    assert.equal((await client.result(pending.workflow_id, { timeout: 30 })).greeting, 'hey, Bo');
+    // Singleton: a start while the key's run is open returns it.
+    const singleton = { taskQueue, singletonKey: `doomed-${randomUUID()}` };
+    const only = await client.startWorkflow('doomed', null, singleton);
+    const same = await client.startWorkflow('doomed', null, singleton);
+    assert.equal(same.workflow_id, only.workflow_id);
+    assert.equal(same.singleton, true);
+    await client.terminate(only.workflow_id, 'cleanup');
   } finally {
     await stop();
     client.close();

@@ -3,6 +3,7 @@ import datetime
 from google.protobuf import struct_pb2 as _struct_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from perdure.api.common.v1 import flow_pb2 as _flow_pb2
+from perdure.api.workflow.v1 import workflow_pb2 as _workflow_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
@@ -361,3 +362,55 @@ class ListBudgetsResponse(_message.Message):
     BUDGETS_FIELD_NUMBER: _ClassVar[int]
     budgets: _containers.RepeatedCompositeFieldContainer[BudgetInfo]
     def __init__(self, budgets: _Optional[_Iterable[_Union[BudgetInfo, _Mapping]]] = ...) -> None: ...
+
+class PauseRequest(_message.Message):
+    __slots__ = ("namespace", "workflow_id", "workflow_type", "task_queue", "reason")
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    WORKFLOW_ID_FIELD_NUMBER: _ClassVar[int]
+    WORKFLOW_TYPE_FIELD_NUMBER: _ClassVar[int]
+    TASK_QUEUE_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    namespace: str
+    workflow_id: str
+    workflow_type: str
+    task_queue: str
+    reason: str
+    def __init__(self, namespace: _Optional[str] = ..., workflow_id: _Optional[str] = ..., workflow_type: _Optional[str] = ..., task_queue: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class PauseResponse(_message.Message):
+    __slots__ = ("pause", "changed")
+    PAUSE_FIELD_NUMBER: _ClassVar[int]
+    CHANGED_FIELD_NUMBER: _ClassVar[int]
+    pause: _workflow_pb2.Pause
+    changed: bool
+    def __init__(self, pause: _Optional[_Union[_workflow_pb2.Pause, _Mapping]] = ..., changed: _Optional[bool] = ...) -> None: ...
+
+class UnpauseRequest(_message.Message):
+    __slots__ = ("namespace", "workflow_id", "workflow_type", "task_queue")
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    WORKFLOW_ID_FIELD_NUMBER: _ClassVar[int]
+    WORKFLOW_TYPE_FIELD_NUMBER: _ClassVar[int]
+    TASK_QUEUE_FIELD_NUMBER: _ClassVar[int]
+    namespace: str
+    workflow_id: str
+    workflow_type: str
+    task_queue: str
+    def __init__(self, namespace: _Optional[str] = ..., workflow_id: _Optional[str] = ..., workflow_type: _Optional[str] = ..., task_queue: _Optional[str] = ...) -> None: ...
+
+class UnpauseResponse(_message.Message):
+    __slots__ = ("changed",)
+    CHANGED_FIELD_NUMBER: _ClassVar[int]
+    changed: bool
+    def __init__(self, changed: _Optional[bool] = ...) -> None: ...
+
+class ListPausesRequest(_message.Message):
+    __slots__ = ("namespace",)
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    namespace: str
+    def __init__(self, namespace: _Optional[str] = ...) -> None: ...
+
+class ListPausesResponse(_message.Message):
+    __slots__ = ("pauses",)
+    PAUSES_FIELD_NUMBER: _ClassVar[int]
+    pauses: _containers.RepeatedCompositeFieldContainer[_workflow_pb2.Pause]
+    def __init__(self, pauses: _Optional[_Iterable[_Union[_workflow_pb2.Pause, _Mapping]]] = ...) -> None: ...

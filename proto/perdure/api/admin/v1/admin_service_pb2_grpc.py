@@ -107,6 +107,21 @@ class AdminServiceStub:
                 request_serializer=perdure_dot_api_dot_admin_dot_v1_dot_admin__service__pb2.ListBudgetsRequest.SerializeToString,
                 response_deserializer=perdure_dot_api_dot_admin_dot_v1_dot_admin__service__pb2.ListBudgetsResponse.FromString,
                 _registered_method=True)
+        self.Pause = channel.unary_unary(
+                '/perdure.api.admin.v1.AdminService/Pause',
+                request_serializer=perdure_dot_api_dot_admin_dot_v1_dot_admin__service__pb2.PauseRequest.SerializeToString,
+                response_deserializer=perdure_dot_api_dot_admin_dot_v1_dot_admin__service__pb2.PauseResponse.FromString,
+                _registered_method=True)
+        self.Unpause = channel.unary_unary(
+                '/perdure.api.admin.v1.AdminService/Unpause',
+                request_serializer=perdure_dot_api_dot_admin_dot_v1_dot_admin__service__pb2.UnpauseRequest.SerializeToString,
+                response_deserializer=perdure_dot_api_dot_admin_dot_v1_dot_admin__service__pb2.UnpauseResponse.FromString,
+                _registered_method=True)
+        self.ListPauses = channel.unary_unary(
+                '/perdure.api.admin.v1.AdminService/ListPauses',
+                request_serializer=perdure_dot_api_dot_admin_dot_v1_dot_admin__service__pb2.ListPausesRequest.SerializeToString,
+                response_deserializer=perdure_dot_api_dot_admin_dot_v1_dot_admin__service__pb2.ListPausesResponse.FromString,
+                _registered_method=True)
 
 
 class AdminServiceServicer:
@@ -140,7 +155,8 @@ class AdminServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def ListAuditEvents(self, request, context):
-        """Reads the namespace's audit log, newest first: key management, cancel and terminate.
+        """Reads the namespace's audit log, newest first: key management, cancel and terminate,
+        resume, reset and fork, pause and unpause.
         Errors: INVALID_ARGUMENT (INVALID_REQUEST, INVALID_PAGE_TOKEN).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -231,6 +247,34 @@ class AdminServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Pause(self, request, context):
+        """Pauses a workflow id, a workflow type or a task queue (exactly one; needs an operator
+        key): from the next scheduling round no task it holds is granted to a worker. Tasks
+        already leased run on and finish; timers become due and wait. Pausing what is paused
+        already changes nothing and answers OK (changed: false).
+        Errors: INVALID_ARGUMENT (INVALID_REQUEST), NOT_FOUND (WORKFLOW_NOT_FOUND,
+        WORKFLOW_TYPE_NOT_REGISTERED, TASK_QUEUE_NOT_FOUND), FAILED_PRECONDITION (WORKFLOW_CLOSED).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Unpause(self, request, context):
+        """Lifts a pause (needs an operator key): what it held is grantable at once. Unpausing what is
+        not paused changes nothing and answers OK (changed: false).
+        Errors: INVALID_ARGUMENT (INVALID_REQUEST).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListPauses(self, request, context):
+        """Lists the namespace's pauses in force, oldest first (needs a reader key).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -303,6 +347,21 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     servicer.ListBudgets,
                     request_deserializer=perdure_dot_api_dot_admin_dot_v1_dot_admin__service__pb2.ListBudgetsRequest.FromString,
                     response_serializer=perdure_dot_api_dot_admin_dot_v1_dot_admin__service__pb2.ListBudgetsResponse.SerializeToString,
+            ),
+            'Pause': grpc.unary_unary_rpc_method_handler(
+                    servicer.Pause,
+                    request_deserializer=perdure_dot_api_dot_admin_dot_v1_dot_admin__service__pb2.PauseRequest.FromString,
+                    response_serializer=perdure_dot_api_dot_admin_dot_v1_dot_admin__service__pb2.PauseResponse.SerializeToString,
+            ),
+            'Unpause': grpc.unary_unary_rpc_method_handler(
+                    servicer.Unpause,
+                    request_deserializer=perdure_dot_api_dot_admin_dot_v1_dot_admin__service__pb2.UnpauseRequest.FromString,
+                    response_serializer=perdure_dot_api_dot_admin_dot_v1_dot_admin__service__pb2.UnpauseResponse.SerializeToString,
+            ),
+            'ListPauses': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListPauses,
+                    request_deserializer=perdure_dot_api_dot_admin_dot_v1_dot_admin__service__pb2.ListPausesRequest.FromString,
+                    response_serializer=perdure_dot_api_dot_admin_dot_v1_dot_admin__service__pb2.ListPausesResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -686,6 +745,87 @@ class AdminService:
             '/perdure.api.admin.v1.AdminService/ListBudgets',
             perdure_dot_api_dot_admin_dot_v1_dot_admin__service__pb2.ListBudgetsRequest.SerializeToString,
             perdure_dot_api_dot_admin_dot_v1_dot_admin__service__pb2.ListBudgetsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Pause(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/perdure.api.admin.v1.AdminService/Pause',
+            perdure_dot_api_dot_admin_dot_v1_dot_admin__service__pb2.PauseRequest.SerializeToString,
+            perdure_dot_api_dot_admin_dot_v1_dot_admin__service__pb2.PauseResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Unpause(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/perdure.api.admin.v1.AdminService/Unpause',
+            perdure_dot_api_dot_admin_dot_v1_dot_admin__service__pb2.UnpauseRequest.SerializeToString,
+            perdure_dot_api_dot_admin_dot_v1_dot_admin__service__pb2.UnpauseResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListPauses(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/perdure.api.admin.v1.AdminService/ListPauses',
+            perdure_dot_api_dot_admin_dot_v1_dot_admin__service__pb2.ListPausesRequest.SerializeToString,
+            perdure_dot_api_dot_admin_dot_v1_dot_admin__service__pb2.ListPausesResponse.FromString,
             options,
             channel_credentials,
             insecure,

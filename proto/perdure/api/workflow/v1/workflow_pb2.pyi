@@ -70,6 +70,13 @@ class FrameKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     FRAME_KIND_UNSPECIFIED: _ClassVar[FrameKind]
     FRAME_KIND_DATA: _ClassVar[FrameKind]
     FRAME_KIND_RESET: _ClassVar[FrameKind]
+
+class PauseScope(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    PAUSE_SCOPE_UNSPECIFIED: _ClassVar[PauseScope]
+    PAUSE_SCOPE_WORKFLOW: _ClassVar[PauseScope]
+    PAUSE_SCOPE_WORKFLOW_TYPE: _ClassVar[PauseScope]
+    PAUSE_SCOPE_TASK_QUEUE: _ClassVar[PauseScope]
 WORKFLOW_STATUS_UNSPECIFIED: WorkflowStatus
 WORKFLOW_STATUS_RUNNING: WorkflowStatus
 WORKFLOW_STATUS_COMPLETED: WorkflowStatus
@@ -115,6 +122,10 @@ EVENT_TYPE_WORKFLOW_RESUMED: EventType
 FRAME_KIND_UNSPECIFIED: FrameKind
 FRAME_KIND_DATA: FrameKind
 FRAME_KIND_RESET: FrameKind
+PAUSE_SCOPE_UNSPECIFIED: PauseScope
+PAUSE_SCOPE_WORKFLOW: PauseScope
+PAUSE_SCOPE_WORKFLOW_TYPE: PauseScope
+PAUSE_SCOPE_TASK_QUEUE: PauseScope
 
 class Wait(_message.Message):
     __slots__ = ("kind", "name", "until")
@@ -306,3 +317,17 @@ class StreamFrame(_message.Message):
     data: _payload_pb2.Payload
     time: _timestamp_pb2.Timestamp
     def __init__(self, seq: _Optional[int] = ..., stream: _Optional[str] = ..., step_id: _Optional[str] = ..., attempt: _Optional[int] = ..., kind: _Optional[_Union[FrameKind, str]] = ..., data: _Optional[_Union[_payload_pb2.Payload, _Mapping]] = ..., time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class Pause(_message.Message):
+    __slots__ = ("scope", "name", "reason", "pause_time", "paused_by")
+    SCOPE_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    PAUSE_TIME_FIELD_NUMBER: _ClassVar[int]
+    PAUSED_BY_FIELD_NUMBER: _ClassVar[int]
+    scope: PauseScope
+    name: str
+    reason: str
+    pause_time: _timestamp_pb2.Timestamp
+    paused_by: str
+    def __init__(self, scope: _Optional[_Union[PauseScope, str]] = ..., name: _Optional[str] = ..., reason: _Optional[str] = ..., pause_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., paused_by: _Optional[str] = ...) -> None: ...

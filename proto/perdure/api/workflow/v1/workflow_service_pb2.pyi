@@ -26,7 +26,7 @@ ID_REUSE_POLICY_ALLOW: IdReusePolicy
 ID_REUSE_POLICY_ALLOW_IF_FAILED: IdReusePolicy
 
 class StartWorkflowRequest(_message.Message):
-    __slots__ = ("workflow_type", "workflow_id", "task_queue", "input", "namespace", "execution_timeout", "id_reuse_policy", "request_id", "flow")
+    __slots__ = ("workflow_type", "workflow_id", "task_queue", "input", "namespace", "execution_timeout", "id_reuse_policy", "request_id", "flow", "debounce_key", "debounce_window", "singleton_key")
     WORKFLOW_TYPE_FIELD_NUMBER: _ClassVar[int]
     WORKFLOW_ID_FIELD_NUMBER: _ClassVar[int]
     TASK_QUEUE_FIELD_NUMBER: _ClassVar[int]
@@ -36,6 +36,9 @@ class StartWorkflowRequest(_message.Message):
     ID_REUSE_POLICY_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     FLOW_FIELD_NUMBER: _ClassVar[int]
+    DEBOUNCE_KEY_FIELD_NUMBER: _ClassVar[int]
+    DEBOUNCE_WINDOW_FIELD_NUMBER: _ClassVar[int]
+    SINGLETON_KEY_FIELD_NUMBER: _ClassVar[int]
     workflow_type: str
     workflow_id: str
     task_queue: str
@@ -45,19 +48,26 @@ class StartWorkflowRequest(_message.Message):
     id_reuse_policy: IdReusePolicy
     request_id: str
     flow: _flow_pb2.RunFlow
-    def __init__(self, workflow_type: _Optional[str] = ..., workflow_id: _Optional[str] = ..., task_queue: _Optional[str] = ..., input: _Optional[_Union[_payload_pb2.Payload, _Mapping]] = ..., namespace: _Optional[str] = ..., execution_timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., id_reuse_policy: _Optional[_Union[IdReusePolicy, str]] = ..., request_id: _Optional[str] = ..., flow: _Optional[_Union[_flow_pb2.RunFlow, _Mapping]] = ...) -> None: ...
+    debounce_key: str
+    debounce_window: _duration_pb2.Duration
+    singleton_key: str
+    def __init__(self, workflow_type: _Optional[str] = ..., workflow_id: _Optional[str] = ..., task_queue: _Optional[str] = ..., input: _Optional[_Union[_payload_pb2.Payload, _Mapping]] = ..., namespace: _Optional[str] = ..., execution_timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., id_reuse_policy: _Optional[_Union[IdReusePolicy, str]] = ..., request_id: _Optional[str] = ..., flow: _Optional[_Union[_flow_pb2.RunFlow, _Mapping]] = ..., debounce_key: _Optional[str] = ..., debounce_window: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., singleton_key: _Optional[str] = ...) -> None: ...
 
 class StartWorkflowResponse(_message.Message):
-    __slots__ = ("workflow_id", "started", "status", "run_id")
+    __slots__ = ("workflow_id", "started", "status", "run_id", "debounced", "singleton")
     WORKFLOW_ID_FIELD_NUMBER: _ClassVar[int]
     STARTED_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    DEBOUNCED_FIELD_NUMBER: _ClassVar[int]
+    SINGLETON_FIELD_NUMBER: _ClassVar[int]
     workflow_id: str
     started: bool
     status: _workflow_pb2.WorkflowStatus
     run_id: str
-    def __init__(self, workflow_id: _Optional[str] = ..., started: _Optional[bool] = ..., status: _Optional[_Union[_workflow_pb2.WorkflowStatus, str]] = ..., run_id: _Optional[str] = ...) -> None: ...
+    debounced: bool
+    singleton: bool
+    def __init__(self, workflow_id: _Optional[str] = ..., started: _Optional[bool] = ..., status: _Optional[_Union[_workflow_pb2.WorkflowStatus, str]] = ..., run_id: _Optional[str] = ..., debounced: _Optional[bool] = ..., singleton: _Optional[bool] = ...) -> None: ...
 
 class DescribeWorkflowRequest(_message.Message):
     __slots__ = ("workflow_id", "namespace", "run_id")
@@ -70,7 +80,7 @@ class DescribeWorkflowRequest(_message.Message):
     def __init__(self, workflow_id: _Optional[str] = ..., namespace: _Optional[str] = ..., run_id: _Optional[str] = ...) -> None: ...
 
 class DescribeWorkflowResponse(_message.Message):
-    __slots__ = ("workflow", "steps", "current_step", "pending_signals", "state", "flow")
+    __slots__ = ("workflow", "steps", "current_step", "pending_signals", "state", "flow", "pauses")
     class StateEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -84,13 +94,15 @@ class DescribeWorkflowResponse(_message.Message):
     PENDING_SIGNALS_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     FLOW_FIELD_NUMBER: _ClassVar[int]
+    PAUSES_FIELD_NUMBER: _ClassVar[int]
     workflow: _workflow_pb2.WorkflowInfo
     steps: _containers.RepeatedCompositeFieldContainer[_workflow_pb2.StepInfo]
     current_step: str
     pending_signals: _containers.RepeatedCompositeFieldContainer[_workflow_pb2.PendingSignal]
     state: _containers.MessageMap[str, _payload_pb2.Payload]
     flow: _flow_pb2.RunFlowStatus
-    def __init__(self, workflow: _Optional[_Union[_workflow_pb2.WorkflowInfo, _Mapping]] = ..., steps: _Optional[_Iterable[_Union[_workflow_pb2.StepInfo, _Mapping]]] = ..., current_step: _Optional[str] = ..., pending_signals: _Optional[_Iterable[_Union[_workflow_pb2.PendingSignal, _Mapping]]] = ..., state: _Optional[_Mapping[str, _payload_pb2.Payload]] = ..., flow: _Optional[_Union[_flow_pb2.RunFlowStatus, _Mapping]] = ...) -> None: ...
+    pauses: _containers.RepeatedCompositeFieldContainer[_workflow_pb2.Pause]
+    def __init__(self, workflow: _Optional[_Union[_workflow_pb2.WorkflowInfo, _Mapping]] = ..., steps: _Optional[_Iterable[_Union[_workflow_pb2.StepInfo, _Mapping]]] = ..., current_step: _Optional[str] = ..., pending_signals: _Optional[_Iterable[_Union[_workflow_pb2.PendingSignal, _Mapping]]] = ..., state: _Optional[_Mapping[str, _payload_pb2.Payload]] = ..., flow: _Optional[_Union[_flow_pb2.RunFlowStatus, _Mapping]] = ..., pauses: _Optional[_Iterable[_Union[_workflow_pb2.Pause, _Mapping]]] = ...) -> None: ...
 
 class GetWorkflowHistoryRequest(_message.Message):
     __slots__ = ("workflow_id", "page_size", "page_token", "namespace", "after_event_id", "run_id")

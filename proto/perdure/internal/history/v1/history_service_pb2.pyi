@@ -1,4 +1,5 @@
 from perdure.api.admin.v1 import admin_service_pb2 as _admin_service_pb2
+from perdure.api.workflow.v1 import workflow_pb2 as _workflow_pb2
 from perdure.api.workflow.v1 import workflow_service_pb2 as _workflow_service_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
@@ -163,6 +164,26 @@ class ListAuditEventsResponse(_message.Message):
     RESPONSE_FIELD_NUMBER: _ClassVar[int]
     response: _admin_service_pb2.ListAuditEventsResponse
     def __init__(self, response: _Optional[_Union[_admin_service_pb2.ListAuditEventsResponse, _Mapping]] = ...) -> None: ...
+
+class AuditPauseRequest(_message.Message):
+    __slots__ = ("namespace", "paused", "scope", "name", "reason", "changed")
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    PAUSED_FIELD_NUMBER: _ClassVar[int]
+    SCOPE_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    CHANGED_FIELD_NUMBER: _ClassVar[int]
+    namespace: str
+    paused: bool
+    scope: _workflow_pb2.PauseScope
+    name: str
+    reason: str
+    changed: bool
+    def __init__(self, namespace: _Optional[str] = ..., paused: _Optional[bool] = ..., scope: _Optional[_Union[_workflow_pb2.PauseScope, str]] = ..., name: _Optional[str] = ..., reason: _Optional[str] = ..., changed: _Optional[bool] = ...) -> None: ...
+
+class AuditPauseResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
 
 class AuthenticateRequest(_message.Message):
     __slots__ = ("token",)

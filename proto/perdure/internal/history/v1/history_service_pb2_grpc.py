@@ -107,6 +107,11 @@ class HistoryServiceStub:
                 request_serializer=perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.ListAuditEventsRequest.SerializeToString,
                 response_deserializer=perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.ListAuditEventsResponse.FromString,
                 _registered_method=True)
+        self.AuditPause = channel.unary_unary(
+                '/perdure.internal.history.v1.HistoryService/AuditPause',
+                request_serializer=perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.AuditPauseRequest.SerializeToString,
+                response_deserializer=perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.AuditPauseResponse.FromString,
+                _registered_method=True)
         self.ResumeWorkflow = channel.unary_unary(
                 '/perdure.internal.history.v1.HistoryService/ResumeWorkflow',
                 request_serializer=perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.ResumeWorkflowRequest.SerializeToString,
@@ -256,6 +261,14 @@ class HistoryServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AuditPause(self, request, context):
+        """Appends a pause or an unpause the scheduler answered (AdminService.Pause, Unpause) to the
+        namespace's audit log, as the acting key's; every call is logged, the repeated ones too.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def ResumeWorkflow(self, request, context):
         """Opens a parked run again, audited.
         Errors: NOT_FOUND (WORKFLOW_NOT_FOUND, RUN_NOT_FOUND), FAILED_PRECONDITION
@@ -383,6 +396,11 @@ def add_HistoryServiceServicer_to_server(servicer, server):
                     servicer.ListAuditEvents,
                     request_deserializer=perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.ListAuditEventsRequest.FromString,
                     response_serializer=perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.ListAuditEventsResponse.SerializeToString,
+            ),
+            'AuditPause': grpc.unary_unary_rpc_method_handler(
+                    servicer.AuditPause,
+                    request_deserializer=perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.AuditPauseRequest.FromString,
+                    response_serializer=perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.AuditPauseResponse.SerializeToString,
             ),
             'ResumeWorkflow': grpc.unary_unary_rpc_method_handler(
                     servicer.ResumeWorkflow,
@@ -801,6 +819,33 @@ class HistoryService:
             '/perdure.internal.history.v1.HistoryService/ListAuditEvents',
             perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.ListAuditEventsRequest.SerializeToString,
             perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.ListAuditEventsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AuditPause(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/perdure.internal.history.v1.HistoryService/AuditPause',
+            perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.AuditPauseRequest.SerializeToString,
+            perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.AuditPauseResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -235,3 +235,41 @@ class ListBudgetsResponse(_message.Message):
     RESPONSE_FIELD_NUMBER: _ClassVar[int]
     response: _admin_service_pb2.ListBudgetsResponse
     def __init__(self, response: _Optional[_Union[_admin_service_pb2.ListBudgetsResponse, _Mapping]] = ...) -> None: ...
+
+class PauseRequest(_message.Message):
+    __slots__ = ("request", "paused_by")
+    REQUEST_FIELD_NUMBER: _ClassVar[int]
+    PAUSED_BY_FIELD_NUMBER: _ClassVar[int]
+    request: _admin_service_pb2.PauseRequest
+    paused_by: str
+    def __init__(self, request: _Optional[_Union[_admin_service_pb2.PauseRequest, _Mapping]] = ..., paused_by: _Optional[str] = ...) -> None: ...
+
+class PauseResponse(_message.Message):
+    __slots__ = ("response",)
+    RESPONSE_FIELD_NUMBER: _ClassVar[int]
+    response: _admin_service_pb2.PauseResponse
+    def __init__(self, response: _Optional[_Union[_admin_service_pb2.PauseResponse, _Mapping]] = ...) -> None: ...
+
+class UnpauseRequest(_message.Message):
+    __slots__ = ("request",)
+    REQUEST_FIELD_NUMBER: _ClassVar[int]
+    request: _admin_service_pb2.UnpauseRequest
+    def __init__(self, request: _Optional[_Union[_admin_service_pb2.UnpauseRequest, _Mapping]] = ...) -> None: ...
+
+class UnpauseResponse(_message.Message):
+    __slots__ = ("response",)
+    RESPONSE_FIELD_NUMBER: _ClassVar[int]
+    response: _admin_service_pb2.UnpauseResponse
+    def __init__(self, response: _Optional[_Union[_admin_service_pb2.UnpauseResponse, _Mapping]] = ...) -> None: ...
+
+class ListPausesRequest(_message.Message):
+    __slots__ = ("request",)
+    REQUEST_FIELD_NUMBER: _ClassVar[int]
+    request: _admin_service_pb2.ListPausesRequest
+    def __init__(self, request: _Optional[_Union[_admin_service_pb2.ListPausesRequest, _Mapping]] = ...) -> None: ...
+
+class ListPausesResponse(_message.Message):
+    __slots__ = ("response",)
+    RESPONSE_FIELD_NUMBER: _ClassVar[int]
+    response: _admin_service_pb2.ListPausesResponse
+    def __init__(self, response: _Optional[_Union[_admin_service_pb2.ListPausesResponse, _Mapping]] = ...) -> None: ...

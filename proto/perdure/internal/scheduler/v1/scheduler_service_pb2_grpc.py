@@ -105,6 +105,21 @@ class SchedulerServiceStub:
                 request_serializer=perdure_dot_internal_dot_scheduler_dot_v1_dot_scheduler__service__pb2.ListBudgetsRequest.SerializeToString,
                 response_deserializer=perdure_dot_internal_dot_scheduler_dot_v1_dot_scheduler__service__pb2.ListBudgetsResponse.FromString,
                 _registered_method=True)
+        self.Pause = channel.unary_unary(
+                '/perdure.internal.scheduler.v1.SchedulerService/Pause',
+                request_serializer=perdure_dot_internal_dot_scheduler_dot_v1_dot_scheduler__service__pb2.PauseRequest.SerializeToString,
+                response_deserializer=perdure_dot_internal_dot_scheduler_dot_v1_dot_scheduler__service__pb2.PauseResponse.FromString,
+                _registered_method=True)
+        self.Unpause = channel.unary_unary(
+                '/perdure.internal.scheduler.v1.SchedulerService/Unpause',
+                request_serializer=perdure_dot_internal_dot_scheduler_dot_v1_dot_scheduler__service__pb2.UnpauseRequest.SerializeToString,
+                response_deserializer=perdure_dot_internal_dot_scheduler_dot_v1_dot_scheduler__service__pb2.UnpauseResponse.FromString,
+                _registered_method=True)
+        self.ListPauses = channel.unary_unary(
+                '/perdure.internal.scheduler.v1.SchedulerService/ListPauses',
+                request_serializer=perdure_dot_internal_dot_scheduler_dot_v1_dot_scheduler__service__pb2.ListPausesRequest.SerializeToString,
+                response_deserializer=perdure_dot_internal_dot_scheduler_dot_v1_dot_scheduler__service__pb2.ListPausesResponse.FromString,
+                _registered_method=True)
 
 
 class SchedulerServiceServicer:
@@ -212,6 +227,28 @@ class SchedulerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Pause(self, request, context):
+        """AdminService.Pause, for the namespace the gateway resolved (which checked that a paused
+        workflow id names an open run).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Unpause(self, request, context):
+        """AdminService.Unpause, likewise; wakes this replica's grant loop.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListPauses(self, request, context):
+        """AdminService.ListPauses, likewise (the gateway also reads it for DescribeWorkflow).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SchedulerServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -284,6 +321,21 @@ def add_SchedulerServiceServicer_to_server(servicer, server):
                     servicer.ListBudgets,
                     request_deserializer=perdure_dot_internal_dot_scheduler_dot_v1_dot_scheduler__service__pb2.ListBudgetsRequest.FromString,
                     response_serializer=perdure_dot_internal_dot_scheduler_dot_v1_dot_scheduler__service__pb2.ListBudgetsResponse.SerializeToString,
+            ),
+            'Pause': grpc.unary_unary_rpc_method_handler(
+                    servicer.Pause,
+                    request_deserializer=perdure_dot_internal_dot_scheduler_dot_v1_dot_scheduler__service__pb2.PauseRequest.FromString,
+                    response_serializer=perdure_dot_internal_dot_scheduler_dot_v1_dot_scheduler__service__pb2.PauseResponse.SerializeToString,
+            ),
+            'Unpause': grpc.unary_unary_rpc_method_handler(
+                    servicer.Unpause,
+                    request_deserializer=perdure_dot_internal_dot_scheduler_dot_v1_dot_scheduler__service__pb2.UnpauseRequest.FromString,
+                    response_serializer=perdure_dot_internal_dot_scheduler_dot_v1_dot_scheduler__service__pb2.UnpauseResponse.SerializeToString,
+            ),
+            'ListPauses': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListPauses,
+                    request_deserializer=perdure_dot_internal_dot_scheduler_dot_v1_dot_scheduler__service__pb2.ListPausesRequest.FromString,
+                    response_serializer=perdure_dot_internal_dot_scheduler_dot_v1_dot_scheduler__service__pb2.ListPausesResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -665,6 +717,87 @@ class SchedulerService:
             '/perdure.internal.scheduler.v1.SchedulerService/ListBudgets',
             perdure_dot_internal_dot_scheduler_dot_v1_dot_scheduler__service__pb2.ListBudgetsRequest.SerializeToString,
             perdure_dot_internal_dot_scheduler_dot_v1_dot_scheduler__service__pb2.ListBudgetsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Pause(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/perdure.internal.scheduler.v1.SchedulerService/Pause',
+            perdure_dot_internal_dot_scheduler_dot_v1_dot_scheduler__service__pb2.PauseRequest.SerializeToString,
+            perdure_dot_internal_dot_scheduler_dot_v1_dot_scheduler__service__pb2.PauseResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Unpause(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/perdure.internal.scheduler.v1.SchedulerService/Unpause',
+            perdure_dot_internal_dot_scheduler_dot_v1_dot_scheduler__service__pb2.UnpauseRequest.SerializeToString,
+            perdure_dot_internal_dot_scheduler_dot_v1_dot_scheduler__service__pb2.UnpauseResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListPauses(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/perdure.internal.scheduler.v1.SchedulerService/ListPauses',
+            perdure_dot_internal_dot_scheduler_dot_v1_dot_scheduler__service__pb2.ListPausesRequest.SerializeToString,
+            perdure_dot_internal_dot_scheduler_dot_v1_dot_scheduler__service__pb2.ListPausesResponse.FromString,
             options,
             channel_credentials,
             insecure,

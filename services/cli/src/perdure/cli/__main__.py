@@ -15,6 +15,7 @@ from perdure.cli import (
     flow_cmd,
     keys_cmd,
     migrate_cmd,
+    pause_cmd,
     replay_cmd,
     workers_cmd,
     workflow_cmd,
@@ -90,6 +91,7 @@ def _command(args_list: list[str]) -> int:
     replay_cmd.add_parser(subparsers)
     workers_cmd.add_parser(subparsers)
     flow_cmd.add_parser(subparsers)
+    pause_cmd.add_parser(subparsers)
     args = parser.parse_args(args_list)
     if args.group == "dev":
         return dev_cmd.run(args)
@@ -105,6 +107,8 @@ def _command(args_list: list[str]) -> int:
         return workers_cmd.run(args)
     if args.group in ("limits", "budgets"):
         return flow_cmd.run(args)
+    if args.group in pause_cmd.GROUPS:
+        return pause_cmd.run(args)
     return workflow_cmd.run(args)
 
 

@@ -12,6 +12,7 @@ from google.protobuf.message import Message
 from perdure.api.common.v1.payload_pb2 import Payload
 from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.api.workflow.v1 import workflow_service_pb2 as api
+from perdure.cli import pause_cmd
 from perdure.cli.diff_cmd import run_diff
 from perdure.cli.flags import (
     UsageError,
@@ -21,6 +22,7 @@ from perdure.cli.flags import (
     json_argument,
 )
 from perdure.cli.flow_flags import add_flow_flags, flow_options
+from perdure.cli.pause_cmd import duration
 from perdure.cli.watch_cmd import add_watch_parser, run_start_wait, run_watch
 from perdure.client import Client
 from perdure.gateway.http.convert import dumps, to_json
@@ -85,6 +87,24 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="whether a workflow id whose last run is closed starts a new run (default refuse)",
     )
     start.add_argument(
+        "--debounce-key",
+        default="",
+        help="join the key's run not begun yet (it takes this input and waits the window "
+        "again), or start one that begins after the window",
+    )
+    start.add_argument(
+        "--debounce-window",
+        type=duration,
+        default=None,
+        metavar="DURATION",
+        help="with --debounce-key: how long the run waits for more starts (5s, 500ms, 2m)",
+    )
+    start.add_argument(
+        "--singleton-key",
+        default="",
+        help="at most one open run per key: print the key's open run instead of starting one",
+    )
+    start.add_argument(
         "--wait", action="store_true", help="wait for the run to close and print its result"
     )
     start.add_argument(
@@ -115,6 +135,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         command.add_argument("--reason", default="", help="why, for the journal")
 
     _add_recovery_parsers(commands)
+    pause_cmd.add_workflow_parsers(commands)
 
     query = commands.add_parser("query", help="read a value the workflow published")
     query.add_argument("workflow_id")
@@ -258,6 +279,8 @@ def _print(message: Message, indent: int | None = 2) -> None:
 def run(args: argparse.Namespace) -> int:
     """Execute a `workflow` subcommand; return the exit code. A failed call (a typed
     RpcError) is reported by perdure.cli.__main__."""
+    if args.command in ("pause", "unpause"):
+        return pause_cmd.run(args)
     with Client(args.address, api_key=api_key(), namespace=args.namespace) as client:
         return _execute(client, args)
 
@@ -304,6 +327,9 @@ def _execute(client: Client, args: argparse.Namespace) -> int:
                 f"ID_REUSE_POLICY_{args.id_reuse_policy.upper()}"
             ),
             **flow_options(args),
+            debounce_key=args.debounce_key,
+            debounce_window=args.debounce_window,
+            singleton_key=args.singleton_key,
         )
         if not args.wait:
             _print(started)

@@ -49,18 +49,20 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 WORKFLOW_SERVICE = workflow_service_pb2.DESCRIPTOR.services_by_name["WorkflowService"].full_name
 ADMIN_SERVICE = admin.DESCRIPTOR.services_by_name["AdminService"].full_name
-# Reading needs a reader key; changing a run, routing, limits or budgets, an operator's;
-# AdminService's other
-# calls an admin's.
+# Reading needs a reader key; changing a run, routing, pauses, limits or budgets, an
+# operator's; AdminService's other calls an admin's.
 READER_ADMIN_METHODS = (
     "ListWorkflowPolicies",
     "ListWorkers",
     "ListBuilds",
+    "ListPauses",
     "ListFlowLimits",
     "ListBudgets",
 )
 OPERATOR_ADMIN_METHODS = (
     "SetWorkflowPolicy",
+    "Pause",
+    "Unpause",
     "SetFlowLimit",
     "DeleteFlowLimit",
     "SetBudget",

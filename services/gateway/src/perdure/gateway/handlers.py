@@ -3,6 +3,7 @@ then ask history (and the scheduler for types)."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from typing import Any, TypeVar
 
@@ -25,6 +26,7 @@ from perdure.gateway.builds import BuildsAdmin
 from perdure.gateway.flow_admin import FlowAdmin, with_budget_use
 from perdure.gateway.forwarding import in_namespace, vouched
 from perdure.gateway.live import LiveCalls
+from perdure.gateway.pauses import PausesAdmin, holding, pauses_for_describe
 from perdure.internal.history.v1 import history_service_pb2 as hpb
 from perdure.internal.history.v1 import history_service_pb2_grpc as hgrpc
 from perdure.internal.scheduler.v1 import scheduler_service_pb2 as spb
@@ -90,11 +92,13 @@ class WorkflowServicer(LiveCalls, apigrpc.WorkflowServiceServicer):
         namespace = self._callers.admit(context, request.namespace)
         validate.workflow_id(request.workflow_id)
         validate.optional_id("run_id", request.run_id)
-        described = await self._forward(
-            "DescribeWorkflow",
-            in_namespace(request, namespace),
-            api.DescribeWorkflowResponse,
+        described, pauses = await asyncio.gather(
+            self._forward(
+                "DescribeWorkflow", in_namespace(request, namespace), api.DescribeWorkflowResponse
+            ),
+            pauses_for_describe(self._scheduler, namespace),
         )
+        described.pauses.extend(holding(described.workflow, pauses))
         if described.flow.settings.HasField("budget"):
             await with_budget_use(self._scheduler, namespace, described)
         return described
@@ -150,6 +154,11 @@ class WorkflowServicer(LiveCalls, apigrpc.WorkflowServiceServicer):
         namespace = self._callers.admit(context, request.start.namespace)
         if not request.start.workflow_id:
             raise errors.invalid_argument("start.workflow_id is required for SignalWithStart")
+        if request.start.debounce_key or request.start.singleton_key:
+            raise errors.invalid_argument(
+                "SignalWithStart takes no debounce_key or singleton_key: it signals one "
+                "workflow id; use StartWorkflow with a key, then signal the id it answers"
+            )
         _validate_signal(request)
         with tracer.start_as_current_span("perdure.workflow.start") as span:
             normalized = _with_payload(request)
@@ -255,6 +264,7 @@ class WorkflowServicer(LiveCalls, apigrpc.WorkflowServiceServicer):
         input_value = validate_payload("input", request.input)
         validate.id_reuse_policy(request.id_reuse_policy)
         validate.optional_id("request_id", request.request_id)
+        validate.start_keys(request)
         start = api.StartWorkflowRequest(
             workflow_type=request.workflow_type,
             workflow_id=request.workflow_id or str(uuid.uuid4()),
@@ -263,7 +273,11 @@ class WorkflowServicer(LiveCalls, apigrpc.WorkflowServiceServicer):
             namespace=namespace,
             id_reuse_policy=request.id_reuse_policy,
             request_id=request.request_id,
+            debounce_key=request.debounce_key,
+            singleton_key=request.singleton_key,
         )
+        if request.HasField("debounce_window"):
+            start.debounce_window.CopyFrom(request.debounce_window)
         if request.HasField("execution_timeout"):
             validate.execution_timeout(request.execution_timeout)
             start.execution_timeout.CopyFrom(request.execution_timeout)
@@ -330,10 +344,10 @@ async def forward(
     return response
 
 
-class AdminServicer(BuildsAdmin, FlowAdmin, admingrpc.AdminServiceServicer):
+class AdminServicer(BuildsAdmin, FlowAdmin, PausesAdmin, admingrpc.AdminServiceServicer):
     """Key management and the audit log of the admin key's namespace: each call goes to
     history's of the same name, with the caller. Builds, workers and routing policies are
-    BuildsAdmin's; limits and budgets FlowAdmin's."""
+    BuildsAdmin's; limits and budgets FlowAdmin's; pauses PausesAdmin's."""
 
     def __init__(
         self,

@@ -133,6 +133,30 @@ def execution_timeout(value: duration_pb2.Duration) -> None:
         )
 
 
+MAX_DEBOUNCE_WINDOW = 24 * 3600.0  # a day, in seconds
+
+
+def start_keys(start: api.StartWorkflowRequest) -> None:
+    """A start's debounce key and window (both or neither) and singleton key."""
+    optional_id("debounce_key", start.debounce_key)
+    optional_id("singleton_key", start.singleton_key)
+    has_window = start.HasField("debounce_window")
+    if start.debounce_key and not has_window:
+        raise errors.invalid_argument(
+            "debounce_key needs debounce_window: how long the run waits for more starts"
+        )
+    if has_window and not start.debounce_key:
+        raise errors.invalid_argument(
+            "debounce_window needs debounce_key: the key whose starts are debounced"
+        )
+    if has_window:
+        seconds = seconds_of("debounce_window", start.debounce_window)
+        if not 0 < seconds <= MAX_DEBOUNCE_WINDOW:
+            raise errors.invalid_argument(
+                f"debounce_window must be more than 0 and at most one day, not {seconds}s"
+            )
+
+
 MAX_OVERRIDES = 100
 
 

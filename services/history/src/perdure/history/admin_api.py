@@ -8,6 +8,7 @@ from typing import Any
 import grpc
 
 from perdure.api.admin.v1 import admin_service_pb2 as admin
+from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.common import auth, errors
 from perdure.common.text import require_storable
 from perdure.history import keys
@@ -72,6 +73,28 @@ class AdminApi:
         async with self._keys.connection() as conn:
             listed = await keys.listed(conn, namespace, request.request.include_revoked)
         return hpb.ListApiKeysResponse(response=admin.ListApiKeysResponse(keys=listed))
+
+    @errors.unary
+    async def AuditPause(
+        self, request: hpb.AuditPauseRequest, context: Context
+    ) -> hpb.AuditPauseResponse:
+        require_storable("name", request.name)
+        require_storable("reason", request.reason)
+        details = {
+            "scope": wf.PauseScope.Name(request.scope),
+            "reason": request.reason,
+            "changed": request.changed,
+        }
+        async with self._keys.connection() as conn:
+            await keys.audit(
+                conn,
+                acting_key(),
+                auth.acting_namespace(request.namespace),
+                "PAUSED" if request.paused else "UNPAUSED",
+                request.name,
+                details,
+            )
+        return hpb.AuditPauseResponse()
 
     @errors.unary
     async def ListAuditEvents(

@@ -25,7 +25,7 @@ from perdure.common import errors, namespaces
 from perdure.common.reasons import Reason
 from perdure.history import store
 from perdure.history.appends import JournalBase
-from perdure.history.model import OPEN_STATUSES, EventType, RunStatus
+from perdure.history.model import OPEN_STATUSES, EventType, RunStatus, StartKeys
 from perdure.history.rows import Row, fetch_one, json_or_none, payload_columns, payload_in
 from perdure.telemetry.propagation import current_carrier
 
@@ -35,7 +35,7 @@ ARCHIVED = store.ARCHIVE_KEY.format(run_id="run_id")  # the key of a run a newer
 # and a signal or a close waiting for it then finds the run that holds the key.
 LOCK_LATEST = """
 SELECT workflow_id, run_id, run_number, fence, status, workflow_type, task_queue, input,
-       input_encoding, deadline, request_id, flow
+       input_encoding, deadline, request_id, flow, singleton_key
 FROM history.workflows WHERE workflow_id = %s FOR UPDATE
 """
 
@@ -143,11 +143,13 @@ def start_params(
     request_id: str | None = None,
     deadline: datetime | None = None,
     flow: bytes | None = None,
+    keys: StartKeys | None = None,
 ) -> dict[str, Any]:
     """START_WORKFLOW's parameters for the first run of the id (following() makes them the
     next run's). A run ends by `deadline` if given (a continued run keeps its chain's), else
     `execution_timeout` seconds after its start (None: never). `flow`: its flow settings (a
-    serialized RunFlow; a run that follows another keeps them)."""
+    serialized RunFlow; a run that follows another keeps them). `keys`: a debounced or
+    singleton start's (start_keys.py)."""
     return {
         "workflow_id": workflow_id,
         "run_id": run_id,
@@ -164,6 +166,7 @@ def start_params(
         "execution_timeout": execution_timeout,
         "deadline": deadline,
         "flow": flow,
+        **(keys or StartKeys()).params(),
     }
 
 
@@ -227,6 +230,8 @@ class Chains(JournalBase):
                 run_id=new_run_id(),
                 deadline=latest["deadline"],
                 flow=latest["flow"],
+                # A singleton chain stays its key's one open run.
+                keys=StartKeys(singleton_key=latest["singleton_key"]),
             )
             await self._next_run(conn, latest, next_run, carry_signals=True)
         return closed

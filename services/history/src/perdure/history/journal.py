@@ -13,13 +13,24 @@ from perdure.history.patches import Patches
 from perdure.history.reads import Reads
 from perdure.history.recovery import Recovery
 from perdure.history.signals import Signals
+from perdure.history.start_keys import StartKeysJournal
 from perdure.history.steps import Steps
 from perdure.history.streams import Streams
 from perdure.history.timers import Timers
 
 
 class Journal(
-    Lifecycle, Recovery, Signals, Timers, Steps, Patches, Reads, BuildRuns, Streams, LiveReads
+    StartKeysJournal,
+    Lifecycle,
+    Recovery,
+    Signals,
+    Timers,
+    Steps,
+    Patches,
+    Reads,
+    BuildRuns,
+    Streams,
+    LiveReads,
 ):
     """Every read and write of the history schema goes through here."""
 

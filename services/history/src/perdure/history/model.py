@@ -131,6 +131,27 @@ def sql_list(values: Iterable[StrEnum]) -> str:
 
 
 @dataclass(frozen=True)
+class StartKeys:
+    """A start's debounce and singleton keys (start_keys.py); all None for a plain start."""
+
+    debounce_key: str | None = None
+    debounce_window: float | None = None  # seconds
+    singleton_key: str | None = None
+
+    @property
+    def keyed(self) -> bool:
+        return self.debounce_key is not None or self.singleton_key is not None
+
+    def params(self) -> dict[str, Any]:
+        """START_WORKFLOW's parameters of the keys."""
+        return {
+            "debounce_key": self.debounce_key,
+            "debounce_window": self.debounce_window,
+            "singleton_key": self.singleton_key,
+        }
+
+
+@dataclass(frozen=True)
 class Lease:
     """A worker's lease as a call names it: the run (and a remote step's own lease: its step
     id), the fence token, and the API key the call was made with ("" without keys)."""

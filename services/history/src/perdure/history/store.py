@@ -234,7 +234,8 @@ def event_values(**values: str) -> Callable[[str], str]:
 
 
 # A start is one statement: the run, its WorkflowStarted event and its scheduling request are
-# written together, or, when the id is taken, none of them. A run after the first of its chain
+# written together, or, when the id is taken, none of them. A debounced start's first task is
+# due at the end of its window (start_keys.py). A run after the first of its chain
 # (chains.py archived the one before) starts with its fence mark above its predecessor's.
 START_WORKFLOW = (
     """
@@ -242,7 +243,8 @@ WITH appended AS (
     INSERT INTO history.workflows
         (workflow_id, chain_id, run_id, run_number, previous_run_id, request_id, fence,
          namespace, workflow_type, task_queue, status, input, input_encoding,
-         event_count, history_bytes, trace_context, deadline, flow)
+         event_count, history_bytes, trace_context, deadline, flow, debounce_key,
+         debounce_until, singleton_key)
     VALUES (%(workflow_id)s, %(workflow_id)s, %(run_id)s, %(run_number)s, %(previous_run_id)s,
             %(request_id)s, %(fence)s, %(namespace)s, %(workflow_type)s, %(task_queue)s,
             'RUNNING', %(input)s, %(input_encoding)s, 1, """
@@ -250,10 +252,11 @@ WITH appended AS (
     + """ + octet_length(%(input)s::bytea), %(trace_context)s,
             COALESCE(%(deadline)s::timestamptz,
                      now() + make_interval(secs => %(execution_timeout)s::float8)),
-            %(flow)s)
+            %(flow)s, %(debounce_key)s,
+            now() + make_interval(secs => %(debounce_window)s::float8), %(singleton_key)s)
     ON CONFLICT (workflow_id) DO NOTHING
     RETURNING workflow_id, workflow_type, task_queue, input, input_encoding, event_count,
-              run_number, flow
+              run_number, flow, debounce_until
 )"""
     + insert_event(
         event_values(
@@ -264,8 +267,10 @@ WITH appended AS (
         )
     )
     + """, scheduled AS (
-    INSERT INTO history.outbox (workflow_id, workflow_type, task_queue, run_number, run_flow)
-    SELECT workflow_id, workflow_type, task_queue, run_number, flow FROM appended
+    INSERT INTO history.outbox
+        (workflow_id, workflow_type, task_queue, run_number, run_flow, run_at)
+    SELECT workflow_id, workflow_type, task_queue, run_number, flow, debounce_until
+    FROM appended
 )
 SELECT workflow_id FROM appended
 """

@@ -15,7 +15,7 @@ from perdure.common.flow import check_step_flow
 from perdure.common.payload import validate_payload
 from perdure.common.text import require_storable
 from perdure.history.convert import failure_to_dict
-from perdure.history.model import Call, EventType, Lease, StepRecord, Wait, WaitKind
+from perdure.history.model import Call, EventType, Lease, StartKeys, StepRecord, Wait, WaitKind
 
 MAX_KEY_LENGTH = 200
 MAX_TASK_QUEUE_LENGTH = 200
@@ -131,6 +131,16 @@ def execution_timeout(start: api.StartWorkflowRequest) -> float | None:
     if not start.HasField("execution_timeout"):
         return None
     return seconds_of("execution_timeout", start.execution_timeout)
+
+
+def start_keys(start: api.StartWorkflowRequest) -> StartKeys:
+    """A start's debounce and singleton keys (the gateway checked them)."""
+    window = start.debounce_window if start.HasField("debounce_window") else None
+    return StartKeys(
+        debounce_key=start.debounce_key or None,
+        debounce_window=None if window is None else seconds_of("debounce_window", window),
+        singleton_key=start.singleton_key or None,
+    )
 
 
 def started_at(request: jpb.RecordStepRequest) -> datetime | None:

@@ -19,7 +19,7 @@ from perdure.history.flow import run_flow_bytes, run_flow_status
 from perdure.history.journal import Journal
 from perdure.history.model import RunStatus
 from perdure.history.rows import payload_in
-from perdure.history.validation import acting_key, execution_timeout, run_key
+from perdure.history.validation import acting_key, execution_timeout, run_key, start_keys
 from perdure.internal.history.v1 import history_service_pb2 as hpb
 
 Context = grpc.aio.ServicerContext[Any, Any]
@@ -42,6 +42,28 @@ class WorkflowApi:
     ) -> hpb.StartWorkflowResponse:
         r = request.request
         namespace = namespaces.resolve(r.namespace)
+        keys = start_keys(r)
+        if keys.keyed:
+            keyed = await self._journal.start_keyed(
+                run_key(r),
+                r.workflow_type,
+                namespaces.qualify(namespace, r.task_queue),
+                normalized(r.input),
+                keys,
+                execution_timeout(r),
+                r.request_id or None,
+            )
+            if keyed is not None:
+                return hpb.StartWorkflowResponse(
+                    response=api.StartWorkflowResponse(
+                        workflow_id=keyed.workflow_id,
+                        started=keyed.started,
+                        status=keyed.status.proto,
+                        run_id=keyed.run_id,
+                        debounced=keyed.debounced,
+                        singleton=keyed.singleton,
+                    )
+                )
         started, status, run_id = await self._journal.start(
             run_key(r),
             r.workflow_type,

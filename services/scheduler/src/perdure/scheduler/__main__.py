@@ -29,7 +29,7 @@ from perdure.internal.history.v1 import history_service_pb2_grpc
 from perdure.internal.scheduler.v1 import scheduler_service_pb2, scheduler_service_pb2_grpc
 from perdure.scheduler.dispatcher import Dispatcher
 from perdure.scheduler.handlers import SchedulerServicer, TaskServicer
-from perdure.scheduler.metrics import observe_backlog
+from perdure.scheduler.metrics import observe_backlog, observe_pauses
 from perdure.scheduler.sticky import DEFAULT_STICKY_TIMEOUT
 from perdure.scheduler.store import TaskStore
 from perdure.telemetry import telemetry_for
@@ -82,6 +82,7 @@ async def run(args: argparse.Namespace) -> None:
     proofs = LeaseProofs(InternalSecrets.from_env())
     dispatcher = Dispatcher(store, args.lease_ttl, args.sticky_timeout, proofs)
     observe_backlog(store, asyncio.get_running_loop())
+    observe_pauses(store, asyncio.get_running_loop())
     history = service_channel(args.history)
     keys = RememberedKeys(
         history_authenticator(history_service_pb2_grpc.HistoryServiceStub(history))

@@ -10,6 +10,7 @@ from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
 from perdure.common.db import transaction_if
+from perdure.scheduler.debounce import DELAY_UNGRANTED, delay_columns
 from perdure.scheduler.flow.tasks import store_flow
 from perdure.scheduler.locking import LOCK_RUNS, LOCKED, in_key_order
 from perdure.scheduler.model import DueReason, DueTask
@@ -163,7 +164,8 @@ class Due:
         transaction (or in one statement, atomic alone)."""
         reopened = [task for task in tasks if task.reopens]
         flowing = any(task.flow is not None for task in tasks)
-        several = bool(tasks) and bool(closed or reopened or flowing)
+        delayed = delay_columns(tasks)
+        several = bool(tasks) and bool(closed or reopened or flowing or delayed[0])
         async with self._pool.connection() as conn, transaction_if(conn, several):
             if several:  # all their locks first
                 runs = sorted({task.workflow_id for task in tasks} | {c[0] for c in closed})
@@ -174,6 +176,8 @@ class Due:
             if tasks:
                 await conn.execute(ENQUEUE, _columns(tasks))
                 await store_flow(conn, tasks)
+            if delayed[0]:
+                await conn.execute(DELAY_UNGRANTED, delayed)
             if closed:
                 await conn.execute(CLOSE, [[c[0] for c in closed], [c[1] for c in closed]])
 

@@ -11,6 +11,7 @@ from psycopg_pool import AsyncConnectionPool
 from perdure.scheduler.builds import routed
 from perdure.scheduler.due import grantable_at
 from perdure.scheduler.model import Build, DueReason, Grant
+from perdure.scheduler.pauses import not_paused
 
 # A task is grantable when it is due and unleased, or when its lease has expired: a worker
 # that is paused or cut off keeps its connection, so only the deadline decides. A task woken by
@@ -25,10 +26,11 @@ FOR_SESSION = f"""task_queue = %(task_queue)s
       AND CASE WHEN step_id = '' THEN workflow_type = ANY(%(types)s)
                ELSE workflow_type = ANY(%(step_types)s) END
       AND NOT closed
-      AND {routed()}"""
+      AND {routed()}
+      AND {not_paused()}"""
 DUE_COLUMNS = """workflow_id, step_id, lease_owner AS previous_owner,
            COALESCE(run_at, lease_expires_at) AS due_at, due_reason, sticky_id"""
-# Grants the tasks of a CTE `due` (of _DUE_COLUMNS, locked by the statement or transaction),
+# Grants the tasks of a CTE `due` (of DUE_COLUMNS, locked by the statement or transaction),
 # each with a fresh fence: the one spelling of a grant, for the plain claim and the flow claim.
 GRANT_DUE = """
 UPDATE scheduler.tasks t

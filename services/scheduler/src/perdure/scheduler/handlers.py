@@ -27,7 +27,8 @@ from perdure.scheduler.builds_api import BuildsApi
 from perdure.scheduler.dispatcher import Dispatcher, Session
 from perdure.scheduler.flow.convert import run_budget_of, task_flow_of, usage_of
 from perdure.scheduler.flow_api import FlowApi
-from perdure.scheduler.model import REOPEN, DueReason, DueTask, Lease
+from perdure.scheduler.model import DEBOUNCE, REOPEN, DueReason, DueTask, Lease
+from perdure.scheduler.pauses_api import PausesApi
 from perdure.scheduler.sticky import sticky_id_of
 from perdure.scheduler.store import TaskStore
 from perdure.telemetry.propagation import untraced
@@ -131,9 +132,10 @@ def due_tasks(request: spb.EnqueueTasksRequest) -> list[DueTask]:
             raise errors.invalid_argument("fence_floor must not be negative")
         if t.run_number < 0:
             raise errors.invalid_argument("run_number must not be negative")
-        if t.wake_reason and t.wake_reason not in (*DUE_REASONS, REOPEN):
+        if t.wake_reason and t.wake_reason not in (*DUE_REASONS, REOPEN, DEBOUNCE):
             raise errors.invalid_argument(
-                f"wake_reason must be empty or one of {', '.join((*DUE_REASONS, REOPEN))}, not "
+                f"wake_reason must be empty or one of "
+                f"{', '.join((*DUE_REASONS, REOPEN, DEBOUNCE))}, not "
                 f"{t.wake_reason[:40]!r}"
             )
     return [
@@ -150,6 +152,7 @@ def due_tasks(request: spb.EnqueueTasksRequest) -> list[DueTask]:
             reopens=t.wake_reason == REOPEN,
             flow=task_flow_of(t) if t.HasField("flow") else None,
             run_budget=run_budget_of(t.flow) if t.flow.HasField("run_budget") else None,
+            delays=t.wake_reason == DEBOUNCE,
         )
         for t in request.tasks
     ]
@@ -330,9 +333,10 @@ class TaskServicer(tgrpc.TaskServiceServicer):
         return response
 
 
-class SchedulerServicer(BuildsApi, FlowApi, sgrpc.SchedulerServiceServicer):
+class SchedulerServicer(BuildsApi, FlowApi, PausesApi, sgrpc.SchedulerServiceServicer):
     """Scheduling requests from history, task-queue questions, and the operators' view of
-    builds (builds_api.py) and their limits and budgets (flow_api.py) from the gateway."""
+    builds (builds_api.py), their limits and budgets (flow_api.py) and their pauses
+    (pauses_api.py) from the gateway."""
 
     def __init__(self, store: TaskStore, dispatcher: Dispatcher) -> None:
         self._store = store

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 
 from opentelemetry import metrics
 from opentelemetry.metrics import CallbackOptions, Observation
@@ -66,29 +66,67 @@ BACKLOG_QUERY_TIMEOUT = 5.0
 
 
 def observe_backlog(store: TaskStore, loop: asyncio.AbstractEventLoop) -> None:
-    """Report each queue's due, unleased tasks whenever metrics are collected (the callback
-    runs on the exporter's thread; the query runs on the service's event loop)."""
+    """Report each queue's due, unleased tasks whenever metrics are collected."""
+
+    async def read() -> list[Observation]:
+        counts = await store.backlog()
+        return [Observation(n, {"perdure.task_queue": q}) for q, n in counts.items()]
+
+    _observe_gauge(
+        loop,
+        read,
+        "perdure.task_queue.backlog",
+        unit="{task}",
+        description="Tasks due and not leased, by task queue.",
+        what="task queue backlog",
+    )
+
+
+def observe_pauses(store: TaskStore, loop: asyncio.AbstractEventLoop) -> None:
+    """Report the pauses in force (pauses.py), by namespace and scope."""
+
+    async def read() -> list[Observation]:
+        counts = await store.pause_counts()
+        return [
+            Observation(n, {"perdure.namespace": namespace, "perdure.pause.scope": scope})
+            for (namespace, scope), n in counts.items()
+        ]
+
+    _observe_gauge(
+        loop,
+        read,
+        "perdure.pauses",
+        unit="{pause}",
+        description="Pauses in force: workflow ids, workflow types and task queues granted "
+        "to no worker, by namespace and scope.",
+        what="pauses",
+    )
+
+
+def _observe_gauge(
+    loop: asyncio.AbstractEventLoop,
+    read: Callable[[], Awaitable[list[Observation]]],
+    name: str,
+    unit: str,
+    description: str,
+    what: str,
+) -> None:
+    """A gauge read from the database whenever metrics are collected (the callback runs on the
+    exporter's thread; the query runs on the service's event loop)."""
+
+    async def untraced_read() -> list[Observation]:
+        with untraced():
+            return await read()
 
     def observe(options: CallbackOptions) -> Iterable[Observation]:
         if not loop.is_running():  # the final collection, after the service stopped
             return []
-        future = asyncio.run_coroutine_threadsafe(_backlog(store), loop)
+        future = asyncio.run_coroutine_threadsafe(untraced_read(), loop)
         try:
-            counts = future.result(timeout=BACKLOG_QUERY_TIMEOUT)
+            return future.result(timeout=BACKLOG_QUERY_TIMEOUT)
         except Exception as error:  # a collection must never take the exporter down
             future.cancel()
-            log.warning("task queue backlog not measured: %s", error)
+            log.warning("%s not measured: %s", what, error)
             return []
-        return [Observation(n, {"perdure.task_queue": q}) for q, n in counts.items()]
 
-    _meter.create_observable_gauge(
-        "perdure.task_queue.backlog",
-        callbacks=[observe],
-        unit="{task}",
-        description="Tasks due and not leased, by task queue.",
-    )
-
-
-async def _backlog(store: TaskStore) -> dict[str, int]:
-    with untraced():
-        return await store.backlog()
+    _meter.create_observable_gauge(name, callbacks=[observe], unit=unit, description=description)

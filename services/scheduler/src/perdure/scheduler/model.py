@@ -23,6 +23,9 @@ class DueReason(StrEnum):
 # The wake_reason history sends for a parked run an operator resumed (its recovery.py): no due
 # reason, but the one request that opens the run's own task again after its close.
 REOPEN = "resume"
+# The wake_reason history sends for a debounced run's later due time (its start_keys.py): no
+# due reason, but a due time that replaces an earlier one while no worker was granted the run.
+DEBOUNCE = "debounce"
 
 
 class TaskKey(NamedTuple):
@@ -67,6 +70,7 @@ class DueTask:
     reopens: bool = False  # this very run was resumed: its closed task opens again (REOPEN)
     flow: TaskFlow | None = None  # its flow settings, from the request that creates it
     run_budget: RunBudget | None = None  # its run's own budget (a run's start brings it)
+    delays: bool = False  # a debounced run's later due time replaces its earlier (DEBOUNCE)
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,7 @@
 """The scheduler's store: every statement on the scheduler schema, one part per concept (due
 tasks in due.py, lease grants in grants.py, leases held in leases.py, task queues in queues.py,
-sticky offers in sticky.py, builds and routing policies in builds.py, flow control in flow/;
+sticky offers in sticky.py, builds and routing policies in builds.py, pauses in pauses.py,
+flow control in flow/;
 the key-order locking they share in locking.py; the records they take and give in model.py)."""
 
 from __future__ import annotations
@@ -14,11 +15,14 @@ from perdure.scheduler.flow.claim import FlowGrants
 from perdure.scheduler.flow.limits import FlowLimits
 from perdure.scheduler.grants import Grants
 from perdure.scheduler.leases import Leases
+from perdure.scheduler.pauses import Pauses
 from perdure.scheduler.queues import Queues
 from perdure.scheduler.sticky import StickyOffers
 
 
-class TaskStore(Due, Grants, FlowGrants, FlowLimits, Budgets, Leases, Queues, StickyOffers, Builds):
+class TaskStore(
+    Due, Grants, FlowGrants, FlowLimits, Budgets, Leases, Queues, StickyOffers, Builds, Pauses
+):
     """The scheduler's table operations, one transaction each."""
 
     def __init__(self, pool: AsyncConnectionPool) -> None:

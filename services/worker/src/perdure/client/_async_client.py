@@ -77,6 +77,9 @@ class AsyncClient:
         fairness_key: str | None = None,
         budget: Budget | None = None,
         on_budget_exceeded: str | None = None,
+        debounce_key: str = "",
+        debounce_window: float | None = None,
+        singleton_key: str = "",
     ) -> AsyncWorkflowHandle:
         """Start a run (Client.start_workflow) and return a handle on it. Raises
         AlreadyStartedError when the workflow id is taken by a run started differently."""
@@ -93,6 +96,9 @@ class AsyncClient:
             fairness_key=fairness_key,
             budget=budget,
             on_budget_exceeded=on_budget_exceeded,
+            debounce_key=debounce_key,
+            debounce_window=debounce_window,
+            singleton_key=singleton_key,
         )
         return AsyncWorkflowHandle(self, started.workflow_id, started.run_id)
 
@@ -115,6 +121,9 @@ class AsyncClient:
         fairness_key: str | None = None,
         budget: Budget | None = None,
         on_budget_exceeded: str | None = None,
+        debounce_key: str = "",
+        debounce_window: float | None = None,
+        singleton_key: str = "",
     ) -> api.StartWorkflowResponse:
         """See Client.start_workflow."""
         request = rq.start_request(
@@ -126,7 +135,8 @@ class AsyncClient:
             execution_timeout,
             id_reuse_policy,
             request_id,
-            run_flow(keys, priority, fairness_key, budget, on_budget_exceeded),
+            flow=run_flow(keys, priority, fairness_key, budget, on_budget_exceeded),
+            keys=rq.StartKeys(debounce_key, debounce_window, singleton_key),
         )
         response: api.StartWorkflowResponse = await self._call("StartWorkflow", request)
         return response

@@ -88,6 +88,9 @@ class Client:
         fairness_key: str | None = None,
         budget: Budget | None = None,
         on_budget_exceeded: str | None = None,
+        debounce_key: str = "",
+        debounce_window: float | None = None,
+        singleton_key: str = "",
     ) -> WorkflowHandle:
         """Start a run, as start_workflow, and return a handle on it. Raises
         AlreadyStartedError when the workflow id is taken by a run started differently."""
@@ -104,6 +107,9 @@ class Client:
             fairness_key=fairness_key,
             budget=budget,
             on_budget_exceeded=on_budget_exceeded,
+            debounce_key=debounce_key,
+            debounce_window=debounce_window,
+            singleton_key=singleton_key,
         )
         return WorkflowHandle(self, started.workflow_id, started.run_id)
 
@@ -126,6 +132,9 @@ class Client:
         fairness_key: str | None = None,
         budget: Budget | None = None,
         on_budget_exceeded: str | None = None,
+        debounce_key: str = "",
+        debounce_window: float | None = None,
+        singleton_key: str = "",
     ) -> api.StartWorkflowResponse:
         """Start a run (idempotent by workflow id). Without `workflow_id`, a new one is fixed
         here, before the first send, so that a retried send starts nothing new; the answer
@@ -141,7 +150,11 @@ class Client:
         fairly across its values; `budget` (a Budget of units and cost_micros) bounds the run's
         whole life; `on_budget_exceeded` "wait" (the default: a step waits for room) or
         "fail" (the step fails with BudgetExceeded). Bad values raise ValueError or TypeError
-        before anything is sent."""
+        before anything is sent.
+
+        `debounce_key` with `debounce_window` (seconds) joins the key's pending run instead
+        (it takes this input and waits the window again: `debounced` in the answer);
+        `singleton_key` returns the key's open run if there is one (`singleton`)."""
         request = rq.start_request(
             self.namespace,
             workflow_type,
@@ -151,7 +164,8 @@ class Client:
             execution_timeout,
             id_reuse_policy,
             request_id,
-            run_flow(keys, priority, fairness_key, budget, on_budget_exceeded),
+            flow=run_flow(keys, priority, fairness_key, budget, on_budget_exceeded),
+            keys=rq.StartKeys(debounce_key, debounce_window, singleton_key),
         )
         response: api.StartWorkflowResponse = self._stub.StartWorkflow(
             request, timeout=self._timeout

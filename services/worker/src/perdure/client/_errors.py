@@ -97,7 +97,7 @@ class RateLimitedError(RpcError):
 
 class NotFoundError(RpcError):
     """NOT_FOUND: what the call names does not exist (STATE_NOT_FOUND, PAYLOAD_NOT_FOUND,
-    STEP_NOT_FOUND, and the subclasses)."""
+    STEP_NOT_FOUND, TASK_QUEUE_NOT_FOUND, and the subclasses)."""
 
 
 class WorkflowNotFoundError(NotFoundError):
@@ -170,6 +170,7 @@ REASON_ERRORS: dict[str, type[RpcError]] = {
     "STATE_NOT_FOUND": NotFoundError,
     "FLOW_LIMIT_NOT_FOUND": NotFoundError,
     "BUDGET_NOT_FOUND": NotFoundError,
+    "TASK_QUEUE_NOT_FOUND": NotFoundError,
     "PAYLOAD_NOT_FOUND": NotFoundError,
     "STALE_FENCE": FencedError,
     "FENCE_NOT_LOADED": FencedError,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Mapping
 from datetime import timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
 from perdure.api.common.v1 import flow_pb2 as fpb
 from perdure.api.workflow.v1 import workflow_pb2 as wf
@@ -36,6 +36,14 @@ LONG_POLL_SECONDS = 60.0
 DEFAULT_STREAM = "output"
 
 
+class StartKeys(NamedTuple):
+    """A start's debounce key and window (seconds) and singleton key ("" / None: none)."""
+
+    debounce_key: str = ""
+    debounce_window: float | None = None
+    singleton_key: str = ""
+
+
 def start_request(
     namespace: str,
     workflow_type: str,
@@ -46,6 +54,7 @@ def start_request(
     id_reuse_policy: int = 0,
     request_id: str = "",
     flow: fpb.RunFlow | None = None,
+    keys: StartKeys | None = None,
 ) -> api.StartWorkflowRequest:
     """Without a workflow id or request id, new ones are fixed here, before the first send, so
     that a retried send starts nothing new. `flow`: the run's keys, priority, fairness key and
@@ -63,6 +72,10 @@ def start_request(
         request.execution_timeout.FromTimedelta(timedelta(seconds=execution_timeout))
     if flow is not None:
         request.flow.CopyFrom(flow)
+    if keys is not None:
+        request.debounce_key, request.singleton_key = keys.debounce_key, keys.singleton_key
+        if keys.debounce_window is not None:
+            request.debounce_window.FromTimedelta(timedelta(seconds=keys.debounce_window))
     return request
 
 

@@ -268,6 +268,33 @@ ROUTES = (
         "Remove a key's budget, or the namespace's (key empty)",
         admin=True,
     ),
+    Route(
+        "GET",
+        "/v1/pauses",
+        "ListPauses",
+        admin.ListPausesRequest,
+        admin.ListPausesResponse,
+        "The pauses in force: workflow ids, workflow types and task queues granted to no worker",
+        admin=True,
+    ),
+    Route(
+        "POST",
+        "/v1/pauses",
+        "Pause",
+        admin.PauseRequest,
+        admin.PauseResponse,
+        "Pause one workflow id, workflow type or task queue: nothing more of it is granted",
+        admin=True,
+    ),
+    Route(
+        "POST",
+        "/v1/pauses/unpause",
+        "Unpause",
+        admin.UnpauseRequest,
+        admin.UnpauseResponse,
+        "Lift a pause: what it held is granted again at once",
+        admin=True,
+    ),
 )
 
 

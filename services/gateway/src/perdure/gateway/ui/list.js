@@ -6,6 +6,7 @@ import { arrange, debounce, enc, fill, h, isAbort } from "./dom.js";
 import { OPEN_STATUSES, fmtClock, statusBadge, statusLabel, timeEl } from "./format.js";
 import { RESEARCH_TYPE } from "./start.js";
 import { field } from "./forms.js";
+import { pauseTag, pausesOf } from "./pauses.js";
 
 const LIST_REFRESH_MS = 2000;
 const LIST_PAGE_SIZE = 50;
@@ -88,7 +89,7 @@ export function listView(root, query) {
   const rows = new Map();
   let emptyRow = null;
 
-  function renderRows(workflows) {
+  function renderRows(workflows, pauses) {
     const seen = new Set();
     const ordered = [];
     for (const run of workflows) {
@@ -103,9 +104,10 @@ export function listView(root, query) {
         entry = { tr, cells, signature: "" };
         rows.set(run.workflow_id, entry);
       }
+      const held = pausesOf(run, pauses);
       const signature = JSON.stringify([
         run.workflow_type, run.status, run.create_time, run.update_time, run.close_time,
-        run.cancel_requested,
+        run.cancel_requested, held,
       ]);
       if (entry.signature !== signature) {
         entry.signature = signature;
@@ -114,7 +116,8 @@ export function listView(root, query) {
         fill(type, run.workflow_type);
         fill(status, statusBadge(run.status),
           run.cancel_requested && OPEN_STATUSES.has(run.status)
-            ? h("span", { class: "tag" }, "cancel requested") : null);
+            ? h("span", { class: "tag" }, "cancel requested") : null,
+          pauseTag(held));
         fill(created, timeEl(run.create_time));
         fill(updated, run.close_time
           ? h("span", {}, h("span", { class: "muted" }, "closed "), timeEl(run.close_time))
@@ -145,6 +148,12 @@ export function listView(root, query) {
     state.inflight = mine;
     const signal = AbortSignal.any([controller.signal, mine.signal]);
     try {
+      // The pauses in force mark the runs they hold (a reader key lists them; without one,
+      // the list shows no marks rather than no runs).
+      const paused = api("GET", "/v1/pauses", { signal }).catch((error) => {
+        if (isAbort(error)) throw error;
+        return {};
+      });
       const answer = await api("GET", "/v1/workflows", {
         signal,
         params: {
@@ -156,7 +165,7 @@ export function listView(root, query) {
         },
       });
       const runs = answer.workflows || [];
-      renderRows(runs);
+      renderRows(runs, (await paused).pauses || []);
       state.nextToken = answer.next_page_token || "";
       prevButton.disabled = state.page === 0;
       nextButton.disabled = !state.nextToken;

@@ -1,11 +1,12 @@
 // The workers page (#/workers): the worker sessions connected now with their builds, the builds
 // seen on each task queue with the open runs each still holds (an old build can stop once it
-// holds none of a pinned type), and the workflow types' routing policies. Refreshed every few
-// seconds; setting a policy needs an operator key.
+// holds none of a pinned type), the workflow types' routing policies and the pauses in force.
+// Refreshed every few seconds; setting a policy or a pause needs an operator key.
 
 import { api, errorText } from "./api.js";
 import { fill, h, isAbort, section, toast } from "./dom.js";
 import { timeEl } from "./format.js";
+import { pausesSection } from "./pauses.js";
 
 const REFRESH_MS = 3000;
 const POLICIES = {
@@ -73,10 +74,11 @@ export function workersView(root) {
     inflight = true;
     try {
       const signal = controller.signal;
-      const [workers, builds, policies] = await Promise.all([
+      const [workers, builds, policies, pauses] = await Promise.all([
         api("GET", "/v1/workers", { signal }),
         api("GET", "/v1/builds", { signal }),
         api("GET", "/v1/workflow-policies", { signal }),
+        api("GET", "/v1/pauses", { signal }),
       ]);
       errorBox.hidden = true;
       fill(body,
@@ -93,7 +95,8 @@ export function workersView(root) {
           h("p", { class: "hint" }, "Types not listed are unversioned: any worker serving them."),
           table("policies-table", ["Workflow type", "Policy", "Set"],
             (policies.policies ?? []).map((p) => [p.workflow_type, POLICIES[p.policy] ?? p.policy, timeEl(p.update_time)])),
-          policyForm(load)));
+          policyForm(load)),
+        pausesSection(pauses.pauses ?? [], load));
     } catch (error) {
       if (isAbort(error)) return;
       errorBox.textContent = errorText(error);

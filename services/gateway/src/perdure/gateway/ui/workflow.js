@@ -11,6 +11,7 @@ import {
 } from "./format.js";
 import { actionsCard, approvalPanel, resumePanel } from "./actions.js";
 import { historyCard } from "./history.js";
+import { pauseCard, pauseTag } from "./pauses.js";
 import { settings } from "./settings.js";
 import { stepsCard } from "./steps.js";
 import { outputCard } from "./stream.js";
@@ -64,6 +65,7 @@ export function workflowView(root, id) {
   const output = outputCard(id);
   const approval = approvalPanel(id, () => scheduleRefresh());
   const actions = actionsCard(id, () => scheduleRefresh());
+  const pause = pauseCard(id, () => scheduleRefresh());
   // A resumed run is open again: the page starts over, following its journal anew.
   const resume = resumePanel(id, () => window.location.reload());
 
@@ -88,6 +90,7 @@ export function workflowView(root, id) {
         history.element),
       h("aside", { class: "col-side", "aria-label": "Run details and actions" },
         section("Waiting for", { id: "wait", hidden: true }, waitSlot),
+        pause.element,
         actions.element,
         section("Published state", { id: "state" }, stateList),
         section("Pending signals", { id: "signals" }, signalsSlot),
@@ -105,7 +108,8 @@ export function workflowView(root, id) {
 
     fill(statusSlot, statusBadge(status, { "data-testid": "workflow-status" }),
       run.cancel_requested && open
-        ? h("span", { class: "tag tag-warn", "data-testid": "cancel-requested" }, "Cancel requested") : null);
+        ? h("span", { class: "tag tag-warn", "data-testid": "cancel-requested" }, "Cancel requested") : null,
+      open ? pauseTag(described.pauses || []) : null);
     const durationEnd = run.close_time ? toMillis(run.close_time) : null;
     const created = toMillis(run.create_time);
     fill(meta,
@@ -148,6 +152,7 @@ export function workflowView(root, id) {
     }
     approval.update(described, open);
     actions.update(open);
+    pause.update(described);
     resume.update(status);
     tick();
   }
