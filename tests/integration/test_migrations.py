@@ -54,8 +54,8 @@ FILES = {
         "0018_step_attempt_indexes.sql",
         "0019_status_notifications.sql",
         "0020_emit_in_one_statement.sql",
-        "0023_flow_control.sql",
         "0022_start_keys.sql",
+        "0023_flow_control.sql",
     ],
     "perdure.scheduler": [
         "0001_init.sql",
