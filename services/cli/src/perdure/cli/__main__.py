@@ -15,6 +15,7 @@ from perdure.cli import (
     keys_cmd,
     migrate_cmd,
     replay_cmd,
+    schedule_cmd,
     workers_cmd,
     workflow_cmd,
 )
@@ -88,6 +89,7 @@ def _command(args_list: list[str]) -> int:
     migrate_cmd.add_parser(subparsers)
     replay_cmd.add_parser(subparsers)
     workers_cmd.add_parser(subparsers)
+    schedule_cmd.add_parser(subparsers)
     args = parser.parse_args(args_list)
     if args.group == "dev":
         return dev_cmd.run(args)
@@ -101,6 +103,8 @@ def _command(args_list: list[str]) -> int:
         return replay_cmd.run(args)
     if args.group == "workers":
         return workers_cmd.run(args)
+    if args.group == "schedule":
+        return schedule_cmd.run(args)
     return workflow_cmd.run(args)
 
 
