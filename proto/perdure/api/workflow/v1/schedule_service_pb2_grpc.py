@@ -98,7 +98,7 @@ class ScheduleServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def ListSchedules(self, request, context):
-        """Lists the namespace's schedules by id.
+        """Lists the namespace's schedules, oldest first.
         Errors: INVALID_ARGUMENT (INVALID_REQUEST, INVALID_PAGE_TOKEN).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)

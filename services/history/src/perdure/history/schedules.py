@@ -82,6 +82,14 @@ WHERE namespace = %(namespace)s AND (%(after)s::bigint IS NULL OR seq > %(after)
 ORDER BY seq LIMIT %(limit)s
 """
 
+# The last action of each of a page's schedules (a list shows that one).
+SELECT_LAST_ACTIONS = """
+SELECT DISTINCT ON (schedule_id) schedule_id, slot, workflow_id, run_id, triggered, started_at
+FROM history.schedule_actions
+WHERE namespace = %s AND schedule_id = ANY(%s)
+ORDER BY schedule_id, slot DESC
+"""
+
 SET_PAUSED = """
 UPDATE history.schedules SET paused = %(paused)s, note = %(note)s, updated_at = now()
 WHERE namespace = %(namespace)s AND schedule_id = %(schedule_id)s
@@ -223,8 +231,11 @@ class Schedules(Lifecycle):
         params = {"namespace": namespace, "after": decode_page_token(page_token), "limit": limit}
         async with self._pool.connection() as conn:
             rows = await fetch_all(conn, LIST_PAGE, params)
+            ids = [row["schedule_id"] for row in rows]
+            last = await fetch_all(conn, SELECT_LAST_ACTIONS, [namespace, ids])
         token = encode_page_token(rows[-1]["seq"]) if len(rows) == limit else ""
-        return [schedule_info(row, []) for row in rows], token
+        by_id = {action["schedule_id"]: [action] for action in last}
+        return [schedule_info(row, by_id.get(row["schedule_id"], [])) for row in rows], token
 
     async def set_paused(self, namespace: str, schedule_id: str, paused: bool, note: str) -> None:
         params = {"namespace": namespace, "schedule_id": schedule_id, "paused": paused}
