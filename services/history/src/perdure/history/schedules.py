@@ -100,18 +100,25 @@ DELETE_SCHEDULE = """
 DELETE FROM history.schedules WHERE namespace = %s AND schedule_id = %s RETURNING schedule_id
 """
 
-# One schedule with work to do, locked (other replicas skip it): a slot due by the database's
-# clock, or a buffered slot whose wait is over (the last run closed).
+# The open last run of a schedule row `s`, as SQL.
+_LAST_OPEN = f"""EXISTS (SELECT FROM history.workflows w
+               WHERE w.workflow_id = s.last_workflow_id AND w.status IN {OPEN})"""
+
+# One schedule with work to do, locked (other replicas skip it): a buffered slot whose wait is
+# over (the last run closed), or else a slot due by the database's clock. Each by its index.
+LOCK_BUFFERED = f"""
+SELECT {_COLUMNS}, now() AS db_now, false AS last_open
+FROM history.schedules s
+WHERE s.buffered_slot IS NOT NULL AND NOT s.paused AND NOT {_LAST_OPEN}
+LIMIT 1
+FOR UPDATE OF s SKIP LOCKED
+"""
+
 LOCK_DUE = f"""
-SELECT {_COLUMNS}, now() AS db_now,
-       EXISTS (SELECT FROM history.workflows w
-               WHERE w.workflow_id = s.last_workflow_id AND w.status IN {OPEN}) AS last_open
+SELECT {_COLUMNS}, now() AS db_now, {_LAST_OPEN} AS last_open
 FROM history.schedules s
 WHERE s.next_fire <= now()
-   OR (s.buffered_slot IS NOT NULL AND NOT s.paused
-       AND NOT EXISTS (SELECT FROM history.workflows w
-                       WHERE w.workflow_id = s.last_workflow_id AND w.status IN {OPEN}))
-ORDER BY s.next_fire NULLS LAST
+ORDER BY s.next_fire
 LIMIT 1
 FOR UPDATE OF s SKIP LOCKED
 """
@@ -276,7 +283,9 @@ class Schedules(Lifecycle):
         while handled < FIRE_BATCH:
             async with self._pool.connection() as conn:
                 async with conn.transaction():
-                    row = await fetch_one(conn, LOCK_DUE, ())
+                    row = await fetch_one(conn, LOCK_BUFFERED, ()) or await fetch_one(
+                        conn, LOCK_DUE, ()
+                    )
                     if row is None:
                         return handled
                     await self._fire(conn, row)
