@@ -359,6 +359,9 @@ class Schedules(Lifecycle):
         if await self._create(conn, params):
             run_id = params["run_id"]
             count_started(action.workflow_type)
+            log.info(
+                "schedule %s started %s", printable(row["schedule_id"]), printable(workflow_id)
+            )
         else:
             existing = await fetch_one(conn, SELECT_RUN_ID, [workflow_id])
             assert existing is not None  # the conflict was on this key
