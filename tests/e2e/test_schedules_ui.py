@@ -75,7 +75,9 @@ def test_the_schedules_page_lists_pauses_triggers_and_deletes(shared: Cluster, p
     }
     created = http(shared, "POST", "/v1/schedules", json=body)
     assert created["schedule"]["next_fire_times"][0].endswith("T03:00:00Z")
-    page.goto(f"http://{shared.http_address}/#/schedules")
+    page.goto(f"http://{shared.http_address}/#/")
+    page.get_by_role("navigation", name="Main").get_by_role("link", name="Schedules").click()
+    expect(page.get_by_role("heading", name="Schedules", level=1)).to_be_visible()
     row = page.locator('[data-testid=schedule-row][data-schedule-id="nightly-report"]')
     expect(row).to_contain_text("cron 0 3 * * *")
     expect(row).to_contain_text("Buffer one")
@@ -94,6 +96,7 @@ def test_the_schedules_page_lists_pauses_triggers_and_deletes(shared: Cluster, p
     run_id = link.text_content()
     assert run_id is not None
     assert http(shared, "GET", f"/v1/workflows/{run_id}")["workflow"]["workflow_id"] == run_id
+    screenshot(page, "schedules-page-listed")
 
     row.get_by_test_id("schedule-delete").click()
     expect(row.get_by_test_id("schedule-delete")).to_have_text("Confirm delete")

@@ -66,7 +66,7 @@ function scheduleRow(info, reload) {
     : "Active";
   return h("tr", { "data-testid": "schedule-row", "data-schedule-id": s.schedule_id },
     h("td", {}, s.schedule_id),
-    h("td", { class: "mono" }, specText(s.spec)),
+    h("td", { class: "mono nowrap" }, specText(s.spec)),
     h("td", {}, s.action?.workflow_type ?? "—"),
     h("td", {}, enumLabel(s.overlap_policy, "SCHEDULE_OVERLAP_POLICY_")),
     h("td", { "data-testid": "schedule-state" }, state),
