@@ -21,7 +21,8 @@ from perdure.api.workflow.v1 import workflow_service_pb2 as api
 from perdure.common.db import open_pool
 from perdure.common.payload import json_payload
 from perdure.history.journal import Journal
-from perdure.history.schedules import run_workflow_id
+from perdure.history.rows import fetch_one
+from perdure.history.schedules import LOCK_SCHEDULE, run_workflow_id
 from tests.integration.journal_db import Db, db, journal_dsn
 
 __all__ = ["db", "journal_dsn"]  # the fixtures
@@ -192,3 +193,28 @@ async def test_deleting_a_schedule_leaves_its_runs(db: Db) -> None:
     assert len(await slots_started(db.pool, made.schedule_id)) == 1
     with pytest.raises(Exception, match="no schedule"):
         await info(db, made.schedule_id)
+
+
+async def test_a_replica_that_dies_before_its_commit_leaves_the_slot_to_the_next_one(
+    db: Db, second_journal: Journal
+) -> None:
+    made = schedule()
+    await db.journal.create_schedule("default", made, 60.0)
+    slot = await back_in_time(db.pool, made.schedule_id, 0)
+    async with db.pool.connection() as conn:
+        with pytest.raises(RuntimeError):
+            async with conn.transaction():
+                row = await fetch_one(conn, LOCK_SCHEDULE, ["default", made.schedule_id])
+                assert row is not None
+                now = (await fetch_one(conn, "SELECT now() AS now", ()))["now"]  # type: ignore[index]
+                await db.journal._fire(conn, row | {"db_now": now, "last_open": False})
+                # Meanwhile another replica passes the locked schedule by, starting nothing.
+                await second_journal.fire_due_schedules()
+                assert await slots_started(db.pool, made.schedule_id) == []
+                raise RuntimeError("killed before the commit")
+    # The start and the schedule's advance were undone together: the next replica starts the
+    # slot, once.
+    await second_journal.fire_due_schedules()
+    runs = await slots_started(db.pool, made.schedule_id)
+    assert runs[0] == (run_workflow_id(made.schedule_id, slot), 1)
+    assert all(count == 1 for _, count in runs)
