@@ -207,7 +207,7 @@ async def test_a_replica_that_dies_before_its_commit_leaves_the_slot_to_the_next
                 row = await fetch_one(conn, LOCK_SCHEDULE, ["default", made.schedule_id])
                 assert row is not None
                 now = (await fetch_one(conn, "SELECT now() AS now", ()))["now"]  # type: ignore[index]
-                await db.journal._fire(conn, row | {"db_now": now, "last_open": False})
+                await db.journal._fire(conn, row | {"db_now": now, "last_open": False}, [])
                 # Meanwhile another replica passes the locked schedule by, starting nothing.
                 await second_journal.fire_due_schedules()
                 assert await slots_started(db.pool, made.schedule_id) == []

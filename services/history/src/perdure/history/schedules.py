@@ -180,6 +180,21 @@ def spec_columns(spec: spb.ScheduleSpec) -> dict[str, Any]:
     }
 
 
+@dataclass(frozen=True)
+class Started:
+    """A run a schedule started, to count and log once committed."""
+
+    schedule_id: str
+    workflow_id: str
+    workflow_type: str
+
+
+def _committed(started: list[Started]) -> None:
+    for run in started:
+        count_started(run.workflow_type)
+        log.info("schedule %s started %s", printable(run.schedule_id), printable(run.workflow_id))
+
+
 @dataclass
 class Advance:
     """What firing one schedule changes in its row."""
@@ -264,10 +279,14 @@ class Schedules(Lifecycle):
                 if row is None:
                     raise not_found(namespace, schedule_id)
                 now = (await fetch_one(conn, DB_NOW, ()))["now"]  # type: ignore[index]
-                workflow_id, run_id = await self._start_slot(conn, row, now, triggered=True)
+                started: list[Started] = []
+                workflow_id, run_id = await self._start_slot(
+                    conn, row, now, started, triggered=True
+                )
                 advance = Advance(row["next_fire"], row["buffered_slot"], workflow_id, actions=1)
                 await conn.execute(ADVANCE, _advance_params(row, advance))
             self._on_scheduled()
+            _committed(started)
         return spb.ScheduleAction(
             slot_time=timestamp(now),
             workflow_id=namespaces.split(workflow_id)[1],
@@ -281,6 +300,7 @@ class Schedules(Lifecycle):
         handled (at most FIRE_BATCH a call)."""
         handled = 0
         while handled < FIRE_BATCH:
+            started: list[Started] = []
             async with self._pool.connection() as conn:
                 async with conn.transaction():
                     row = await fetch_one(conn, LOCK_BUFFERED, ()) or await fetch_one(
@@ -288,12 +308,13 @@ class Schedules(Lifecycle):
                     )
                     if row is None:
                         return handled
-                    await self._fire(conn, row)
+                    await self._fire(conn, row, started)
                 self._on_scheduled()  # again, now that the runs are committed
+            _committed(started)
             handled += 1
         return handled
 
-    async def _fire(self, conn: AsyncConnection, row: Row) -> None:
+    async def _fire(self, conn: AsyncConnection, row: Row, started: list[Started]) -> None:
         """Handle one thing a locked due schedule has to do (its caller commits): start a
         buffered slot whose wait is over, or take its next slot under the overlap policy, or
         count the slots older than its catch-up window as missed."""
@@ -302,7 +323,7 @@ class Schedules(Lifecycle):
         advance = Advance(row["next_fire"], row["buffered_slot"], row["last_workflow_id"])
         buffered = row["buffered_slot"]
         if buffered is not None and not row["paused"] and not row["last_open"]:
-            advance.last_workflow_id, _ = await self._start_slot(conn, row, buffered)
+            advance.last_workflow_id, _ = await self._start_slot(conn, row, buffered, started)
             advance.buffered_slot, advance.actions = None, 1
             await conn.execute(ADVANCE, _advance_params(row, advance))
             return
@@ -323,7 +344,7 @@ class Schedules(Lifecycle):
         if row["paused"]:
             advance.skipped = 1
         elif not row["last_open"] or policy == "ALLOW_ALL":
-            advance.last_workflow_id, _ = await self._start_slot(conn, row, slot)
+            advance.last_workflow_id, _ = await self._start_slot(conn, row, slot, started)
             advance.actions = 1
         elif policy == "SKIP":
             advance.skipped = 1
@@ -339,10 +360,17 @@ class Schedules(Lifecycle):
         await conn.execute(ADVANCE, _advance_params(row, advance))
 
     async def _start_slot(
-        self, conn: AsyncConnection, row: Row, slot: datetime, *, triggered: bool = False
+        self,
+        conn: AsyncConnection,
+        row: Row,
+        slot: datetime,
+        started: list[Started],
+        *,
+        triggered: bool = False,
     ) -> tuple[str, str]:
         """Start the schedule's run for `slot` in the caller's transaction, as a start does:
-        (its qualified workflow id, its run id). A slot's id already taken is its run."""
+        (its qualified workflow id, its run id), a new run added to `started` (for the caller
+        to count once committed). A slot's id already taken is its run."""
         namespace = row["namespace"]
         action = api.StartWorkflowRequest.FromString(row["action"])
         workflow_id = namespaces.qualify(
@@ -358,10 +386,7 @@ class Schedules(Lifecycle):
         )
         if await self._create(conn, params):
             run_id = params["run_id"]
-            count_started(action.workflow_type)
-            log.info(
-                "schedule %s started %s", printable(row["schedule_id"]), printable(workflow_id)
-            )
+            started.append(Started(row["schedule_id"], workflow_id, action.workflow_type))
         else:
             existing = await fetch_one(conn, SELECT_RUN_ID, [workflow_id])
             assert existing is not None  # the conflict was on this key
