@@ -376,6 +376,7 @@ class Schedules(Lifecycle):
         workflow_id = namespaces.qualify(
             namespace, run_workflow_id(row["schedule_id"], slot, triggered=triggered)
         )
+        # The fields WorkflowApi.StartWorkflow hands to a start: one added there belongs here.
         params = chains.start_params(
             workflow_id,
             action.workflow_type,
