@@ -1,6 +1,6 @@
 """Schedules through the gateway and the CLI on a real cluster: each overlap policy with a run
 that stays open until it is released, pause, unpause, trigger and delete, and every validation
-error with its status. Waits poll the database or the API; nothing is timed."""
+error with its status, over gRPC and HTTP. Waits poll the database or the API; nothing is timed."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from datetime import UTC
 
 import grpc
 import pytest
+import requests
 
 from perdure.api.workflow.v1 import schedule_service_pb2 as spb
 from perdure.api.workflow.v1 import schedule_service_pb2_grpc as sgrpc
@@ -247,3 +248,30 @@ def test_the_cli_creates_pauses_triggers_lists_and_deletes(shared: Cluster) -> N
     assert gone.returncode != 0 and "SCHEDULE_NOT_FOUND" in gone.stderr
     bad = perdure(shared, "create", new_id("cli"), "tick", "--every", "0")
     assert bad.returncode != 0 and "spec.interval must be" in bad.stderr
+
+
+def test_the_http_routes_answer_with_the_statuses_of_their_errors(shared: Cluster) -> None:
+    base = f"http://{shared.http_address}/v1/schedules"
+    schedule_id = new_id("http")
+    body = {
+        "schedule": {
+            "schedule_id": schedule_id,
+            "spec": {"interval": "3600s", "offset": "60s"},
+            "action": {"workflow_type": "tick", "input": {"n": 2**64 + 1}},
+        }
+    }
+    made = requests.post(base, json=body, timeout=30)
+    assert made.status_code == 200, made.text
+    assert '"input":{"n":18446744073709551617}' in made.text  # the payload kept exactly
+    again = requests.post(base, json=body, timeout=30)
+    assert (again.status_code, again.json()["error"]["reason"]) == (409, "SCHEDULE_ID_CONFLICT")
+    body["schedule"]["spec"] = {"cron": "* * *"}
+    bad = requests.post(base, json=body, timeout=30)
+    assert bad.status_code == 400 and "has 3 fields" in bad.json()["error"]["message"]
+    paused = requests.post(f"{base}/{schedule_id}/pause", json={"note": "n"}, timeout=30)
+    assert paused.status_code == 200
+    listed = requests.get(base, timeout=30).json()["schedules"]
+    assert any(s["schedule"]["schedule_id"] == schedule_id for s in listed)
+    assert requests.post(f"{base}/{schedule_id}/delete", timeout=30).status_code == 200
+    gone = requests.post(f"{base}/{schedule_id}/trigger", timeout=30)
+    assert (gone.status_code, gone.json()["error"]["reason"]) == (404, "SCHEDULE_NOT_FOUND")
