@@ -28,6 +28,7 @@ from perdure.client import Client
 from perdure.common.service_identity import SECRET_HEADER
 from perdure.internal.history.v1 import history_service_pb2 as hpb
 from perdure.internal.history.v1 import history_service_pb2_grpc as hgrpc
+from perdure.internal.history.v1 import schedule_service_pb2 as hschedules
 from perdure.internal.scheduler.v1 import scheduler_service_pb2 as spb
 from tests.fixtures.cluster import Cluster
 from tests.fixtures.keys import make_key
@@ -38,6 +39,7 @@ INTERNAL_PACKAGE = "perdure.internal."
 DEFINED = {
     hpb.DESCRIPTOR.services_by_name["HistoryService"].full_name,
     spb.DESCRIPTOR.services_by_name["SchedulerService"].full_name,
+    hschedules.DESCRIPTOR.services_by_name["HistoryScheduleService"].full_name,
 }
 REFUSED = {grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED}
 Metadata = tuple[tuple[str, str], ...]

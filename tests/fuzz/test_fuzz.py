@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from perdure.api.admin.v1 import admin_service_pb2 as admin
 from perdure.api.worker.v1 import journal_service_pb2 as jpb
 from perdure.api.worker.v1 import task_service_pb2 as tpb
+from perdure.api.workflow.v1 import schedule_service_pb2 as schedules
 from perdure.api.workflow.v1 import workflow_service_pb2 as api
 from tests.fixtures.cluster import Cluster, wait_until
 from tests.fixtures.rpc import error_reason
@@ -42,8 +43,10 @@ def unary_methods(service: d.ServiceDescriptor) -> list[d.MethodDescriptor]:
     return [m for m in service.methods if not (m.client_streaming or m.server_streaming)]
 
 
-PUBLIC = unary_methods(api.DESCRIPTOR.services_by_name["WorkflowService"]) + unary_methods(
-    admin.DESCRIPTOR.services_by_name["AdminService"]
+PUBLIC = (
+    unary_methods(api.DESCRIPTOR.services_by_name["WorkflowService"])
+    + unary_methods(schedules.DESCRIPTOR.services_by_name["ScheduleService"])
+    + unary_methods(admin.DESCRIPTOR.services_by_name["AdminService"])
 )
 JOURNAL = unary_methods(jpb.DESCRIPTOR.services_by_name["JournalService"])
 TASKS = unary_methods(tpb.DESCRIPTOR.services_by_name["TaskService"])

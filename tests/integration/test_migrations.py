@@ -31,6 +31,8 @@ HISTORY_TABLES = {
     "payloads",
     "stream_heads",
     "frames",
+    "schedules",
+    "schedule_actions",
 }
 FILES = {
     "perdure.history": [
@@ -54,6 +56,7 @@ FILES = {
         "0018_step_attempt_indexes.sql",
         "0019_status_notifications.sql",
         "0020_emit_in_one_statement.sql",
+        "0021_schedules.sql",
         "0022_start_keys.sql",
         "0023_flow_control.sql",
     ],

@@ -17,6 +17,7 @@ from perdure.cli import (
     migrate_cmd,
     pause_cmd,
     replay_cmd,
+    schedule_cmd,
     workers_cmd,
     workflow_cmd,
 )
@@ -92,6 +93,7 @@ def _command(args_list: list[str]) -> int:
     workers_cmd.add_parser(subparsers)
     flow_cmd.add_parser(subparsers)
     pause_cmd.add_parser(subparsers)
+    schedule_cmd.add_parser(subparsers)
     args = parser.parse_args(args_list)
     if args.group == "dev":
         return dev_cmd.run(args)
@@ -109,6 +111,8 @@ def _command(args_list: list[str]) -> int:
         return flow_cmd.run(args)
     if args.group in pause_cmd.GROUPS:
         return pause_cmd.run(args)
+    if args.group == "schedule":
+        return schedule_cmd.run(args)
     return workflow_cmd.run(args)
 
 

@@ -57,6 +57,9 @@ class Reason(StrEnum):
     # Resume, reset and fork (history/recovery.py).
     WORKFLOW_NOT_PARKED = "WORKFLOW_NOT_PARKED"
     STEP_NOT_IN_JOURNAL = "STEP_NOT_IN_JOURNAL"
+    # Schedules (history/schedules.py).
+    SCHEDULE_NOT_FOUND = "SCHEDULE_NOT_FOUND"
+    SCHEDULE_ID_CONFLICT = "SCHEDULE_ID_CONFLICT"
     # A fault of the service's own, logged there and never described to the caller.
     INTERNAL = "INTERNAL"
 

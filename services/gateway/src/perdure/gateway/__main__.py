@@ -11,7 +11,12 @@ import uvloop
 
 from perdure.api.admin.v1 import admin_service_pb2 as admin
 from perdure.api.admin.v1 import admin_service_pb2_grpc
-from perdure.api.workflow.v1 import workflow_service_pb2, workflow_service_pb2_grpc
+from perdure.api.workflow.v1 import (
+    schedule_service_pb2,
+    schedule_service_pb2_grpc,
+    workflow_service_pb2,
+    workflow_service_pb2_grpc,
+)
 from perdure.common.auth import RememberedKeys, history_authenticator, warn_if_open
 from perdure.common.flags import (
     GATEWAY_HTTP_PORT,
@@ -26,7 +31,9 @@ from perdure.common.service_identity import service_channel
 from perdure.common.tls import gateway_requires_client_cert
 from perdure.gateway.handlers import AdminServicer, Callers, WorkflowServicer
 from perdure.gateway.http.server import HttpServer, instrument_http, local_target
+from perdure.gateway.schedules import ScheduleServicer
 from perdure.internal.history.v1 import history_service_pb2_grpc
+from perdure.internal.history.v1 import schedule_service_pb2_grpc as history_schedules
 from perdure.internal.scheduler.v1 import scheduler_service_pb2_grpc
 from perdure.telemetry import telemetry_for
 
@@ -48,6 +55,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 WORKFLOW_SERVICE = workflow_service_pb2.DESCRIPTOR.services_by_name["WorkflowService"].full_name
+SCHEDULE_SERVICE = schedule_service_pb2.DESCRIPTOR.services_by_name["ScheduleService"].full_name
 ADMIN_SERVICE = admin.DESCRIPTOR.services_by_name["AdminService"].full_name
 # Reading needs a reader key; changing a run, routing, pauses, limits or budgets, an
 # operator's; AdminService's other calls an admin's.
@@ -78,11 +86,23 @@ OPERATOR_METHODS = (
     "ResetWorkflow",
     "ForkWorkflow",
 )
+# Schedules: reading them needs a reader key, changing them an operator's.
+OPERATOR_SCHEDULE_METHODS = (
+    "CreateSchedule",
+    "PauseSchedule",
+    "UnpauseSchedule",
+    "TriggerSchedule",
+    "DeleteSchedule",
+)
 
 
 ROLES = {
     WORKFLOW_SERVICE: admin.ROLE_READER,
     **{f"/{WORKFLOW_SERVICE}/{method}": admin.ROLE_OPERATOR for method in OPERATOR_METHODS},
+    SCHEDULE_SERVICE: admin.ROLE_READER,
+    **{
+        f"/{SCHEDULE_SERVICE}/{method}": admin.ROLE_OPERATOR for method in OPERATOR_SCHEDULE_METHODS
+    },
     ADMIN_SERVICE: admin.ROLE_ADMIN,
     **{f"/{ADMIN_SERVICE}/{method}": admin.ROLE_READER for method in READER_ADMIN_METHODS},
     **{f"/{ADMIN_SERVICE}/{method}": admin.ROLE_OPERATOR for method in OPERATOR_ADMIN_METHODS},
@@ -107,6 +127,12 @@ async def run(args: argparse.Namespace) -> None:
 
     def register(server: grpc.aio.Server) -> None:
         workflow_service_pb2_grpc.add_WorkflowServiceServicer_to_server(servicer, server)
+        schedule_service_pb2_grpc.add_ScheduleServiceServicer_to_server(
+            ScheduleServicer(
+                history_schedules.HistoryScheduleServiceStub(history), servicer, callers
+            ),
+            server,
+        )
         admin_service_pb2_grpc.add_AdminServiceServicer_to_server(
             AdminServicer(history_stub, scheduler_stub, callers, keys), server
         )
@@ -116,7 +142,7 @@ async def run(args: argparse.Namespace) -> None:
             ServerSpec(
                 name="gateway",
                 listen=args.listen,
-                service_names=[WORKFLOW_SERVICE, ADMIN_SERVICE],
+                service_names=[WORKFLOW_SERVICE, SCHEDULE_SERVICE, ADMIN_SERVICE],
                 register=register,
                 interceptors=guards("gateway", keys.authenticate, ROLES),
                 require_client_auth=gateway_requires_client_cert(),

@@ -33,8 +33,15 @@ from perdure.history.journal import Journal
 from perdure.history.keys import KeyRing
 from perdure.history.outbox import OutboxRelay
 from perdure.history.retention import StreamRetention, stream_retention
+from perdure.history.schedule_api import ScheduleServicer
+from perdure.history.schedule_firing import ScheduleFiring
 from perdure.history.stranded import StrandedSweep, stuck_after
-from perdure.internal.history.v1 import history_service_pb2, history_service_pb2_grpc
+from perdure.internal.history.v1 import (
+    history_service_pb2,
+    history_service_pb2_grpc,
+    schedule_service_pb2,
+    schedule_service_pb2_grpc,
+)
 from perdure.internal.scheduler.v1 import scheduler_service_pb2_grpc
 from perdure.telemetry import telemetry_for
 
@@ -91,7 +98,11 @@ async def run(args: argparse.Namespace) -> None:
     )
     key_ring = KeyRing(pool)
     retention = StreamRetention(journal, stream_retention())
+    firing = ScheduleFiring(journal)
     history_service = history_service_pb2.DESCRIPTOR.services_by_name["HistoryService"].full_name
+    schedule_service = schedule_service_pb2.DESCRIPTOR.services_by_name[
+        "HistoryScheduleService"
+    ].full_name
     journal_service = journal_service_pb2.DESCRIPTOR.services_by_name["JournalService"].full_name
     warn_if_open("history")
     # Workers' journal calls carry their key; HistoryService answers only the gateway and the
@@ -103,6 +114,9 @@ async def run(args: argparse.Namespace) -> None:
             HistoryServicer(journal, key_ring, feed), server
         )
         journal_service_pb2_grpc.add_JournalServiceServicer_to_server(journal_servicer, server)
+        schedule_service_pb2_grpc.add_HistoryScheduleServiceServicer_to_server(
+            ScheduleServicer(journal), server
+        )
 
     async def started() -> None:
         feed.start()
@@ -110,10 +124,12 @@ async def run(args: argparse.Namespace) -> None:
         relay.start()
         deadlines.start()
         sweep.start()
+        firing.start()
 
     async def stopping() -> None:
         journal_servicer.close_sessions()  # workers' long-lived streams would hold the stop
         feed.close_watches()  # and so would clients' watches
+        await firing.stop()
         await sweep.stop()
         await relay.stop()
         await deadlines.stop()
@@ -125,7 +141,7 @@ async def run(args: argparse.Namespace) -> None:
             ServerSpec(
                 name="history",
                 listen=args.listen,
-                service_names=[history_service, journal_service],
+                service_names=[history_service, journal_service, schedule_service],
                 interceptors=guard,
                 register=register,
                 require_client_auth=True,  # only services and workers call it

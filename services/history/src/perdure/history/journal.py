@@ -6,12 +6,12 @@ from __future__ import annotations
 from perdure.api.common.v1.payload_pb2 import Payload
 from perdure.history import chains
 from perdure.history.builds import BuildRuns
-from perdure.history.lifecycle import Lifecycle
 from perdure.history.live import LiveReads
 from perdure.history.metrics import count_started
 from perdure.history.patches import Patches
 from perdure.history.reads import Reads
 from perdure.history.recovery import Recovery
+from perdure.history.schedules import Schedules
 from perdure.history.signals import Signals
 from perdure.history.start_keys import StartKeysJournal
 from perdure.history.steps import Steps
@@ -21,7 +21,7 @@ from perdure.history.timers import Timers
 
 class Journal(
     StartKeysJournal,
-    Lifecycle,
+    Schedules,
     Recovery,
     Signals,
     Timers,
@@ -32,7 +32,8 @@ class Journal(
     Streams,
     LiveReads,
 ):
-    """Every read and write of the history schema goes through here."""
+    """Every read and write of the history schema goes through here (Schedules extends
+    Lifecycle: a schedule starts its runs as a start does)."""
 
     async def signal_with_start(
         self,

@@ -113,6 +113,10 @@ class AlreadyStartedError(RpcError):
     (WORKFLOW_ID_CONFLICT)."""
 
 
+class ScheduleExistsError(RpcError):
+    """ALREADY_EXISTS: the namespace has a schedule of that id (SCHEDULE_ID_CONFLICT)."""
+
+
 class WorkflowClosedError(RpcError):
     """FAILED_PRECONDITION: the run is closed and takes no more signals, cancels or
     terminations (WORKFLOW_CLOSED)."""
@@ -181,6 +185,8 @@ REASON_ERRORS: dict[str, type[RpcError]] = {
     "SIGNAL_ALREADY_CONSUMED": SignalAlreadyConsumedError,
     "WORKFLOW_NOT_PARKED": WorkflowNotParkedError,
     "STEP_NOT_IN_JOURNAL": StepNotInJournalError,
+    "SCHEDULE_NOT_FOUND": NotFoundError,
+    "SCHEDULE_ID_CONFLICT": ScheduleExistsError,
     "INTERNAL": InternalError,
 }
 

@@ -17,6 +17,8 @@ from google.protobuf.message import Message
 
 from perdure.api.admin.v1 import admin_service_pb2 as admin
 from perdure.api.admin.v1 import admin_service_pb2_grpc as admin_grpc
+from perdure.api.workflow.v1 import schedule_service_pb2 as schedules
+from perdure.api.workflow.v1 import schedule_service_pb2_grpc as schedules_grpc
 from perdure.api.workflow.v1 import workflow_service_pb2 as api
 from perdure.api.workflow.v1 import workflow_service_pb2_grpc as api_grpc
 from perdure.common.errors import ApiError
@@ -47,6 +49,7 @@ class Route:
     approval: bool = False  # the body is a decision, sent as the signal "approval"
     payloads: int = 0  # how many JSON payloads (input, payload) its body may carry
     admin: bool = False  # an AdminService method
+    schedules: bool = False  # a ScheduleService method
 
     @property
     def path_fields(self) -> list[str]:
@@ -65,6 +68,7 @@ class Route:
 
 
 RUN = "/v1/workflows/{workflow_id}"
+SCHEDULE = "/v1/schedules/{schedule_id}"
 FORK_PAYLOADS = 4  # the body of a fork holds its overrides' payloads, up to this many at most
 ROUTES = (
     Route(
@@ -295,6 +299,70 @@ ROUTES = (
         "Lift a pause: what it held is granted again at once",
         admin=True,
     ),
+    Route(
+        "POST",
+        "/v1/schedules",
+        "CreateSchedule",
+        schedules.CreateScheduleRequest,
+        schedules.CreateScheduleResponse,
+        "Create a schedule: a cron or an interval that starts runs, one per slot",
+        payloads=1,
+        schedules=True,
+    ),
+    Route(
+        "GET",
+        "/v1/schedules",
+        "ListSchedules",
+        schedules.ListSchedulesRequest,
+        schedules.ListSchedulesResponse,
+        "List the schedules, oldest first",
+        schedules=True,
+    ),
+    Route(
+        "GET",
+        SCHEDULE,
+        "DescribeSchedule",
+        schedules.DescribeScheduleRequest,
+        schedules.DescribeScheduleResponse,
+        "A schedule with its next fire times, recent runs and counts",
+        schedules=True,
+    ),
+    Route(
+        "POST",
+        f"{SCHEDULE}/pause",
+        "PauseSchedule",
+        schedules.PauseScheduleRequest,
+        schedules.PauseScheduleResponse,
+        "Pause a schedule: its slots are skipped until it is unpaused",
+        schedules=True,
+    ),
+    Route(
+        "POST",
+        f"{SCHEDULE}/unpause",
+        "UnpauseSchedule",
+        schedules.UnpauseScheduleRequest,
+        schedules.UnpauseScheduleResponse,
+        "Unpause a schedule: its next slot starts a run",
+        schedules=True,
+    ),
+    Route(
+        "POST",
+        f"{SCHEDULE}/trigger",
+        "TriggerSchedule",
+        schedules.TriggerScheduleRequest,
+        schedules.TriggerScheduleResponse,
+        "Start a run of the schedule's action now, whatever its overlap policy",
+        schedules=True,
+    ),
+    Route(
+        "POST",
+        f"{SCHEDULE}/delete",
+        "DeleteSchedule",
+        schedules.DeleteScheduleRequest,
+        schedules.DeleteScheduleResponse,
+        "Delete a schedule (the runs it started stay)",
+        schedules=True,
+    ),
 )
 
 
@@ -316,7 +384,10 @@ def forwarded(request: web.Request) -> tuple[tuple[str, str], ...]:
 
 
 def route_handler(
-    route: Route, stub: api_grpc.WorkflowServiceStub | admin_grpc.AdminServiceStub
+    route: Route,
+    stub: api_grpc.WorkflowServiceStub
+    | admin_grpc.AdminServiceStub
+    | schedules_grpc.ScheduleServiceStub,
 ) -> Handler:
     """The aiohttp handler of a route."""
     call = getattr(stub, route.rpc)

@@ -14,6 +14,7 @@ from aiohttp import web
 from opentelemetry.instrumentation.aiohttp_server import AioHttpServerInstrumentor
 
 from perdure.api.admin.v1 import admin_service_pb2_grpc as admin_grpc
+from perdure.api.workflow.v1 import schedule_service_pb2_grpc as schedules_grpc
 from perdure.api.workflow.v1 import workflow_service_pb2_grpc as api_grpc
 from perdure.common.errors import ApiError
 from perdure.common.reasons import Reason
@@ -79,7 +80,10 @@ def instrument_http() -> None:
 
 
 def build_app(
-    stub: api_grpc.WorkflowServiceStub, admin: admin_grpc.AdminServiceStub, https: bool = False
+    stub: api_grpc.WorkflowServiceStub,
+    admin: admin_grpc.AdminServiceStub,
+    schedules: schedules_grpc.ScheduleServiceStub,
+    https: bool = False,
 ) -> web.Application:
     """The application: routes, feed, document and UI, every answer with the security
     headers (HSTS too when served over `https`)."""
@@ -91,7 +95,7 @@ def build_app(
         app.router.add_route(
             route.method,
             route.path,
-            route_handler(route, admin if route.admin else stub),
+            route_handler(route, admin if route.admin else schedules if route.schedules else stub),
             expect_handler=expect,
         )
     feeds = open_feeds()  # a caller's open feeds of every kind
@@ -131,6 +135,7 @@ class HttpServer:
         app = build_app(
             api_grpc.WorkflowServiceStub(self._channel),
             admin_grpc.AdminServiceStub(self._channel),
+            schedules_grpc.ScheduleServiceStub(self._channel),
             https=self._tls is not None,
         )
         self._runner = web.AppRunner(app, access_log=None)

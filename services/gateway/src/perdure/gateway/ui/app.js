@@ -1,5 +1,6 @@
 // The Perdure web UI: a dependency-free single-page app over the gateway's HTTP/JSON API
-// (docs/http_api.md). Hash routes: #/ (runs), #/workflows/<id> (one run), #/start, #/workers.
+// (docs/http_api.md). Hash routes: #/ (runs), #/workflows/<id> (one run), #/start, #/workers,
+// #/schedules.
 // Everything the server sends is inserted as text (textContent), never as HTML.
 //
 // This entry point sets up the header (API key, namespace), routes the hash to a page and
@@ -8,6 +9,7 @@
 import { hideAuthBanner } from "./api.js";
 import { $, fill, h, toast } from "./dom.js";
 import { listView } from "./list.js";
+import { schedulesView } from "./schedules.js";
 import { keyHint, renderKeyControl, settings, takeSettingsFromUrl } from "./settings.js";
 import { startView } from "./start.js";
 import { workersView } from "./workers.js";
@@ -137,6 +139,9 @@ function rerender() {
   } else if (path === "/workers") {
     nav = "workers";
     currentView = workersView(main);
+  } else if (path === "/schedules") {
+    nav = "schedules";
+    currentView = schedulesView(main);
   } else if (path.startsWith("/workflows/") && path.length > "/workflows/".length) {
     let id;
     try { id = decodeURIComponent(path.slice("/workflows/".length)); } catch { id = path.slice(11); }
