@@ -68,8 +68,8 @@ def _small_tenant(
 def fairness(cluster: Cluster, client: Client, big: int, small: int) -> dict[str, Any]:
     """The small tenant's schedule-to-start, idle and beside the large tenant's backlog."""
     progress = Progress("fairness, idle")
-    _small_tenant(cluster, client, WARM_UP_RUNS, "warm-up")  # a type's first runs start cold
-    idle_waits, idle_in_scheduler = _small_tenant(cluster, client, small, "small-idle")
+    _small_tenant(cluster, client, WARM_UP_RUNS, "tenant-warm-up")  # a type's first runs start cold
+    idle_waits, idle_in_scheduler = _small_tenant(cluster, client, small, "tenant-small-idle")
     idle = summary_ms(idle_waits)
     progress.done(f"{idle['p99_ms']:.1f} ms p99")
     progress = Progress(f"fairness, beside {big} queued runs")
@@ -78,18 +78,18 @@ def fairness(cluster: Cluster, client: Client, big: int, small: int) -> dict[str
 
     def start_big(index: int) -> None:
         client.start_workflow(
-            "fair_run", HOLD, workflow_id=f"big-{index}", fairness_key="tenant:big"
+            "fair_run", HOLD, workflow_id=f"tenant-big-{index}", fairness_key="tenant:big"
         )
 
     with ThreadPoolExecutor(8) as pool:
         list(pool.map(start_big, range(big)))
     cluster.start_workers(workers, 10)
     began = time.monotonic()
-    busy_waits, busy_in_scheduler = _small_tenant(cluster, client, small, "small-busy")
+    busy_waits, busy_in_scheduler = _small_tenant(cluster, client, small, "tenant-small-busy")
     backlog = _backlog(cluster.dsn)
     busy = summary_ms(busy_waits)
     for index in range(big):
-        client.wait(f"big-{index}", timeout=TIMEOUT)
+        client.wait(f"tenant-big-{index}", timeout=TIMEOUT)
     # In first-in-first-out order, the small tenant's first run would have waited for every
     # run queued before it: as long as the large tenant's runs took.
     fifo_wait = time.monotonic() - began

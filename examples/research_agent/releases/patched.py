@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from examples.research_agent.releases.review import PATCH, checked
-from examples.research_agent.workflow import RETRY, AgentInput, run_agent
+from examples.research_agent.workflow import RETRY, AgentInput, model_call, run_agent
 from perdure.worker import WorkflowContext, workflow
 
 
@@ -22,3 +22,7 @@ async def _review(
 async def research_agent(ctx: WorkflowContext, params: Any) -> dict[str, Any]:
     """Release 2, behind the patch `fact-check`."""
     return await run_agent(ctx, params, _review)
+
+
+# The model calls under a budget (model_tokens) are served by every release.
+__all__ = ["model_call", "research_agent"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from examples.research_agent.releases.review import checked
-from examples.research_agent.workflow import RETRY, run_agent
+from examples.research_agent.workflow import RETRY, model_call, run_agent
 from perdure.worker import WorkflowContext, workflow
 
 
@@ -14,3 +14,7 @@ from perdure.worker import WorkflowContext, workflow
 async def research_agent(ctx: WorkflowContext, params: Any) -> dict[str, Any]:
     """Release 2, unguarded."""
     return await run_agent(ctx, params, checked)
+
+
+# The model calls under a budget (model_tokens) are served by every release.
+__all__ = ["model_call", "research_agent"]
