@@ -200,13 +200,15 @@ def test_a_budget_under_a_fan_out_is_never_overspent_while_workers_and_a_schedul
     starts = sorted(entry["began"] for entry in ledger_entries(ledger))
     assert max_in_window(starts, 2.0) <= 2 * RATE + 2 + 5, starts
 
-    def budget() -> admin.BudgetInfo:
-        [found] = admin_api.ListBudgets(admin.ListBudgetsRequest(), timeout=30).budgets
+    def namespace_budget() -> admin.BudgetInfo:
+        listed = admin_api.ListBudgets(admin.ListBudgetsRequest(), timeout=30)
+        [found] = listed.budgets
+        assert isinstance(found, admin.BudgetInfo)
         return found
 
     # The last steps' TaskDone may come after the run closed.
-    wait_until(lambda: budget().reserved.units == 0, WAIT, "every reservation settled")
-    spent = budget()
+    wait_until(lambda: namespace_budget().reserved.units == 0, WAIT, "every reservation settled")
+    spent = namespace_budget()
     # Every unit reported, and the estimate of every attempt that reported nothing (the
     # killed worker's), counted: never more than the budget.
     reported = sum(entry["used"] for entry in ledger_entries(ledger))

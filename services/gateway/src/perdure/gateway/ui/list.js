@@ -149,11 +149,9 @@ export function listView(root, query) {
     const signal = AbortSignal.any([controller.signal, mine.signal]);
     try {
       // The pauses in force mark the runs they hold (a reader key lists them; without one,
-      // the list shows no marks rather than no runs).
-      const paused = api("GET", "/v1/pauses", { signal }).catch((error) => {
-        if (isAbort(error)) throw error;
-        return {};
-      });
+      // the list shows no marks rather than no runs). Never a rejection left unawaited: an
+      // abort of the list's own request ends this refresh before it is read.
+      const paused = api("GET", "/v1/pauses", { signal }).catch(() => ({}));
       const answer = await api("GET", "/v1/workflows", {
         signal,
         params: {
@@ -165,7 +163,7 @@ export function listView(root, query) {
         },
       });
       const runs = answer.workflows || [];
-      renderRows(runs, (await paused).pauses || []);
+      renderRows(runs, (await paused)?.pauses || []);
       state.nextToken = answer.next_page_token || "";
       prevButton.disabled = state.page === 0;
       nextButton.disabled = !state.nextToken;
