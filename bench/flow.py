@@ -7,7 +7,7 @@ from __future__ import annotations
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, Self
 
 import psycopg
 
@@ -184,68 +184,73 @@ def budget(cluster: Cluster, client: Client, api: admingrpc.AdminServiceStub) ->
     }
 
 
-class Overshoot:
-    """Samples, every 10 ms, how far a budget's reserved and spent units are above its limit."""
+class Sampler:
+    """Samples the database every `interval` seconds in a thread of its own, while in its
+    `with` block (sample() says what one sample does)."""
+
+    interval = 0.01
 
     def __init__(self, dsn: str) -> None:
         self._dsn = dsn
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> Self:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        with psycopg.connect(self._dsn, autocommit=True) as conn:
+            while not self._stop.is_set():
+                self.sample(conn)
+                self._stop.wait(self.interval)
+
+    def sample(self, conn: psycopg.Connection) -> None:
+        raise NotImplementedError
+
+
+class Overshoot(Sampler):
+    """How far a budget's reserved and spent units ever went above its limit."""
+
+    def __init__(self, dsn: str) -> None:
+        super().__init__(dsn)
         self.most = 0
         self.samples = 0
 
-    def __enter__(self) -> Overshoot:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self._stop.set()
-        self._thread.join()
-
-    def _run(self) -> None:
-        with psycopg.connect(self._dsn, autocommit=True) as conn:
-            while not self._stop.is_set():
-                row = conn.execute(
-                    "SELECT COALESCE(max(reserved_units + spent_units - limit_units), 0)"
-                    " FROM scheduler.budgets WHERE limit_units IS NOT NULL"
-                ).fetchone()
-                self.most = max(self.most, int(row[0]) if row else 0)
-                self.samples += 1
-                self._stop.wait(0.01)
+    def sample(self, conn: psycopg.Connection) -> None:
+        row = conn.execute(
+            "SELECT COALESCE(max(reserved_units + spent_units - limit_units), 0)"
+            " FROM scheduler.budgets WHERE limit_units IS NOT NULL"
+        ).fetchone()
+        self.most = max(self.most, int(row[0]) if row else 0)
+        self.samples += 1
 
 
-class Grants:
-    """Samples, every 2 ms, when the runs `workflow_ids` are first granted (their task's fence
-    rises above 0), by the database clock: each sample looks their rows up by key, as fast
+class Grants(Sampler):
+    """When the runs `workflow_ids` are first granted (their task's fence rises above 0), by
+    the database clock, sampled every 2 ms: each sample looks their rows up by key, as fast
     on a busy table as on an idle one."""
 
+    interval = 0.002
+
     def __init__(self, dsn: str, workflow_ids: list[str]) -> None:
-        self._dsn = dsn
+        super().__init__(dsn)
         self._ids = workflow_ids
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
         self.seen: dict[str, float] = {}  # first seen granted
         self.enqueued: dict[str, float] = {}  # made due in the scheduler
 
-    def __enter__(self) -> Grants:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self._stop.set()
-        self._thread.join()
-
-    def _run(self) -> None:
-        with psycopg.connect(self._dsn, autocommit=True) as conn:
-            while not self._stop.is_set():
-                waiting = [i for i in self._ids if i not in self.seen]
-                rows = conn.execute(
-                    "SELECT workflow_id, EXTRACT(EPOCH FROM clock_timestamp())::float8,"
-                    " EXTRACT(EPOCH FROM created_at)::float8 FROM scheduler.tasks"
-                    " WHERE workflow_id = ANY(%s) AND step_id = '' AND fence > 0",
-                    [waiting],
-                ).fetchall()
-                for workflow_id, now, enqueued in rows:
-                    self.seen.setdefault(workflow_id, now)
-                    self.enqueued.setdefault(workflow_id, enqueued)
-                self._stop.wait(0.002)
+    def sample(self, conn: psycopg.Connection) -> None:
+        waiting = [i for i in self._ids if i not in self.seen]
+        rows = conn.execute(
+            "SELECT workflow_id, EXTRACT(EPOCH FROM clock_timestamp())::float8,"
+            " EXTRACT(EPOCH FROM created_at)::float8 FROM scheduler.tasks"
+            " WHERE workflow_id = ANY(%s) AND step_id = '' AND fence > 0",
+            [waiting],
+        ).fetchall()
+        for workflow_id, now, enqueued in rows:
+            self.seen.setdefault(workflow_id, now)
+            self.enqueued.setdefault(workflow_id, enqueued)
