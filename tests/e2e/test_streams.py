@@ -577,6 +577,9 @@ def test_the_http_stream_feed_resumes_after_the_last_event_id_and_the_result_wai
     assert http.error(400, "GET", f"{path}/result", params={"wait": "301"})["reason"] == (
         "INVALID_REQUEST"
     )
+    # Past what a protobuf Duration holds, still a clear 400 (it was a 500).
+    huge = http.error(400, "GET", f"{path}/result", params={"wait": "1" + "0" * 30})
+    assert huge["reason"] == "INVALID_JSON" and "0 to 300" in huge["message"]
     assert http.error(404, "GET", "/v1/workflows/nobody/streams/output")["reason"] == (
         "WORKFLOW_NOT_FOUND"
     )

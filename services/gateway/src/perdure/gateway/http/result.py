@@ -15,6 +15,8 @@ from perdure.gateway.http.routes import CALL_TIMEOUT_SECONDS, Handler, forwarded
 
 PATH = "/v1/workflows/{workflow_id}/result"
 QUERY = frozenset({"namespace", "run_id", "wait"})
+# The most a protobuf Duration holds (about 10,000 years): beyond it no request can be made.
+MAX_DURATION_SECONDS = 315_576_000_000
 
 
 def wait_of(request: web.Request) -> Duration:
@@ -25,8 +27,10 @@ def wait_of(request: web.Request) -> Duration:
         seconds = float(raw.removesuffix("s"))
     except ValueError:
         seconds = math.nan
-    if not math.isfinite(seconds):
-        raise invalid_json(f"query parameter 'wait' must be a number of seconds, not {raw[:40]!r}")
+    if not (math.isfinite(seconds) and abs(seconds) <= MAX_DURATION_SECONDS):
+        raise invalid_json(
+            f"query parameter 'wait' must be a number of seconds (0 to 300), not {raw[:40]!r}"
+        )
     wait = Duration()
     wait.FromNanoseconds(round(seconds * 1e9))
     return wait
