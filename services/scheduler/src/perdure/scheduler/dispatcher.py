@@ -62,6 +62,9 @@ class Held(NamedTuple):
 
     fence: int
     since: float  # when it was granted or last renewed (monotonic clock)
+    # Whether a reservation may stand for it, to settle at its TaskDone: a grant of the plain
+    # claim never has one; a lease this session took over from another might.
+    reserves: bool = True
 
 
 @dataclass
@@ -98,9 +101,13 @@ class Session:
         """How many more tasks the worker can take."""
         return self.capacity - len(self.leases)
 
-    def hold(self, lease: Lease) -> None:
-        """Count a lease as this worker's, as of now."""
-        self.leases[lease.task] = Held(lease.fence, time.monotonic())
+    def hold(self, lease: Lease, reserves: bool | None = None) -> None:
+        """Count a lease as this worker's, as of now; `reserves` as Held's (None: as it was
+        for this lease, else True)."""
+        held = self.leases.get(lease.task)
+        if reserves is None:
+            reserves = held.reserves if held is not None and held.fence == lease.fence else True
+        self.leases[lease.task] = Held(lease.fence, time.monotonic(), reserves)
 
     def drop(self, lease: Lease) -> None:
         """Stop counting a lease, if its fence matches."""
@@ -190,7 +197,7 @@ class Dispatcher:
         (`usage`; None: at its estimate). A lease the session does not hold stays as it is,
         its reservation too (settled at its estimate once the lease has ended)."""
         held = session.leases.get(lease.task)
-        if lease.step_id and held is not None and held.fence == lease.fence:
+        if lease.step_id and held is not None and held.fence == lease.fence and held.reserves:
             await self._store.settle(lease, *(usage or (None, None)))
             if usage is not None:
                 queue = {"perdure.task_queue": session.task_queue}
@@ -370,7 +377,7 @@ class Dispatcher:
                 continue
             granted += len(grants)
             for grant in grants:
-                session.hold(grant.lease)
+                session.hold(grant.lease, reserves=grant.reserves)
                 task = tpb.Task(
                     workflow_id=grant.workflow_id,
                     fence=grant.fence,

@@ -157,7 +157,7 @@ class Grants:
         return [grant_of(row) for row in rows]
 
 
-def grant_of(row: Sequence[Any], budget_exceeded: str = "") -> Grant:
+def grant_of(row: Sequence[Any], budget_exceeded: str = "", reserves: bool = False) -> Grant:
     """A grant from a row GRANT_DUE returns (its due reason, if any, one of DueReason's)."""
     workflow_id, step_id, task_type, fence, previous_owner, due_at, late_by, reason = row[:8]
     trace_context, lease_expires_at, sticky_id = row[8:]
@@ -174,4 +174,5 @@ def grant_of(row: Sequence[Any], budget_exceeded: str = "") -> Grant:
         lease_expires_at=lease_expires_at,
         sticky_id=sticky_id,
         budget_exceeded=budget_exceeded,
+        reserves=reserves,
     )

@@ -89,6 +89,7 @@ class Grant:
     lease_expires_at: datetime  # database clock
     sticky_id: str | None = None  # the worker its run was kept for, if any
     budget_exceeded: str = ""  # granted only to fail: the budget its estimate exceeds
+    reserves: bool = False  # a reservation was made with it (settled at its TaskDone)
 
     @property
     def lease(self) -> Lease:

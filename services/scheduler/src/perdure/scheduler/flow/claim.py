@@ -261,13 +261,14 @@ async def _grant(
 ) -> list[Grant]:
     if not admission.decisions:
         return []
-    exceeded = {
-        (d.candidate.workflow_id, d.candidate.step_id): d.budget_exceeded
-        for d in admission.decisions
-    }
-    ids = {"ids": [w for w, _ in exceeded], "step_ids": [s for _, s in exceeded]}
+    decided = {(d.candidate.workflow_id, d.candidate.step_id): d for d in admission.decisions}
+    ids = {"ids": [w for w, _ in decided], "step_ids": [s for _, s in decided]}
     cur = await conn.execute(GRANT, {**params, **ids})
-    return [grant_of(row, exceeded[(row[0], row[1])]) for row in await cur.fetchall()]
+    grants = []
+    for row in await cur.fetchall():
+        decision = decided[(row[0], row[1])]
+        grants.append(grant_of(row, decision.budget_exceeded, decision.reserves))
+    return grants
 
 
 async def _save(
@@ -334,7 +335,7 @@ async def _reserve(
             d.candidate.flow.estimate_cost,
         )
         for d in admission.decisions
-        if d.candidate.flow is not None and d.candidate.flow.reserves and not d.budget_exceeded
+        if d.reserves and d.candidate.flow is not None  # (None: never reserves; for mypy)
     ]
     if rows:
         async with conn.cursor() as cur:

@@ -189,3 +189,9 @@ class Decision:
     candidate: Candidate
     reserved: list[str] = field(default_factory=list)  # the budgets it holds against
     budget_exceeded: str = ""  # non-empty: granted only to fail (the run chose to fail)
+
+    @property
+    def reserves(self) -> bool:
+        """Whether its grant makes a reservation (a step with an estimate, not refused)."""
+        flow = self.candidate.flow
+        return flow is not None and flow.reserves and not self.budget_exceeded
