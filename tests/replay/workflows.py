@@ -14,12 +14,14 @@ from typing import Any
 
 from perdure.worker import (
     BudgetExceededError,
+    ModelPrices,
     RetryPolicy,
     SignalTimeoutError,
     StepFailedError,
     Usage,
     WorkflowCancelledError,
     WorkflowContext,
+    model_step,
     remote_step,
     workflow,
 )
@@ -277,6 +279,43 @@ async def deprecated(ctx: WorkflowContext) -> str:
     return str(await ctx.step("fetch_v2", lambda: "new"))
 
 
+# The model calls' prices: 2.50 per million input tokens, 10.00 per million output tokens.
+MODEL_PRICES = ModelPrices(input_micros_per_million=2_500_000, output_micros_per_million=10_000_000)
+
+
+@workflow(name="ask_model", retry=RETRY)
+async def ask_model(ctx: WorkflowContext) -> Any:
+    """ctx.model_call(model "m-1", messages [{"role": "user", "content": "Hi"}], max_tokens 10,
+    prices MODEL_PRICES); returns the response."""
+    return await ctx.model_call(
+        model="m-1",
+        messages=[{"role": "user", "content": "Hi"}],
+        max_tokens=10,
+        prices=MODEL_PRICES,
+    )
+
+
+class _FixedModel:
+    """A client whose chat.completions.create always answers MODEL_ANSWER."""
+
+    def __init__(self) -> None:
+        self.chat = self
+        self.completions = self
+
+    def create(self, **_: Any) -> dict[str, Any]:
+        return {
+            "model": "m-1",
+            "choices": [{"message": {"role": "assistant", "content": "Hello"}}],
+            "usage": {"prompt_tokens": 5, "completion_tokens": 7, "total_tokens": 12},
+        }
+
+
+# Remote step "model_call": model_step of a client that always answers {"model": "m-1",
+# "choices": [{"message": {"role": "assistant", "content": "Hello"}}], "usage":
+# {"prompt_tokens": 5, "completion_tokens": 7, "total_tokens": 12}}, at MODEL_PRICES.
+model_call = model_step(_FixedModel(), {"m-1": MODEL_PRICES})
+
+
 @remote_step(name="resize")
 def resize(image: dict[str, Any]) -> dict[str, Any]:
     """Remote step: returns its input {"width": w} as {"width": w, "done": true}."""
@@ -290,7 +329,7 @@ def unreliable(_: Any) -> None:
 
 
 REMOTE_STEPS: dict[str, StepFunction] = {
-    str(remote_step_name(fn)): fn for fn in (resize, unreliable)
+    str(remote_step_name(fn)): fn for fn in (resize, unreliable, model_call)
 }
 
 WORKFLOWS: dict[str, WorkflowFunction] = {
@@ -319,5 +358,6 @@ WORKFLOWS: dict[str, WorkflowFunction] = {
         unique,
         patched,
         deprecated,
+        ask_model,
     )
 }

@@ -24,25 +24,27 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n perdure/api/common/v1/flow.proto\x12\x15perdure.api.common.v1\"+\n\x05Usage\x12\r\n\x05units\x18\x01 \x01(\x03\x12\x13\n\x0b\x63ost_micros\x18\x02 \x01(\x03\"P\n\x06\x42udget\x12\x12\n\x05units\x18\x01 \x01(\x03H\x00\x88\x01\x01\x12\x18\n\x0b\x63ost_micros\x18\x02 \x01(\x03H\x01\x88\x01\x01\x42\x08\n\x06_unitsB\x0e\n\x0c_cost_micros\"\xb7\x01\n\x07RunFlow\x12\x0c\n\x04keys\x18\x01 \x03(\t\x12\x10\n\x08priority\x18\x02 \x01(\x05\x12\x14\n\x0c\x66\x61irness_key\x18\x03 \x01(\t\x12-\n\x06\x62udget\x18\x04 \x01(\x0b\x32\x1d.perdure.api.common.v1.Budget\x12G\n\x12on_budget_exceeded\x18\x05 \x01(\x0e\x32+.perdure.api.common.v1.BudgetExceededAction\"\xb0\x01\n\rRunFlowStatus\x12\x30\n\x08settings\x18\x01 \x01(\x0b\x32\x1e.perdure.api.common.v1.RunFlow\x12.\n\x08reserved\x18\x02 \x01(\x0b\x32\x1c.perdure.api.common.v1.Usage\x12+\n\x05spent\x18\x03 \x01(\x0b\x32\x1c.perdure.api.common.v1.Usage\x12\x10\n\x08refusals\x18\x04 \x01(\x03\"H\n\x08StepFlow\x12\x0c\n\x04keys\x18\x01 \x03(\t\x12.\n\x08\x65stimate\x18\x02 \x01(\x0b\x32\x1c.perdure.api.common.v1.Usage*\x80\x01\n\x14\x42udgetExceededAction\x12&\n\"BUDGET_EXCEEDED_ACTION_UNSPECIFIED\x10\x00\x12\x1f\n\x1b\x42UDGET_EXCEEDED_ACTION_WAIT\x10\x01\x12\x1f\n\x1b\x42UDGET_EXCEEDED_ACTION_FAIL\x10\x02*\xa5\x01\n\x0c\x42udgetPeriod\x12\x1d\n\x19\x42UDGET_PERIOD_UNSPECIFIED\x10\x00\x12\x16\n\x12\x42UDGET_PERIOD_NONE\x10\x01\x12\x16\n\x12\x42UDGET_PERIOD_HOUR\x10\x02\x12\x15\n\x11\x42UDGET_PERIOD_DAY\x10\x03\x12\x16\n\x12\x42UDGET_PERIOD_WEEK\x10\x04\x12\x17\n\x13\x42UDGET_PERIOD_MONTH\x10\x05\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n perdure/api/common/v1/flow.proto\x12\x15perdure.api.common.v1\"+\n\x05Usage\x12\r\n\x05units\x18\x01 \x01(\x03\x12\x13\n\x0b\x63ost_micros\x18\x02 \x01(\x03\"G\n\tStepUsage\x12+\n\x05usage\x18\x01 \x01(\x0b\x32\x1c.perdure.api.common.v1.Usage\x12\r\n\x05model\x18\x02 \x01(\t\"P\n\x06\x42udget\x12\x12\n\x05units\x18\x01 \x01(\x03H\x00\x88\x01\x01\x12\x18\n\x0b\x63ost_micros\x18\x02 \x01(\x03H\x01\x88\x01\x01\x42\x08\n\x06_unitsB\x0e\n\x0c_cost_micros\"\xb7\x01\n\x07RunFlow\x12\x0c\n\x04keys\x18\x01 \x03(\t\x12\x10\n\x08priority\x18\x02 \x01(\x05\x12\x14\n\x0c\x66\x61irness_key\x18\x03 \x01(\t\x12-\n\x06\x62udget\x18\x04 \x01(\x0b\x32\x1d.perdure.api.common.v1.Budget\x12G\n\x12on_budget_exceeded\x18\x05 \x01(\x0e\x32+.perdure.api.common.v1.BudgetExceededAction\"\xb0\x01\n\rRunFlowStatus\x12\x30\n\x08settings\x18\x01 \x01(\x0b\x32\x1e.perdure.api.common.v1.RunFlow\x12.\n\x08reserved\x18\x02 \x01(\x0b\x32\x1c.perdure.api.common.v1.Usage\x12+\n\x05spent\x18\x03 \x01(\x0b\x32\x1c.perdure.api.common.v1.Usage\x12\x10\n\x08refusals\x18\x04 \x01(\x03\"H\n\x08StepFlow\x12\x0c\n\x04keys\x18\x01 \x03(\t\x12.\n\x08\x65stimate\x18\x02 \x01(\x0b\x32\x1c.perdure.api.common.v1.Usage*\x80\x01\n\x14\x42udgetExceededAction\x12&\n\"BUDGET_EXCEEDED_ACTION_UNSPECIFIED\x10\x00\x12\x1f\n\x1b\x42UDGET_EXCEEDED_ACTION_WAIT\x10\x01\x12\x1f\n\x1b\x42UDGET_EXCEEDED_ACTION_FAIL\x10\x02*\xa5\x01\n\x0c\x42udgetPeriod\x12\x1d\n\x19\x42UDGET_PERIOD_UNSPECIFIED\x10\x00\x12\x16\n\x12\x42UDGET_PERIOD_NONE\x10\x01\x12\x16\n\x12\x42UDGET_PERIOD_HOUR\x10\x02\x12\x15\n\x11\x42UDGET_PERIOD_DAY\x10\x03\x12\x16\n\x12\x42UDGET_PERIOD_WEEK\x10\x04\x12\x17\n\x13\x42UDGET_PERIOD_MONTH\x10\x05\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'perdure.api.common.v1.flow_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_BUDGETEXCEEDEDACTION']._serialized_start=626
-  _globals['_BUDGETEXCEEDEDACTION']._serialized_end=754
-  _globals['_BUDGETPERIOD']._serialized_start=757
-  _globals['_BUDGETPERIOD']._serialized_end=922
+  _globals['_BUDGETEXCEEDEDACTION']._serialized_start=699
+  _globals['_BUDGETEXCEEDEDACTION']._serialized_end=827
+  _globals['_BUDGETPERIOD']._serialized_start=830
+  _globals['_BUDGETPERIOD']._serialized_end=995
   _globals['_USAGE']._serialized_start=59
   _globals['_USAGE']._serialized_end=102
-  _globals['_BUDGET']._serialized_start=104
-  _globals['_BUDGET']._serialized_end=184
-  _globals['_RUNFLOW']._serialized_start=187
-  _globals['_RUNFLOW']._serialized_end=370
-  _globals['_RUNFLOWSTATUS']._serialized_start=373
-  _globals['_RUNFLOWSTATUS']._serialized_end=549
-  _globals['_STEPFLOW']._serialized_start=551
-  _globals['_STEPFLOW']._serialized_end=623
+  _globals['_STEPUSAGE']._serialized_start=104
+  _globals['_STEPUSAGE']._serialized_end=175
+  _globals['_BUDGET']._serialized_start=177
+  _globals['_BUDGET']._serialized_end=257
+  _globals['_RUNFLOW']._serialized_start=260
+  _globals['_RUNFLOW']._serialized_end=443
+  _globals['_RUNFLOWSTATUS']._serialized_start=446
+  _globals['_RUNFLOWSTATUS']._serialized_end=622
+  _globals['_STEPFLOW']._serialized_start=624
+  _globals['_STEPFLOW']._serialized_end=696
 # @@protoc_insertion_point(module_scope)

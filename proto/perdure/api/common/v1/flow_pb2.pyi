@@ -39,6 +39,14 @@ class Usage(_message.Message):
     cost_micros: int
     def __init__(self, units: _Optional[int] = ..., cost_micros: _Optional[int] = ...) -> None: ...
 
+class StepUsage(_message.Message):
+    __slots__ = ("usage", "model")
+    USAGE_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    usage: Usage
+    model: str
+    def __init__(self, usage: _Optional[_Union[Usage, _Mapping]] = ..., model: _Optional[str] = ...) -> None: ...
+
 class Budget(_message.Message):
     __slots__ = ("units", "cost_micros")
     UNITS_FIELD_NUMBER: _ClassVar[int]

@@ -80,7 +80,7 @@ class StepProgress(_message.Message):
     def __init__(self, step_id: _Optional[str] = ..., attempt: _Optional[int] = ..., details: _Optional[_Union[_payload_pb2.Payload, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class RecordStepRequest(_message.Message):
-    __slots__ = ("workflow_id", "fence", "step_id", "step_name", "position", "attempt", "output", "failure", "start_time", "retry_delay", "step_task", "attempt_started", "unless_cancel_requested")
+    __slots__ = ("workflow_id", "fence", "step_id", "step_name", "position", "attempt", "output", "failure", "start_time", "retry_delay", "step_task", "attempt_started", "unless_cancel_requested", "usage")
     WORKFLOW_ID_FIELD_NUMBER: _ClassVar[int]
     FENCE_FIELD_NUMBER: _ClassVar[int]
     STEP_ID_FIELD_NUMBER: _ClassVar[int]
@@ -94,6 +94,7 @@ class RecordStepRequest(_message.Message):
     STEP_TASK_FIELD_NUMBER: _ClassVar[int]
     ATTEMPT_STARTED_FIELD_NUMBER: _ClassVar[int]
     UNLESS_CANCEL_REQUESTED_FIELD_NUMBER: _ClassVar[int]
+    USAGE_FIELD_NUMBER: _ClassVar[int]
     workflow_id: str
     fence: int
     step_id: str
@@ -107,7 +108,8 @@ class RecordStepRequest(_message.Message):
     step_task: bool
     attempt_started: bool
     unless_cancel_requested: bool
-    def __init__(self, workflow_id: _Optional[str] = ..., fence: _Optional[int] = ..., step_id: _Optional[str] = ..., step_name: _Optional[str] = ..., position: _Optional[int] = ..., attempt: _Optional[int] = ..., output: _Optional[_Union[_payload_pb2.Payload, _Mapping]] = ..., failure: _Optional[_Union[_workflow_pb2.Failure, _Mapping]] = ..., start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., retry_delay: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., step_task: _Optional[bool] = ..., attempt_started: _Optional[bool] = ..., unless_cancel_requested: _Optional[bool] = ...) -> None: ...
+    usage: _flow_pb2.StepUsage
+    def __init__(self, workflow_id: _Optional[str] = ..., fence: _Optional[int] = ..., step_id: _Optional[str] = ..., step_name: _Optional[str] = ..., position: _Optional[int] = ..., attempt: _Optional[int] = ..., output: _Optional[_Union[_payload_pb2.Payload, _Mapping]] = ..., failure: _Optional[_Union[_workflow_pb2.Failure, _Mapping]] = ..., start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., retry_delay: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., step_task: _Optional[bool] = ..., attempt_started: _Optional[bool] = ..., unless_cancel_requested: _Optional[bool] = ..., usage: _Optional[_Union[_flow_pb2.StepUsage, _Mapping]] = ...) -> None: ...
 
 class RecordStepResponse(_message.Message):
     __slots__ = ("event_id", "retry_time", "cancel_requested")

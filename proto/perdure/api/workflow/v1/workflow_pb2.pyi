@@ -1,6 +1,7 @@
 import datetime
 
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
+from perdure.api.common.v1 import flow_pb2 as _flow_pb2
 from perdure.api.common.v1 import payload_pb2 as _payload_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
@@ -204,7 +205,7 @@ class WorkflowInfo(_message.Message):
     def __init__(self, workflow_id: _Optional[str] = ..., workflow_type: _Optional[str] = ..., task_queue: _Optional[str] = ..., status: _Optional[_Union[WorkflowStatus, str]] = ..., input: _Optional[_Union[_payload_pb2.Payload, _Mapping]] = ..., result: _Optional[_Union[_payload_pb2.Payload, _Mapping]] = ..., failure: _Optional[_Union[Failure, _Mapping]] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., close_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., fence: _Optional[int] = ..., event_count: _Optional[int] = ..., wait: _Optional[_Union[Wait, _Mapping]] = ..., cancel_requested: _Optional[bool] = ..., trace_id: _Optional[str] = ..., namespace: _Optional[str] = ..., stuck_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., run_id: _Optional[str] = ..., run_number: _Optional[int] = ..., previous_run_id: _Optional[str] = ..., next_run_id: _Optional[str] = ..., build_id: _Optional[str] = ..., reset_from_run_id: _Optional[str] = ..., forked_from_workflow_id: _Optional[str] = ..., forked_from_run_id: _Optional[str] = ..., copied_up_to_event_id: _Optional[int] = ...) -> None: ...
 
 class StepInfo(_message.Message):
-    __slots__ = ("step_id", "name", "position", "succeeded", "output", "failure", "attempts", "complete_time", "fence", "status", "start_time", "next_retry_time", "heartbeat_details", "heartbeat_time", "output_omitted")
+    __slots__ = ("step_id", "name", "position", "succeeded", "output", "failure", "attempts", "complete_time", "fence", "status", "start_time", "next_retry_time", "heartbeat_details", "heartbeat_time", "output_omitted", "usage")
     STEP_ID_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     POSITION_FIELD_NUMBER: _ClassVar[int]
@@ -220,6 +221,7 @@ class StepInfo(_message.Message):
     HEARTBEAT_DETAILS_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_TIME_FIELD_NUMBER: _ClassVar[int]
     OUTPUT_OMITTED_FIELD_NUMBER: _ClassVar[int]
+    USAGE_FIELD_NUMBER: _ClassVar[int]
     step_id: str
     name: str
     position: int
@@ -235,7 +237,8 @@ class StepInfo(_message.Message):
     heartbeat_details: _payload_pb2.Payload
     heartbeat_time: _timestamp_pb2.Timestamp
     output_omitted: bool
-    def __init__(self, step_id: _Optional[str] = ..., name: _Optional[str] = ..., position: _Optional[int] = ..., succeeded: _Optional[bool] = ..., output: _Optional[_Union[_payload_pb2.Payload, _Mapping]] = ..., failure: _Optional[_Union[Failure, _Mapping]] = ..., attempts: _Optional[int] = ..., complete_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., fence: _Optional[int] = ..., status: _Optional[_Union[StepStatus, str]] = ..., start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., next_retry_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., heartbeat_details: _Optional[_Union[_payload_pb2.Payload, _Mapping]] = ..., heartbeat_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., output_omitted: _Optional[bool] = ...) -> None: ...
+    usage: _flow_pb2.StepUsage
+    def __init__(self, step_id: _Optional[str] = ..., name: _Optional[str] = ..., position: _Optional[int] = ..., succeeded: _Optional[bool] = ..., output: _Optional[_Union[_payload_pb2.Payload, _Mapping]] = ..., failure: _Optional[_Union[Failure, _Mapping]] = ..., attempts: _Optional[int] = ..., complete_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., fence: _Optional[int] = ..., status: _Optional[_Union[StepStatus, str]] = ..., start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., next_retry_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., heartbeat_details: _Optional[_Union[_payload_pb2.Payload, _Mapping]] = ..., heartbeat_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., output_omitted: _Optional[bool] = ..., usage: _Optional[_Union[_flow_pb2.StepUsage, _Mapping]] = ...) -> None: ...
 
 class PendingSignal(_message.Message):
     __slots__ = ("name", "signal_id", "payload", "receive_time", "event_id")
@@ -252,7 +255,7 @@ class PendingSignal(_message.Message):
     def __init__(self, name: _Optional[str] = ..., signal_id: _Optional[str] = ..., payload: _Optional[_Union[_payload_pb2.Payload, _Mapping]] = ..., receive_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., event_id: _Optional[int] = ...) -> None: ...
 
 class HistoryEvent(_message.Message):
-    __slots__ = ("event_id", "event_type", "event_time", "fence", "step_id", "step_name", "position", "payload", "failure", "attempt", "due_time", "name", "signal_id", "consumed_event_ids", "start_time", "wait", "trace_context", "task_queue", "payload_ref")
+    __slots__ = ("event_id", "event_type", "event_time", "fence", "step_id", "step_name", "position", "payload", "failure", "attempt", "due_time", "name", "signal_id", "consumed_event_ids", "start_time", "wait", "trace_context", "task_queue", "payload_ref", "usage")
     class TraceContextEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -279,6 +282,7 @@ class HistoryEvent(_message.Message):
     TRACE_CONTEXT_FIELD_NUMBER: _ClassVar[int]
     TASK_QUEUE_FIELD_NUMBER: _ClassVar[int]
     PAYLOAD_REF_FIELD_NUMBER: _ClassVar[int]
+    USAGE_FIELD_NUMBER: _ClassVar[int]
     event_id: int
     event_type: EventType
     event_time: _timestamp_pb2.Timestamp
@@ -298,7 +302,8 @@ class HistoryEvent(_message.Message):
     trace_context: _containers.ScalarMap[str, str]
     task_queue: str
     payload_ref: _payload_pb2.PayloadRef
-    def __init__(self, event_id: _Optional[int] = ..., event_type: _Optional[_Union[EventType, str]] = ..., event_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., fence: _Optional[int] = ..., step_id: _Optional[str] = ..., step_name: _Optional[str] = ..., position: _Optional[int] = ..., payload: _Optional[_Union[_payload_pb2.Payload, _Mapping]] = ..., failure: _Optional[_Union[Failure, _Mapping]] = ..., attempt: _Optional[int] = ..., due_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., name: _Optional[str] = ..., signal_id: _Optional[str] = ..., consumed_event_ids: _Optional[_Iterable[int]] = ..., start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., wait: _Optional[_Union[Wait, _Mapping]] = ..., trace_context: _Optional[_Mapping[str, str]] = ..., task_queue: _Optional[str] = ..., payload_ref: _Optional[_Union[_payload_pb2.PayloadRef, _Mapping]] = ...) -> None: ...
+    usage: _flow_pb2.StepUsage
+    def __init__(self, event_id: _Optional[int] = ..., event_type: _Optional[_Union[EventType, str]] = ..., event_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., fence: _Optional[int] = ..., step_id: _Optional[str] = ..., step_name: _Optional[str] = ..., position: _Optional[int] = ..., payload: _Optional[_Union[_payload_pb2.Payload, _Mapping]] = ..., failure: _Optional[_Union[Failure, _Mapping]] = ..., attempt: _Optional[int] = ..., due_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., name: _Optional[str] = ..., signal_id: _Optional[str] = ..., consumed_event_ids: _Optional[_Iterable[int]] = ..., start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., wait: _Optional[_Union[Wait, _Mapping]] = ..., trace_context: _Optional[_Mapping[str, str]] = ..., task_queue: _Optional[str] = ..., payload_ref: _Optional[_Union[_payload_pb2.PayloadRef, _Mapping]] = ..., usage: _Optional[_Union[_flow_pb2.StepUsage, _Mapping]] = ...) -> None: ...
 
 class StreamFrame(_message.Message):
     __slots__ = ("seq", "stream", "step_id", "attempt", "kind", "data", "time")

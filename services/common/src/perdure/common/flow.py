@@ -90,3 +90,17 @@ def check_step_flow(field: str, flow: fpb.StepFlow) -> None:
 def priority_of(flow: fpb.RunFlow) -> int:
     """A run's priority, 0 read as the default."""
     return flow.priority or DEFAULT_PRIORITY
+
+
+def step_usage_json(field: str, usage: fpb.StepUsage) -> dict[str, int | str]:
+    """A step's reported usage, checked, as history journals it (events.usage): units and cost
+    >= 0, and the model, when named, a key's characters."""
+    check_usage(f"{field}.usage", usage.usage)
+    check_key(f"{field}.model", usage.model, empty_ok=True)
+    value: dict[str, int | str] = {
+        "units": usage.usage.units,
+        "cost_micros": usage.usage.cost_micros,
+    }
+    if usage.model:
+        value["model"] = usage.model
+    return value

@@ -6,6 +6,7 @@ import base64
 from datetime import datetime
 from typing import Any
 
+from perdure.api.common.v1 import flow_pb2 as fpb
 from perdure.api.common.v1.payload_pb2 import Payload, PayloadRef
 from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.common import namespaces
@@ -99,6 +100,23 @@ def history_event(row: Row) -> wf.HistoryEvent:
         wait=_wait_from_json(row["wait"]),
         trace_context=row["trace_context"] or {},
         task_queue=namespaces.split(row["task_queue"] or "")[1],
+        usage=step_usage(row["usage"]),
+    )
+
+
+def _add_usage(total: fpb.StepUsage, data: dict[str, Any]) -> None:
+    total.usage.units += data["units"]
+    total.usage.cost_micros += data["cost_micros"]
+    total.model = data.get("model", total.model)
+
+
+def step_usage(data: dict[str, Any] | None) -> fpb.StepUsage | None:
+    """An event's journaled usage (events.usage) as StepUsage; None when none was reported."""
+    if data is None:
+        return None
+    return fpb.StepUsage(
+        usage=fpb.Usage(units=data["units"], cost_micros=data["cost_micros"]),
+        model=data.get("model", ""),
     )
 
 
@@ -146,6 +164,8 @@ def step_infos(events: list[Row], progress: list[Row]) -> list[wf.StepInfo]:
             step.start_time.FromDatetime(row["started_at"])
         step.attempts = row["attempt"] or 1
         step.fence = row["fence"]
+        if row["usage"] is not None:  # every attempt's use counts, a failed one's too
+            _add_usage(step.usage, row["usage"])
         step.failure.CopyFrom(dict_to_failure(row["failure"]) or wf.Failure())
         step.ClearField("next_retry_time")
         if row["event_type"] == EventType.STEP_ATTEMPT_FAILED:

@@ -13,6 +13,7 @@ from perdure.api.worker.v1 import journal_service_pb2 as jpb
 from perdure.common import auth, errors, namespaces
 from perdure.common.builds import build_id_of
 from perdure.common.convert import datetime_of, seconds_of, timestamp
+from perdure.common.flow import step_usage_json
 from perdure.common.lease_proofs import LeaseProofs
 from perdure.common.payload import validate_payload
 from perdure.common.stream_names import stream_name
@@ -146,6 +147,11 @@ class JournalApi:
                 "unless_cancel_requested goes with attempt_started: it keeps an attempt's start "
                 "out of the journal of a run with a cancel request"
             )
+        if request.HasField("usage") and not request.step_task:
+            raise errors.invalid_argument(
+                "usage goes with step_task: a remote step's attempt reports what it used with "
+                "its outcome (a local step's usage is not journaled)"
+            )
         if request.step_task:
             appended = await self._record_step_task(request)
         elif request.attempt_started:
@@ -194,6 +200,7 @@ class JournalApi:
             failure=outcome.failure,
             retry_in=outcome.due_in,
             started_at=outcome.started_at,
+            usage=step_usage_json("usage", request.usage) if request.HasField("usage") else None,
         )
         return await self._journal.record_step_attempt(attempt)
 

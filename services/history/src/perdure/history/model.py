@@ -231,6 +231,7 @@ class StepAttempt:
     failure: dict[str, str] | None
     retry_in: float | None  # STEP_ATTEMPT_FAILED: seconds until the next attempt
     started_at: datetime | None
+    usage: dict[str, Any] | None = None  # what it used (units, cost_micros, model), if reported
 
 
 @dataclass(frozen=True)

@@ -120,6 +120,7 @@ class Steps(JournalBase):
             failure=attempt.failure,
             due_in=attempt.retry_in,
             started_at=attempt.started_at,
+            usage=attempt.usage,
         )
         params["final"] = final
         call = Call(lease, lease.step_id, "", 0)

@@ -38,7 +38,7 @@ _EVENT_FIELDS = (
     "event_id, event_type, fence, step_id, step_name, position, attempt,"
     " payload_encoding, failure,"
     " created_at, due_at, name, signal_id, consumed, started_at, wait, trace_context,"
-    " task_queue"
+    " task_queue, usage"
 )
 # A payload stored by content (payload_sha256) read back in its place: what the public API and
 # the journal's own comparisons see. Needs history.events unaliased.
@@ -169,6 +169,7 @@ EVENT_PARAMS = {
     "wait": "jsonb",
     "trace_context": "jsonb",
     "task_queue": "text",
+    "usage": "jsonb",
 }
 
 
@@ -183,14 +184,14 @@ def insert_event(value: Callable[[str], str], source: str = "appended") -> str:
     INSERT INTO history.events (workflow_id, event_id, event_type, fence, step_id, step_name,
                                 position, attempt, payload, payload_encoding, payload_sha256,
                                 failure, due_at, name, signal_id, consumed, started_at, wait,
-                                trace_context, task_queue)
+                                trace_context, task_queue, usage)
     SELECT appended.workflow_id, appended.event_count, {v("event_type")}, {v("fence")},
            {v("step_id")}, {v("step_name")}, {v("position")}, {v("attempt")},
            CASE WHEN {by_content} IS NULL THEN {v("payload")} END,
            {v("payload_encoding")}, {by_content}, {v("failure")},
            COALESCE({v("due_at")}, now() + make_interval(secs => {v("due_in")})),
            {v("name")}, {v("signal_id")}, {v("consumed")}, {v("started_at")}, {v("wait")},
-           {v("trace_context")}, {v("task_queue")}
+           {v("trace_context")}, {v("task_queue")}, {v("usage")}
     FROM {source}
     RETURNING workflow_id, event_id, due_at
 ), stored AS (
@@ -664,6 +665,7 @@ WITH task AS (
                     "failure",
                     "due_in",
                     "started_at",
+                    "usage",
                 )
             },
             step_name="appended.step_type",
@@ -841,6 +843,7 @@ def event_params(
     wake_reason: str | None = None,
     trace_context: dict[str, str] | None = None,
     task_queue: str | None = None,
+    usage: dict[str, Any] | None = None,
     unless_cancel: bool = False,
 ) -> dict[str, Any]:
     """Parameters of the append statements for one event (EVENT_PARAMS), the lease it is
@@ -868,6 +871,7 @@ def event_params(
         "wait": json_or_none(wait),
         "trace_context": json_or_none(trace_context or None),
         "task_queue": task_queue,
+        "usage": json_or_none(usage),
         "run_at": run_at,
         "wake": wake,
         "wake_reason": wake_reason,

@@ -20,6 +20,10 @@ control's `keys` and an `estimate` (a `Usage`); its handler reports what it used
 `current_step().report_usage(...)` or `report_model_usage(response, ModelPrices(...))`, and a
 step refused by a budget raises `BudgetExceededError`.
 
+Model calls: `await ctx.model_call(model=..., messages=[...], max_tokens=...)` is a remote step
+served by `model_step(client, prices)` on a worker holding any OpenAI-compatible client; the
+model, tokens and cost it used are journaled with the step and settle its budgets.
+
 Every error the SDK raises is a `PerdureError`.
 """
 
@@ -42,12 +46,14 @@ from perdure.worker._errors import (
 )
 from perdure.worker._flow import Usage
 from perdure.worker._info import RunInfo
+from perdure.worker._model_call import MODEL_STEP, model_step, model_text
 from perdure.worker._model_usage import ModelPrices, report_model_usage, usage_from_model_response
 from perdure.worker._registry import remote_step, workflow
 from perdure.worker._retry import RetryPolicy
 from perdure.worker._worker import Worker
 
 __all__ = [
+    "MODEL_STEP",
     "BudgetExceededError",
     "JournalRejectedError",
     "LeaseLostError",
@@ -71,6 +77,8 @@ __all__ = [
     "WorkflowContext",
     "current_step",
     "heartbeat",
+    "model_step",
+    "model_text",
     "remote_step",
     "report_model_usage",
     "usage_from_model_response",

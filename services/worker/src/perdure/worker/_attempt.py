@@ -26,7 +26,7 @@ from perdure.worker._errors import (
     StepTimeoutError,
     WorkerLostError,
 )
-from perdure.worker._flow import Usage
+from perdure.worker._flow import Usage, check_key
 from perdure.worker._frames import DEFAULT_STREAM, Frames
 from perdure.worker._loop_watch import running, runs_for_caller
 from perdure.worker._payload import failure_from, to_payload
@@ -75,14 +75,17 @@ class StepContext:
             )
         frames.emit(chunk, stream)
 
-    def report_usage(self, units: int = 0, cost_micros: int = 0) -> None:
-        """Report what this attempt used (tokens or other units, and money in millionths),
-        settling the estimate its remote call declared; a later report replaces this one. An
+    def report_usage(self, units: int = 0, cost_micros: int = 0, model: str = "") -> None:
+        """Report what this attempt used (tokens or other units, and money in millionths, and
+        the model that answered for a model call), settling the estimate its remote call
+        declared and journaled with the attempt's outcome; a later report replaces this one. An
         attempt that reports nothing counts as having used its whole estimate. A local step's
         report is ignored (only remote steps reserve an estimate). Raises TypeError or
-        ValueError for amounts that are not ints in [0, 2**63), RuntimeError outside the
-        running attempt."""
+        ValueError for amounts that are not ints in [0, 2**63) or a model name that is not 0
+        to 200 printable characters, RuntimeError outside the running attempt."""
         usage = Usage(units=units, cost_micros=cost_micros)
+        if model:
+            check_key("model", model)
         if _current_step.get(None) is not self:
             raise RuntimeError(
                 f"report_usage() of step {self.step_id!r} is only available inside its running "
@@ -90,7 +93,7 @@ class StepContext:
             )
         report = _current_usage.get(None)
         if report is not None:
-            report.report(usage)
+            report.report(usage, model)
 
 
 _current_step: contextvars.ContextVar[StepContext] = contextvars.ContextVar("perdure_step")
@@ -269,6 +272,7 @@ async def run_attempt(
                 except JournalRejectedError as refused:  # the failure is recorded all the same
                     log.warning("frames of step %s not stored: %s", step.step_id, refused)
             await heartbeats.flush()
+            _journal_usage(request, attempt.usage)
             response = await record(request)
             retry_at = response.retry_time.ToDatetime(tzinfo=UTC) if retrying else None
             step_attempt_ended(span, attempt.workflow_type, attempt.name, seconds, error, retry_at)
@@ -326,6 +330,7 @@ async def run_attempt(
         except JournalRejectedError as error:
             return await failed(error, NO_RETRY)
         await heartbeats.flush()
+        _journal_usage(request, attempt.usage)
         response = None
         if record_ahead is None or not record_ahead(request):
             try:
@@ -334,6 +339,13 @@ async def run_attempt(
                 return await failed(error, NO_RETRY)
         step_attempt_ended(span, attempt.workflow_type, attempt.name, time.perf_counter() - started)
         return Attempted(request, response)
+
+
+def _journal_usage(request: jpb.RecordStepRequest, usage: UsageReport | None) -> None:
+    """A step task's outcome carries what its handler reported, journaled with it."""
+    journaled = usage.for_journal() if usage is not None else None
+    if journaled is not None:
+        request.usage.CopyFrom(journaled)
 
 
 def _start_request(request: jpb.RecordStepRequest) -> jpb.RecordStepRequest:

@@ -9,7 +9,7 @@ import logging
 import math
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Generator, Sequence
+from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, NoReturn
@@ -40,6 +40,8 @@ from perdure.worker._errors import (
 from perdure.worker._flow import Usage, step_flow
 from perdure.worker._info import RunInfo
 from perdure.worker._journal import JournalClient
+from perdure.worker._model_call import MODEL_STEP, model_estimate, model_request
+from perdure.worker._model_usage import ModelPrices
 from perdure.worker._patches import Patches, check_patch_id, deprecated_message
 from perdure.worker._payload import from_payload, surely_accepted, to_payload
 from perdure.worker._replay import STEP_OUTCOMES, Call, Replay, payload_size
@@ -364,6 +366,43 @@ class WorkflowContext:
         retry = retry or self._retry
         payload = to_payload(input)
         return RemoteCall(self, step_type, payload, queue, retry, timeout, heartbeat_timeout, flow)
+
+    def model_call(
+        self,
+        *,
+        model: str,
+        messages: Sequence[Mapping[str, Any]],
+        max_tokens: int,
+        keys: Sequence[str] | None = None,
+        prices: ModelPrices | None = None,
+        estimate: Usage | None = None,
+        task_queue: str | None = None,
+        retry: RetryPolicy | None = None,
+        timeout: float | None = None,
+        step_type: str = MODEL_STEP,
+        **params: Any,
+    ) -> RemoteCall:
+        """A model call as a remote step (worker-protocol.md §32): the chat request (`model`,
+        `messages`, `max_tokens`, and any other parameter of an OpenAI-compatible API in
+        `params`) is journaled and sent by a worker serving `step_type` (model_step(client)),
+        whose report of the model, tokens and cost is journaled with the step and settles its
+        budgets. Await it for the response (OpenAI's JSON; model_text() gives its text) or pass
+        it to `gather`. It declares `keys` (default ["model:<model>"]: limits an operator sets
+        on the model apply) and reserves `estimate` (default: the prompt's UTF-8 bytes plus
+        per-message overhead plus max_tokens, an upper bound for text, and their cost at
+        `prices`). TypeError or ValueError here for a request a provider would refuse."""
+        request = model_request(model, messages, max_tokens, params)
+        if estimate is None:
+            estimate = model_estimate(request, prices)
+        return self.call(
+            step_type,
+            request,
+            task_queue=task_queue,
+            retry=retry,
+            timeout=timeout,
+            keys=[f"model:{model}"] if keys is None else keys,
+            estimate=estimate,
+        )
 
     async def gather(self, *calls: RemoteCall) -> list[Any]:
         """Run remote steps side by side; their results, in call order. Each is journaled in

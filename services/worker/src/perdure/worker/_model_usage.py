@@ -44,7 +44,7 @@ def usage_from_model_response(
     completion = _tokens(usage, "completion_tokens")
     total = _field(usage, "total_tokens")
     units = prompt + completion if total is None else _tokens(usage, "total_tokens")
-    cost = _cost(prompt, prices.input_micros_per_million) + _cost(
+    cost = tokens_cost(prompt, prices.input_micros_per_million) + tokens_cost(
         completion, prices.output_micros_per_million
     )
     return Usage(units=units, cost_micros=cost)
@@ -52,18 +52,24 @@ def usage_from_model_response(
 
 def report_model_usage(response: Any, prices: ModelPrices) -> Usage:
     """From inside a remote step's handler: report the usage of a model call's `response` at
-    `prices` (as usage_from_model_response), and return it. Replaces an earlier report: sum
-    the usages of several calls and report once with current_step().report_usage()."""
+    `prices` (as usage_from_model_response), with the model it names, and return it. Replaces
+    an earlier report: sum the usages of several calls and report once with
+    current_step().report_usage()."""
     usage = usage_from_model_response(
         response,
         input_price_micros_per_million=prices.input_micros_per_million,
         output_price_micros_per_million=prices.output_micros_per_million,
     )
-    current_step().report_usage(units=usage.units, cost_micros=usage.cost_micros)
+    model = _field(response, "model")
+    current_step().report_usage(
+        units=usage.units,
+        cost_micros=usage.cost_micros,
+        model=model if isinstance(model, str) else "",
+    )
     return usage
 
 
-def _cost(tokens: int, micros_per_million: int) -> int:
+def tokens_cost(tokens: int, micros_per_million: int) -> int:
     """ceil(tokens * price / 1,000,000), in integers."""
     return -(-tokens * micros_per_million // PER_MILLION)
 

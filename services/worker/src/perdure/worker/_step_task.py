@@ -27,7 +27,8 @@ async def run_step_task(
 ) -> None:
     """Load the step (fencing out earlier holders of its task), run the attempt due, and
     journal its outcome; a failed attempt with retries left is made due again by history.
-    `usage` takes what the handler reports (zero if it never starts). A task that came with
+    `usage` takes what the handler reports (zero if it never starts; the report is journaled
+    with the outcome either way). A task that came with
     budget_exceeded runs nothing: its attempt is recorded as a final BudgetExceeded failure.
     Raises LeaseLostError if fenced out, or if the step or its workflow is closed already."""
     journal = JournalClient(session, task.workflow_id, task.fence)
@@ -63,7 +64,7 @@ async def run_step_task(
         loaded.workflow_type,
         heartbeat_timeout=_seconds(loaded, "heartbeat_timeout"),
         journal_start=False,  # the load started it
-        usage=usage,
+        usage=usage if usage is not None else UsageReport(),
     )
     record = jpb.RecordStepRequest(step_id=task.step_id, step_task=True)
     beats = Heartbeats(journal.record, True)

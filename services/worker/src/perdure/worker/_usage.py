@@ -1,4 +1,5 @@
-"""What a remote step's attempt used, as its TaskDone reports it (worker-protocol.md §27)."""
+"""What a remote step's attempt used, as its TaskDone reports it (worker-protocol.md §27) and
+its journaled outcome records it (§32)."""
 
 from __future__ import annotations
 
@@ -18,17 +19,19 @@ class UsageReport:
         self._ran = False
         self._ended = False
         self._usage: Usage | None = None
+        self._model = ""
 
     def start(self) -> None:
         """The handler starts: from now on the attempt counts as having run."""
         with self._lock:
             self._ran = True
 
-    def report(self, usage: Usage) -> None:
-        """The handler's report; a later one replaces it."""
+    def report(self, usage: Usage, model: str = "") -> None:
+        """The handler's report (and the model that answered, for a model call); a later one
+        replaces it."""
         with self._lock:
             if not self._ended:
-                self._usage = usage
+                self._usage, self._model = usage, model
 
     def end(self) -> None:
         """The attempt is over: later reports change nothing."""
@@ -41,3 +44,10 @@ class UsageReport:
             if not self._ran:
                 return fpb.Usage()
             return self._usage.to_message() if self._usage is not None else None
+
+    def for_journal(self) -> fpb.StepUsage | None:
+        """RecordStepRequest.usage: the report with its model; None when none came."""
+        with self._lock:
+            if self._usage is None:
+                return None
+            return fpb.StepUsage(usage=self._usage.to_message(), model=self._model)

@@ -1,0 +1,40 @@
+"""Model calls as steps: a workflow asking the examples' offline model through
+`ctx.model_call`, and the worker's `model_step` answering it at known prices."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from examples.models import OfflineClient
+from perdure.worker import ModelPrices, WorkflowContext, model_step, model_text, workflow
+
+MODEL = "offline-chat-1"
+# USD 2.50 per million input tokens, 10.00 per million output tokens.
+PRICES = ModelPrices(input_micros_per_million=2_500_000, output_micros_per_million=10_000_000)
+
+answer_model_calls = model_step(OfflineClient(), {MODEL: PRICES})
+
+
+def _ask(ctx: WorkflowContext, question: str, max_tokens: int) -> Any:
+    messages = [
+        {"role": "system", "content": "Answer in three sentences."},
+        {"role": "user", "content": question},
+    ]
+    return ctx.model_call(model=MODEL, messages=messages, max_tokens=max_tokens, prices=PRICES)
+
+
+@workflow
+async def ask_the_model(ctx: WorkflowContext, input: dict[str, Any]) -> dict[str, Any]:
+    """One model call, then two side by side; their texts and the usages the model reported."""
+    max_tokens = int(input.get("max_tokens", 60))
+    first = await _ask(ctx, input["question"], max_tokens)
+    second, third = await ctx.gather(
+        _ask(ctx, f"{input['question']} Why?", max_tokens),
+        _ask(ctx, f"{input['question']} How?", max_tokens),
+    )
+    responses = [first, second, third]
+    return {
+        "texts": [model_text(response) for response in responses],
+        "usages": [response["usage"] for response in responses],
+        "models": [response["model"] for response in responses],
+    }

@@ -1,0 +1,111 @@
+"""Model calls as steps, through real processes: `ctx.model_call` is a remote step whose
+worker asks an OpenAI-compatible client (the examples' offline model); the model, tokens and
+cost it reported are journaled with the step, shown by describe, and settle the run's budget."""
+
+from __future__ import annotations
+
+import grpc
+import pytest
+
+from perdure.api.common.v1 import flow_pb2 as fpb
+from perdure.api.worker.v1 import journal_service_pb2 as jpb
+from perdure.api.worker.v1 import journal_service_pb2_grpc as jgrpc
+from perdure.api.workflow.v1 import workflow_pb2 as wf
+from perdure.client import Budget, Client
+from perdure.worker import ModelPrices, usage_from_model_response
+from perdure.worker._payload import to_payload
+from tests.e2e.model_workflows import MODEL, PRICES
+from tests.fixtures.cluster import Cluster
+from tests.fixtures.runs import result_of
+
+MODULE = "tests.e2e.model_workflows"
+WAIT = 60.0
+
+
+def _cost(usage: dict[str, int], prices: ModelPrices) -> int:
+    return usage_from_model_response(
+        {"usage": usage},
+        input_price_micros_per_million=prices.input_micros_per_million,
+        output_price_micros_per_million=prices.output_micros_per_million,
+    ).cost_micros
+
+
+def test_the_usage_a_model_reported_is_journaled_with_its_step_and_settles_the_budget(
+    client: Client,
+) -> None:
+    client.start_workflow(
+        "ask_the_model",
+        {"question": "What makes an agent durable?", "max_tokens": 30},
+        workflow_id="model-usage-1",
+        budget=Budget(units=100_000, cost_micros=10_000_000),
+    )
+    described = client.wait("model-usage-1", timeout=WAIT)
+    assert described.workflow.status == wf.WORKFLOW_STATUS_COMPLETED, described.workflow.failure
+    result = result_of(described)
+    reported = result["usages"]
+    assert result["models"] == [MODEL] * 3
+    assert all(text for text in result["texts"])
+    # Every answer respected max_tokens, as the provider counts them.
+    assert all(usage["completion_tokens"] <= 30 for usage in reported)
+
+    events = list(client.history("model-usage-1"))
+    outcomes = [e for e in events if e.event_type == wf.EVENT_TYPE_STEP_COMPLETED]
+    assert [e.step_name for e in outcomes] == ["model_call"] * 3
+    by_step = {e.step_id: e for e in outcomes}
+    scheduled = [e.step_id for e in events if e.event_type == wf.EVENT_TYPE_STEP_SCHEDULED]
+    # The journal holds, with each step, exactly what the model reported for it.
+    for step_id, usage in zip(scheduled, reported, strict=True):
+        journaled = by_step[step_id].usage
+        assert journaled.model == MODEL
+        assert journaled.usage.units == usage["total_tokens"]
+        assert journaled.usage.cost_micros == _cost(usage, PRICES)
+
+    steps = {s.step_id: s for s in described.steps}
+    assert sorted(steps) == sorted(scheduled)
+    for step_id, usage in zip(scheduled, reported, strict=True):
+        assert steps[step_id].usage.model == MODEL
+        assert steps[step_id].usage.usage.units == usage["total_tokens"]
+
+    # The budget spent exactly what was reported: nothing is left reserved.
+    flow = described.flow
+    assert flow.reserved.units == 0 and flow.reserved.cost_micros == 0
+    assert flow.spent.units == sum(u["total_tokens"] for u in reported)
+    assert flow.spent.cost_micros == sum(_cost(u, PRICES) for u in reported)
+
+
+def test_a_model_call_whose_estimate_does_not_fit_the_budget_is_refused_unrun(
+    client: Client,
+) -> None:
+    # The estimate bounds the prompt's bytes plus max_tokens: far more than 50 units.
+    client.start_workflow(
+        "ask_the_model",
+        {"question": "Will this fit?", "max_tokens": 30},
+        workflow_id="model-usage-2",
+        budget=Budget(units=50),
+        on_budget_exceeded="fail",
+    )
+    described = client.wait("model-usage-2", timeout=WAIT)
+    assert described.workflow.status == wf.WORKFLOW_STATUS_FAILED
+    assert "BudgetExceeded" in described.workflow.failure.type + described.workflow.failure.message
+    events = list(client.history("model-usage-2"))
+    assert not [e for e in events if e.event_type == wf.EVENT_TYPE_STEP_COMPLETED]
+    assert described.flow.spent.units == 0
+
+
+def test_usage_outside_a_step_task_is_refused_by_history(shared: Cluster) -> None:
+    """A local step's outcome cannot carry usage: only a remote step's attempt reports one."""
+    request = jpb.RecordStepRequest(
+        workflow_id="model-usage-nobody",
+        fence=1,
+        step_id="s",
+        step_name="s",
+        attempt=1,
+        output=to_payload(1),
+        usage=fpb.StepUsage(usage=fpb.Usage(units=1)),
+    )
+    with grpc.insecure_channel(shared.address("history")) as channel:
+        journal = jgrpc.JournalServiceStub(channel)
+        with pytest.raises(grpc.RpcError) as refused:
+            journal.RecordStep(request, timeout=30)
+    assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "usage goes with step_task" in str(refused.value.details())
