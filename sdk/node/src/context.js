@@ -27,6 +27,7 @@ import {
   stepFailed,
 } from './errors.js';
 import { stepFlow } from './flow.js';
+import { MODEL_STEP, modelEstimate, modelRequest } from './model-call.js';
 import { LeaseJournal, NEVER } from './journal.js';
 import { payloadOf } from './pages.js';
 import { Patches, checkPatchId, deprecatedMessage } from './patches.js';
@@ -376,6 +377,33 @@ export class WorkflowContext {
     return this._op(async () => {
       await this._check(call);
       if (!call.recorded) await this._record('SetState', { ...ref(call), key, value: encoded });
+    });
+  }
+
+  /**
+   * A model call as a remote step (worker-protocol.md §32): the chat request (`model`,
+   * `messages`, `maxTokens`, and any other parameter of an OpenAI-compatible API in `params`)
+   * is journaled and sent by a worker serving `stepType` (default "model_call", served by
+   * modelStep(client)), whose report of the model, tokens and cost is journaled with the step
+   * and settles its budgets. Resolves with the response (OpenAI's JSON; modelText() gives its
+   * text). It declares `keys` (default ["model:<model>"]) and reserves `estimate` (default:
+   * the prompt's UTF-8 bytes plus per-message overhead plus maxTokens, an upper bound for text,
+   * and their cost at `prices`). Throws TypeError or RangeError here for a request a provider
+   * would refuse.
+   * @param {{model: string, messages: Record<string, unknown>[], maxTokens: number, keys?: string[],
+   *   prices?: {inputMicrosPerMillion: number | bigint, outputMicrosPerMillion: number | bigint},
+   *   estimate?: {units?: number | bigint, costMicros?: number | bigint}, taskQueue?: string, retry?: RetryPolicy,
+   *   timeout?: number, stepType?: string, params?: Record<string, unknown>}} options
+   * @returns {Promise<any>}
+   */
+  modelCall({ model, messages, maxTokens, keys, prices, estimate, taskQueue, retry, timeout, stepType = MODEL_STEP, params = {} }) {
+    const request = modelRequest(model, messages, maxTokens, params);
+    return this.call(stepType, request, {
+      taskQueue,
+      retry,
+      timeout,
+      keys: keys ?? [`model:${model}`],
+      estimate: estimate ?? modelEstimate(request, prices),
     });
   }
 

@@ -26,5 +26,6 @@ export {
 } from './errors.js';
 export { toPayload, fromPayload } from './payload.js';
 export { usageFromModelResponse } from './usage.js';
+export { MODEL_STEP, modelStep, modelText } from './model-call.js';
 export { loadProtos, protoDir } from './proto.js';
 export { replayHistory, historyFromJson, readHistory } from './replay-check.js';

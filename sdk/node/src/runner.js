@@ -19,12 +19,12 @@ import { failureFrom, fromDuration, fromPayload, hasPayload, timestampMs, toDura
 import { NO_RETRY, RetryPolicy } from './retry.js';
 import { ANNOUNCE_AFTER_MS, HeartbeatSender, Pulse, StepInfo, invokeWithLimits } from './step-info.js';
 import { journalBytes } from './sticky.js';
+import { UsageReport } from './usage.js';
 import { inSpan, setRunAttribute, stepAttemptEnded, stepAttemptSpan, traceEndedWait, waitAttributes, withSpan } from './telemetry.js';
 
 /**
  * @typedef {{fn: (ctx: WorkflowContext, input: any) => Promise<any>, retry: RetryPolicy}} WorkflowEntry
  * @typedef {{call: (method: string, request: object) => Promise<any>}} Journal
- * @typedef {import('./usage.js').UsageReport} UsageReport
  * @typedef {{kind: 'result'|'failure'|'park'|'cancelled'|'continue_as_new'|'suspend'|'lost'|'unavailable'|'handed_back', value?: any, wait?: any,
  *   error?: Error}} Outcome  a Failure or Payload as `value`; the Wait of a suspension; the error of a stop
  */
@@ -270,7 +270,8 @@ async function run(code, ctx) {
  * @param {Map<string, (input: any, info: StepInfo) => any>} steps
  * @param {{log: any, abort?: AbortSignal, usage?: UsageReport}} options
  */
-export async function runStepTask(task, journal, steps, { log, abort, usage }) {
+export async function runStepTask(task, journal, steps, { log, abort, usage: given }) {
+  const usage = given ?? new UsageReport(); // journaled with the outcome, TaskDone or not
   const lease = { workflow_id: task.workflow_id, fence: Number(task.fence), step_id: task.step_id };
   // STALE_FENCE, WORKFLOW_CLOSED, STEP_CLOSED: LeaseLostError (TaskDone); anything else,
   // NOT_FOUND included, leaves the lease to expire, as the Python SDK does.
@@ -320,7 +321,7 @@ export async function runStepTask(task, journal, steps, { log, abort, usage }) {
     }
     const failure = failureFrom(error);
     /** @type {Record<string, any>} */
-    const request = { ...base, failure };
+    const request = { ...base, failure, ...journaledUsage(usage) };
     if (policy.retries(error, attempt)) {
       request.retry_delay = toDuration(policy.delay(attempt));
       const answer = await record(request);
@@ -362,12 +363,12 @@ export async function runStepTask(task, journal, steps, { log, abort, usage }) {
       heartbeats.queue(lease.step_id, attempt, details);
     },
     onEmit: (chunk, stream) => frames.emit(chunk, stream),
-    onUsage: (reported) => usage?.report(reported),
+    onUsage: (reported, model) => usage.report(reported, model),
   });
   const pulse = new Pulse();
   const announce = setTimeout(() => heartbeats.queue(lease.step_id, attempt, undefined), ANNOUNCE_AFTER_MS);
   let result;
-  usage?.start();
+  usage.start();
   try {
     const body = () => handler(fromPayload(loaded.input), info);
     // The attempt's span is current while the step runs: the step's own calls nest in it.
@@ -379,7 +380,7 @@ export async function runStepTask(task, journal, steps, { log, abort, usage }) {
     }
     return fail(error, retry);
   } finally {
-    usage?.end();
+    usage.end();
     clearTimeout(announce);
     abort?.removeEventListener('abort', onAbort);
   }
@@ -394,7 +395,7 @@ export async function runStepTask(task, journal, steps, { log, abort, usage }) {
   }
   try {
     await frames.flush(); // the step closes with its frames stored
-    await record({ ...base, output: encoded });
+    await record({ ...base, output: encoded, ...journaledUsage(usage) });
   } catch (error) {
     if (!(error instanceof JournalRejectedError)) throw error;
     return fail(error, NO_RETRY); // a frame or the result breaks the payload limits
@@ -407,6 +408,15 @@ export async function runStepTask(task, journal, steps, { log, abort, usage }) {
  * Record the loaded attempt (lost or not: nothing runs either way) as the step's final
  * failure, BudgetExceeded, with the scheduler's word on which budget and by how much.
  */
+/**
+ * A step task's outcome carries what its handler reported, journaled with it.
+ * @param {UsageReport} usage
+ */
+function journaledUsage(usage) {
+  const journaled = usage.forJournal();
+  return journaled === null ? {} : { usage: journaled };
+}
+
 async function refuseOverBudget(task, base, record, log) {
   await record({ ...base, failure: { type: BUDGET_EXCEEDED, message: task.budget_exceeded, stack_trace: '' } });
   log.warn(`step ${task.step_id} of ${task.workflow_id} (attempt ${base.attempt}) not run: ${task.budget_exceeded}`);

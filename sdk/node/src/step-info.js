@@ -1,7 +1,7 @@
 // StepInfo: what a running step (local or remote) may hand to the outside world.
 
 import { PerdureError, StepHeartbeatTimeoutError, StepTimeoutError } from './errors.js';
-import { usageMessage } from './flow.js';
+import { checkKey, usageMessage } from './flow.js';
 import { toPayload } from './payload.js';
 
 /** A step still running after this long reports itself, so that describe shows it. */
@@ -13,7 +13,7 @@ export class StepInfo {
    *   heartbeatDetails?: any, workflowType?: string, stepType?: string,
    *   signal?: AbortSignal, onHeartbeat: (details: any) => void,
    *   onEmit?: (chunk: any, stream: string) => void,
-   *   onUsage?: (usage: {units: number | string, cost_micros: number | string}) => void}} fields
+   *   onUsage?: (usage: {units: number | string, cost_micros: number | string}, model: string) => void}} fields
    */
   constructor({ workflowId, stepId, attempt, fence, heartbeatDetails = null, workflowType = '', stepType = '', signal, onHeartbeat, onEmit, onUsage }) {
     /** The workflow that runs (or called) the step. */
@@ -66,16 +66,19 @@ export class StepInfo {
   }
 
   /**
-   * Report what this attempt used (tokens or other units, and money in millionths), settling
-   * the estimate its remote call declared; a later report replaces this one. An attempt that
+   * Report what this attempt used (tokens or other units, money in millionths, and the model
+   * that answered for a model call), settling the estimate its remote call declared and
+   * journaled with the attempt's outcome; a later report replaces this one. An attempt that
    * reports nothing counts as having used its whole estimate. A local step's report is
    * ignored (only remote steps reserve an estimate). Throws TypeError or RangeError for
-   * amounts that are not BigInts or safe integers in [0, 2^63).
-   * @param {{units?: number | bigint, costMicros?: number | bigint}} usage
+   * amounts that are not BigInts or safe integers in [0, 2^63), or a model name that is not 0
+   * to 200 printable characters.
+   * @param {{units?: number | bigint, costMicros?: number | bigint, model?: string}} usage
    */
   reportUsage(usage) {
     const message = usageMessage(usage);
-    this._onUsage?.(message);
+    const model = usage.model === undefined ? '' : checkKey('model', usage.model);
+    this._onUsage?.(message, model);
   }
 }
 

@@ -14,6 +14,7 @@ export class UsageReport {
     this._ended = false;
     /** @type {{units: number | string, cost_micros: number | string} | null} */
     this._usage = null;
+    this._model = '';
   }
 
   /** The handler starts: from now on the attempt counts as having run. */
@@ -21,9 +22,16 @@ export class UsageReport {
     this._ran = true;
   }
 
-  /** The handler's report (a Usage message); a later one replaces it. */
-  report(usage) {
-    if (!this._ended) this._usage = usage;
+  /**
+   * The handler's report (a Usage message, and the model that answered, for a model call); a
+   * later one replaces it.
+   * @param {{units: number | string, cost_micros: number | string}} usage
+   * @param {string} [model]
+   */
+  report(usage, model = '') {
+    if (this._ended) return;
+    this._usage = usage;
+    this._model = model;
   }
 
   /** The attempt is over: later reports change nothing. */
@@ -35,6 +43,11 @@ export class UsageReport {
   forTaskDone() {
     if (!this._ran) return { units: 0, cost_micros: 0 };
     return this._usage;
+  }
+
+  /** RecordStepRequest.usage: the report with its model (§32); null when none came. */
+  forJournal() {
+    return this._usage === null ? null : { usage: this._usage, model: this._model };
   }
 }
 
@@ -52,17 +65,29 @@ const PER_MILLION = 1_000_000n;
  * @returns {{units: bigint, costMicros: bigint}}
  */
 export function usageFromModelResponse(response, prices) {
-  if (typeof prices !== 'object' || prices === null) throw new TypeError('prices must be an object {inputMicrosPerMillion, outputMicrosPerMillion}');
-  const input = BigInt(checkAmount('prices.inputMicrosPerMillion', prices.inputMicrosPerMillion));
-  const output = BigInt(checkAmount('prices.outputMicrosPerMillion', prices.outputMicrosPerMillion));
+  const { input, output } = checkPrices(prices);
   const usage = response?.usage;
   if (typeof usage !== 'object' || usage === null) throw new TypeError('the model response has no usage');
   const prompt = tokens(usage, 'prompt_tokens');
   const completion = tokens(usage, 'completion_tokens');
   const total = usage.total_tokens === undefined || usage.total_tokens === null ? prompt + completion : tokens(usage, 'total_tokens');
-  const costMicros = cost(prompt, input) + cost(completion, output);
+  const costMicros = tokensCost(prompt, input) + tokensCost(completion, output);
   usageMessage({ units: total, costMicros }); // within int64
   return { units: total, costMicros };
+}
+
+/**
+ * Prices checked, as BigInts.
+ * @param {unknown} prices
+ * @returns {{input: bigint, output: bigint}}
+ */
+export function checkPrices(prices) {
+  if (typeof prices !== 'object' || prices === null) throw new TypeError('prices must be an object {inputMicrosPerMillion, outputMicrosPerMillion}');
+  const { inputMicrosPerMillion, outputMicrosPerMillion } = /** @type {any} */ (prices);
+  return {
+    input: BigInt(checkAmount('prices.inputMicrosPerMillion', inputMicrosPerMillion)),
+    output: BigInt(checkAmount('prices.outputMicrosPerMillion', outputMicrosPerMillion)),
+  };
 }
 
 /**
@@ -70,7 +95,7 @@ export function usageFromModelResponse(response, prices) {
  * @param {bigint} tokens
  * @param {bigint} microsPerMillion
  */
-function cost(tokens, microsPerMillion) {
+export function tokensCost(tokens, microsPerMillion) {
   return (tokens * microsPerMillion + PER_MILLION - 1n) / PER_MILLION;
 }
 

@@ -3,11 +3,13 @@
 // it). Errors a spec "raises" are thrown with a `name` of that type name; step bodies return at
 // once.
 
-import { BudgetExceededError, RetryPolicy, SignalTimeoutError, StepFailedError, WorkflowCancelledError } from '../../src/index.js';
+import { BudgetExceededError, RetryPolicy, SignalTimeoutError, StepFailedError, WorkflowCancelledError, modelStep } from '../../src/index.js';
 
 // Retries in the cases: attempt n fails, the next one is due 1s, 2s, 4s... later; 3 attempts.
 const RETRY = new RetryPolicy({ initialInterval: 1, backoffCoefficient: 2, maximumAttempts: 3 });
 const NO_RETRY = new RetryPolicy({ maximumAttempts: 1 });
+// The model calls' prices: 2.50 per million input tokens, 10.00 per million output tokens.
+const MODEL_PRICES = { inputMicrosPerMillion: 2_500_000, outputMicrosPerMillion: 10_000_000 };
 const DEFAULT = new RetryPolicy();
 
 /** An error whose type name (its `name`) is `name`. */
@@ -156,6 +158,13 @@ const CATALOGUE = {
     },
   },
 
+  // ctx.modelCall(model "m-1", messages [{"role": "user", "content": "Hi"}], maxTokens 10,
+  // prices MODEL_PRICES); returns the response.
+  ask_model: {
+    retry: RETRY,
+    run: async (ctx) => ctx.modelCall({ model: 'm-1', messages: [{ role: 'user', content: 'Hi' }], maxTokens: 10, prices: MODEL_PRICES }),
+  },
+
   // Gathers remote steps "left" (input 1) and "right" (input 2) on task queue "pool"; returns
   // both results in call order.
   fan_out: {
@@ -240,6 +249,23 @@ export const REMOTE_STEPS = new Map(
   Object.entries({
     // Remote step: returns its input {"width": w} as {"width": w, "done": true}.
     resize: (image) => ({ width: image.width, done: true }),
+    // Remote step "model_call": modelStep of a client that always answers {"model": "m-1",
+    // "choices": [{"message": {"role": "assistant", "content": "Hello"}}], "usage":
+    // {"prompt_tokens": 5, "completion_tokens": 7, "total_tokens": 12}}, at MODEL_PRICES.
+    model_call: modelStep(
+      {
+        chat: {
+          completions: {
+            create: () => ({
+              model: 'm-1',
+              choices: [{ message: { role: 'assistant', content: 'Hello' } }],
+              usage: { prompt_tokens: 5, completion_tokens: 7, total_tokens: 12 },
+            }),
+          },
+        },
+      },
+      { 'm-1': MODEL_PRICES },
+    ),
     // Remote step: raises ImageTooLarge("too large").
     unreliable: () => {
       throw named('ImageTooLarge', 'too large');

@@ -108,10 +108,8 @@ def model_step(
         if inspect.isawaitable(response):
             response = await response
         answer = response_json(response)
-        price = _price(prices, str(answer.get("model") or request["model"]))
-        if price is None:
-            price = ModelPrices(0, 0)
-        report_model_usage({"model": request["model"], **answer}, price)
+        model = str(answer.get("model") or request["model"])
+        report_model_usage({**answer, "model": model}, _price(prices, model) or ModelPrices(0, 0))
         return answer
 
     call_model.__name__ = name
