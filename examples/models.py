@@ -79,7 +79,7 @@ def model_client() -> Any:
     if not url:
         return OfflineClient()
     try:
-        import openai  # noqa: PLC0415 - only for a real endpoint
+        import openai  # only for a real endpoint
     except ImportError:
         raise SystemExit(
             f"{MODEL_URL_ENV} is set ({url}): install the OpenAI client to reach it, "
