@@ -4,6 +4,8 @@ cost it reported are journaled with the step, shown by describe, and settle the 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import grpc
 import pytest
 
@@ -16,6 +18,7 @@ from perdure.worker import ModelPrices, usage_from_model_response
 from perdure.worker._payload import to_payload
 from tests.e2e.model_workflows import MODEL, PRICES
 from tests.fixtures.cluster import Cluster
+from tests.fixtures.otlp import OtlpReceiver
 from tests.fixtures.runs import result_of
 
 MODULE = "tests.e2e.model_workflows"
@@ -109,3 +112,28 @@ def test_usage_outside_a_step_task_is_refused_by_history(shared: Cluster) -> Non
             journal.RecordStep(request, timeout=30)
     assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert "usage goes with step_task" in str(refused.value.details())
+
+
+def test_model_calls_are_counted_by_model_in_the_metrics(
+    otlp_receiver: OtlpReceiver, start_cluster: Callable[..., Cluster]
+) -> None:
+    cluster = start_cluster(
+        OTEL_EXPORTER_OTLP_ENDPOINT=otlp_receiver.grpc_endpoint, OTEL_METRIC_EXPORT_INTERVAL="300"
+    )
+    cluster.start_worker("w1", MODULE)
+    with cluster.client() as client:
+        client.start_workflow("ask_the_model", {"question": "Count me."}, workflow_id="counted")
+        reported = result_of(client.wait("counted", timeout=WAIT))["usages"]
+    tokens = sum(usage["total_tokens"] for usage in reported)
+    cost = sum(_cost(usage, PRICES) for usage in reported)
+    where = {"perdure.model": MODEL}
+    counted = otlp_receiver.wait_for_metric(
+        "perdure.model.tokens", lambda n: n >= tokens, WAIT, "the tokens", where=where
+    )
+    assert counted == tokens  # each report once, though three steps ran side by side
+    assert (
+        otlp_receiver.wait_for_metric(
+            "perdure.model.cost", lambda n: n >= cost, WAIT, "the cost", where=where
+        )
+        == cost
+    )

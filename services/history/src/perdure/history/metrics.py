@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from opentelemetry import metrics
 
@@ -65,3 +66,25 @@ def count_closed(workflow_type: str, status: str) -> None:
         "perdure.workflow.outcome": status.lower(),
     }
     WORKFLOWS_CLOSED.add(1, attributes)
+
+
+MODEL_TOKENS = _meter.create_counter(
+    "perdure.model.tokens",
+    unit="{token}",
+    description="Tokens model calls reported using, journaled with their steps, by model.",
+)
+MODEL_COST = _meter.create_counter(
+    "perdure.model.cost",
+    unit="{micro}",
+    description="What model calls reported spending, in millionths of the prices' currency, "
+    "journaled with their steps, by model.",
+)
+
+
+def count_model_usage(usage: dict[str, Any] | None) -> None:
+    """Count a journaled report of a model call (one that names its model), once committed."""
+    if usage is None or "model" not in usage:
+        return
+    attributes = {"perdure.model": usage["model"]}
+    MODEL_TOKENS.add(usage["units"], attributes)
+    MODEL_COST.add(usage["cost_micros"], attributes)

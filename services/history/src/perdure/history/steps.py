@@ -12,7 +12,7 @@ from perdure.api.common.v1.payload_pb2 import Payload
 from perdure.common.reasons import Reason
 from perdure.history import fencing, store
 from perdure.history.appends import JournalBase
-from perdure.history.metrics import timed_write
+from perdure.history.metrics import count_model_usage, timed_write
 from perdure.history.model import (
     OPEN_STATUSES,
     Appended,
@@ -136,6 +136,7 @@ class Steps(JournalBase):
                     # Recorded already, if it is this very outcome (a retried request).
                     return await self._existing_call(conn, call, params, remote_outcome=True)
                 raise rejection
+        count_model_usage(attempt.usage)
         if final:
             self._on_scheduled()
         return Appended(row["event_id"], row["due_at"], row["cancel_requested"])
