@@ -354,7 +354,7 @@ def model_call(call: dict[str, Any]) -> dict[str, Any]:
     from the provider's usage (OpenAI's shape, which the offline model speaks too)."""
     args = call["args"]
     result = MODEL_STEPS[call["name"]](AgentInput.parse(call["spec"]), *args)
-    response = {"usage": _model.usage(json.dumps(args), json.dumps(result))}
+    response = {"model": _model.name, "usage": _model.usage(json.dumps(args), json.dumps(result))}
     report_model_usage(response, PRICES)
     return result
 

@@ -698,3 +698,20 @@ def test_an_api_key_from_the_link_is_kept_and_a_401_asks_for_one(
     expect(offer).to_be_hidden()
     expect(key_button).to_have_text(f"API key: …{operator[-4:]}")
     assert page.evaluate("sessionStorage.getItem('perdure.apiKey')") == operator
+
+
+def test_a_model_call_step_shows_its_model_tokens_and_cost(agent: Cluster, page: Page) -> None:
+    body = {
+        "workflow_type": "research_agent",
+        "workflow_id": "ui-usage",
+        "input": {"topic": "usage", "model_tokens": 2000},
+    }
+    api(agent, "POST", "/v1/workflows", json=body)
+    open_ui(page, agent, "#/workflows/ui-usage")
+    expect_step(page, "model", "Completed")
+    described = api(agent, "GET", "/v1/workflows/ui-usage")
+    [first] = [s for s in described["steps"] if s["step_id"] == "model"]
+    units, cost = first["usage"]["usage"]["units"], int(first["usage"]["usage"]["cost_micros"])
+    expect(step(page, "model").get_by_test_id("step-usage")).to_have_text(
+        f"offline-deterministic-1 · {units} tokens · cost {cost // 10**6}.{cost % 10**6:06d}"
+    )

@@ -65,6 +65,14 @@ export function fmtSeconds(seconds) {
   return fmtDuration(seconds * 1000);
 }
 
+/** Millionths (an int64 as a decimal string) as a whole amount with 6 decimals, exactly. */
+export function fmtMicros(micros) {
+  const value = BigInt(micros || "0");
+  const whole = value / 1000000n;
+  const fraction = (value % 1000000n).toString().padStart(6, "0");
+  return `${whole}.${fraction}`;
+}
+
 export function timeEl(iso, format = fmtDateTime) {
   if (!iso) return h("span", { class: "muted" }, "—");
   return h("time", { datetime: iso, title: iso }, format(iso));

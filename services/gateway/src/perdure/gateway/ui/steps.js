@@ -3,7 +3,7 @@
 
 import { arrange, h, section } from "./dom.js";
 import {
-  OPEN_STATUSES, failureBlock, fmtClock, fmtDuration, fmtSeconds, jsonBlock, shortJson,
+  OPEN_STATUSES, failureBlock, fmtClock, fmtDuration, fmtMicros, fmtSeconds, jsonBlock, shortJson,
   statusLabel, stepBadge, timeEl, toMillis, waitText,
 } from "./format.js";
 
@@ -174,8 +174,19 @@ export function stepsCard(events) {
         stepBadge(status, { "data-testid": "step-status" }),
         h("span", { class: "step-attempts", "data-testid": "step-attempts" },
           `${attempts} attempt${attempts === 1 ? "" : "s"}`),
-        duration, toggle),
+        usageSpan(step.usage), duration, toggle),
       retry, failure, heartbeat, output));
+  }
+
+  // What the step reported using (a model call's model, tokens and cost), summed over its
+  // attempts; amounts are int64 strings, shown exactly.
+  function usageSpan(usage) {
+    if (!usage) return null;
+    const units = usage.usage?.units ?? "0";
+    const cost = usage.usage?.cost_micros ?? "0";
+    const parts = [usage.model || null, `${units} ${usage.model ? "tokens" : "units"}`, `cost ${fmtMicros(cost)}`];
+    return h("span", { class: "step-usage muted", "data-testid": "step-usage", title: "what the step reported using, over its attempts" },
+      parts.filter(Boolean).join(" · "));
   }
 
   return { element: section("Steps", { id: "steps" }, stepsEmpty, stepsList), update: renderSteps };
