@@ -12,7 +12,12 @@ import pytest
 # running them then can crash the child before its exec.
 os.environ["GRPC_ENABLE_FORK_SUPPORT"] = "false"
 
-pytest_plugins = ("tests.fixtures.postgres", "tests.fixtures.cluster", "tests.fixtures.otlp")
+pytest_plugins = (
+    "tests.fixtures.postgres",
+    "tests.fixtures.cluster",
+    "tests.fixtures.otlp",
+    "tests.fixtures.model_endpoint",
+)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

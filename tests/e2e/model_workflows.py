@@ -1,18 +1,19 @@
-"""Model calls as steps: a workflow asking the examples' offline model through
-`ctx.model_call`, and the worker's `model_step` answering it at known prices."""
+"""Model calls as steps: a workflow asking a model through `ctx.model_call`, and the worker's
+`model_step` answering it at known prices with the examples' client (offline, or the `openai`
+package's for PERDURE_MODEL_URL)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from examples.models import OfflineClient
+from examples.models import model_client
 from perdure.worker import ModelPrices, WorkflowContext, model_step, model_text, workflow
 
 MODEL = "offline-chat-1"
 # USD 2.50 per million input tokens, 10.00 per million output tokens.
 PRICES = ModelPrices(input_micros_per_million=2_500_000, output_micros_per_million=10_000_000)
 
-answer_model_calls = model_step(OfflineClient(), {MODEL: PRICES})
+answer_model_calls = model_step(model_client(), {MODEL: PRICES})
 
 
 def _ask(ctx: WorkflowContext, question: str, max_tokens: int) -> Any:

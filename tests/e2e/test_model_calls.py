@@ -18,6 +18,7 @@ from perdure.worker import ModelPrices, usage_from_model_response
 from perdure.worker._payload import to_payload
 from tests.e2e.model_workflows import MODEL, PRICES
 from tests.fixtures.cluster import Cluster
+from tests.fixtures.model_endpoint import ModelEndpoint
 from tests.fixtures.otlp import OtlpReceiver
 from tests.fixtures.runs import result_of
 
@@ -136,4 +137,26 @@ def test_model_calls_are_counted_by_model_in_the_metrics(
             "perdure.model.cost", lambda n: n >= cost, WAIT, "the cost", where=where
         )
         == cost
+    )
+
+
+def test_one_setting_points_the_model_calls_at_an_openai_compatible_endpoint(
+    model_endpoint: ModelEndpoint, start_cluster: Callable[..., Cluster]
+) -> None:
+    """With PERDURE_MODEL_URL, the examples' client is the `openai` package's, over HTTP."""
+    cluster = start_cluster()
+    cluster.start_worker("w1", MODULE, PERDURE_MODEL_URL=model_endpoint.url, OPENAI_API_KEY="k")
+    with cluster.client() as client:
+        client.start_workflow("ask_the_model", {"question": "Over HTTP?"}, workflow_id="http")
+        described = client.wait("http", timeout=WAIT)
+    assert described.workflow.status == wf.WORKFLOW_STATUS_COMPLETED, described.workflow.failure
+    result = result_of(described)
+    # Three calls reached the endpoint, each with the journaled request.
+    assert len(model_endpoint.requests) == 3
+    assert {r["model"] for r in model_endpoint.requests} == {MODEL}
+    assert all(r["max_tokens"] == 60 for r in model_endpoint.requests)
+    assert all(text for text in result["texts"])
+    steps = {s.step_id: s for s in described.steps}
+    assert sum(s.usage.usage.units for s in steps.values()) == sum(
+        u["total_tokens"] for u in result["usages"]
     )
