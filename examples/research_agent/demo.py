@@ -217,6 +217,8 @@ class LocalCluster:
             str(self.base_port),
             "--worker-module",
             self.worker_module,
+            "--worker-module",
+            "examples.purchasing_agent",  # the agent toolkit's phase
         ]
         with self.log.open("wb") as sink:
             self.popen = subprocess.Popen(

@@ -5,7 +5,8 @@
 // `input.ms` that honours its AbortSignal unless `input.ignore_signal`, and appends a `body`
 // line with its fence at its start and end), `node_limits`, `node_gated` and `node_bulky`
 // (tests/e2e/test_isolation.py), `echo_payloads` (tests/e2e/payload_workflows.py's twin), `paged_replay`
-// (tests/e2e/paged_workflows.py's twin), `node_chat` (a loop of `input.turns` signals,
+// (tests/e2e/paged_workflows.py's twin), `node_model` (a model call, ctx.modelCall, answered on `input.queue`, and the remote step
+// `model_call` answering it offline), `node_chat` (a loop of `input.turns` signals,
 // tests/e2e/test_node_sticky.py), `node_streams` and the remote step `node_write`
 // (tests/e2e/stream_workflows.py's twins), `release` (tests/e2e/patch_workflows_v*.py's twin, in the
 // version RELEASE_CODE names: v1, v2 or v3), and the remote step types `notify`, `flaky`, `gated`,
@@ -21,7 +22,7 @@ import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
-import { RetryPolicy, Worker, WorkflowCancelledError } from '../../sdk/node/src/index.js';
+import { RetryPolicy, Worker, WorkflowCancelledError, modelStep, modelText } from '../../sdk/node/src/index.js';
 
 const { values: args } = parseArgs({
   options: {
@@ -197,7 +198,41 @@ async function nodeStreams(ctx, input) {
   return ctx.step('write', (info) => nodeWrite(input, info), { retry: streamRetry });
 }
 
+// tests/e2e/model_workflows.py's prices: 2.50 and 10.00 per million input and output tokens.
+const MODEL_PRICES = { inputMicrosPerMillion: 2_500_000, outputMicrosPerMillion: 10_000_000 };
+
+/** A model call (ctx.modelCall) answered on `input.queue`; its text and the usage reported. */
+async function nodeModel(ctx, input) {
+  const response = await ctx.modelCall({
+    model: 'offline-chat-1',
+    messages: [{ role: 'user', content: input.question }],
+    maxTokens: 40,
+    prices: MODEL_PRICES,
+    taskQueue: input.queue,
+  });
+  return { text: modelText(response), usage: response.usage, model: response.model };
+}
+
+// An OpenAI-compatible client answering offline: usage counts words, as the Python examples' do.
+const offlineModel = {
+  chat: {
+    completions: {
+      create: ({ model, messages, max_tokens: maxTokens }) => {
+        const words = ['Fences', 'stop', 'stale', 'writers', 'from', 'the', 'past', 'lease.'].slice(0, maxTokens);
+        const prompt = messages.map((m) => `${m.role}: ${m.content}`).join('\n');
+        const promptTokens = prompt.split(/\s+/).filter(Boolean).length;
+        return {
+          model,
+          choices: [{ index: 0, message: { role: 'assistant', content: words.join(' ') }, finish_reason: 'stop' }],
+          usage: { prompt_tokens: promptTokens, completion_tokens: words.length, total_tokens: promptTokens + words.length },
+        };
+      },
+    },
+  },
+};
+
 const steps = {
+  model_call: modelStep(offlineModel, MODEL_PRICES),
   node_write: nodeWrite,
   crash: () => process.exit(70), // as an OOM kill or a segfault would
   notify: (input, info) => {
@@ -324,6 +359,7 @@ const worker = new Worker({
     paged_replay: pagedReplay,
     node_chat: nodeChat,
     node_streams: nodeStreams,
+    node_model: nodeModel,
     release,
   },
   steps,

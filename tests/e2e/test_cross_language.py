@@ -148,3 +148,28 @@ def test_fan_out_across_a_python_and_a_node_worker_survives_killing_the_node_one
     # on the Python one, under fence 3.
     assert {e.step_id for e in outcomes if e.fence == 3} == started_by(ledger, "node-tools")
     assert started_by(ledger, "py-tools") == set(recorded)
+
+
+def test_model_calls_cross_languages_with_their_usage_journaled(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    """A Node.js workflow's ctx.modelCall, answered once by a Node.js worker's modelStep and
+    once by a Python worker's model_step: each journals the model and usage it reported."""
+    cluster.start_worker("py-model", "tests.e2e.model_workflows", task_queue="py-model")
+    cluster.start_node_worker("node-tools", "node-tools", tmp_path / "ledger")
+    client = cluster.client()
+    for queue in ("node-tools", "py-model"):
+        client.start_workflow(
+            "node_model",
+            {"question": f"Why fences? ({queue})", "queue": queue},
+            workflow_id=f"model-{queue}",
+            task_queue="node-tools",
+        )
+    for queue in ("node-tools", "py-model"):
+        result = result_of(client.wait(f"model-{queue}", timeout=WAIT))
+        [outcome] = remote_outcomes(client, f"model-{queue}")
+        assert outcome.step_name == "model_call"
+        assert outcome.usage.model == result["model"] == "offline-chat-1"
+        assert outcome.usage.usage.units == result["usage"]["total_tokens"] > 0
+        assert outcome.usage.usage.cost_micros > 0
+        assert result["text"]

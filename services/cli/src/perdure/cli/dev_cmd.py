@@ -33,6 +33,8 @@ SERVICES = ("gateway", "history", "scheduler")  # their ports: base, base + 1, b
 HTTP_OFFSET = GATEWAY_HTTP_PORT - DEFAULT_PORTS["gateway"]
 STARTUP_TIMEOUT = 60.0
 MAX_RESTARTS = 10  # of a service; the worker is restarted for as long as it takes
+# What the example worker serves unless --worker-module says: the examples' agents.
+EXAMPLE_MODULES = ("examples.research_agent", "examples.purchasing_agent")
 # A worker that exits is started again after a delay doubling from the first to the longest
 # while it keeps exiting; one that ran this long before exiting counts as healthy again.
 RESTART_DELAY = (0.5, 30.0)
@@ -89,8 +91,9 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     )
     parser.add_argument(
         "--worker-module",
-        default="examples.research_agent",
-        help="module the example worker serves (default examples.research_agent)",
+        action="append",
+        help="module whose workflows and steps the example worker serves (repeatable; default "
+        f"{' and '.join(EXAMPLE_MODULES)})",
     )
 
 
@@ -241,7 +244,10 @@ def run(args: argparse.Namespace) -> int:
                 "  internal   a secret made for this run, held by gateway, history and scheduler "
                 "only\n"
             )
-        worker = [sys.executable, "-m", "perdure.worker", "--module", args.worker_module]
+        modules = args.worker_module or list(EXAMPLE_MODULES)
+        worker = [sys.executable, "-m", "perdure.worker"]
+        for module in modules:
+            worker += ["--module", module]
         children.append(Child("worker", worker, worker_env))
         children[-1].start()
         gateway = bind.address(ports["gateway"])
@@ -254,7 +260,7 @@ def run(args: argparse.Namespace) -> int:
             "calls need -H 'authorization: Bearer <key>')\n"
             f"  history    {bind.address(ports['history'])}\n"
             f"  scheduler  {bind.address(ports['scheduler'])}\n"
-            f"  worker     {args.worker_module}\n"
+            f"  worker     {', '.join(modules)}\n"
             f"  database   {dsn}\n"
             f"  listening  {bind.summary()}\n"
             + access
