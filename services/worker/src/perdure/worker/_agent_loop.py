@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from perdure.worker._context import WorkflowContext, check_name
+from perdure.worker._context import WorkflowContext, _check_name
 
 StopReason = Literal["met", "abandoned", "out_of_budget", "max_turns"]
 
@@ -87,8 +87,8 @@ async def run_agent_loop(
     """Run `take_turn` until the objective is met or the loop must stop; see
     WorkflowContext.agent_loop."""
     _check_options(take_turn, max_turns, is_met, budget)
-    check_name(steering_signal, "steering_signal")
-    check_name(abandon_signal, "abandon_signal")
+    _check_name(steering_signal, "steering_signal")
+    _check_name(abandon_signal, "abandon_signal")
     loop = _Loop.start(objective, resume)
     while True:
         reason = await _stop_reason(ctx, loop, abandon_signal, is_met, budget, max_turns)

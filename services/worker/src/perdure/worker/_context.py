@@ -242,7 +242,7 @@ class WorkflowContext:
         or the error is not retryable, StepFailedError is raised here (and again on every
         replay).
         """
-        check_name(name)
+        _check_name(name)
         _check_limit("timeout", timeout)
         _check_limit("heartbeat_timeout", heartbeat_timeout)
         limits = (timeout, heartbeat_timeout)
@@ -283,7 +283,7 @@ class WorkflowContext:
         """Consume the oldest signal `name` not consumed yet and return its payload, or suspend
         until one arrives. A signal sent before the wait is waiting here already. With
         `timeout` (seconds), raise SignalTimeoutError if none arrived in time."""
-        check_name(name, "signal name")
+        _check_name(name, "signal name")
         deadline = None
         if timeout is not None:
             if not timeout >= 0:
@@ -309,7 +309,7 @@ class WorkflowContext:
 
     async def drain_signals(self, name: str) -> list[Any]:
         """Take every pending signal `name` without waiting (possibly none), oldest first."""
-        check_name(name, "signal name")
+        _check_name(name, "signal name")
         call = await self._begin(f"$drain:{name}")
         if call.recorded is not None:
             return list(await self._value(call.recorded))
@@ -362,7 +362,7 @@ class WorkflowContext:
         step whose estimate does not fit a budget of a run that fails then raises
         BudgetExceededError (a StepFailedError). Bad keys or estimates raise ValueError or
         TypeError here, before anything is journaled."""
-        check_name(step_type, "step type")
+        _check_name(step_type, "step type")
         _check_limit("timeout", timeout)
         _check_limit("heartbeat_timeout", heartbeat_timeout)
         flow = step_flow(keys, estimate)
@@ -727,7 +727,7 @@ def _check_limit(what: str, seconds: float | None) -> None:
         raise ValueError(f"{what} must be a positive number of seconds")
 
 
-def check_name(name: Any, what: str = "step name") -> None:
+def _check_name(name: Any, what: str = "step name") -> None:
     if not isinstance(name, str) or not name or name.startswith(INTERNAL_PREFIX):
         raise ValueError(f"{what} must be a non-empty string not starting with '$': {name!r}")
 

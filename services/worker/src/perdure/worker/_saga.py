@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
-from perdure.worker._context import WorkflowContext, check_name
+from perdure.worker._context import WorkflowContext, _check_name
 from perdure.worker._errors import StepFailedError, WorkflowCancelledError
 from perdure.worker._retry import RetryPolicy
 
@@ -58,7 +58,7 @@ class Saga:
     ) -> None:
         """Register `ctx.step(name, fn, *args, **kwargs)` (with `retry`, `timeout`) to run if
         the saga compensates. Nothing runs or is journaled now."""
-        check_name(name)
+        _check_name(name)
         if not callable(fn):
             raise TypeError(f"compensation {name!r} needs a function, not {fn!r}")
         ctx = self._ctx
