@@ -403,7 +403,17 @@ class WorkflowContext:
         return Saga(self)
 
     async def agent_loop(
-        self, take_turn: Callable[[Turn], Awaitable[TurnResult]], **options: Any
+        self,
+        take_turn: Callable[[Turn], Awaitable[TurnResult]],
+        *,
+        objective: Any,
+        max_turns: int,
+        is_met: Callable[[Any], bool] | None = None,
+        budget: int | None = None,
+        steering_signal: str = "steer",
+        abandon_signal: str = "abandon",
+        state_key: str = "objective",
+        resume: dict[str, Any] | None = None,
     ) -> AgentLoopResult:
         """A standing objective: call `await take_turn(turn)` (a Turn: number, objective, last
         state, guidance, units spent; it returns TurnResult(state, units)) until a reason to
@@ -417,7 +427,18 @@ class WorkflowContext:
         (worker-protocol.md §31)."""
         from perdure.worker._agent_loop import run_agent_loop  # as in saga()
 
-        return await run_agent_loop(self, take_turn, **options)
+        return await run_agent_loop(
+            self,
+            take_turn,
+            objective=objective,
+            max_turns=max_turns,
+            is_met=is_met,
+            budget=budget,
+            steering_signal=steering_signal,
+            abandon_signal=abandon_signal,
+            state_key=state_key,
+            resume=resume,
+        )
 
     def unconsumed_steps(self) -> list[str]:
         """Recorded calls the code has not reached: non-deterministic if the run is ending."""
