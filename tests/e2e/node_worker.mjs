@@ -9,7 +9,7 @@
 // `model_call` answering it offline), `node_chat` (a loop of `input.turns` signals,
 // tests/e2e/test_node_sticky.py), `node_streams` and the remote step `node_write`
 // (tests/e2e/stream_workflows.py's twins), `release` (tests/e2e/patch_workflows_v*.py's twin, in the
-// version RELEASE_CODE names: v1, v2 or v3), and the remote step types `notify`, `flaky`, `gated`,
+// version RELEASE_CODE names: v1, v2 or v3), `node_saga_trip` (tests/e2e/saga_workflows.mjs), and the remote step types `notify`, `flaky`, `gated`,
 // `square` (which never ends on the worker named in its input's `stall_on`) and `crash` (which
 // kills the worker). Every step execution appends one JSON line to the ledger file. Prints
 // "connected" once welcomed; drains on SIGTERM/SIGINT. With CLOCK_AHEAD_MS in the
@@ -23,6 +23,7 @@ import fs from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
 import { RetryPolicy, Worker, WorkflowCancelledError, modelStep, modelText } from '../../sdk/node/src/index.js';
+import { sagaWorkflows } from './saga_workflows.mjs';
 
 const { values: args } = parseArgs({
   options: {
@@ -361,6 +362,7 @@ const worker = new Worker({
     node_streams: nodeStreams,
     node_model: nodeModel,
     release,
+    ...sagaWorkflows(ledger),
   },
   steps,
   onConnected: () => process.stdout.write(`node worker ${identity} connected\n`),

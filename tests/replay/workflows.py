@@ -18,6 +18,8 @@ from perdure.worker import (
     RetryPolicy,
     SignalTimeoutError,
     StepFailedError,
+    Turn,
+    TurnResult,
     Usage,
     WorkflowCancelledError,
     WorkflowContext,
@@ -361,3 +363,56 @@ WORKFLOWS: dict[str, WorkflowFunction] = {
         ask_model,
     )
 }
+
+
+@workflow(name="saga", retry=NO_RETRY)
+async def saga(ctx: WorkflowContext) -> str:
+    """In a saga (ctx.saga()): step "reserve" returns "reserved", then compensation "release"
+    (returns "released") is added; step "charge" returns "charged", then compensation "refund"
+    (returns "refunded") is added; step "ship" (1 attempt) raises PaymentDeclined("card
+    declined"); returns "shipped" if it ever returns."""
+    async with ctx.saga() as trip:
+        await ctx.step("reserve", lambda: "reserved")
+        trip.add_compensation("release", lambda: "released")
+        await ctx.step("charge", lambda: "charged")
+        trip.add_compensation("refund", lambda: "refunded")
+        await ctx.step("ship", declined)
+    return "shipped"
+
+
+@workflow(name="saga_cancellable", retry=NO_RETRY)
+async def saga_cancellable(ctx: WorkflowContext) -> str:
+    """As "saga", with ctx.sleep(3600) in place of step "ship"; returns "slept"."""
+    async with ctx.saga() as trip:
+        await ctx.step("reserve", lambda: "reserved")
+        trip.add_compensation("release", lambda: "released")
+        await ctx.step("charge", lambda: "charged")
+        trip.add_compensation("refund", lambda: "refunded")
+        await ctx.sleep(3600)
+    return "slept"
+
+
+@workflow(name="agent_loop")
+async def agent_loop(ctx: WorkflowContext, spec: dict[str, Any]) -> dict[str, Any]:
+    """ctx.agent_loop with objective spec["objective"], max_turns spec["max_turns"], budget
+    spec["budget"] (absent: none), is_met: the state has spec["target"] items, default
+    signals ("steer", "abandon"); each turn runs step "work" returning the turn's objective,
+    and returns TurnResult(state=the last state (or []) + [that result], units=10); returns
+    the result's as_dict()."""
+
+    async def take_turn(turn: Turn) -> TurnResult:
+        objective = turn.objective
+        worked = await ctx.step("work", lambda: objective)
+        return TurnResult(state=[*(turn.state or []), worked], units=10)
+
+    result = await ctx.agent_loop(
+        take_turn,
+        objective=spec["objective"],
+        max_turns=spec["max_turns"],
+        budget=spec.get("budget"),
+        is_met=lambda state: len(state) >= spec["target"],
+    )
+    return result.as_dict()
+
+
+WORKFLOWS.update({str(workflow_name(fn)): fn for fn in (saga, saga_cancellable, agent_loop)})

@@ -66,7 +66,7 @@ export async function runLocalStep(ctx, op, call, fn, retry, limits) {
     const start = { ...request, attempt_started: true };
     // Beside an output sent ahead, the code went on before the run's latest answer: a cancel
     // requested meanwhile keeps this start out of the journal, and is delivered here instead.
-    if (ctx._journal.sendingAhead && !ctx._replay.cancelDelivered) start.unless_cancel_requested = true;
+    if (ctx._journal.sendingAhead && !ctx._replay.cancelDelivered && !ctx._holdingCancel) start.unless_cancel_requested = true;
     const answer = await withSpan(traced.span, () => ctx._record('RecordStep', start));
     if (start.unless_cancel_requested && answer?.cancel_requested && !Number(answer?.event_id ?? 0)) {
       traced.span.end();

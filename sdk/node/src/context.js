@@ -14,6 +14,7 @@
 // each with the way to check its wait again, and the next task resumes it (resume) with the
 // events recorded since, instead of replaying the code from its first line.
 
+import { runAgentLoop } from './agent-loop.js';
 import { runLocalStep } from './attempt.js';
 import {
   JournalRejectedError,
@@ -34,6 +35,7 @@ import { Patches, checkPatchId, deprecatedMessage } from './patches.js';
 import { failureFrom, fromPayload, surelyAccepted, timestampMs, toDuration, toPayload, toTimestamp } from './payload.js';
 import { EVENT, INTERNAL_PREFIX, Replay, WAIT, callKind, chooseWait, kindName, recordedCall, ref } from './replay.js';
 import { NO_RETRY, RetryPolicy } from './retry.js';
+import { runSaga } from './saga.js';
 import { HeartbeatSender } from './step-info.js';
 import { inSpan, linksTo, timerFired } from './telemetry.js';
 
@@ -90,6 +92,7 @@ export class WorkflowContext {
     /** @type {WeakMap<Promise<any>, {stepId: string, position: number, ready: Promise<void>, gathered: boolean}>} */
     this._remoteCalls = new WeakMap();
     this._quietCheck = false;
+    this._holdingCancel = 0; // > 0 while a saga compensates: a cancel request waits (saga.js)
     this._steps = new Set(); // AbortControllers of local step attempts running now
     this._heartbeats = new HeartbeatSender(
       (stepId, attempt, details) =>
@@ -534,10 +537,35 @@ export class WorkflowContext {
    * throws it there again, whatever happened to the wait since.
    */
   async _interruptible(stepId, waiting) {
-    if (this._replay.interrupts(stepId, waiting)) {
+    if (this._replay.interrupts(stepId, waiting && this._holdingCancel === 0)) {
       await this._begin(`${stepId}:cancelled`); // records or replays the delivery, and throws it
       throw this._cancellation();
     }
+  }
+
+  /**
+   * Run `body(saga)` with compensations for its work: after each step that needs undoing,
+   * `saga.addCompensation(name, fn)` (or `saga.addRemoteCompensation(stepType, input)`). If the
+   * body throws (or the run is cancelled in it), they run as durable steps, last first, and the
+   * error is thrown again (worker-protocol.md §30; saga.js).
+   * @template T
+   * @param {(saga: import('./saga.js').Saga) => Promise<T>} body
+   * @returns {Promise<T>}
+   */
+  saga(body) {
+    return runSaga(this, body);
+  }
+
+  /**
+   * A standing objective: `takeTurn(turn)` until the objective is met, a person abandons it,
+   * or its turns or budget run out, steered by signals between turns (worker-protocol.md §31;
+   * agent-loop.js). Resolves with {reason, turns, objective, state, spent, guidance}.
+   * @param {(turn: import('./agent-loop.js').Turn) => Promise<{state: any, units?: number}>} takeTurn
+   * @param {import('./agent-loop.js').AgentLoopOptions} options
+   * @returns {Promise<import('./agent-loop.js').AgentLoopResult>}
+   */
+  agentLoop(takeTurn, options) {
+    return runAgentLoop(this, takeTurn, options);
   }
 
   /** Recorded calls the code has not reached: non-deterministic if the run is ending. */
@@ -578,8 +606,29 @@ export class WorkflowContext {
     // A cancel request an output's answer reports is delivered here: wait for that answer (a
     // step's start goes beside it instead, and history keeps it out: attempt.js).
     if (!step && !(await this._settledAhead())) return NEVER;
-    if (this._replay.cancelRequested && !this._replay.cancelDelivered) await this._deliverCancellation(call);
+    if (this._cancelPending) await this._deliverCancellation(call);
     return undefined;
+  }
+
+  /** A cancel request the code is yet to have, and may have at its next call. */
+  get _cancelPending() {
+    return this._replay.cancelRequested && !this._replay.cancelDelivered && this._holdingCancel === 0;
+  }
+
+  /**
+   * Run `fn` with the run's cancel request held back: no call delivers it meanwhile (a saga's
+   * compensations run to their end); the first call after does, as usual.
+   * @template T
+   * @param {() => Promise<T>} fn
+   * @returns {Promise<T>}
+   */
+  async holdCancellation(fn) {
+    this._holdingCancel += 1;
+    try {
+      return await fn();
+    } finally {
+      this._holdingCancel -= 1;
+    }
   }
 
   _cancellation() {
@@ -710,7 +759,7 @@ export class WorkflowContext {
       if (following && following.event_type === EVENT.CANCELLATION_DELIVERED) {
         target = remote.find((entry) => following.step_id === `${entry.stepId}:cancelled`) ?? null;
       }
-      if (!target && this._replay.cancelRequested && !this._replay.cancelDelivered) target = remote[0];
+      if (!target && this._cancelPending) target = remote[0];
       if (target) {
         this._blocked.splice(this._blocked.indexOf(target), 1);
         const reject = target.reject;
@@ -873,7 +922,7 @@ function payloadBytes(request) {
   return total;
 }
 
-function checkName(name, what = 'step name') {
+export function checkName(name, what = 'step name') {
   if (typeof name !== 'string' || !name || name.startsWith(INTERNAL_PREFIX)) {
     throw new TypeError(`${what} must be a non-empty string not starting with '$': ${JSON.stringify(name)}`);
   }

@@ -4,6 +4,8 @@ export { Worker, consoleLogger } from './worker.js';
 export { buildIdOf, derivedBuildId } from './build.js';
 export { Client } from './client.js';
 export { WorkflowContext } from './context.js';
+export { Saga } from './saga.js';
+export { STOP_REASONS } from './agent-loop.js';
 export { StepInfo } from './step-info.js';
 export { StreamBufferFullError } from './frames.js';
 export { RetryPolicy, NO_RETRY } from './retry.js';

@@ -272,3 +272,55 @@ export const REMOTE_STEPS = new Map(
     },
   }),
 );
+
+// Sagas and standing objectives (tests/replay/workflows.py, same specs).
+const SAGA_AND_LOOP_CATALOGUE = {
+  // In a saga (ctx.saga()): step "reserve" returns "reserved", then compensation "release"
+  // (returns "released") is added; step "charge" returns "charged", then compensation "refund"
+  // (returns "refunded") is added; step "ship" (1 attempt) raises PaymentDeclined("card
+  // declined"); returns "shipped" if it ever returns.
+  saga: {
+    retry: NO_RETRY,
+    run: async (ctx) => {
+      await ctx.saga(async (trip) => {
+        await ctx.step('reserve', () => 'reserved');
+        trip.addCompensation('release', () => 'released');
+        await ctx.step('charge', () => 'charged');
+        trip.addCompensation('refund', () => 'refunded');
+        await ctx.step('ship', declined);
+      });
+      return 'shipped';
+    },
+  },
+
+  // As "saga", with ctx.sleep(3600) in place of step "ship"; returns "slept".
+  saga_cancellable: {
+    retry: NO_RETRY,
+    run: async (ctx) => {
+      await ctx.saga(async (trip) => {
+        await ctx.step('reserve', () => 'reserved');
+        trip.addCompensation('release', () => 'released');
+        await ctx.step('charge', () => 'charged');
+        trip.addCompensation('refund', () => 'refunded');
+        await ctx.sleep(3600);
+      });
+      return 'slept';
+    },
+  },
+
+  // ctx.agentLoop with objective spec.objective, maxTurns spec.max_turns, budget spec.budget
+  // (absent: none), isMet: the state has spec.target items, default signals ("steer",
+  // "abandon"); each turn runs step "work" returning the turn's objective, and resolves with
+  // {state: the last state (or []) + [that result], units: 10}; returns the result.
+  agent_loop: {
+    run: async (ctx, spec) =>
+      ctx.agentLoop(
+        async (turn) => {
+          const worked = await ctx.step('work', () => turn.objective);
+          return { state: [...(turn.state ?? []), worked], units: 10 };
+        },
+        { objective: spec.objective, maxTurns: spec.max_turns, budget: spec.budget ?? null, isMet: (state) => state.length >= spec.target },
+      ),
+  },
+};
+for (const [name, { run, retry }] of Object.entries(SAGA_AND_LOOP_CATALOGUE)) WORKFLOWS.set(name, { fn: run, retry: retry ?? DEFAULT });

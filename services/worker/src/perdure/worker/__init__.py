@@ -12,6 +12,9 @@ DescribeWorkflow and QueryWorkflow; `ctx.heartbeat` records a long step's progre
 request arrives as `WorkflowCancelledError` at the next durable call. A long loop ends its run
 and starts the next one of its workflow id with `await ctx.continue_as_new(state)`, deciding
 by `ctx.info` (a `RunInfo`: run id and number, the journal's length and bytes so far).
+`ctx.saga()` undoes a failed or cancelled block's work with compensating steps (a `Saga`), and
+`ctx.agent_loop(take_turn, objective=...)` runs turns toward a standing objective that people
+steer and abandon with signals (`Turn`, `TurnResult`, `AgentLoopResult`).
 
 Remote steps: `await ctx.call(step_type, input, task_queue=...)` (several at once with
 `ctx.gather`) has a step executed by a worker serving that type, in any language; a Python
@@ -27,6 +30,7 @@ model, tokens and cost it used are journaled with the step and settle its budget
 Every error the SDK raises is a `PerdureError`.
 """
 
+from perdure.worker._agent_loop import AgentLoopResult, Turn, TurnResult
 from perdure.worker._attempt import StepContext, current_step, heartbeat
 from perdure.worker._context import RemoteCall, WorkflowContext
 from perdure.worker._errors import (
@@ -50,10 +54,12 @@ from perdure.worker._model_call import MODEL_STEP, model_step, model_text
 from perdure.worker._model_usage import ModelPrices, report_model_usage, usage_from_model_response
 from perdure.worker._registry import remote_step, workflow
 from perdure.worker._retry import RetryPolicy
+from perdure.worker._saga import Saga
 from perdure.worker._worker import Worker
 
 __all__ = [
     "MODEL_STEP",
+    "AgentLoopResult",
     "BudgetExceededError",
     "JournalRejectedError",
     "LeaseLostError",
@@ -63,12 +69,15 @@ __all__ = [
     "RemoteCall",
     "RetryPolicy",
     "RunInfo",
+    "Saga",
     "SignalTimeoutError",
     "StepContext",
     "StepFailedError",
     "StepHeartbeatTimeoutError",
     "StepTimeoutError",
     "StreamBufferFullError",
+    "Turn",
+    "TurnResult",
     "Usage",
     "Worker",
     "WorkerConfigurationError",

@@ -4,15 +4,16 @@ _replay, recorded through _journal if new, and run (a step's attempt) by _attemp
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import logging
 import math
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from opentelemetry.util.types import AttributeValue
 
@@ -48,6 +49,10 @@ from perdure.worker._replay import STEP_OUTCOMES, Call, Replay, payload_size
 from perdure.worker._retry import NO_RETRY, RetryPolicy
 from perdure.worker._sticky import Pause
 from perdure.worker._telemetry import TIMER_LATENESS, tracer
+
+if TYPE_CHECKING:
+    from perdure.worker._agent_loop import AgentLoopResult, Turn, TurnResult
+    from perdure.worker._saga import Saga
 
 log = logging.getLogger("perdure.worker")
 
@@ -134,6 +139,7 @@ class WorkflowContext:
         # With the cache of suspended runs on: where the code waits between tasks (_sticky).
         self._pause = pause
         self._closed = False  # dropped from the cache: no call may go on
+        self._holding_cancel = 0  # > 0 while a saga compensates: a cancel request waits (_saga)
 
     def _lease(self, loaded: jpb.LoadJournalResponse, journal: JournalClient) -> None:
         """Take up the lease that loaded the run."""
@@ -426,6 +432,53 @@ class WorkflowContext:
             results.append(await self._value(outcome))
         return results
 
+    def saga(self) -> Saga:
+        """Compensations for a block: `async with ctx.saga() as saga:`, then
+        `saga.add_compensation(name, fn, *args)` after each step that needs undoing. If the block
+        raises (or the run is cancelled in it), they run as durable steps, last first, and the
+        error goes on (worker-protocol.md §30; Saga)."""
+        from perdure.worker._saga import Saga  # imported here: _saga builds on this module
+
+        return Saga(self)
+
+    async def agent_loop(
+        self,
+        take_turn: Callable[[Turn], Awaitable[TurnResult]],
+        *,
+        objective: Any,
+        max_turns: int,
+        is_met: Callable[[Any], bool] | None = None,
+        budget: int | None = None,
+        steering_signal: str = "steer",
+        abandon_signal: str = "abandon",
+        state_key: str = "objective",
+        resume: dict[str, Any] | None = None,
+    ) -> AgentLoopResult:
+        """A standing objective: call `await take_turn(turn)` (a Turn: number, objective, last
+        state, guidance, units spent; it returns TurnResult(state, units)) until a reason to
+        stop, checked before each turn: `abandon_signal` (default "abandon") received
+        ("abandoned"), `is_met(state)` after a turn ("met"), the units reported reach `budget`
+        ("out_of_budget"), `max_turns` taken ("max_turns"). Signals `steering_signal` (default
+        "steer") received meanwhile change the objective ({"objective": ...} or any plain
+        value) or add guidance ({"guidance": ...}) for the next turn. Progress is published
+        with set_state under `state_key` (default "objective"). Returns an AgentLoopResult.
+        `resume=` takes Turn.carry() from an earlier run, to go on after continue_as_new
+        (worker-protocol.md §31)."""
+        from perdure.worker._agent_loop import run_agent_loop  # as in saga()
+
+        return await run_agent_loop(
+            self,
+            take_turn,
+            objective=objective,
+            max_turns=max_turns,
+            is_met=is_met,
+            budget=budget,
+            steering_signal=steering_signal,
+            abandon_signal=abandon_signal,
+            state_key=state_key,
+            resume=resume,
+        )
+
     def unconsumed_steps(self) -> list[str]:
         """Recorded calls the code has not reached: non-deterministic if the run is ending."""
         return self._replay.unreached()
@@ -467,7 +520,7 @@ class WorkflowContext:
         if self._stopping is not None and self._stopping.is_set():
             await self._journal.settle()  # no lease goes back with an outcome on its way
             raise HandedBack(f"handed back before {call.step_id!r}")
-        if self._cancel_requested and not self._cancel_delivered:
+        if self._cancel_pending:
             await self._deliver_cancellation(call)
 
     async def _deliver_cancellation(self, call: Call) -> NoReturn:
@@ -493,6 +546,22 @@ class WorkflowContext:
                 "its code may not go on here (another task replays it)"
             )
 
+    @property
+    def _cancel_pending(self) -> bool:
+        """A cancel request the code is yet to have, and may have at its next call."""
+        held = self._holding_cancel > 0
+        return self._cancel_requested and not self._cancel_delivered and not held
+
+    @contextlib.contextmanager
+    def hold_cancellation(self) -> Iterator[None]:
+        """While inside, a cancel request is not delivered (compensations run to their end);
+        it is delivered at the first call after, as usual."""
+        self._holding_cancel += 1
+        try:
+            yield
+        finally:
+            self._holding_cancel -= 1
+
     def _cancellation(self) -> WorkflowCancelledError:
         reason = f": {self._cancel_reason}" if self._cancel_reason else ""
         return WorkflowCancelledError(f"workflow {self.workflow_id!r} was cancelled{reason}")
@@ -505,7 +574,12 @@ class WorkflowContext:
         for marker in self._patches.unsent():
             await self._send(marker)
         beside = isinstance(request, jpb.RecordStepRequest) and request.attempt_started
-        if beside and self._journal.sending_ahead and not self._cancel_delivered:
+        if (
+            beside
+            and self._journal.sending_ahead
+            and not self._cancel_delivered
+            and not self._holding_cancel
+        ):
             request.unless_cancel_requested = True
         response = await self._send(request)
         if request_kept_out(request, response):
@@ -578,7 +652,7 @@ class WorkflowContext:
             and following.event_type == wf.EVENT_TYPE_CANCELLATION_DELIVERED
             and following.step_id == interrupt
         )
-        pending = waiting and self._cancel_requested and not self._cancel_delivered
+        pending = waiting and self._cancel_pending
         if delivered_here or pending:
             await self._begin(interrupt)  # records or replays the delivery, and raises it
 
