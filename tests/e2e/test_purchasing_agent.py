@@ -53,10 +53,10 @@ def test_a_purchase_delegates_quotes_escalates_its_approval_and_stays_within_bud
         budget=Budget(units=5_000),
         on_budget_exceeded="fail",
     )
-    approval = pending_approval(shared.address(), "buy-1", timeout=WAIT)
+    approval = pending_approval(shared.address("gateway"), "buy-1", timeout=WAIT)
     # Escalated after a second undecided; the workflow was told.
     wait_until(lambda: phase(client, "buy-1") == "escalated", WAIT, "the escalation")
-    decide_pending(shared.address(), "buy-1", reason="within the plan")
+    decide_pending(shared.address("gateway"), "buy-1", reason="within the plan")
     described = client.wait("buy-1", timeout=WAIT)
     result = result_of(described)
     assert result["status"] == "purchased", result
@@ -67,7 +67,7 @@ def test_a_purchase_delegates_quotes_escalates_its_approval_and_stays_within_bud
     )
     assert approval.details_sha256  # the decision was bound to these details
     # A child run per vendor, each linked to its parent, each completed.
-    children = list(client.list_workflows(parent_workflow_id="buy-1"))
+    children = list(client.list(parent_workflow_id="buy-1"))
     assert sorted(c.workflow_type for c in children) == ["vendor_quote"] * len(DEFAULT_VENDORS)
     assert all(c.status == wf.WORKFLOW_STATUS_COMPLETED for c in children)
     # Two model calls, their usage journaled and within the budget.
@@ -81,7 +81,7 @@ def test_a_delivery_that_cannot_be_booked_cancels_the_order_then_releases_the_fu
     shared: Cluster, client: Client, database: Path
 ) -> None:
     client.start_workflow("purchasing_agent", {"fail_delivery": True}, workflow_id="buy-2")
-    decide_pending(shared.address(), "buy-2", reason="go")
+    decide_pending(shared.address("gateway"), "buy-2", reason="go")
     result = result_of(client.wait("buy-2", timeout=WAIT))
     assert result["status"] == "compensated", result
     assert "no carrier" in result["error"]
@@ -119,4 +119,4 @@ def test_a_budget_too_small_stops_the_agent_before_its_first_model_call(
     described = client.wait("buy-4", timeout=WAIT)
     assert result_of(described)["status"] == "out_of_budget"
     assert described.flow.spent.units == 0
-    assert not list(client.list_workflows(parent_workflow_id="buy-4"))
+    assert not list(client.list(parent_workflow_id="buy-4"))
