@@ -20,12 +20,18 @@ control's `keys` and an `estimate` (a `Usage`); its handler reports what it used
 `current_step().report_usage(...)` or `report_model_usage(response, ModelPrices(...))`, and a
 step refused by a budget raises `BudgetExceededError`.
 
+A person's decision: `await ctx.approval(name, details, timeout=...)` creates an approval
+record (decided once, through ApprovalService, by its approvers) and returns an
+`ApprovalDecision`, or raises `ApprovalExpiredError` at its expiry.
+
 Every error the SDK raises is a `PerdureError`.
 """
 
+from perdure.worker._approvals import ApprovalDecision, ApprovalEscalation
 from perdure.worker._attempt import StepContext, current_step, heartbeat
 from perdure.worker._context import RemoteCall, WorkflowContext
 from perdure.worker._errors import (
+    ApprovalExpiredError,
     BudgetExceededError,
     JournalRejectedError,
     LeaseLostError,
@@ -48,6 +54,9 @@ from perdure.worker._retry import RetryPolicy
 from perdure.worker._worker import Worker
 
 __all__ = [
+    "ApprovalDecision",
+    "ApprovalEscalation",
+    "ApprovalExpiredError",
     "BudgetExceededError",
     "JournalRejectedError",
     "LeaseLostError",
