@@ -97,10 +97,10 @@ def _list(stub: agrpc.ApprovalServiceStub, args: argparse.Namespace) -> int:
     return 0
 
 
-def _status(name: str | None) -> wf.ApprovalStatus.ValueType:
+def _status(name: str | None) -> wf.ApprovalStatus:
     if name is None:
         return wf.APPROVAL_STATUS_UNSPECIFIED
-    return wf.ApprovalStatus.Value(f"APPROVAL_STATUS_{name.upper()}")
+    return wf.ApprovalStatus(wf.ApprovalStatus.Value(f"APPROVAL_STATUS_{name.upper()}"))
 
 
 def _decide(stub: agrpc.ApprovalServiceStub, args: argparse.Namespace) -> int:
