@@ -239,9 +239,10 @@ def test_approvals_are_listed_across_runs(
     assert {a.workflow_id for a in decided} >= set(ids)
 
 
-def perdure_cli(cluster: Cluster, *args: str) -> subprocess.CompletedProcess[str]:
+def perdure_cli(cluster: Cluster, group: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """`perdure <group> --address <gateway> <args>`."""
     return subprocess.run(
-        [sys.executable, "-m", "perdure.cli", *args, "--address", cluster.gateway],
+        [sys.executable, "-m", "perdure.cli", group, "--address", cluster.gateway, *args],
         cwd=REPO_ROOT,
         capture_output=True,
         text=True,

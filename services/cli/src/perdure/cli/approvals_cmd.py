@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import argparse
 import getpass
-import json
+from typing import Any
 
 from perdure.api.workflow.v1 import approval_service_pb2 as apb
 from perdure.api.workflow.v1 import approval_service_pb2_grpc as agrpc
 from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.cli.flags import UsageError, add_gateway_flags, api_key
 from perdure.cli.tables import table, when
-from perdure.gateway.http.convert import to_json
+from perdure.gateway.http.convert import dumps, to_json
 from perdure.telemetry.rpc import sync_channel
 
 TIMEOUT = 30.0
@@ -65,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
                 apb.GetApprovalRequest(namespace=args.namespace, approval_id=args.approval_id),
                 timeout=TIMEOUT,
             )
-            print(json.dumps(to_json(got.approval), indent=2))
+            print(dumps(to_json(got.approval), indent=2))
             return 0
         return _list(stub, args)
 
@@ -79,7 +79,7 @@ def _list(stub: agrpc.ApprovalServiceStub, args: argparse.Namespace) -> int:
     )
     approvals = stub.ListApprovals(request, timeout=TIMEOUT).approvals
     if args.json:
-        print(json.dumps([to_json(a) for a in approvals], indent=2))
+        print(dumps([to_json(a) for a in approvals], indent=2))
         return 0
     rows = [
         [
@@ -97,10 +97,9 @@ def _list(stub: agrpc.ApprovalServiceStub, args: argparse.Namespace) -> int:
     return 0
 
 
-def _status(name: str | None) -> wf.ApprovalStatus:
-    if name is None:
-        return wf.APPROVAL_STATUS_UNSPECIFIED
-    return wf.ApprovalStatus(wf.ApprovalStatus.Value(f"APPROVAL_STATUS_{name.upper()}"))
+def _status(name: str | None) -> Any:
+    """An ApprovalStatus from its name in lower case (None: any)."""
+    return wf.ApprovalStatus.Value(f"APPROVAL_STATUS_{name.upper()}") if name else 0
 
 
 def _decide(stub: agrpc.ApprovalServiceStub, args: argparse.Namespace) -> int:
@@ -118,7 +117,7 @@ def _decide(stub: agrpc.ApprovalServiceStub, args: argparse.Namespace) -> int:
     verdict = "rejected" if args.reject else "approved"
     print(
         f"{decided.workflow_id}: {approval.name} ({decided.approval_id}) {verdict} by "
-        f"{decided.decided_by}; details {json.dumps(to_json(approval).get('details'))}"
+        f"{decided.decided_by}; details {dumps(to_json(approval)['details'])}"
     )
     return 0
 

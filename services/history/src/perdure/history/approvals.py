@@ -380,7 +380,7 @@ class Approvals(JournalBase):
                 refusal = _expired(row)
             else:
                 if row["status"] != "PENDING":
-                    raise _decided(row)
+                    raise _expired(row) if row["status"] == "EXPIRED" else _decided(row)
                 due = row["escalate_at"] is not None and row["escalate_at"] <= row["clock"]
                 if due and row["escalated_at"] is None:
                     row = await escalate(conn, row)
