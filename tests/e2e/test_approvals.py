@@ -72,9 +72,7 @@ def pending_of(
 
     def asked() -> bool:
         listed = stub.ListApprovals(
-            apb.ListApprovalsRequest(
-                workflow_id=workflow_id, status=wf.APPROVAL_STATUS_PENDING
-            ),
+            apb.ListApprovalsRequest(workflow_id=workflow_id, status=wf.APPROVAL_STATUS_PENDING),
             timeout=10,
             metadata=metadata,
         )
@@ -210,7 +208,9 @@ def test_approvals_are_listed_across_runs(
 ) -> None:
     ids = [f"listed-{n}" for n in range(3)]
     for workflow_id in ids:
-        client.start("ask", {"details": {"n": workflow_id}, "timeout": 300}, workflow_id=workflow_id)
+        client.start(
+            "ask", {"details": {"n": workflow_id}, "timeout": 300}, workflow_id=workflow_id
+        )
     asked = {workflow_id: pending_of(approvals, workflow_id) for workflow_id in ids}
     pending = approvals.ListApprovals(
         apb.ListApprovalsRequest(status=wf.APPROVAL_STATUS_PENDING), timeout=10
@@ -279,16 +279,19 @@ def test_only_approvers_decide_and_escalation_admits_escalate_to(
     start_cluster: Any,
 ) -> None:
     cluster = start_cluster(PERDURE_AUTH="on")
-    cluster.start_worker("w", module=MODULE, PERDURE_API_KEY=make_key(cluster, "ops", "worker", "*"))
+    cluster.start_worker(
+        "w", module=MODULE, PERDURE_API_KEY=make_key(cluster, "ops", "worker", "*")
+    )
     approver, backup, bystander = (make_key(cluster, "ops", "reader") for _ in range(3))
     operator = make_key(cluster, "ops", "operator")
 
     def as_key(token: str) -> Metadata:
         return (("authorization", f"Bearer {token}"),)
 
-    with grpc.insecure_channel(cluster.gateway) as channel, Client(
-        cluster.gateway, api_key=operator
-    ) as client:
+    with (
+        grpc.insecure_channel(cluster.gateway) as channel,
+        Client(cluster.gateway, api_key=operator) as client,
+    ):
         stub = agrpc.ApprovalServiceStub(channel)
         args = {
             "details": DETAILS,

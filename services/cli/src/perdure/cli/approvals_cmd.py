@@ -116,8 +116,8 @@ def _decide(stub: agrpc.ApprovalServiceStub, args: argparse.Namespace) -> int:
     decided = stub.DecideApproval(decision, timeout=TIMEOUT).approval
     verdict = "rejected" if args.reject else "approved"
     print(
-        f"{decided.workflow_id}: {approval.name} ({decided.approval_id}) {verdict} by "
-        f"{decided.decided_by}; details {dumps(to_json(approval)['details'])}"
+        f"{decided.workflow_id}: {verdict} by {decided.decided_by} (approval {approval.name!r}, "
+        f"{decided.approval_id}; details {dumps(to_json(approval)['details'])})"
     )
     return 0
 
