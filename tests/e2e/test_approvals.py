@@ -98,7 +98,8 @@ def decide(
         details_sha256=approval.details_sha256 if sha256 is None else sha256,
         **fields,
     )
-    return stub.DecideApproval(request, timeout=10, metadata=metadata).approval
+    decided: wf.Approval = stub.DecideApproval(request, timeout=10, metadata=metadata).approval
+    return decided
 
 
 def refusal(call: Any) -> tuple[grpc.StatusCode, str, str]:
@@ -316,7 +317,7 @@ def test_only_approvers_decide_and_escalation_admits_escalate_to(
                 timeout=10,
                 metadata=as_key(bystander),
             ).approval
-            return got.HasField("escalated_time")
+            return bool(got.HasField("escalated_time"))
 
         wait_until(escalated, WAIT, "the approval to escalate")
         assert len(events_of(client, "escalating", wf.EVENT_TYPE_APPROVAL_ESCALATED)) == 1
