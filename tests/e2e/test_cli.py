@@ -115,7 +115,9 @@ def test_dev_cluster_runs_the_example_from_the_cli(
     assert types[-1] == "EVENT_TYPE_WORKFLOW_COMPLETED"
     assert types.count("EVENT_TYPE_STEP_COMPLETED") == 7
     assert (
-        types.count("EVENT_TYPE_SIGNAL_RECEIVED") == types.count("EVENT_TYPE_SIGNAL_CONSUMED") == 1
+        types.count("EVENT_TYPE_APPROVAL_REQUESTED")
+        == types.count("EVENT_TYPE_APPROVAL_DECIDED")
+        == 1
     )
 
     listed = perdure(address, "list")

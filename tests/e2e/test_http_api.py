@@ -155,7 +155,8 @@ def test_the_feed_resumes_after_the_last_event_seen_and_follows_a_live_run(
     )
     rest = list(feed)
     assert rest[-1][1:] == ("end", {"status": "WORKFLOW_STATUS_COMPLETED"})
-    assert any(e[2].get("payload", {}).get("reason") == "no" for e in rest[:-1])
+    decided = [e[2] for e in rest if e[2].get("event_type") == "EVENT_TYPE_APPROVAL_DECIDED"]
+    assert [event["payload"]["reason"] for event in decided] == ["no"]
 
 
 def test_listing_cancelling_terminating_and_signalling(agent: Cluster) -> None:
@@ -274,7 +275,7 @@ def test_the_openapi_document_and_the_ui_are_served(agent: Cluster) -> None:
         for path in document["paths"].values()
         for operation in path.values()
     }
-    assert {"StartWorkflow", "ApproveWorkflow", "FollowWorkflow", "ListWorkflows"} <= operations
+    assert {"StartWorkflow", "DecideApproval", "FollowWorkflow", "ListWorkflows"} <= operations
     page = http.call("GET", "/")
     assert page.status_code == 200 and "text/html" in page.headers["Content-Type"]
 

@@ -25,6 +25,7 @@ import requests
 from examples.research_agent import STEPS
 from examples.research_agent.model import OfflineModel, tokens
 from examples.research_agent.workflow import CRASH_AFTER_TOKENS, CRASH_EXIT_CODE
+from tests.fixtures.approvals import decide_pending
 from tests.fixtures.browser import TIMEOUT_MS, VIEWPORT, chromium, screenshot
 from tests.fixtures.cluster import REPO_ROOT, Cluster, wait_until
 from tests.fixtures.keys import make_key
@@ -561,7 +562,7 @@ def test_the_list_filters_searches_pages_and_refreshes_itself(agent: Cluster, pa
     expect(page).to_have_url(re.compile(r"#/\?prefix=list-a$"))
 
     # It refreshes by itself, keeping the filter and the focus in the search box.
-    api(agent, "POST", "/v1/workflows/list-a-1/approve", json={"decision": "rejected"})
+    decide_pending(agent.gateway, "list-a-1", approve=False)
     expect(row).to_contain_text("Completed")
     expect(row).to_contain_text("closed")
     expect(rows).to_have_count(1)
