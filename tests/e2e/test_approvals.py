@@ -19,12 +19,14 @@ import pytest
 
 from perdure.api.admin.v1 import admin_service_pb2 as admin
 from perdure.api.admin.v1 import admin_service_pb2_grpc as admingrpc
+from perdure.api.worker.v1 import journal_service_pb2 as jpb
+from perdure.api.worker.v1 import journal_service_pb2_grpc as jgrpc
 from perdure.api.workflow.v1 import approval_service_pb2 as apb
 from perdure.api.workflow.v1 import approval_service_pb2_grpc as agrpc
 from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.client import Client
 from perdure.common.reasons import Reason
-from perdure.worker._payload import from_payload
+from perdure.worker._payload import from_payload, to_payload
 from tests.fixtures.cluster import REPO_ROOT, Cluster, wait_until
 from tests.fixtures.keys import make_key
 from tests.fixtures.postgres import Databases
@@ -330,3 +332,49 @@ def test_only_approvers_decide_and_escalation_admits_escalate_to(
         assert decided.decided_by == key_id_of(backup)
         result = client.result("escalating", timeout=WAIT)
         assert result["escalated"] is True and result["decided_by"] == key_id_of(backup)
+
+
+def test_a_request_sent_again_finds_the_first_and_bad_requests_are_refused(
+    client: Client, approvals_cluster: Cluster
+) -> None:
+    """RequestApproval spoken directly, as a worker in another language would."""
+    approvals_cluster.start_worker("registrar", module=MODULE, task_queue="by-hand").kill()
+    args = {"details": DETAILS, "timeout": 300}
+    client.start("ask", args, workflow_id="raw", task_queue="by-hand")
+    with grpc.insecure_channel(approvals_cluster.address("history")) as channel:
+        journal = jgrpc.JournalServiceStub(channel)
+        journal.LoadJournal(jpb.LoadJournalRequest(workflow_id="raw", fence=5), timeout=30)
+
+        def request(**fields: Any) -> jpb.RequestApprovalRequest:
+            call: dict[str, Any] = {
+                "workflow_id": "raw",
+                "fence": 5,
+                "step_id": "$approval:ship",
+                "step_name": "$approval:ship",
+                "position": 0,
+                "name": "ship",
+                "details": to_payload({"v": 1}),
+            }
+            asked = jpb.RequestApprovalRequest(**(call | fields))
+            if not asked.HasField("timeout"):
+                asked.timeout.FromSeconds(60)
+            return asked
+
+        first = journal.RequestApproval(request(), timeout=30)
+        again = journal.RequestApproval(request(), timeout=30)  # its answer lost, say
+        assert first.approval_id.startswith("apr-") and first.event_id > 0
+        assert (again.approval_id, again.event_id) == (first.approval_id, first.event_id)
+        assert again.expire_time == first.expire_time and not first.HasField("escalate_time")
+        other = request(details=to_payload({"v": 2}))
+        code, reason, _ = refusal(lambda: journal.RequestApproval(other, timeout=30))
+        assert (code, reason) == (grpc.StatusCode.FAILED_PRECONDITION, Reason.STEP_CONFLICT)
+        late = request(position=1, step_id="$approval:ship#2")
+        late.escalate_after.FromSeconds(60)  # not before its expiry
+        no_prefix = request(position=1, step_id="ship", step_name="ship")
+        for bad in (late, no_prefix):
+            code, _, message = refusal(lambda bad=bad: journal.RequestApproval(bad, timeout=30))
+            assert code == grpc.StatusCode.INVALID_ARGUMENT, message
+    with grpc.insecure_channel(approvals_cluster.gateway) as channel:
+        stub = agrpc.ApprovalServiceStub(channel)
+        rows = stub.ListApprovals(apb.ListApprovalsRequest(workflow_id="raw"), timeout=10)
+    assert [a.approval_id for a in rows.approvals] == [first.approval_id]
