@@ -20,6 +20,7 @@ TIMEOUT = 30.0
 GROUPS = ("approvals", "approve")
 APPROVAL_ID_PREFIX = "apr-"
 STATUSES = ("pending", "approved", "rejected", "expired")
+SHOWN_DETAILS = 120  # characters of the details a decision's line repeats
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -115,9 +116,12 @@ def _decide(stub: agrpc.ApprovalServiceStub, args: argparse.Namespace) -> int:
     )
     decided = stub.DecideApproval(decision, timeout=TIMEOUT).approval
     verdict = "rejected" if args.reject else "approved"
+    details = dumps(to_json(approval)["details"])
+    if len(details) > SHOWN_DETAILS:
+        details = details[:SHOWN_DETAILS] + "..."
     print(
         f"{decided.workflow_id}: {verdict} by {decided.decided_by} (approval {approval.name!r}, "
-        f"{decided.approval_id}; details {dumps(to_json(approval)['details'])})"
+        f"{decided.approval_id}; details {details})"
     )
     return 0
 
