@@ -378,3 +378,27 @@ def test_a_request_sent_again_finds_the_first_and_bad_requests_are_refused(
         stub = agrpc.ApprovalServiceStub(channel)
         rows = stub.ListApprovals(apb.ListApprovalsRequest(workflow_id="raw"), timeout=10)
     assert [a.approval_id for a in rows.approvals] == [first.approval_id]
+
+
+def test_the_node_sdk_asks_escalates_and_takes_the_decision(
+    start_cluster: Any, tmp_path: Any
+) -> None:
+    cluster = start_cluster()
+    cluster.start_node_worker("node-1", "node", tmp_path / "ledger")
+    with cluster.client() as client, grpc.insecure_channel(cluster.gateway) as channel:
+        stub = agrpc.ApprovalServiceStub(channel)
+        args = {"details": DETAILS, "timeout": 300, "escalate_after": 1, "escalate_to": ["admin"]}
+        client.start("node_ask", args, workflow_id="node-asks", task_queue="node")
+        approval = pending_of(stub, "node-asks")
+        assert from_payload(approval.details) == DETAILS
+        wait_until(lambda: "escalated" in client.describe("node-asks").state, WAIT, "the callback")
+        told = from_payload(client.describe("node-asks").state["escalated"])
+        assert told == {"approval_id": approval.approval_id, "escalate_to": ["admin"]}
+        decide(stub, approval, decided_by="nora", reason="from node")
+        result = client.result("node-asks", timeout=WAIT)
+    assert (result["approved"], result["decided_by"], result["reason"]) == (
+        True,
+        "nora",
+        "from node",
+    )
+    assert result["escalated"] is True and result["approval_id"] == approval.approval_id
