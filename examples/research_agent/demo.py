@@ -362,14 +362,14 @@ def start_run(cluster: LocalCluster, workflow_id: str, *flags: str) -> None:
 
 
 def approve(cluster: LocalCluster, workflow_id: str, comment: str) -> None:
-    """`perdure approve ID --comment ...`."""
+    """`perdure approve ID --reason ...`: decides the run's pending approval record."""
     run_command(
         cluster,
         [
             *("-m", "perdure.cli", "approve", "--address", cluster.address),
-            *(workflow_id, "--comment", comment),
+            *(workflow_id, "--reason", comment),
         ],
-        f"perdure approve {workflow_id} --comment {shlex.quote(comment)}",
+        f"perdure approve {workflow_id} --reason {shlex.quote(comment)}",
     )
 
 
@@ -397,7 +397,7 @@ def wait_for_approval_request(client: Client, workflow_id: str) -> api.DescribeW
             raise DemoError(f"{workflow_id} ended: {described.workflow.failure.message}")
         ready = (
             described.workflow.status == wf.WORKFLOW_STATUS_WAITING
-            and described.workflow.wait.kind == wf.WAIT_KIND_SIGNAL
+            and described.workflow.wait.kind == wf.WAIT_KIND_APPROVAL
             and published(described).get("phase") == "awaiting_approval"
         )
         return described if ready else None
@@ -407,8 +407,9 @@ def wait_for_approval_request(client: Client, workflow_id: str) -> api.DescribeW
     )
     state = published(described)
     evidence(
-        f"status {status_name(described.workflow.status)}, waiting for signal "
-        f"{described.workflow.wait.name!r}; phase = {state.get('phase')!r}\n"
+        f"status {status_name(described.workflow.status)}, waiting for approval "
+        f"{described.pending_approvals[0].approval_id} ({described.workflow.wait.name!r}); "
+        f"phase = {state.get('phase')!r}\n"
         f"recommendation: {state['recommendation']['recommendation']} "
         f"(confidence {state['recommendation']['confidence']})\n"
         f"waiting_for.how: {state['waiting_for']['how']}"

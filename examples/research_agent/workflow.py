@@ -3,11 +3,13 @@
     create_plan → research_1 → research_2 → analyze → recommend → approval → report → notify
 
 Every model call is a durable step, so a crash anywhere loses nothing and repeats no finished
-step. The approval is a signal (`perdure approve ID [--reject] [--comment ...]`): while it
-waits, the workflow is suspended and no process holds it; the signal can even arrive before
-the workflow gets there. A rejection ends the run with the recommendation as its result; an
-approval writes the report and sends it once (see `notifications`). Progress is published with
-`ctx.set_state` (`phase`, `recommendation`, `waiting_for`, `approval`), visible in
+step. The approval is an approval record (`ctx.approval`; decided with
+`perdure approve ID [--reject] [--reason ...]`, `perdure approvals`, or the web UI's inbox),
+decided once, by a person who saw its details (the recommendation): while it waits, the
+workflow is suspended and no process holds it. Undecided after `approval_timeout` (a week) it
+expires and the run ends without a report. A rejection ends the run with the recommendation as
+its result; an approval writes the report and sends it once (see `notifications`). Progress is
+published with `ctx.set_state` (`phase`, `recommendation`, `waiting_for`, `approval`), visible in
 `perdure workflow describe` and `perdure workflow query ID phase` while the run waits.
 `perdure workflow cancel ID` ends a run as CANCELLED at its next durable call (phase
 `cancelled`).
@@ -32,6 +34,8 @@ whole in their result: the result's text is the concatenation of the last attemp
 - `notify_queue`: the notification is a remote step `notify` executed by a worker serving
   this task queue, in any language (`examples/node_notify` serves it in Node.js on
   `node-tools`), instead of the local step above.
+- `approval_timeout`: seconds the approval waits for a decision (default a week); then it
+  expires and the run ends with decision "expired", without a report.
 """
 
 from __future__ import annotations
@@ -49,6 +53,7 @@ from examples.inputs import input_fields
 from examples.research_agent.model import OfflineModel
 from examples.research_agent.notifications import send_once
 from perdure.worker import (
+    ApprovalExpiredError,
     BudgetExceededError,
     ModelPrices,
     RetryPolicy,
@@ -72,8 +77,9 @@ CRASH_AFTER_TOKENS = 5  # crash_mid_stream: tokens streamed before the worker ex
 CRASH_GRACE_SECONDS = 1.0
 DEFAULT_TOPIC = "durable execution"
 RECIPIENT = "research-team@example.com"
-APPROVAL_SIGNAL = "approval"
-DECISIONS = ("approved", "rejected")
+APPROVAL_NAME = "recommendation"  # the approval the run asks for (ctx.approval)
+DEFAULT_APPROVAL_TIMEOUT = 7 * 24 * 3600.0  # a week: then the run ends as expired
+MAX_APPROVAL_TIMEOUT = 365 * 24 * 3600.0
 CRASH_EXIT_CODE = 70
 MAX_SLOW_SECONDS = 3600.0
 MAX_MODEL_TOKENS = 1_000_000
@@ -112,6 +118,8 @@ class AgentInput:
     # reserved against the run's budgets before it is granted; it reports the tokens it used.
     # None: model calls are local steps, under no budget.
     model_tokens: int | None = None
+    # How long the approval waits for a decision, in seconds.
+    approval_timeout: float = DEFAULT_APPROVAL_TIMEOUT
 
     @classmethod
     def parse(cls, raw: Any) -> AgentInput:
@@ -162,6 +170,16 @@ class AgentInput:
                 f"model_tokens must be a whole number of tokens from 1 to {MAX_MODEL_TOKENS}, "
                 f"not {model_tokens!r}"
             )
+        approval_timeout = raw.get("approval_timeout", DEFAULT_APPROVAL_TIMEOUT)
+        if (
+            isinstance(approval_timeout, bool)
+            or not isinstance(approval_timeout, int | float)
+            or not 0 < approval_timeout <= MAX_APPROVAL_TIMEOUT
+        ):
+            raise ValueError(
+                "approval_timeout must be a number of seconds above 0 and at most a year, "
+                f"not {approval_timeout!r}"
+            )
         return cls(
             topic=topic.strip(),
             slow_step=slow_step,
@@ -171,6 +189,7 @@ class AgentInput:
             notify_queue=notify_queue,
             crash_mid_stream=mid_stream,
             model_tokens=model_tokens,
+            approval_timeout=float(approval_timeout),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -188,6 +207,8 @@ class AgentInput:
             value["crash_mid_stream"] = self.crash_mid_stream
         if self.model_tokens is not None:
             value["model_tokens"] = self.model_tokens
+        if self.approval_timeout != DEFAULT_APPROVAL_TIMEOUT:
+            value["approval_timeout"] = self.approval_timeout
         return value
 
 
@@ -362,17 +383,6 @@ def model_call(call: dict[str, Any]) -> dict[str, Any]:
 # -- the workflow ---------------------------------------------------------------------------------
 
 
-def _approval(payload: Any) -> tuple[str, str] | str:
-    """(decision, comment) from an approval signal's payload, or what is wrong with it."""
-    if not isinstance(payload, dict) or payload.get("decision") not in DECISIONS:
-        return (
-            f'an approval needs {{"decision": "approved"|"rejected", "comment": ...}}, '
-            f"got {payload!r}"
-        )
-    comment = payload.get("comment") or ""
-    return str(payload["decision"]), comment if isinstance(comment, str) else str(comment)
-
-
 # What a release of the agent may add between the research and its analysis: it gets the
 # research notes and returns those the analysis uses (see `release_2`).
 Review = Callable[[WorkflowContext, AgentInput, list[dict[str, Any]]], Awaitable[list[Any]]]
@@ -420,18 +430,29 @@ async def _research(
     await ctx.set_state("recommendation", recommendation)
 
     await ctx.set_state("phase", "awaiting_approval")
-    how = f"perdure approve {ctx.workflow_id} [--reject] [--comment TEXT]"
-    await ctx.set_state("waiting_for", {"signal": APPROVAL_SIGNAL, "how": how})
-    while True:  # a malformed approval is reported and the wait goes on
-        approval = _approval(await ctx.wait_for_signal(APPROVAL_SIGNAL))
-        if isinstance(approval, tuple):
-            break
-        await ctx.set_state(
-            "waiting_for", {"signal": APPROVAL_SIGNAL, "how": how, "last_signal_ignored": approval}
+    how = f"perdure approve {ctx.workflow_id} [--reject] [--reason TEXT]"
+    await ctx.set_state("waiting_for", {"approval": APPROVAL_NAME, "how": how})
+    try:
+        decided = await ctx.approval(
+            APPROVAL_NAME,
+            {"topic": spec.topic, "recommendation": recommendation},
+            timeout=spec.approval_timeout,
         )
-    decision, comment = approval
+    except ApprovalExpiredError as expired:  # nobody decided in time: nothing is reported
+        await ctx.set_state("waiting_for", None)
+        await ctx.set_state("phase", "approval_expired")
+        return {
+            "topic": spec.topic,
+            "decision": "expired",
+            "comment": f"no decision by {expired.expires_at}",
+            "recommendation": recommendation,
+        }
+    decision = "approved" if decided.approved else "rejected"
+    comment = decided.reason
     await ctx.set_state("waiting_for", None)
-    await ctx.set_state("approval", {"decision": decision, "comment": comment})
+    await ctx.set_state(
+        "approval", {"decision": decision, "comment": comment, "decided_by": decided.decided_by}
+    )
     if decision == "rejected":
         await ctx.set_state("phase", "rejected")
         return {

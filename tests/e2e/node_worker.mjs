@@ -9,7 +9,8 @@
 // `model_call` answering it offline), `node_chat` (a loop of `input.turns` signals,
 // tests/e2e/test_node_sticky.py), `node_streams` and the remote step `node_write`
 // (tests/e2e/stream_workflows.py's twins), `release` (tests/e2e/patch_workflows_v*.py's twin, in the
-// version RELEASE_CODE names: v1, v2 or v3), `node_saga_trip` (tests/e2e/saga_workflows.mjs), and the remote step types `notify`, `flaky`, `gated`,
+// version RELEASE_CODE names: v1, v2 or v3), `node_saga_trip` (tests/e2e/saga_workflows.mjs),
+// `node_ask` (tests/e2e/approval_workflows.py's `ask`), and the remote step types `notify`, `flaky`, `gated`,
 // `square` (which never ends on the worker named in its input's `stall_on`) and `crash` (which
 // kills the worker). Every step execution appends one JSON line to the ledger file. Prints
 // "connected" once welcomed; drains on SIGTERM/SIGINT. With CLOCK_AHEAD_MS in the
@@ -22,7 +23,7 @@ import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
-import { RetryPolicy, Worker, WorkflowCancelledError, modelStep, modelText } from '../../sdk/node/src/index.js';
+import { ApprovalExpiredError, RetryPolicy, Worker, WorkflowCancelledError, modelStep, modelText } from '../../sdk/node/src/index.js';
 import { sagaWorkflows } from './saga_workflows.mjs';
 
 const { values: args } = parseArgs({
@@ -340,6 +341,32 @@ async function release(ctx) {
   return { prepare: prepared, finish: finished };
 }
 
+// tests/e2e/approval_workflows.py's ask: ctx.approval with the input's settings; on escalation
+// it publishes state "escalated"; returns the decision, or the expiry.
+async function nodeAsk(ctx, input) {
+  try {
+    const decision = await ctx.approval(input.name ?? 'deploy', input.details, {
+      timeout: input.timeout,
+      escalateAfter: input.escalate_after ?? null,
+      approvers: input.approvers ?? [],
+      escalateTo: input.escalate_to ?? [],
+      onEscalated: async (escalation) =>
+        ctx.setState('escalated', { approval_id: escalation.approvalId, escalate_to: escalation.escalateTo }),
+    });
+    return {
+      approved: decision.approved,
+      approval_id: decision.approvalId,
+      decided_by: decision.decidedBy,
+      reason: decision.reason,
+      decided_at: decision.decidedAt.toISOString(),
+      escalated: decision.escalated,
+    };
+  } catch (error) {
+    if (!(error instanceof ApprovalExpiredError)) throw error;
+    return { expired: true, approval_id: error.approvalId, expires_at: error.expiresAt, expired_at: error.expiredAt };
+  }
+}
+
 const worker = new Worker({
   scheduler: args.scheduler,
   history: args.history,
@@ -363,6 +390,7 @@ const worker = new Worker({
     node_model: nodeModel,
     release,
     ...sagaWorkflows(ledger),
+    node_ask: nodeAsk,
   },
   steps,
   onConnected: () => process.stdout.write(`node worker ${identity} connected\n`),

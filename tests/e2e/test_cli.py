@@ -46,17 +46,26 @@ def dev_cluster(tmp_path: Path) -> Iterator[tuple[str, subprocess.Popen[bytes], 
 
 
 def approve(address: str, workflow_id: str) -> None:
-    """`perdure approve --address ADDRESS WORKFLOW_ID`: the example waits for it."""
-    done = subprocess.run(
-        [sys.executable, "-m", "perdure.cli", "approve", "--address", address, workflow_id],
-        cwd=REPO_ROOT,
-        env=cli_env(address),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr
-    assert f"{workflow_id}: approved" in done.stdout
+    """`perdure approve --address ADDRESS WORKFLOW_ID`, once the run has asked for its approval
+    (until then the command says it has none pending)."""
+    done: list[subprocess.CompletedProcess[str]] = []
+
+    def decided() -> bool:
+        done[:] = [
+            subprocess.run(
+                [sys.executable, "-m", "perdure.cli", "approve", "--address", address, workflow_id],
+                cwd=REPO_ROOT,
+                env=cli_env(address),
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
+        ]
+        assert done[0].returncode == 0 or "has no pending approval" in done[0].stderr, done[0]
+        return done[0].returncode == 0
+
+    wait_until(decided, 120, f"{workflow_id}'s approval", interval=0.5)
+    assert f"{workflow_id}: approved" in done[0].stdout
 
 
 def test_dev_cluster_runs_the_example_from_the_cli(
@@ -106,7 +115,9 @@ def test_dev_cluster_runs_the_example_from_the_cli(
     assert types[-1] == "EVENT_TYPE_WORKFLOW_COMPLETED"
     assert types.count("EVENT_TYPE_STEP_COMPLETED") == 7
     assert (
-        types.count("EVENT_TYPE_SIGNAL_RECEIVED") == types.count("EVENT_TYPE_SIGNAL_CONSUMED") == 1
+        types.count("EVENT_TYPE_APPROVAL_REQUESTED")
+        == types.count("EVENT_TYPE_APPROVAL_DECIDED")
+        == 1
     )
 
     listed = perdure(address, "list")
@@ -180,7 +191,6 @@ def test_dev_restarts_a_killed_worker_which_resumes_the_workflow(
         '{"topic": "recovery", "slow_seconds": 5}',
     )
     assert started.returncode == 0, started.stderr
-    approve(address, "demo-kill")  # kept until the run reaches its approval
 
     def research_running() -> bool:
         # One of the two slow research steps under way: a window of about ten seconds, wide
@@ -192,6 +202,7 @@ def test_dev_restarts_a_killed_worker_which_resumes_the_workflow(
     wait_until(research_running, 120, "the slow research step to start")
     (worker_pid,) = re.findall(r"worker \S+:(\d+) connected:", log.read_text())
     os.kill(int(worker_pid), signal.SIGKILL)
+    approve(address, "demo-kill")  # once the restarted worker has brought the run to it
 
     wait_until(
         lambda: '"WORKFLOW_STATUS_COMPLETED"' in perdure(address, "describe", "demo-kill").stdout,

@@ -85,6 +85,7 @@ def wait_for_approval(http: Http, workflow_id: str) -> dict[str, Any]:
         return bool(
             described["state"].get("phase") == "awaiting_approval"
             and described["workflow"]["status"] == "WORKFLOW_STATUS_WAITING"
+            and described["pending_approvals"]
         )
 
     wait_until(waiting, 60, f"{workflow_id} to wait for its approval")
@@ -102,16 +103,23 @@ def test_a_research_run_over_http_from_start_to_report(agent: Cluster) -> None:
     described = wait_for_approval(http, "web-1")
     run = described["workflow"]
     assert run["status"] == "WORKFLOW_STATUS_WAITING"
-    assert run["wait"]["kind"] == "WAIT_KIND_SIGNAL" and run["wait"]["name"] == "approval"
+    assert run["wait"]["kind"] == "WAIT_KIND_APPROVAL"
+    assert run["wait"]["name"] == "$approval:recommendation"
     assert isinstance(run["event_count"], str) and int(run["event_count"]) > 5  # int64
     assert [step["status"] for step in described["steps"]][:2] == ["STEP_STATUS_COMPLETED"] * 2
     recommendation = http.ok("GET", "/v1/workflows/web-1/state/recommendation")["value"]
     assert recommendation == described["state"]["recommendation"]
 
+    (asked,) = described["pending_approvals"]
+    assert asked["details"]["recommendation"] == recommendation
+    listed = http.ok("GET", "/v1/approvals", params={"workflow_id": "web-1", "status": "pending"})
+    assert [a["approval_id"] for a in listed["approvals"]] == [asked["approval_id"]]
     decided = http.ok(
-        "POST", "/v1/workflows/web-1/approve", json={"decision": "approved", "comment": "go"}
+        "POST",
+        f"/v1/approvals/{asked['approval_id']}/decide",
+        json={"approve": True, "reason": "go", "details_sha256": asked["details_sha256"]},
     )
-    assert decided == {"accepted": True}
+    assert decided["approval"]["status"] == "APPROVAL_STATUS_APPROVED"
     feed = list(http.feed("/v1/workflows/web-1/events"))
     assert feed[-1] == ("", "end", {"status": "WORKFLOW_STATUS_COMPLETED"})
     history = [data for _, event, data in feed if event == "history"]
@@ -119,8 +127,8 @@ def test_a_research_run_over_http_from_start_to_report(agent: Cluster) -> None:
     assert [ident for ident, event, _ in feed if event == "history"] == [
         event["event_id"] for event in history
     ]
-    received = next(e for e in history if e["event_type"] == "EVENT_TYPE_SIGNAL_RECEIVED")
-    assert received["payload"] == {"decision": "approved", "comment": "go"}
+    received = next(e for e in history if e["event_type"] == "EVENT_TYPE_APPROVAL_DECIDED")
+    assert received["payload"]["approved"] is True and received["payload"]["reason"] == "go"
     done = http.ok("GET", "/v1/workflows/web-1")["workflow"]
     assert done["status"] == "WORKFLOW_STATUS_COMPLETED" and done["result"]
 
@@ -136,14 +144,19 @@ def test_the_feed_resumes_after_the_last_event_seen_and_follows_a_live_run(
 ) -> None:
     http = Http(agent.http_address)
     http.ok("POST", "/v1/workflows", json={"workflow_type": "research_agent", "workflow_id": "f1"})
-    wait_for_approval(http, "f1")
+    (asked,) = wait_for_approval(http, "f1")["pending_approvals"]
     feed = http.feed("/v1/workflows/f1/events", **{"Last-Event-ID": "4"})
     first_id, event, data = next(feed)  # the run waits: the stream stays open
     assert (first_id, event, data["event_id"]) == ("5", "history", "5")
-    http.ok("POST", "/v1/workflows/f1/approve", json={"decision": "rejected", "comment": "no"})
+    http.ok(
+        "POST",
+        f"/v1/approvals/{asked['approval_id']}/decide",
+        json={"approve": False, "reason": "no", "details_sha256": asked["details_sha256"]},
+    )
     rest = list(feed)
     assert rest[-1][1:] == ("end", {"status": "WORKFLOW_STATUS_COMPLETED"})
-    assert any(e[2].get("payload") == {"decision": "rejected", "comment": "no"} for e in rest[:-1])
+    decided = [e[2] for e in rest if e[2].get("event_type") == "EVENT_TYPE_APPROVAL_DECIDED"]
+    assert [event["payload"]["reason"] for event in decided] == ["no"]
 
 
 def test_listing_cancelling_terminating_and_signalling(agent: Cluster) -> None:
@@ -219,8 +232,8 @@ def test_errors_answer_with_the_status_of_their_grpc_code_and_a_reason(agent: Cl
         400, "POST", "/v1/workflows/a/signals", json={"workflow_id": "b", "signal_name": "s"}
     )
     assert "path" in wrong_place["message"]
-    decision = http.error(400, "POST", "/v1/workflows/a/approve", json={"decision": "maybe"})
-    assert "decision" in decision["message"]
+    decision = http.error(400, "POST", "/v1/approvals/a/decide", json={"approve": True})
+    assert "details_sha256" in decision["message"]
     assert http.error(400, "GET", "/v1/workflows/a/events?after_event_id=x")["message"]
     http.ok("POST", "/v1/workflows", json={"workflow_type": "research_agent", "workflow_id": "d"})
     clash = http.error(
@@ -262,7 +275,7 @@ def test_the_openapi_document_and_the_ui_are_served(agent: Cluster) -> None:
         for path in document["paths"].values()
         for operation in path.values()
     }
-    assert {"StartWorkflow", "ApproveWorkflow", "FollowWorkflow", "ListWorkflows"} <= operations
+    assert {"StartWorkflow", "DecideApproval", "FollowWorkflow", "ListWorkflows"} <= operations
     page = http.call("GET", "/")
     assert page.status_code == 200 and "text/html" in page.headers["Content-Type"]
 

@@ -36,7 +36,7 @@ from tests.fixtures.tls import make_certs
 TIMEOUT = 30.0
 FEEDS_PER_KEY = 2
 START_CAP = MAX_PAYLOAD_BYTES + ENVELOPE_BYTES  # a start's body: one payload
-SMALL_CAP = ENVELOPE_BYTES  # cancel, terminate, approve: no payload
+SMALL_CAP = ENVELOPE_BYTES  # cancel, terminate, decide: no payload
 # One made-up key, reused: the gateway remembers a refused token, so sending it again costs
 # nothing (distinct bad keys would spend the failure budget of the HTTP port's address).
 BOGUS_KEY = "prd_0123456789ab_not-a-real-secret-at-all"
@@ -308,7 +308,7 @@ def test_every_body_route_lets_a_key_with_its_role_through(secured: Cluster, key
     calls = [
         ("/v1/workflows", {"workflow_type": "two_signals", "workflow_id": "routes-1"}),
         ("/v1/workflows/routes-1/signals", {"signal_name": "note", "signal_id": "n-1"}),
-        ("/v1/workflows/routes-1/approve", {"decision": "approved", "signal_id": "a-1"}),
+        ("/v1/workflows/routes-1/signals", {"signal_name": "note", "signal_id": "a-1"}),
         (
             "/v1/signal-with-start",
             {
@@ -325,7 +325,7 @@ def test_every_body_route_lets_a_key_with_its_role_through(secured: Cluster, key
     answers = [call(secured, "POST", path, keys.operator, json=body) for path, body in calls]
     assert [a.status_code for a in answers] == [200] * len(calls), [a.text for a in answers]
     assert answers[2].json() == {"accepted": True}
-    # The same decision again (its answer lost, say): applied once.
+    # The same signal again (its answer lost, say): applied once.
     again = call(secured, "POST", calls[2][0], keys.operator, json=calls[2][1])
     assert again.json() == {"accepted": False}, again.text
 
@@ -366,7 +366,7 @@ def test_bodies_are_capped_per_route_whatever_their_framing(
         "/v1/workflows": START_CAP,
         "/v1/workflows/w/signals": START_CAP,
         "/v1/signal-with-start": 2 * MAX_PAYLOAD_BYTES + ENVELOPE_BYTES,
-        "/v1/workflows/w/approve": SMALL_CAP,
+        "/v1/approvals/a/decide": SMALL_CAP,
         "/v1/workflows/w/cancel": SMALL_CAP,
         "/v1/workflows/w/terminate": SMALL_CAP,
     }

@@ -67,7 +67,7 @@ def test_a_purchase_delegates_quotes_escalates_its_approval_and_stays_within_bud
     )
     assert approval.details_sha256  # the decision was bound to these details
     # A child run per vendor, each linked to its parent, each completed.
-    children = list(client.list(parent_workflow_id="buy-1"))
+    children = list(client.list(parent_workflow_id="buy-1").workflows)
     assert sorted(c.workflow_type for c in children) == ["vendor_quote"] * len(DEFAULT_VENDORS)
     assert all(c.status == wf.WORKFLOW_STATUS_COMPLETED for c in children)
     # Two model calls, their usage journaled and within the budget.
@@ -119,4 +119,4 @@ def test_a_budget_too_small_stops_the_agent_before_its_first_model_call(
     described = client.wait("buy-4", timeout=WAIT)
     assert result_of(described)["status"] == "out_of_budget"
     assert described.flow.spent.units == 0
-    assert not list(client.list(parent_workflow_id="buy-4"))
+    assert not list(client.list(parent_workflow_id="buy-4").workflows)

@@ -29,6 +29,7 @@ from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.api.workflow.v1 import workflow_service_pb2 as api
 from perdure.client import Client, Frame, StreamText
 from perdure.worker._payload import from_payload
+from tests.fixtures.approvals import decide_pending
 from tests.fixtures.cluster import REPO_ROOT, Cluster, wait_until
 
 MODULE = "examples.research_agent"
@@ -72,7 +73,7 @@ def events(client: Client, workflow_id: str, event_type: int) -> list[wf.History
 
 
 def wait_for_approval(client: Client, workflow_id: str) -> api.DescribeWorkflowResponse:
-    """Wait until the run is suspended on the approval signal; return its description."""
+    """Wait until the run is suspended on its approval; return its description."""
     described = client.describe(workflow_id)
 
     def waiting() -> bool:
@@ -81,7 +82,7 @@ def wait_for_approval(client: Client, workflow_id: str) -> api.DescribeWorkflowR
         assert described.workflow.status != wf.WORKFLOW_STATUS_FAILED, described.workflow
         return (
             described.workflow.status == wf.WORKFLOW_STATUS_WAITING
-            and described.workflow.wait.kind == wf.WAIT_KIND_SIGNAL
+            and described.workflow.wait.kind == wf.WAIT_KIND_APPROVAL
             and state(described).get("phase") == "awaiting_approval"
         )
 
@@ -90,9 +91,10 @@ def wait_for_approval(client: Client, workflow_id: str) -> api.DescribeWorkflowR
 
 
 def approve(
-    client: Client, workflow_id: str, decision: str = "approved", comment: str = ""
+    cluster: Cluster, workflow_id: str, decision: str = "approved", comment: str = ""
 ) -> None:
-    client.signal(workflow_id, "approval", {"decision": decision, "comment": comment})
+    """Decide the run's approval record once it has asked for it."""
+    decide_pending(cluster.gateway, workflow_id, decision == "approved", comment)
 
 
 def stream_text(frames: list[Frame]) -> StreamText:
@@ -110,30 +112,38 @@ def test_the_agent_waits_for_approval_then_reports_and_notifies_once(
     with cluster.client() as client:
         client.start_workflow("research_agent", {"topic": "fencing"}, workflow_id="ra-ok")
         waiting = wait_for_approval(client, "ra-ok")
-        assert waiting.workflow.wait.name == "approval"
+        assert waiting.workflow.wait.name == "$approval:recommendation"
         assert step_ids(waiting) == BEFORE_APPROVAL
         published = state(waiting)
         assert published["recommendation"] == outputs(waiting)["recommend"]
-        assert published["waiting_for"]["signal"] == "approval"
+        assert published["waiting_for"]["approval"] == "recommendation"
         assert "perdure approve ra-ok" in published["waiting_for"]["how"]
         assert client.query("ra-ok", "phase") == "awaiting_approval"
         assert count_delivered("ra-ok", database) == 0
+        # The approval shows what it approves: the recommendation.
+        (asked,) = waiting.pending_approvals
+        assert from_payload(asked.details) == {
+            "topic": "fencing",
+            "recommendation": published["recommendation"],
+        }
 
-        # A malformed approval is reported and the wait goes on.
-        client.signal("ra-ok", "approval", {"decision": "maybe"})
+        # The old way, a signal named "approval", decides nothing: the run waits on.
+        client.signal("ra-ok", "approval", {"decision": "approved"})
         wait_until(
-            lambda: "last_signal_ignored" in (client.query("ra-ok", "waiting_for") or {}),
-            30,
-            "the malformed approval to be reported",
-        )
-        # It waits again (its suspension is journaled just after the report).
-        wait_until(
-            lambda: client.describe("ra-ok").workflow.status == wf.WORKFLOW_STATUS_WAITING,
+            lambda: (
+                client.describe("ra-ok").workflow.status == wf.WORKFLOW_STATUS_WAITING
+                and any(
+                    e.event_type == wf.EVENT_TYPE_WORKFLOW_SUSPENDED
+                    and e.event_id
+                    > events(client, "ra-ok", wf.EVENT_TYPE_SIGNAL_RECEIVED)[0].event_id
+                    for e in client.history("ra-ok")
+                )
+            ),
             30,
             "the run to wait again",
         )
 
-        approve(client, "ra-ok", comment="ship it")
+        approve(cluster, "ra-ok", comment="ship it")
         done = client.wait("ra-ok", timeout=60)
     assert done.workflow.status == wf.WORKFLOW_STATUS_COMPLETED, done.workflow.failure
     assert step_ids(done) == list(STEPS)
@@ -144,7 +154,11 @@ def test_the_agent_waits_for_approval_then_reports_and_notifies_once(
     assert "Approver's comment: ship it" in result["report"]["body"]
     assert result["notification"]["delivery"] == "sent"
     assert state(done)["phase"] == "done"
-    assert state(done)["approval"] == {"decision": "approved", "comment": "ship it"}
+    assert state(done)["approval"] == {
+        "decision": "approved",
+        "comment": "ship it",
+        "decided_by": "anonymous",
+    }
     (sent,) = delivered_notifications("ra-ok", database)
     assert sent.idempotency_key == "ra-ok:notify"
     assert sent.subject == result["report"]["title"]
@@ -166,8 +180,8 @@ def test_a_rejection_returns_the_recommendation_without_report_or_notification(
     cluster, database = agent
     with cluster.client() as client:
         client.start_workflow("research_agent", {"topic": "queues"}, workflow_id="ra-no")
-        # Sent before the run reaches its wait: a signal is kept until consumed.
-        approve(client, "ra-no", "rejected", "not convincing")
+        # Decided as soon as the run asks.
+        approve(cluster, "ra-no", "rejected", "not convincing")
         done = client.wait("ra-no", timeout=60)
     assert done.workflow.status == wf.WORKFLOW_STATUS_COMPLETED, done.workflow.failure
     assert step_ids(done) == BEFORE_APPROVAL
@@ -211,7 +225,7 @@ def test_fail_step_once_is_retried_on_the_durable_schedule(agent: tuple[Cluster,
     assert started.returncode == 0, started.stderr
     assert '"started": true' in started.stdout
     with cluster.client() as client:
-        approve(client, "ra-retry")
+        approve(cluster, "ra-retry")
         done = client.wait("ra-retry", timeout=60)
         (failed,) = events(client, "ra-retry", wf.EVENT_TYPE_STEP_ATTEMPT_FAILED)
         suspended = events(client, "ra-retry", wf.EVENT_TYPE_WORKFLOW_SUSPENDED)
@@ -243,7 +257,7 @@ def test_crash_after_notification_delivers_exactly_one_notification(
             {"topic": "mail", "crash_after_notification": True},
             workflow_id="ra-crash",
         )
-        approve(client, "ra-crash")
+        approve(cluster, "ra-crash")
         # The worker sends, marks the reservation sent, and dies before recording the step.
         assert first.popen.wait(timeout=60) == CRASH_EXIT_CODE, first.output()
         assert "crash_after_notification: message" in first.output()
@@ -288,7 +302,7 @@ def test_a_worker_killed_mid_stream_leaves_a_reset_and_readers_rebuild_the_final
         assert first.popen.wait(timeout=60) == CRASH_EXIT_CODE, first.output()
         assert f"crash_mid_stream: analyze streamed {CRASH_AFTER_TOKENS} tokens" in first.output()
         cluster.start_worker("agent-2", module="examples.research_agent")
-        approve(client, "ra-stream", comment="streamed")  # kept until the run waits for it
+        approve(cluster, "ra-stream", comment="streamed")  # once the run asks for it
         done = client.wait("ra-stream", timeout=60)
         reader.join(timeout=60)
         assert not reader.is_alive(), "the live reader did not end with the run"

@@ -25,8 +25,9 @@ import requests
 from examples.research_agent import STEPS
 from examples.research_agent.model import OfflineModel, tokens
 from examples.research_agent.workflow import CRASH_AFTER_TOKENS, CRASH_EXIT_CODE
+from tests.fixtures.approvals import decide_pending
 from tests.fixtures.browser import TIMEOUT_MS, VIEWPORT, chromium, screenshot
-from tests.fixtures.cluster import REPO_ROOT, Cluster
+from tests.fixtures.cluster import REPO_ROOT, Cluster, wait_until
 from tests.fixtures.keys import make_key
 
 if TYPE_CHECKING:
@@ -193,7 +194,7 @@ def wait_for_approval(page: Page, topic: str) -> Locator:
     expect(panel).to_be_visible()
     expect(panel.get_by_test_id("approval-recommendation")).to_contain_text(f"For {topic}:")
     expect(page.get_by_test_id("workflow-status")).to_have_text("Waiting")
-    expect(page.get_by_test_id("wait-text")).to_have_text("signal “approval”")
+    expect(page.get_by_test_id("wait-text")).to_have_text("approval “recommendation”")
     expect(page.get_by_test_id("timeline-wait")).to_have_text("Waiting for approval")
     expect(page.get_by_test_id("state-phase")).to_contain_text('"awaiting_approval"')
     return panel
@@ -223,11 +224,11 @@ def test_start_a_research_run_from_the_form_approve_it_and_read_its_report(
     # The steps appear as the worker records them, and the run asks for its approval.
     panel = wait_for_approval(page, "durable agents")
     expect(history_rows(page, "WORKFLOW_SUSPENDED").last).to_contain_text(
-        "waits for signal “approval”"
+        "waits for approval “recommendation”"
     )
     expect(page.get_by_test_id("live-status")).to_have_attribute("data-state", "live")
 
-    panel.get_by_label("Comment").fill("ship it")
+    panel.get_by_label("Reason").fill("ship it")
     panel.get_by_role("button", name="Approve").click()
 
     expect(page.get_by_test_id("workflow-status")).to_have_text("Completed")
@@ -247,10 +248,10 @@ def test_start_a_research_run_from_the_form_approve_it_and_read_its_report(
     page.get_by_text("Result as JSON").click()
     expect(page.get_by_test_id("state-phase")).to_contain_text('"done"')
     expect(page.get_by_test_id("state-approval")).to_contain_text('"comment": "ship it"')
-    received = history_rows(page, "SIGNAL_RECEIVED")
+    received = history_rows(page, "APPROVAL_DECIDED")
     expect(received).to_have_count(1)
-    expect(received).to_contain_text('"decision":"approved"')
-    expect(received).to_contain_text('"comment":"ship it"')
+    expect(received).to_contain_text("approved by anonymous")
+    expect(received).to_contain_text('"ship it"')
     expect(history_rows(page, "WORKFLOW_COMPLETED")).to_have_count(1)
     expect_full_history(page, agent, "ui-approve")
 
@@ -263,15 +264,16 @@ def test_start_a_research_run_from_the_form_approve_it_and_read_its_report(
         page.screenshot(path=str(DOCS_SCREENSHOT), animations="disabled")
 
 
-def test_an_approval_whose_answer_was_lost_is_applied_once_when_sent_again(
+def test_an_approval_whose_answer_was_lost_is_decided_once_when_sent_again(
     agent: Cluster, page: Page
 ) -> None:
     sent: list[dict[str, Any]] = []
 
     def lose_the_first_answer(route: Route) -> None:
-        sent.append(json.loads(route.request.post_data or "{}"))
+        approval_id = route.request.url.split("/v1/approvals/")[1].split("/")[0]
+        sent.append({**json.loads(route.request.post_data or "{}"), "approval_id": approval_id})
         if len(sent) == 1:
-            route.fetch()  # the approval reaches the gateway...
+            route.fetch()  # the decision reaches the gateway...
             route.abort("connectionreset")  # ...and its answer is lost on the way back
         else:
             route.continue_()
@@ -279,29 +281,59 @@ def test_an_approval_whose_answer_was_lost_is_applied_once_when_sent_again(
     open_ui(page, agent)
     start_research(page, "ui-twice", "retried approvals")
     panel = wait_for_approval(page, "retried approvals")
-    # The worker is paused, so that the run still asks for its approval after receiving it.
+    # The worker is paused: the run stays where it was; the approval record alone is decided.
     (worker,) = [p for p in agent.processes if p.name == "worker-agent-1"]
     worker.signal(signal.SIGSTOP)
     try:
-        page.route(re.compile(r"/approve(\?|$)"), lose_the_first_answer)
-        panel.get_by_label("Comment").fill("once")
+        page.route(re.compile(r"/decide(\?|$)"), lose_the_first_answer)
+        panel.get_by_label("Reason").fill("once")
         panel.get_by_role("button", name="Approve").click()
-        message = page.get_by_test_id("approval-message")
-        expect(message).to_contain_text("did not answer")
-        expect(history_rows(page, "SIGNAL_RECEIVED")).to_have_count(1)
-        expect(panel).to_be_visible()
-        panel.get_by_role("button", name="Approve").click()  # the user tries again
-        expect(message).to_contain_text("already reached the run")
+        expect(panel.get_by_test_id("approval-0-message")).to_contain_text("did not answer")
+        expect(history_rows(page, "APPROVAL_DECIDED")).to_have_count(1)
+        # The page learns the approval is decided: nothing is left to decide, nor to send twice.
+        expect(panel).to_be_hidden()
+        again = requests.post(
+            f"http://{agent.http_address}/v1/approvals/{sent[0]['approval_id']}/decide",
+            json={k: v for k, v in sent[0].items() if k != "approval_id"},
+            timeout=30,
+        )
+        assert (again.status_code, again.json()["error"]["reason"]) == (400, "APPROVAL_DECIDED")
     finally:
         worker.signal(signal.SIGCONT)
     expect(page.get_by_test_id("workflow-status")).to_have_text("Completed")
-    expect(history_rows(page, "SIGNAL_RECEIVED")).to_have_count(1)
-    assert len(sent) == 2 and sent[0] == sent[1], sent
-    assert re.fullmatch(
-        r"[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}", sent[0]["signal_id"]
-    ), sent
-    assert (sent[0]["decision"], sent[0]["comment"]) == ("approved", "once")
+    expect(history_rows(page, "APPROVAL_DECIDED")).to_have_count(1)
+    assert len(sent) == 1, sent
+    assert re.fullmatch(r"[0-9a-f]{64}", sent[0]["details_sha256"]), sent
+    assert (sent[0]["approve"], sent[0]["reason"]) == (True, "once")
     expect_full_history(page, agent, "ui-twice")
+
+
+def test_the_approvals_inbox_lists_pending_approvals_and_decides_them(
+    agent: Cluster, page: Page
+) -> None:
+    open_ui(page, agent)
+    start_research(page, "ui-inbox", "inboxes")
+    wait_for_approval(page, "inboxes")
+    page.get_by_role("link", name="Approvals").click()
+    expect(page.get_by_role("heading", name="Approvals", level=1)).to_be_visible()
+    row = page.locator('[data-testid="approval-row"]').filter(has_text="ui-inbox")
+    expect(row).to_have_count(1)
+    expect(row.get_by_test_id("approval-recommendation")).to_contain_text("For inboxes:")
+    row.get_by_label("Reason").fill("not now")
+    row.get_by_role("button", name="Reject").click()
+    expect(page.locator('[data-testid="approval-row"]').filter(has_text="ui-inbox")).to_have_count(
+        0
+    )
+    done = api(agent, "GET", "/v1/workflows/ui-inbox")
+    wait_until(
+        lambda: (
+            api(agent, "GET", "/v1/workflows/ui-inbox")["workflow"]["status"]
+            == "WORKFLOW_STATUS_COMPLETED"
+        ),
+        60,
+        "the rejected run to complete",
+    )
+    assert done["workflow"]["workflow_id"] == "ui-inbox"
 
 
 def test_a_step_failing_once_shows_its_retry_countdown_then_the_run_goes_on(
@@ -333,12 +365,11 @@ def test_a_step_failing_once_shows_its_retry_countdown_then_the_run_goes_on(
     for step_id in ("create_plan", "research_2", "analyze", "recommend"):
         expect_step(page, step_id, "Completed", attempts=1)
 
-    # Any signal from the generic form: here, the approval itself.
-    page.get_by_label("Signal name").fill("approval")
-    page.get_by_label("Payload (JSON)").fill('{"decision": "approved", "comment": "by signal"}')
-    page.get_by_role("button", name="Send signal").click()
+    panel = page.get_by_test_id("approval-panel")
+    panel.get_by_label("Reason").fill("by the panel")
+    panel.get_by_role("button", name="Approve").click()
     expect(page.get_by_test_id("workflow-status")).to_have_text("Completed")
-    expect(page.get_by_test_id("result-decision")).to_contain_text("by signal")
+    expect(page.get_by_test_id("result-decision")).to_contain_text("by the panel")
     expect_full_history(page, agent, "ui-retry")
     # While it waited, the step said so, with the error of its first attempt.
     texts = page.evaluate("window.__retryTexts")
@@ -531,7 +562,7 @@ def test_the_list_filters_searches_pages_and_refreshes_itself(agent: Cluster, pa
     expect(page).to_have_url(re.compile(r"#/\?prefix=list-a$"))
 
     # It refreshes by itself, keeping the filter and the focus in the search box.
-    api(agent, "POST", "/v1/workflows/list-a-1/approve", json={"decision": "rejected"})
+    decide_pending(agent.gateway, "list-a-1", approve=False)
     expect(row).to_contain_text("Completed")
     expect(row).to_contain_text("closed")
     expect(rows).to_have_count(1)
@@ -611,7 +642,7 @@ def test_the_live_feed_resumes_after_the_gateway_restarts(agent: Cluster, page: 
     assert str(seen) in resumed, (seen, feeds)
 
     panel = page.get_by_test_id("approval-panel")
-    panel.get_by_label("Comment").fill("after the restart")
+    panel.get_by_label("Reason").fill("after the restart")
     panel.get_by_role("button", name="Approve").click()
     expect(page.get_by_test_id("workflow-status")).to_have_text("Completed")
     expect(page.get_by_test_id("page-error")).to_be_hidden()

@@ -13,6 +13,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from perdure.worker import (
+    ApprovalEscalation,
+    ApprovalExpiredError,
     BudgetExceededError,
     ModelPrices,
     RetryPolicy,
@@ -132,6 +134,30 @@ async def nap_until(ctx: WorkflowContext) -> str:
 async def approval(ctx: WorkflowContext) -> Any:
     """Waits for signal "approve" (no timeout); returns its payload."""
     return await ctx.wait_for_signal("approve")
+
+
+@workflow(name="sign_off")
+async def sign_off(ctx: WorkflowContext) -> Any:
+    """Asks approval "deploy" of {"v": 2} (timeout 60 s, approvers ["operator"], escalating
+    after 30 s to ["admin"]); on escalation sets state "escalated" to the approval's id; returns
+    {"approved", "by", "reason"} of the decision, or "expired" when it expires."""
+
+    async def escalated(escalation: ApprovalEscalation) -> None:
+        await ctx.set_state("escalated", escalation.approval_id)
+
+    try:
+        decision = await ctx.approval(
+            "deploy",
+            {"v": 2},
+            timeout=60,
+            escalate_after=30,
+            approvers=["operator"],
+            escalate_to=["admin"],
+            on_escalated=escalated,
+        )
+    except ApprovalExpiredError:
+        return "expired"
+    return {"approved": decision.approved, "by": decision.decided_by, "reason": decision.reason}
 
 
 @workflow(name="turns")
@@ -349,6 +375,7 @@ WORKFLOWS: dict[str, WorkflowFunction] = {
         approval,
         approval_twice,
         approval_timeout,
+        sign_off,
         drain,
         staged,
         remote,

@@ -14,6 +14,7 @@
 // each with the way to check its wait again, and the next task resumes it (resume) with the
 // events recorded since, instead of replaying the code from its first line.
 
+import { APPROVAL_PREFIX, checkApproval, decisionOf, escalationOf, expiredError } from './approvals.js';
 import { runAgentLoop } from './agent-loop.js';
 import { runLocalStep } from './attempt.js';
 import {
@@ -363,6 +364,62 @@ export class WorkflowContext {
       await this._consume(call, name, taken, toPayload(payloads));
       return payloads;
     });
+  }
+
+  /**
+   * Ask a person to approve `details` (JSON) and wait for the decision: an approval record that
+   * ApprovalService (`perdure approvals`, the web UI's inbox) lists and decides once. `approvers`
+   * (role names or API key ids; default: any operator) may decide; after `escalateAfter` seconds
+   * undecided it escalates: `escalateTo` may decide too, and `onEscalated` (async) is awaited
+   * with the escalation, once, at that point of the code. Resolves with the decision ({approved,
+   * approvalId, decidedBy, reason, decidedAt, escalated}); rejects with ApprovalExpiredError when
+   * `timeout` seconds pass with no decision (database clock, never early).
+   * @param {string} name
+   * @param {any} details
+   * @param {{timeout: number, escalateAfter?: number, approvers?: string[], escalateTo?: string[],
+   *   onEscalated?: (escalation: import('./approvals.js').ApprovalEscalation) => Promise<void>}} options
+   * @returns {Promise<import('./approvals.js').ApprovalDecision>}
+   */
+  approval(name, details, options) {
+    checkName(name, 'approval name');
+    const { timeout, escalateAfter = null, approvers = [], escalateTo = [], onEscalated = null } = options ?? {};
+    checkApproval(timeout, escalateAfter, approvers, escalateTo);
+    const encoded = toPayload(details ?? null);
+    const call = this._replay.allocate(`${APPROVAL_PREFIX}${name}`);
+    return this._op(async (op) => {
+      await this._check(call);
+      if (call.recorded) {
+        if (call.recorded.event_type !== EVENT.APPROVAL_REQUESTED) {
+          return this._nondeterminism(
+            `workflow '${this.workflowId}': call #${call.position} is approval '${call.stepId}', but the journal recorded a ${kindName(call.recorded)} there`,
+            call,
+            `approval '${call.stepId}'`,
+          );
+        }
+      } else {
+        /** @type {Record<string, any>} */
+        const request = { ...ref(call), name, details: encoded, timeout: toDuration(timeout), approvers, escalate_to: escalateTo };
+        if (escalateAfter != null) request.escalate_after = toDuration(escalateAfter);
+        await this._record('RequestApproval', request);
+      }
+      return this._approvalOutcome(op, call, name, onEscalated, { told: false });
+    });
+  }
+
+  /** What became of the approval `call` asked for, or block until the run is woken. */
+  async _approvalOutcome(op, call, name, onEscalated, state) {
+    const escalated = this._replay.approvalOutcome(call.stepId, EVENT.APPROVAL_ESCALATED);
+    if (escalated && !state.told) {
+      state.told = true; // before the callback: the code is told once, at this point
+      if (onEscalated) await onEscalated(escalationOf(await this._value(escalated), name));
+    }
+    const decided = this._replay.approvalOutcome(call.stepId, EVENT.APPROVAL_DECIDED);
+    if (decided) return decisionOf(await this._value(decided));
+    const expired = this._replay.approvalOutcome(call.stepId, EVENT.APPROVAL_EXPIRED);
+    if (expired) throw expiredError(await this._value(expired), name);
+    await this._interruptible(call.stepId, true);
+    const wait = { kind: WAIT.APPROVAL, name: call.stepId, until: null };
+    return this._block(op, call, wait, (next) => this._approvalOutcome(next, call, name, onEscalated, state));
   }
 
   /**

@@ -116,6 +116,22 @@ export class SignalTimeoutError extends PerdureError {
 }
 
 /**
+ * ctx.approval reached its expiry with no decision (judged on the database clock, never
+ * early); thrown again, identically, on every replay. `expiresAt` is when it was due to expire,
+ * `expiredAt` when history recorded it (never earlier), both ISO 8601.
+ */
+export class ApprovalExpiredError extends PerdureError {
+  constructor(approvalId, approvalName, expiresAt, expiredAt) {
+    super(`approval '${approvalName}' (${approvalId}) expired at ${expiredAt} with no decision`);
+    this.name = 'ApprovalExpiredError';
+    this.approvalId = approvalId;
+    this.approvalName = approvalName;
+    this.expiresAt = expiresAt;
+    this.expiredAt = expiredAt;
+  }
+}
+
+/**
  * Raised into the workflow at its next durable call after CancelWorkflow. Catch it to run
  * compensating steps, then rethrow it to end the run as CANCELLED; returning normally
  * completes the run instead.

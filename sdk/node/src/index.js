@@ -10,6 +10,7 @@ export { StepInfo } from './step-info.js';
 export { StreamBufferFullError } from './frames.js';
 export { RetryPolicy, NO_RETRY } from './retry.js';
 export {
+  ApprovalExpiredError,
   BudgetExceededError,
   StepFailedError,
   StepTimeoutError,

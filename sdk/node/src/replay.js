@@ -20,6 +20,10 @@ export const EVENT = Object.freeze({
   CANCELLATION_DELIVERED: 'EVENT_TYPE_CANCELLATION_DELIVERED',
   STEP_SCHEDULED: 'EVENT_TYPE_STEP_SCHEDULED',
   PATCH_RECORDED: 'EVENT_TYPE_PATCH_RECORDED',
+  APPROVAL_REQUESTED: 'EVENT_TYPE_APPROVAL_REQUESTED',
+  APPROVAL_DECIDED: 'EVENT_TYPE_APPROVAL_DECIDED',
+  APPROVAL_ESCALATED: 'EVENT_TYPE_APPROVAL_ESCALATED',
+  APPROVAL_EXPIRED: 'EVENT_TYPE_APPROVAL_EXPIRED',
 });
 
 export const WAIT = Object.freeze({
@@ -27,6 +31,7 @@ export const WAIT = Object.freeze({
   SIGNAL: 'WAIT_KIND_SIGNAL',
   RETRY: 'WAIT_KIND_RETRY',
   STEP: 'WAIT_KIND_STEP',
+  APPROVAL: 'WAIT_KIND_APPROVAL',
 });
 
 // Calls of the code that hold a position in the journal; replay walks them in order. The
@@ -41,7 +46,11 @@ const POSITIONED = new Set([
   EVENT.STATE_UPDATED,
   EVENT.CANCELLATION_DELIVERED,
   EVENT.STEP_SCHEDULED,
+  EVENT.APPROVAL_REQUESTED,
 ]);
+// What happens to an approval after its request (docs/worker-protocol.md §29): platform events
+// without a position, under the request's step id.
+const APPROVAL_OUTCOMES = new Set([EVENT.APPROVAL_DECIDED, EVENT.APPROVAL_ESCALATED, EVENT.APPROVAL_EXPIRED]);
 // What may be recorded while a run waits, and applied to its kept replay (Replay.extend).
 const DELTA_TYPES = new Set([
   ...POSITIONED,
@@ -49,6 +58,7 @@ const DELTA_TYPES = new Set([
   EVENT.STEP_ATTEMPT_STARTED,
   EVENT.SIGNAL_RECEIVED,
   EVENT.PATCH_RECORDED,
+  ...APPROVAL_OUTCOMES,
   'EVENT_TYPE_WORKFLOW_SUSPENDED',
 ]);
 DELTA_TYPES.delete(EVENT.CANCELLATION_DELIVERED);
@@ -82,6 +92,8 @@ export class Replay {
     this.startedAttempts = new Map();
     /** Signals received and not consumed yet, oldest first. */
     this.signals = [];
+    /** @type {Map<string, Map<string, any>>} approval request's step id -> its later events by type */
+    this.approvals = new Map();
     /** @type {Set<string>} step ids of the remote steps scheduled */
     this._scheduled = new Set(events.filter((e) => e.event_type === EVENT.STEP_SCHEDULED).map((e) => e.step_id));
     for (const event of events) this._index(event);
@@ -126,10 +138,22 @@ export class Replay {
       this.startedAttempts.set(event.step_id, Math.max(last, Number(event.attempt)));
     } else if (type === EVENT.SIGNAL_RECEIVED) {
       this.signals.push(event);
+    } else if (APPROVAL_OUTCOMES.has(type)) {
+      if (!this.approvals.has(event.step_id)) this.approvals.set(event.step_id, new Map());
+      this.approvals.get(event.step_id)?.set(type, event);
     } else if (type === EVENT.SIGNAL_CONSUMED) {
       const consumed = new Set((event.consumed_event_ids ?? []).map(Number));
       this.signals = this.signals.filter((e) => !consumed.has(Number(e.event_id)));
     }
+  }
+
+  /**
+   * The approval event `type` (DECIDED, ESCALATED, EXPIRED) of the request at `stepId`, or null.
+   * @param {string} stepId
+   * @param {string} type
+   */
+  approvalOutcome(stepId, type) {
+    return this.approvals.get(stepId)?.get(type) ?? null;
   }
 
   /** The last progress each step's attempt reported, as a load gave it. */
@@ -315,6 +339,7 @@ const CALL_KINDS = [
   ['$timeout:', 'signal timeout'],
   ['$signal:', 'signal wait'],
   ['$drain:', 'signal drain'],
+  ['$approval:', 'approval'],
   ['$state:', 'set_state'],
   ['$now', 'now'],
   ['$uuid', 'uuid4'],

@@ -10,8 +10,10 @@ from perdure.scheduler.model import DueReason, Grant, Lease, TaskKey
 
 
 def test_due_reasons_are_historys_timed_wait_kinds() -> None:
-    # A remote step's wait has no time of its own: its outcome wakes the run.
-    timed = {kind.wake_reason for kind in WaitKind if kind != WaitKind.STEP}
+    # A remote step's wait and an approval's have no time of their own: the outcome (the
+    # decision, escalation or expiry, which history times itself) wakes the run.
+    untimed = (WaitKind.STEP, WaitKind.APPROVAL)
+    timed = {kind.wake_reason for kind in WaitKind if kind not in untimed}
     assert set(DueReason) == timed
 
 

@@ -3,7 +3,7 @@
 // it). Errors a spec "raises" are thrown with a `name` of that type name; step bodies return at
 // once.
 
-import { BudgetExceededError, RetryPolicy, SignalTimeoutError, StepFailedError, WorkflowCancelledError, modelStep } from '../../src/index.js';
+import { ApprovalExpiredError, BudgetExceededError, RetryPolicy, SignalTimeoutError, StepFailedError, WorkflowCancelledError, modelStep } from '../../src/index.js';
 
 // Retries in the cases: attempt n fails, the next one is due 1s, 2s, 4s... later; 3 attempts.
 const RETRY = new RetryPolicy({ initialInterval: 1, backoffCoefficient: 2, maximumAttempts: 3 });
@@ -119,6 +119,27 @@ const CATALOGUE = {
         return await ctx.waitForSignal('approve', { timeout: 30 });
       } catch (error) {
         if (error instanceof SignalTimeoutError) return 'timed out';
+        throw error;
+      }
+    },
+  },
+
+  // Asks approval "deploy" of {v: 2} (timeout 60 s, approvers ["operator"], escalating after
+  // 30 s to ["admin"]); on escalation sets state "escalated" to the approval's id; returns
+  // {approved, by, reason} of the decision, or "expired" when it expires.
+  sign_off: {
+    run: async (ctx) => {
+      try {
+        const decision = await ctx.approval('deploy', { v: 2 }, {
+          timeout: 60,
+          escalateAfter: 30,
+          approvers: ['operator'],
+          escalateTo: ['admin'],
+          onEscalated: async (escalation) => ctx.setState('escalated', escalation.approvalId),
+        });
+        return { approved: decision.approved, by: decision.decidedBy, reason: decision.reason };
+      } catch (error) {
+        if (error instanceof ApprovalExpiredError) return 'expired';
         throw error;
       }
     },

@@ -434,7 +434,7 @@ class SessionResponse(_message.Message):
     def __init__(self, answers: _Optional[_Iterable[_Union[JournalAnswer, _Mapping]]] = ...) -> None: ...
 
 class JournalCall(_message.Message):
-    __slots__ = ("id", "trace_context", "load_journal", "record_step", "finish_workflow", "start_timer", "consume_signals", "set_state", "record_cancellation", "record_heartbeat", "suspend_workflow", "schedule_step", "load_step", "load_payload", "record_patch", "emit_frames")
+    __slots__ = ("id", "trace_context", "load_journal", "record_step", "finish_workflow", "start_timer", "consume_signals", "set_state", "record_cancellation", "record_heartbeat", "suspend_workflow", "schedule_step", "load_step", "load_payload", "record_patch", "emit_frames", "request_approval")
     class TraceContextEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -458,6 +458,7 @@ class JournalCall(_message.Message):
     LOAD_PAYLOAD_FIELD_NUMBER: _ClassVar[int]
     RECORD_PATCH_FIELD_NUMBER: _ClassVar[int]
     EMIT_FRAMES_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_APPROVAL_FIELD_NUMBER: _ClassVar[int]
     id: int
     trace_context: _containers.ScalarMap[str, str]
     load_journal: LoadJournalRequest
@@ -474,10 +475,11 @@ class JournalCall(_message.Message):
     load_payload: LoadPayloadRequest
     record_patch: RecordPatchRequest
     emit_frames: EmitFramesRequest
-    def __init__(self, id: _Optional[int] = ..., trace_context: _Optional[_Mapping[str, str]] = ..., load_journal: _Optional[_Union[LoadJournalRequest, _Mapping]] = ..., record_step: _Optional[_Union[RecordStepRequest, _Mapping]] = ..., finish_workflow: _Optional[_Union[FinishWorkflowRequest, _Mapping]] = ..., start_timer: _Optional[_Union[StartTimerRequest, _Mapping]] = ..., consume_signals: _Optional[_Union[ConsumeSignalsRequest, _Mapping]] = ..., set_state: _Optional[_Union[SetStateRequest, _Mapping]] = ..., record_cancellation: _Optional[_Union[RecordCancellationRequest, _Mapping]] = ..., record_heartbeat: _Optional[_Union[RecordHeartbeatRequest, _Mapping]] = ..., suspend_workflow: _Optional[_Union[SuspendWorkflowRequest, _Mapping]] = ..., schedule_step: _Optional[_Union[ScheduleStepRequest, _Mapping]] = ..., load_step: _Optional[_Union[LoadStepRequest, _Mapping]] = ..., load_payload: _Optional[_Union[LoadPayloadRequest, _Mapping]] = ..., record_patch: _Optional[_Union[RecordPatchRequest, _Mapping]] = ..., emit_frames: _Optional[_Union[EmitFramesRequest, _Mapping]] = ...) -> None: ...
+    request_approval: RequestApprovalRequest
+    def __init__(self, id: _Optional[int] = ..., trace_context: _Optional[_Mapping[str, str]] = ..., load_journal: _Optional[_Union[LoadJournalRequest, _Mapping]] = ..., record_step: _Optional[_Union[RecordStepRequest, _Mapping]] = ..., finish_workflow: _Optional[_Union[FinishWorkflowRequest, _Mapping]] = ..., start_timer: _Optional[_Union[StartTimerRequest, _Mapping]] = ..., consume_signals: _Optional[_Union[ConsumeSignalsRequest, _Mapping]] = ..., set_state: _Optional[_Union[SetStateRequest, _Mapping]] = ..., record_cancellation: _Optional[_Union[RecordCancellationRequest, _Mapping]] = ..., record_heartbeat: _Optional[_Union[RecordHeartbeatRequest, _Mapping]] = ..., suspend_workflow: _Optional[_Union[SuspendWorkflowRequest, _Mapping]] = ..., schedule_step: _Optional[_Union[ScheduleStepRequest, _Mapping]] = ..., load_step: _Optional[_Union[LoadStepRequest, _Mapping]] = ..., load_payload: _Optional[_Union[LoadPayloadRequest, _Mapping]] = ..., record_patch: _Optional[_Union[RecordPatchRequest, _Mapping]] = ..., emit_frames: _Optional[_Union[EmitFramesRequest, _Mapping]] = ..., request_approval: _Optional[_Union[RequestApprovalRequest, _Mapping]] = ...) -> None: ...
 
 class JournalAnswer(_message.Message):
-    __slots__ = ("id", "error", "load_journal", "record_step", "finish_workflow", "start_timer", "consume_signals", "set_state", "record_cancellation", "record_heartbeat", "suspend_workflow", "schedule_step", "load_step", "load_payload", "record_patch", "emit_frames")
+    __slots__ = ("id", "error", "load_journal", "record_step", "finish_workflow", "start_timer", "consume_signals", "set_state", "record_cancellation", "record_heartbeat", "suspend_workflow", "schedule_step", "load_step", "load_payload", "record_patch", "emit_frames", "request_approval")
     ID_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
     LOAD_JOURNAL_FIELD_NUMBER: _ClassVar[int]
@@ -494,6 +496,7 @@ class JournalAnswer(_message.Message):
     LOAD_PAYLOAD_FIELD_NUMBER: _ClassVar[int]
     RECORD_PATCH_FIELD_NUMBER: _ClassVar[int]
     EMIT_FRAMES_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_APPROVAL_FIELD_NUMBER: _ClassVar[int]
     id: int
     error: SessionError
     load_journal: LoadJournalResponse
@@ -510,7 +513,8 @@ class JournalAnswer(_message.Message):
     load_payload: LoadPayloadResponse
     record_patch: RecordPatchResponse
     emit_frames: EmitFramesResponse
-    def __init__(self, id: _Optional[int] = ..., error: _Optional[_Union[SessionError, _Mapping]] = ..., load_journal: _Optional[_Union[LoadJournalResponse, _Mapping]] = ..., record_step: _Optional[_Union[RecordStepResponse, _Mapping]] = ..., finish_workflow: _Optional[_Union[FinishWorkflowResponse, _Mapping]] = ..., start_timer: _Optional[_Union[StartTimerResponse, _Mapping]] = ..., consume_signals: _Optional[_Union[ConsumeSignalsResponse, _Mapping]] = ..., set_state: _Optional[_Union[SetStateResponse, _Mapping]] = ..., record_cancellation: _Optional[_Union[RecordCancellationResponse, _Mapping]] = ..., record_heartbeat: _Optional[_Union[RecordHeartbeatResponse, _Mapping]] = ..., suspend_workflow: _Optional[_Union[SuspendWorkflowResponse, _Mapping]] = ..., schedule_step: _Optional[_Union[ScheduleStepResponse, _Mapping]] = ..., load_step: _Optional[_Union[LoadStepResponse, _Mapping]] = ..., load_payload: _Optional[_Union[LoadPayloadResponse, _Mapping]] = ..., record_patch: _Optional[_Union[RecordPatchResponse, _Mapping]] = ..., emit_frames: _Optional[_Union[EmitFramesResponse, _Mapping]] = ...) -> None: ...
+    request_approval: RequestApprovalResponse
+    def __init__(self, id: _Optional[int] = ..., error: _Optional[_Union[SessionError, _Mapping]] = ..., load_journal: _Optional[_Union[LoadJournalResponse, _Mapping]] = ..., record_step: _Optional[_Union[RecordStepResponse, _Mapping]] = ..., finish_workflow: _Optional[_Union[FinishWorkflowResponse, _Mapping]] = ..., start_timer: _Optional[_Union[StartTimerResponse, _Mapping]] = ..., consume_signals: _Optional[_Union[ConsumeSignalsResponse, _Mapping]] = ..., set_state: _Optional[_Union[SetStateResponse, _Mapping]] = ..., record_cancellation: _Optional[_Union[RecordCancellationResponse, _Mapping]] = ..., record_heartbeat: _Optional[_Union[RecordHeartbeatResponse, _Mapping]] = ..., suspend_workflow: _Optional[_Union[SuspendWorkflowResponse, _Mapping]] = ..., schedule_step: _Optional[_Union[ScheduleStepResponse, _Mapping]] = ..., load_step: _Optional[_Union[LoadStepResponse, _Mapping]] = ..., load_payload: _Optional[_Union[LoadPayloadResponse, _Mapping]] = ..., record_patch: _Optional[_Union[RecordPatchResponse, _Mapping]] = ..., emit_frames: _Optional[_Union[EmitFramesResponse, _Mapping]] = ..., request_approval: _Optional[_Union[RequestApprovalResponse, _Mapping]] = ...) -> None: ...
 
 class SessionError(_message.Message):
     __slots__ = ("code", "message", "reason")
@@ -521,3 +525,43 @@ class SessionError(_message.Message):
     message: str
     reason: str
     def __init__(self, code: _Optional[int] = ..., message: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class RequestApprovalRequest(_message.Message):
+    __slots__ = ("workflow_id", "fence", "step_id", "step_name", "position", "name", "details", "timeout", "escalate_after", "approvers", "escalate_to")
+    WORKFLOW_ID_FIELD_NUMBER: _ClassVar[int]
+    FENCE_FIELD_NUMBER: _ClassVar[int]
+    STEP_ID_FIELD_NUMBER: _ClassVar[int]
+    STEP_NAME_FIELD_NUMBER: _ClassVar[int]
+    POSITION_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    DETAILS_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_FIELD_NUMBER: _ClassVar[int]
+    ESCALATE_AFTER_FIELD_NUMBER: _ClassVar[int]
+    APPROVERS_FIELD_NUMBER: _ClassVar[int]
+    ESCALATE_TO_FIELD_NUMBER: _ClassVar[int]
+    workflow_id: str
+    fence: int
+    step_id: str
+    step_name: str
+    position: int
+    name: str
+    details: _payload_pb2.Payload
+    timeout: _duration_pb2.Duration
+    escalate_after: _duration_pb2.Duration
+    approvers: _containers.RepeatedScalarFieldContainer[str]
+    escalate_to: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, workflow_id: _Optional[str] = ..., fence: _Optional[int] = ..., step_id: _Optional[str] = ..., step_name: _Optional[str] = ..., position: _Optional[int] = ..., name: _Optional[str] = ..., details: _Optional[_Union[_payload_pb2.Payload, _Mapping]] = ..., timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., escalate_after: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., approvers: _Optional[_Iterable[str]] = ..., escalate_to: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class RequestApprovalResponse(_message.Message):
+    __slots__ = ("event_id", "approval_id", "expire_time", "escalate_time", "cancel_requested")
+    EVENT_ID_FIELD_NUMBER: _ClassVar[int]
+    APPROVAL_ID_FIELD_NUMBER: _ClassVar[int]
+    EXPIRE_TIME_FIELD_NUMBER: _ClassVar[int]
+    ESCALATE_TIME_FIELD_NUMBER: _ClassVar[int]
+    CANCEL_REQUESTED_FIELD_NUMBER: _ClassVar[int]
+    event_id: int
+    approval_id: str
+    expire_time: _timestamp_pb2.Timestamp
+    escalate_time: _timestamp_pb2.Timestamp
+    cancel_requested: bool
+    def __init__(self, event_id: _Optional[int] = ..., approval_id: _Optional[str] = ..., expire_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., escalate_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., cancel_requested: _Optional[bool] = ...) -> None: ...

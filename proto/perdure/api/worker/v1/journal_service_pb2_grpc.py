@@ -107,6 +107,11 @@ class JournalServiceStub:
                 request_serializer=perdure_dot_api_dot_worker_dot_v1_dot_journal__service__pb2.EmitFramesRequest.SerializeToString,
                 response_deserializer=perdure_dot_api_dot_worker_dot_v1_dot_journal__service__pb2.EmitFramesResponse.FromString,
                 _registered_method=True)
+        self.RequestApproval = channel.unary_unary(
+                '/perdure.api.worker.v1.JournalService/RequestApproval',
+                request_serializer=perdure_dot_api_dot_worker_dot_v1_dot_journal__service__pb2.RequestApprovalRequest.SerializeToString,
+                response_deserializer=perdure_dot_api_dot_worker_dot_v1_dot_journal__service__pb2.RequestApprovalResponse.FromString,
+                _registered_method=True)
         self.Session = channel.stream_stream(
                 '/perdure.api.worker.v1.JournalService/Session',
                 request_serializer=perdure_dot_api_dot_worker_dot_v1_dot_journal__service__pb2.SessionRequest.SerializeToString,
@@ -247,6 +252,14 @@ class JournalServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def RequestApproval(self, request, context):
+        """Journals APPROVAL_REQUESTED at a call of the code and creates the approval's record in
+        the same transaction (ctx.approval; worker-protocol.md §29). Sent again, answers the same.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Session(self, request_iterator, context):
         """Any number of the calls above on one long-lived stream, answered as they complete and
         matched by id: the same requests, answers and errors as the unary methods, for a fraction
@@ -330,6 +343,11 @@ def add_JournalServiceServicer_to_server(servicer, server):
                     servicer.EmitFrames,
                     request_deserializer=perdure_dot_api_dot_worker_dot_v1_dot_journal__service__pb2.EmitFramesRequest.FromString,
                     response_serializer=perdure_dot_api_dot_worker_dot_v1_dot_journal__service__pb2.EmitFramesResponse.SerializeToString,
+            ),
+            'RequestApproval': grpc.unary_unary_rpc_method_handler(
+                    servicer.RequestApproval,
+                    request_deserializer=perdure_dot_api_dot_worker_dot_v1_dot_journal__service__pb2.RequestApprovalRequest.FromString,
+                    response_serializer=perdure_dot_api_dot_worker_dot_v1_dot_journal__service__pb2.RequestApprovalResponse.SerializeToString,
             ),
             'Session': grpc.stream_stream_rpc_method_handler(
                     servicer.Session,
@@ -718,6 +736,33 @@ class JournalService:
             '/perdure.api.worker.v1.JournalService/EmitFrames',
             perdure_dot_api_dot_worker_dot_v1_dot_journal__service__pb2.EmitFramesRequest.SerializeToString,
             perdure_dot_api_dot_worker_dot_v1_dot_journal__service__pb2.EmitFramesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RequestApproval(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/perdure.api.worker.v1.JournalService/RequestApproval',
+            perdure_dot_api_dot_worker_dot_v1_dot_journal__service__pb2.RequestApprovalRequest.SerializeToString,
+            perdure_dot_api_dot_worker_dot_v1_dot_journal__service__pb2.RequestApprovalResponse.FromString,
             options,
             channel_credentials,
             insecure,

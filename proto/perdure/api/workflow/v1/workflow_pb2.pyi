@@ -31,6 +31,7 @@ class WaitKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     WAIT_KIND_SIGNAL: _ClassVar[WaitKind]
     WAIT_KIND_RETRY: _ClassVar[WaitKind]
     WAIT_KIND_STEP: _ClassVar[WaitKind]
+    WAIT_KIND_APPROVAL: _ClassVar[WaitKind]
 
 class StepStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -65,6 +66,10 @@ class EventType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     EVENT_TYPE_WORKFLOW_CONTINUED_AS_NEW: _ClassVar[EventType]
     EVENT_TYPE_PATCH_RECORDED: _ClassVar[EventType]
     EVENT_TYPE_WORKFLOW_RESUMED: _ClassVar[EventType]
+    EVENT_TYPE_APPROVAL_REQUESTED: _ClassVar[EventType]
+    EVENT_TYPE_APPROVAL_DECIDED: _ClassVar[EventType]
+    EVENT_TYPE_APPROVAL_ESCALATED: _ClassVar[EventType]
+    EVENT_TYPE_APPROVAL_EXPIRED: _ClassVar[EventType]
 
 class FrameKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -78,6 +83,14 @@ class PauseScope(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     PAUSE_SCOPE_WORKFLOW: _ClassVar[PauseScope]
     PAUSE_SCOPE_WORKFLOW_TYPE: _ClassVar[PauseScope]
     PAUSE_SCOPE_TASK_QUEUE: _ClassVar[PauseScope]
+
+class ApprovalStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    APPROVAL_STATUS_UNSPECIFIED: _ClassVar[ApprovalStatus]
+    APPROVAL_STATUS_PENDING: _ClassVar[ApprovalStatus]
+    APPROVAL_STATUS_APPROVED: _ClassVar[ApprovalStatus]
+    APPROVAL_STATUS_REJECTED: _ClassVar[ApprovalStatus]
+    APPROVAL_STATUS_EXPIRED: _ClassVar[ApprovalStatus]
 WORKFLOW_STATUS_UNSPECIFIED: WorkflowStatus
 WORKFLOW_STATUS_RUNNING: WorkflowStatus
 WORKFLOW_STATUS_COMPLETED: WorkflowStatus
@@ -92,6 +105,7 @@ WAIT_KIND_TIMER: WaitKind
 WAIT_KIND_SIGNAL: WaitKind
 WAIT_KIND_RETRY: WaitKind
 WAIT_KIND_STEP: WaitKind
+WAIT_KIND_APPROVAL: WaitKind
 STEP_STATUS_UNSPECIFIED: StepStatus
 STEP_STATUS_RUNNING: StepStatus
 STEP_STATUS_RETRYING: StepStatus
@@ -120,6 +134,10 @@ EVENT_TYPE_STEP_ATTEMPT_STARTED: EventType
 EVENT_TYPE_WORKFLOW_CONTINUED_AS_NEW: EventType
 EVENT_TYPE_PATCH_RECORDED: EventType
 EVENT_TYPE_WORKFLOW_RESUMED: EventType
+EVENT_TYPE_APPROVAL_REQUESTED: EventType
+EVENT_TYPE_APPROVAL_DECIDED: EventType
+EVENT_TYPE_APPROVAL_ESCALATED: EventType
+EVENT_TYPE_APPROVAL_EXPIRED: EventType
 FRAME_KIND_UNSPECIFIED: FrameKind
 FRAME_KIND_DATA: FrameKind
 FRAME_KIND_RESET: FrameKind
@@ -127,6 +145,11 @@ PAUSE_SCOPE_UNSPECIFIED: PauseScope
 PAUSE_SCOPE_WORKFLOW: PauseScope
 PAUSE_SCOPE_WORKFLOW_TYPE: PauseScope
 PAUSE_SCOPE_TASK_QUEUE: PauseScope
+APPROVAL_STATUS_UNSPECIFIED: ApprovalStatus
+APPROVAL_STATUS_PENDING: ApprovalStatus
+APPROVAL_STATUS_APPROVED: ApprovalStatus
+APPROVAL_STATUS_REJECTED: ApprovalStatus
+APPROVAL_STATUS_EXPIRED: ApprovalStatus
 
 class Wait(_message.Message):
     __slots__ = ("kind", "name", "until")
@@ -255,7 +278,7 @@ class PendingSignal(_message.Message):
     def __init__(self, name: _Optional[str] = ..., signal_id: _Optional[str] = ..., payload: _Optional[_Union[_payload_pb2.Payload, _Mapping]] = ..., receive_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., event_id: _Optional[int] = ...) -> None: ...
 
 class HistoryEvent(_message.Message):
-    __slots__ = ("event_id", "event_type", "event_time", "fence", "step_id", "step_name", "position", "payload", "failure", "attempt", "due_time", "name", "signal_id", "consumed_event_ids", "start_time", "wait", "trace_context", "task_queue", "payload_ref", "usage")
+    __slots__ = ("event_id", "event_type", "event_time", "fence", "step_id", "step_name", "position", "payload", "failure", "attempt", "due_time", "name", "signal_id", "consumed_event_ids", "start_time", "wait", "trace_context", "task_queue", "payload_ref", "approval_id", "usage")
     class TraceContextEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -282,6 +305,7 @@ class HistoryEvent(_message.Message):
     TRACE_CONTEXT_FIELD_NUMBER: _ClassVar[int]
     TASK_QUEUE_FIELD_NUMBER: _ClassVar[int]
     PAYLOAD_REF_FIELD_NUMBER: _ClassVar[int]
+    APPROVAL_ID_FIELD_NUMBER: _ClassVar[int]
     USAGE_FIELD_NUMBER: _ClassVar[int]
     event_id: int
     event_type: EventType
@@ -302,8 +326,9 @@ class HistoryEvent(_message.Message):
     trace_context: _containers.ScalarMap[str, str]
     task_queue: str
     payload_ref: _payload_pb2.PayloadRef
+    approval_id: str
     usage: _flow_pb2.StepUsage
-    def __init__(self, event_id: _Optional[int] = ..., event_type: _Optional[_Union[EventType, str]] = ..., event_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., fence: _Optional[int] = ..., step_id: _Optional[str] = ..., step_name: _Optional[str] = ..., position: _Optional[int] = ..., payload: _Optional[_Union[_payload_pb2.Payload, _Mapping]] = ..., failure: _Optional[_Union[Failure, _Mapping]] = ..., attempt: _Optional[int] = ..., due_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., name: _Optional[str] = ..., signal_id: _Optional[str] = ..., consumed_event_ids: _Optional[_Iterable[int]] = ..., start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., wait: _Optional[_Union[Wait, _Mapping]] = ..., trace_context: _Optional[_Mapping[str, str]] = ..., task_queue: _Optional[str] = ..., payload_ref: _Optional[_Union[_payload_pb2.PayloadRef, _Mapping]] = ..., usage: _Optional[_Union[_flow_pb2.StepUsage, _Mapping]] = ...) -> None: ...
+    def __init__(self, event_id: _Optional[int] = ..., event_type: _Optional[_Union[EventType, str]] = ..., event_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., fence: _Optional[int] = ..., step_id: _Optional[str] = ..., step_name: _Optional[str] = ..., position: _Optional[int] = ..., payload: _Optional[_Union[_payload_pb2.Payload, _Mapping]] = ..., failure: _Optional[_Union[Failure, _Mapping]] = ..., attempt: _Optional[int] = ..., due_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., name: _Optional[str] = ..., signal_id: _Optional[str] = ..., consumed_event_ids: _Optional[_Iterable[int]] = ..., start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., wait: _Optional[_Union[Wait, _Mapping]] = ..., trace_context: _Optional[_Mapping[str, str]] = ..., task_queue: _Optional[str] = ..., payload_ref: _Optional[_Union[_payload_pb2.PayloadRef, _Mapping]] = ..., approval_id: _Optional[str] = ..., usage: _Optional[_Union[_flow_pb2.StepUsage, _Mapping]] = ...) -> None: ...
 
 class StreamFrame(_message.Message):
     __slots__ = ("seq", "stream", "step_id", "attempt", "kind", "data", "time")
@@ -336,3 +361,45 @@ class Pause(_message.Message):
     pause_time: _timestamp_pb2.Timestamp
     paused_by: str
     def __init__(self, scope: _Optional[_Union[PauseScope, str]] = ..., name: _Optional[str] = ..., reason: _Optional[str] = ..., pause_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., paused_by: _Optional[str] = ...) -> None: ...
+
+class Approval(_message.Message):
+    __slots__ = ("approval_id", "namespace", "workflow_id", "run_id", "workflow_type", "name", "details", "details_sha256", "approvers", "escalate_to", "status", "create_time", "escalate_time", "expire_time", "escalated_time", "decided_by", "decide_time", "reason", "step_id")
+    APPROVAL_ID_FIELD_NUMBER: _ClassVar[int]
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    WORKFLOW_ID_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    WORKFLOW_TYPE_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    DETAILS_FIELD_NUMBER: _ClassVar[int]
+    DETAILS_SHA256_FIELD_NUMBER: _ClassVar[int]
+    APPROVERS_FIELD_NUMBER: _ClassVar[int]
+    ESCALATE_TO_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    CREATE_TIME_FIELD_NUMBER: _ClassVar[int]
+    ESCALATE_TIME_FIELD_NUMBER: _ClassVar[int]
+    EXPIRE_TIME_FIELD_NUMBER: _ClassVar[int]
+    ESCALATED_TIME_FIELD_NUMBER: _ClassVar[int]
+    DECIDED_BY_FIELD_NUMBER: _ClassVar[int]
+    DECIDE_TIME_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    STEP_ID_FIELD_NUMBER: _ClassVar[int]
+    approval_id: str
+    namespace: str
+    workflow_id: str
+    run_id: str
+    workflow_type: str
+    name: str
+    details: _payload_pb2.Payload
+    details_sha256: str
+    approvers: _containers.RepeatedScalarFieldContainer[str]
+    escalate_to: _containers.RepeatedScalarFieldContainer[str]
+    status: ApprovalStatus
+    create_time: _timestamp_pb2.Timestamp
+    escalate_time: _timestamp_pb2.Timestamp
+    expire_time: _timestamp_pb2.Timestamp
+    escalated_time: _timestamp_pb2.Timestamp
+    decided_by: str
+    decide_time: _timestamp_pb2.Timestamp
+    reason: str
+    step_id: str
+    def __init__(self, approval_id: _Optional[str] = ..., namespace: _Optional[str] = ..., workflow_id: _Optional[str] = ..., run_id: _Optional[str] = ..., workflow_type: _Optional[str] = ..., name: _Optional[str] = ..., details: _Optional[_Union[_payload_pb2.Payload, _Mapping]] = ..., details_sha256: _Optional[str] = ..., approvers: _Optional[_Iterable[str]] = ..., escalate_to: _Optional[_Iterable[str]] = ..., status: _Optional[_Union[ApprovalStatus, str]] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., escalate_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., expire_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., escalated_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., decided_by: _Optional[str] = ..., decide_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., reason: _Optional[str] = ..., step_id: _Optional[str] = ...) -> None: ...

@@ -80,7 +80,7 @@ class DescribeWorkflowRequest(_message.Message):
     def __init__(self, workflow_id: _Optional[str] = ..., namespace: _Optional[str] = ..., run_id: _Optional[str] = ...) -> None: ...
 
 class DescribeWorkflowResponse(_message.Message):
-    __slots__ = ("workflow", "steps", "current_step", "pending_signals", "state", "flow", "pauses")
+    __slots__ = ("workflow", "steps", "current_step", "pending_signals", "state", "flow", "pauses", "pending_approvals")
     class StateEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -95,6 +95,7 @@ class DescribeWorkflowResponse(_message.Message):
     STATE_FIELD_NUMBER: _ClassVar[int]
     FLOW_FIELD_NUMBER: _ClassVar[int]
     PAUSES_FIELD_NUMBER: _ClassVar[int]
+    PENDING_APPROVALS_FIELD_NUMBER: _ClassVar[int]
     workflow: _workflow_pb2.WorkflowInfo
     steps: _containers.RepeatedCompositeFieldContainer[_workflow_pb2.StepInfo]
     current_step: str
@@ -102,7 +103,8 @@ class DescribeWorkflowResponse(_message.Message):
     state: _containers.MessageMap[str, _payload_pb2.Payload]
     flow: _flow_pb2.RunFlowStatus
     pauses: _containers.RepeatedCompositeFieldContainer[_workflow_pb2.Pause]
-    def __init__(self, workflow: _Optional[_Union[_workflow_pb2.WorkflowInfo, _Mapping]] = ..., steps: _Optional[_Iterable[_Union[_workflow_pb2.StepInfo, _Mapping]]] = ..., current_step: _Optional[str] = ..., pending_signals: _Optional[_Iterable[_Union[_workflow_pb2.PendingSignal, _Mapping]]] = ..., state: _Optional[_Mapping[str, _payload_pb2.Payload]] = ..., flow: _Optional[_Union[_flow_pb2.RunFlowStatus, _Mapping]] = ..., pauses: _Optional[_Iterable[_Union[_workflow_pb2.Pause, _Mapping]]] = ...) -> None: ...
+    pending_approvals: _containers.RepeatedCompositeFieldContainer[_workflow_pb2.Approval]
+    def __init__(self, workflow: _Optional[_Union[_workflow_pb2.WorkflowInfo, _Mapping]] = ..., steps: _Optional[_Iterable[_Union[_workflow_pb2.StepInfo, _Mapping]]] = ..., current_step: _Optional[str] = ..., pending_signals: _Optional[_Iterable[_Union[_workflow_pb2.PendingSignal, _Mapping]]] = ..., state: _Optional[_Mapping[str, _payload_pb2.Payload]] = ..., flow: _Optional[_Union[_flow_pb2.RunFlowStatus, _Mapping]] = ..., pauses: _Optional[_Iterable[_Union[_workflow_pb2.Pause, _Mapping]]] = ..., pending_approvals: _Optional[_Iterable[_Union[_workflow_pb2.Approval, _Mapping]]] = ...) -> None: ...
 
 class GetWorkflowHistoryRequest(_message.Message):
     __slots__ = ("workflow_id", "page_size", "page_token", "namespace", "after_event_id", "run_id")

@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 import grpc
 
 from perdure.cli import (
+    approvals_cmd,
     certs_cmd,
     dev_cmd,
     flow_cmd,
@@ -94,6 +95,7 @@ def _command(args_list: list[str]) -> int:
     flow_cmd.add_parser(subparsers)
     pause_cmd.add_parser(subparsers)
     schedule_cmd.add_parser(subparsers)
+    approvals_cmd.add_parser(subparsers)
     args = parser.parse_args(args_list)
     if args.group == "dev":
         return dev_cmd.run(args)
@@ -113,6 +115,8 @@ def _command(args_list: list[str]) -> int:
         return pause_cmd.run(args)
     if args.group == "schedule":
         return schedule_cmd.run(args)
+    if args.group in approvals_cmd.GROUPS:
+        return approvals_cmd.run(args)
     return workflow_cmd.run(args)
 
 

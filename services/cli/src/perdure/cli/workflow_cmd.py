@@ -1,4 +1,4 @@
-"""`perdure workflow start|signal|cancel|...` and `perdure approve`: the public API from a
+"""`perdure workflow start|signal|cancel|...`: the public API from a
 shell."""
 
 from __future__ import annotations
@@ -48,17 +48,7 @@ def signal_id(given: str) -> str:
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Register `workflow` with its subcommands, and `approve`."""
-    approve = subparsers.add_parser(
-        "approve", help="approve (or reject) a workflow waiting for the signal 'approval'"
-    )
-    add_gateway_flags(approve)
-    approve.add_argument("workflow_id")
-    approve.add_argument("--reject", action="store_true", help="reject instead of approving")
-    approve.add_argument("--comment", default="", help="a comment for the workflow")
-    add_signal_id_flag(approve)
-    approve.set_defaults(command="approve")
-
+    """Register `workflow` with its subcommands."""
     parser = subparsers.add_parser("workflow", help="start, signal, cancel and inspect workflows")
     add_gateway_flags(parser)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -286,17 +276,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _execute(client: Client, args: argparse.Namespace) -> int:
-    if args.command == "approve":
-        decision = "rejected" if args.reject else "approved"
-        sent_id = signal_id(args.signal_id)
-        payload = {"decision": decision, "comment": args.comment}
-        if client.signal(args.workflow_id, "approval", payload, signal_id=sent_id):
-            print(f"{args.workflow_id}: {decision} (signal id {sent_id})")
-        else:
-            print(
-                f"{args.workflow_id}: {decision} already: signal id {sent_id} was received before"
-            )
-        return 0
     if args.command == "signal":
         sent_id = signal_id(args.signal_id)
         accepted = client.signal(

@@ -60,6 +60,11 @@ class Reason(StrEnum):
     # Schedules (history/schedules.py).
     SCHEDULE_NOT_FOUND = "SCHEDULE_NOT_FOUND"
     SCHEDULE_ID_CONFLICT = "SCHEDULE_ID_CONFLICT"
+    # Approvals (history/approvals.py).
+    APPROVAL_NOT_FOUND = "APPROVAL_NOT_FOUND"
+    APPROVAL_DETAILS_CHANGED = "APPROVAL_DETAILS_CHANGED"
+    APPROVAL_DECIDED = "APPROVAL_DECIDED"
+    APPROVAL_EXPIRED = "APPROVAL_EXPIRED"
     # A fault of the service's own, logged there and never described to the caller.
     INTERNAL = "INTERNAL"
 

@@ -12,6 +12,8 @@ import uvloop
 from perdure.api.admin.v1 import admin_service_pb2 as admin
 from perdure.api.admin.v1 import admin_service_pb2_grpc
 from perdure.api.workflow.v1 import (
+    approval_service_pb2,
+    approval_service_pb2_grpc,
     schedule_service_pb2,
     schedule_service_pb2_grpc,
     workflow_service_pb2,
@@ -29,9 +31,11 @@ from perdure.common.guard import guards
 from perdure.common.limits import KeyedLimits, rate_setting
 from perdure.common.service_identity import service_channel
 from perdure.common.tls import gateway_requires_client_cert
+from perdure.gateway.approvals import ApprovalServicer
 from perdure.gateway.handlers import AdminServicer, Callers, WorkflowServicer
 from perdure.gateway.http.server import HttpServer, instrument_http, local_target
 from perdure.gateway.schedules import ScheduleServicer
+from perdure.internal.history.v1 import approval_service_pb2_grpc as history_approvals
 from perdure.internal.history.v1 import history_service_pb2_grpc
 from perdure.internal.history.v1 import schedule_service_pb2_grpc as history_schedules
 from perdure.internal.scheduler.v1 import scheduler_service_pb2_grpc
@@ -55,6 +59,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 WORKFLOW_SERVICE = workflow_service_pb2.DESCRIPTOR.services_by_name["WorkflowService"].full_name
+APPROVAL_SERVICE = approval_service_pb2.DESCRIPTOR.services_by_name["ApprovalService"].full_name
 SCHEDULE_SERVICE = schedule_service_pb2.DESCRIPTOR.services_by_name["ScheduleService"].full_name
 ADMIN_SERVICE = admin.DESCRIPTOR.services_by_name["AdminService"].full_name
 # Reading needs a reader key; changing a run, routing, pauses, limits or budgets, an
@@ -100,6 +105,8 @@ ROLES = {
     WORKFLOW_SERVICE: admin.ROLE_READER,
     **{f"/{WORKFLOW_SERVICE}/{method}": admin.ROLE_OPERATOR for method in OPERATOR_METHODS},
     SCHEDULE_SERVICE: admin.ROLE_READER,
+    # Approvals: any non-worker key reads them; history decides who may decide each one.
+    APPROVAL_SERVICE: admin.ROLE_READER,
     **{
         f"/{SCHEDULE_SERVICE}/{method}": admin.ROLE_OPERATOR for method in OPERATOR_SCHEDULE_METHODS
     },
@@ -133,6 +140,10 @@ async def run(args: argparse.Namespace) -> None:
             ),
             server,
         )
+        approval_service_pb2_grpc.add_ApprovalServiceServicer_to_server(
+            ApprovalServicer(history_approvals.HistoryApprovalServiceStub(history), callers),
+            server,
+        )
         admin_service_pb2_grpc.add_AdminServiceServicer_to_server(
             AdminServicer(history_stub, scheduler_stub, callers, keys), server
         )
@@ -142,7 +153,7 @@ async def run(args: argparse.Namespace) -> None:
             ServerSpec(
                 name="gateway",
                 listen=args.listen,
-                service_names=[WORKFLOW_SERVICE, SCHEDULE_SERVICE, ADMIN_SERVICE],
+                service_names=[WORKFLOW_SERVICE, SCHEDULE_SERVICE, ADMIN_SERVICE, APPROVAL_SERVICE],
                 register=register,
                 interceptors=guards("gateway", keys.authenticate, ROLES),
                 require_client_auth=gateway_requires_client_cert(),

@@ -26,6 +26,8 @@ from perdure.common.lease_proofs import LeaseProofs
 from perdure.common.limits import rate_setting
 from perdure.common.service_identity import InternalSecrets, service_channel
 from perdure.history.appends import DEFAULT_CRASH_LOOP_LIMIT
+from perdure.history.approval_api import ApprovalServicer
+from perdure.history.approvals import ApprovalWatch
 from perdure.history.commit_feed import CommitFeed
 from perdure.history.deadlines import DeadlineWatch
 from perdure.history.handlers import HistoryServicer, JournalServicer
@@ -37,6 +39,8 @@ from perdure.history.schedule_api import ScheduleServicer
 from perdure.history.schedule_firing import ScheduleFiring
 from perdure.history.stranded import StrandedSweep, stuck_after
 from perdure.internal.history.v1 import (
+    approval_service_pb2,
+    approval_service_pb2_grpc,
     history_service_pb2,
     history_service_pb2_grpc,
     schedule_service_pb2,
@@ -89,6 +93,7 @@ async def run(args: argparse.Namespace) -> None:
         records_pool=records_pool,
     )
     deadlines = DeadlineWatch(pool)
+    approval_watch = ApprovalWatch(pool, relay.notify)
     sweep = StrandedSweep(pool, scheduler, relay.notify, stuck_after())
     journal_servicer = JournalServicer(
         journal,
@@ -102,6 +107,9 @@ async def run(args: argparse.Namespace) -> None:
     history_service = history_service_pb2.DESCRIPTOR.services_by_name["HistoryService"].full_name
     schedule_service = schedule_service_pb2.DESCRIPTOR.services_by_name[
         "HistoryScheduleService"
+    ].full_name
+    approval_service = approval_service_pb2.DESCRIPTOR.services_by_name[
+        "HistoryApprovalService"
     ].full_name
     journal_service = journal_service_pb2.DESCRIPTOR.services_by_name["JournalService"].full_name
     warn_if_open("history")
@@ -117,12 +125,16 @@ async def run(args: argparse.Namespace) -> None:
         schedule_service_pb2_grpc.add_HistoryScheduleServiceServicer_to_server(
             ScheduleServicer(journal), server
         )
+        approval_service_pb2_grpc.add_HistoryApprovalServiceServicer_to_server(
+            ApprovalServicer(journal), server
+        )
 
     async def started() -> None:
         feed.start()
         retention.start()
         relay.start()
         deadlines.start()
+        approval_watch.start()
         sweep.start()
         firing.start()
 
@@ -133,6 +145,7 @@ async def run(args: argparse.Namespace) -> None:
         await sweep.stop()
         await relay.stop()
         await deadlines.stop()
+        await approval_watch.stop()
         await retention.stop()
         await feed.stop()
 
@@ -141,7 +154,12 @@ async def run(args: argparse.Namespace) -> None:
             ServerSpec(
                 name="history",
                 listen=args.listen,
-                service_names=[history_service, journal_service, schedule_service],
+                service_names=[
+                    history_service,
+                    journal_service,
+                    schedule_service,
+                    approval_service,
+                ],
                 interceptors=guard,
                 register=register,
                 require_client_auth=True,  # only services and workers call it

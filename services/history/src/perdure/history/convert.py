@@ -80,6 +80,17 @@ def _wait(kind: str | None, name: str | None, until: Any) -> wf.Wait | None:
 
 def history_event(row: Row) -> wf.HistoryEvent:
     """An events row as HistoryEvent."""
+    event = _history_event(row)
+    if row["event_type"].startswith(_APPROVAL_EVENTS):
+        # An approval's events keep its id in `name` (approvals.py); its name is the call's.
+        event.approval_id, event.name = event.name, event.step_name.partition(":")[2]
+    return event
+
+
+_APPROVAL_EVENTS = "APPROVAL_"
+
+
+def _history_event(row: Row) -> wf.HistoryEvent:
     return wf.HistoryEvent(
         event_id=row["event_id"],
         event_type=f"EVENT_TYPE_{row['event_type']}",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from perdure.api.common.v1.payload_pb2 import Payload
 from perdure.history import chains
+from perdure.history.approvals import Approvals
 from perdure.history.builds import BuildRuns
 from perdure.history.live import LiveReads
 from perdure.history.metrics import count_started
@@ -31,6 +32,7 @@ class Journal(
     BuildRuns,
     Streams,
     LiveReads,
+    Approvals,
 ):
     """Every read and write of the history schema goes through here (Schedules extends
     Lifecycle: a schedule starts its runs as a start does)."""

@@ -19,6 +19,8 @@ from perdure.common.payload import validate_payload
 from perdure.common.stream_names import stream_name
 from perdure.common.text import require_storable
 from perdure.history import fencing
+from perdure.history.appends import call_params
+from perdure.history.approvals import approval_request
 from perdure.history.journal import Journal
 from perdure.history.model import (
     Appended,
@@ -400,3 +402,27 @@ class JournalApi:
             value = getattr(request, outcome)
         status = await self._journal.finish(lease, Outcome(outcome), value)
         return jpb.FinishWorkflowResponse(status=status.proto)
+
+    @errors.unary
+    async def RequestApproval(
+        self, request: jpb.RequestApprovalRequest, context: Context
+    ) -> jpb.RequestApprovalResponse:
+        call = call_of(request)
+        asked = approval_request(request)
+        params = call_params(
+            call,
+            StepRecord(
+                EventType.APPROVAL_REQUESTED,
+                payload=asked.details,
+                due_in=asked.timeout,
+                name=request.name,
+            ),
+        )
+        row = await self._journal.request_approval(params, asked)
+        return jpb.RequestApprovalResponse(
+            event_id=row["event_id"],
+            approval_id=row["approval_id"],
+            expire_time=timestamp(row["expires_at"]),
+            escalate_time=timestamp(row["escalate_at"]),
+            cancel_requested=row["cancel_requested"],
+        )

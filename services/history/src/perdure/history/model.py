@@ -63,6 +63,10 @@ class EventType(StrEnum):
     WORKFLOW_CONTINUED_AS_NEW = "WORKFLOW_CONTINUED_AS_NEW"
     PATCH_RECORDED = "PATCH_RECORDED"
     WORKFLOW_RESUMED = "WORKFLOW_RESUMED"
+    APPROVAL_REQUESTED = "APPROVAL_REQUESTED"
+    APPROVAL_DECIDED = "APPROVAL_DECIDED"
+    APPROVAL_ESCALATED = "APPROVAL_ESCALATED"
+    APPROVAL_EXPIRED = "APPROVAL_EXPIRED"
 
 
 # Events whose payload column holds a payload (JSON null included).
@@ -76,6 +80,10 @@ PAYLOAD_EVENTS = frozenset(
         EventType.STATE_UPDATED,
         EventType.STEP_SCHEDULED,
         EventType.WORKFLOW_CONTINUED_AS_NEW,  # the next run's input
+        EventType.APPROVAL_REQUESTED,  # the details
+        EventType.APPROVAL_DECIDED,  # the decision, as JSON
+        EventType.APPROVAL_ESCALATED,
+        EventType.APPROVAL_EXPIRED,
     }
 )
 
@@ -87,6 +95,7 @@ class WaitKind(StrEnum):
     SIGNAL = "SIGNAL"
     RETRY = "RETRY"
     STEP = "STEP"
+    APPROVAL = "APPROVAL"
 
     @property
     def wake_reason(self) -> str:

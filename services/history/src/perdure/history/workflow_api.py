@@ -85,7 +85,9 @@ class WorkflowApi:
         self, request: hpb.DescribeWorkflowRequest, context: Context
     ) -> hpb.DescribeWorkflowResponse:
         r = request.request
-        described = await self._journal.describe(await self._journal.run_of(run_key(r), r.run_id))
+        run = await self._journal.run_of(run_key(r), r.run_id)
+        described = await self._journal.describe(run)
+        approvals = await self._journal.pending_approvals(run)
         return hpb.DescribeWorkflowResponse(
             response=api.DescribeWorkflowResponse(
                 workflow=public(described.info),
@@ -94,6 +96,7 @@ class WorkflowApi:
                 pending_signals=described.pending_signals,
                 state=described.state,
                 flow=run_flow_status(described.flow),
+                pending_approvals=approvals,
             )
         )
 

@@ -9,6 +9,7 @@ from perdure.client._async_client import AsyncClient
 from perdure.client._client import Client
 from perdure.client._errors import (
     AlreadyStartedError,
+    ApprovalRefusedError,
     AuthenticationError,
     FencedError,
     InternalError,
@@ -43,6 +44,7 @@ from perdure.worker._payload import from_payload, to_payload
 
 __all__ = [
     "AlreadyStartedError",
+    "ApprovalRefusedError",
     "AsyncClient",
     "AsyncWorkflowHandle",
     "AuthenticationError",

@@ -122,6 +122,12 @@ class WorkflowClosedError(RpcError):
     terminations (WORKFLOW_CLOSED)."""
 
 
+class ApprovalRefusedError(RpcError):
+    """FAILED_PRECONDITION: a decision the approval cannot take: its details changed since the
+    decider saw them (APPROVAL_DETAILS_CHANGED), it was decided already (APPROVAL_DECIDED), or
+    it expired (APPROVAL_EXPIRED)."""
+
+
 class WorkflowNotParkedError(RpcError):
     """Resume asked of a run that is not parked (WORKFLOW_NOT_PARKED)."""
 
@@ -188,6 +194,10 @@ REASON_ERRORS: dict[str, type[RpcError]] = {
     "SCHEDULE_NOT_FOUND": NotFoundError,
     "SCHEDULE_ID_CONFLICT": ScheduleExistsError,
     "INTERNAL": InternalError,
+    "APPROVAL_NOT_FOUND": NotFoundError,
+    "APPROVAL_DETAILS_CHANGED": ApprovalRefusedError,
+    "APPROVAL_DECIDED": ApprovalRefusedError,
+    "APPROVAL_EXPIRED": ApprovalRefusedError,
 }
 
 # A status without a reason (the transport's own, or a proxy's): by its code.

@@ -26,14 +26,19 @@ step refused by a budget raises `BudgetExceededError`.
 Model calls: `await ctx.model_call(model=..., messages=[...], max_tokens=...)` is a remote step
 served by `model_step(client, prices)` on a worker holding any OpenAI-compatible client; the
 model, tokens and cost it used are journaled with the step and settle its budgets.
+A person's decision: `await ctx.approval(name, details, timeout=...)` creates an approval
+record (decided once, through ApprovalService, by its approvers) and returns an
+`ApprovalDecision`, or raises `ApprovalExpiredError` at its expiry.
 
 Every error the SDK raises is a `PerdureError`.
 """
 
 from perdure.worker._agent_loop import AgentLoopResult, Turn, TurnResult
+from perdure.worker._approvals import ApprovalDecision, ApprovalEscalation
 from perdure.worker._attempt import StepContext, current_step, heartbeat
 from perdure.worker._context import RemoteCall, WorkflowContext
 from perdure.worker._errors import (
+    ApprovalExpiredError,
     BudgetExceededError,
     JournalRejectedError,
     LeaseLostError,
@@ -60,6 +65,9 @@ from perdure.worker._worker import Worker
 __all__ = [
     "MODEL_STEP",
     "AgentLoopResult",
+    "ApprovalDecision",
+    "ApprovalEscalation",
+    "ApprovalExpiredError",
     "BudgetExceededError",
     "JournalRejectedError",
     "LeaseLostError",

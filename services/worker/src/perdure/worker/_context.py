@@ -23,6 +23,15 @@ from perdure.api.worker.v1 import journal_service_pb2 as jpb
 from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.telemetry.propagation import links_to
 from perdure.telemetry.timers import record_fire
+from perdure.worker._approvals import (
+    APPROVAL_PREFIX,
+    ApprovalDecision,
+    OnEscalated,
+    check_approval,
+    decision_of,
+    escalation_of,
+    expired_error,
+)
 from perdure.worker._attempt import (
     INTERNAL_PREFIX,
     Attempt,
@@ -319,6 +328,60 @@ class WorkflowContext:
         payloads = [await self._value(event) for event in taken]
         await self._consume(call, name, taken, to_payload(payloads))
         return payloads
+
+    async def approval(
+        self,
+        name: str,
+        details: Any = None,
+        *,
+        timeout: float,  # noqa: ASYNC109 - the approval's durable expiry, not asyncio's
+        escalate_after: float | None = None,
+        approvers: Sequence[str] | None = None,
+        escalate_to: Sequence[str] | None = None,
+        on_escalated: OnEscalated | None = None,
+    ) -> ApprovalDecision:
+        """Ask a person to approve `details` (JSON) and wait for the decision: an approval
+        record that ApprovalService (`perdure approvals`, the web UI's inbox) lists and decides
+        once. `approvers` (role names or API key ids; default: any operator) may decide; after
+        `escalate_after` seconds undecided it escalates: `escalate_to` may decide too, and
+        `on_escalated` (async) is awaited with an ApprovalEscalation, once, at that point of
+        the code (its durable calls are journaled there). Returns an ApprovalDecision (approved
+        or rejected, by whom, when, why); raises ApprovalExpiredError when `timeout` seconds pass
+        with no decision (on the database clock, never early). The run holds no worker while it
+        waits."""
+        _check_name(name, "approval name")
+        check_approval(timeout, escalate_after, approvers, escalate_to)
+        call = await self._begin(f"{APPROVAL_PREFIX}{name}")
+        if call.recorded is not None:
+            self._replay.expect(call, (wf.EVENT_TYPE_APPROVAL_REQUESTED,), "approval")
+        else:
+            request = jpb.RequestApprovalRequest(
+                name=name,
+                details=to_payload(details),
+                approvers=list(approvers or ()),
+                escalate_to=list(escalate_to or ()),
+                **call.ref(),
+            )
+            request.timeout.FromTimedelta(timedelta(seconds=timeout))
+            if escalate_after is not None:
+                request.escalate_after.FromTimedelta(timedelta(seconds=escalate_after))
+            await self._record(request)
+        told = False
+        while True:
+            outcome = self._replay.approval_outcome
+            escalated = outcome(call.step_id, wf.EVENT_TYPE_APPROVAL_ESCALATED)
+            if escalated is not None and not told:
+                told = True  # before the callback: the code is told once, at this point
+                if on_escalated is not None:
+                    await on_escalated(escalation_of(await self._value(escalated), name))
+            decided = outcome(call.step_id, wf.EVENT_TYPE_APPROVAL_DECIDED)
+            if decided is not None:
+                return decision_of(await self._value(decided))
+            expired = outcome(call.step_id, wf.EVENT_TYPE_APPROVAL_EXPIRED)
+            if expired is not None:
+                raise expired_error(await self._value(expired), name)
+            await self._interruptible(call, waiting=True)
+            await self._suspend(_wait(wf.WAIT_KIND_APPROVAL, call.step_id, None))
 
     async def set_state(self, key: str, value: Any) -> None:
         """Publish `value` under `key`: DescribeWorkflow and QueryWorkflow show the latest one,

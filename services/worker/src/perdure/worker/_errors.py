@@ -124,3 +124,18 @@ class WorkerConfigurationError(PerdureError, Exception):
     """The worker cannot serve as configured, and retrying will not help: its key is missing,
     invalid, revoked or not a worker key of this namespace and queue, or an address does not
     resolve. `Worker.run()` raises it; `perdure worker` prints it and exits non-zero."""
+
+
+class ApprovalExpiredError(PerdureError, Exception):
+    """ctx.approval reached its expiry with no decision (judged on the database clock, never
+    early); raised again, identically, on every replay. `expires_at` is when it was due to
+    expire, `expired_at` when history recorded it (never earlier)."""
+
+    def __init__(self, approval_id: str, name: str, expires_at: str, expired_at: str) -> None:
+        super().__init__(
+            f"approval {name!r} ({approval_id}) expired at {expired_at} with no decision"
+        )
+        self.approval_id = approval_id
+        self.name = name
+        self.expires_at = expires_at
+        self.expired_at = expired_at

@@ -25,12 +25,24 @@ POSITIONED = frozenset(
         wf.EVENT_TYPE_SIGNAL_TIMED_OUT,
         wf.EVENT_TYPE_STATE_UPDATED,
         wf.EVENT_TYPE_CANCELLATION_DELIVERED,
+        wf.EVENT_TYPE_APPROVAL_REQUESTED,
     }
 )
 STEP_OUTCOMES = (wf.EVENT_TYPE_STEP_COMPLETED, wf.EVENT_TYPE_STEP_FAILED)
 # What others than the run's lease add to its journal while it waits (with remote steps'
 # attempts and outcomes): what a kept run takes in without a replay.
-_FROM_OUTSIDE = frozenset({wf.EVENT_TYPE_SIGNAL_RECEIVED, wf.EVENT_TYPE_CANCEL_REQUESTED})
+# What happens to an approval after its request (docs/worker-protocol.md §29): platform events
+# without a position, under the request's step id.
+APPROVAL_OUTCOMES = frozenset(
+    {
+        wf.EVENT_TYPE_APPROVAL_DECIDED,
+        wf.EVENT_TYPE_APPROVAL_ESCALATED,
+        wf.EVENT_TYPE_APPROVAL_EXPIRED,
+    }
+)
+_FROM_OUTSIDE = frozenset(
+    {wf.EVENT_TYPE_SIGNAL_RECEIVED, wf.EVENT_TYPE_CANCEL_REQUESTED, *APPROVAL_OUTCOMES}
+)
 _REMOTE_ATTEMPTS = (wf.EVENT_TYPE_STEP_ATTEMPT_STARTED, wf.EVENT_TYPE_STEP_ATTEMPT_FAILED)
 
 
@@ -98,6 +110,9 @@ class Replay:
             for e in events
             if e.event_type == wf.EVENT_TYPE_SIGNAL_RECEIVED and e.event_id not in consumed
         ]
+        # What happened to each approval since its request, by the request's step id.
+        self._approvals: dict[str, dict[int, wf.HistoryEvent]] = {}
+        self._take_approvals(events)
         self.progress = {p.step_id: p for p in loaded.progress}
         self.cancel_reason = next(
             (e.failure.message for e in events if e.event_type == wf.EVENT_TYPE_CANCEL_REQUESTED),
@@ -119,6 +134,15 @@ class Replay:
             elif event.event_type == wf.EVENT_TYPE_STEP_ATTEMPT_STARTED:
                 last = self._started_attempts.get(event.step_id, 0)
                 self._started_attempts[event.step_id] = max(last, event.attempt)
+
+    def _take_approvals(self, events: list[wf.HistoryEvent]) -> None:
+        for event in events:
+            if event.event_type in APPROVAL_OUTCOMES:
+                self._approvals.setdefault(event.step_id, {})[event.event_type] = event
+
+    def approval_outcome(self, step_id: str, event_type: int) -> wf.HistoryEvent | None:
+        """The approval event `event_type` (APPROVAL_OUTCOMES) of the request at `step_id`."""
+        return self._approvals.get(step_id, {}).get(event_type)
 
     def take_in(self, loaded: jpb.LoadJournalResponse, fence: int) -> bool:
         """Take in the events recorded since this replay's journal was loaded (sticky
@@ -142,6 +166,7 @@ class Replay:
             return False
         self._scheduled = scheduled
         self._count_attempts(events)
+        self._take_approvals(events)
         for event in events:
             if event.event_type == wf.EVENT_TYPE_SIGNAL_RECEIVED:
                 self._signals.append(event)
@@ -250,6 +275,7 @@ _CALL_KINDS = (
     ("$timeout:", "signal timeout"),
     ("$signal:", "signal wait"),
     ("$drain:", "signal drain"),
+    ("$approval:", "approval"),
     ("$state:", "set_state"),
     ("$now", "now"),
     ("$uuid", "uuid4"),

@@ -11,7 +11,7 @@ from google.protobuf.message import Message
 
 from perdure.api.workflow.v1 import workflow_service_pb2 as api
 from perdure.gateway.http import feed, result, stream_feed
-from perdure.gateway.http.routes import DECISIONS, ROUTES, Route
+from perdure.gateway.http.routes import ROUTES, Route
 
 Schema = dict[str, Any]
 _INTEGER = (
@@ -58,26 +58,11 @@ ERROR: Schema = {
         }
     },
 }
-APPROVAL: Schema = {
-    "type": "object",
-    "additionalProperties": False,
-    "required": ["decision"],
-    "properties": {
-        "decision": {"enum": list(DECISIONS)},
-        "comment": {"type": "string"},
-        "signal_id": {
-            "type": "string",
-            "description": "one per decision: sent again with the same id (its answer was "
-            "lost, say), the decision is applied once",
-        },
-        "namespace": {"type": "string"},
-    },
-}
 
 
 def document(version: str) -> dict[str, Any]:
     """The whole document."""
-    schemas: dict[str, Schema] = {"Error": ERROR, "Approval": APPROVAL}
+    schemas: dict[str, Schema] = {"Error": ERROR}
     paths: dict[str, dict[str, Any]] = {}
     for route in ROUTES:
         paths.setdefault(route.path, {})[route.method.lower()] = _operation(route, schemas)
@@ -127,11 +112,7 @@ def _operation(route: Route, schemas: dict[str, Schema]) -> dict[str, Any]:
     else:
         if "namespace" in request.fields_by_name:  # not signal-with-start's: start.namespace
             parameters.append(_query_parameter(request.fields_by_name["namespace"], schemas))
-        body = (
-            {"$ref": "#/components/schemas/Approval"}
-            if route.approval
-            else _message(request, schemas, answer=False, leave_out=route.path_fields)
-        )
+        body = _message(request, schemas, answer=False, leave_out=route.path_fields)
         operation["requestBody"] = {"required": False, **_content(body)}
     return operation
 

@@ -17,6 +17,8 @@ from google.protobuf.message import Message
 
 from perdure.api.admin.v1 import admin_service_pb2 as admin
 from perdure.api.admin.v1 import admin_service_pb2_grpc as admin_grpc
+from perdure.api.workflow.v1 import approval_service_pb2 as approvals_api
+from perdure.api.workflow.v1 import approval_service_pb2_grpc as approvals_grpc
 from perdure.api.workflow.v1 import schedule_service_pb2 as schedules
 from perdure.api.workflow.v1 import schedule_service_pb2_grpc as schedules_grpc
 from perdure.api.workflow.v1 import workflow_service_pb2 as api
@@ -28,8 +30,6 @@ from perdure.gateway.http.admission import body_cap, read_body, refuse_declared_
 from perdure.gateway.http.convert import decode_body, dumps, from_json, invalid_json, to_json
 
 CALL_TIMEOUT_SECONDS = 30.0
-APPROVAL_SIGNAL = "approval"  # the signal `perdure approve` and the research agent use
-DECISIONS = ("approved", "rejected")
 _PATH_FIELD = re.compile(r"{(\w+)}")
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -46,10 +46,10 @@ class Route:
     response: type[Message]
     summary: str
     operation_id: str = ""  # the rpc's name unless another route calls the same rpc
-    approval: bool = False  # the body is a decision, sent as the signal "approval"
     payloads: int = 0  # how many JSON payloads (input, payload) its body may carry
     admin: bool = False  # an AdminService method
     schedules: bool = False  # a ScheduleService method
+    approvals: bool = False  # an ApprovalService method
 
     @property
     def path_fields(self) -> list[str]:
@@ -68,6 +68,7 @@ class Route:
 
 
 RUN = "/v1/workflows/{workflow_id}"
+APPROVAL = "/v1/approvals/{approval_id}"
 SCHEDULE = "/v1/schedules/{schedule_id}"
 FORK_PAYLOADS = 4  # the body of a fork holds its overrides' payloads, up to this many at most
 ROUTES = (
@@ -120,17 +121,6 @@ ROUTES = (
         api.SignalWorkflowResponse,
         "Send the run a signal (once per signal_id)",
         payloads=1,
-    ),
-    Route(
-        "POST",
-        f"{RUN}/approve",
-        "SignalWorkflow",
-        api.SignalWorkflowRequest,
-        api.SignalWorkflowResponse,
-        "Approve or reject: the signal 'approval' with a decision and a comment (once per "
-        "signal_id)",
-        operation_id="ApproveWorkflow",
-        approval=True,
     ),
     Route(
         "POST",
@@ -363,6 +353,33 @@ ROUTES = (
         "Delete a schedule (the runs it started stay)",
         schedules=True,
     ),
+    Route(
+        "GET",
+        "/v1/approvals",
+        "ListApprovals",
+        approvals_api.ListApprovalsRequest,
+        approvals_api.ListApprovalsResponse,
+        "List approvals across runs, newest first (by status, by workflow id)",
+        approvals=True,
+    ),
+    Route(
+        "GET",
+        APPROVAL,
+        "GetApproval",
+        approvals_api.GetApprovalRequest,
+        approvals_api.GetApprovalResponse,
+        "One approval, with its details and their SHA-256",
+        approvals=True,
+    ),
+    Route(
+        "POST",
+        f"{APPROVAL}/decide",
+        "DecideApproval",
+        approvals_api.DecideApprovalRequest,
+        approvals_api.DecideApprovalResponse,
+        "Approve or reject an approval, once, naming the details' SHA-256 the decider saw",
+        approvals=True,
+    ),
 )
 
 
@@ -387,7 +404,8 @@ def route_handler(
     route: Route,
     stub: api_grpc.WorkflowServiceStub
     | admin_grpc.AdminServiceStub
-    | schedules_grpc.ScheduleServiceStub,
+    | schedules_grpc.ScheduleServiceStub
+    | approvals_grpc.ApprovalServiceStub,
 ) -> Handler:
     """The aiohttp handler of a route."""
     call = getattr(stub, route.rpc)
@@ -411,8 +429,6 @@ def request_message(route: Route, request: web.Request, body: bytes) -> Message:
     """The gRPC request of an HTTP request: its body or query, its path, its namespace."""
     if route.method == "POST":
         fields = decode_body(body)
-        if route.approval:
-            fields = approval_signal(fields)
         for name in route.path_fields:
             if isinstance(fields, dict) and name in fields:
                 raise invalid_json(f"{name} is given by the path, not the body")
@@ -467,23 +483,3 @@ def _enum_name(field: Any, value: str) -> str:
             return name
     accepted = ", ".join(name.removeprefix(prefix).lower() for name in names)
     raise invalid_json(f"query parameter {field.name!r} must be one of {accepted}, not {value!r}")
-
-
-def approval_signal(fields: Any) -> dict[str, Any]:
-    """The SignalWorkflowRequest fields of an approval body: `decision` and `comment`."""
-    if not isinstance(fields, dict):
-        raise invalid_json("the body must be a JSON object with decision and comment")
-    unknown = sorted(set(fields) - {"decision", "comment", "signal_id", "namespace"})
-    if unknown:
-        raise invalid_json(f"unknown field(s) {', '.join(unknown)}; expected decision, comment")
-    decision, comment = fields.get("decision"), fields.get("comment", "")
-    if decision not in DECISIONS:
-        raise invalid_json(f"decision must be 'approved' or 'rejected', not {decision!r}")
-    if not isinstance(comment, str):
-        raise invalid_json("comment must be a string")
-    signal = {key: fields[key] for key in ("signal_id", "namespace") if key in fields}
-    return {
-        **signal,
-        "signal_name": APPROVAL_SIGNAL,
-        "payload": {"decision": decision, "comment": comment},
-    }

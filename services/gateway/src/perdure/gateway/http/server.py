@@ -8,12 +8,14 @@ import contextlib
 import logging
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 import grpc
 from aiohttp import web
 from opentelemetry.instrumentation.aiohttp_server import AioHttpServerInstrumentor
 
 from perdure.api.admin.v1 import admin_service_pb2_grpc as admin_grpc
+from perdure.api.workflow.v1 import approval_service_pb2_grpc as approvals_grpc
 from perdure.api.workflow.v1 import schedule_service_pb2_grpc as schedules_grpc
 from perdure.api.workflow.v1 import workflow_service_pb2_grpc as api_grpc
 from perdure.common.errors import ApiError
@@ -24,7 +26,7 @@ from perdure.gateway.http import feed, openapi, result, stream_feed
 from perdure.gateway.http.admission import defer_continue
 from perdure.gateway.http.convert import HttpError, error_body, rpc_error_body
 from perdure.gateway.http.headers import security_headers
-from perdure.gateway.http.routes import ROUTES, Handler, route_handler
+from perdure.gateway.http.routes import ROUTES, Handler, Route, route_handler
 from perdure.gateway.http.sse import open_feeds
 
 log = logging.getLogger(__name__)
@@ -83,6 +85,7 @@ def build_app(
     stub: api_grpc.WorkflowServiceStub,
     admin: admin_grpc.AdminServiceStub,
     schedules: schedules_grpc.ScheduleServiceStub,
+    approvals: approvals_grpc.ApprovalServiceStub,
     https: bool = False,
 ) -> web.Application:
     """The application: routes, feed, document and UI, every answer with the security
@@ -95,7 +98,7 @@ def build_app(
         app.router.add_route(
             route.method,
             route.path,
-            route_handler(route, admin if route.admin else schedules if route.schedules else stub),
+            route_handler(route, _stub_of(route, stub, admin, schedules, approvals)),
             expect_handler=expect,
         )
     feeds = open_feeds()  # a caller's open feeds of every kind
@@ -114,6 +117,21 @@ def build_app(
     app.router.add_get("/", index)
     app.router.add_static("/ui/", UI)
     return app
+
+
+def _stub_of(
+    route: Route,
+    stub: api_grpc.WorkflowServiceStub,
+    admin: admin_grpc.AdminServiceStub,
+    schedules: schedules_grpc.ScheduleServiceStub,
+    approvals: approvals_grpc.ApprovalServiceStub,
+) -> Any:
+    """The service a route's method belongs to."""
+    if route.admin:
+        return admin
+    if route.schedules:
+        return schedules
+    return approvals if route.approvals else stub
 
 
 class HttpServer:
@@ -136,6 +154,7 @@ class HttpServer:
             api_grpc.WorkflowServiceStub(self._channel),
             admin_grpc.AdminServiceStub(self._channel),
             schedules_grpc.ScheduleServiceStub(self._channel),
+            approvals_grpc.ApprovalServiceStub(self._channel),
             https=self._tls is not None,
         )
         self._runner = web.AppRunner(app, access_log=None)

@@ -1,10 +1,8 @@
-// What someone can do to a run from its page: the approval panel (approve or reject a run
-// waiting for approval), the actions card (send a signal, cancel, terminate) and the resume
-// panel of a parked run.
+// What someone can do to a run from its page: the actions card (send a signal, cancel,
+// terminate) and the resume panel of a parked run (the approval panel is approvals.js's).
 
 import { api, workflowPath } from "./api.js";
-import { fill, h, toast } from "./dom.js";
-import { jsonBlock } from "./format.js";
+import { h, toast } from "./dom.js";
 import { field, messageRegion, parseJsonField, required, withBusy } from "./forms.js";
 
 /** Send an action with its button busy: the text `send` resolves to goes under the form and
@@ -20,95 +18,6 @@ async function act(button, message, changed, send) {
       message.error(error);
     }
   });
-}
-
-/** A fresh signal id: crypto.randomUUID() where the page is a secure context (HTTPS or
- * localhost), else a version 4 UUID from getRandomValues, which every page has. */
-function newSignalId() {
-  if (crypto.randomUUID) return crypto.randomUUID();
-  const bytes = crypto.getRandomValues(new Uint8Array(16));
-  bytes[6] = (bytes[6] & 0x0f) | 0x40;
-  bytes[8] = (bytes[8] & 0x3f) | 0x80;
-  const hex = [...bytes].map((b) => b.toString(16).padStart(2, "0")).join("");
-  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
-}
-
-/** The approval panel, shown while the run waits for the "approval" signal; `changed()`
- * after a decision is sent. */
-export function approvalPanel(id, changed) {
-  const comment = h("textarea", { id: "approval-comment", rows: "2", placeholder: "Why (kept in the journal and the report)" });
-  const message = messageRegion("approval-message");
-  const recommendation = h("div", { class: "recommendation", "data-testid": "approval-recommendation" });
-  const ignored = h("p", { class: "form-msg form-msg-error", hidden: true, "data-testid": "approval-ignored" });
-  const approve = h("button", { type: "submit", class: "btn btn-good", value: "approved" }, "Approve");
-  const reject = h("button", { type: "submit", class: "btn btn-bad-outline", value: "rejected" }, "Reject");
-  let sentFor = "";
-  // One signal id per decision: sending the same decision again (its answer was lost, say)
-  // sends the same id, so the run applies it once; another decision or comment is a new one.
-  let unconfirmed = null;
-  const form = h("form", { class: "approval-form" },
-    field("approval-comment", "Comment", comment),
-    h("div", { class: "row" }, approve, reject));
-  form.addEventListener("submit", async (event) => {
-    event.preventDefault();
-    const button = event.submitter ?? approve;
-    const decision = button.value;
-    message.clear();
-    const text = comment.value;
-    if (unconfirmed?.decision !== decision || unconfirmed?.comment !== text) {
-      unconfirmed = { decision, comment: text, signalId: newSignalId() };
-    }
-    const body = { decision, comment: text, signal_id: unconfirmed.signalId };
-    await act(button, message, changed, async () => {
-      const answer = await api("POST", workflowPath(id, "/approve"), { body });
-      unconfirmed = null;
-      sentFor = element.dataset.key || "";
-      comment.value = "";
-      if (answer.accepted === false) return "This decision had already reached the run: it counts once.";
-      return decision === "approved" ? "Approval sent. The run continues." : "Rejection sent.";
-    });
-  });
-  const element = h("section", {
-    class: "card approval-card", hidden: true, "aria-labelledby": "approval-title", "data-testid": "approval-panel",
-  },
-  h("div", { class: "approval-head" },
-    h("h2", { id: "approval-title" }, "Approval needed"),
-    h("p", { class: "muted" }, "The run is suspended until someone decides. No worker holds it meanwhile.")),
-  recommendation, ignored, form, message.element);
-
-  return {
-    element,
-    update(described, open) {
-      const state = described.state || {};
-      const waiting = state.waiting_for;
-      const needed = open && waiting && typeof waiting === "object" && waiting.signal === "approval";
-      const wasHidden = element.hidden;
-      element.hidden = !needed;
-      if (!needed) {
-        if (!wasHidden) message.clear();
-        return;
-      }
-      const key = JSON.stringify([waiting, state.recommendation ?? null]);
-      if (element.dataset.key !== key) {
-        element.dataset.key = key;
-        const rec = state.recommendation;
-        fill(recommendation);
-        if (rec && typeof rec === "object" && rec.recommendation) {
-          recommendation.append(
-            h("p", { class: "rec-text" }, rec.recommendation),
-            h("p", { class: "muted small" },
-              rec.confidence !== undefined ? `Confidence ${rec.confidence}` : "",
-              rec.rationale ? ` · ${rec.rationale}` : ""));
-        } else if (rec !== undefined) {
-          recommendation.append(jsonBlock(rec));
-        }
-        ignored.hidden = !waiting.last_signal_ignored;
-        ignored.textContent = waiting.last_signal_ignored
-          ? `The last approval signal was ignored: ${waiting.last_signal_ignored}` : "";
-        if (sentFor && sentFor !== key) message.clear();
-      }
-    },
-  };
 }
 
 /** The resume panel, shown while the run is parked: once the fixed code is deployed, an

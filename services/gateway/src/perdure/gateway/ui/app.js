@@ -1,6 +1,6 @@
 // The Perdure web UI: a dependency-free single-page app over the gateway's HTTP/JSON API
 // (docs/http_api.md). Hash routes: #/ (runs), #/workflows/<id> (one run), #/start, #/workers,
-// #/schedules.
+// #/schedules, #/approvals.
 // Everything the server sends is inserted as text (textContent), never as HTML.
 //
 // This entry point sets up the header (API key, namespace), routes the hash to a page and
@@ -9,6 +9,7 @@
 import { hideAuthBanner } from "./api.js";
 import { $, fill, h, toast } from "./dom.js";
 import { listView } from "./list.js";
+import { approvalsView } from "./approvals.js";
 import { schedulesView } from "./schedules.js";
 import { keyHint, renderKeyControl, settings, takeSettingsFromUrl } from "./settings.js";
 import { startView } from "./start.js";
@@ -139,6 +140,9 @@ function rerender() {
   } else if (path === "/workers") {
     nav = "workers";
     currentView = workersView(main);
+  } else if (path === "/approvals") {
+    nav = "approvals";
+    currentView = approvalsView(main);
   } else if (path === "/schedules") {
     nav = "schedules";
     currentView = schedulesView(main);

@@ -130,7 +130,7 @@ export function failureBlock(failure, props = {}) {
   );
 }
 
-/** "signal “approval”", "timer", "retry of step research_1", ... */
+/** "signal “go”", "approval “deploy”", "timer", "retry of step research_1", ... */
 export function waitText(wait) {
   if (!wait) return "";
   switch (wait.kind) {
@@ -138,6 +138,7 @@ export function waitText(wait) {
     case "WAIT_KIND_TIMER": return `timer ${wait.name || ""}`.trim();
     case "WAIT_KIND_RETRY": return `next attempt of step ${wait.name}`;
     case "WAIT_KIND_STEP": return `remote step ${wait.name}`;
+    case "WAIT_KIND_APPROVAL": return `approval “${String(wait.name).replace(/^\$approval:/, "")}”`;
     default: return wait.name || "—";
   }
 }

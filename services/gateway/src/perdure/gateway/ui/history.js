@@ -34,6 +34,10 @@ function eventDetail(event) {
     case "EVENT_TYPE_WORKFLOW_CANCELLED": return failureText(event.failure);
     case "EVENT_TYPE_WORKFLOW_COMPLETED": return `result ${shortJson(event.payload)}`;
     case "EVENT_TYPE_WORKFLOW_CONTINUED_AS_NEW": return `next run's input ${shortJson(event.payload)}`;
+    case "EVENT_TYPE_APPROVAL_REQUESTED": return `approval ${event.approval_id} asks ${shortJson(event.payload)}`;
+    case "EVENT_TYPE_APPROVAL_DECIDED": return `${event.payload?.approved ? "approved" : "rejected"} by ${event.payload?.decided_by} ${shortJson(event.payload?.reason ?? "")}`;
+    case "EVENT_TYPE_APPROVAL_ESCALATED": return `escalated to ${(event.payload?.escalate_to ?? []).join(", ")}`;
+    case "EVENT_TYPE_APPROVAL_EXPIRED": return "expired undecided";
     case "EVENT_TYPE_PATCH_RECORDED":
       return `new code path from call #${event.position || 0}`;
     case "EVENT_TYPE_STEP_SCHEDULED":

@@ -63,7 +63,7 @@ export function stepsCard(events) {
     const wait = run.wait;
     if (run.status === "WORKFLOW_STATUS_WAITING" && wait && wait.kind !== "WAIT_KIND_RETRY") {
       label = `Waiting for ${waitText(wait)}`;
-      if (wait.kind === "WAIT_KIND_SIGNAL" && wait.name === "approval") label = "Waiting for approval";
+      if (wait.kind === "WAIT_KIND_APPROVAL") label = "Waiting for approval";
       detail = wait.until ? h("span", { dataset: { countdown: wait.until, countdownPrefix: "ends in " } }) : null;
     } else if (run.status === "WORKFLOW_STATUS_RUNNING" && !described.current_step) {
       label = "Running";

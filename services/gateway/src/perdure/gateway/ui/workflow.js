@@ -9,7 +9,8 @@ import {
   OPEN_STATUSES, enumLabel, failureBlock, fmtDuration, fmtSeconds, jsonBlock, statusBadge,
   timeEl, toMillis, waitText,
 } from "./format.js";
-import { actionsCard, approvalPanel, resumePanel } from "./actions.js";
+import { actionsCard, resumePanel } from "./actions.js";
+import { approvalPanel } from "./approvals.js";
 import { historyCard } from "./history.js";
 import { pauseCard, pauseTag } from "./pauses.js";
 import { settings } from "./settings.js";
@@ -246,7 +247,7 @@ export function workflowView(root, id) {
     const until = wait.until
       ? h("span", {}, " until ", timeEl(wait.until), " (",
         h("span", { dataset: { countdown: wait.until, countdownPrefix: "in " } }, ""), ")")
-      : h("span", { class: "muted" }, wait.kind === "WAIT_KIND_SIGNAL" ? " (no timeout)" : "");
+      : h("span", { class: "muted" }, wait.kind === "WAIT_KIND_SIGNAL" || wait.kind === "WAIT_KIND_APPROVAL" ? " (no timeout)" : "");
     fill(waitSlot,
       h("p", { class: "wait-line" },
         h("span", { class: "tag tag-wait" }, enumLabel(wait.kind, "WAIT_KIND_")), " ",
