@@ -3,7 +3,8 @@
     python -m examples.research_agent.demo [--keep]
 
 The demo starts `perdure dev` (embedded PostgreSQL, scheduler, history, gateway and a worker
-serving this example) in a new temporary data directory on free ports, then runs seven phases:
+serving this example and the purchasing agent) in a new temporary data directory on free
+ports, then runs nine phases:
 
 1. a run goes to approval, waits (as state, not as a process), is approved with
    `perdure approve`, and completes, sending one notification;
@@ -21,7 +22,13 @@ serving this example) in a new temporary data directory on free ports, then runs
 7. a run waits for approval when release 2 (`releases`) adds a step before the analysis:
    `perdure replay` refuses the unguarded release against the run in flight and passes the
    one behind `ctx.patched`; once deployed, the old run completes on its own path and a new
-   run takes the new step.
+   run takes the new step;
+8. a run under a 600-token budget: each model call reserves its estimate before it runs, and
+   the call that does not fit fails with BudgetExceeded without running;
+9. the purchasing agent (`examples/purchasing_agent`) asks three vendors in child runs, its
+   approval escalates and is decided with `perdure approve`, it buys within its token budget;
+   a second run's saga cancels the order and releases the funds when no carrier can deliver;
+   a third run's approval expires.
 
 Each phase prints its evidence and a verdict; the demo ends with a PASS/FAIL summary, exits
 non-zero if any phase failed, and always stops every process it started (by PID). The data
@@ -381,6 +388,12 @@ def status_name(status: int) -> str:
 def decode(value: Payload) -> Any:
     """A payload as Python."""
     return from_payload(value)
+
+
+def published_result(described: api.DescribeWorkflowResponse) -> dict[str, Any]:
+    """A completed run's result, as JSON."""
+    value = decode(described.workflow.result)
+    return value if isinstance(value, dict) else {}
 
 
 def published(described: api.DescribeWorkflowResponse) -> dict[str, Any]:
@@ -838,6 +851,82 @@ def phase_budget(cluster: LocalCluster, client: Client) -> None:
     )
 
 
+def phase_toolkit(cluster: LocalCluster, client: Client) -> None:
+    """The purchasing agent: children, an escalated approval decided with perdure approve, a
+    saga that compensates, an approval that expires, all under the run's token budget."""
+    say("The purchasing agent plans with a model call, asks each vendor for a quote in a child")
+    say("workflow of its own, asks for an approval (escalated to an admin after 2 s, expiring")
+    say("after 10 minutes) and buys in a saga: hold the funds, place the order, book delivery.")
+    budget = Budget(units=3_000)
+    client.start_workflow(
+        "purchasing_agent",
+        {"item": "a GPU server", "escalate_after": 2, "approval_timeout": 600},
+        workflow_id="demo-purchase",
+        budget=budget,
+        on_budget_exceeded="fail",
+    )
+    children = wait_until(
+        lambda: client.list(parent_workflow_id="demo-purchase").workflows,
+        "the vendors' child runs",
+    )
+    wait_until(
+        lambda: published(client.describe("demo-purchase")).get("phase") == "escalated",
+        "the approval to escalate",
+    )
+    run_command(
+        cluster,
+        [*("-m", "perdure.cli", "approvals", "list", "--address", cluster.address)],
+        "perdure approvals list",
+    )
+    approve(cluster, "demo-purchase", "the cheapest quote, within plan")
+    described = wait_closed(client, "demo-purchase")
+    result = published_result(described)
+    evidence(step_table(described))
+    check(result.get("status") == "purchased", f"demo-purchase: {result.get('status')!r}")
+    children = client.list(parent_workflow_id="demo-purchase").workflows
+    check(
+        len(children) == 3 and all(c.status == wf.WORKFLOW_STATUS_COMPLETED for c in children),
+        f"3 child runs, linked to their parent: {[c.workflow_id for c in children]}",
+    )
+    calls = [s for s in described.steps if s.usage.model]
+    check(
+        described.flow.spent.units == sum(s.usage.usage.units for s in calls) <= 3_000,
+        f"{len(calls)} model calls journaled their tokens; the run spent "
+        f"{described.flow.spent.units} of {budget.units} tokens",
+    )
+
+    say("The same purchase when no carrier can deliver: the saga undoes it, last first.")
+    client.start_workflow(
+        "purchasing_agent", {"fail_delivery": True}, workflow_id="demo-compensate"
+    )
+    wait_until(
+        lambda: published(client.describe("demo-compensate")).get("phase")
+        == "awaiting_approval",
+        "the second run's approval",
+    )
+    approve(cluster, "demo-compensate", "go")
+    compensated = wait_closed(client, "demo-compensate")
+    steps = [s.step_id for s in compensated.steps if s.usage.model == ""]
+    evidence(step_table(compensated))
+    check(
+        published_result(compensated).get("status") == "compensated"
+        and steps[-2:] == ["cancel_order", "release_funds"],
+        f"compensated: {steps}",
+    )
+
+    say("An approval nobody decides expires: the run is told, never early, and buys nothing.")
+    client.start_workflow(
+        "purchasing_agent",
+        {"escalate_after": 1, "approval_timeout": 3},
+        workflow_id="demo-expire",
+    )
+    expired = wait_closed(client, "demo-expire")
+    check(
+        published_result(expired).get("status") == "expired",
+        f"demo-expire: {published_result(expired).get('expired')}",
+    )
+
+
 PHASES: list[tuple[str, Callable[[LocalCluster, Client], Any]]] = [
     ("approval: wait as state, approve, complete", phase_approval),
     ("kill -9 the worker during a slow step", phase_kill),
@@ -847,6 +936,7 @@ PHASES: list[tuple[str, Callable[[LocalCluster, Client], Any]]] = [
     ("kill the worker mid-stream: a reset, then the retry's text", phase_stream),
     ("a breaking deploy caught by the replay gate, then made safe", phase_deploy),
     ("a token budget stops a run: reserved before each model call", phase_budget),
+    ("an agent delegates, escalates, compensates, expires, in budget", phase_toolkit),
 ]
 
 
