@@ -278,6 +278,23 @@ def key_id_of(token: str) -> str:
     return token.removeprefix("prd_").partition("_")[0]
 
 
+def named_key(cluster: Cluster, namespace: str, role: str, name: str) -> str:
+    """`perdure keys create --name NAME --database-url`: a key with a label; its token."""
+    done = subprocess.run(
+        [
+            *(sys.executable, "-m", "perdure.cli", "keys", "create"),
+            *("--namespace", namespace, "--role", role, "--name", name),
+            *("--database-url", cluster.dsn),
+        ],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
 def test_only_approvers_decide_and_escalation_admits_escalate_to(
     start_cluster: Any,
 ) -> None:
@@ -285,7 +302,8 @@ def test_only_approvers_decide_and_escalation_admits_escalate_to(
     cluster.start_worker(
         "w", module=MODULE, PERDURE_API_KEY=make_key(cluster, "ops", "worker", "*")
     )
-    approver, backup, bystander = (make_key(cluster, "ops", "reader") for _ in range(3))
+    approver, bystander = (make_key(cluster, "ops", "reader") for _ in range(2))
+    backup = named_key(cluster, "ops", "reader", "release-manager")  # named in escalate_to
     operator = make_key(cluster, "ops", "operator")
 
     def as_key(token: str) -> Metadata:
@@ -301,7 +319,7 @@ def test_only_approvers_decide_and_escalation_admits_escalate_to(
             "timeout": 300,
             "escalate_after": 2,
             "approvers": [key_id_of(approver)],
-            "escalate_to": [key_id_of(backup)],
+            "escalate_to": ["release-manager"],
         }
         client.start("ask", args, workflow_id="escalating")
         approval = pending_of(stub, "escalating", as_key(bystander))
@@ -325,7 +343,7 @@ def test_only_approvers_decide_and_escalation_admits_escalate_to(
         assert len(events_of(client, "escalating", wf.EVENT_TYPE_APPROVAL_ESCALATED)) == 1
         wait_until(lambda: "escalated" in client.describe("escalating").state, WAIT, "the callback")
         told = from_payload(client.describe("escalating").state["escalated"])
-        assert told == {"approval_id": approval.approval_id, "escalate_to": [key_id_of(backup)]}
+        assert told == {"approval_id": approval.approval_id, "escalate_to": ["release-manager"]}
         code, _, _ = refusal(lambda: decide(stub, approval, metadata=as_key(bystander)))
         assert code == grpc.StatusCode.PERMISSION_DENIED
         decided = decide(stub, approval, metadata=as_key(backup), reason="covering")
@@ -402,3 +420,26 @@ def test_the_node_sdk_asks_escalates_and_takes_the_decision(
         "from node",
     )
     assert result["escalated"] is True and result["approval_id"] == approval.approval_id
+
+
+def test_the_pending_approval_of_a_run_that_closes_expires(
+    client: Client, approvals: agrpc.ApprovalServiceStub
+) -> None:
+    client.start("ask", {"details": DETAILS, "timeout": 300}, workflow_id="cancelled")
+    approval = pending_of(approvals, "cancelled")
+    client.cancel("cancelled", reason="not needed")
+    wait_until(
+        lambda: client.describe("cancelled").workflow.status == wf.WORKFLOW_STATUS_CANCELLED,
+        WAIT,
+        "the run to end cancelled",
+    )
+
+    def expired() -> bool:
+        got = approvals.GetApproval(
+            apb.GetApprovalRequest(approval_id=approval.approval_id), timeout=10
+        ).approval
+        return bool(got.status == wf.APPROVAL_STATUS_EXPIRED)
+
+    wait_until(expired, WAIT, "the closed run's approval to expire")
+    code, reason, _ = refusal(lambda: decide(approvals, approval))
+    assert (code, reason) == (grpc.StatusCode.FAILED_PRECONDITION, Reason.APPROVAL_EXPIRED)

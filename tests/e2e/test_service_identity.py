@@ -26,6 +26,7 @@ from perdure.api.admin.v1 import admin_service_pb2_grpc as admingrpc
 from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.client import Client
 from perdure.common.service_identity import SECRET_HEADER
+from perdure.internal.history.v1 import approval_service_pb2 as happrovals
 from perdure.internal.history.v1 import history_service_pb2 as hpb
 from perdure.internal.history.v1 import history_service_pb2_grpc as hgrpc
 from perdure.internal.history.v1 import schedule_service_pb2 as hschedules
@@ -40,6 +41,7 @@ DEFINED = {
     hpb.DESCRIPTOR.services_by_name["HistoryService"].full_name,
     spb.DESCRIPTOR.services_by_name["SchedulerService"].full_name,
     hschedules.DESCRIPTOR.services_by_name["HistoryScheduleService"].full_name,
+    happrovals.DESCRIPTOR.services_by_name["HistoryApprovalService"].full_name,
 }
 REFUSED = {grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED}
 Metadata = tuple[tuple[str, str], ...]

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from perdure.api.admin.v1 import admin_service_pb2 as admin
 from perdure.api.worker.v1 import journal_service_pb2 as jpb
 from perdure.api.worker.v1 import task_service_pb2 as tpb
+from perdure.api.workflow.v1 import approval_service_pb2 as approvals
 from perdure.api.workflow.v1 import schedule_service_pb2 as schedules
 from perdure.api.workflow.v1 import workflow_service_pb2 as api
 from tests.fixtures.cluster import Cluster, wait_until
@@ -47,6 +48,7 @@ PUBLIC = (
     unary_methods(api.DESCRIPTOR.services_by_name["WorkflowService"])
     + unary_methods(schedules.DESCRIPTOR.services_by_name["ScheduleService"])
     + unary_methods(admin.DESCRIPTOR.services_by_name["AdminService"])
+    + unary_methods(approvals.DESCRIPTOR.services_by_name["ApprovalService"])
 )
 JOURNAL = unary_methods(jpb.DESCRIPTOR.services_by_name["JournalService"])
 TASKS = unary_methods(tpb.DESCRIPTOR.services_by_name["TaskService"])

@@ -53,7 +53,7 @@ export function checkApproval(timeout, escalateAfter, ...deciders) {
   }
   for (const entries of deciders) {
     if (entries != null && (!Array.isArray(entries) || !entries.every((e) => typeof e === 'string' && e))) {
-      throw new TypeError('approvers and escalateTo are arrays of role names or API key ids');
+      throw new TypeError('approvers and escalateTo are arrays of role names or API key ids or names');
     }
   }
 }

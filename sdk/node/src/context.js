@@ -369,7 +369,7 @@ export class WorkflowContext {
   /**
    * Ask a person to approve `details` (JSON) and wait for the decision: an approval record that
    * ApprovalService (`perdure approvals`, the web UI's inbox) lists and decides once. `approvers`
-   * (role names or API key ids; default: any operator) may decide; after `escalateAfter` seconds
+   * (role names, API key ids or names; default: any operator) may decide; after `escalateAfter` seconds
    * undecided it escalates: `escalateTo` may decide too, and `onEscalated` (async) is awaited
    * with the escalation, once, at that point of the code. Resolves with the decision ({approved,
    * approvalId, decidedBy, reason, decidedAt, escalated}); rejects with ApprovalExpiredError when

@@ -156,6 +156,7 @@ FROM inserted, appended, approval
 )
 
 SELECT_RUN_ID = "SELECT run_id FROM history.workflows WHERE workflow_id = %s"
+SELECT_KEY_NAME = "SELECT NULLIF(name, '') AS name FROM history.api_keys WHERE key_id = %s"
 SELECT_BY_CALL = """
 SELECT approval_id, expires_at, escalate_at FROM history.approvals
 WHERE run_key = %(workflow_id)s AND position = %(position)s
@@ -206,6 +207,14 @@ DUE_TO_EXPIRE = f"""
 SELECT {_COLUMNS} FROM history.approvals
 WHERE status = 'PENDING' AND expires_at <= clock_timestamp()
 ORDER BY expires_at LIMIT 1 FOR UPDATE SKIP LOCKED
+"""
+# A pending approval whose run closed (cancelled, terminated, failed...): nobody waits for its
+# decision any more, so it leaves the inbox as expired.
+OF_CLOSED_RUN = f"""
+SELECT {", ".join(f"a.{column.strip()}" for column in _COLUMNS.split(","))}
+FROM history.approvals a JOIN history.workflows w ON w.workflow_id = a.run_key
+WHERE a.status = 'PENDING' AND w.status NOT IN {fencing.OPEN}
+LIMIT 1 FOR UPDATE OF a SKIP LOCKED
 """
 
 _STATUSES = {
@@ -289,16 +298,17 @@ async def expire(conn: AsyncConnection, row: Row) -> None:
     log.info("approval %s expired", row["approval_id"])
 
 
-def may_decide(row: Row, key_id: str, role: int) -> bool:
-    """Whether the caller (its key id and role; none with authentication off) is one of the
-    approval's approvers, or of its escalate_to once it is escalated. An entry is a role name
-    (a key of that role or a higher one) or a key id; no approvers: any operator."""
+def may_decide(row: Row, key_id: str, key_name: str, role: int) -> bool:
+    """Whether the caller (its key id, name and role; none with authentication off) is one of
+    the approval's approvers, or of its escalate_to once it is escalated. An entry is a role
+    name (a key of that role or a higher one), else a key's id or name; no approvers: any
+    operator."""
     if not auth.auth_enabled():
         return True
     allowed = list(row["approvers"]) or ["operator"]
     if row["escalated_at"] is not None:
         allowed += row["escalate_to"]
-    return any(_matches(entry, key_id, role) for entry in allowed)
+    return any(_matches(entry, key_id, key_name, role) for entry in allowed)
 
 
 _ROLES = {
@@ -308,11 +318,11 @@ _ROLES = {
 }
 
 
-def _matches(entry: str, key_id: str, role: int) -> bool:
+def _matches(entry: str, key_id: str, key_name: str, role: int) -> bool:
     needed = _ROLES.get(entry)
     if needed is not None:
         return role in admin.Role.values() and auth.role_allows(role, needed)
-    return entry == key_id
+    return entry in (key_id, key_name)
 
 
 class Approvals(JournalBase):
@@ -342,8 +352,7 @@ class Approvals(JournalBase):
             try:
                 with timed_write("approval_requested"):
                     row = await fetch_one(conn, REQUEST, params)
-            except UniqueViolation:
-                row = None
+            except UniqueViolation:  # the call is recorded: this request again, or another
                 known = await fetch_one(conn, SELECT_BY_CALL, params)
                 if known is not None and known["approval_id"] == approval_id:
                     call = _call_of(params)
@@ -375,8 +384,7 @@ class Approvals(JournalBase):
                     f"namespace {namespace!r} has no approval {request.approval_id!r}",
                 )
             if row["status"] == "PENDING" and row["expires_at"] <= row["clock"]:
-                await expire(conn, row)  # as the watch would have: the caller is told
-                row["status"] = "EXPIRED"
+                await expire(conn, row)  # as the watch would have; committed, then refused
                 refusal = _expired(row)
             else:
                 if row["status"] != "PENDING":
@@ -400,7 +408,8 @@ class Approvals(JournalBase):
         key_id: str,
         role: int,
     ) -> Row:
-        if not may_decide(row, key_id, role):
+        key = await fetch_one(conn, SELECT_KEY_NAME, [key_id]) if key_id else None
+        if not may_decide(row, key_id, (key or {}).get("name") or "", role):
             raise auth.permission_denied(
                 f"API key {key_id} may not decide approval {row['approval_id']!r}: its "
                 f"approvers are {_named(row['approvers']) or 'operator (the default)'}"
@@ -515,7 +524,8 @@ def _expired(row: Row) -> errors.ApiError:
 
 class ApprovalWatch(BackgroundLoop):
     """Escalates and expires approvals on the database clock, four times a second: each in a
-    transaction of its own that takes its row's lock, so a decision committed first wins."""
+    transaction of its own that takes its row's lock, so a decision committed first wins. The
+    pending approvals of runs that closed expire too."""
 
     def __init__(self, pool: AsyncConnectionPool, on_scheduled: Any) -> None:
         super().__init__("approval watch", self.watch, WATCH_SECONDS)
@@ -524,8 +534,10 @@ class ApprovalWatch(BackgroundLoop):
 
     async def watch(self) -> None:
         with untraced():  # the poll runs all the time; the changes are logged
-            while await self._one(DUE_TO_ESCALATE, escalate) or await self._one(
-                DUE_TO_EXPIRE, expire
+            while (
+                await self._one(DUE_TO_ESCALATE, escalate)
+                or await self._one(DUE_TO_EXPIRE, expire)
+                or await self._one(OF_CLOSED_RUN, expire)
             ):
                 pass
 

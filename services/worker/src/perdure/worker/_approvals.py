@@ -85,5 +85,6 @@ def check_approval(
             isinstance(entries, str) or not all(isinstance(e, str) and e for e in entries)
         ):
             raise ValueError(
-                f"approvers and escalate_to are lists of role names or API key ids, not {entries!r}"
+                "approvers and escalate_to are lists of role names or API key ids or names, "
+                f"not {entries!r}"
             )

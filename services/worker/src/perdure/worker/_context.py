@@ -342,13 +342,13 @@ class WorkflowContext:
     ) -> ApprovalDecision:
         """Ask a person to approve `details` (JSON) and wait for the decision: an approval
         record that ApprovalService (`perdure approvals`, the web UI's inbox) lists and decides
-        once. `approvers` (role names or API key ids; default: any operator) may decide; after
-        `escalate_after` seconds undecided it escalates: `escalate_to` may decide too, and
-        `on_escalated` (async) is awaited with an ApprovalEscalation, once, at that point of
-        the code (its durable calls are journaled there). Returns an ApprovalDecision (approved
-        or rejected, by whom, when, why); raises ApprovalExpiredError when `timeout` seconds pass
-        with no decision (on the database clock, never early). The run holds no worker while it
-        waits."""
+        once. `approvers` (role names, API key ids or names; default: any operator) may
+        decide; after `escalate_after` seconds undecided it escalates: `escalate_to` may
+        decide too, and `on_escalated` (async) is awaited with an ApprovalEscalation, once, at
+        that point of the code (its durable calls are journaled there). Returns an
+        ApprovalDecision (approved or rejected, by whom, when, why); raises
+        ApprovalExpiredError when `timeout` seconds pass with no decision (on the database
+        clock, never early). The run holds no worker while it waits."""
         _check_name(name, "approval name")
         check_approval(timeout, escalate_after, approvers, escalate_to)
         call = await self._begin(f"{APPROVAL_PREFIX}{name}")
