@@ -18,6 +18,7 @@ RUN_LEASE_WRITES = {
     "CLOSE_RUN_RETURNING_IT": fencing.run_lease_held(),
     "RECORD_HEARTBEAT": fencing.run_lease_held(),
     "SCHEDULE_STEP": fencing.run_lease_held(),
+    "START_CHILD": fencing.run_lease_held(),
 }
 # Writes under a remote step's own lease (the worker executing it).
 STEP_LEASE_WRITES = {

@@ -68,6 +68,14 @@ def workflow_info(row: Row) -> wf.WorkflowInfo:
         forked_from_workflow_id=row.get("forked_from_workflow_id") or "",
         forked_from_run_id=row.get("forked_from_run_id") or "",
         copied_up_to_event_id=row.get("copied_up_to_event_id") or 0,
+        # A child's parent, in the same namespace (children.py).
+        parent_workflow_id=namespaces.split(row.get("parent_workflow_id") or "")[1],
+        parent_run_id=row.get("parent_run_id") or "",
+        parent_close_policy=(
+            f"PARENT_CLOSE_POLICY_{row['parent_close_policy']}"
+            if row.get("parent_close_policy")
+            else None
+        ),
     )
 
 
@@ -99,6 +107,8 @@ def history_event(row: Row) -> wf.HistoryEvent:
         wait=_wait_from_json(row["wait"]),
         trace_context=row["trace_context"] or {},
         task_queue=namespaces.split(row["task_queue"] or "")[1],
+        child_workflow_id=namespaces.split(row.get("child_workflow_id") or "")[1],
+        child_run_id=row.get("child_run_id") or "",
     )
 
 

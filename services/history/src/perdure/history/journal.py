@@ -6,6 +6,7 @@ from __future__ import annotations
 from perdure.api.common.v1.payload_pb2 import Payload
 from perdure.history import chains
 from perdure.history.builds import BuildRuns
+from perdure.history.children import Children
 from perdure.history.live import LiveReads
 from perdure.history.metrics import count_started
 from perdure.history.patches import Patches
@@ -26,6 +27,7 @@ class Journal(
     Signals,
     Timers,
     Steps,
+    Children,
     Patches,
     Reads,
     BuildRuns,

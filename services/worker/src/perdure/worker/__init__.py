@@ -20,13 +20,20 @@ control's `keys` and an `estimate` (a `Usage`); its handler reports what it used
 `current_step().report_usage(...)` or `report_model_usage(response, ModelPrices(...))`, and a
 step refused by a budget raises `BudgetExceededError`.
 
+Child workflows: `await ctx.child(workflow_type, input)` runs another workflow to its end and
+returns its result (`ChildWorkflowFailedError` if it did not complete); `ctx.start_child`
+returns its `ChildWorkflowHandle` at once. A parent's close terminates its open children, or
+asks them to cancel, or leaves them (`parent_close_policy`).
+
 Every error the SDK raises is a `PerdureError`.
 """
 
 from perdure.worker._attempt import StepContext, current_step, heartbeat
+from perdure.worker._children import ChildWorkflowHandle
 from perdure.worker._context import RemoteCall, WorkflowContext
 from perdure.worker._errors import (
     BudgetExceededError,
+    ChildWorkflowFailedError,
     JournalRejectedError,
     LeaseLostError,
     NonDeterminismError,
@@ -49,6 +56,8 @@ from perdure.worker._worker import Worker
 
 __all__ = [
     "BudgetExceededError",
+    "ChildWorkflowFailedError",
+    "ChildWorkflowHandle",
     "JournalRejectedError",
     "LeaseLostError",
     "ModelPrices",
