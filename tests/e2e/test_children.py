@@ -1,0 +1,234 @@
+"""Child workflows on the real services: started exactly once (a parent killed right after its
+start call included), their outcomes reaching the parent, the parent-close policies, a parent's
+cancellation reaching its children, and the links both ways in describe, history and list."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from perdure.api.workflow.v1 import workflow_pb2 as wf
+from perdure.client import Client, WorkflowNotFoundError
+from tests.fixtures.cluster import Cluster, wait_until
+from tests.fixtures.runs import result_of
+
+MODULE = "tests.e2e.child_workflows"
+WAIT = 90.0
+
+
+def ledger_lines(ledger: Path) -> list[dict[str, Any]]:
+    if not ledger.exists():
+        return []
+    return [json.loads(line) for line in ledger.read_text().splitlines()]
+
+
+def child_events(client: Client, workflow_id: str) -> list[wf.HistoryEvent]:
+    child_types = (
+        wf.EVENT_TYPE_CHILD_WORKFLOW_STARTED,
+        wf.EVENT_TYPE_CHILD_WORKFLOW_COMPLETED,
+        wf.EVENT_TYPE_CHILD_WORKFLOW_FAILED,
+    )
+    return [e for e in client.history(workflow_id) if e.event_type in child_types]
+
+
+def status_of(client: Client, workflow_id: str) -> int:
+    """The run's status; unspecified while the id has no run yet."""
+    try:
+        return client.describe(workflow_id).workflow.status
+    except WorkflowNotFoundError:
+        return wf.WORKFLOW_STATUS_UNSPECIFIED
+
+
+def test_a_child_started_by_a_parent_killed_right_after_the_start_runs_once(
+    start_cluster: Any, tmp_path: Path
+) -> None:
+    cluster: Cluster = start_cluster(PERDURE_LEASE_TTL="2")
+    ledger, marker = tmp_path / "ledger", tmp_path / "killed"
+    first = cluster.start_worker("first", MODULE)
+    with cluster.client() as client:
+        client.start_workflow(
+            "parent_adds",
+            {"ledger": str(ledger), "kill_marker": str(marker)},
+            workflow_id="killed-parent",
+        )
+        # The worker kills itself (kill -9) in the step right after StartChild committed.
+        wait_until(lambda: first.popen.poll() is not None, WAIT, "the worker to die")
+        assert marker.exists()
+        cluster.start_worker("second", MODULE)
+        described = client.wait("killed-parent", timeout=WAIT)
+
+        assert described.workflow.status == wf.WORKFLOW_STATUS_COMPLETED, described
+        result = result_of(described)
+        assert result["total"] == 5
+        assert result["child"] == "killed-parent-child-0"
+        # Started exactly once: one run of the child's id, which ran once.
+        ran = [line for line in ledger_lines(ledger) if line["kind"] == "ran"]
+        assert [line["child"] for line in ran] == ["killed-parent-child-0"]
+        child = client.describe("killed-parent-child-0").workflow
+        assert child.run_number == 1 and child.run_id == result["child_run"]
+        started, completed = child_events(client, "killed-parent")
+        assert started.event_type == wf.EVENT_TYPE_CHILD_WORKFLOW_STARTED
+        assert completed.event_type == wf.EVENT_TYPE_CHILD_WORKFLOW_COMPLETED
+        assert completed.step_id == started.step_id == "adder"
+        assert (completed.child_workflow_id, completed.child_run_id) == (
+            "killed-parent-child-0",
+            child.run_id,
+        )
+
+
+def test_children_side_by_side_and_the_links_both_ways(cluster: Cluster) -> None:
+    cluster.start_worker("w", MODULE)
+    with cluster.client() as client:
+        client.start_workflow("parent_of_two", {"ids": ["two-a", "two-b"]}, workflow_id="two")
+        described = client.wait("two", timeout=WAIT)
+
+        assert result_of(described) == [2, 4]
+        children = {c.workflow_id: c for c in described.children}
+        assert list(children) == ["two-a", "two-b"]
+        assert [c.step_id for c in described.children] == ["adder", "adder#2"]
+        for child_id, child in children.items():
+            assert child.status == wf.WORKFLOW_STATUS_COMPLETED
+            assert child.workflow_type == "adder"
+            assert child.parent_close_policy == wf.PARENT_CLOSE_POLICY_TERMINATE
+            info = client.describe(child_id).workflow
+            assert (info.parent_workflow_id, info.parent_run_id) == ("two", described.workflow.run_id)
+            assert info.run_id == child.run_id
+        listed = client.list(parent_workflow_id="two").workflows
+        assert sorted(run.workflow_id for run in listed) == ["two-a", "two-b"]
+        assert client.list(parent_workflow_id="nobody").workflows == []
+        # The parent waited holding no worker, on its children.
+        waits = [
+            e.wait.kind
+            for e in client.history("two")
+            if e.event_type == wf.EVENT_TYPE_WORKFLOW_SUSPENDED
+        ]
+        assert waits and set(waits) == {wf.WAIT_KIND_CHILD}
+
+
+def test_a_failing_child_raises_child_workflow_failed_error_in_the_parent(cluster: Cluster) -> None:
+    cluster.start_worker("w", MODULE)
+    with cluster.client() as client:
+        client.start_workflow("parent_catches", {}, workflow_id="catches")
+        described = client.wait("catches", timeout=WAIT)
+
+        assert described.workflow.status == wf.WORKFLOW_STATUS_COMPLETED
+        caught = result_of(described)
+        assert caught["type"] == "ValueError"
+        assert "child refuses this" in caught["message"]
+        assert caught["status"] == "FAILED"
+        assert caught["child"] == "catches-child-0"
+        assert caught["run"] == client.describe("catches-child-0").workflow.run_id
+        [_, failed] = child_events(client, "catches")
+        assert failed.event_type == wf.EVENT_TYPE_CHILD_WORKFLOW_FAILED
+        assert failed.failure.type == "ValueError"
+
+
+def test_a_child_id_held_by_an_open_run_fails_the_call(cluster: Cluster) -> None:
+    cluster.start_worker("w", MODULE)
+    with cluster.client() as client:
+        client.start_workflow("waiting_child", {}, workflow_id="held")
+        client.start_workflow("parent_reuses_id", {"child_id": "held"}, workflow_id="reuser")
+        described = client.wait("reuser", timeout=WAIT)
+
+        assert result_of(described) == {"type": "WorkflowAlreadyStarted", "run": ""}
+        assert client.describe("held").workflow.parent_workflow_id == ""  # not its child
+        client.terminate("held", "done")
+
+
+@pytest.mark.parametrize(
+    ("policy", "child_status"),
+    [
+        ("terminate", wf.WORKFLOW_STATUS_TERMINATED),
+        ("request_cancel", wf.WORKFLOW_STATUS_CANCELLED),
+        ("abandon", wf.WORKFLOW_STATUS_WAITING),
+    ],
+)
+def test_each_parent_close_policy_on_a_real_child(
+    cluster: Cluster, tmp_path: Path, policy: str, child_status: int
+) -> None:
+    ledger = tmp_path / "ledger"
+    cluster.start_worker("w", MODULE)
+    parent, child = f"leaves-{policy}", f"left-{policy}"
+    with cluster.client() as client:
+        client.start_workflow(
+            "parent_leaves",
+            {"child_id": child, "policy": policy, "ledger": str(ledger)},
+            workflow_id=parent,
+        )
+        wait_until(
+            lambda: status_of(client, child) == wf.WORKFLOW_STATUS_WAITING, WAIT, "the child"
+        )
+        client.signal(parent, "finish", None)
+        assert client.wait(parent, timeout=WAIT).workflow.status == wf.WORKFLOW_STATUS_COMPLETED
+
+        if policy == "abandon":
+            # Left alone: still waiting, and it runs on to its own end.
+            assert status_of(client, child) == wf.WORKFLOW_STATUS_WAITING
+            client.signal(child, "go", None)
+            finished = client.wait(child, timeout=WAIT)
+            assert finished.workflow.status == wf.WORKFLOW_STATUS_COMPLETED
+            return
+        finished = client.wait(child, timeout=WAIT)
+        assert finished.workflow.status == child_status
+        if policy == "request_cancel":
+            # The child's code saw the cancellation (WorkflowCancelledError).
+            kinds = Counter(line["kind"] for line in ledger_lines(ledger))
+            assert kinds["cancelled"] == 1
+        else:
+            assert "parent workflow" in finished.workflow.failure.message
+        # The child's outcome went to the parent's journal? The parent closed first: nothing.
+        assert [e.event_type for e in child_events(client, parent)] == [
+            wf.EVENT_TYPE_CHILD_WORKFLOW_STARTED
+        ]
+
+
+def test_terminating_a_parent_applies_the_policy(cluster: Cluster) -> None:
+    cluster.start_worker("w", MODULE)
+    with cluster.client() as client:
+        client.start_workflow(
+            "parent_leaves",
+            {"child_id": "orphan", "policy": "terminate"},
+            workflow_id="terminated-parent",
+        )
+        wait_until(
+            lambda: status_of(client, "orphan") == wf.WORKFLOW_STATUS_WAITING, WAIT, "the child"
+        )
+        client.terminate("terminated-parent", "enough")
+        assert client.wait("orphan", timeout=WAIT).workflow.status == wf.WORKFLOW_STATUS_TERMINATED
+
+
+def test_cancelling_a_parent_reaches_its_children(cluster: Cluster, tmp_path: Path) -> None:
+    ledger = tmp_path / "ledger"
+    cluster.start_worker("w", MODULE)
+    with cluster.client() as client:
+        client.start_workflow(
+            "parent_waits_for_child",
+            {"child_id": "cancel-child", "ledger": str(ledger)},
+            workflow_id="cancel-parent",
+        )
+        wait_until(
+            lambda: status_of(client, "cancel-child") == wf.WORKFLOW_STATUS_WAITING,
+            WAIT,
+            "the child",
+        )
+        client.cancel("cancel-parent", "stop it all")
+
+        parent = client.wait("cancel-parent", timeout=WAIT)
+        child = client.wait("cancel-child", timeout=WAIT)
+
+        assert parent.workflow.status == wf.WORKFLOW_STATUS_CANCELLED
+        assert child.workflow.status == wf.WORKFLOW_STATUS_CANCELLED
+        assert [line["kind"] for line in ledger_lines(ledger)] == ["cancelled"]
+        assert client.query("cancel-parent", "child") == {
+            "status": "CANCELLED",
+            "type": "WorkflowCancelledError",
+        }
+        assert "cancel-parent" in child.workflow.failure.message or any(
+            "cancel-parent" in e.failure.message
+            for e in client.history("cancel-child")
+            if e.event_type == wf.EVENT_TYPE_CANCEL_REQUESTED
+        )
