@@ -95,7 +95,8 @@ def test_children_side_by_side_and_the_links_both_ways(cluster: Cluster) -> None
             assert child.workflow_type == "adder"
             assert child.parent_close_policy == wf.PARENT_CLOSE_POLICY_TERMINATE
             info = client.describe(child_id).workflow
-            assert (info.parent_workflow_id, info.parent_run_id) == ("two", described.workflow.run_id)
+            parent_run = described.workflow.run_id
+            assert (info.parent_workflow_id, info.parent_run_id) == ("two", parent_run)
             assert info.run_id == child.run_id
         listed = client.list(parent_workflow_id="two").workflows
         assert sorted(run.workflow_id for run in listed) == ["two-a", "two-b"]
