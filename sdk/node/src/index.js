@@ -4,11 +4,13 @@ export { Worker, consoleLogger } from './worker.js';
 export { buildIdOf, derivedBuildId } from './build.js';
 export { Client } from './client.js';
 export { WorkflowContext } from './context.js';
+export { ChildWorkflowHandle } from './children.js';
 export { StepInfo } from './step-info.js';
 export { StreamBufferFullError } from './frames.js';
 export { RetryPolicy, NO_RETRY } from './retry.js';
 export {
   BudgetExceededError,
+  ChildWorkflowFailedError,
   StepFailedError,
   StepTimeoutError,
   StepHeartbeatTimeoutError,
