@@ -88,7 +88,7 @@ export class ChildWorkflowFailedError extends PerdureError {
    * @param {string} runId
    * @param {string} status
    */
-  constructor(stepId, failure, workflowId, runId, status) {
+  constructor(stepId, failure = {}, workflowId = '', runId = '', status = '') {
     super(`child workflow '${workflowId}' ('${stepId}') did not complete: ${failure.type}: ${failure.message}`);
     this.name = 'ChildWorkflowFailedError';
     this.stepId = stepId;
