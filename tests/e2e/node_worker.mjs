@@ -8,7 +8,8 @@
 // (tests/e2e/paged_workflows.py's twin), `node_chat` (a loop of `input.turns` signals,
 // tests/e2e/test_node_sticky.py), `node_streams` and the remote step `node_write`
 // (tests/e2e/stream_workflows.py's twins), `release` (tests/e2e/patch_workflows_v*.py's twin, in the
-// version RELEASE_CODE names: v1, v2 or v3), and the remote step types `notify`, `flaky`, `gated`,
+// version RELEASE_CODE names: v1, v2 or v3), `node_parent` (children that a Python worker runs,
+// tests/e2e/test_children.py), and the remote step types `notify`, `flaky`, `gated`,
 // `square` (which never ends on the worker named in its input's `stall_on`) and `crash` (which
 // kills the worker). Every step execution appends one JSON line to the ledger file. Prints
 // "connected" once welcomed; drains on SIGTERM/SIGINT. With CLOCK_AHEAD_MS in the
@@ -21,7 +22,7 @@ import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
-import { RetryPolicy, Worker, WorkflowCancelledError } from '../../sdk/node/src/index.js';
+import { ChildWorkflowFailedError, RetryPolicy, Worker, WorkflowCancelledError } from '../../sdk/node/src/index.js';
 
 const { values: args } = parseArgs({
   options: {
@@ -304,6 +305,21 @@ async function release(ctx) {
   return { prepare: prepared, finish: finished };
 }
 
+/** Runs tests/e2e/child_workflows.py's `adder` as a child on `input.queue` (a Python worker's),
+ * then its `failing_child`, whose ChildWorkflowFailedError it reports. */
+async function nodeParent(ctx, input) {
+  const handle = await ctx.startChild('adder', { a: 4, b: 5 }, { taskQueue: input.queue });
+  const total = await handle.result();
+  let failed = null;
+  try {
+    await ctx.child('failing_child', { what: 'node' }, { taskQueue: input.queue, id: `${handle.workflowId}-failing` });
+  } catch (error) {
+    if (!(error instanceof ChildWorkflowFailedError)) throw error;
+    failed = { type: error.errorType, status: error.status, child: error.workflowId };
+  }
+  return { total, child: handle.workflowId, run: handle.runId, failed };
+}
+
 const worker = new Worker({
   scheduler: args.scheduler,
   history: args.history,
@@ -325,6 +341,7 @@ const worker = new Worker({
     node_chat: nodeChat,
     node_streams: nodeStreams,
     release,
+    node_parent: nodeParent,
   },
   steps,
   onConnected: () => process.stdout.write(`node worker ${identity} connected\n`),

@@ -233,3 +233,30 @@ def test_cancelling_a_parent_reaches_its_children(cluster: Cluster, tmp_path: Pa
             for e in client.history("cancel-child")
             if e.event_type == wf.EVENT_TYPE_CANCEL_REQUESTED
         )
+
+
+def test_a_node_parent_runs_python_children(cluster: Cluster, tmp_path: Path) -> None:
+    cluster.start_worker("py", MODULE, task_queue="py")
+    cluster.start_node_worker("node", "node", tmp_path / "ledger")
+    with cluster.client() as client:
+        client.start_workflow(
+            "node_parent", {"queue": "py"}, workflow_id="node-parent", task_queue="node"
+        )
+        described = client.wait("node-parent", timeout=WAIT)
+
+        assert described.workflow.status == wf.WORKFLOW_STATUS_COMPLETED, described
+        result = result_of(described)
+        assert result["total"] == 9
+        assert result["child"] == "node-parent-child-0"
+        assert result["failed"] == {
+            "type": "ValueError",
+            "status": "FAILED",
+            "child": "node-parent-child-0-failing",
+        }
+        child = client.describe("node-parent-child-0").workflow
+        assert (child.parent_workflow_id, child.run_id) == ("node-parent", result["run"])
+        assert child.task_queue == "py"
+        assert [c.workflow_id for c in described.children] == [
+            "node-parent-child-0",
+            "node-parent-child-0-failing",
+        ]

@@ -10,8 +10,8 @@ from perdure.scheduler.model import DueReason, Grant, Lease, TaskKey
 
 
 def test_due_reasons_are_historys_timed_wait_kinds() -> None:
-    # A remote step's wait has no time of its own: its outcome wakes the run.
-    timed = {kind.wake_reason for kind in WaitKind if kind != WaitKind.STEP}
+    # A remote step's wait and a child's have no time of their own: the outcome wakes the run.
+    timed = {kind.wake_reason for kind in WaitKind if kind not in (WaitKind.STEP, WaitKind.CHILD)}
     assert set(DueReason) == timed
 
 
