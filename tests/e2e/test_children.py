@@ -9,6 +9,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 
 from perdure.api.workflow.v1 import workflow_pb2 as wf
@@ -200,6 +201,52 @@ def test_terminating_a_parent_applies_the_policy(cluster: Cluster) -> None:
         )
         client.terminate("terminated-parent", "enough")
         assert client.wait("orphan", timeout=WAIT).workflow.status == wf.WORKFLOW_STATUS_TERMINATED
+
+
+def test_a_parent_close_committed_with_history_down_still_reaches_its_child(
+    start_cluster: Any,
+) -> None:
+    cluster: Cluster = start_cluster()
+    cluster.start_worker("w", MODULE)
+    history = next(p for p in cluster.processes if p.name == "history")
+    with cluster.client() as client:
+        client.start_workflow(
+            "parent_leaves",
+            {"child_id": "kept-child", "policy": "terminate"},
+            workflow_id="closed-offline",
+        )
+        wait_until(
+            lambda: status_of(client, "kept-child") == wf.WORKFLOW_STATUS_WAITING,
+            WAIT,
+            "the child",
+        )
+        history.kill()  # kill -9: no history process is left to carry anything out
+        # The parent's close commits while no history process runs, as when history crashes
+        # right after committing it: its policy is owed durably, in the close's transaction.
+        with psycopg.connect(cluster.dsn) as conn:
+            conn.execute(
+                "UPDATE history.workflows SET status = 'TERMINATED', closed_at = now()"
+                " WHERE workflow_id = 'closed-offline'"
+            )
+            owed = conn.execute("SELECT kind, chain_id FROM history.child_notices").fetchall()
+        assert owed == [("parent_closed", "closed-offline")]
+        assert status_of_db(cluster, "kept-child") == "WAITING"
+
+        cluster.start_service("history")
+        child = client.wait("kept-child", timeout=WAIT)
+
+        assert child.workflow.status == wf.WORKFLOW_STATUS_TERMINATED
+        with psycopg.connect(cluster.dsn) as conn:
+            assert conn.execute("SELECT count(*) FROM history.child_notices").fetchone() == (0,)
+
+
+def status_of_db(cluster: Cluster, workflow_id: str) -> str:
+    with psycopg.connect(cluster.dsn) as conn:
+        row = conn.execute(
+            "SELECT status FROM history.workflows WHERE workflow_id = %s", [workflow_id]
+        ).fetchone()
+    assert row is not None
+    return str(row[0])
 
 
 def test_cancelling_a_parent_reaches_its_children(cluster: Cluster, tmp_path: Path) -> None:
