@@ -307,3 +307,33 @@ def test_a_node_parent_runs_python_children(cluster: Cluster, tmp_path: Path) ->
             "node-parent-child-0",
             "node-parent-child-0-failing",
         ]
+
+
+def test_the_run_pages_link_a_parent_and_its_children(cluster: Cluster) -> None:
+    from tests.fixtures.browser import TIMEOUT_MS, VIEWPORT, chromium, screenshot
+
+    cluster.start_worker("w", MODULE)
+    with cluster.client() as client:
+        client.start_workflow("parent_of_two", {"ids": ["ui-a", "ui-b"]}, workflow_id="ui-parent")
+        client.wait("ui-parent", timeout=WAIT)
+    with chromium() as browser:
+        from playwright.sync_api import expect
+
+        context = browser.new_context(viewport=VIEWPORT, color_scheme="light")
+        page = context.new_page()
+        page.set_default_timeout(TIMEOUT_MS)
+        expect.set_options(timeout=TIMEOUT_MS)
+        try:
+            page.goto(f"http://{cluster.http_address}/#/workflows/ui-parent")
+            links = page.get_by_test_id("child-link")
+            expect(links).to_have_text(["ui-a", "ui-b"])
+            links.first.click()
+            expect(page.get_by_test_id("workflow-id")).to_have_text("ui-a")
+            parent = page.get_by_test_id("workflow-parent-link")
+            expect(parent).to_have_text("ui-parent")
+            parent.click()
+            expect(page.get_by_test_id("workflow-id")).to_have_text("ui-parent")
+            expect(page.get_by_test_id("child")).to_have_count(2)
+        finally:
+            screenshot(page, "children_links")
+            context.close()
