@@ -75,13 +75,14 @@ WITH overrides AS (
     INSERT INTO history.events (workflow_id, event_id, event_type, fence, step_id, step_name,
                                 position, attempt, payload, payload_encoding, payload_sha256,
                                 failure, created_at, due_at, name, signal_id, consumed,
-                                started_at, wait, trace_context, task_queue)
+                                started_at, wait, trace_context, task_queue, child_workflow_id,
+                                child_run_id)
     SELECT %(workflow_id)s, event_id, event_type, fence, step_id, step_name, position, attempt,
            CASE WHEN NOT overridden THEN payload WHEN o_sha256 IS NULL THEN o_data END,
            CASE WHEN overridden THEN o_encoding ELSE payload_encoding END,
            CASE WHEN overridden THEN o_sha256 ELSE payload_sha256 END,
            failure, created_at, due_at, name, signal_id, consumed, started_at, wait,
-           trace_context, task_queue
+           trace_context, task_queue, child_workflow_id, child_run_id
     FROM source
     RETURNING event_id
 ), stored AS (
