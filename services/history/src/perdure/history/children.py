@@ -116,9 +116,9 @@ class Children(Chains):
                 again = await self._recorded_child(conn, call, started)
                 if again is None:
                     raise
-                answer = again
+                return again
         self._on_committed(call.workflow_id, False)
-        self._on_scheduled()  # the child's first task, or nothing new
+        self._on_scheduled()  # the child's first task, if it started
         if answer[1]:
             count_started(child.workflow_type)
         return answer
