@@ -88,7 +88,7 @@ export class ChildWorkflowHandle {
 
   /**
    * The child's result once it completes (ChildWorkflowFailedError if it did not); the parent
-   * waits holding no worker. Several at once: ctx.gather([a.result(), b.result()]).
+   * waits holding no worker. Several at once: ctx.gather([a, b]).
    * @returns {Promise<any>}
    */
   result() {

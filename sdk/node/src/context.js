@@ -550,15 +550,16 @@ export class WorkflowContext {
   }
 
   /**
-   * Wait for all of `calls` (promises of ctx.call, ctx.step...; they took their positions when
-   * made, in call order) and return their results in that order. All settle first; then the
-   * first failure in call order is thrown. A cancellation delivered to any of them is thrown
-   * at once.
-   * @param {Iterable<Promise<any>>} calls
+   * Wait for all of `calls` (promises of ctx.call, ctx.step..., or child handles; they took
+   * their positions when made, in call order) and return their results in that order. All
+   * settle first; then the first failure in call order is thrown. A cancellation delivered to
+   * any of them is thrown at once.
+   * @param {Iterable<Promise<any> | ChildWorkflowHandle>} calls
    * @returns {Promise<any[]>}
    */
   gather(calls) {
-    const list = [...calls];
+    // A child's handle stands for its result.
+    const list = [...calls].map((call) => (call instanceof ChildWorkflowHandle ? call.result() : call));
     const remotes = list.map((promise) => this._remoteCalls.get(promise));
     if (list.length && remotes.every(Boolean)) return this._gatherRemote(list, remotes);
     return settleAll(list);

@@ -231,7 +231,7 @@ const CATALOGUE = {
     run: async (ctx) => {
       const first = await ctx.startChild('adder', 1, { id: 'kid-a', taskQueue: 'pool', parentClosePolicy: 'abandon' });
       const second = await ctx.startChild('adder', 2, { id: 'kid-b', parentClosePolicy: 'request_cancel' });
-      return ctx.gather([first.result(), second.result()]);
+      return ctx.gather([first, second]);
     },
   },
 };

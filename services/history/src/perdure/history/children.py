@@ -16,7 +16,7 @@ from psycopg.errors import UniqueViolation
 from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.common import errors, namespaces
 from perdure.common.reasons import Reason
-from perdure.history import chains, fencing, store
+from perdure.history import chains, convert, fencing, store
 from perdure.history.appends import plain
 from perdure.history.chains import Chains, IdReusePolicy
 from perdure.history.metrics import count_started, timed_write
@@ -63,11 +63,7 @@ def child_info(row: Row) -> wf.ChildWorkflow:
         run_id=row["child_run_id"],
         workflow_type=row["workflow_type"] or "",
         status=f"WORKFLOW_STATUS_{row['status']}" if row["status"] else None,
-        parent_close_policy=(
-            f"PARENT_CLOSE_POLICY_{row['parent_close_policy']}"
-            if row["parent_close_policy"]
-            else None
-        ),
+        parent_close_policy=convert.close_policy(row["parent_close_policy"]),
     )
 
 

@@ -11,7 +11,7 @@ from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.common import namespaces
 from perdure.common.convert import timestamp
 from perdure.common.text import storable
-from perdure.history.model import OPEN_STATUSES, EventType, RunStatus
+from perdure.history.model import OPEN_STATUSES, EventType, ParentClosePolicy, RunStatus
 from perdure.history.rows import Row, payload_in, payload_of
 from perdure.telemetry.propagation import trace_id_of
 
@@ -71,12 +71,13 @@ def workflow_info(row: Row) -> wf.WorkflowInfo:
         # A child's parent, in the same namespace (children.py).
         parent_workflow_id=namespaces.split(row.get("parent_workflow_id") or "")[1],
         parent_run_id=row.get("parent_run_id") or "",
-        parent_close_policy=(
-            f"PARENT_CLOSE_POLICY_{row['parent_close_policy']}"
-            if row.get("parent_close_policy")
-            else None
-        ),
+        parent_close_policy=close_policy(row.get("parent_close_policy")),
     )
+
+
+def close_policy(stored: str | None) -> str | None:
+    """A stored parent-close policy as its ParentClosePolicy name (None: the run is no child)."""
+    return ParentClosePolicy(stored).proto if stored else None
 
 
 def _wait(kind: str | None, name: str | None, until: Any) -> wf.Wait | None:

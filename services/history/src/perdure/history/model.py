@@ -143,6 +143,7 @@ class ParentClosePolicy(StrEnum):
 
     @property
     def proto(self) -> str:
+        """The ParentClosePolicy name of the policy."""
         return f"PARENT_CLOSE_POLICY_{self}"
 
 
