@@ -15,9 +15,11 @@ from perdure.common.reasons import Reason
 from perdure.history.model import (
     Call,
     ChildStart,
+    EventType,
     Lease,
     Outcome,
     ParentClosePolicy,
+    StepRecord,
 )
 from perdure.history.relatives import Relatives
 from tests.integration.journal_db import Db, db, journal_dsn, refusal, run_id, started
@@ -231,3 +233,36 @@ async def test_a_child_call_under_a_stale_fence_starts_nothing(db: Db) -> None:
     assert stale.reason == Reason.STALE_FENCE
     missing = await refusal(db.journal.describe(kid))
     assert missing.code == grpc.StatusCode.NOT_FOUND
+
+
+async def test_a_reset_run_takes_over_the_children_its_copy_started(db: Db) -> None:
+    parent = await started(db.journal)
+    running, done, later = run_id(), run_id(), run_id()
+    await db.journal.start_child(child_call(parent, 0, "kid"), child(running))
+    await db.journal.start_child(child_call(parent, 1, "kid#2"), child(done))
+    mark = StepRecord(EventType.STEP_COMPLETED, attempt=1, payload=json_payload('"m"'))
+    await db.journal.record(Call(parent, "mark", "mark", 2), mark)
+    await db.journal.start_child(child_call(parent, 3, "kid#3"), child(later))
+    await db.journal.finish(await loaded(db, done), Outcome.RESULT, json_payload('"d"'))
+    await carry_out(db)  # its outcome reaches the parent, after "mark"
+
+    copied = await db.journal.reset(parent.workflow_id, "", "mark", 0, "again", "ops")
+    await carry_out(db)
+
+    # The copy holds the first two child calls: the new run takes those children over, the
+    # closed one's outcome delivered to it; the third, started after the cut, stays the
+    # replaced run's, and its close terminated it.
+    assert (await db.journal.describe(running)).info.parent_run_id == copied.run_id
+    assert (await db.journal.describe(later)).info.status == wf.WORKFLOW_STATUS_TERMINATED
+    events = await child_events(db, parent.workflow_id)
+    assert [(e.event_type, e.step_id) for e in events] == [
+        (wf.EVENT_TYPE_CHILD_WORKFLOW_STARTED, "kid"),
+        (wf.EVENT_TYPE_CHILD_WORKFLOW_STARTED, "kid#2"),
+        (wf.EVENT_TYPE_CHILD_WORKFLOW_COMPLETED, "kid#2"),
+    ]
+    assert events[2].payload.data == b'"d"'
+    children = (await db.journal.describe(parent.workflow_id)).children
+    assert [(c.workflow_id, c.status) for c in children] == [
+        (running, wf.WORKFLOW_STATUS_RUNNING),
+        (done, wf.WORKFLOW_STATUS_COMPLETED),
+    ]

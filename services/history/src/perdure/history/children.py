@@ -55,6 +55,50 @@ ORDER BY e.event_id
 """
 
 
+# A reset's new run takes over the children its copy of the source run started (their
+# CHILD_WORKFLOW_STARTED is among the events copied) whose outcome the copy does not hold: an
+# open child's outcome will go to the new run; a closed one's is owed to it now (a notice,
+# carried out as any child's close, relatives.py). The other children stay the source run's.
+ADOPT_CHILDREN = f"""
+WITH adopted AS (
+    UPDATE history.workflows c SET parent_run_id = %(new_run)s
+    FROM history.events e
+    WHERE e.workflow_id = %(source_key)s AND e.event_id <= %(last)s
+      AND e.event_type = '{EventType.CHILD_WORKFLOW_STARTED}' AND e.child_run_id IS NOT NULL
+      AND c.chain_id = e.child_workflow_id AND c.parent_workflow_id = %(chain_id)s
+      AND c.parent_run_id = %(source_run)s
+      AND NOT EXISTS (
+          SELECT FROM history.events o
+          WHERE o.workflow_id = %(source_key)s AND o.event_id <= %(last)s
+            AND o.step_id = e.step_id AND o.position IS NULL
+            AND o.event_type IN ('{EventType.CHILD_WORKFLOW_COMPLETED}',
+                                 '{EventType.CHILD_WORKFLOW_FAILED}'))
+    RETURNING c.chain_id, c.run_id, c.status
+)
+INSERT INTO history.child_notices (kind, chain_id, run_id)
+SELECT 'child_closed', chain_id, run_id FROM adopted
+WHERE status NOT IN ('RUNNING', 'WAITING', 'PARKED', 'CONTINUED_AS_NEW')
+"""
+
+
+async def adopt_children(
+    conn: AsyncConnection, source: Row, source_key: str, new_run: str, last: int
+) -> None:
+    """In a reset's transaction: the new run takes over the children its copy of `source` (a
+    workflows row, read by its key `source_key`) up to event `last` started and holds no
+    outcome of (ADOPT_CHILDREN)."""
+    await conn.execute(
+        ADOPT_CHILDREN,
+        {
+            "new_run": new_run,
+            "source_key": source_key,
+            "last": last,
+            "chain_id": source["chain_id"],
+            "source_run": source["run_id"],
+        },
+    )
+
+
 def child_info(row: Row) -> wf.ChildWorkflow:
     """A SELECT_CHILDREN row as the public API shows it."""
     return wf.ChildWorkflow(

@@ -29,6 +29,7 @@ from perdure.common import errors, namespaces
 from perdure.common.reasons import Reason
 from perdure.history import chains, fencing, keys, store
 from perdure.history.chains import Chains
+from perdure.history.children import adopt_children
 from perdure.history.metrics import count_closed, count_started, timed_write
 from perdure.history.model import OPEN_STATUSES, EventType, RunStatus
 from perdure.history.rows import Row, fetch_all, fetch_one, payload_in
@@ -216,6 +217,7 @@ class Recovery(Chains):
             )
             await self._next_run(conn, latest, params, carry_signals=False)
             await _copy(conn, workflow_id, source, cut - 1, reset_from_run_id=source["run_id"])
+            await adopt_children(conn, source, await _source_key(conn, source), new_run, cut - 1)
             await conn.execute(
                 chains.CARRY_SIGNALS, chains.carried(workflow_id, source["run_id"], cut)
             )
@@ -349,6 +351,14 @@ async def _require_completed(
         )
 
 
+async def _source_key(conn: AsyncConnection, source: Row) -> str:
+    """The key of the source run as it is in this transaction (a reset has just archived the
+    run it replaced)."""
+    key = await fetch_one(conn, chains.SELECT_RUN_KEY, [source["chain_id"], source["run_id"]])
+    assert key is not None  # the caller holds the chain's lock, or the source is not its latest
+    return str(key["workflow_id"])
+
+
 async def _copy(
     conn: AsyncConnection,
     workflow_id: str,
@@ -362,12 +372,10 @@ async def _copy(
     """Copy events 2 to `last` of `source` into the new run `workflow_id`, with the
     consumptions and remote steps that go with them. The source is read by its key as it is
     in this transaction (a reset has just archived the run it replaced)."""
-    key = await fetch_one(conn, chains.SELECT_RUN_KEY, [source["chain_id"], source["run_id"]])
-    assert key is not None  # the caller holds the chain's lock, or the source is not its latest
     replaced = sorted((overrides or {}).items())
     params: dict[str, Any] = {
         "workflow_id": workflow_id,
-        "source_key": key["workflow_id"],
+        "source_key": await _source_key(conn, source),
         "last": last,
         "override_steps": [step for step, _ in replaced],
         "override_data": [payload.data for _, payload in replaced],
