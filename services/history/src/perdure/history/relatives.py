@@ -20,6 +20,7 @@ import logging
 from collections.abc import Callable
 
 from psycopg import AsyncConnection
+from psycopg.errors import UniqueViolation
 from psycopg_pool import AsyncConnectionPool
 
 from perdure.common import namespaces
@@ -136,8 +137,16 @@ class Relatives(BackgroundLoop):
 
 
 async def _tell_parent(conn: AsyncConnection, notice: Row) -> None:
-    """Journal a closed child's outcome in its parent's run, and wake the parent."""
-    row = await fetch_one(conn, CHILD_OUTCOME, notice)
+    """Journal a closed child's outcome in its parent's run, and wake the parent. An outcome
+    the parent's journal holds already (the unique index on it) is done: the notice goes."""
+    try:
+        async with conn.transaction():  # a savepoint: the notice's delete goes on
+            row = await fetch_one(conn, CHILD_OUTCOME, notice)
+    except UniqueViolation:
+        log.warning(
+            "child workflow %s: its outcome was journaled already", printable(notice["chain_id"])
+        )
+        return
     if row is not None:
         log.info(
             "child workflow %s closed: its outcome went to %s",
