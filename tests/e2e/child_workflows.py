@@ -59,9 +59,14 @@ async def waiting_child(ctx: WorkflowContext, input: dict[str, Any]) -> str:
 
 @workflow
 async def parent_adds(ctx: WorkflowContext, input: dict[str, Any]) -> dict[str, Any]:
-    """Runs one adder child; with `kill_marker`, the worker dies right after the child call is
-    journaled, the first time only (the marker file says it happened)."""
-    handle = await ctx.start_child("adder", {"a": 2, "b": 3, "ledger": input.get("ledger")})
+    """Runs one adder child (on `child_queue`, default this run's); with `kill_marker`, the
+    worker dies right after the child call is journaled, the first time only (the marker file
+    says it happened)."""
+    handle = await ctx.start_child(
+        "adder",
+        {"a": 2, "b": 3, "ledger": input.get("ledger")},
+        task_queue=input.get("child_queue"),
+    )
     marker = input.get("kill_marker")
 
     def maybe_die() -> None:

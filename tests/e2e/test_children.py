@@ -50,10 +50,12 @@ def test_a_child_started_by_a_parent_killed_right_after_the_start_runs_once(
     cluster: Cluster = start_cluster(PERDURE_LEASE_TTL="2")
     ledger, marker = tmp_path / "ledger", tmp_path / "killed"
     first = cluster.start_worker("first", MODULE)
+    # The child runs elsewhere: the kill cuts short the parent alone.
+    cluster.start_worker("kids", MODULE, task_queue="kids")
     with cluster.client() as client:
         client.start_workflow(
             "parent_adds",
-            {"ledger": str(ledger), "kill_marker": str(marker)},
+            {"ledger": str(ledger), "kill_marker": str(marker), "child_queue": "kids"},
             workflow_id="killed-parent",
         )
         # The worker kills itself (kill -9) in the step right after StartChild committed.
