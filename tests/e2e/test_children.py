@@ -339,3 +339,27 @@ def test_the_run_pages_link_a_parent_and_its_children(cluster: Cluster) -> None:
         finally:
             screenshot(page, "children_links")
             context.close()
+
+
+def test_children_live_in_their_parent_s_namespace_under_keys(start_cluster: Any) -> None:
+    from tests.fixtures.keys import make_key
+
+    cluster: Cluster = start_cluster(PERDURE_AUTH="on")
+    worker_key = make_key(cluster, "acme", "worker", "*")
+    operator = make_key(cluster, "acme", "operator")
+    other = make_key(cluster, "other", "operator")
+    cluster.start_worker("acme", MODULE, PERDURE_API_KEY=worker_key)
+    with Client(cluster.gateway, api_key=operator) as client:
+        client.start_workflow("parent_of_two", {"ids": ["ns-a", "ns-b"]}, workflow_id="ns-parent")
+        described = client.wait("ns-parent", timeout=WAIT)
+
+        assert result_of(described) == [2, 4]
+        assert [c.workflow_id for c in described.children] == ["ns-a", "ns-b"]
+        child = client.describe("ns-a").workflow
+        assert (child.namespace, child.parent_workflow_id) == ("acme", "ns-parent")
+        listed = client.list(parent_workflow_id="ns-parent").workflows
+        assert sorted(run.workflow_id for run in listed) == ["ns-a", "ns-b"]
+    with Client(cluster.gateway, api_key=other) as elsewhere:
+        assert elsewhere.list(parent_workflow_id="ns-parent").workflows == []
+        with pytest.raises(WorkflowNotFoundError):
+            elsewhere.describe("ns-a")
