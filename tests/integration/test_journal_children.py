@@ -266,3 +266,32 @@ async def test_a_reset_run_takes_over_the_children_its_copy_started(db: Db) -> N
         (running, wf.WORKFLOW_STATUS_RUNNING),
         (done, wf.WORKFLOW_STATUS_COMPLETED),
     ]
+
+
+async def test_a_fork_fails_the_child_calls_it_copied_without_their_outcome(db: Db) -> None:
+    parent = await started(db.journal)
+    running, done = run_id(), run_id()
+    await db.journal.start_child(child_call(parent, 0, "kid"), child(running))
+    await db.journal.start_child(child_call(parent, 1, "kid#2"), child(done))
+    await db.journal.finish(await loaded(db, done), Outcome.RESULT, json_payload('"d"'))
+    await carry_out(db)
+    forked = run_id()
+
+    await db.journal.fork(parent.workflow_id, "", forked, "", {}, "try", "ops")
+    await carry_out(db)
+
+    # The open child stays the source's: the fork's copy of its call fails at once; the other
+    # call's outcome was copied.
+    events = await child_events(db, forked)
+    assert [(e.event_type, e.step_id) for e in events] == [
+        (wf.EVENT_TYPE_CHILD_WORKFLOW_STARTED, "kid"),
+        (wf.EVENT_TYPE_CHILD_WORKFLOW_STARTED, "kid#2"),
+        (wf.EVENT_TYPE_CHILD_WORKFLOW_COMPLETED, "kid#2"),
+        (wf.EVENT_TYPE_CHILD_WORKFLOW_FAILED, "kid"),
+    ]
+    assert events[3].failure.type == "ChildNotForked" and events[3].child_workflow_id == running
+    info = (await db.journal.describe(forked)).info
+    assert info.event_count == 5
+    running_info = (await db.journal.describe(running)).info
+    assert running_info.parent_workflow_id == parent.workflow_id
+    assert running_info.status == wf.WORKFLOW_STATUS_RUNNING

@@ -7,7 +7,16 @@ import re
 
 import pytest
 
-from perdure.history import deadlines, fencing, outbox, recovery, store, stranded
+from perdure.history import (
+    children,
+    deadlines,
+    fencing,
+    outbox,
+    recovery,
+    relatives,
+    store,
+    stranded,
+)
 
 # Writes under a run's lease (a worker running the run's code).
 RUN_LEASE_WRITES = {
@@ -45,6 +54,10 @@ PLATFORM_WRITES = {
     "EXPIRE_RUNS",
     "REQUEUE_STRANDED",
     "CLAIM_OUTBOX",
+    "ADOPT_CHILDREN",
+    "FAIL_UNFORKED_CHILDREN",
+    "CHILD_OUTCOME",
+    "DELETE_NOTICE",
 }
 
 _WRITE = re.compile(r"\b(INSERT INTO|UPDATE|DELETE FROM)\s+history\.", re.IGNORECASE)
@@ -54,7 +67,7 @@ def write_statements() -> dict[str, str]:
     """Every statement of history that writes to its schema, by name."""
     return {
         name: value
-        for module in (store, deadlines, stranded, outbox, recovery)
+        for module in (store, deadlines, stranded, outbox, recovery, children, relatives)
         for name, value in vars(module).items()
         if name.isupper()
         and not name.startswith("_")

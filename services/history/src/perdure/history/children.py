@@ -20,7 +20,7 @@ from perdure.history import chains, convert, fencing, store
 from perdure.history.appends import plain
 from perdure.history.chains import Chains, IdReusePolicy
 from perdure.history.metrics import count_started, timed_write
-from perdure.history.model import Appended, Call, ChildStart, EventType, Parent
+from perdure.history.model import Appended, Call, ChildStart, EventType, Parent, sql_list
 from perdure.history.rows import Row, fetch_one
 
 # The failure type of a child call whose workflow id is held by an open run.
@@ -55,6 +55,9 @@ ORDER BY e.event_id
 """
 
 
+# A child's outcome in its parent's journal, as SQL.
+_OUTCOMES = sql_list((EventType.CHILD_WORKFLOW_COMPLETED, EventType.CHILD_WORKFLOW_FAILED))
+
 # A reset's new run takes over the children its copy of the source run started (their
 # CHILD_WORKFLOW_STARTED is among the events copied) whose outcome the copy does not hold: an
 # open child's outcome will go to the new run; a closed one's is owed to it now (a notice,
@@ -71,8 +74,7 @@ WITH adopted AS (
           SELECT FROM history.events o
           WHERE o.workflow_id = %(source_key)s AND o.event_id <= %(last)s
             AND o.step_id = e.step_id AND o.position IS NULL
-            AND o.event_type IN ('{EventType.CHILD_WORKFLOW_COMPLETED}',
-                                 '{EventType.CHILD_WORKFLOW_FAILED}'))
+            AND o.event_type IN {_OUTCOMES})
     RETURNING c.chain_id, c.run_id, c.status
 )
 INSERT INTO history.child_notices (kind, chain_id, run_id)
@@ -97,6 +99,52 @@ async def adopt_children(
             "source_run": source["run_id"],
         },
     )
+
+
+# The failure type of a child call a fork copied without its outcome.
+NOT_FORKED = "ChildNotForked"
+
+# A fork's copy may hold child calls without their outcome: the children stay the source run's
+# (a run has one parent), so each such call fails in the fork at once, in the fork's
+# transaction, where its replay finds it (ChildWorkflowFailedError, "ChildNotForked").
+FAIL_UNFORKED_CHILDREN = (
+    f"""
+WITH appended AS (
+    SELECT w.workflow_id, w.event_count + row_number() OVER (ORDER BY e.event_id) AS event_count,
+           e.step_id, e.step_name, e.child_workflow_id, e.child_run_id,
+           jsonb_build_object(
+               'type', '{NOT_FORKED}',
+               'message', 'the fork copied this child call without its outcome: the child '
+                   || 'stays the run the fork was made from',
+               'stack_trace', '') AS failure
+    FROM history.workflows w JOIN history.events e ON e.workflow_id = w.workflow_id
+    WHERE w.workflow_id = %(workflow_id)s
+      AND e.event_type = '{EventType.CHILD_WORKFLOW_STARTED}'
+      AND NOT EXISTS (
+          SELECT FROM history.events o
+          WHERE o.workflow_id = e.workflow_id AND o.step_id = e.step_id
+            AND o.position IS NULL AND o.event_type IN {_OUTCOMES})
+)"""
+    + store.insert_event(
+        store.event_values(
+            event_type=f"'{EventType.CHILD_WORKFLOW_FAILED}'",
+            fence="0",
+            step_id="appended.step_id",
+            step_name="appended.step_name",
+            failure="appended.failure",
+            child_workflow_id="appended.child_workflow_id",
+            child_run_id="appended.child_run_id",
+        )
+    )
+    + f"""
+UPDATE history.workflows
+SET event_count = event_count + (SELECT count(*) FROM inserted),
+    history_bytes = history_bytes + (
+        SELECT COALESCE(sum({store.EVENT_BYTES} + octet_length(failure::text)), 0)
+        FROM appended)
+WHERE workflow_id = %(workflow_id)s
+"""
+)
 
 
 def child_info(row: Row) -> wf.ChildWorkflow:

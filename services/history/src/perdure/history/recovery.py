@@ -29,7 +29,7 @@ from perdure.common import errors, namespaces
 from perdure.common.reasons import Reason
 from perdure.history import chains, fencing, keys, store
 from perdure.history.chains import Chains
-from perdure.history.children import adopt_children
+from perdure.history.children import FAIL_UNFORKED_CHILDREN, adopt_children
 from perdure.history.metrics import count_closed, count_started, timed_write
 from perdure.history.model import OPEN_STATUSES, EventType, RunStatus
 from perdure.history.rows import Row, fetch_all, fetch_one, payload_in
@@ -275,6 +275,7 @@ class Recovery(Chains):
                 forked_from=(namespaces.split(workflow_id)[1], source["run_id"]),
                 overrides=overrides,
             )
+            await conn.execute(FAIL_UNFORKED_CHILDREN, {"workflow_id": new_workflow_id})
             namespace, public_id = namespaces.split(workflow_id)
             details = {
                 "reason": reason,
