@@ -900,8 +900,7 @@ def phase_toolkit(cluster: LocalCluster, client: Client) -> None:
         "purchasing_agent", {"fail_delivery": True}, workflow_id="demo-compensate"
     )
     wait_until(
-        lambda: published(client.describe("demo-compensate")).get("phase")
-        == "awaiting_approval",
+        lambda: published(client.describe("demo-compensate")).get("phase") == "awaiting_approval",
         "the second run's approval",
     )
     approve(cluster, "demo-compensate", "go")

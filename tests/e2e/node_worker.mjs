@@ -10,7 +10,8 @@
 // tests/e2e/test_node_sticky.py), `node_streams` and the remote step `node_write`
 // (tests/e2e/stream_workflows.py's twins), `release` (tests/e2e/patch_workflows_v*.py's twin, in the
 // version RELEASE_CODE names: v1, v2 or v3), `node_saga_trip` (tests/e2e/saga_workflows.mjs),
-// `node_ask` (tests/e2e/approval_workflows.py's `ask`), and the remote step types `notify`, `flaky`, `gated`,
+// `node_ask` (tests/e2e/approval_workflows.py's `ask`), `node_parent` (children that a Python
+// worker runs, tests/e2e/test_children.py), and the remote step types `notify`, `flaky`, `gated`,
 // `square` (which never ends on the worker named in its input's `stall_on`) and `crash` (which
 // kills the worker). Every step execution appends one JSON line to the ledger file. Prints
 // "connected" once welcomed; drains on SIGTERM/SIGINT. With CLOCK_AHEAD_MS in the
@@ -23,7 +24,7 @@ import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
-import { ApprovalExpiredError, RetryPolicy, Worker, WorkflowCancelledError, modelStep, modelText } from '../../sdk/node/src/index.js';
+import { ApprovalExpiredError, ChildWorkflowFailedError, RetryPolicy, Worker, WorkflowCancelledError, modelStep, modelText } from '../../sdk/node/src/index.js';
 import { sagaWorkflows } from './saga_workflows.mjs';
 
 const { values: args } = parseArgs({
@@ -367,6 +368,21 @@ async function nodeAsk(ctx, input) {
   }
 }
 
+/** Runs tests/e2e/child_workflows.py's `adder` as a child on `input.queue` (a Python worker's),
+ * then its `failing_child`, whose ChildWorkflowFailedError it reports. */
+async function nodeParent(ctx, input) {
+  const handle = await ctx.startChild('adder', { a: 4, b: 5 }, { taskQueue: input.queue });
+  const total = await handle.result();
+  let failed = null;
+  try {
+    await ctx.child('failing_child', { what: 'node' }, { taskQueue: input.queue, id: `${handle.workflowId}-failing` });
+  } catch (error) {
+    if (!(error instanceof ChildWorkflowFailedError)) throw error;
+    failed = { type: error.errorType, status: error.status, child: error.workflowId };
+  }
+  return { total, child: handle.workflowId, run: handle.runId, failed };
+}
+
 const worker = new Worker({
   scheduler: args.scheduler,
   history: args.history,
@@ -391,6 +407,7 @@ const worker = new Worker({
     release,
     ...sagaWorkflows(ledger),
     node_ask: nodeAsk,
+    node_parent: nodeParent,
   },
   steps,
   onConnected: () => process.stdout.write(`node worker ${identity} connected\n`),

@@ -33,6 +33,7 @@ HISTORY_TABLES = {
     "frames",
     "schedules",
     "schedule_actions",
+    "child_notices",
 }
 FILES = {
     "perdure.history": [
@@ -59,6 +60,7 @@ FILES = {
         "0021_schedules.sql",
         "0022_start_keys.sql",
         "0023_flow_control.sql",
+        "0024_children.sql",
     ],
     "perdure.scheduler": [
         "0001_init.sql",

@@ -356,6 +356,25 @@ def unreliable(_: Any) -> None:
     raise ImageTooLargeError("too large")
 
 
+@workflow(name="parent")
+async def parent(ctx: WorkflowContext) -> Any:
+    """Runs child workflow "adder" with input {"a": 2, "b": 3} (its default id, the workflow's
+    task queue, parent close policy "terminate"); returns its result."""
+    return await ctx.child("adder", {"a": 2, "b": 3})
+
+
+@workflow(name="parent_of_two")
+async def parent_of_two(ctx: WorkflowContext) -> list[Any]:
+    """Starts child "adder" with input 1, id "kid-a", task queue "pool", policy "abandon", then
+    child "adder" with input 2, id "kid-b", policy "request_cancel"; waits for both and returns
+    their results in call order."""
+    first = await ctx.start_child(
+        "adder", 1, id="kid-a", task_queue="pool", parent_close_policy="abandon"
+    )
+    second = await ctx.start_child("adder", 2, id="kid-b", parent_close_policy="request_cancel")
+    return await ctx.gather(first, second)
+
+
 REMOTE_STEPS: dict[str, StepFunction] = {
     str(remote_step_name(fn)): fn for fn in (resize, unreliable, model_call)
 }
@@ -388,6 +407,8 @@ WORKFLOWS: dict[str, WorkflowFunction] = {
         patched,
         deprecated,
         ask_model,
+        parent,
+        parent_of_two,
     )
 }
 

@@ -224,11 +224,13 @@ export class Client {
   }
 
   /**
-   * One page of runs, newest first (`stuck`: only runs found stuck).
-   * @param {{status?: string, workflowType?: string, pageSize?: number, pageToken?: string, stuck?: boolean}} [options]
+   * One page of runs, newest first (`stuck`: only runs found stuck; `parentWorkflowId`: only
+   * the child workflows of that workflow).
+   * @param {{status?: string, workflowType?: string, pageSize?: number, pageToken?: string, stuck?: boolean,
+   *   parentWorkflowId?: string}} [options]
    * @returns {Promise<any>}
    */
-  list({ status = 'WORKFLOW_STATUS_UNSPECIFIED', workflowType = '', pageSize = 0, pageToken = '', stuck = false } = {}) {
+  list({ status = 'WORKFLOW_STATUS_UNSPECIFIED', workflowType = '', pageSize = 0, pageToken = '', stuck = false, parentWorkflowId = '' } = {}) {
     return this._unary('ListWorkflows', {
       namespace: this.namespace,
       status,
@@ -236,6 +238,7 @@ export class Client {
       page_size: pageSize,
       page_token: pageToken,
       stuck,
+      parent_workflow_id: parentWorkflowId,
     });
   }
 

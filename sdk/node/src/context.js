@@ -28,6 +28,7 @@ import {
   classifyJournalError,
   stepFailed,
 } from './errors.js';
+import { ChildWorkflowHandle, childFailed, childId, closePolicy } from './children.js';
 import { stepFlow } from './flow.js';
 import { MODEL_STEP, modelEstimate, modelRequest } from './model-call.js';
 import { LeaseJournal, NEVER } from './journal.js';
@@ -534,6 +535,93 @@ export class WorkflowContext {
     return promise;
   }
 
+  /**
+   * Start a child workflow of `workflowType` with `input` on `taskQueue` (default: this
+   * workflow's), in this workflow's namespace; resolves to its handle (`workflowId`, `runId`,
+   * `result()`) once the start is journaled, with the child's run, in one transaction: the
+   * child starts exactly once, however often this code runs again. `id`: default
+   * "<this workflow's id>-child-<position>" ("-run-<n>" appended in the n-th run of a chain).
+   * An id an open run holds starts nothing: result() throws ChildWorkflowFailedError
+   * ("WorkflowAlreadyStarted"). `parentClosePolicy`: what this run's close does to the child if
+   * it is still open: 'terminate' (default), 'request_cancel' or 'abandon'.
+   * @param {string} workflowType
+   * @param {any} input
+   * @param {{id?: string, taskQueue?: string, parentClosePolicy?: string}} [options]
+   * @returns {Promise<ChildWorkflowHandle>}
+   */
+  startChild(workflowType, input, options = {}) {
+    checkName(workflowType, 'workflow type');
+    const policy = closePolicy(options.parentClosePolicy ?? 'terminate');
+    const taskQueue = options.taskQueue ?? this._taskQueue;
+    if (typeof taskQueue !== 'string' || !taskQueue) throw new TypeError('taskQueue must be a non-empty string');
+    const workflowId = childId(this.workflowId, this._runNumber, this._replay.position, options.id);
+    const encoded = toPayload(input);
+    const call = this._replay.allocate(workflowType);
+    return this._op(async () => {
+      await this._check(call);
+      const recorded = call.recorded;
+      if (recorded) {
+        if (recorded.event_type !== EVENT.CHILD_WORKFLOW_STARTED) {
+          return this._nondeterminism(
+            `workflow '${this.workflowId}': call #${call.position} is child workflow '${call.stepId}', but the journal recorded a ${kindName(recorded)} there`,
+            call,
+            `child workflow '${call.stepId}'`,
+          );
+        }
+        return new ChildWorkflowHandle(this, call, recorded.child_workflow_id ?? '', recorded.child_run_id ?? '');
+      }
+      const request = { ...ref(call), child_workflow_id: workflowId, task_queue: taskQueue, input: encoded, parent_close_policy: policy };
+      const started = await this._record('StartChild', request);
+      const runId = started?.child_run_id ?? '';
+      if (!runId) {
+        // An open run holds the id: history journaled the call's failure with it, which a
+        // replay finds; this run learns it from the answer.
+        this._replay.childOutcomes.set(call.stepId, {
+          event_type: EVENT.CHILD_WORKFLOW_FAILED,
+          step_id: call.stepId,
+          failure: started?.failure ?? {},
+          child_workflow_id: workflowId,
+          child_run_id: '',
+          name: '',
+        });
+      }
+      return new ChildWorkflowHandle(this, call, workflowId, runId);
+    });
+  }
+
+  /**
+   * Run a child workflow to its end (startChild, then its result): its result, or
+   * ChildWorkflowFailedError if it failed, was cancelled or terminated, or could not start.
+   * @param {string} workflowType
+   * @param {any} input
+   * @param {{id?: string, taskQueue?: string, parentClosePolicy?: string}} [options]
+   * @returns {Promise<any>}
+   */
+  child(workflowType, input, options = {}) {
+    return this.startChild(workflowType, input, options).then((handle) => handle.result());
+  }
+
+  /**
+   * A child's result (ChildWorkflowHandle.result): its outcome, or block until the run is woken.
+   * @param {Call} call the child call
+   */
+  _childResult(call) {
+    const interruptible = { gathered: false }; // a cancellation may end the wait, as a remote step's
+    return this._op((op) => this._childOutcome(op, call, interruptible));
+  }
+
+  async _childOutcome(op, call, interruptible) {
+    const outcome = this._replay.childOutcomes.get(call.stepId);
+    if (outcome) {
+      // A cancellation delivered while this call waited is thrown here again on replay.
+      await this._interruptible(call.stepId, false);
+      if (outcome.event_type === EVENT.CHILD_WORKFLOW_FAILED) throw childFailed(call.stepId, outcome);
+      return this._value(outcome);
+    }
+    const wait = { kind: WAIT.CHILD, name: call.stepId, until: null };
+    return this._block(op, call, wait, (next) => this._childOutcome(next, call, interruptible), interruptible);
+  }
+
   /** A remote call's outcome, or block until the run is woken. */
   async _remoteOutcome(op, call, remote) {
     const outcome = this._replay.remoteOutcomes.get(call.stepId);
@@ -550,15 +638,16 @@ export class WorkflowContext {
   }
 
   /**
-   * Wait for all of `calls` (promises of ctx.call, ctx.step...; they took their positions when
-   * made, in call order) and return their results in that order. All settle first; then the
-   * first failure in call order is thrown. A cancellation delivered to any of them is thrown
-   * at once.
-   * @param {Iterable<Promise<any>>} calls
+   * Wait for all of `calls` (promises of ctx.call, ctx.step..., or child handles; they took
+   * their positions when made, in call order) and return their results in that order. All
+   * settle first; then the first failure in call order is thrown. A cancellation delivered to
+   * any of them is thrown at once.
+   * @param {Iterable<Promise<any> | ChildWorkflowHandle>} calls
    * @returns {Promise<any[]>}
    */
   gather(calls) {
-    const list = [...calls];
+    // A child's handle stands for its result.
+    const list = [...calls].map((call) => (call instanceof ChildWorkflowHandle ? call.result() : call));
     const remotes = list.map((promise) => this._remoteCalls.get(promise));
     if (list.length && remotes.every(Boolean)) return this._gatherRemote(list, remotes);
     return settleAll(list);

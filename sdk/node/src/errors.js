@@ -73,6 +73,36 @@ export function stepFailed(stepId, failure) {
   return new ErrorClass(stepId, failure);
 }
 
+/**
+ * A child workflow (ctx.child, ctx.startChild) did not complete: it failed, was cancelled,
+ * terminated, or could not start because an open run holds its workflow id (`errorType`
+ * "WorkflowAlreadyStarted"). Thrown again, identically, on replay. `status` is the child's final
+ * status ("FAILED", "CANCELLED", "TERMINATED"; "" when it never started), `workflowId` and
+ * `runId` the child's ("" run id when it never started), `stepId` the child call's.
+ */
+export class ChildWorkflowFailedError extends PerdureError {
+  /**
+   * @param {string} stepId
+   * @param {{type?: string, message?: string, stack_trace?: string}} failure
+   * @param {string} workflowId
+   * @param {string} runId
+   * @param {string} status
+   */
+  constructor(stepId, failure = {}, workflowId = '', runId = '', status = '') {
+    super(`child workflow '${workflowId}' ('${stepId}') did not complete: ${failure.type}: ${failure.message}`);
+    this.name = 'ChildWorkflowFailedError';
+    this.stepId = stepId;
+    /** The child's failure type (its error's, "WorkflowCancelledError", "Terminated"...). */
+    this.errorType = failure.type ?? '';
+    /** The child's failure message. */
+    this.errorMessage = failure.message ?? '';
+    this.failure = failure;
+    this.workflowId = workflowId;
+    this.runId = runId;
+    this.status = status;
+  }
+}
+
 /** A step attempt ran longer than its `timeout`; counts as a failed attempt. */
 export class StepTimeoutError extends PerdureError {
   constructor(message) {

@@ -4,6 +4,7 @@ export { Worker, consoleLogger } from './worker.js';
 export { buildIdOf, derivedBuildId } from './build.js';
 export { Client } from './client.js';
 export { WorkflowContext } from './context.js';
+export { ChildWorkflowHandle } from './children.js';
 export { Saga } from './saga.js';
 export { STOP_REASONS } from './agent-loop.js';
 export { StepInfo } from './step-info.js';
@@ -12,6 +13,7 @@ export { RetryPolicy, NO_RETRY } from './retry.js';
 export {
   ApprovalExpiredError,
   BudgetExceededError,
+  ChildWorkflowFailedError,
   StepFailedError,
   StepTimeoutError,
   StepHeartbeatTimeoutError,

@@ -20,6 +20,9 @@ export const EVENT = Object.freeze({
   CANCELLATION_DELIVERED: 'EVENT_TYPE_CANCELLATION_DELIVERED',
   STEP_SCHEDULED: 'EVENT_TYPE_STEP_SCHEDULED',
   PATCH_RECORDED: 'EVENT_TYPE_PATCH_RECORDED',
+  CHILD_WORKFLOW_STARTED: 'EVENT_TYPE_CHILD_WORKFLOW_STARTED',
+  CHILD_WORKFLOW_COMPLETED: 'EVENT_TYPE_CHILD_WORKFLOW_COMPLETED',
+  CHILD_WORKFLOW_FAILED: 'EVENT_TYPE_CHILD_WORKFLOW_FAILED',
   APPROVAL_REQUESTED: 'EVENT_TYPE_APPROVAL_REQUESTED',
   APPROVAL_DECIDED: 'EVENT_TYPE_APPROVAL_DECIDED',
   APPROVAL_ESCALATED: 'EVENT_TYPE_APPROVAL_ESCALATED',
@@ -31,6 +34,7 @@ export const WAIT = Object.freeze({
   SIGNAL: 'WAIT_KIND_SIGNAL',
   RETRY: 'WAIT_KIND_RETRY',
   STEP: 'WAIT_KIND_STEP',
+  CHILD: 'WAIT_KIND_CHILD',
   APPROVAL: 'WAIT_KIND_APPROVAL',
 });
 
@@ -46,8 +50,11 @@ const POSITIONED = new Set([
   EVENT.STATE_UPDATED,
   EVENT.CANCELLATION_DELIVERED,
   EVENT.STEP_SCHEDULED,
+  EVENT.CHILD_WORKFLOW_STARTED,
   EVENT.APPROVAL_REQUESTED,
 ]);
+// A child workflow's outcome holds no position either: it names the child call by step id.
+export const CHILD_OUTCOMES = new Set([EVENT.CHILD_WORKFLOW_COMPLETED, EVENT.CHILD_WORKFLOW_FAILED]);
 // What happens to an approval after its request (docs/worker-protocol.md §29): platform events
 // without a position, under the request's step id.
 const APPROVAL_OUTCOMES = new Set([EVENT.APPROVAL_DECIDED, EVENT.APPROVAL_ESCALATED, EVENT.APPROVAL_EXPIRED]);
@@ -58,6 +65,7 @@ const DELTA_TYPES = new Set([
   EVENT.STEP_ATTEMPT_STARTED,
   EVENT.SIGNAL_RECEIVED,
   EVENT.PATCH_RECORDED,
+  ...CHILD_OUTCOMES,
   ...APPROVAL_OUTCOMES,
   'EVENT_TYPE_WORKFLOW_SUSPENDED',
 ]);
@@ -86,6 +94,8 @@ export class Replay {
     this.recorded = new Map();
     /** @type {Map<string, any>} step id -> STEP_COMPLETED/STEP_FAILED of a remote step */
     this.remoteOutcomes = new Map();
+    /** @type {Map<string, any>} step id of a child call -> its child's outcome */
+    this.childOutcomes = new Map();
     /** @type {Map<string, any[]>} step id -> its STEP_ATTEMPT_FAILED events */
     this.failedAttempts = new Map();
     /** @type {Map<string, number>} step id -> the last attempt started */
@@ -127,6 +137,8 @@ export class Replay {
     if (type === EVENT.STEP_SCHEDULED) this._scheduled.add(event.step_id);
     if (STEP_OUTCOMES.has(type) && this._scheduled.has(event.step_id)) {
       this.remoteOutcomes.set(event.step_id, event);
+    } else if (CHILD_OUTCOMES.has(type)) {
+      this.childOutcomes.set(event.step_id, event);
     } else if (POSITIONED.has(type)) {
       this.recorded.set(Number(event.position), event);
     }
@@ -165,7 +177,7 @@ export class Replay {
    * Bring a replay kept from an earlier lease (sticky execution) up to date with the events
    * recorded since, as if it had been built from the whole journal. Only what may happen to a
    * waiting run applies: its own records (already reflected, as the code made them), signals,
-   * remote steps' outcomes and attempts. Anything else (a cancel request, a record at a
+   * remote steps' outcomes and attempts, child workflows' outcomes. Anything else (a cancel request, a record at a
    * position the code has not reached) returns false, and nothing must be resumed.
    * @param {any[]} events the events after the cached position, oldest first
    * @param {any} workflow the load's WorkflowInfo

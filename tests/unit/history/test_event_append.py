@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from perdure.history import chains, deadlines, store
+from perdure.history import chains, children, deadlines, relatives, store
 from perdure.history.model import EventType
 
 _INSERT = re.compile(r"INSERT INTO history\.events \(([^)]*)\)")
@@ -26,8 +26,14 @@ APPENDS = {
         "START_WORKFLOW",
         "LOAD_STEP",
         "RECORD_STEP_TASK",
+        "START_CHILD",
     )
-} | {"EXPIRE_RUNS": deadlines.EXPIRE_RUNS, "CARRY_SIGNALS": chains.CARRY_SIGNALS}
+} | {
+    "EXPIRE_RUNS": deadlines.EXPIRE_RUNS,
+    "CARRY_SIGNALS": chains.CARRY_SIGNALS,
+    "CHILD_OUTCOME": relatives.CHILD_OUTCOME,
+    "FAIL_UNFORKED_CHILDREN": children.FAIL_UNFORKED_CHILDREN,
+}
 
 
 def inserted_columns(statement: str) -> list[str]:

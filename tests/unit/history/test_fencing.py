@@ -7,7 +7,16 @@ import re
 
 import pytest
 
-from perdure.history import deadlines, fencing, outbox, recovery, store, stranded
+from perdure.history import (
+    children,
+    deadlines,
+    fencing,
+    outbox,
+    recovery,
+    relatives,
+    store,
+    stranded,
+)
 
 # Writes under a run's lease (a worker running the run's code).
 RUN_LEASE_WRITES = {
@@ -18,6 +27,7 @@ RUN_LEASE_WRITES = {
     "CLOSE_RUN_RETURNING_IT": fencing.run_lease_held(),
     "RECORD_HEARTBEAT": fencing.run_lease_held(),
     "SCHEDULE_STEP": fencing.run_lease_held(),
+    "START_CHILD": fencing.run_lease_held(),
 }
 # Writes under a remote step's own lease (the worker executing it).
 STEP_LEASE_WRITES = {
@@ -44,6 +54,10 @@ PLATFORM_WRITES = {
     "EXPIRE_RUNS",
     "REQUEUE_STRANDED",
     "CLAIM_OUTBOX",
+    "ADOPT_CHILDREN",
+    "FAIL_UNFORKED_CHILDREN",
+    "CHILD_OUTCOME",
+    "DELETE_NOTICE",
 }
 
 _WRITE = re.compile(r"\b(INSERT INTO|UPDATE|DELETE FROM)\s+history\.", re.IGNORECASE)
@@ -53,7 +67,7 @@ def write_statements() -> dict[str, str]:
     """Every statement of history that writes to its schema, by name."""
     return {
         name: value
-        for module in (store, deadlines, stranded, outbox, recovery)
+        for module in (store, deadlines, stranded, outbox, recovery, children, relatives)
         for name, value in vars(module).items()
         if name.isupper()
         and not name.startswith("_")

@@ -10,9 +10,9 @@ from perdure.scheduler.model import DueReason, Grant, Lease, TaskKey
 
 
 def test_due_reasons_are_historys_timed_wait_kinds() -> None:
-    # A remote step's wait and an approval's have no time of their own: the outcome (the
-    # decision, escalation or expiry, which history times itself) wakes the run.
-    untimed = (WaitKind.STEP, WaitKind.APPROVAL)
+    # A remote step's, a child's and an approval's waits have no time of their own: the outcome
+    # (an approval's decision, escalation or expiry, which history times itself) wakes the run.
+    untimed = (WaitKind.STEP, WaitKind.CHILD, WaitKind.APPROVAL)
     timed = {kind.wake_reason for kind in WaitKind if kind not in untimed}
     assert set(DueReason) == timed
 

@@ -96,6 +96,9 @@ class FakeJournal(JournalClient):
     def ScheduleStep(self, request: Any) -> jpb.ScheduleStepResponse:
         return jpb.ScheduleStepResponse()
 
+    def StartChild(self, request: jpb.StartChildRequest) -> jpb.StartChildResponse:
+        return jpb.StartChildResponse(child_run_id=f"run-of-{request.child_workflow_id}")
+
     def LoadPayload(self, request: jpb.LoadPayloadRequest) -> jpb.LoadPayloadResponse:
         return jpb.LoadPayloadResponse(payload=self.payloads[request.sha256])
 

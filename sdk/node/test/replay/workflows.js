@@ -249,6 +249,21 @@ const CATALOGUE = {
       return String(await ctx.step('fetch_v2', () => 'new'));
     },
   },
+
+  // Runs child workflow "adder" with input {"a": 2, "b": 3} (its default id, the workflow's
+  // task queue, parent close policy "terminate"); returns its result.
+  parent: { run: async (ctx) => ctx.child('adder', { a: 2, b: 3 }) },
+
+  // Starts child "adder" with input 1, id "kid-a", task queue "pool", policy "abandon", then
+  // child "adder" with input 2, id "kid-b", policy "request_cancel"; waits for both and returns
+  // their results in call order.
+  parent_of_two: {
+    run: async (ctx) => {
+      const first = await ctx.startChild('adder', 1, { id: 'kid-a', taskQueue: 'pool', parentClosePolicy: 'abandon' });
+      const second = await ctx.startChild('adder', 2, { id: 'kid-b', parentClosePolicy: 'request_cancel' });
+      return ctx.gather([first, second]);
+    },
+  },
 };
 
 /**

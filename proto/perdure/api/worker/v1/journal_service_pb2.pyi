@@ -225,6 +225,40 @@ class RecordPatchResponse(_message.Message):
     event_id: int
     def __init__(self, cancel_requested: _Optional[bool] = ..., event_id: _Optional[int] = ...) -> None: ...
 
+class StartChildRequest(_message.Message):
+    __slots__ = ("workflow_id", "fence", "step_id", "step_name", "position", "child_workflow_id", "task_queue", "input", "parent_close_policy")
+    WORKFLOW_ID_FIELD_NUMBER: _ClassVar[int]
+    FENCE_FIELD_NUMBER: _ClassVar[int]
+    STEP_ID_FIELD_NUMBER: _ClassVar[int]
+    STEP_NAME_FIELD_NUMBER: _ClassVar[int]
+    POSITION_FIELD_NUMBER: _ClassVar[int]
+    CHILD_WORKFLOW_ID_FIELD_NUMBER: _ClassVar[int]
+    TASK_QUEUE_FIELD_NUMBER: _ClassVar[int]
+    INPUT_FIELD_NUMBER: _ClassVar[int]
+    PARENT_CLOSE_POLICY_FIELD_NUMBER: _ClassVar[int]
+    workflow_id: str
+    fence: int
+    step_id: str
+    step_name: str
+    position: int
+    child_workflow_id: str
+    task_queue: str
+    input: _payload_pb2.Payload
+    parent_close_policy: _workflow_pb2.ParentClosePolicy
+    def __init__(self, workflow_id: _Optional[str] = ..., fence: _Optional[int] = ..., step_id: _Optional[str] = ..., step_name: _Optional[str] = ..., position: _Optional[int] = ..., child_workflow_id: _Optional[str] = ..., task_queue: _Optional[str] = ..., input: _Optional[_Union[_payload_pb2.Payload, _Mapping]] = ..., parent_close_policy: _Optional[_Union[_workflow_pb2.ParentClosePolicy, str]] = ...) -> None: ...
+
+class StartChildResponse(_message.Message):
+    __slots__ = ("event_id", "cancel_requested", "child_run_id", "failure")
+    EVENT_ID_FIELD_NUMBER: _ClassVar[int]
+    CANCEL_REQUESTED_FIELD_NUMBER: _ClassVar[int]
+    CHILD_RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    FAILURE_FIELD_NUMBER: _ClassVar[int]
+    event_id: int
+    cancel_requested: bool
+    child_run_id: str
+    failure: _workflow_pb2.Failure
+    def __init__(self, event_id: _Optional[int] = ..., cancel_requested: _Optional[bool] = ..., child_run_id: _Optional[str] = ..., failure: _Optional[_Union[_workflow_pb2.Failure, _Mapping]] = ...) -> None: ...
+
 class EmitFramesRequest(_message.Message):
     __slots__ = ("workflow_id", "fence", "step_id", "attempt", "stream", "first_index", "chunks", "step_task")
     WORKFLOW_ID_FIELD_NUMBER: _ClassVar[int]
@@ -434,7 +468,7 @@ class SessionResponse(_message.Message):
     def __init__(self, answers: _Optional[_Iterable[_Union[JournalAnswer, _Mapping]]] = ...) -> None: ...
 
 class JournalCall(_message.Message):
-    __slots__ = ("id", "trace_context", "load_journal", "record_step", "finish_workflow", "start_timer", "consume_signals", "set_state", "record_cancellation", "record_heartbeat", "suspend_workflow", "schedule_step", "load_step", "load_payload", "record_patch", "emit_frames", "request_approval")
+    __slots__ = ("id", "trace_context", "load_journal", "record_step", "finish_workflow", "start_timer", "consume_signals", "set_state", "record_cancellation", "record_heartbeat", "suspend_workflow", "schedule_step", "load_step", "load_payload", "record_patch", "emit_frames", "start_child", "request_approval")
     class TraceContextEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -458,6 +492,7 @@ class JournalCall(_message.Message):
     LOAD_PAYLOAD_FIELD_NUMBER: _ClassVar[int]
     RECORD_PATCH_FIELD_NUMBER: _ClassVar[int]
     EMIT_FRAMES_FIELD_NUMBER: _ClassVar[int]
+    START_CHILD_FIELD_NUMBER: _ClassVar[int]
     REQUEST_APPROVAL_FIELD_NUMBER: _ClassVar[int]
     id: int
     trace_context: _containers.ScalarMap[str, str]
@@ -475,11 +510,12 @@ class JournalCall(_message.Message):
     load_payload: LoadPayloadRequest
     record_patch: RecordPatchRequest
     emit_frames: EmitFramesRequest
+    start_child: StartChildRequest
     request_approval: RequestApprovalRequest
-    def __init__(self, id: _Optional[int] = ..., trace_context: _Optional[_Mapping[str, str]] = ..., load_journal: _Optional[_Union[LoadJournalRequest, _Mapping]] = ..., record_step: _Optional[_Union[RecordStepRequest, _Mapping]] = ..., finish_workflow: _Optional[_Union[FinishWorkflowRequest, _Mapping]] = ..., start_timer: _Optional[_Union[StartTimerRequest, _Mapping]] = ..., consume_signals: _Optional[_Union[ConsumeSignalsRequest, _Mapping]] = ..., set_state: _Optional[_Union[SetStateRequest, _Mapping]] = ..., record_cancellation: _Optional[_Union[RecordCancellationRequest, _Mapping]] = ..., record_heartbeat: _Optional[_Union[RecordHeartbeatRequest, _Mapping]] = ..., suspend_workflow: _Optional[_Union[SuspendWorkflowRequest, _Mapping]] = ..., schedule_step: _Optional[_Union[ScheduleStepRequest, _Mapping]] = ..., load_step: _Optional[_Union[LoadStepRequest, _Mapping]] = ..., load_payload: _Optional[_Union[LoadPayloadRequest, _Mapping]] = ..., record_patch: _Optional[_Union[RecordPatchRequest, _Mapping]] = ..., emit_frames: _Optional[_Union[EmitFramesRequest, _Mapping]] = ..., request_approval: _Optional[_Union[RequestApprovalRequest, _Mapping]] = ...) -> None: ...
+    def __init__(self, id: _Optional[int] = ..., trace_context: _Optional[_Mapping[str, str]] = ..., load_journal: _Optional[_Union[LoadJournalRequest, _Mapping]] = ..., record_step: _Optional[_Union[RecordStepRequest, _Mapping]] = ..., finish_workflow: _Optional[_Union[FinishWorkflowRequest, _Mapping]] = ..., start_timer: _Optional[_Union[StartTimerRequest, _Mapping]] = ..., consume_signals: _Optional[_Union[ConsumeSignalsRequest, _Mapping]] = ..., set_state: _Optional[_Union[SetStateRequest, _Mapping]] = ..., record_cancellation: _Optional[_Union[RecordCancellationRequest, _Mapping]] = ..., record_heartbeat: _Optional[_Union[RecordHeartbeatRequest, _Mapping]] = ..., suspend_workflow: _Optional[_Union[SuspendWorkflowRequest, _Mapping]] = ..., schedule_step: _Optional[_Union[ScheduleStepRequest, _Mapping]] = ..., load_step: _Optional[_Union[LoadStepRequest, _Mapping]] = ..., load_payload: _Optional[_Union[LoadPayloadRequest, _Mapping]] = ..., record_patch: _Optional[_Union[RecordPatchRequest, _Mapping]] = ..., emit_frames: _Optional[_Union[EmitFramesRequest, _Mapping]] = ..., start_child: _Optional[_Union[StartChildRequest, _Mapping]] = ..., request_approval: _Optional[_Union[RequestApprovalRequest, _Mapping]] = ...) -> None: ...
 
 class JournalAnswer(_message.Message):
-    __slots__ = ("id", "error", "load_journal", "record_step", "finish_workflow", "start_timer", "consume_signals", "set_state", "record_cancellation", "record_heartbeat", "suspend_workflow", "schedule_step", "load_step", "load_payload", "record_patch", "emit_frames", "request_approval")
+    __slots__ = ("id", "error", "load_journal", "record_step", "finish_workflow", "start_timer", "consume_signals", "set_state", "record_cancellation", "record_heartbeat", "suspend_workflow", "schedule_step", "load_step", "load_payload", "record_patch", "emit_frames", "start_child", "request_approval")
     ID_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
     LOAD_JOURNAL_FIELD_NUMBER: _ClassVar[int]
@@ -496,6 +532,7 @@ class JournalAnswer(_message.Message):
     LOAD_PAYLOAD_FIELD_NUMBER: _ClassVar[int]
     RECORD_PATCH_FIELD_NUMBER: _ClassVar[int]
     EMIT_FRAMES_FIELD_NUMBER: _ClassVar[int]
+    START_CHILD_FIELD_NUMBER: _ClassVar[int]
     REQUEST_APPROVAL_FIELD_NUMBER: _ClassVar[int]
     id: int
     error: SessionError
@@ -513,8 +550,9 @@ class JournalAnswer(_message.Message):
     load_payload: LoadPayloadResponse
     record_patch: RecordPatchResponse
     emit_frames: EmitFramesResponse
+    start_child: StartChildResponse
     request_approval: RequestApprovalResponse
-    def __init__(self, id: _Optional[int] = ..., error: _Optional[_Union[SessionError, _Mapping]] = ..., load_journal: _Optional[_Union[LoadJournalResponse, _Mapping]] = ..., record_step: _Optional[_Union[RecordStepResponse, _Mapping]] = ..., finish_workflow: _Optional[_Union[FinishWorkflowResponse, _Mapping]] = ..., start_timer: _Optional[_Union[StartTimerResponse, _Mapping]] = ..., consume_signals: _Optional[_Union[ConsumeSignalsResponse, _Mapping]] = ..., set_state: _Optional[_Union[SetStateResponse, _Mapping]] = ..., record_cancellation: _Optional[_Union[RecordCancellationResponse, _Mapping]] = ..., record_heartbeat: _Optional[_Union[RecordHeartbeatResponse, _Mapping]] = ..., suspend_workflow: _Optional[_Union[SuspendWorkflowResponse, _Mapping]] = ..., schedule_step: _Optional[_Union[ScheduleStepResponse, _Mapping]] = ..., load_step: _Optional[_Union[LoadStepResponse, _Mapping]] = ..., load_payload: _Optional[_Union[LoadPayloadResponse, _Mapping]] = ..., record_patch: _Optional[_Union[RecordPatchResponse, _Mapping]] = ..., emit_frames: _Optional[_Union[EmitFramesResponse, _Mapping]] = ..., request_approval: _Optional[_Union[RequestApprovalResponse, _Mapping]] = ...) -> None: ...
+    def __init__(self, id: _Optional[int] = ..., error: _Optional[_Union[SessionError, _Mapping]] = ..., load_journal: _Optional[_Union[LoadJournalResponse, _Mapping]] = ..., record_step: _Optional[_Union[RecordStepResponse, _Mapping]] = ..., finish_workflow: _Optional[_Union[FinishWorkflowResponse, _Mapping]] = ..., start_timer: _Optional[_Union[StartTimerResponse, _Mapping]] = ..., consume_signals: _Optional[_Union[ConsumeSignalsResponse, _Mapping]] = ..., set_state: _Optional[_Union[SetStateResponse, _Mapping]] = ..., record_cancellation: _Optional[_Union[RecordCancellationResponse, _Mapping]] = ..., record_heartbeat: _Optional[_Union[RecordHeartbeatResponse, _Mapping]] = ..., suspend_workflow: _Optional[_Union[SuspendWorkflowResponse, _Mapping]] = ..., schedule_step: _Optional[_Union[ScheduleStepResponse, _Mapping]] = ..., load_step: _Optional[_Union[LoadStepResponse, _Mapping]] = ..., load_payload: _Optional[_Union[LoadPayloadResponse, _Mapping]] = ..., record_patch: _Optional[_Union[RecordPatchResponse, _Mapping]] = ..., emit_frames: _Optional[_Union[EmitFramesResponse, _Mapping]] = ..., start_child: _Optional[_Union[StartChildResponse, _Mapping]] = ..., request_approval: _Optional[_Union[RequestApprovalResponse, _Mapping]] = ...) -> None: ...
 
 class SessionError(_message.Message):
     __slots__ = ("code", "message", "reason")

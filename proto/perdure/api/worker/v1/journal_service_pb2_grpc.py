@@ -107,6 +107,11 @@ class JournalServiceStub:
                 request_serializer=perdure_dot_api_dot_worker_dot_v1_dot_journal__service__pb2.EmitFramesRequest.SerializeToString,
                 response_deserializer=perdure_dot_api_dot_worker_dot_v1_dot_journal__service__pb2.EmitFramesResponse.FromString,
                 _registered_method=True)
+        self.StartChild = channel.unary_unary(
+                '/perdure.api.worker.v1.JournalService/StartChild',
+                request_serializer=perdure_dot_api_dot_worker_dot_v1_dot_journal__service__pb2.StartChildRequest.SerializeToString,
+                response_deserializer=perdure_dot_api_dot_worker_dot_v1_dot_journal__service__pb2.StartChildResponse.FromString,
+                _registered_method=True)
         self.RequestApproval = channel.unary_unary(
                 '/perdure.api.worker.v1.JournalService/RequestApproval',
                 request_serializer=perdure_dot_api_dot_worker_dot_v1_dot_journal__service__pb2.RequestApprovalRequest.SerializeToString,
@@ -252,6 +257,18 @@ class JournalServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def StartChild(self, request, context):
+        """Records that the code started a child workflow at this call (ctx.child): journals
+        CHILD_WORKFLOW_STARTED and, in the same transaction, starts the child's run (linked to this
+        run, due on its task queue). Sent again, it starts nothing more. A child id held by an open
+        run starts nothing: CHILD_WORKFLOW_FAILED (WorkflowAlreadyStarted) is journaled with it.
+        The child's close journals CHILD_WORKFLOW_COMPLETED or CHILD_WORKFLOW_FAILED and wakes the
+        run. Errors: as ScheduleStep.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def RequestApproval(self, request, context):
         """Journals APPROVAL_REQUESTED at a call of the code and creates the approval's record in
         the same transaction (ctx.approval; worker-protocol.md §29). Sent again, answers the same.
@@ -343,6 +360,11 @@ def add_JournalServiceServicer_to_server(servicer, server):
                     servicer.EmitFrames,
                     request_deserializer=perdure_dot_api_dot_worker_dot_v1_dot_journal__service__pb2.EmitFramesRequest.FromString,
                     response_serializer=perdure_dot_api_dot_worker_dot_v1_dot_journal__service__pb2.EmitFramesResponse.SerializeToString,
+            ),
+            'StartChild': grpc.unary_unary_rpc_method_handler(
+                    servicer.StartChild,
+                    request_deserializer=perdure_dot_api_dot_worker_dot_v1_dot_journal__service__pb2.StartChildRequest.FromString,
+                    response_serializer=perdure_dot_api_dot_worker_dot_v1_dot_journal__service__pb2.StartChildResponse.SerializeToString,
             ),
             'RequestApproval': grpc.unary_unary_rpc_method_handler(
                     servicer.RequestApproval,
@@ -736,6 +758,33 @@ class JournalService:
             '/perdure.api.worker.v1.JournalService/EmitFrames',
             perdure_dot_api_dot_worker_dot_v1_dot_journal__service__pb2.EmitFramesRequest.SerializeToString,
             perdure_dot_api_dot_worker_dot_v1_dot_journal__service__pb2.EmitFramesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def StartChild(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/perdure.api.worker.v1.JournalService/StartChild',
+            perdure_dot_api_dot_worker_dot_v1_dot_journal__service__pb2.StartChildRequest.SerializeToString,
+            perdure_dot_api_dot_worker_dot_v1_dot_journal__service__pb2.StartChildResponse.FromString,
             options,
             channel_credentials,
             insecure,

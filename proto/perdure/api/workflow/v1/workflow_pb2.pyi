@@ -31,6 +31,7 @@ class WaitKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     WAIT_KIND_SIGNAL: _ClassVar[WaitKind]
     WAIT_KIND_RETRY: _ClassVar[WaitKind]
     WAIT_KIND_STEP: _ClassVar[WaitKind]
+    WAIT_KIND_CHILD: _ClassVar[WaitKind]
     WAIT_KIND_APPROVAL: _ClassVar[WaitKind]
 
 class StepStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
@@ -66,6 +67,9 @@ class EventType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     EVENT_TYPE_WORKFLOW_CONTINUED_AS_NEW: _ClassVar[EventType]
     EVENT_TYPE_PATCH_RECORDED: _ClassVar[EventType]
     EVENT_TYPE_WORKFLOW_RESUMED: _ClassVar[EventType]
+    EVENT_TYPE_CHILD_WORKFLOW_STARTED: _ClassVar[EventType]
+    EVENT_TYPE_CHILD_WORKFLOW_COMPLETED: _ClassVar[EventType]
+    EVENT_TYPE_CHILD_WORKFLOW_FAILED: _ClassVar[EventType]
     EVENT_TYPE_APPROVAL_REQUESTED: _ClassVar[EventType]
     EVENT_TYPE_APPROVAL_DECIDED: _ClassVar[EventType]
     EVENT_TYPE_APPROVAL_ESCALATED: _ClassVar[EventType]
@@ -83,6 +87,13 @@ class PauseScope(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     PAUSE_SCOPE_WORKFLOW: _ClassVar[PauseScope]
     PAUSE_SCOPE_WORKFLOW_TYPE: _ClassVar[PauseScope]
     PAUSE_SCOPE_TASK_QUEUE: _ClassVar[PauseScope]
+
+class ParentClosePolicy(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    PARENT_CLOSE_POLICY_UNSPECIFIED: _ClassVar[ParentClosePolicy]
+    PARENT_CLOSE_POLICY_TERMINATE: _ClassVar[ParentClosePolicy]
+    PARENT_CLOSE_POLICY_REQUEST_CANCEL: _ClassVar[ParentClosePolicy]
+    PARENT_CLOSE_POLICY_ABANDON: _ClassVar[ParentClosePolicy]
 
 class ApprovalStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -105,6 +116,7 @@ WAIT_KIND_TIMER: WaitKind
 WAIT_KIND_SIGNAL: WaitKind
 WAIT_KIND_RETRY: WaitKind
 WAIT_KIND_STEP: WaitKind
+WAIT_KIND_CHILD: WaitKind
 WAIT_KIND_APPROVAL: WaitKind
 STEP_STATUS_UNSPECIFIED: StepStatus
 STEP_STATUS_RUNNING: StepStatus
@@ -134,6 +146,9 @@ EVENT_TYPE_STEP_ATTEMPT_STARTED: EventType
 EVENT_TYPE_WORKFLOW_CONTINUED_AS_NEW: EventType
 EVENT_TYPE_PATCH_RECORDED: EventType
 EVENT_TYPE_WORKFLOW_RESUMED: EventType
+EVENT_TYPE_CHILD_WORKFLOW_STARTED: EventType
+EVENT_TYPE_CHILD_WORKFLOW_COMPLETED: EventType
+EVENT_TYPE_CHILD_WORKFLOW_FAILED: EventType
 EVENT_TYPE_APPROVAL_REQUESTED: EventType
 EVENT_TYPE_APPROVAL_DECIDED: EventType
 EVENT_TYPE_APPROVAL_ESCALATED: EventType
@@ -145,6 +160,10 @@ PAUSE_SCOPE_UNSPECIFIED: PauseScope
 PAUSE_SCOPE_WORKFLOW: PauseScope
 PAUSE_SCOPE_WORKFLOW_TYPE: PauseScope
 PAUSE_SCOPE_TASK_QUEUE: PauseScope
+PARENT_CLOSE_POLICY_UNSPECIFIED: ParentClosePolicy
+PARENT_CLOSE_POLICY_TERMINATE: ParentClosePolicy
+PARENT_CLOSE_POLICY_REQUEST_CANCEL: ParentClosePolicy
+PARENT_CLOSE_POLICY_ABANDON: ParentClosePolicy
 APPROVAL_STATUS_UNSPECIFIED: ApprovalStatus
 APPROVAL_STATUS_PENDING: ApprovalStatus
 APPROVAL_STATUS_APPROVED: ApprovalStatus
@@ -172,7 +191,7 @@ class Failure(_message.Message):
     def __init__(self, type: _Optional[str] = ..., message: _Optional[str] = ..., stack_trace: _Optional[str] = ...) -> None: ...
 
 class WorkflowInfo(_message.Message):
-    __slots__ = ("workflow_id", "workflow_type", "task_queue", "status", "input", "result", "failure", "create_time", "update_time", "close_time", "fence", "event_count", "wait", "cancel_requested", "trace_id", "namespace", "stuck_time", "run_id", "run_number", "previous_run_id", "next_run_id", "build_id", "reset_from_run_id", "forked_from_workflow_id", "forked_from_run_id", "copied_up_to_event_id")
+    __slots__ = ("workflow_id", "workflow_type", "task_queue", "status", "input", "result", "failure", "create_time", "update_time", "close_time", "fence", "event_count", "wait", "cancel_requested", "trace_id", "namespace", "stuck_time", "run_id", "run_number", "previous_run_id", "next_run_id", "build_id", "reset_from_run_id", "forked_from_workflow_id", "forked_from_run_id", "copied_up_to_event_id", "parent_workflow_id", "parent_run_id", "parent_close_policy")
     WORKFLOW_ID_FIELD_NUMBER: _ClassVar[int]
     WORKFLOW_TYPE_FIELD_NUMBER: _ClassVar[int]
     TASK_QUEUE_FIELD_NUMBER: _ClassVar[int]
@@ -199,6 +218,9 @@ class WorkflowInfo(_message.Message):
     FORKED_FROM_WORKFLOW_ID_FIELD_NUMBER: _ClassVar[int]
     FORKED_FROM_RUN_ID_FIELD_NUMBER: _ClassVar[int]
     COPIED_UP_TO_EVENT_ID_FIELD_NUMBER: _ClassVar[int]
+    PARENT_WORKFLOW_ID_FIELD_NUMBER: _ClassVar[int]
+    PARENT_RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    PARENT_CLOSE_POLICY_FIELD_NUMBER: _ClassVar[int]
     workflow_id: str
     workflow_type: str
     task_queue: str
@@ -225,7 +247,10 @@ class WorkflowInfo(_message.Message):
     forked_from_workflow_id: str
     forked_from_run_id: str
     copied_up_to_event_id: int
-    def __init__(self, workflow_id: _Optional[str] = ..., workflow_type: _Optional[str] = ..., task_queue: _Optional[str] = ..., status: _Optional[_Union[WorkflowStatus, str]] = ..., input: _Optional[_Union[_payload_pb2.Payload, _Mapping]] = ..., result: _Optional[_Union[_payload_pb2.Payload, _Mapping]] = ..., failure: _Optional[_Union[Failure, _Mapping]] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., close_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., fence: _Optional[int] = ..., event_count: _Optional[int] = ..., wait: _Optional[_Union[Wait, _Mapping]] = ..., cancel_requested: _Optional[bool] = ..., trace_id: _Optional[str] = ..., namespace: _Optional[str] = ..., stuck_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., run_id: _Optional[str] = ..., run_number: _Optional[int] = ..., previous_run_id: _Optional[str] = ..., next_run_id: _Optional[str] = ..., build_id: _Optional[str] = ..., reset_from_run_id: _Optional[str] = ..., forked_from_workflow_id: _Optional[str] = ..., forked_from_run_id: _Optional[str] = ..., copied_up_to_event_id: _Optional[int] = ...) -> None: ...
+    parent_workflow_id: str
+    parent_run_id: str
+    parent_close_policy: ParentClosePolicy
+    def __init__(self, workflow_id: _Optional[str] = ..., workflow_type: _Optional[str] = ..., task_queue: _Optional[str] = ..., status: _Optional[_Union[WorkflowStatus, str]] = ..., input: _Optional[_Union[_payload_pb2.Payload, _Mapping]] = ..., result: _Optional[_Union[_payload_pb2.Payload, _Mapping]] = ..., failure: _Optional[_Union[Failure, _Mapping]] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., close_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., fence: _Optional[int] = ..., event_count: _Optional[int] = ..., wait: _Optional[_Union[Wait, _Mapping]] = ..., cancel_requested: _Optional[bool] = ..., trace_id: _Optional[str] = ..., namespace: _Optional[str] = ..., stuck_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., run_id: _Optional[str] = ..., run_number: _Optional[int] = ..., previous_run_id: _Optional[str] = ..., next_run_id: _Optional[str] = ..., build_id: _Optional[str] = ..., reset_from_run_id: _Optional[str] = ..., forked_from_workflow_id: _Optional[str] = ..., forked_from_run_id: _Optional[str] = ..., copied_up_to_event_id: _Optional[int] = ..., parent_workflow_id: _Optional[str] = ..., parent_run_id: _Optional[str] = ..., parent_close_policy: _Optional[_Union[ParentClosePolicy, str]] = ...) -> None: ...
 
 class StepInfo(_message.Message):
     __slots__ = ("step_id", "name", "position", "succeeded", "output", "failure", "attempts", "complete_time", "fence", "status", "start_time", "next_retry_time", "heartbeat_details", "heartbeat_time", "output_omitted", "usage")
@@ -278,7 +303,7 @@ class PendingSignal(_message.Message):
     def __init__(self, name: _Optional[str] = ..., signal_id: _Optional[str] = ..., payload: _Optional[_Union[_payload_pb2.Payload, _Mapping]] = ..., receive_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., event_id: _Optional[int] = ...) -> None: ...
 
 class HistoryEvent(_message.Message):
-    __slots__ = ("event_id", "event_type", "event_time", "fence", "step_id", "step_name", "position", "payload", "failure", "attempt", "due_time", "name", "signal_id", "consumed_event_ids", "start_time", "wait", "trace_context", "task_queue", "payload_ref", "approval_id", "usage")
+    __slots__ = ("event_id", "event_type", "event_time", "fence", "step_id", "step_name", "position", "payload", "failure", "attempt", "due_time", "name", "signal_id", "consumed_event_ids", "start_time", "wait", "trace_context", "task_queue", "payload_ref", "child_workflow_id", "child_run_id", "approval_id", "usage")
     class TraceContextEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -305,6 +330,8 @@ class HistoryEvent(_message.Message):
     TRACE_CONTEXT_FIELD_NUMBER: _ClassVar[int]
     TASK_QUEUE_FIELD_NUMBER: _ClassVar[int]
     PAYLOAD_REF_FIELD_NUMBER: _ClassVar[int]
+    CHILD_WORKFLOW_ID_FIELD_NUMBER: _ClassVar[int]
+    CHILD_RUN_ID_FIELD_NUMBER: _ClassVar[int]
     APPROVAL_ID_FIELD_NUMBER: _ClassVar[int]
     USAGE_FIELD_NUMBER: _ClassVar[int]
     event_id: int
@@ -326,9 +353,11 @@ class HistoryEvent(_message.Message):
     trace_context: _containers.ScalarMap[str, str]
     task_queue: str
     payload_ref: _payload_pb2.PayloadRef
+    child_workflow_id: str
+    child_run_id: str
     approval_id: str
     usage: _flow_pb2.StepUsage
-    def __init__(self, event_id: _Optional[int] = ..., event_type: _Optional[_Union[EventType, str]] = ..., event_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., fence: _Optional[int] = ..., step_id: _Optional[str] = ..., step_name: _Optional[str] = ..., position: _Optional[int] = ..., payload: _Optional[_Union[_payload_pb2.Payload, _Mapping]] = ..., failure: _Optional[_Union[Failure, _Mapping]] = ..., attempt: _Optional[int] = ..., due_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., name: _Optional[str] = ..., signal_id: _Optional[str] = ..., consumed_event_ids: _Optional[_Iterable[int]] = ..., start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., wait: _Optional[_Union[Wait, _Mapping]] = ..., trace_context: _Optional[_Mapping[str, str]] = ..., task_queue: _Optional[str] = ..., payload_ref: _Optional[_Union[_payload_pb2.PayloadRef, _Mapping]] = ..., approval_id: _Optional[str] = ..., usage: _Optional[_Union[_flow_pb2.StepUsage, _Mapping]] = ...) -> None: ...
+    def __init__(self, event_id: _Optional[int] = ..., event_type: _Optional[_Union[EventType, str]] = ..., event_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., fence: _Optional[int] = ..., step_id: _Optional[str] = ..., step_name: _Optional[str] = ..., position: _Optional[int] = ..., payload: _Optional[_Union[_payload_pb2.Payload, _Mapping]] = ..., failure: _Optional[_Union[Failure, _Mapping]] = ..., attempt: _Optional[int] = ..., due_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., name: _Optional[str] = ..., signal_id: _Optional[str] = ..., consumed_event_ids: _Optional[_Iterable[int]] = ..., start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., wait: _Optional[_Union[Wait, _Mapping]] = ..., trace_context: _Optional[_Mapping[str, str]] = ..., task_queue: _Optional[str] = ..., payload_ref: _Optional[_Union[_payload_pb2.PayloadRef, _Mapping]] = ..., child_workflow_id: _Optional[str] = ..., child_run_id: _Optional[str] = ..., approval_id: _Optional[str] = ..., usage: _Optional[_Union[_flow_pb2.StepUsage, _Mapping]] = ...) -> None: ...
 
 class StreamFrame(_message.Message):
     __slots__ = ("seq", "stream", "step_id", "attempt", "kind", "data", "time")
@@ -347,6 +376,22 @@ class StreamFrame(_message.Message):
     data: _payload_pb2.Payload
     time: _timestamp_pb2.Timestamp
     def __init__(self, seq: _Optional[int] = ..., stream: _Optional[str] = ..., step_id: _Optional[str] = ..., attempt: _Optional[int] = ..., kind: _Optional[_Union[FrameKind, str]] = ..., data: _Optional[_Union[_payload_pb2.Payload, _Mapping]] = ..., time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class ChildWorkflow(_message.Message):
+    __slots__ = ("step_id", "workflow_id", "run_id", "workflow_type", "status", "parent_close_policy")
+    STEP_ID_FIELD_NUMBER: _ClassVar[int]
+    WORKFLOW_ID_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    WORKFLOW_TYPE_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    PARENT_CLOSE_POLICY_FIELD_NUMBER: _ClassVar[int]
+    step_id: str
+    workflow_id: str
+    run_id: str
+    workflow_type: str
+    status: WorkflowStatus
+    parent_close_policy: ParentClosePolicy
+    def __init__(self, step_id: _Optional[str] = ..., workflow_id: _Optional[str] = ..., run_id: _Optional[str] = ..., workflow_type: _Optional[str] = ..., status: _Optional[_Union[WorkflowStatus, str]] = ..., parent_close_policy: _Optional[_Union[ParentClosePolicy, str]] = ...) -> None: ...
 
 class Pause(_message.Message):
     __slots__ = ("scope", "name", "reason", "pause_time", "paused_by")

@@ -80,7 +80,7 @@ class DescribeWorkflowRequest(_message.Message):
     def __init__(self, workflow_id: _Optional[str] = ..., namespace: _Optional[str] = ..., run_id: _Optional[str] = ...) -> None: ...
 
 class DescribeWorkflowResponse(_message.Message):
-    __slots__ = ("workflow", "steps", "current_step", "pending_signals", "state", "flow", "pauses", "pending_approvals")
+    __slots__ = ("workflow", "steps", "current_step", "pending_signals", "state", "flow", "children", "pauses", "pending_approvals")
     class StateEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -94,6 +94,7 @@ class DescribeWorkflowResponse(_message.Message):
     PENDING_SIGNALS_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     FLOW_FIELD_NUMBER: _ClassVar[int]
+    CHILDREN_FIELD_NUMBER: _ClassVar[int]
     PAUSES_FIELD_NUMBER: _ClassVar[int]
     PENDING_APPROVALS_FIELD_NUMBER: _ClassVar[int]
     workflow: _workflow_pb2.WorkflowInfo
@@ -102,9 +103,10 @@ class DescribeWorkflowResponse(_message.Message):
     pending_signals: _containers.RepeatedCompositeFieldContainer[_workflow_pb2.PendingSignal]
     state: _containers.MessageMap[str, _payload_pb2.Payload]
     flow: _flow_pb2.RunFlowStatus
+    children: _containers.RepeatedCompositeFieldContainer[_workflow_pb2.ChildWorkflow]
     pauses: _containers.RepeatedCompositeFieldContainer[_workflow_pb2.Pause]
     pending_approvals: _containers.RepeatedCompositeFieldContainer[_workflow_pb2.Approval]
-    def __init__(self, workflow: _Optional[_Union[_workflow_pb2.WorkflowInfo, _Mapping]] = ..., steps: _Optional[_Iterable[_Union[_workflow_pb2.StepInfo, _Mapping]]] = ..., current_step: _Optional[str] = ..., pending_signals: _Optional[_Iterable[_Union[_workflow_pb2.PendingSignal, _Mapping]]] = ..., state: _Optional[_Mapping[str, _payload_pb2.Payload]] = ..., flow: _Optional[_Union[_flow_pb2.RunFlowStatus, _Mapping]] = ..., pauses: _Optional[_Iterable[_Union[_workflow_pb2.Pause, _Mapping]]] = ..., pending_approvals: _Optional[_Iterable[_Union[_workflow_pb2.Approval, _Mapping]]] = ...) -> None: ...
+    def __init__(self, workflow: _Optional[_Union[_workflow_pb2.WorkflowInfo, _Mapping]] = ..., steps: _Optional[_Iterable[_Union[_workflow_pb2.StepInfo, _Mapping]]] = ..., current_step: _Optional[str] = ..., pending_signals: _Optional[_Iterable[_Union[_workflow_pb2.PendingSignal, _Mapping]]] = ..., state: _Optional[_Mapping[str, _payload_pb2.Payload]] = ..., flow: _Optional[_Union[_flow_pb2.RunFlowStatus, _Mapping]] = ..., children: _Optional[_Iterable[_Union[_workflow_pb2.ChildWorkflow, _Mapping]]] = ..., pauses: _Optional[_Iterable[_Union[_workflow_pb2.Pause, _Mapping]]] = ..., pending_approvals: _Optional[_Iterable[_Union[_workflow_pb2.Approval, _Mapping]]] = ...) -> None: ...
 
 class GetWorkflowHistoryRequest(_message.Message):
     __slots__ = ("workflow_id", "page_size", "page_token", "namespace", "after_event_id", "run_id")
@@ -131,7 +133,7 @@ class GetWorkflowHistoryResponse(_message.Message):
     def __init__(self, events: _Optional[_Iterable[_Union[_workflow_pb2.HistoryEvent, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class ListWorkflowsRequest(_message.Message):
-    __slots__ = ("page_size", "page_token", "status", "workflow_type", "namespace", "workflow_id_prefix", "stuck")
+    __slots__ = ("page_size", "page_token", "status", "workflow_type", "namespace", "workflow_id_prefix", "stuck", "parent_workflow_id")
     PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
     PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
@@ -139,6 +141,7 @@ class ListWorkflowsRequest(_message.Message):
     NAMESPACE_FIELD_NUMBER: _ClassVar[int]
     WORKFLOW_ID_PREFIX_FIELD_NUMBER: _ClassVar[int]
     STUCK_FIELD_NUMBER: _ClassVar[int]
+    PARENT_WORKFLOW_ID_FIELD_NUMBER: _ClassVar[int]
     page_size: int
     page_token: str
     status: _workflow_pb2.WorkflowStatus
@@ -146,7 +149,8 @@ class ListWorkflowsRequest(_message.Message):
     namespace: str
     workflow_id_prefix: str
     stuck: bool
-    def __init__(self, page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., status: _Optional[_Union[_workflow_pb2.WorkflowStatus, str]] = ..., workflow_type: _Optional[str] = ..., namespace: _Optional[str] = ..., workflow_id_prefix: _Optional[str] = ..., stuck: _Optional[bool] = ...) -> None: ...
+    parent_workflow_id: str
+    def __init__(self, page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., status: _Optional[_Union[_workflow_pb2.WorkflowStatus, str]] = ..., workflow_type: _Optional[str] = ..., namespace: _Optional[str] = ..., workflow_id_prefix: _Optional[str] = ..., stuck: _Optional[bool] = ..., parent_workflow_id: _Optional[str] = ...) -> None: ...
 
 class ListWorkflowsResponse(_message.Message):
     __slots__ = ("workflows", "next_page_token")

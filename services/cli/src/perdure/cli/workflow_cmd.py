@@ -162,6 +162,9 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="only runs found open with no lease, no task and no wake-up (made due again; "
         "listed until a worker loads them), with when they were found",
     )
+    listing.add_argument(
+        "--parent", default="", help="only the child workflows of this workflow id"
+    )
     add_watch_parser(commands)
     add_gateway_flags_to_subcommands(commands)
 
@@ -330,7 +333,11 @@ def _execute(client: Client, args: argparse.Namespace) -> int:
             wf.WorkflowStatus.Value(f"WORKFLOW_STATUS_{args.status.upper()}") if args.status else 0
         )
         page = client.list(
-            status=status, workflow_type=args.type, page_size=args.limit, stuck=args.stuck
+            status=status,
+            workflow_type=args.type,
+            page_size=args.limit,
+            stuck=args.stuck,
+            parent_workflow_id=args.parent,
         )
         for run in page.workflows:
             stuck = f"\tstuck since {run.stuck_time.ToJsonString()}" if args.stuck else ""

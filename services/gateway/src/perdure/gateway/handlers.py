@@ -130,6 +130,7 @@ class WorkflowServicer(LiveCalls, apigrpc.WorkflowServiceServicer):
         if request.workflow_type:
             validate.name("workflow_type", request.workflow_type)
         validate.workflow_id_prefix(request.workflow_id_prefix)
+        validate.workflow_id(request.parent_workflow_id, required=False, field="parent_workflow_id")
         return await self._forward(
             "ListWorkflows", in_namespace(request, namespace), api.ListWorkflowsResponse
         )

@@ -34,6 +34,7 @@ from perdure.history.handlers import HistoryServicer, JournalServicer
 from perdure.history.journal import Journal
 from perdure.history.keys import KeyRing
 from perdure.history.outbox import OutboxRelay
+from perdure.history.relatives import Relatives
 from perdure.history.retention import StreamRetention, stream_retention
 from perdure.history.schedule_api import ScheduleServicer
 from perdure.history.schedule_firing import ScheduleFiring
@@ -76,6 +77,13 @@ async def run(args: argparse.Namespace) -> None:
     channel = service_channel(args.scheduler)
     scheduler = scheduler_service_pb2_grpc.SchedulerServiceStub(channel)
     relay = OutboxRelay(pool, scheduler)
+    relatives = Relatives(pool, relay.notify)
+
+    def scheduled() -> None:
+        """A commit with outbox rows, maybe a close or a cancel request: relay and look."""
+        relay.notify()
+        relatives.notify()
+
     limits.payload_ref_bytes()  # a bad setting stops the start, not a write
     assert isinstance(pool.conninfo, str)  # open_pool passes the resolved DSN
     feed = CommitFeed(pool.conninfo)
@@ -85,7 +93,7 @@ async def run(args: argparse.Namespace) -> None:
     )
     journal = Journal(
         pool,
-        relay.notify,
+        scheduled,
         args.crash_loop_limit,
         limits.journal_page_bytes(),
         on_committed=feed.committed,
@@ -133,6 +141,7 @@ async def run(args: argparse.Namespace) -> None:
         feed.start()
         retention.start()
         relay.start()
+        relatives.start()
         deadlines.start()
         approval_watch.start()
         sweep.start()
@@ -143,6 +152,7 @@ async def run(args: argparse.Namespace) -> None:
         feed.close_watches()  # and so would clients' watches
         await firing.stop()
         await sweep.stop()
+        await relatives.stop()
         await relay.stop()
         await deadlines.stop()
         await approval_watch.stop()

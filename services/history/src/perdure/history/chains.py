@@ -25,7 +25,14 @@ from perdure.common import errors, namespaces
 from perdure.common.reasons import Reason
 from perdure.history import store
 from perdure.history.appends import JournalBase
-from perdure.history.model import OPEN_STATUSES, EventType, RunStatus, StartKeys
+from perdure.history.model import (
+    NO_PARENT,
+    OPEN_STATUSES,
+    EventType,
+    Parent,
+    RunStatus,
+    StartKeys,
+)
 from perdure.history.rows import Row, fetch_one, json_or_none, payload_columns, payload_in
 from perdure.telemetry.propagation import current_carrier
 
@@ -35,7 +42,8 @@ ARCHIVED = store.ARCHIVE_KEY.format(run_id="run_id")  # the key of a run a newer
 # and a signal or a close waiting for it then finds the run that holds the key.
 LOCK_LATEST = """
 SELECT workflow_id, run_id, run_number, fence, status, workflow_type, task_queue, input,
-       input_encoding, deadline, request_id, flow, singleton_key
+       input_encoding, deadline, request_id, flow, singleton_key, parent_workflow_id,
+       parent_run_id, parent_step_id, parent_close_policy
 FROM history.workflows WHERE workflow_id = %s FOR UPDATE
 """
 
@@ -144,12 +152,14 @@ def start_params(
     deadline: datetime | None = None,
     flow: bytes | None = None,
     keys: StartKeys | None = None,
+    parent: Parent | None = None,
 ) -> dict[str, Any]:
     """START_WORKFLOW's parameters for the first run of the id (following() makes them the
     next run's). A run ends by `deadline` if given (a continued run keeps its chain's), else
     `execution_timeout` seconds after its start (None: never). `flow`: its flow settings (a
     serialized RunFlow; a run that follows another keeps them). `keys`: a debounced or
-    singleton start's (start_keys.py)."""
+    singleton start's (start_keys.py). `parent`: a child's link to the run that started it
+    (children.py)."""
     return {
         "workflow_id": workflow_id,
         "run_id": run_id,
@@ -167,6 +177,7 @@ def start_params(
         "deadline": deadline,
         "flow": flow,
         **(keys or StartKeys()).params(),
+        **(parent.params() if parent is not None else NO_PARENT),
     }
 
 
@@ -233,6 +244,8 @@ class Chains(JournalBase):
                 # A singleton chain stays its key's one open run.
                 keys=StartKeys(singleton_key=latest["singleton_key"]),
             )
+            # A child's chain stays its parent's child.
+            next_run |= {name: latest[name] for name in NO_PARENT}
             await self._next_run(conn, latest, next_run, carry_signals=True)
         return closed
 

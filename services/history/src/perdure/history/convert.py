@@ -12,7 +12,7 @@ from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.common import namespaces
 from perdure.common.convert import timestamp
 from perdure.common.text import storable
-from perdure.history.model import OPEN_STATUSES, EventType, RunStatus
+from perdure.history.model import OPEN_STATUSES, EventType, ParentClosePolicy, RunStatus
 from perdure.history.rows import Row, payload_in, payload_of
 from perdure.telemetry.propagation import trace_id_of
 
@@ -69,7 +69,16 @@ def workflow_info(row: Row) -> wf.WorkflowInfo:
         forked_from_workflow_id=row.get("forked_from_workflow_id") or "",
         forked_from_run_id=row.get("forked_from_run_id") or "",
         copied_up_to_event_id=row.get("copied_up_to_event_id") or 0,
+        # A child's parent, in the same namespace (children.py).
+        parent_workflow_id=namespaces.split(row.get("parent_workflow_id") or "")[1],
+        parent_run_id=row.get("parent_run_id") or "",
+        parent_close_policy=close_policy(row.get("parent_close_policy")),
     )
+
+
+def close_policy(stored: str | None) -> str | None:
+    """A stored parent-close policy as its ParentClosePolicy name (None: the run is no child)."""
+    return ParentClosePolicy(stored).proto if stored else None
 
 
 def _wait(kind: str | None, name: str | None, until: Any) -> wf.Wait | None:
@@ -111,7 +120,9 @@ def _history_event(row: Row) -> wf.HistoryEvent:
         wait=_wait_from_json(row["wait"]),
         trace_context=row["trace_context"] or {},
         task_queue=namespaces.split(row["task_queue"] or "")[1],
-        usage=step_usage(row["usage"]),
+        child_workflow_id=namespaces.split(row.get("child_workflow_id") or "")[1],
+        child_run_id=row.get("child_run_id") or "",
+        usage=step_usage(row.get("usage")),
     )
 
 
@@ -175,7 +186,7 @@ def step_infos(events: list[Row], progress: list[Row]) -> list[wf.StepInfo]:
             step.start_time.FromDatetime(row["started_at"])
         step.attempts = row["attempt"] or 1
         step.fence = row["fence"]
-        if row["usage"] is not None:  # every attempt's use counts, a failed one's too
+        if row.get("usage") is not None:  # every attempt's use counts, a failed one's too
             _add_usage(step.usage, row["usage"])
         step.failure.CopyFrom(dict_to_failure(row["failure"]) or wf.Failure())
         step.ClearField("next_retry_time")

@@ -7,6 +7,7 @@ from perdure.api.common.v1.payload_pb2 import Payload
 from perdure.history import chains
 from perdure.history.approvals import Approvals
 from perdure.history.builds import BuildRuns
+from perdure.history.children import Children
 from perdure.history.live import LiveReads
 from perdure.history.metrics import count_started
 from perdure.history.patches import Patches
@@ -27,6 +28,7 @@ class Journal(
     Signals,
     Timers,
     Steps,
+    Children,
     Patches,
     Reads,
     BuildRuns,

@@ -21,6 +21,7 @@ from perdure.common.text import require_storable
 from perdure.history import fencing
 from perdure.history.appends import call_params
 from perdure.history.approvals import approval_request
+from perdure.history.convert import dict_to_failure
 from perdure.history.journal import Journal
 from perdure.history.model import (
     Appended,
@@ -35,6 +36,7 @@ from perdure.history.retries import retry_message, retry_policy
 from perdure.history.streams import MAX_CHUNKS
 from perdure.history.validation import (
     call_of,
+    child_start,
     patch_of,
     require_state_key,
     require_task_queue,
@@ -229,6 +231,20 @@ class JournalApi:
         appended = await self._journal.schedule_step(call, step)
         return jpb.ScheduleStepResponse(
             event_id=appended.event_id, cancel_requested=appended.cancel_requested
+        )
+
+    @errors.unary
+    async def StartChild(
+        self, request: jpb.StartChildRequest, context: Context
+    ) -> jpb.StartChildResponse:
+        call = call_of(request)
+        child = child_start(request)
+        appended, run_id, failure = await self._journal.start_child(call, child)
+        return jpb.StartChildResponse(
+            event_id=appended.event_id,
+            cancel_requested=appended.cancel_requested,
+            child_run_id=run_id,
+            failure=dict_to_failure(failure),
         )
 
     @errors.unary

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 from typing import Any
@@ -63,6 +63,9 @@ class EventType(StrEnum):
     WORKFLOW_CONTINUED_AS_NEW = "WORKFLOW_CONTINUED_AS_NEW"
     PATCH_RECORDED = "PATCH_RECORDED"
     WORKFLOW_RESUMED = "WORKFLOW_RESUMED"
+    CHILD_WORKFLOW_STARTED = "CHILD_WORKFLOW_STARTED"
+    CHILD_WORKFLOW_COMPLETED = "CHILD_WORKFLOW_COMPLETED"
+    CHILD_WORKFLOW_FAILED = "CHILD_WORKFLOW_FAILED"
     APPROVAL_REQUESTED = "APPROVAL_REQUESTED"
     APPROVAL_DECIDED = "APPROVAL_DECIDED"
     APPROVAL_ESCALATED = "APPROVAL_ESCALATED"
@@ -80,6 +83,8 @@ PAYLOAD_EVENTS = frozenset(
         EventType.STATE_UPDATED,
         EventType.STEP_SCHEDULED,
         EventType.WORKFLOW_CONTINUED_AS_NEW,  # the next run's input
+        EventType.CHILD_WORKFLOW_STARTED,  # the child's input
+        EventType.CHILD_WORKFLOW_COMPLETED,  # its result
         EventType.APPROVAL_REQUESTED,  # the details
         EventType.APPROVAL_DECIDED,  # the decision, as JSON
         EventType.APPROVAL_ESCALATED,
@@ -95,6 +100,7 @@ class WaitKind(StrEnum):
     SIGNAL = "SIGNAL"
     RETRY = "RETRY"
     STEP = "STEP"
+    CHILD = "CHILD"
     APPROVAL = "APPROVAL"
 
     @property
@@ -136,7 +142,58 @@ def sql_list(values: Iterable[StrEnum]) -> str:
     return "(" + ", ".join(f"'{name}'" for name in names) + ")"
 
 
+class ParentClosePolicy(StrEnum):
+    """What a parent's close does to its open children (ParentClosePolicy without
+    PARENT_CLOSE_POLICY_; unspecified is TERMINATE)."""
+
+    TERMINATE = "TERMINATE"
+    REQUEST_CANCEL = "REQUEST_CANCEL"
+    ABANDON = "ABANDON"
+
+    @property
+    def proto(self) -> str:
+        """The ParentClosePolicy name of the policy."""
+        return f"PARENT_CLOSE_POLICY_{self}"
+
+
 # -- records ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Parent:
+    """A child run's link to its parent: the parent's chain and run, the call that started
+    the child (its step id), and the parent-close policy."""
+
+    workflow_id: str
+    run_id: str
+    step_id: str
+    close_policy: ParentClosePolicy
+
+    def params(self) -> dict[str, Any]:
+        """START_WORKFLOW's parameters of the link."""
+        return {
+            "parent_workflow_id": self.workflow_id,
+            "parent_run_id": self.run_id,
+            "parent_step_id": self.step_id,
+            "parent_close_policy": str(self.close_policy),
+        }
+
+
+# START_WORKFLOW's parameters of a run that is no child.
+NO_PARENT = dict.fromkeys(
+    ("parent_workflow_id", "parent_run_id", "parent_step_id", "parent_close_policy")
+)
+
+
+@dataclass(frozen=True)
+class ChildStart:
+    """What a parent's StartChild call asks for."""
+
+    workflow_id: str  # the child's, qualified in the parent's namespace
+    workflow_type: str
+    task_queue: str  # qualified
+    input_value: Payload
+    close_policy: ParentClosePolicy
 
 
 @dataclass(frozen=True)
@@ -277,6 +334,7 @@ class Described:
     pending_signals: list[wf.PendingSignal]
     state: dict[str, Payload]
     flow: bytes | None = None  # its flow settings (a serialized RunFlow; None: none)
+    children: list[wf.ChildWorkflow] = field(default_factory=list)  # in the order started
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ from perdure.common.page_tokens import decode_page_token, encode_page_token
 from perdure.common.reasons import Reason
 from perdure.history import convert, store
 from perdure.history.appends import JournalBase
+from perdure.history.children import SELECT_CHILDREN, child_info
 from perdure.history.model import Described, EventType, RunStatus
 from perdure.history.rows import Row, fetch_all, fetch_one, payload_in
 
@@ -45,6 +46,7 @@ class Reads(JournalBase):
         async with self._pool.connection() as conn:
             row = await self._require(conn, workflow_id, store.SELECT_WORKFLOW_WITH_PROGRESS)
             events = await fetch_all(conn, store.SELECT_DESCRIBED_EVENTS, [workflow_id])
+            children = await fetch_all(conn, SELECT_CHILDREN, [workflow_id])
             steps = convert.step_infos(events, convert.progress_rows(row["progress"]))
             shown = _outputs_within(steps, events, limits.DESCRIBED_OUTPUT_BYTES)
             params = {"workflow_id": workflow_id, "event_ids": list(shown)}
@@ -57,6 +59,7 @@ class Reads(JournalBase):
             pending_signals=convert.pending_signals(events),
             state=convert.published_state(events),
             flow=row["flow"],
+            children=[child_info(child) for child in children],
         )
 
     async def history_page(
@@ -88,9 +91,11 @@ class Reads(JournalBase):
         token: str,
         id_prefix: str | None = None,
         stuck: bool = False,
+        parent_workflow_id: str | None = None,
     ) -> tuple[list[wf.WorkflowInfo], str]:
         """One page of runs (whose qualified id starts with `id_prefix`, if given; only stuck
-        ones if `stuck`), newest first, and the token of the next."""
+        ones if `stuck`; only the children of `parent_workflow_id`, qualified, if given),
+        newest first, and the token of the next."""
         before = decode_page_token(token)
         size = page_size(requested_size)
         async with self._pool.connection() as conn:
@@ -103,6 +108,7 @@ class Reads(JournalBase):
                     "workflow_type": workflow_type,
                     "id_prefix": id_prefix,
                     "stuck": stuck,
+                    "parent_workflow_id": parent_workflow_id,
                     "before": before,
                     "limit": size + 1,
                 },

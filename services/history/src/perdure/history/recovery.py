@@ -29,6 +29,7 @@ from perdure.common import errors, namespaces
 from perdure.common.reasons import Reason
 from perdure.history import chains, fencing, keys, store
 from perdure.history.chains import Chains
+from perdure.history.children import FAIL_UNFORKED_CHILDREN, adopt_children
 from perdure.history.metrics import count_closed, count_started, timed_write
 from perdure.history.model import OPEN_STATUSES, EventType, RunStatus
 from perdure.history.rows import Row, fetch_all, fetch_one, payload_in
@@ -75,13 +76,15 @@ WITH overrides AS (
     INSERT INTO history.events (workflow_id, event_id, event_type, fence, step_id, step_name,
                                 position, attempt, payload, payload_encoding, payload_sha256,
                                 failure, created_at, due_at, name, signal_id, consumed,
-                                started_at, wait, trace_context, task_queue, usage)
+                                started_at, wait, trace_context, task_queue, child_workflow_id,
+                                child_run_id, usage)
     SELECT %(workflow_id)s, event_id, event_type, fence, step_id, step_name, position, attempt,
            CASE WHEN NOT overridden THEN payload WHEN o_sha256 IS NULL THEN o_data END,
            CASE WHEN overridden THEN o_encoding ELSE payload_encoding END,
            CASE WHEN overridden THEN o_sha256 ELSE payload_sha256 END,
            failure, created_at, due_at, name, signal_id, consumed, started_at, wait,
-           trace_context, task_queue, CASE WHEN NOT overridden THEN usage END
+           trace_context, task_queue, child_workflow_id, child_run_id,
+           CASE WHEN NOT overridden THEN usage END
     FROM source
     RETURNING event_id
 ), stored AS (
@@ -215,6 +218,7 @@ class Recovery(Chains):
             )
             await self._next_run(conn, latest, params, carry_signals=False)
             await _copy(conn, workflow_id, source, cut - 1, reset_from_run_id=source["run_id"])
+            await adopt_children(conn, source, await _source_key(conn, source), new_run, cut - 1)
             await conn.execute(
                 chains.CARRY_SIGNALS, chains.carried(workflow_id, source["run_id"], cut)
             )
@@ -272,6 +276,7 @@ class Recovery(Chains):
                 forked_from=(namespaces.split(workflow_id)[1], source["run_id"]),
                 overrides=overrides,
             )
+            await conn.execute(FAIL_UNFORKED_CHILDREN, {"workflow_id": new_workflow_id})
             namespace, public_id = namespaces.split(workflow_id)
             details = {
                 "reason": reason,
@@ -348,6 +353,14 @@ async def _require_completed(
         )
 
 
+async def _source_key(conn: AsyncConnection, source: Row) -> str:
+    """The key of the source run as it is in this transaction (a reset has just archived the
+    run it replaced)."""
+    key = await fetch_one(conn, chains.SELECT_RUN_KEY, [source["chain_id"], source["run_id"]])
+    assert key is not None  # the caller holds the chain's lock, or the source is not its latest
+    return str(key["workflow_id"])
+
+
 async def _copy(
     conn: AsyncConnection,
     workflow_id: str,
@@ -361,12 +374,10 @@ async def _copy(
     """Copy events 2 to `last` of `source` into the new run `workflow_id`, with the
     consumptions and remote steps that go with them. The source is read by its key as it is
     in this transaction (a reset has just archived the run it replaced)."""
-    key = await fetch_one(conn, chains.SELECT_RUN_KEY, [source["chain_id"], source["run_id"]])
-    assert key is not None  # the caller holds the chain's lock, or the source is not its latest
     replaced = sorted((overrides or {}).items())
     params: dict[str, Any] = {
         "workflow_id": workflow_id,
-        "source_key": key["workflow_id"],
+        "source_key": await _source_key(conn, source),
         "last": last,
         "override_steps": [step for step, _ in replaced],
         "override_data": [payload.data for _, payload in replaced],

@@ -32,13 +32,14 @@ WORKFLOW_COLUMNS = (
     " result_encoding, failure, fence,"
     " event_count, created_at, updated_at, closed_at, wait_kind, wait_name, wait_until,"
     " cancel_requested, trace_context, stuck_since, history_bytes, build_id,"
-    " reset_from_run_id, forked_from_workflow_id, forked_from_run_id, copied_up_to_event_id"
+    " reset_from_run_id, forked_from_workflow_id, forked_from_run_id, copied_up_to_event_id,"
+    " parent_workflow_id, parent_run_id, parent_close_policy"
 )
 _EVENT_FIELDS = (
     "event_id, event_type, fence, step_id, step_name, position, attempt,"
     " payload_encoding, failure,"
     " created_at, due_at, name, signal_id, consumed, started_at, wait, trace_context,"
-    " task_queue, usage"
+    " task_queue, child_workflow_id, child_run_id, usage"
 )
 # A payload stored by content (payload_sha256) read back in its place: what the public API and
 # the journal's own comparisons see. Needs history.events unaliased.
@@ -169,6 +170,8 @@ EVENT_PARAMS = {
     "wait": "jsonb",
     "trace_context": "jsonb",
     "task_queue": "text",
+    "child_workflow_id": "text",
+    "child_run_id": "text",
     "usage": "jsonb",
 }
 
@@ -184,14 +187,16 @@ def insert_event(value: Callable[[str], str], source: str = "appended") -> str:
     INSERT INTO history.events (workflow_id, event_id, event_type, fence, step_id, step_name,
                                 position, attempt, payload, payload_encoding, payload_sha256,
                                 failure, due_at, name, signal_id, consumed, started_at, wait,
-                                trace_context, task_queue, usage)
+                                trace_context, task_queue, child_workflow_id, child_run_id,
+                                usage)
     SELECT appended.workflow_id, appended.event_count, {v("event_type")}, {v("fence")},
            {v("step_id")}, {v("step_name")}, {v("position")}, {v("attempt")},
            CASE WHEN {by_content} IS NULL THEN {v("payload")} END,
            {v("payload_encoding")}, {by_content}, {v("failure")},
            COALESCE({v("due_at")}, now() + make_interval(secs => {v("due_in")})),
            {v("name")}, {v("signal_id")}, {v("consumed")}, {v("started_at")}, {v("wait")},
-           {v("trace_context")}, {v("task_queue")}, {v("usage")}
+           {v("trace_context")}, {v("task_queue")}, {v("child_workflow_id")},
+           {v("child_run_id")}, {v("usage")}
     FROM {source}
     RETURNING workflow_id, event_id, due_at
 ), stored AS (
@@ -245,7 +250,8 @@ WITH appended AS (
         (workflow_id, chain_id, run_id, run_number, previous_run_id, request_id, fence,
          namespace, workflow_type, task_queue, status, input, input_encoding,
          event_count, history_bytes, trace_context, deadline, flow, debounce_key,
-         debounce_until, singleton_key)
+         debounce_until, singleton_key, parent_workflow_id, parent_run_id, parent_step_id,
+         parent_close_policy)
     VALUES (%(workflow_id)s, %(workflow_id)s, %(run_id)s, %(run_number)s, %(previous_run_id)s,
             %(request_id)s, %(fence)s, %(namespace)s, %(workflow_type)s, %(task_queue)s,
             'RUNNING', %(input)s, %(input_encoding)s, 1, """
@@ -254,7 +260,9 @@ WITH appended AS (
             COALESCE(%(deadline)s::timestamptz,
                      now() + make_interval(secs => %(execution_timeout)s::float8)),
             %(flow)s, %(debounce_key)s,
-            now() + make_interval(secs => %(debounce_window)s::float8), %(singleton_key)s)
+            now() + make_interval(secs => %(debounce_window)s::float8), %(singleton_key)s,
+            %(parent_workflow_id)s, %(parent_run_id)s, %(parent_step_id)s,
+            %(parent_close_policy)s)
     ON CONFLICT (workflow_id) DO NOTHING
     RETURNING workflow_id, workflow_type, task_queue, input, input_encoding, event_count,
               run_number, flow, debounce_until
@@ -574,6 +582,10 @@ SCHEDULE_STEP = _append(
 )""",
 )
 
+# A child workflow's call (CHILD_WORKFLOW_STARTED), under the parent's lease; the child's run is
+# started in the same transaction (children.py).
+START_CHILD = _append(_RECORD)
+
 # Takes up a step task: raises the step's fence mark (a lower fence matches no row) and
 # returns what to execute, the attempt it is at and the last progress of an earlier attempt.
 # The load starts the attempt (STEP_ATTEMPT_STARTED, before the body runs), unless the last
@@ -813,6 +825,7 @@ WHERE namespace = %(namespace)s
   AND (%(workflow_type)s::text IS NULL OR workflow_type = %(workflow_type)s)
   AND (%(id_prefix)s::text IS NULL OR starts_with(workflow_id, %(id_prefix)s))
   AND (NOT %(stuck)s OR stuck_since IS NOT NULL)
+  AND (%(parent_workflow_id)s::text IS NULL OR parent_workflow_id = %(parent_workflow_id)s)
   AND (%(before)s::bigint IS NULL OR run_seq < %(before)s)
 ORDER BY run_seq DESC
 LIMIT %(limit)s
@@ -845,6 +858,8 @@ def event_params(
     task_queue: str | None = None,
     usage: dict[str, Any] | None = None,
     unless_cancel: bool = False,
+    child_workflow_id: str | None = None,
+    child_run_id: str | None = None,
 ) -> dict[str, Any]:
     """Parameters of the append statements for one event (EVENT_PARAMS), the lease it is
     written under (`fence` and `lease_key`, the API key of the caller: "" without keys;
@@ -871,6 +886,8 @@ def event_params(
         "wait": json_or_none(wait),
         "trace_context": json_or_none(trace_context or None),
         "task_queue": task_queue,
+        "child_workflow_id": child_workflow_id,
+        "child_run_id": child_run_id,
         "usage": json_or_none(usage),
         "run_at": run_at,
         "wake": wake,

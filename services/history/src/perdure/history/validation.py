@@ -15,7 +15,17 @@ from perdure.common.flow import check_step_flow
 from perdure.common.payload import validate_payload
 from perdure.common.text import require_storable
 from perdure.history.convert import failure_to_dict
-from perdure.history.model import Call, EventType, Lease, StartKeys, StepRecord, Wait, WaitKind
+from perdure.history.model import (
+    Call,
+    ChildStart,
+    EventType,
+    Lease,
+    ParentClosePolicy,
+    StartKeys,
+    StepRecord,
+    Wait,
+    WaitKind,
+)
 
 MAX_KEY_LENGTH = 200
 MAX_TASK_QUEUE_LENGTH = 200
@@ -208,6 +218,42 @@ def wait_of(request: jpb.SuspendWorkflowRequest) -> Wait:
     until = datetime_of("wait.until", wait.until) if wait.HasField("until") else None
     kind = WaitKind(wf.WaitKind.Name(wait.kind).removeprefix("WAIT_KIND_"))
     return Wait(kind, wait.name, until)
+
+
+MAX_CHILD_ID_LENGTH = 255  # a workflow id's limit (the gateway's validate.workflow_id)
+
+
+def child_start(request: jpb.StartChildRequest) -> ChildStart:
+    """What a StartChild call asks for, validated; its names qualified in the parent's
+    namespace, which the child shares."""
+    child_id = request.child_workflow_id
+    if not 0 < len(child_id) <= MAX_CHILD_ID_LENGTH:
+        raise errors.invalid_argument(
+            f"child_workflow_id must have 1 to {MAX_CHILD_ID_LENGTH} characters"
+        )
+    if not child_id.isprintable() or child_id != child_id.strip():
+        raise errors.invalid_argument(
+            "child_workflow_id must be printable and must not start or end with whitespace"
+        )
+    require_storable("child_workflow_id", child_id)
+    namespaces.require_public("child_workflow_id", child_id)
+    require_task_queue(request.task_queue)
+    if request.parent_close_policy not in wf.ParentClosePolicy.values():
+        raise errors.invalid_argument(
+            f"parent_close_policy {request.parent_close_policy} is not a known ParentClosePolicy"
+        )
+    policy = ParentClosePolicy.TERMINATE
+    if request.parent_close_policy != wf.PARENT_CLOSE_POLICY_UNSPECIFIED:
+        name = wf.ParentClosePolicy.Name(request.parent_close_policy)
+        policy = ParentClosePolicy(name.removeprefix("PARENT_CLOSE_POLICY_"))
+    namespace = namespaces.namespace_of(request.workflow_id)
+    return ChildStart(
+        workflow_id=namespaces.qualify(namespace, child_id),
+        workflow_type=request.step_name,
+        task_queue=namespaces.qualify(namespace, request.task_queue),
+        input_value=validate_payload("input", request.input),
+        close_policy=policy,
+    )
 
 
 def require_task_queue(task_queue: str) -> None:

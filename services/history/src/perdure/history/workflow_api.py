@@ -96,6 +96,7 @@ class WorkflowApi:
                 pending_signals=described.pending_signals,
                 state=described.state,
                 flow=run_flow_status(described.flow),
+                children=described.children,
                 pending_approvals=approvals,
             )
         )
@@ -134,6 +135,11 @@ class WorkflowApi:
             r.page_token,
             namespaces.qualify(namespace, r.workflow_id_prefix) if r.workflow_id_prefix else None,
             stuck=r.stuck,
+            parent_workflow_id=(
+                namespaces.qualify(namespace, r.parent_workflow_id)
+                if r.parent_workflow_id
+                else None
+            ),
         )
         return hpb.ListWorkflowsResponse(
             response=api.ListWorkflowsResponse(

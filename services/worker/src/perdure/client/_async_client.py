@@ -300,6 +300,7 @@ class AsyncClient:
         page_size: int = 0,
         page_token: str = "",
         stuck: bool = False,
+        parent_workflow_id: str = "",
     ) -> api.ListWorkflowsResponse:
         """One page of runs, newest first (Client.list)."""
         response: api.ListWorkflowsResponse = await self._call(
@@ -311,6 +312,7 @@ class AsyncClient:
                 page_size=page_size,
                 page_token=page_token,
                 stuck=stuck,
+                parent_workflow_id=parent_workflow_id,
             ),
         )
         return response

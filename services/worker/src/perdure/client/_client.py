@@ -340,9 +340,10 @@ class Client:
         page_size: int = 0,
         page_token: str = "",
         stuck: bool = False,
+        parent_workflow_id: str = "",
     ) -> api.ListWorkflowsResponse:
         """One page of runs, newest first (`stuck`: only runs found stuck, see
-        WorkflowInfo.stuck_time)."""
+        WorkflowInfo.stuck_time; `parent_workflow_id`: only the children of that workflow)."""
         response: api.ListWorkflowsResponse = self._stub.ListWorkflows(
             api.ListWorkflowsRequest(
                 namespace=self.namespace,
@@ -351,6 +352,7 @@ class Client:
                 page_size=page_size,
                 page_token=page_token,
                 stuck=stuck,
+                parent_workflow_id=parent_workflow_id,
             ),
             timeout=self._timeout,
         )

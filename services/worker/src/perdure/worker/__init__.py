@@ -29,6 +29,10 @@ model, tokens and cost it used are journaled with the step and settle its budget
 A person's decision: `await ctx.approval(name, details, timeout=...)` creates an approval
 record (decided once, through ApprovalService, by its approvers) and returns an
 `ApprovalDecision`, or raises `ApprovalExpiredError` at its expiry.
+Child workflows: `await ctx.child(workflow_type, input)` runs another workflow to its end and
+returns its result (`ChildWorkflowFailedError` if it did not complete); `ctx.start_child`
+returns its `ChildWorkflowHandle` at once. A parent's close terminates its open children, or
+asks them to cancel, or leaves them (`parent_close_policy`).
 
 Every error the SDK raises is a `PerdureError`.
 """
@@ -36,10 +40,12 @@ Every error the SDK raises is a `PerdureError`.
 from perdure.worker._agent_loop import AgentLoopResult, Turn, TurnResult
 from perdure.worker._approvals import ApprovalDecision, ApprovalEscalation
 from perdure.worker._attempt import StepContext, current_step, heartbeat
+from perdure.worker._children import ChildWorkflowHandle
 from perdure.worker._context import RemoteCall, WorkflowContext
 from perdure.worker._errors import (
     ApprovalExpiredError,
     BudgetExceededError,
+    ChildWorkflowFailedError,
     JournalRejectedError,
     LeaseLostError,
     NonDeterminismError,
@@ -69,6 +75,8 @@ __all__ = [
     "ApprovalEscalation",
     "ApprovalExpiredError",
     "BudgetExceededError",
+    "ChildWorkflowFailedError",
+    "ChildWorkflowHandle",
     "JournalRejectedError",
     "LeaseLostError",
     "ModelPrices",

@@ -40,6 +40,7 @@ from perdure.worker._attempt import (
     heartbeat,
     run_attempt,
 )
+from perdure.worker._children import ChildWorkflowHandle, child_failed, child_id, close_policy
 from perdure.worker._errors import (
     LeaseLostError,
     NonDeterminismError,
@@ -473,25 +474,104 @@ class WorkflowContext:
             estimate=estimate,
         )
 
-    async def gather(self, *calls: RemoteCall) -> list[Any]:
-        """Run remote steps side by side; their results, in call order. Each is journaled in
-        the order given, so replay is deterministic. Once all have their outcomes, the first
-        failed one (in call order) raises StepFailedError."""
-        scheduled = [await self._schedule(call) for call in calls]
-        if not scheduled:
+    async def start_child(
+        self,
+        workflow_type: str,
+        input: Any = None,
+        *,
+        id: str | None = None,
+        task_queue: str | None = None,
+        parent_close_policy: str = "terminate",
+    ) -> ChildWorkflowHandle:
+        """Start a child workflow of `workflow_type` with `input` on `task_queue` (default: this
+        workflow's), in this workflow's namespace; returns its handle at once (`workflow_id`,
+        `run_id`, `await handle.result()`), so several children may run side by side
+        (`ctx.gather(h1, h2)`). The start is journaled with the child's run in one transaction:
+        the child starts exactly once, however often this code runs again.
+
+        `id`: the child's workflow id; default "<this workflow's id>-child-<position>" (the
+        call's position in this code, "-run-<n>" appended in the n-th run of a chain), the same
+        on every replay. An id an open run holds starts nothing: `result()` raises
+        ChildWorkflowFailedError ("WorkflowAlreadyStarted"); one whose run closed gets a new
+        run. `parent_close_policy`: what this run's close does to the child if it is still
+        open: "terminate" (default), "request_cancel" or "abandon". Cancelling this run asks
+        its children (but abandoned ones) to cancel too."""
+        _check_name(workflow_type, "workflow type")
+        policy = close_policy(parent_close_policy)
+        queue = task_queue or self._task_queue
+        if not isinstance(queue, str):
+            raise ValueError(f"task_queue must be a string, not {queue!r}")
+        workflow_id = child_id(self.workflow_id, self._run_number, self._replay.position, id)
+        payload = to_payload(input)
+        call = await self._begin(workflow_type)
+        recorded = call.recorded
+        if recorded is not None:
+            self._replay.expect(call, (wf.EVENT_TYPE_CHILD_WORKFLOW_STARTED,), "child workflow")
+            return ChildWorkflowHandle(
+                self, call, recorded.child_workflow_id, recorded.child_run_id
+            )
+        request = jpb.StartChildRequest(
+            child_workflow_id=workflow_id,
+            task_queue=queue,
+            input=payload,
+            parent_close_policy=policy,
+            **call.ref(),
+        )
+        started: jpb.StartChildResponse = await self._record(request)
+        if not started.child_run_id:
+            # An open run holds the id: history journaled the call's failure with it, which a
+            # replay finds; this run learns it from the answer.
+            self._replay.child_outcomes[call.step_id] = wf.HistoryEvent(
+                event_type=wf.EVENT_TYPE_CHILD_WORKFLOW_FAILED,
+                step_id=call.step_id,
+                failure=started.failure,
+                child_workflow_id=workflow_id,
+            )
+        return ChildWorkflowHandle(self, call, workflow_id, started.child_run_id)
+
+    async def child(
+        self,
+        workflow_type: str,
+        input: Any = None,
+        *,
+        id: str | None = None,
+        task_queue: str | None = None,
+        parent_close_policy: str = "terminate",
+    ) -> Any:
+        """Run a child workflow to its end (start_child, then its result): its JSON result, or
+        ChildWorkflowFailedError if it failed, was cancelled or terminated, or could not
+        start. This workflow holds no worker while it waits."""
+        handle = await self.start_child(
+            workflow_type,
+            input,
+            id=id,
+            task_queue=task_queue,
+            parent_close_policy=parent_close_policy,
+        )
+        return await handle.result()
+
+    async def gather(self, *calls: RemoteCall | ChildWorkflowHandle) -> list[Any]:
+        """Run remote steps (and wait for child workflows) side by side; their results, in
+        call order. Each remote step is journaled in the order given, so replay is
+        deterministic. Once all have their outcomes, the first failed one (in call order)
+        raises StepFailedError (ChildWorkflowFailedError for a child)."""
+        awaited = [await self._awaited(call) for call in calls]
+        if not awaited:
             return []
         while True:
-            outcomes = self._replay.remote_outcomes
-            pending = [call for call in scheduled if call.step_id not in outcomes]
-            await self._interruptible(scheduled[0], waiting=bool(pending))
+            pending = [one for one in awaited if one.outcome() is None]
+            await self._interruptible(awaited[0].call, waiting=bool(pending))
             if not pending:
                 break
-            await self._suspend(_wait(wf.WAIT_KIND_STEP, pending[0].step_id, None))
+            await self._suspend(_wait(pending[0].kind, pending[0].call.step_id, None))
         results = []
-        for call in scheduled:
-            outcome = self._replay.remote_outcomes[call.step_id]
+        for one in awaited:
+            outcome = one.outcome()
+            assert outcome is not None
             if outcome.event_type == wf.EVENT_TYPE_STEP_FAILED:
-                raise step_failed(call.step_id, outcome.failure)
+                raise step_failed(one.call.step_id, outcome.failure)
+            if outcome.event_type == wf.EVENT_TYPE_CHILD_WORKFLOW_FAILED:
+                raise child_failed(one.call.step_id, outcome)
             results.append(await self._value(outcome))
         return results
 
@@ -541,6 +621,16 @@ class WorkflowContext:
             state_key=state_key,
             resume=resume,
         )
+
+    async def _awaited(self, call: RemoteCall | ChildWorkflowHandle) -> _Awaited:
+        """What gather waits for: a remote step's call, journaled now (or replayed), or a child
+        started already."""
+        if isinstance(call, ChildWorkflowHandle):
+            return _Awaited(call.call, wf.WAIT_KIND_CHILD, self._replay.child_outcomes)
+        if not isinstance(call, RemoteCall):
+            raise TypeError(f"gather takes ctx.call(...) calls and child handles, not {call!r}")
+        scheduled = await self._schedule(call)
+        return _Awaited(scheduled, wf.WAIT_KIND_STEP, self._replay.remote_outcomes)
 
     def unconsumed_steps(self) -> list[str]:
         """Recorded calls the code has not reached: non-deterministic if the run is ending."""
@@ -825,6 +915,18 @@ class WorkflowContext:
                 waiting.__cause__ = attempted.error
             await self._suspend(waiting)
             await self._arrive(call)  # as a replay would reach it: a cancellation, a drain
+
+
+@dataclass(frozen=True)
+class _Awaited:
+    """A call gather waits on: its outcome, when the journal has it, is in `outcomes`."""
+
+    call: Call
+    kind: wf.WaitKind
+    outcomes: dict[str, wf.HistoryEvent]
+
+    def outcome(self) -> wf.HistoryEvent | None:
+        return self.outcomes.get(self.call.step_id)
 
 
 @dataclass(frozen=True)

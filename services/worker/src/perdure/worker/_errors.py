@@ -48,6 +48,34 @@ def step_failed(step_id: str, failure: wf.Failure) -> StepFailedError:
     return _STEP_FAILURES.get(failure.type, StepFailedError)(step_id, failure)
 
 
+class ChildWorkflowFailedError(PerdureError, Exception):
+    """A child workflow (ctx.child, ctx.start_child) did not complete: it failed, was
+    cancelled, terminated, or could not start because an open run holds its workflow id
+    (`error_type` "WorkflowAlreadyStarted"). Raised again, identically, on replay.
+
+    `error_type` and `message` are the child's failure (its own error's type for a failed
+    child, "WorkflowCancelledError" for a cancelled one, "Terminated" for a terminated one);
+    `status` the child's final status ("FAILED", "CANCELLED", "TERMINATED"; "" when it never
+    started); `workflow_id` and `run_id` the child's (run id "" when it never started);
+    `step_id` the child call's step id in the parent's journal.
+    """
+
+    def __init__(
+        self, step_id: str, failure: wf.Failure, workflow_id: str, run_id: str, status: str
+    ) -> None:
+        super().__init__(
+            f"child workflow {workflow_id!r} ({step_id!r}) did not complete: "
+            f"{failure.type}: {failure.message}"
+        )
+        self.step_id = step_id
+        self.error_type = failure.type
+        self.message = failure.message
+        self.failure = failure
+        self.workflow_id = workflow_id
+        self.run_id = run_id
+        self.status = status
+
+
 class StepTimeoutError(PerdureError, Exception):
     """A step attempt ran longer than its `timeout` (start to close); counts as a failed
     attempt."""

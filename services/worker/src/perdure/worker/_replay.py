@@ -25,10 +25,14 @@ POSITIONED = frozenset(
         wf.EVENT_TYPE_SIGNAL_TIMED_OUT,
         wf.EVENT_TYPE_STATE_UPDATED,
         wf.EVENT_TYPE_CANCELLATION_DELIVERED,
+        wf.EVENT_TYPE_CHILD_WORKFLOW_STARTED,
         wf.EVENT_TYPE_APPROVAL_REQUESTED,
     }
 )
 STEP_OUTCOMES = (wf.EVENT_TYPE_STEP_COMPLETED, wf.EVENT_TYPE_STEP_FAILED)
+# A child workflow's outcome holds no position either: its CHILD_WORKFLOW_STARTED holds the
+# call's, and the outcome names the call by its step id.
+CHILD_OUTCOMES = (wf.EVENT_TYPE_CHILD_WORKFLOW_COMPLETED, wf.EVENT_TYPE_CHILD_WORKFLOW_FAILED)
 # What others than the run's lease add to its journal while it waits (with remote steps'
 # attempts and outcomes): what a kept run takes in without a replay.
 # What happens to an approval after its request (docs/worker-protocol.md §29): platform events
@@ -41,7 +45,12 @@ APPROVAL_OUTCOMES = frozenset(
     }
 )
 _FROM_OUTSIDE = frozenset(
-    {wf.EVENT_TYPE_SIGNAL_RECEIVED, wf.EVENT_TYPE_CANCEL_REQUESTED, *APPROVAL_OUTCOMES}
+    {
+        wf.EVENT_TYPE_SIGNAL_RECEIVED,
+        wf.EVENT_TYPE_CANCEL_REQUESTED,
+        *APPROVAL_OUTCOMES,
+        *CHILD_OUTCOMES,
+    }
 )
 _REMOTE_ATTEMPTS = (wf.EVENT_TYPE_STEP_ATTEMPT_STARTED, wf.EVENT_TYPE_STEP_ATTEMPT_FAILED)
 
@@ -87,6 +96,8 @@ class Replay:
         self.remote_outcomes = {
             e.step_id: e for e in events if e.event_type in STEP_OUTCOMES and e.step_id in scheduled
         }
+        # The outcomes of child workflows, by the child call's step id.
+        self.child_outcomes = {e.step_id: e for e in events if e.event_type in CHILD_OUTCOMES}
         self._recorded = {
             e.position: e
             for e in events
@@ -148,9 +159,9 @@ class Replay:
         """Take in the events recorded since this replay's journal was loaded (sticky
         execution): the writes of its own lease `fence`, which the code made and knows (its
         steps' attempts are counted: a retry goes on from them), and what others add while it
-        waits: signals, cancel requests, remote steps' outcomes (and their attempts, which the
-        code never looks at). False, and nothing taken in, when an event is anything else:
-        only a replay can take it in."""
+        waits: signals, cancel requests, remote steps' and child workflows' outcomes (and
+        remote steps' attempts, which the code never looks at). False, and nothing taken in,
+        when an event is anything else: only a replay can take it in."""
         events = list(loaded.events)
         scheduled = self._scheduled | {
             e.step_id for e in events if e.event_type == wf.EVENT_TYPE_STEP_SCHEDULED
@@ -174,6 +185,8 @@ class Replay:
                 self.cancel_reason = self.cancel_reason or event.failure.message
             elif event.event_type in STEP_OUTCOMES and event.step_id in scheduled:
                 self.remote_outcomes.setdefault(event.step_id, event)
+            elif event.event_type in CHILD_OUTCOMES:
+                self.child_outcomes.setdefault(event.step_id, event)
         self.progress = {p.step_id: p for p in loaded.progress}
         return True
 

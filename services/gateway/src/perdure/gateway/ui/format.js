@@ -138,6 +138,7 @@ export function waitText(wait) {
     case "WAIT_KIND_TIMER": return `timer ${wait.name || ""}`.trim();
     case "WAIT_KIND_RETRY": return `next attempt of step ${wait.name}`;
     case "WAIT_KIND_STEP": return `remote step ${wait.name}`;
+    case "WAIT_KIND_CHILD": return `child workflow ${wait.name}`;
     case "WAIT_KIND_APPROVAL": return `approval “${String(wait.name).replace(/^\$approval:/, "")}”`;
     default: return wait.name || "—";
   }

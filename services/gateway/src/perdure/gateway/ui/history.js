@@ -42,13 +42,20 @@ function eventDetail(event) {
       return `new code path from call #${event.position || 0}`;
     case "EVENT_TYPE_STEP_SCHEDULED":
       return `on ${event.task_queue || "?"} · input ${shortJson(event.payload)}`;
+    case "EVENT_TYPE_CHILD_WORKFLOW_STARTED":
+      return `child ${event.child_workflow_id || "?"}${event.child_run_id ? "" : " (not started)"} on ${event.task_queue || "?"} · input ${shortJson(event.payload)}`;
+    case "EVENT_TYPE_CHILD_WORKFLOW_COMPLETED":
+      return `child ${event.child_workflow_id} · result ${shortJson(event.payload)}`;
+    case "EVENT_TYPE_CHILD_WORKFLOW_FAILED":
+      return `child ${event.child_workflow_id} · ${failureText(event.failure)}`;
     default: return "";
   }
 }
 
 const STEP_EVENTS = new Set([
   "EVENT_TYPE_STEP_COMPLETED", "EVENT_TYPE_STEP_FAILED", "EVENT_TYPE_STEP_ATTEMPT_FAILED",
-  "EVENT_TYPE_STEP_SCHEDULED",
+  "EVENT_TYPE_STEP_SCHEDULED", "EVENT_TYPE_CHILD_WORKFLOW_STARTED",
+  "EVENT_TYPE_CHILD_WORKFLOW_COMPLETED", "EVENT_TYPE_CHILD_WORKFLOW_FAILED",
 ]);
 
 /** The step (with its attempt when it says something) or the signal, timer or state key. */

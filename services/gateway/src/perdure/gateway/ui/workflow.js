@@ -11,6 +11,7 @@ import {
 } from "./format.js";
 import { actionsCard, resumePanel } from "./actions.js";
 import { approvalPanel } from "./approvals.js";
+import { childrenCard, parentLink } from "./children.js";
 import { historyCard } from "./history.js";
 import { pauseCard, pauseTag } from "./pauses.js";
 import { settings } from "./settings.js";
@@ -63,6 +64,7 @@ export function workflowView(root, id) {
   const waitSlot = h("div", { "data-testid": "wait-info" });
 
   const steps = stepsCard(history.events);
+  const children = childrenCard();
   const output = outputCard(id);
   const approval = approvalPanel(id, () => scheduleRefresh());
   const actions = actionsCard(id, () => scheduleRefresh());
@@ -91,6 +93,7 @@ export function workflowView(root, id) {
         history.element),
       h("aside", { class: "col-side", "aria-label": "Run details and actions" },
         section("Waiting for", { id: "wait", hidden: true }, waitSlot),
+        children.element,
         pause.element,
         actions.element,
         section("Published state", { id: "state" }, stateList),
@@ -115,6 +118,7 @@ export function workflowView(root, id) {
     const created = toMillis(run.create_time);
     fill(meta,
       metaItem("Type", h("span", { class: "mono" }, run.workflow_type || "—"), "workflow-type"),
+      run.parent_workflow_id ? metaItem("Parent", parentLink(run), "workflow-parent") : null,
       metaItem("Task queue", h("span", { class: "mono" }, run.task_queue || "—")),
       run.namespace ? metaItem("Namespace", h("span", { class: "mono" }, run.namespace)) : null,
       run.build_id ? metaItem("Build", h("a", { class: "mono", href: "#/workers" }, run.build_id), "workflow-build") : null,
@@ -145,6 +149,7 @@ export function workflowView(root, id) {
     renderResult(run);
     renderWait(run, described);
     steps.update(described);
+    children.update(described);
     renderState(described.state || {});
     renderSignals(described.pending_signals || []);
     if (!inputSlot.dataset.filled) {
