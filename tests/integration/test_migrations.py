@@ -34,6 +34,7 @@ HISTORY_TABLES = {
     "schedules",
     "schedule_actions",
     "child_notices",
+    "approvals",
 }
 FILES = {
     "perdure.history": [
@@ -61,6 +62,8 @@ FILES = {
         "0022_start_keys.sql",
         "0023_flow_control.sql",
         "0024_children.sql",
+        "0025_approvals.sql",
+        "0026_step_usage.sql",
     ],
     "perdure.scheduler": [
         "0001_init.sql",
