@@ -875,7 +875,7 @@ def phase_toolkit(cluster: LocalCluster, client: Client) -> None:
     )
     run_command(
         cluster,
-        [*("-m", "perdure.cli", "approvals", "list", "--address", cluster.address)],
+        [*("-m", "perdure.cli", "approvals", "--address", cluster.address, "list")],
         "perdure approvals list",
     )
     approve(cluster, "demo-purchase", "the cheapest quote, within plan")
