@@ -1,11 +1,11 @@
-"""`perdure approve` and `perdure workflow signal` send each signal with an id, so that sending a
-command again (a retry after a lost answer) gives the run one signal, not two."""
+"""`perdure workflow signal` sends each signal with an id, so that sending the command again (a
+retry after a lost answer) gives the run one signal, not two. (`perdure approve` decides an
+approval record, which is decided once: tests/e2e/test_approvals.py.)"""
 
 from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -49,33 +49,9 @@ def test_a_command_sent_again_with_its_signal_id_is_one_signal(
         client.start_workflow("five_steps", {"ledger": "-"}, workflow_id="a-1", task_queue="idle")
     gateway = ("--address", cluster.gateway)
 
-    approved = perdure(cluster, tmp_path, "approve", *gateway, "a-1", "--comment", "ship it")
-    match = re.fullmatch(r"a-1: approved \(signal id (\S+)\)", approved)
-    assert match is not None, approved
-    sent_id = match.group(1)
-    again = perdure(
-        cluster,
-        tmp_path,
-        "approve",
-        *gateway,
-        "a-1",
-        "--comment",
-        "ship it",
-        "--signal-id",
-        sent_id,
-    )
-    assert again == f"a-1: approved already: signal id {sent_id} was received before"
-    rejected = perdure(cluster, tmp_path, "approve", *gateway, "a-1", "--reject")
-    rejected_id = re.findall(r"signal id (\S+)\)", rejected)[0]
-    assert rejected_id != sent_id  # one id per command
-
     signal = ("workflow", *gateway, "signal", "a-1", "steer", "--payload", '{"go": 1}')
     first = json.loads(perdure(cluster, tmp_path, *signal))
     repeated = json.loads(perdure(cluster, tmp_path, *signal, "--signal-id", first["signal_id"]))
     assert (first["accepted"], repeated["accepted"]) == (True, False)
 
-    assert received(cluster, "a-1") == [
-        ("approval", sent_id, {"decision": "approved", "comment": "ship it"}),
-        ("approval", rejected_id, {"decision": "rejected", "comment": ""}),
-        ("steer", first["signal_id"], {"go": 1}),
-    ]
+    assert received(cluster, "a-1") == [("steer", first["signal_id"], {"go": 1})]
