@@ -198,23 +198,31 @@ WHERE approval_id = %s RETURNING clock_timestamp() AS expired_at
 """
 # The watch's next approval to escalate or expire, skipping those another replica or a
 # decision holds (it looks again at its next round).
+_ESCALATION_DUE = "status = 'PENDING' AND escalated_at IS NULL AND escalate_at <= clock_timestamp()"
+_EXPIRY_DUE = "status = 'PENDING' AND expires_at <= clock_timestamp()"
+# A pending approval whose run closed (cancelled, terminated, failed...): nobody waits for its
+# decision any more, so it leaves the inbox as expired.
+_OF_CLOSED_RUN = f"""
+FROM history.approvals a JOIN history.workflows w ON w.workflow_id = a.run_key
+WHERE a.status = 'PENDING' AND w.status NOT IN {fencing.OPEN}"""
 DUE_TO_ESCALATE = f"""
-SELECT {_COLUMNS} FROM history.approvals
-WHERE status = 'PENDING' AND escalated_at IS NULL AND escalate_at <= clock_timestamp()
+SELECT {_COLUMNS} FROM history.approvals WHERE {_ESCALATION_DUE}
 ORDER BY escalate_at LIMIT 1 FOR UPDATE SKIP LOCKED
 """
 DUE_TO_EXPIRE = f"""
-SELECT {_COLUMNS} FROM history.approvals
-WHERE status = 'PENDING' AND expires_at <= clock_timestamp()
+SELECT {_COLUMNS} FROM history.approvals WHERE {_EXPIRY_DUE}
 ORDER BY expires_at LIMIT 1 FOR UPDATE SKIP LOCKED
 """
-# A pending approval whose run closed (cancelled, terminated, failed...): nobody waits for its
-# decision any more, so it leaves the inbox as expired.
 OF_CLOSED_RUN = f"""
-SELECT {", ".join(f"a.{column.strip()}" for column in _COLUMNS.split(","))}
-FROM history.approvals a JOIN history.workflows w ON w.workflow_id = a.run_key
-WHERE a.status = 'PENDING' AND w.status NOT IN {fencing.OPEN}
+SELECT {", ".join(f"a.{column.strip()}" for column in _COLUMNS.split(","))} {_OF_CLOSED_RUN}
 LIMIT 1 FOR UPDATE OF a SKIP LOCKED
+"""
+# Whether any of the three has a row: one statement, outside a transaction, so that a round
+# with nothing due (nearly every round) costs one round trip, not three transactions.
+ANY_DUE = f"""
+SELECT EXISTS (SELECT FROM history.approvals WHERE {_ESCALATION_DUE})
+    OR EXISTS (SELECT FROM history.approvals WHERE {_EXPIRY_DUE})
+    OR EXISTS (SELECT {_OF_CLOSED_RUN}) AS due
 """
 
 _STATUSES = {
@@ -523,9 +531,10 @@ def _expired(row: Row) -> errors.ApiError:
 
 
 class ApprovalWatch(BackgroundLoop):
-    """Escalates and expires approvals on the database clock, four times a second: each in a
-    transaction of its own that takes its row's lock, so a decision committed first wins. The
-    pending approvals of runs that closed expire too."""
+    """Escalates and expires approvals on the database clock: four times a second it asks
+    whether any is due (one statement), and changes each due one in a transaction of its own
+    that takes its row's lock, so a decision committed first wins. The pending approvals of
+    runs that closed expire too."""
 
     def __init__(self, pool: AsyncConnectionPool, on_scheduled: Any) -> None:
         super().__init__("approval watch", self.watch, WATCH_SECONDS)
@@ -534,12 +543,19 @@ class ApprovalWatch(BackgroundLoop):
 
     async def watch(self) -> None:
         with untraced():  # the poll runs all the time; the changes are logged
+            if not await self._any_due():
+                return
             while (
                 await self._one(DUE_TO_ESCALATE, escalate)
                 or await self._one(DUE_TO_EXPIRE, expire)
                 or await self._one(OF_CLOSED_RUN, expire)
             ):
                 pass
+
+    async def _any_due(self) -> bool:
+        async with self._pool.connection() as conn:
+            row = await fetch_one(conn, ANY_DUE, None)
+        return bool(row and row["due"])
 
     async def _one(self, query: str, change: Any) -> bool:
         async with self._pool.connection() as conn, conn.transaction():
