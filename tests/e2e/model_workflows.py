@@ -4,16 +4,30 @@ package's for PERDURE_MODEL_URL)."""
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
-from examples.models import model_client
+from examples.models import MODEL_URL_ENV, model_client
 from perdure.worker import ModelPrices, WorkflowContext, model_step, model_text, workflow
 
 MODEL = "offline-chat-1"
 # USD 2.50 per million input tokens, 10.00 per million output tokens.
 PRICES = ModelPrices(input_micros_per_million=2_500_000, output_micros_per_million=10_000_000)
 
-answer_model_calls = model_step(model_client(), {MODEL: PRICES})
+# The test's switch to the `openai` package's async client: model_step awaits it on the
+# worker's event loop instead of a thread.
+ASYNC_CLIENT_ENV = "MODEL_WORKFLOWS_ASYNC_CLIENT"
+
+
+def _client() -> Any:
+    if not os.environ.get(ASYNC_CLIENT_ENV):
+        return model_client()
+    import openai
+
+    return openai.AsyncOpenAI(base_url=os.environ[MODEL_URL_ENV], api_key="k")
+
+
+answer_model_calls = model_step(_client(), {MODEL: PRICES})
 
 
 def _ask(ctx: WorkflowContext, question: str, max_tokens: int) -> Any:

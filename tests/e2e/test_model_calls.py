@@ -140,12 +140,20 @@ def test_model_calls_are_counted_by_model_in_the_metrics(
     )
 
 
+@pytest.mark.parametrize("flavour", ["sync", "async"])
 def test_one_setting_points_the_model_calls_at_an_openai_compatible_endpoint(
-    model_endpoint: ModelEndpoint, start_cluster: Callable[..., Cluster]
+    flavour: str, model_endpoint: ModelEndpoint, start_cluster: Callable[..., Cluster]
 ) -> None:
-    """With PERDURE_MODEL_URL, the examples' client is the `openai` package's, over HTTP."""
+    """With PERDURE_MODEL_URL, the examples' client is the `openai` package's, over HTTP; the
+    package's async client is awaited by model_step as well."""
     cluster = start_cluster()
-    cluster.start_worker("w1", MODULE, PERDURE_MODEL_URL=model_endpoint.url, OPENAI_API_KEY="k")
+    cluster.start_worker(
+        "w1",
+        MODULE,
+        PERDURE_MODEL_URL=model_endpoint.url,
+        OPENAI_API_KEY="k",
+        MODEL_WORKFLOWS_ASYNC_CLIENT="1" if flavour == "async" else "",
+    )
     with cluster.client() as client:
         client.start_workflow("ask_the_model", {"question": "Over HTTP?"}, workflow_id="http")
         described = client.wait("http", timeout=WAIT)

@@ -103,10 +103,14 @@ def model_step(
             "max_tokens": request["max_tokens"],
             **request.get("params", {}),
         }
-        # A sync client blocks: it runs on a thread of its own, not the worker's event loop.
-        response = await asyncio.to_thread(create, **arguments)
-        if inspect.isawaitable(response):
-            response = await response
+        if inspect.iscoroutinefunction(create):
+            response = await create(**arguments)
+        else:
+            # A sync client blocks: it runs on a thread of its own, not the worker's event
+            # loop (a sync function may still hand back an awaitable).
+            response = await asyncio.to_thread(create, **arguments)
+            if inspect.isawaitable(response):
+                response = await response
         answer = response_json(response)
         model = str(answer.get("model") or request["model"])
         report_model_usage({**answer, "model": model}, _price(prices, model) or ModelPrices(0, 0))
