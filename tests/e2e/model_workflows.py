@@ -8,7 +8,15 @@ import os
 from typing import Any
 
 from examples.models import MODEL_URL_ENV, model_client
-from perdure.worker import ModelPrices, WorkflowContext, model_step, model_text, workflow
+from perdure.worker import (
+    ModelPrices,
+    WorkflowContext,
+    current_step,
+    model_step,
+    model_text,
+    remote_step,
+    workflow,
+)
 
 MODEL = "offline-chat-1"
 # USD 2.50 per million input tokens, 10.00 per million output tokens.
@@ -53,3 +61,21 @@ async def ask_the_model(ctx: WorkflowContext, input: dict[str, Any]) -> dict[str
         "usages": [response["usage"] for response in responses],
         "models": [response["model"] for response in responses],
     }
+
+
+# A count past 2**53, where a JSON number read as a double stops being exact, and the largest
+# int64 cost: a step's report carried through the journal, the API and HTTP unchanged.
+HUGE_UNITS = 2**53 + 1
+HUGE_COST_MICROS = 2**63 - 1
+
+
+@remote_step
+async def report_huge_usage(input: Any) -> str:
+    current_step().report_usage(units=HUGE_UNITS, cost_micros=HUGE_COST_MICROS, model=MODEL)
+    return "reported"
+
+
+@workflow
+async def huge_usage(ctx: WorkflowContext) -> Any:
+    """One remote step that reports HUGE_UNITS and HUGE_COST_MICROS."""
+    return await ctx.call("report_huge_usage")

@@ -8,6 +8,7 @@ from collections.abc import Callable
 
 import grpc
 import pytest
+import requests
 
 from perdure.api.common.v1 import flow_pb2 as fpb
 from perdure.api.worker.v1 import journal_service_pb2 as jpb
@@ -16,7 +17,7 @@ from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.client import Budget, Client
 from perdure.worker import ModelPrices, usage_from_model_response
 from perdure.worker._payload import to_payload
-from tests.e2e.model_workflows import MODEL, PRICES
+from tests.e2e.model_workflows import HUGE_COST_MICROS, HUGE_UNITS, MODEL, PRICES
 from tests.fixtures.cluster import Cluster
 from tests.fixtures.model_endpoint import ModelEndpoint
 from tests.fixtures.otlp import OtlpReceiver
@@ -75,6 +76,36 @@ def test_the_usage_a_model_reported_is_journaled_with_its_step_and_settles_the_b
     assert flow.reserved.units == 0 and flow.reserved.cost_micros == 0
     assert flow.spent.units == sum(u["total_tokens"] for u in reported)
     assert flow.spent.cost_micros == sum(_cost(u, PRICES) for u in reported)
+
+
+def test_usage_past_two_to_the_53_is_journaled_and_served_exactly(
+    shared: Cluster, client: Client
+) -> None:
+    """A report of 2**53 + 1 units and 2**63 - 1 micros reaches the journal, Describe and the
+    HTTP API unrounded: the HTTP API spells int64 as strings."""
+    client.start_workflow("huge_usage", workflow_id="model-usage-huge")
+    described = client.wait("model-usage-huge", timeout=WAIT)
+    assert described.workflow.status == wf.WORKFLOW_STATUS_COMPLETED, described.workflow.failure
+    (step,) = described.steps
+    assert (step.usage.usage.units, step.usage.usage.cost_micros) == (HUGE_UNITS, HUGE_COST_MICROS)
+    (outcome,) = [
+        e
+        for e in client.history("model-usage-huge")
+        if e.event_type == wf.EVENT_TYPE_STEP_COMPLETED
+    ]
+    assert (outcome.usage.usage.units, outcome.usage.usage.cost_micros) == (
+        HUGE_UNITS,
+        HUGE_COST_MICROS,
+    )
+    answer = requests.get(
+        f"http://{shared.http_address}/v1/workflows/model-usage-huge", timeout=WAIT
+    )
+    assert answer.status_code == 200, answer.text
+    (served,) = answer.json()["steps"]
+    assert served["usage"]["usage"] == {
+        "units": str(HUGE_UNITS),
+        "cost_micros": str(HUGE_COST_MICROS),
+    }
 
 
 def test_a_model_call_whose_estimate_does_not_fit_the_budget_is_refused_unrun(
