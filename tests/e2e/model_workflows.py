@@ -10,6 +10,7 @@ from typing import Any
 from examples.models import MODEL_URL_ENV, model_client
 from perdure.worker import (
     ModelPrices,
+    Usage,
     WorkflowContext,
     current_step,
     model_step,
@@ -79,3 +80,29 @@ async def report_huge_usage(input: Any) -> str:
 async def huge_usage(ctx: WorkflowContext) -> Any:
     """One remote step that reports HUGE_UNITS and HUGE_COST_MICROS."""
     return await ctx.call("report_huge_usage")
+
+
+ONE = Usage(units=1, cost_micros=1)
+
+
+@remote_step
+async def report_all_the_units(input: Any) -> str:
+    """Reports the largest int64 units and cost; its first attempt fails after reporting."""
+    step = current_step()
+    step.report_usage(units=HUGE_COST_MICROS, cost_micros=HUGE_COST_MICROS)
+    if input.get("fail_first") and step.attempt == 1:
+        raise RuntimeError("the first attempt fails after its report")
+    return "reported"
+
+
+@workflow
+async def all_the_units(ctx: WorkflowContext, input: dict[str, Any]) -> Any:
+    """Reports of the largest int64 units and cost that add up past int64: two remote steps
+    side by side, each reserving 1 (a budget's spent sums them), or with `retried` one step
+    whose first attempt fails after its report (its usage sums its attempts)."""
+    if input.get("retried"):
+        return await ctx.call("report_all_the_units", {"fail_first": True}, estimate=ONE)
+    return await ctx.gather(
+        ctx.call("report_all_the_units", {}, estimate=ONE),
+        ctx.call("report_all_the_units", {}, estimate=ONE),
+    )

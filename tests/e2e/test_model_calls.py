@@ -25,6 +25,7 @@ from tests.fixtures.runs import result_of
 
 MODULE = "tests.e2e.model_workflows"
 WAIT = 60.0
+MAX = 2**63 - 1
 
 
 def _cost(usage: dict[str, int], prices: ModelPrices) -> int:
@@ -106,6 +107,29 @@ def test_usage_past_two_to_the_53_is_journaled_and_served_exactly(
         "units": str(HUGE_UNITS),
         "cost_micros": str(HUGE_COST_MICROS),
     }
+
+
+def test_sums_past_int64_show_as_its_largest_value_and_break_nothing(client: Client) -> None:
+    """Reports each of the largest int64 add up past int64: a budget's spent over two steps, a
+    retried step's usage over its attempts. The runs complete, and Describe shows those sums
+    as 2**63 - 1, at least that much (the database keeps them exact), instead of failing."""
+    limit = Budget(units=MAX, cost_micros=MAX)
+    client.start_workflow("all_the_units", {}, workflow_id="model-usage-max", budget=limit)
+    client.start_workflow("all_the_units", {"retried": True}, workflow_id="model-usage-max-2")
+    budgeted = client.wait("model-usage-max", timeout=WAIT)
+    assert budgeted.workflow.status == wf.WORKFLOW_STATUS_COMPLETED, budgeted.workflow.failure
+    assert [(s.usage.usage.units, s.usage.usage.cost_micros) for s in budgeted.steps] == [
+        (MAX, MAX),
+        (MAX, MAX),
+    ]
+    assert (budgeted.flow.spent.units, budgeted.flow.spent.cost_micros) == (MAX, MAX)
+    assert (budgeted.flow.reserved.units, budgeted.flow.reserved.cost_micros) == (0, 0)
+
+    retried = client.wait("model-usage-max-2", timeout=WAIT)
+    assert retried.workflow.status == wf.WORKFLOW_STATUS_COMPLETED, retried.workflow.failure
+    (step,) = retried.steps
+    assert step.attempts == 2
+    assert (step.usage.usage.units, step.usage.usage.cost_micros) == (MAX, MAX)
 
 
 def test_a_model_call_whose_estimate_does_not_fit_the_budget_is_refused_unrun(

@@ -19,6 +19,13 @@ DEFAULT_PRIORITY = 3
 _UNKEYABLE = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs", "Co", "Cn"})
 
 
+def saturated(amount: int) -> int:
+    """An amount for an int64 field: a sum past MAX_AMOUNT (each settled report may exceed its
+    estimate, and sums add them up) shows as MAX_AMOUNT, at least that much; what is stored
+    stays exact."""
+    return min(amount, MAX_AMOUNT)
+
+
 def check_key(field: str, key: str, empty_ok: bool = False) -> None:
     """A key: 1 to 200 printable characters (`empty_ok`: or none)."""
     if not key and empty_ok:

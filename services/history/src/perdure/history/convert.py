@@ -11,6 +11,7 @@ from perdure.api.common.v1.payload_pb2 import Payload, PayloadRef
 from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.common import namespaces
 from perdure.common.convert import timestamp
+from perdure.common.flow import saturated
 from perdure.common.text import storable
 from perdure.history.model import OPEN_STATUSES, EventType, ParentClosePolicy, RunStatus
 from perdure.history.rows import Row, payload_in, payload_of
@@ -127,8 +128,8 @@ def _history_event(row: Row) -> wf.HistoryEvent:
 
 
 def _add_usage(total: fpb.StepUsage, data: dict[str, Any]) -> None:
-    total.usage.units += data["units"]
-    total.usage.cost_micros += data["cost_micros"]
+    total.usage.units = saturated(total.usage.units + data["units"])
+    total.usage.cost_micros = saturated(total.usage.cost_micros + data["cost_micros"])
     total.model = data.get("model", total.model)
 
 

@@ -11,6 +11,7 @@ from perdure.common.flow import (
     check_key,
     check_keys,
     check_usage,
+    saturated,
 )
 from perdure.internal.scheduler.v1 import scheduler_service_pb2 as spb
 from perdure.scheduler.flow.budgets import BudgetRow
@@ -131,8 +132,10 @@ def budget_info(row: BudgetRow) -> admin.BudgetInfo:
         key=row.name if row.scope == "key" else "",
         workflow_id=namespaces.split(row.name)[1] if row.scope == "run" else "",
         period=_PERIOD_VALUES[row.period],  # type: ignore[arg-type]
-        reserved=fpb.Usage(units=row.reserved_units, cost_micros=row.reserved_cost),
-        spent=fpb.Usage(units=row.spent_units, cost_micros=row.spent_cost),
+        reserved=fpb.Usage(
+            units=saturated(row.reserved_units), cost_micros=saturated(row.reserved_cost)
+        ),
+        spent=fpb.Usage(units=saturated(row.spent_units), cost_micros=saturated(row.spent_cost)),
         refusals=row.refusals,
     )
     if row.limit_units is not None:
