@@ -18,10 +18,12 @@ async def ask(ctx: WorkflowContext, args: dict[str, Any]) -> dict[str, Any]:
             {"approval_id": escalation.approval_id, "escalate_to": escalation.escalate_to},
         )
 
+    # details_size: details of that many bytes, made here (a start's input has the same limit).
+    details = {"blob": "x" * args["details_size"]} if "details_size" in args else args["details"]
     try:
         decision = await ctx.approval(
             args.get("name", "deploy"),
-            args["details"],
+            details,
             timeout=args["timeout"],
             escalate_after=args.get("escalate_after"),
             approvers=args.get("approvers"),

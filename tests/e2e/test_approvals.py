@@ -392,6 +392,13 @@ def test_a_request_sent_again_finds_the_first_and_bad_requests_are_refused(
         for bad in (late, no_prefix):
             code, _, message = refusal(lambda bad=bad: journal.RequestApproval(bad, timeout=30))
             assert code == grpc.StatusCode.INVALID_ARGUMENT, message
+        # Details past the payload limit (2 MiB): refused whole, saying so; no record, no event.
+        oversized = request(
+            position=1, step_id="$approval:ship#2", details=to_payload("x" * 3_000_000)
+        )
+        code, _, message = refusal(lambda: journal.RequestApproval(oversized, timeout=30))
+        assert code == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert "details is 3000002 bytes; the limit is 2097152 bytes" in message
     with grpc.insecure_channel(approvals_cluster.gateway) as channel:
         stub = agrpc.ApprovalServiceStub(channel)
         rows = stub.ListApprovals(apb.ListApprovalsRequest(workflow_id="raw"), timeout=10)
@@ -443,3 +450,18 @@ def test_the_pending_approval_of_a_run_that_closes_expires(
     wait_until(expired, WAIT, "the closed run's approval to expire")
     code, reason, _ = refusal(lambda: decide(approvals, approval))
     assert (code, reason) == (grpc.StatusCode.FAILED_PRECONDITION, Reason.APPROVAL_EXPIRED)
+
+
+def test_details_past_the_payload_limit_fail_the_run_with_the_limit_and_record_nothing(
+    client: Client, approvals: agrpc.ApprovalServiceStub
+) -> None:
+    """ctx.approval with details of 3 MB: the request is refused whole, the code gets the error
+    naming the limit (uncaught, it fails the run), and no approval is recorded."""
+    client.start("ask", {"details_size": 3_000_000, "timeout": 300}, workflow_id="too-big")
+    described = client.wait("too-big", timeout=WAIT)
+    assert described.workflow.status == wf.WORKFLOW_STATUS_FAILED
+    failure = described.workflow.failure
+    assert failure.type == "JournalRejectedError"
+    assert "details is 3000011 bytes; the limit is 2097152 bytes" in failure.message
+    listed = approvals.ListApprovals(apb.ListApprovalsRequest(workflow_id="too-big"), timeout=10)
+    assert list(listed.approvals) == []
