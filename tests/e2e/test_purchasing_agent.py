@@ -4,8 +4,6 @@ decided, and a saga that compensates last first when the delivery cannot be book
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -24,18 +22,9 @@ WAIT = 90.0
 
 
 @pytest.fixture
-def database(shared: Cluster) -> Iterator[Path]:
-    """The suppliers' database the worker writes (this process reads it)."""
-    path = shared.workdir / "purchasing.sqlite3"
-    previous = os.environ.get("PERDURE_EXAMPLE_DB")
-    os.environ["PERDURE_EXAMPLE_DB"] = str(path)
-    try:
-        yield path
-    finally:
-        if previous is None:
-            os.environ.pop("PERDURE_EXAMPLE_DB", None)
-        else:
-            os.environ["PERDURE_EXAMPLE_DB"] = previous
+def database(shared: Cluster) -> Path:
+    """The suppliers' database the worker writes (SHARED_ENV), which this process reads."""
+    return shared.workdir / "purchasing.sqlite3"
 
 
 def phase(client: Client, workflow_id: str) -> str:
