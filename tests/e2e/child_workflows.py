@@ -88,6 +88,17 @@ async def parent_of_two(ctx: WorkflowContext, input: dict[str, Any]) -> list[int
 
 
 @workflow
+async def parent_of_many(ctx: WorkflowContext, input: dict[str, Any]) -> list[int]:
+    """`count` adder children, started one after another (each noting its run in `ledger`),
+    then gathered."""
+    handles = [
+        await ctx.start_child("adder", {"a": n, "b": 0, "ledger": input["ledger"]})
+        for n in range(input["count"])
+    ]
+    return await ctx.gather(*handles)
+
+
+@workflow
 async def parent_catches(ctx: WorkflowContext, input: dict[str, Any]) -> dict[str, Any]:
     """Runs a failing child and reports the error it raised here."""
     try:

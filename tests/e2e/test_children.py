@@ -14,11 +14,13 @@ import pytest
 
 from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.client import Client, WorkflowNotFoundError
+from tests.chaos.proxy import Fault, Proxy
 from tests.fixtures.cluster import Cluster, wait_until
 from tests.fixtures.runs import result_of
 
 MODULE = "tests.e2e.child_workflows"
 WAIT = 90.0
+CLOSED = (wf.WORKFLOW_STATUS_COMPLETED, wf.WORKFLOW_STATUS_FAILED)
 
 
 def ledger_lines(ledger: Path) -> list[dict[str, Any]]:
@@ -81,6 +83,46 @@ def test_a_child_started_by_a_parent_killed_right_after_the_start_runs_once(
             "killed-parent-child-0",
             child.run_id,
         )
+
+
+def test_children_start_once_through_a_link_to_history_that_loses_replies(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    """The worker reaches history through a proxy that cuts a connection instead of passing a
+    reply one time in five: StartChild calls (and the rest) are committed, their answers lost,
+    sent again. Each child starts once and runs once, and every result reaches the parent."""
+    ledger, count = tmp_path / "ledger", 8
+    proxy = Proxy(seed=7)
+    try:
+        link = proxy.link("worker", "history", ("127.0.0.1", cluster.ports["history"]))
+        cluster.start_worker("w", MODULE, PERDURE_HISTORY_ADDRESS=f"127.0.0.1:{link.port}")
+        proxy.apply([link], Fault(lose_replies=0.2))
+        with cluster.client() as client:
+            client.start_workflow(
+                "parent_of_many", {"count": count, "ledger": str(ledger)}, workflow_id="lossy"
+            )
+            wait_until(
+                lambda: link.lost_replies >= 5 or status_of(client, "lossy") in CLOSED,
+                WAIT,
+                "replies lost on the link",
+            )
+            proxy.heal()
+            assert link.lost_replies > 0
+            described = client.wait("lossy", timeout=WAIT)
+            assert described.workflow.status == wf.WORKFLOW_STATUS_COMPLETED
+            assert result_of(described) == list(range(count))
+            started = [
+                e.child_workflow_id
+                for e in child_events(client, "lossy")
+                if e.event_type == wf.EVENT_TYPE_CHILD_WORKFLOW_STARTED
+            ]
+            assert len(started) == len(set(started)) == count
+            listed = client.list(parent_workflow_id="lossy").workflows
+            assert sorted(run.workflow_id for run in listed) == sorted(started)
+    finally:
+        proxy.close()
+    ran = Counter(line["child"] for line in ledger_lines(ledger) if line["kind"] == "ran")
+    assert ran == dict.fromkeys(started, 1)
 
 
 def test_children_side_by_side_and_the_links_both_ways(cluster: Cluster) -> None:
