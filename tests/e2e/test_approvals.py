@@ -27,6 +27,7 @@ from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.client import Client
 from perdure.common.reasons import Reason
 from perdure.worker._payload import from_payload, to_payload
+from tests.chaos.proxy import Fault, Proxy
 from tests.fixtures.cluster import REPO_ROOT, Cluster, wait_until
 from tests.fixtures.keys import make_key
 from tests.fixtures.postgres import Databases
@@ -465,3 +466,41 @@ def test_details_past_the_payload_limit_fail_the_run_with_the_limit_and_record_n
     assert "details is 3000011 bytes; the limit is 2097152 bytes" in failure.message
     listed = approvals.ListApprovals(apb.ListApprovalsRequest(workflow_id="too-big"), timeout=10)
     assert list(listed.approvals) == []
+
+
+def test_approvals_are_asked_once_through_a_link_to_history_that_loses_replies(
+    approvals_cluster: Cluster, client: Client, approvals: agrpc.ApprovalServiceStub
+) -> None:
+    """A worker reaching history through a proxy that cuts a connection instead of passing a
+    reply three times in ten: each of five runs has one approval record and one
+    APPROVAL_REQUESTED event, and takes its decision."""
+    proxy = Proxy(seed=11)
+    ids = [f"lossy-{n}" for n in range(5)]
+    try:
+        link = proxy.link("worker", "history", ("127.0.0.1", approvals_cluster.ports["history"]))
+        approvals_cluster.start_worker(
+            "lossy", MODULE, task_queue="lossy", PERDURE_HISTORY_ADDRESS=f"127.0.0.1:{link.port}"
+        )
+        proxy.apply([link], Fault(lose_replies=0.3))
+        for workflow_id in ids:
+            client.start(
+                "ask",
+                {"details": DETAILS, "timeout": 300},
+                workflow_id=workflow_id,
+                task_queue="lossy",
+            )
+        pending = [pending_of(approvals, workflow_id) for workflow_id in ids]
+        assert link.lost_replies > 0
+        proxy.heal()
+        for approval in pending:
+            decide(approvals, approval, decided_by="ops")
+        for workflow_id in ids:
+            assert client.result(workflow_id, timeout=WAIT)["approved"] is True
+            asked = events_of(client, workflow_id, wf.EVENT_TYPE_APPROVAL_REQUESTED)
+            assert len(asked) == 1
+            listed = approvals.ListApprovals(
+                apb.ListApprovalsRequest(workflow_id=workflow_id), timeout=10
+            )
+            assert len(listed.approvals) == 1
+    finally:
+        proxy.close()
