@@ -25,9 +25,11 @@ _UNCONFIRMED_WARNINGS = (
     "canceling the wait for synchronous replication",
 )
 
-# A statement that commits a transaction with an id of its own (autocommit): its commit waits
-# for the standby to confirm the WAL up to it, hence every commit before it on this server.
-CONFIRM_STATEMENT = "SELECT pg_current_xact_id()"
+# A statement that commits a transaction writing WAL of its own (a transactional message to
+# the WAL, which nothing reads, allowed to any role): its commit waits for the standby to
+# confirm the WAL up to it, hence every commit before it on this server. (A transaction that
+# only takes an id, pg_current_xact_id(), writes no WAL before its commit and does not wait.)
+CONFIRM_STATEMENT = "SELECT pg_logical_emit_message(true, 'perdure', 'confirm')"
 
 
 class UnconfirmedCommit(psycopg.OperationalError):
