@@ -70,7 +70,9 @@ class ServerSpec:
     # Checks after tracing's (an API key check, say): a refused call is traced too.
     interceptors: Sequence[grpc.aio.ServerInterceptor] = ()
     # Whether the service can do its work now (its database's primary is reachable, say):
-    # asked every READY_INTERVAL_SECONDS once started; health reports NOT_SERVING while not.
+    # asked every READY_INTERVAL_SECONDS once started; while not, health reports NOT_SERVING
+    # for the services by name (what readiness probes ask), still SERVING for "" (the process
+    # is alive: what liveness probes ask, so a database outage restarts nothing).
     ready: Callable[[], Awaitable[bool]] | None = None
 
 
@@ -128,7 +130,8 @@ async def serve(spec: ServerSpec) -> None:
     await server.start()
     if spec.on_started is not None:
         await spec.on_started()
-    await _report(health, spec, serving=True)
+    for name in ["", *spec.service_names]:
+        await health.set(name, health_pb2.HealthCheckResponse.SERVING)
     watching = asyncio.create_task(_watch_ready(health, spec), name="readiness")
     log.info(
         "%s listening on %s (%s)",
@@ -163,7 +166,7 @@ async def _report(health: HealthServicer, spec: ServerSpec, *, serving: bool) ->
         if serving
         else health_pb2.HealthCheckResponse.NOT_SERVING
     )
-    for name in ["", *spec.service_names]:
+    for name in spec.service_names:
         await health.set(name, status)
 
 
