@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import jsonschema
+import jsonschema  # type: ignore[import-untyped]
 import kubernetes_validate  # type: ignore[import-untyped]
 import pytest
 import yaml
