@@ -20,6 +20,7 @@ from pathlib import Path
 import grpc
 import psycopg
 import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.api.workflow.v1.workflow_service_pb2_grpc import WorkflowServiceStub
@@ -32,6 +33,11 @@ pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 RUN = "sync-commit-1"
 SIGNALS = {"early": "sync-early", "go": "sync-go"}
 OPEN = ("WORKFLOW_STATUS_RUNNING", "WORKFLOW_STATUS_WAITING")
+HISTORY = "perdure.internal.history.v1.HistoryService"
+SERVING, NOT_SERVING = (
+    health_pb2.HealthCheckResponse.SERVING,
+    health_pb2.HealthCheckResponse.NOT_SERVING,
+)
 
 
 @pytest.fixture
@@ -63,6 +69,12 @@ def _signal(cluster: Cluster, name: str, timeout: float) -> str:
         except grpc.RpcError as error:
             return f"{error.code().name}: {error.details()}"
     return "accepted" if reply.accepted else "duplicate"
+
+
+def _health(cluster: Cluster, service: str) -> int:
+    with grpc.insecure_channel(cluster.address("history")) as channel:
+        request = health_pb2.HealthCheckRequest(service=service)
+        return int(health_pb2_grpc.HealthStub(channel).Check(request, timeout=5).status)
 
 
 def _cancel_waits_for_standby(pair: ReplicatedPostgres) -> int:
@@ -131,8 +143,12 @@ def test_a_commit_the_standby_did_not_confirm_is_never_acknowledged(
         # A caller's deadline cancels another wait: that caller gives up, and is not told ok.
         given_up = _signal(cluster, "go", 2.0)
         assert given_up.startswith("DEADLINE_EXCEEDED"), given_up
+        # Meanwhile history is not ready (it cannot confirm a commit), yet alive.
+        wait_until(lambda: _health(cluster, HISTORY) == NOT_SERVING, 30, "history not ready")
+        assert _health(cluster, "") == SERVING
     finally:
         pair.resume_standby()
+    wait_until(lambda: _health(cluster, HISTORY) == SERVING, 30, "history ready again")
 
     # The standby confirms what waited: both signals are acknowledged now, each received once.
     assert _signal(cluster, "early", 60.0) in ("accepted", "duplicate")
