@@ -10,12 +10,9 @@ promoted, and the run finds its signals there, each once, and completes with the
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import grpc
 import psycopg
@@ -27,7 +24,7 @@ from perdure.api.workflow.v1.workflow_service_pb2_grpc import WorkflowServiceStu
 from perdure.client import Client
 from perdure.client._requests import signal_request
 from tests.fixtures.cluster import Cluster, wait_until
-from tests.fixtures.replicated_postgres import ReplicatedPostgres
+from tests.fixtures.replicated_postgres import ReplicatedPostgres, replicated_pair
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 RUN = "sync-commit-1"
@@ -43,14 +40,8 @@ SERVING, NOT_SERVING = (
 @pytest.fixture
 def pair() -> Iterator[ReplicatedPostgres]:
     """A primary and a synchronous standby of this test's own."""
-    root = Path(tempfile.mkdtemp(prefix="pdsc"))  # short: the servers' sockets live in it
-    servers = ReplicatedPostgres(root / "pair")
-    try:
-        servers.start()
+    with replicated_pair() as servers:
         yield servers
-    finally:
-        servers.remove()
-        shutil.rmtree(root, ignore_errors=True)
 
 
 @pytest.fixture

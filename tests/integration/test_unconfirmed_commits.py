@@ -7,11 +7,8 @@ standby confirms again; then a failover keeps it."""
 from __future__ import annotations
 
 import asyncio
-import shutil
-import tempfile
 import time
 from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
 
 import psycopg
 import pytest
@@ -19,21 +16,16 @@ from psycopg_pool import AsyncConnectionPool
 
 from perdure.common.db import open_pool
 from perdure.common.replication import UnconfirmedCommit
-from tests.fixtures.replicated_postgres import ReplicatedPostgres
+from tests.fixtures.replicated_postgres import ReplicatedPostgres, replicated_pair
 
 WAITING = "SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'SyncRep'"
 
 
 @pytest.fixture
 def pair() -> Iterator[ReplicatedPostgres]:
-    root = Path(tempfile.mkdtemp(prefix="pduc"))  # short: the servers' sockets live in it
-    servers = ReplicatedPostgres(root / "pair")
-    try:
-        servers.start()
+    """A primary and a synchronous standby of this test's own."""
+    with replicated_pair() as servers:
         yield servers
-    finally:
-        servers.remove()
-        shutil.rmtree(root, ignore_errors=True)
 
 
 @pytest.fixture
