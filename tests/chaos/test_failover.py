@@ -15,8 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.chaos.failover import FailoverCluster, primary_failover
-from tests.chaos.scenarios import run_scenario
-from tests.chaos.test_chaos import assert_clean
+from tests.chaos.scenarios import assert_clean, run_scenario
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
 
