@@ -27,10 +27,12 @@ from perdure.common.replication import (
 
 log = logging.getLogger(__name__)
 
-# TCP keepalives on every connection unless the DSN sets its own: a primary that vanished
-# without closing its connections (a node lost, a partition) is found within about 20 s, by
-# the pool and by the LISTEN connections alike, not after the kernel's two hours.
-KEEPALIVES = {
+# What every service connection sets unless its DSN does: a host that does not answer is
+# given up after 10 s (the next host of a multi-host URL is tried), and TCP keepalives find a
+# server that vanished without closing its connections (a node lost, a partition) within
+# about 20 s, for the pools and the LISTEN connections alike, not after the kernel's 2 hours.
+CONNECTION_DEFAULTS = {
+    "connect_timeout": "10",
     "keepalives": "1",
     "keepalives_idle": "10",
     "keepalives_interval": "3",
@@ -141,11 +143,11 @@ async def open_pool(
 
 
 def connection_params(dsn: str, name: str) -> dict[str, str]:
-    """What every service connection adds to its DSN: its name (see named) and TCP keepalives
-    (KEEPALIVES), each unless the DSN sets it."""
+    """What every service connection adds to its DSN: its name (see named), a connect timeout
+    and TCP keepalives (CONNECTION_DEFAULTS), each unless the DSN sets it."""
     given = conninfo_to_dict(dsn)
-    keepalives = {key: value for key, value in KEEPALIVES.items() if key not in given}
-    return {**keepalives, **named(dsn, name)}
+    defaults = {key: value for key, value in CONNECTION_DEFAULTS.items() if key not in given}
+    return {**defaults, **named(dsn, name)}
 
 
 def named(dsn: str, name: str) -> dict[str, str]:
