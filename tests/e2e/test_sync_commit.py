@@ -162,9 +162,12 @@ def test_a_commit_the_standby_did_not_confirm_is_never_acknowledged(
             _wait_for_standby(pair)
             pair.kill_primary()
             lost = sent.result(timeout=60)
+        # No server takes writes now: history is not ready until one does.
+        wait_until(lambda: _health(cluster, HISTORY) == NOT_SERVING, 30, "history not ready")
     finally:
         pair.promote()  # resumes the standby first
     assert lost.startswith("UNAVAILABLE"), lost
+    wait_until(lambda: _health(cluster, HISTORY) == SERVING, 30, "history ready on the standby")
 
     # The promoted standby serves: "go" goes through once the services found it.
     deadline = time.monotonic() + 60
