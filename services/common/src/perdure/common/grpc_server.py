@@ -40,6 +40,8 @@ SERVER_OPTIONS = [
 # NOT_SERVING and are then cut.
 HEALTH_GRACE_SECONDS = 0.5
 
+# How often a service with a readiness check (ServerSpec.ready) asks it: a failover shows in
+# its health within seconds, at one cheap query per interval.
 READY_INTERVAL_SECONDS = 2.0
 
 
