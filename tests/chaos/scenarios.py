@@ -603,6 +603,14 @@ class Outcome:
         )
 
 
+def assert_clean(outcome: Outcome) -> None:
+    """Nothing lost, nothing doubled, nothing stuck; and the faults did happen."""
+    print(outcome.summary())
+    assert outcome.violations() == []
+    assert outcome.report.workflows > 0 and outcome.faults.injected
+    assert outcome.report.completed > 0
+
+
 def run_scenario(
     cluster: ChaosCluster, name: str, scenario: Scenario, seed: int, duration: float
 ) -> Outcome:

@@ -15,7 +15,7 @@ from tests.chaos.scenarios import (
     QUIESCE_TIMEOUT,
     SCENARIOS,
     FaultLog,
-    Outcome,
+    assert_clean,
     lease_stories,
     observe,
     random_schedule,
@@ -41,14 +41,6 @@ SCALE_OUT = Mix(
     stray=0.0,
     pause=(0.0, 0.0),
 )
-
-
-def assert_clean(outcome: Outcome) -> None:
-    """Nothing lost, nothing doubled, nothing stuck; and the faults did happen."""
-    print(outcome.summary())
-    assert outcome.violations() == []
-    assert outcome.report.workflows > 0 and outcome.faults.injected
-    assert outcome.report.completed > 0
 
 
 def test_quick_random_schedule(chaos_cluster: ChaosCluster, chaos_seed: int) -> None:

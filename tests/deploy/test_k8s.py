@@ -4,6 +4,7 @@ secret to the services alone, and lets each pod reach exactly what it needs."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -12,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import jsonschema  # type: ignore[import-untyped]
 import kubernetes_validate  # type: ignore[import-untyped]
 import pytest
 import yaml
@@ -25,6 +27,10 @@ HEALTH_PORTS = {"gateway": 7410, "history": 7411, "scheduler": 7412, "worker": 7
 SOURCES = [REPO / "services", REPO / "examples", REPO / "sdk" / "node" / "src"]
 # The names the flags module builds per service (f"PERDURE_{SERVICE}_LISTEN", ...).
 PER_SERVICE = ("LISTEN", "HEALTH_LISTEN", "ADDRESS", "DATABASE_URL")
+# Custom resources, which kubernetes-validate does not know: each against its CRD's schema cut
+# to the fields the manifests use, every other field refused (tools/crd_schema.py).
+SCHEMAS = Path(__file__).parent / "schemas"
+CUSTOM_KINDS = {("postgresql.cnpg.io/v1", "Cluster"): "postgresql.cnpg.io_v1_cluster.json"}
 Resource = dict[str, Any]
 
 
@@ -68,7 +74,55 @@ def containers(resources: list[Resource]) -> Iterator[tuple[Resource, Resource]]
 
 def test_every_resource_validates_strictly(rendered: list[Resource]) -> None:
     for resource in rendered:
-        kubernetes_validate.validate(resource, KUBERNETES_VERSION, strict=True)
+        custom = CUSTOM_KINDS.get((resource["apiVersion"], resource["kind"]))
+        if custom is None:
+            kubernetes_validate.validate(resource, KUBERNETES_VERSION, strict=True)
+            continue
+        schema = json.loads((SCHEMAS / custom).read_text())
+        jsonschema.validate(resource, schema)
+
+
+def test_a_misspelt_custom_field_is_refused() -> None:
+    """The custom schemas are strict: a field the CRD lacks, or a wrong type, fails."""
+    schema = json.loads((SCHEMAS / CUSTOM_KINDS[("postgresql.cnpg.io/v1", "Cluster")]).read_text())
+    cluster = {
+        "apiVersion": "postgresql.cnpg.io/v1",
+        "kind": "Cluster",
+        "metadata": {"name": "x"},
+        "spec": {"instances": 3, "postgresql": {"synchronous": {"method": "any", "number": 1}}},
+    }
+    jsonschema.validate(cluster, schema)
+    for broken in (
+        {"instances": 3, "minSyncReplica": 1},
+        {"instances": "3"},
+        {"instances": 3, "postgresql": {"synchronous": {"method": "all", "number": 1}}},
+        {"instances": 3, "postgresql": {"synchronous": {"method": "any"}}},
+    ):
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate({**cluster, "spec": broken}, schema)
+
+
+def test_prod_database_is_replicated_synchronously(rendered: list[Resource]) -> None:
+    """prod: three CloudNativePG instances, a commit confirmed by at least one standby and
+    never by the primary alone; every database user takes the operator's URL of the primary."""
+    clusters = [r for r in rendered if r["kind"] == "Cluster"]
+    if namespace_of(rendered) != "perdure":
+        assert clusters == []
+        return
+    [cluster] = clusters
+    spec = cluster["spec"]
+    assert spec["instances"] >= 3
+    synchronous = spec["postgresql"]["synchronous"]
+    assert synchronous["number"] >= 1 and synchronous["dataDurability"] == "required"
+    assert spec["postgresql"]["parameters"]["lc_messages"] == "C"
+    users = set()
+    for workload, container in containers(rendered):
+        env = {e["name"]: e for e in container.get("env", [])}
+        if "PERDURE_DATABASE_URL" in env:
+            users.add(component(workload))
+            reference = env["PERDURE_DATABASE_URL"]["valueFrom"]["secretKeyRef"]
+            assert reference == {"name": f"{cluster['metadata']['name']}-app", "key": "uri"}
+    assert users == set(DATABASE_USERS)
 
 
 def test_every_deployment_has_probes_limits_and_no_root(rendered: list[Resource]) -> None:
@@ -309,8 +363,12 @@ def test_network_policies_say_exactly_who_reaches_what(rendered: list[Resource])
             for p in c.get("ports", [])
         }
         pods[name] = (labels, ports)
-    in_cluster_database = "postgres" in pods
-    assert in_cluster_database == (namespace_of(rendered) == "perdure-dev")
+    # An operator's database (prod): its instances' labels and ports (PostgreSQL, and the
+    # instance manager the operator calls).
+    operated = [r for r in rendered if r["kind"] == "Cluster"]
+    for cluster in operated:
+        pods["postgres"] = ({"cnpg.io/cluster": cluster["metadata"]["name"]}, {5432, 8000})
+    assert "postgres" in pods
 
     calls = {
         (source, target, port)
@@ -321,18 +379,19 @@ def test_network_policies_say_exactly_who_reaches_what(rendered: list[Resource])
         and allowed(policies, target_labels, "Ingress", source_labels, "TCP", port)
     }
     database = {(user, "postgres", 5432) for user in DATABASE_USERS}
-    assert calls == CALLS | (database if in_cluster_database else set())
+    replication = {("postgres", "postgres", 5432)} if operated else set()
+    assert calls == CALLS | database | replication
 
     for name, (labels, ports) in pods.items():
         open_to_outside = {p for p in ports if allowed(policies, labels, "Ingress", None, "TCP", p)}
-        assert open_to_outside == FROM_OUTSIDE[name], name
+        operator = {8000} if name == "postgres" and operated else set()
+        assert open_to_outside == FROM_OUTSIDE[name] | operator, name
         reaches_outside = {
             (proto, port)
             for proto, port in OUTSIDE_PORTS
             if allowed(policies, labels, "Egress", None, proto, port)
         }
         expected = set(DNS)
-        if not in_cluster_database:  # prod: the external database and the OTLP collector
-            expected |= {("TCP", 4317)} if name != "postgres" else set()
-            expected |= {("TCP", 5432)} if name in DATABASE_USERS else set()
+        if operated:  # prod: the OTLP collector; the operator's instances, the Kubernetes API
+            expected |= {("TCP", 4317)} if name != "postgres" else {("TCP", 443), ("TCP", 6443)}
         assert reaches_outside == expected, name

@@ -40,6 +40,10 @@ SERVER_OPTIONS = [
 # NOT_SERVING and are then cut.
 HEALTH_GRACE_SECONDS = 0.5
 
+# How often a service with a readiness check (ServerSpec.ready) asks it: a failover shows in
+# its health within seconds, at one cheap query per interval.
+READY_INTERVAL_SECONDS = 2.0
+
 
 def reflection_enabled() -> bool:
     """Server reflection (what `grpcurl list` and `describe` use): PERDURE_REFLECTION=on, the
@@ -67,6 +71,11 @@ class ServerSpec:
     health_listen: str | None = None
     # Checks after tracing's (an API key check, say): a refused call is traced too.
     interceptors: Sequence[grpc.aio.ServerInterceptor] = ()
+    # Whether the service can do its work now (its database's primary is reachable, say):
+    # asked every READY_INTERVAL_SECONDS once started; while not, health reports NOT_SERVING
+    # for the services by name (what readiness probes ask), still SERVING for "" (the process
+    # is alive: what liveness probes ask, so a database outage restarts nothing).
+    ready: Callable[[], Awaitable[bool]] | None = None
 
 
 def _add_port(
@@ -125,6 +134,7 @@ async def serve(spec: ServerSpec) -> None:
         await spec.on_started()
     for name in ["", *spec.service_names]:
         await health.set(name, health_pb2.HealthCheckResponse.SERVING)
+    watching = asyncio.create_task(_watch_ready(health, spec), name="readiness")
     log.info(
         "%s listening on %s (%s)",
         spec.name,
@@ -139,6 +149,7 @@ async def serve(spec: ServerSpec) -> None:
     await stop.wait()
 
     log.info("%s shutting down", spec.name)
+    watching.cancel()
     await health.enter_graceful_shutdown()
     # New calls are refused from here on, calls under way go on for the grace period: a stream
     # opened while the service winds its work down would hold the stop for the whole grace.
@@ -149,3 +160,32 @@ async def serve(spec: ServerSpec) -> None:
     if health_server is not None:
         await health_server.stop(HEALTH_GRACE_SECONDS)
     log.info("%s stopped", spec.name)
+
+
+async def _report(health: HealthServicer, spec: ServerSpec, *, serving: bool) -> None:
+    status = (
+        health_pb2.HealthCheckResponse.SERVING
+        if serving
+        else health_pb2.HealthCheckResponse.NOT_SERVING
+    )
+    for name in spec.service_names:
+        await health.set(name, status)
+
+
+async def _watch_ready(health: HealthServicer, spec: ServerSpec) -> None:
+    """Follow spec.ready: NOT_SERVING while the service cannot work, SERVING once it can."""
+    if spec.ready is None:
+        return
+    serving = True
+    while True:
+        await asyncio.sleep(READY_INTERVAL_SECONDS)
+        ready = await spec.ready()
+        if ready != serving:
+            serving = ready
+            await _report(health, spec, serving=serving)
+            log.log(
+                logging.INFO if ready else logging.WARNING,
+                "%s %s",
+                spec.name,
+                "ready again" if ready else "not ready (is its database's primary reachable?)",
+            )

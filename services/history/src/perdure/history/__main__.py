@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 from collections.abc import Sequence
 
@@ -13,7 +14,7 @@ from perdure.api.admin.v1.admin_service_pb2 import ROLE_WORKER
 from perdure.api.worker.v1 import journal_service_pb2, journal_service_pb2_grpc
 from perdure.common import limits
 from perdure.common.auth import warn_if_open
-from perdure.common.db import instrument_database, open_migrated_pool, open_pool
+from perdure.common.db import instrument_database, open_migrated_pool, open_pool, primary_reachable
 from perdure.common.flags import (
     add_address_flag,
     add_database_flag,
@@ -174,6 +175,7 @@ async def run(args: argparse.Namespace) -> None:
                 register=register,
                 require_client_auth=True,  # only services and workers call it
                 health_listen=args.health_listen,
+                ready=functools.partial(primary_reachable, pool),
                 on_started=started,
                 on_stopping=stopping,
             )

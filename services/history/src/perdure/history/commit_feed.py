@@ -42,7 +42,7 @@ from psycopg.conninfo import make_conninfo
 
 from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.common import errors, limits
-from perdure.common.db import named
+from perdure.common.db import connection_params
 from perdure.history.rows import Row
 
 log = logging.getLogger(__name__)
@@ -282,7 +282,7 @@ class CommitFeed:
 
     async def _listen(self) -> None:
         """LISTEN until the connection drops (the loop reconnects)."""
-        dsn = make_conninfo(self._dsn, **named(self._dsn, "perdure-history-feed"))
+        dsn = make_conninfo(self._dsn, **connection_params(self._dsn, "perdure-history-feed"))
         conn = await psycopg.AsyncConnection.connect(dsn, autocommit=True)
         try:
             await conn.execute(f"LISTEN {CHANNEL}")

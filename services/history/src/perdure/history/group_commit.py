@@ -17,6 +17,7 @@ import psycopg
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
+from perdure.common.replication import UnconfirmedCommit
 from perdure.history import store
 from perdure.history.rows import Row, fetch_all
 
@@ -72,7 +73,9 @@ class GroupCommit:
             if len(batch) == 1:
                 _settle(batch[0], error=error)
                 return
-            if not isinstance(error, psycopg.Error):
+            if not isinstance(error, psycopg.Error) or isinstance(error, UnconfirmedCommit):
+                # Not a record's doing; and a batch the primary committed must not be written
+                # again: each caller gets the error and retries its own call.
                 raise
             # One record's conflict (a retried call) or a deadlock with another replica's
             # batch undoes them all: write each half together again, so only the failing
