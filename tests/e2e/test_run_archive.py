@@ -1,7 +1,8 @@
 """Runs exported from one cluster and imported into another (two databases), and the archive
 writer's files imported the same way: the imported run reads back exactly as the original
 (describe and history, every field), through the CLI and the HTTP API; an import is all or
-nothing, refused twice, refused for an open run and for a changed file.
+nothing, refused twice, refused for an open run and for a changed file. And `perdure admin
+storage`, which reads the same runs' sizes.
 
 Two clusters for the module, each on a database of its own; one worker on the first.
 """
@@ -42,7 +43,11 @@ def clusters(
 ) -> Iterator[tuple[Cluster, Cluster]]:
     """The source (with a worker) and the target, on databases of their own."""
     with databases.fresh() as source_dsn, databases.fresh() as target_dsn:
-        source = Cluster(source_dsn, tmp_path_factory.mktemp("source"))
+        source = Cluster(
+            source_dsn,
+            tmp_path_factory.mktemp("source"),
+            env_overrides={"PERDURE_STORAGE_SAMPLE_INTERVAL": "0.5"},
+        )
         target = Cluster(target_dsn, tmp_path_factory.mktemp("target"))
         try:
             source.start_services()
@@ -264,3 +269,53 @@ def test_the_archive_writer_writes_runs_that_import_exactly(
     with source.client() as original, target.client() as copy:
         _same_run(original, copy, "order-archived")
         _same_run(original, copy, "order-archived", run_id=first.run_id)
+
+
+def _storage(cluster: Cluster, *flags: str) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "perdure.cli", "admin", "storage"]
+    return subprocess.run(
+        [*command, "--address", cluster.gateway, *flags],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_admin_storage_shows_the_namespace_the_largest_runs_and_the_database(
+    clusters: tuple[Cluster, Cluster],
+) -> None:
+    source, _ = clusters
+    with source.client() as client:
+        _closed(client, "order-measured-1", "decline")
+        closed = _closed(client, "order-measured", "approve")
+        runs = client.list(page_size=1000).workflows
+
+    def growth_known() -> bool:
+        shown = json.loads(_storage(source, "--json").stdout)
+        return float(shown.get("write_rate", {}).get("window_seconds", 0)) > 0
+
+    wait_until(growth_known, WAIT, "two storage samples")
+    answer = _storage(source, "--json", "--top", "2")
+    assert answer.returncode == 0, answer.stderr
+    shown = json.loads(answer.stdout)
+    namespace = shown["namespace"]
+    assert namespace["namespace"] == "default"
+    assert int(namespace["runs"]) >= len(runs) and int(namespace["events"]) >= closed.event_count
+    assert int(namespace["history_bytes"]) >= closed.history_bytes
+    assert int(namespace["steps"]) >= 3  # price, label, charge
+    largest = shown["largest_runs"]
+    assert len(largest) == 2
+    assert int(largest[0]["history_bytes"]) >= int(largest[1]["history_bytes"]) > 40_000
+    assert int(shown["database_bytes"]) > 0
+    tables = {t["name"]: t for t in shown["tables"]}
+    assert {"history.events", "history.workflows", "scheduler.tasks"} <= set(tables)
+    assert tables["history.events"]["dead_share_source"] in ("estimate", "pgstattuple")
+
+    text = _storage(source)
+    assert text.returncode == 0, text.stderr
+    for heading in ("NAMESPACE default", "JOURNAL GROWTH", "LARGEST RUNS", "DATABASE"):
+        assert heading in text.stdout
+    assert "kB" in text.stdout and "history.events" in text.stdout
+
+    refused = _storage(source, "--top", "101")
+    assert refused.returncode != 0 and "top must be between 0 and 100" in refused.stderr
