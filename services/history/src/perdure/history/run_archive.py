@@ -26,7 +26,7 @@ import gzip
 import hashlib
 import io
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import IO, Any
 
@@ -167,7 +167,7 @@ def _select(table: str, columns: tuple[str, ...], where: str, order: str) -> str
     listed = ", ".join(columns)
     return (
         f"SELECT to_jsonb(r) AS row FROM (SELECT {listed} FROM history.{table}"
-        f" WHERE {where} ORDER BY {order}) r"
+        f" WHERE {where}) r ORDER BY r.{order}"
     )
 
 
@@ -183,7 +183,8 @@ SELECT_EVENTS = f"""
 SELECT to_jsonb(r) - 'stored' AS row, r.stored
 FROM (SELECT {", ".join(f"e.{c}" for c in EVENT_COLUMNS)}, p.data AS stored
       FROM history.events e LEFT JOIN history.payloads p ON p.sha256 = e.payload_sha256
-      WHERE e.workflow_id = %s ORDER BY e.event_id) r
+      WHERE e.workflow_id = %s) r
+ORDER BY r.event_id
 """
 # The key of a run of a chain by its run id (the latest, when run_id is empty).
 SELECT_RUN_KEY = """
@@ -378,6 +379,7 @@ def _parse(archive: bytes) -> _Archive:
     if header.get("version") != VERSION:
         raise _invalid(1, f"version {header.get('version')!r} is not {VERSION}, the one read")
     run = _row(1, "run", header.get("run"), RUN_COLUMNS)
+    _check_identity(run)
     side = {}
     for name, columns in SIDE_TABLES.items():
         rows = header.get(name)
@@ -402,6 +404,20 @@ def _parse(archive: bytes) -> _Archive:
             1, f"the run counts {run['event_count']!r} events; the file has {len(events)}"
         )
     return _Archive(run, side, events)
+
+
+def _check_identity(run: dict[str, Any]) -> None:
+    """The header's ids and counts, of the types an import decides by."""
+    for column in ("workflow_id", "chain_id", "run_id", "status"):
+        if not isinstance(run[column], str) or not run[column]:
+            raise _invalid(1, f"run.{column} is not a non-empty string")
+    if not isinstance(run["next_run_id"], str | None):
+        raise _invalid(1, "run.next_run_id is not a string or null")
+    if not isinstance(run["event_count"], int):
+        raise _invalid(1, "run.event_count is not an integer")
+    public = namespaces.split(run["chain_id"])[1]
+    if not public or public.startswith("@"):
+        raise _invalid(1, f"run.chain_id {run['chain_id'][:70]!r} names no workflow id")
 
 
 def _stored(number: int, row: dict[str, Any], data: Any) -> bytes | None:
@@ -438,7 +454,7 @@ async def import_run(conn: AsyncConnection, archive: bytes, namespace: str) -> I
     archived run's successor (next_run_id) is there; otherwise ALREADY_EXISTS."""
     parsed = _parse(archive)
     run = parsed.run
-    public = namespaces.split(run["chain_id"] or "")[1]
+    public = namespaces.split(run["chain_id"])[1]
     if run["status"] in OPEN_STATUSES:
         raise errors.failed_precondition(
             Reason.WORKFLOW_OPEN,
@@ -465,9 +481,9 @@ async def import_run(conn: AsyncConnection, archive: bytes, namespace: str) -> I
 async def _insert_row(conn: AsyncConnection, number: int, query: str, row: dict[str, Any]) -> None:
     try:
         await conn.execute(query, [json.dumps(row)])
+    except psycopg.errors.UniqueViolation:
+        raise  # the run is there already: import_run answers ALREADY_EXISTS
     except (psycopg.errors.DataError, psycopg.errors.IntegrityConstraintViolation) as exc:
-        if isinstance(exc, psycopg.errors.UniqueViolation):
-            raise
         raise _invalid(number, f"the database refused a value: {exc.diag.message_primary}") from exc
 
 
@@ -490,8 +506,3 @@ def _exists(public: str, run_id: str) -> errors.ApiError:
         "an archived run is imported only where its workflow id is free, or before the run "
         "that continued it",
     )
-
-
-def archive_lines(archive: bytes) -> Iterable[dict[str, Any]]:
-    """The JSON lines of an archive, unchecked (for reading tools and tests)."""
-    return [json.loads(line) for line in _read_lines(archive)]
