@@ -263,9 +263,8 @@ def test_the_archive_writer_writes_runs_that_import_exactly(
     # The latest run first, then the earlier one, placed before it in its chain.
     latest = _cli(target, "import", str(directory / "default" / f"{second.run_id}.perdure-run.gz"))
     assert latest.returncode == 0, latest.stderr
-    earlier = _cli(target, "import", str(directory / "default" / f"{first.run_id}.perdure-run.gz"))
-    assert earlier.returncode == 0, earlier.stderr
-    assert json.loads(earlier.stdout)["earlier_run"] is True
+    earlier = (directory / "default" / f"{first.run_id}.perdure-run.gz").read_bytes()
+    assert _import(target, earlier).earlier_run
     with source.client() as original, target.client() as copy:
         _same_run(original, copy, "order-archived")
         _same_run(original, copy, "order-archived", run_id=first.run_id)
@@ -290,11 +289,18 @@ def test_admin_storage_shows_the_namespace_the_largest_runs_and_the_database(
         closed = _closed(client, "order-measured", "approve")
         runs = client.list(page_size=1000).workflows
 
-    def growth_known() -> bool:
-        shown = json.loads(_storage(source, "--json").stdout)
-        return float(shown.get("write_rate", {}).get("window_seconds", 0)) > 0
+    with grpc.insecure_channel(source.gateway) as channel:
+        stub = admingrpc.AdminServiceStub(channel)
 
-    wait_until(growth_known, WAIT, "two storage samples")
+        def growth_known() -> bool:
+            answer = stub.GetStorage(admin.GetStorageRequest(), timeout=60)
+            return answer.write_rate.window_seconds > 0
+
+        wait_until(growth_known, WAIT, "two storage samples", interval=0.2)
+        with pytest.raises(grpc.RpcError) as refused:
+            stub.GetStorage(admin.GetStorageRequest(top=101), timeout=60)
+        assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert "top must be between 0 and 100" in (refused.value.details() or "")
     answer = _storage(source, "--json", "--top", "2")
     assert answer.returncode == 0, answer.stderr
     shown = json.loads(answer.stdout)
@@ -316,6 +322,3 @@ def test_admin_storage_shows_the_namespace_the_largest_runs_and_the_database(
     for heading in ("NAMESPACE default", "JOURNAL GROWTH", "LARGEST RUNS", "DATABASE"):
         assert heading in text.stdout
     assert "kB" in text.stdout and "history.events" in text.stdout
-
-    refused = _storage(source, "--top", "101")
-    assert refused.returncode != 0 and "top must be between 0 and 100" in refused.stderr
