@@ -29,7 +29,7 @@ from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.api.workflow.v1 import workflow_service_pb2 as api
 from perdure.client import Client, WorkflowNotFoundError
 from perdure.history.archive import ArchiveTarget, archive_runs
-from tests.fixtures.cluster import Cluster, wait_until
+from tests.fixtures.cluster import Cluster, free_port, wait_until
 from tests.fixtures.postgres import Databases
 from tests.fixtures.rpc import error_reason
 
@@ -228,9 +228,9 @@ def test_an_open_run_exports_but_is_not_imported(clusters: tuple[Cluster, Cluste
     assert "only a closed run" in (refused.details() or "")
 
 
-async def _archive(dsn: str, keys: list[str], directory: Path) -> None:
+async def _archive_to(dsn: str, keys: list[str], target: ArchiveTarget) -> None:
     async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
-        await archive_runs(conn, keys, ArchiveTarget(directory))
+        await archive_runs(conn, keys, target)
 
 
 def test_the_archive_writer_writes_runs_that_import_exactly(
@@ -252,8 +252,9 @@ def test_the_archive_writer_writes_runs_that_import_exactly(
     assert second.previous_run_id == first.run_id
     keys = ["order-archived", f"@~{first.run_id}"]
     directory = tmp_path / "archive"
-    asyncio.run(_archive(source.dsn, keys, directory))
-    asyncio.run(_archive(source.dsn, keys, directory))  # again, as after a crash: replaced
+    asyncio.run(_archive_to(source.dsn, keys, ArchiveTarget(directory)))
+    # Again, as after a crash: each file replaced, none duplicated.
+    asyncio.run(_archive_to(source.dsn, keys, ArchiveTarget(directory)))
     files = sorted((directory / "default").iterdir())
     assert [f.name for f in files] == sorted(
         f"{run.run_id}.perdure-run.gz" for run in (first, second)
@@ -294,7 +295,7 @@ def test_admin_storage_shows_the_namespace_the_largest_runs_and_the_database(
 
         def growth_known() -> bool:
             answer = stub.GetStorage(admin.GetStorageRequest(), timeout=60)
-            return answer.write_rate.window_seconds > 0
+            return bool(answer.write_rate.window_seconds > 0)
 
         wait_until(growth_known, WAIT, "two storage samples", interval=0.2)
         with pytest.raises(grpc.RpcError) as refused:
@@ -322,3 +323,56 @@ def test_admin_storage_shows_the_namespace_the_largest_runs_and_the_database(
     for heading in ("NAMESPACE default", "JOURNAL GROWTH", "LARGEST RUNS", "DATABASE"):
         assert heading in text.stdout
     assert "kB" in text.stdout and "history.events" in text.stdout
+
+
+@pytest.fixture
+def s3_endpoint(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """A local S3-compatible endpoint (moto's server), boto3 pointed at it."""
+    port = free_port()
+    log = tmp_path / "s3.log"
+    with log.open("wb") as out:
+        server = subprocess.Popen(
+            [sys.executable, "-m", "moto.server", "-p", str(port)], stdout=out, stderr=out
+        )
+    endpoint = f"http://127.0.0.1:{port}"
+    for name, value in {
+        "AWS_ENDPOINT_URL_S3": endpoint,
+        "AWS_ACCESS_KEY_ID": "test",
+        "AWS_SECRET_ACCESS_KEY": "test",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }.items():
+        monkeypatch.setenv(name, value)
+    try:
+        wait_until(lambda: _answers(endpoint), WAIT, "the S3 endpoint")
+        yield endpoint
+    finally:
+        server.kill()
+        server.wait()
+
+
+def _answers(endpoint: str) -> bool:
+    try:
+        requests.get(endpoint, timeout=1)
+    except requests.ConnectionError:
+        return False
+    return True
+
+
+def test_the_archive_writer_puts_runs_in_an_s3_bucket(
+    clusters: tuple[Cluster, Cluster], s3_endpoint: str
+) -> None:
+    boto3 = pytest.importorskip("boto3")
+    source, target = clusters
+    with source.client() as client:
+        run = _closed(client, "order-in-s3", "approve")
+    bucket = boto3.client("s3")
+    bucket.create_bucket(Bucket="runs")
+    archive = ArchiveTarget.parse("s3://runs/perdure")
+    asyncio.run(_archive_to(source.dsn, ["order-in-s3"], archive))
+    asyncio.run(_archive_to(source.dsn, ["order-in-s3"], archive))  # again: the same object
+    listed = bucket.list_objects_v2(Bucket="runs")["Contents"]
+    assert [o["Key"] for o in listed] == [f"perdure/default/{run.run_id}.perdure-run.gz"]
+    data = bucket.get_object(Bucket="runs", Key=listed[0]["Key"])["Body"].read()
+    assert _import(target, data, "from-s3").run_id == run.run_id
+    with source.client() as original, Client(target.gateway, namespace="from-s3") as copy:
+        _same_run(original, copy, "order-in-s3")

@@ -41,10 +41,12 @@ def test_every_column_is_archived(table: str, archived: tuple[str, ...]) -> None
     assert len(set(archived)) == len(archived)
 
 
-def test_an_archive_target_is_an_absolute_directory() -> None:
+def test_an_archive_target_is_an_absolute_directory_or_a_bucket() -> None:
     assert ArchiveTarget.parse("/srv/archive").directory == Path("/srv/archive")
     assert ArchiveTarget.parse("file:///srv/archive").directory == Path("/srv/archive")
-    assert ArchiveTarget.parse("/a").path_of("acme", "r1") == Path("/a/acme/r1.perdure-run.gz")
-    for refused in ("archive", "s3://bucket/prefix", "https://example.com/x"):
+    assert ArchiveTarget.parse("/a").name_of("acme", "r1") == "acme/r1.perdure-run.gz"
+    bucket = ArchiveTarget.parse("s3://runs/perdure/archive/")
+    assert (bucket.directory, bucket.bucket, bucket.prefix) == (None, "runs", "perdure/archive")
+    for refused in ("archive", "s3:///no-bucket", "https://example.com/x"):
         with pytest.raises(SystemExit):
             ArchiveTarget.parse(refused)

@@ -1,10 +1,17 @@
 """The archive writer: closed runs written in the export format (run_archive.py) before
 retention deletes them, each to its own file, so `perdure workflow import` can restore any.
 
-PERDURE_ARCHIVE names the target: a directory (`/path` or `file:///path`). A run's file is
-`<dir>/<namespace>/<run id>.perdure-run.gz`, written to a temporary file, synced and renamed
-into place: a reader never sees half a file, and writing again after a crash replaces the
-file, never duplicates it. (`s3://` targets are not built: the setting is refused at start.)
+PERDURE_ARCHIVE names the target:
+
+- a directory (`/path` or `file:///path`): a run's file is
+  `<dir>/<namespace>/<run id>.perdure-run.gz`, written to a temporary file, synced and renamed
+  into place: a reader never sees half a file, and writing again after a crash replaces the
+  file, never duplicates it;
+- an S3-compatible bucket (`s3://bucket/prefix`): the object `<prefix>/<namespace>/<run
+  id>.perdure-run.gz`, put whole (an object is never seen half written; a second put of the
+  same key replaces it). Needs boto3 (`pip install 'perdure-history[s3]'`); the endpoint,
+  region and credentials are boto3's own settings (AWS_ENDPOINT_URL_S3, AWS_DEFAULT_REGION,
+  AWS_ACCESS_KEY_ID, ...).
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ import tempfile
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlparse
 
 from psycopg import AsyncConnection
@@ -30,9 +38,11 @@ Archiver = Callable[[AsyncConnection, Sequence[str]], Awaitable[None]]
 
 @dataclass(frozen=True)
 class ArchiveTarget:
-    """Where archived runs go: a directory."""
+    """Where archived runs go: a directory, or an S3 bucket and key prefix."""
 
-    directory: Path
+    directory: Path | None = None
+    bucket: str = ""
+    prefix: str = ""
 
     @classmethod
     def parse(cls, setting: str) -> ArchiveTarget:
@@ -42,10 +52,13 @@ class ArchiveTarget:
             path = Path(url.path if url.scheme else setting)
             if not path.is_absolute():
                 raise SystemExit(f"PERDURE_ARCHIVE must be an absolute path, not {setting!r}")
-            return cls(path)
+            return cls(directory=path)
+        if url.scheme == "s3" and url.netloc:
+            _s3_client()  # boto3 missing stops the start, not an archive
+            return cls(bucket=url.netloc, prefix=url.path.strip("/"))
         raise SystemExit(
-            f"PERDURE_ARCHIVE {setting!r}: only a directory (/path or file:///path) is "
-            f"supported; {url.scheme}:// targets are not"
+            f"PERDURE_ARCHIVE {setting!r}: use a directory (/path or file:///path) or an S3 "
+            "bucket (s3://bucket/prefix)"
         )
 
     @classmethod
@@ -54,22 +67,40 @@ class ArchiveTarget:
         setting = os.environ.get("PERDURE_ARCHIVE", "").strip()
         return cls.parse(setting) if setting else None
 
-    def path_of(self, namespace: str, run_id: str) -> Path:
-        """Where a run's archive goes."""
-        return self.directory / namespace / f"{run_id}{SUFFIX}"
+    def name_of(self, namespace: str, run_id: str) -> str:
+        """A run's archive's name under the target."""
+        return f"{namespace}/{run_id}{SUFFIX}"
+
+    def put(self, name: str, data: bytes) -> None:
+        """Store `data` as `name`, whole or not at all (blocking: run it in a thread)."""
+        if self.directory is not None:
+            write_atomically(self.directory / name, data)
+            return
+        key = f"{self.prefix}/{name}" if self.prefix else name
+        _s3_client().put_object(Bucket=self.bucket, Key=key, Body=data)
+
+
+def _s3_client() -> Any:
+    try:
+        import boto3  # only an S3 target needs it
+    except ImportError as exc:
+        raise SystemExit(
+            "PERDURE_ARCHIVE names an S3 bucket: install boto3 (pip install 'perdure-history[s3]')"
+        ) from exc
+    return boto3.client("s3")
 
 
 async def archive_runs(
     conn: AsyncConnection, run_keys: Sequence[str], target: ArchiveTarget
 ) -> None:
     """Write each run (keys of history.workflows: a workflow id, or '@~<run id>' for an earlier
-    run of a chain) to `target`, each file in place before this returns. Raises when one
-    cannot be written: the caller keeps the runs it was about to delete."""
+    run of a chain) to `target`, each in place before this returns. Raises when one cannot be
+    written: the caller keeps the runs it was about to delete."""
     for key in run_keys:
         buffer = io.BytesIO()
         written = await run_archive.write_run(conn, key, buffer)
-        final = target.path_of(written.namespace, written.run_id)
-        await asyncio.to_thread(write_atomically, final, buffer.getvalue())
+        name = target.name_of(written.namespace, written.run_id)
+        await asyncio.to_thread(target.put, name, buffer.getvalue())
 
 
 def write_atomically(path: Path, data: bytes) -> None:
