@@ -318,6 +318,10 @@ def test_admin_storage_shows_the_namespace_the_largest_runs_and_the_database(
     assert {"history.events", "history.workflows", "scheduler.tasks"} <= set(tables)
     assert tables["history.events"]["dead_share_source"] in ("estimate", "pgstattuple")
 
+    over_http = requests.get(f"http://{source.http_address}/v1/storage?top=1", timeout=60)
+    assert over_http.status_code == 200, over_http.text
+    assert len(over_http.json()["largest_runs"]) == 1
+
     text = _storage(source)
     assert text.returncode == 0, text.stderr
     for heading in ("NAMESPACE default", "JOURNAL GROWTH", "LARGEST RUNS", "DATABASE"):
