@@ -15,6 +15,7 @@ import logging
 import os
 from typing import Any
 
+import psycopg
 from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
@@ -153,9 +154,8 @@ async def tables(conn: AsyncConnection) -> list[admin.StorageTable]:
     for row in await fetch_all(conn, TABLES, []):
         live, dead = row["live_rows"], row["dead_rows"]
         share, source = (dead / (live + dead) if live + dead else 0.0), "estimate"
-        if measured:
-            found = await fetch_one(conn, DEAD_SHARE, [row["name"]])
-            share, source = float(found["share"]) if found else share, "pgstattuple"
+        if measured and (found := await _measured_dead_share(conn, row["name"])) is not None:
+            share, source = found, "pgstattuple"
         listed.append(
             admin.StorageTable(
                 name=row["name"],
@@ -168,6 +168,17 @@ async def tables(conn: AsyncConnection) -> list[admin.StorageTable]:
             )
         )
     return listed
+
+
+async def _measured_dead_share(conn: AsyncConnection, table: str) -> float | None:
+    """pgstattuple's dead share of `table`; None when the database's role may not run it
+    (it needs pg_stat_scan_tables): the estimate stands then."""
+    try:
+        async with conn.transaction():
+            found = await fetch_one(conn, DEAD_SHARE, [table])
+    except psycopg.errors.InsufficientPrivilege:
+        return None
+    return None if found is None else float(found["share"])
 
 
 class StorageSampler(BackgroundLoop):
