@@ -40,6 +40,8 @@ from perdure.history.rows import fetch_all, fetch_one
 
 FORMAT = "perdure-run"
 VERSION = 1
+# An import reads at most this much (a compressed archive of a few MB may not unpack to more).
+MAX_UNPACKED_BYTES = 256 * 1024 * 1024
 
 # Every column archived, by table (a run_seq is the target's own: it orders its list).
 RUN_COLUMNS = (
@@ -304,9 +306,15 @@ def _invalid(number: int, message: str) -> errors.ApiError:
 
 def _read_lines(archive: bytes) -> list[bytes]:
     try:
-        text = gzip.decompress(archive)
+        with gzip.GzipFile(fileobj=io.BytesIO(archive)) as unpacked:
+            text = unpacked.read(MAX_UNPACKED_BYTES + 1)
     except (OSError, EOFError, ValueError) as exc:
         raise errors.invalid_argument(f"the archive is not gzip data: {exc}") from exc
+    if len(text) > MAX_UNPACKED_BYTES:
+        raise errors.invalid_argument(
+            f"the archive unpacks to more than {MAX_UNPACKED_BYTES} bytes, more than a run's "
+            "archive holds"
+        )
     lines = text.split(b"\n")
     if lines and lines[-1] == b"":
         lines.pop()
