@@ -184,6 +184,32 @@ def test_roles_limit_what_a_key_may_do(secured: Cluster) -> None:
             == grpc.StatusCode.PERMISSION_DENIED
         )
 
+        # Storage and export: a reader's, in its namespace; import: an admin's only.
+        storage = admin_stub.GetStorage(
+            admin.GetStorageRequest(), metadata=bearer_metadata(reader), timeout=30
+        )
+        assert storage.namespace.namespace == "default" and storage.namespace.runs == 1
+        assert (
+            refused(
+                admin_stub.GetStorage,
+                admin.GetStorageRequest(namespace="acme"),
+                metadata=bearer_metadata(reader),
+            ).code()
+            == grpc.StatusCode.PERMISSION_DENIED
+        )
+        archive = admin_stub.ExportWorkflow(
+            admin.ExportWorkflowRequest(workflow_id="c1"),
+            metadata=bearer_metadata(reader),
+            timeout=30,
+        ).archive
+        for token in (reader, operator):
+            denied = refused(
+                admin_stub.ImportWorkflow,
+                admin.ImportWorkflowRequest(archive=archive),
+                metadata=bearer_metadata(token),
+            )
+            assert denied.code() == grpc.StatusCode.PERMISSION_DENIED, denied.details()
+
         create = admin.CreateApiKeyRequest(role=admin.ROLE_READER)
         assert (
             refused(admin_stub.CreateApiKey, create, metadata=bearer_metadata(operator)).code()

@@ -357,7 +357,7 @@ def test_metrics_add_up_after_a_scripted_run(
     # Over OTLP/HTTP this time.
     env = otlp_env(otlp_receiver, OTEL_EXPORTER_OTLP_PROTOCOL="http/protobuf")
     env["OTEL_EXPORTER_OTLP_ENDPOINT"] = otlp_receiver.http_endpoint
-    cluster = start_cluster(**env)
+    cluster = start_cluster(PERDURE_STORAGE_SAMPLE_INTERVAL="0.5", **env)
     ledger, gate = tmp_path / "ledger", tmp_path / "gate"
     cluster.start_worker("only", concurrency=1)
     with cluster.client() as client:
@@ -443,6 +443,20 @@ def test_metrics_add_up_after_a_scripted_run(
         "the step writes measured",
     )
     assert otlp_receiver.latest("perdure.worker.streams", "perdure-scheduler") == 1
+    # Storage: the samples' gauges (7 runs, their journals) and the records' counters.
+    default = {"perdure.namespace": "default"}
+    otlp_receiver.wait_for_metric(
+        "perdure.storage.rows", lambda n: n == 7, WAIT, "7 runs sampled", where=default
+    )
+    events = otlp_receiver.wait_for_metric(
+        "perdure.storage.events", lambda n: n > 7 * 2, WAIT, "their events", where=default
+    )
+    assert otlp_receiver.latest("perdure.storage.bytes", where=default) >= 64 * events
+    assert otlp_receiver.latest("perdure.database.size") > 0
+    written = otlp_receiver.wait_for_metric(
+        "perdure.journal.events_written", lambda n: n >= 25, WAIT, "the records counted"
+    )
+    assert otlp_receiver.latest("perdure.journal.bytes_written") >= 64 * written
     assert {p.protocol for p in otlp_receiver.metric_points("perdure.workflow.started")} == {"http"}
 
 

@@ -254,6 +254,12 @@ def test_start_a_research_run_from_the_form_approve_it_and_read_its_report(
     expect(received).to_contain_text('"ship it"')
     expect(history_rows(page, "WORKFLOW_COMPLETED")).to_have_count(1)
     expect_full_history(page, agent, "ui-approve")
+    # The run's size: its journal's bytes in decimal units, exact on hover, and its events.
+    run = api(agent, "GET", "/v1/workflows/ui-approve")["workflow"]
+    size = page.get_by_test_id("workflow-size").locator("dd span")
+    expect(size).to_have_text(re.compile(rf"^\d+(\.\d)? (B|kB|MB) · {run['event_count']} events$"))
+    expect(size).to_have_attribute("title", f"{run['history_bytes']} bytes")
+    assert int(run["history_bytes"]) > 0
 
     if os.environ.get("PERDURE_UPDATE_UI_SCREENSHOT"):
         # The page of a completed run as one opens it (no toast from the approval).

@@ -35,6 +35,7 @@ HISTORY_TABLES = {
     "schedule_actions",
     "child_notices",
     "approvals",
+    "storage_samples",
 }
 FILES = {
     "perdure.history": [
@@ -64,6 +65,7 @@ FILES = {
         "0024_children.sql",
         "0025_approvals.sql",
         "0026_step_usage.sql",
+        "0028_storage_samples.sql",
     ],
     "perdure.scheduler": [
         "0001_init.sql",

@@ -414,3 +414,125 @@ class ListPausesResponse(_message.Message):
     PAUSES_FIELD_NUMBER: _ClassVar[int]
     pauses: _containers.RepeatedCompositeFieldContainer[_workflow_pb2.Pause]
     def __init__(self, pauses: _Optional[_Iterable[_Union[_workflow_pb2.Pause, _Mapping]]] = ...) -> None: ...
+
+class GetStorageRequest(_message.Message):
+    __slots__ = ("namespace", "top")
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    TOP_FIELD_NUMBER: _ClassVar[int]
+    namespace: str
+    top: int
+    def __init__(self, namespace: _Optional[str] = ..., top: _Optional[int] = ...) -> None: ...
+
+class StorageNamespace(_message.Message):
+    __slots__ = ("namespace", "runs", "open_runs", "events", "history_bytes", "steps")
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    RUNS_FIELD_NUMBER: _ClassVar[int]
+    OPEN_RUNS_FIELD_NUMBER: _ClassVar[int]
+    EVENTS_FIELD_NUMBER: _ClassVar[int]
+    HISTORY_BYTES_FIELD_NUMBER: _ClassVar[int]
+    STEPS_FIELD_NUMBER: _ClassVar[int]
+    namespace: str
+    runs: int
+    open_runs: int
+    events: int
+    history_bytes: int
+    steps: int
+    def __init__(self, namespace: _Optional[str] = ..., runs: _Optional[int] = ..., open_runs: _Optional[int] = ..., events: _Optional[int] = ..., history_bytes: _Optional[int] = ..., steps: _Optional[int] = ...) -> None: ...
+
+class StorageRun(_message.Message):
+    __slots__ = ("workflow_id", "run_id", "workflow_type", "status", "event_count", "history_bytes")
+    WORKFLOW_ID_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    WORKFLOW_TYPE_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    EVENT_COUNT_FIELD_NUMBER: _ClassVar[int]
+    HISTORY_BYTES_FIELD_NUMBER: _ClassVar[int]
+    workflow_id: str
+    run_id: str
+    workflow_type: str
+    status: _workflow_pb2.WorkflowStatus
+    event_count: int
+    history_bytes: int
+    def __init__(self, workflow_id: _Optional[str] = ..., run_id: _Optional[str] = ..., workflow_type: _Optional[str] = ..., status: _Optional[_Union[_workflow_pb2.WorkflowStatus, str]] = ..., event_count: _Optional[int] = ..., history_bytes: _Optional[int] = ...) -> None: ...
+
+class StorageTable(_message.Message):
+    __slots__ = ("name", "table_bytes", "index_bytes", "live_rows", "dead_rows", "dead_share", "dead_share_source")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    TABLE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    INDEX_BYTES_FIELD_NUMBER: _ClassVar[int]
+    LIVE_ROWS_FIELD_NUMBER: _ClassVar[int]
+    DEAD_ROWS_FIELD_NUMBER: _ClassVar[int]
+    DEAD_SHARE_FIELD_NUMBER: _ClassVar[int]
+    DEAD_SHARE_SOURCE_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    table_bytes: int
+    index_bytes: int
+    live_rows: int
+    dead_rows: int
+    dead_share: float
+    dead_share_source: str
+    def __init__(self, name: _Optional[str] = ..., table_bytes: _Optional[int] = ..., index_bytes: _Optional[int] = ..., live_rows: _Optional[int] = ..., dead_rows: _Optional[int] = ..., dead_share: _Optional[float] = ..., dead_share_source: _Optional[str] = ...) -> None: ...
+
+class StorageWriteRate(_message.Message):
+    __slots__ = ("window_seconds", "events_per_second", "bytes_per_second")
+    WINDOW_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    EVENTS_PER_SECOND_FIELD_NUMBER: _ClassVar[int]
+    BYTES_PER_SECOND_FIELD_NUMBER: _ClassVar[int]
+    window_seconds: float
+    events_per_second: float
+    bytes_per_second: float
+    def __init__(self, window_seconds: _Optional[float] = ..., events_per_second: _Optional[float] = ..., bytes_per_second: _Optional[float] = ...) -> None: ...
+
+class GetStorageResponse(_message.Message):
+    __slots__ = ("namespace", "largest_runs", "write_rate", "database_bytes", "tables")
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    LARGEST_RUNS_FIELD_NUMBER: _ClassVar[int]
+    WRITE_RATE_FIELD_NUMBER: _ClassVar[int]
+    DATABASE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    TABLES_FIELD_NUMBER: _ClassVar[int]
+    namespace: StorageNamespace
+    largest_runs: _containers.RepeatedCompositeFieldContainer[StorageRun]
+    write_rate: StorageWriteRate
+    database_bytes: int
+    tables: _containers.RepeatedCompositeFieldContainer[StorageTable]
+    def __init__(self, namespace: _Optional[_Union[StorageNamespace, _Mapping]] = ..., largest_runs: _Optional[_Iterable[_Union[StorageRun, _Mapping]]] = ..., write_rate: _Optional[_Union[StorageWriteRate, _Mapping]] = ..., database_bytes: _Optional[int] = ..., tables: _Optional[_Iterable[_Union[StorageTable, _Mapping]]] = ...) -> None: ...
+
+class ExportWorkflowRequest(_message.Message):
+    __slots__ = ("namespace", "workflow_id", "run_id")
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    WORKFLOW_ID_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    namespace: str
+    workflow_id: str
+    run_id: str
+    def __init__(self, namespace: _Optional[str] = ..., workflow_id: _Optional[str] = ..., run_id: _Optional[str] = ...) -> None: ...
+
+class ExportWorkflowResponse(_message.Message):
+    __slots__ = ("archive", "run_id", "event_count")
+    ARCHIVE_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    EVENT_COUNT_FIELD_NUMBER: _ClassVar[int]
+    archive: bytes
+    run_id: str
+    event_count: int
+    def __init__(self, archive: _Optional[bytes] = ..., run_id: _Optional[str] = ..., event_count: _Optional[int] = ...) -> None: ...
+
+class ImportWorkflowRequest(_message.Message):
+    __slots__ = ("namespace", "archive")
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    ARCHIVE_FIELD_NUMBER: _ClassVar[int]
+    namespace: str
+    archive: bytes
+    def __init__(self, namespace: _Optional[str] = ..., archive: _Optional[bytes] = ...) -> None: ...
+
+class ImportWorkflowResponse(_message.Message):
+    __slots__ = ("workflow_id", "run_id", "event_count", "earlier_run")
+    WORKFLOW_ID_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    EVENT_COUNT_FIELD_NUMBER: _ClassVar[int]
+    EARLIER_RUN_FIELD_NUMBER: _ClassVar[int]
+    workflow_id: str
+    run_id: str
+    event_count: int
+    earlier_run: bool
+    def __init__(self, workflow_id: _Optional[str] = ..., run_id: _Optional[str] = ..., event_count: _Optional[int] = ..., earlier_run: _Optional[bool] = ...) -> None: ...

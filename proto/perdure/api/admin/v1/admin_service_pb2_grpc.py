@@ -122,6 +122,21 @@ class AdminServiceStub:
                 request_serializer=perdure_dot_api_dot_admin_dot_v1_dot_admin__service__pb2.ListPausesRequest.SerializeToString,
                 response_deserializer=perdure_dot_api_dot_admin_dot_v1_dot_admin__service__pb2.ListPausesResponse.FromString,
                 _registered_method=True)
+        self.GetStorage = channel.unary_unary(
+                '/perdure.api.admin.v1.AdminService/GetStorage',
+                request_serializer=perdure_dot_api_dot_admin_dot_v1_dot_admin__service__pb2.GetStorageRequest.SerializeToString,
+                response_deserializer=perdure_dot_api_dot_admin_dot_v1_dot_admin__service__pb2.GetStorageResponse.FromString,
+                _registered_method=True)
+        self.ExportWorkflow = channel.unary_unary(
+                '/perdure.api.admin.v1.AdminService/ExportWorkflow',
+                request_serializer=perdure_dot_api_dot_admin_dot_v1_dot_admin__service__pb2.ExportWorkflowRequest.SerializeToString,
+                response_deserializer=perdure_dot_api_dot_admin_dot_v1_dot_admin__service__pb2.ExportWorkflowResponse.FromString,
+                _registered_method=True)
+        self.ImportWorkflow = channel.unary_unary(
+                '/perdure.api.admin.v1.AdminService/ImportWorkflow',
+                request_serializer=perdure_dot_api_dot_admin_dot_v1_dot_admin__service__pb2.ImportWorkflowRequest.SerializeToString,
+                response_deserializer=perdure_dot_api_dot_admin_dot_v1_dot_admin__service__pb2.ImportWorkflowResponse.FromString,
+                _registered_method=True)
 
 
 class AdminServiceServicer:
@@ -275,6 +290,40 @@ class AdminServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetStorage(self, request, context):
+        """What the cluster's database holds and how fast it grows (needs a reader key): bytes and
+        rows per namespace, the largest runs, the journal's write rate, events per step, the
+        database's and each table's size, and dead tuples. A key sees its own namespace's runs;
+        the database figures are the cluster's. Reads scan the runs table: an admin call, not a
+        dashboard's poll (the same figures are OpenTelemetry metrics).
+        Errors: INVALID_ARGUMENT (INVALID_REQUEST).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ExportWorkflow(self, request, context):
+        """A closed or open run as an archive (needs a reader key): gzip-compressed JSON lines, the
+        run then each of its events, exact (docs/operations.md, "Archive and export/import").
+        Errors: INVALID_ARGUMENT (INVALID_REQUEST), NOT_FOUND (WORKFLOW_NOT_FOUND),
+        RESOURCE_EXHAUSTED when the archive is larger than one answer carries.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ImportWorkflow(self, request, context):
+        """Restores a closed run from an archive that ExportWorkflow (or the archive writer) made,
+        in one transaction: all of it or nothing (needs an admin key).
+        Errors: INVALID_ARGUMENT (INVALID_REQUEST: a line that is not what the format says, named
+        by its number), FAILED_PRECONDITION (WORKFLOW_NOT_CLOSED), ALREADY_EXISTS
+        (WORKFLOW_ALREADY_EXISTS: the workflow id has a run in the namespace that the imported
+        one is not the predecessor of, or the run id exists).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -362,6 +411,21 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     servicer.ListPauses,
                     request_deserializer=perdure_dot_api_dot_admin_dot_v1_dot_admin__service__pb2.ListPausesRequest.FromString,
                     response_serializer=perdure_dot_api_dot_admin_dot_v1_dot_admin__service__pb2.ListPausesResponse.SerializeToString,
+            ),
+            'GetStorage': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetStorage,
+                    request_deserializer=perdure_dot_api_dot_admin_dot_v1_dot_admin__service__pb2.GetStorageRequest.FromString,
+                    response_serializer=perdure_dot_api_dot_admin_dot_v1_dot_admin__service__pb2.GetStorageResponse.SerializeToString,
+            ),
+            'ExportWorkflow': grpc.unary_unary_rpc_method_handler(
+                    servicer.ExportWorkflow,
+                    request_deserializer=perdure_dot_api_dot_admin_dot_v1_dot_admin__service__pb2.ExportWorkflowRequest.FromString,
+                    response_serializer=perdure_dot_api_dot_admin_dot_v1_dot_admin__service__pb2.ExportWorkflowResponse.SerializeToString,
+            ),
+            'ImportWorkflow': grpc.unary_unary_rpc_method_handler(
+                    servicer.ImportWorkflow,
+                    request_deserializer=perdure_dot_api_dot_admin_dot_v1_dot_admin__service__pb2.ImportWorkflowRequest.FromString,
+                    response_serializer=perdure_dot_api_dot_admin_dot_v1_dot_admin__service__pb2.ImportWorkflowResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -826,6 +890,87 @@ class AdminService:
             '/perdure.api.admin.v1.AdminService/ListPauses',
             perdure_dot_api_dot_admin_dot_v1_dot_admin__service__pb2.ListPausesRequest.SerializeToString,
             perdure_dot_api_dot_admin_dot_v1_dot_admin__service__pb2.ListPausesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetStorage(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/perdure.api.admin.v1.AdminService/GetStorage',
+            perdure_dot_api_dot_admin_dot_v1_dot_admin__service__pb2.GetStorageRequest.SerializeToString,
+            perdure_dot_api_dot_admin_dot_v1_dot_admin__service__pb2.GetStorageResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ExportWorkflow(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/perdure.api.admin.v1.AdminService/ExportWorkflow',
+            perdure_dot_api_dot_admin_dot_v1_dot_admin__service__pb2.ExportWorkflowRequest.SerializeToString,
+            perdure_dot_api_dot_admin_dot_v1_dot_admin__service__pb2.ExportWorkflowResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ImportWorkflow(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/perdure.api.admin.v1.AdminService/ImportWorkflow',
+            perdure_dot_api_dot_admin_dot_v1_dot_admin__service__pb2.ImportWorkflowRequest.SerializeToString,
+            perdure_dot_api_dot_admin_dot_v1_dot_admin__service__pb2.ImportWorkflowResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -191,7 +191,7 @@ class Failure(_message.Message):
     def __init__(self, type: _Optional[str] = ..., message: _Optional[str] = ..., stack_trace: _Optional[str] = ...) -> None: ...
 
 class WorkflowInfo(_message.Message):
-    __slots__ = ("workflow_id", "workflow_type", "task_queue", "status", "input", "result", "failure", "create_time", "update_time", "close_time", "fence", "event_count", "wait", "cancel_requested", "trace_id", "namespace", "stuck_time", "run_id", "run_number", "previous_run_id", "next_run_id", "build_id", "reset_from_run_id", "forked_from_workflow_id", "forked_from_run_id", "copied_up_to_event_id", "parent_workflow_id", "parent_run_id", "parent_close_policy")
+    __slots__ = ("workflow_id", "workflow_type", "task_queue", "status", "input", "result", "failure", "create_time", "update_time", "close_time", "fence", "event_count", "wait", "cancel_requested", "trace_id", "namespace", "stuck_time", "run_id", "run_number", "previous_run_id", "next_run_id", "build_id", "reset_from_run_id", "forked_from_workflow_id", "forked_from_run_id", "copied_up_to_event_id", "parent_workflow_id", "parent_run_id", "parent_close_policy", "history_bytes")
     WORKFLOW_ID_FIELD_NUMBER: _ClassVar[int]
     WORKFLOW_TYPE_FIELD_NUMBER: _ClassVar[int]
     TASK_QUEUE_FIELD_NUMBER: _ClassVar[int]
@@ -221,6 +221,7 @@ class WorkflowInfo(_message.Message):
     PARENT_WORKFLOW_ID_FIELD_NUMBER: _ClassVar[int]
     PARENT_RUN_ID_FIELD_NUMBER: _ClassVar[int]
     PARENT_CLOSE_POLICY_FIELD_NUMBER: _ClassVar[int]
+    HISTORY_BYTES_FIELD_NUMBER: _ClassVar[int]
     workflow_id: str
     workflow_type: str
     task_queue: str
@@ -250,7 +251,8 @@ class WorkflowInfo(_message.Message):
     parent_workflow_id: str
     parent_run_id: str
     parent_close_policy: ParentClosePolicy
-    def __init__(self, workflow_id: _Optional[str] = ..., workflow_type: _Optional[str] = ..., task_queue: _Optional[str] = ..., status: _Optional[_Union[WorkflowStatus, str]] = ..., input: _Optional[_Union[_payload_pb2.Payload, _Mapping]] = ..., result: _Optional[_Union[_payload_pb2.Payload, _Mapping]] = ..., failure: _Optional[_Union[Failure, _Mapping]] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., close_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., fence: _Optional[int] = ..., event_count: _Optional[int] = ..., wait: _Optional[_Union[Wait, _Mapping]] = ..., cancel_requested: _Optional[bool] = ..., trace_id: _Optional[str] = ..., namespace: _Optional[str] = ..., stuck_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., run_id: _Optional[str] = ..., run_number: _Optional[int] = ..., previous_run_id: _Optional[str] = ..., next_run_id: _Optional[str] = ..., build_id: _Optional[str] = ..., reset_from_run_id: _Optional[str] = ..., forked_from_workflow_id: _Optional[str] = ..., forked_from_run_id: _Optional[str] = ..., copied_up_to_event_id: _Optional[int] = ..., parent_workflow_id: _Optional[str] = ..., parent_run_id: _Optional[str] = ..., parent_close_policy: _Optional[_Union[ParentClosePolicy, str]] = ...) -> None: ...
+    history_bytes: int
+    def __init__(self, workflow_id: _Optional[str] = ..., workflow_type: _Optional[str] = ..., task_queue: _Optional[str] = ..., status: _Optional[_Union[WorkflowStatus, str]] = ..., input: _Optional[_Union[_payload_pb2.Payload, _Mapping]] = ..., result: _Optional[_Union[_payload_pb2.Payload, _Mapping]] = ..., failure: _Optional[_Union[Failure, _Mapping]] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., close_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., fence: _Optional[int] = ..., event_count: _Optional[int] = ..., wait: _Optional[_Union[Wait, _Mapping]] = ..., cancel_requested: _Optional[bool] = ..., trace_id: _Optional[str] = ..., namespace: _Optional[str] = ..., stuck_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., run_id: _Optional[str] = ..., run_number: _Optional[int] = ..., previous_run_id: _Optional[str] = ..., next_run_id: _Optional[str] = ..., build_id: _Optional[str] = ..., reset_from_run_id: _Optional[str] = ..., forked_from_workflow_id: _Optional[str] = ..., forked_from_run_id: _Optional[str] = ..., copied_up_to_event_id: _Optional[int] = ..., parent_workflow_id: _Optional[str] = ..., parent_run_id: _Optional[str] = ..., parent_close_policy: _Optional[_Union[ParentClosePolicy, str]] = ..., history_bytes: _Optional[int] = ...) -> None: ...
 
 class StepInfo(_message.Message):
     __slots__ = ("step_id", "name", "position", "succeeded", "output", "failure", "attempts", "complete_time", "fence", "status", "start_time", "next_retry_time", "heartbeat_details", "heartbeat_time", "output_omitted", "usage")

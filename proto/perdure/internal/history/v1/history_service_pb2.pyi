@@ -298,3 +298,39 @@ class ReadStreamResponse(_message.Message):
     RESPONSE_FIELD_NUMBER: _ClassVar[int]
     response: _workflow_service_pb2.ReadStreamResponse
     def __init__(self, response: _Optional[_Union[_workflow_service_pb2.ReadStreamResponse, _Mapping]] = ...) -> None: ...
+
+class GetStorageRequest(_message.Message):
+    __slots__ = ("request",)
+    REQUEST_FIELD_NUMBER: _ClassVar[int]
+    request: _admin_service_pb2.GetStorageRequest
+    def __init__(self, request: _Optional[_Union[_admin_service_pb2.GetStorageRequest, _Mapping]] = ...) -> None: ...
+
+class GetStorageResponse(_message.Message):
+    __slots__ = ("response",)
+    RESPONSE_FIELD_NUMBER: _ClassVar[int]
+    response: _admin_service_pb2.GetStorageResponse
+    def __init__(self, response: _Optional[_Union[_admin_service_pb2.GetStorageResponse, _Mapping]] = ...) -> None: ...
+
+class ExportWorkflowRequest(_message.Message):
+    __slots__ = ("request",)
+    REQUEST_FIELD_NUMBER: _ClassVar[int]
+    request: _admin_service_pb2.ExportWorkflowRequest
+    def __init__(self, request: _Optional[_Union[_admin_service_pb2.ExportWorkflowRequest, _Mapping]] = ...) -> None: ...
+
+class ExportWorkflowResponse(_message.Message):
+    __slots__ = ("response",)
+    RESPONSE_FIELD_NUMBER: _ClassVar[int]
+    response: _admin_service_pb2.ExportWorkflowResponse
+    def __init__(self, response: _Optional[_Union[_admin_service_pb2.ExportWorkflowResponse, _Mapping]] = ...) -> None: ...
+
+class ImportWorkflowRequest(_message.Message):
+    __slots__ = ("request",)
+    REQUEST_FIELD_NUMBER: _ClassVar[int]
+    request: _admin_service_pb2.ImportWorkflowRequest
+    def __init__(self, request: _Optional[_Union[_admin_service_pb2.ImportWorkflowRequest, _Mapping]] = ...) -> None: ...
+
+class ImportWorkflowResponse(_message.Message):
+    __slots__ = ("response",)
+    RESPONSE_FIELD_NUMBER: _ClassVar[int]
+    response: _admin_service_pb2.ImportWorkflowResponse
+    def __init__(self, response: _Optional[_Union[_admin_service_pb2.ImportWorkflowResponse, _Mapping]] = ...) -> None: ...

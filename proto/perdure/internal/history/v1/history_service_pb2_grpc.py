@@ -147,6 +147,21 @@ class HistoryServiceStub:
                 request_serializer=perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.ReadStreamRequest.SerializeToString,
                 response_deserializer=perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.ReadStreamResponse.FromString,
                 _registered_method=True)
+        self.GetStorage = channel.unary_unary(
+                '/perdure.internal.history.v1.HistoryService/GetStorage',
+                request_serializer=perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.GetStorageRequest.SerializeToString,
+                response_deserializer=perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.GetStorageResponse.FromString,
+                _registered_method=True)
+        self.ExportWorkflow = channel.unary_unary(
+                '/perdure.internal.history.v1.HistoryService/ExportWorkflow',
+                request_serializer=perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.ExportWorkflowRequest.SerializeToString,
+                response_deserializer=perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.ExportWorkflowResponse.FromString,
+                _registered_method=True)
+        self.ImportWorkflow = channel.unary_unary(
+                '/perdure.internal.history.v1.HistoryService/ImportWorkflow',
+                request_serializer=perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.ImportWorkflowRequest.SerializeToString,
+                response_deserializer=perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.ImportWorkflowResponse.FromString,
+                _registered_method=True)
 
 
 class HistoryServiceServicer:
@@ -324,6 +339,27 @@ class HistoryServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetStorage(self, request, context):
+        """The public AdminService.GetStorage.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ExportWorkflow(self, request, context):
+        """The public AdminService.ExportWorkflow.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ImportWorkflow(self, request, context):
+        """The public AdminService.ImportWorkflow.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_HistoryServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -436,6 +472,21 @@ def add_HistoryServiceServicer_to_server(servicer, server):
                     servicer.ReadStream,
                     request_deserializer=perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.ReadStreamRequest.FromString,
                     response_serializer=perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.ReadStreamResponse.SerializeToString,
+            ),
+            'GetStorage': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetStorage,
+                    request_deserializer=perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.GetStorageRequest.FromString,
+                    response_serializer=perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.GetStorageResponse.SerializeToString,
+            ),
+            'ExportWorkflow': grpc.unary_unary_rpc_method_handler(
+                    servicer.ExportWorkflow,
+                    request_deserializer=perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.ExportWorkflowRequest.FromString,
+                    response_serializer=perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.ExportWorkflowResponse.SerializeToString,
+            ),
+            'ImportWorkflow': grpc.unary_unary_rpc_method_handler(
+                    servicer.ImportWorkflow,
+                    request_deserializer=perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.ImportWorkflowRequest.FromString,
+                    response_serializer=perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.ImportWorkflowResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1035,6 +1086,87 @@ class HistoryService:
             '/perdure.internal.history.v1.HistoryService/ReadStream',
             perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.ReadStreamRequest.SerializeToString,
             perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.ReadStreamResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetStorage(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/perdure.internal.history.v1.HistoryService/GetStorage',
+            perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.GetStorageRequest.SerializeToString,
+            perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.GetStorageResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ExportWorkflow(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/perdure.internal.history.v1.HistoryService/ExportWorkflow',
+            perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.ExportWorkflowRequest.SerializeToString,
+            perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.ExportWorkflowResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ImportWorkflow(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/perdure.internal.history.v1.HistoryService/ImportWorkflow',
+            perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.ImportWorkflowRequest.SerializeToString,
+            perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.ImportWorkflowResponse.FromString,
             options,
             channel_credentials,
             insecure,

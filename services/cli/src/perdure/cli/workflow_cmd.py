@@ -12,7 +12,7 @@ from google.protobuf.message import Message
 from perdure.api.common.v1.payload_pb2 import Payload
 from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.api.workflow.v1 import workflow_service_pb2 as api
-from perdure.cli import pause_cmd
+from perdure.cli import export_cmd, pause_cmd
 from perdure.cli.diff_cmd import run_diff
 from perdure.cli.flags import (
     UsageError,
@@ -212,6 +212,7 @@ def _add_recovery_parsers(
             "--run-id", default="", help="one run of the workflow id's chain (default: the latest)"
         )
 
+    export_cmd.add_parsers(commands)
     diff = commands.add_parser("diff", help="compare two runs step by step")
     diff.add_argument("workflow_a")
     diff.add_argument("workflow_b")
@@ -274,6 +275,8 @@ def run(args: argparse.Namespace) -> int:
     RpcError) is reported by perdure.cli.__main__."""
     if args.command in ("pause", "unpause"):
         return pause_cmd.run(args)
+    if args.command in export_cmd.COMMANDS:
+        return export_cmd.run(args)
     with Client(args.address, api_key=api_key(), namespace=args.namespace) as client:
         return _execute(client, args)
 

@@ -65,6 +65,8 @@ class Reason(StrEnum):
     APPROVAL_DETAILS_CHANGED = "APPROVAL_DETAILS_CHANGED"
     APPROVAL_DECIDED = "APPROVAL_DECIDED"
     APPROVAL_EXPIRED = "APPROVAL_EXPIRED"
+    # Export and import (history/run_archive.py): only a closed run is imported.
+    WORKFLOW_OPEN = "WORKFLOW_OPEN"
     # A fault of the service's own, logged there and never described to the caller.
     INTERNAL = "INTERNAL"
 

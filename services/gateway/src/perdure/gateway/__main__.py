@@ -71,6 +71,8 @@ READER_ADMIN_METHODS = (
     "ListPauses",
     "ListFlowLimits",
     "ListBudgets",
+    "GetStorage",
+    "ExportWorkflow",
 )
 OPERATOR_ADMIN_METHODS = (
     "SetWorkflowPolicy",

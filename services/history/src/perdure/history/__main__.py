@@ -39,6 +39,7 @@ from perdure.history.relatives import Relatives
 from perdure.history.retention import StreamRetention, stream_retention
 from perdure.history.schedule_api import ScheduleServicer
 from perdure.history.schedule_firing import ScheduleFiring
+from perdure.history.storage import StorageSampler, sample_interval
 from perdure.history.stranded import StrandedSweep, stuck_after
 from perdure.internal.history.v1 import (
     approval_service_pb2,
@@ -104,6 +105,7 @@ async def run(args: argparse.Namespace) -> None:
     deadlines = DeadlineWatch(pool)
     approval_watch = ApprovalWatch(pool, relay.notify)
     sweep = StrandedSweep(pool, scheduler, relay.notify, stuck_after())
+    sampler = StorageSampler(pool, sample_interval())
     journal_servicer = JournalServicer(
         journal,
         rate_setting("PERDURE_STREAM_MESSAGE_RATE", 5000.0),
@@ -147,10 +149,12 @@ async def run(args: argparse.Namespace) -> None:
         approval_watch.start()
         sweep.start()
         firing.start()
+        sampler.start()
 
     async def stopping() -> None:
         journal_servicer.close_sessions()  # workers' long-lived streams would hold the stop
         feed.close_watches()  # and so would clients' watches
+        await sampler.stop()
         await firing.stop()
         await sweep.stop()
         await relatives.stop()

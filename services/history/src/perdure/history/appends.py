@@ -4,6 +4,7 @@ when something different is recorded at that call. The base of the Journal's par
 
 from __future__ import annotations
 
+import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -18,7 +19,7 @@ from perdure.common.reasons import Reason
 from perdure.history import fencing, store
 from perdure.history.commit_feed import OnCommitted, no_watchers, nobody_waits
 from perdure.history.group_commit import GroupCommit
-from perdure.history.metrics import timed_write
+from perdure.history.metrics import count_journaled, timed_write
 from perdure.history.model import Appended, Call, StepRecord
 from perdure.history.rows import Row, fetch_one
 from perdure.telemetry.propagation import links_to
@@ -78,6 +79,7 @@ class JournalBase:
                     return Appended(0, None, True)  # not journaled: the code learns of it now
                 raise await fencing.rejection(conn, call.lease)
         self._on_committed(call.workflow_id, False)
+        count_journaled(journaled_size(params))
         return Appended(row["event_id"], row["due_at"], row["cancel_requested"])
 
     async def _existing_call(
@@ -137,6 +139,17 @@ def call_params(call: Call, record: StepRecord) -> dict[str, Any]:
         name=record.name,
         started_at=record.started_at,
         unless_cancel=record.unless_cancel,
+    )
+
+
+def journaled_size(params: dict[str, Any]) -> int:
+    """An appended event's bytes as its run's history_bytes counts them (store.event_size),
+    its failure measured as JSON text."""
+    failure = plain(params.get("failure"))
+    return (
+        store.EVENT_BYTES
+        + len(params.get("payload") or b"")
+        + (0 if failure is None else len(json.dumps(failure)))
     )
 
 

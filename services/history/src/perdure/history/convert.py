@@ -56,6 +56,7 @@ def workflow_info(row: Row) -> wf.WorkflowInfo:
         close_time=timestamp(row["closed_at"]),
         fence=row["fence"],
         event_count=row["event_count"],
+        history_bytes=row["history_bytes"],
         wait=_wait(row["wait_kind"], row["wait_name"], row["wait_until"]),
         cancel_requested=row["cancel_requested"],
         trace_id=trace_id_of(row["trace_context"] or {}),

@@ -13,12 +13,15 @@ from perdure.history.builds import BuildsApi
 from perdure.history.commit_feed import CommitFeed
 from perdure.history.journal import Journal
 from perdure.history.session import JournalSessions
+from perdure.history.storage_api import StorageApi
 from perdure.history.watch_api import WatchApi
 from perdure.history.workflow_api import WorkflowApi
 from perdure.internal.history.v1 import history_service_pb2_grpc as hgrpc
 
 
-class HistoryServicer(WorkflowApi, WatchApi, AdminApi, BuildsApi, hgrpc.HistoryServiceServicer):
+class HistoryServicer(
+    WorkflowApi, WatchApi, AdminApi, BuildsApi, StorageApi, hgrpc.HistoryServiceServicer
+):
     """What the gateway asks of history, after it has validated the request."""
 
     def __init__(self, journal: Journal, key_ring: keys.KeyRing, feed: CommitFeed) -> None:

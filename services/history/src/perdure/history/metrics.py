@@ -88,3 +88,67 @@ def count_model_usage(usage: dict[str, Any] | None) -> None:
     attributes = {"perdure.model": usage["model"]}
     MODEL_TOKENS.add(usage["units"], attributes)
     MODEL_COST.add(usage["cost_micros"], attributes)
+
+
+# The journal as the workers' records add to it: a counter add after each commit, nothing more
+# on the append path. Bytes as a run's history_bytes counts them (store.event_size).
+JOURNAL_EVENTS_WRITTEN = _meter.create_counter(
+    "perdure.journal.events_written",
+    unit="{event}",
+    description="Events the workers' records appended to journals.",
+)
+JOURNAL_BYTES_WRITTEN = _meter.create_counter(
+    "perdure.journal.bytes_written",
+    unit="By",
+    description="Journal bytes the workers' records appended (payloads, failures, 64 per event).",
+)
+
+
+def count_journaled(size: int) -> None:
+    """Count one committed record of `size` journal bytes."""
+    JOURNAL_EVENTS_WRITTEN.add(1)
+    JOURNAL_BYTES_WRITTEN.add(size)
+
+
+class StorageFigures:
+    """The last storage sample this replica took (storage.StorageSampler), which the storage
+    gauges report; empty while another replica samples, so each figure comes from one."""
+
+    def __init__(self) -> None:
+        self.namespaces: dict[str, dict[str, int]] = {}
+        self.database_bytes: int | None = None
+
+    def by_namespace(self, figure: str) -> Iterator[metrics.Observation]:
+        for namespace, row in self.namespaces.items():
+            yield metrics.Observation(row[figure], {"perdure.namespace": namespace})
+
+
+STORAGE = StorageFigures()
+_meter.create_observable_gauge(
+    "perdure.storage.bytes",
+    callbacks=[lambda _options: STORAGE.by_namespace("history_bytes")],
+    unit="By",
+    description="Journal bytes of a namespace's runs (the sum of their history_bytes).",
+)
+_meter.create_observable_gauge(
+    "perdure.storage.rows",
+    callbacks=[lambda _options: STORAGE.by_namespace("runs")],
+    unit="{run}",
+    description="A namespace's runs, open and closed.",
+)
+_meter.create_observable_gauge(
+    "perdure.storage.events",
+    callbacks=[lambda _options: STORAGE.by_namespace("events")],
+    unit="{event}",
+    description="Events in a namespace's journals.",
+)
+_meter.create_observable_gauge(
+    "perdure.database.size",
+    callbacks=[
+        lambda _options: (
+            [] if STORAGE.database_bytes is None else [metrics.Observation(STORAGE.database_bytes)]
+        )
+    ],
+    unit="By",
+    description="The database's size on disk (pg_database_size).",
+)

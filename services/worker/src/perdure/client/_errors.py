@@ -132,6 +132,10 @@ class WorkflowNotParkedError(RpcError):
     """Resume asked of a run that is not parked (WORKFLOW_NOT_PARKED)."""
 
 
+class WorkflowOpenError(RpcError):
+    """FAILED_PRECONDITION: an import of a run that had not closed (WORKFLOW_OPEN)."""
+
+
 class WorkflowTypeNotRegisteredError(RpcError):
     """No worker build registered the workflow type (WORKFLOW_TYPE_NOT_REGISTERED)."""
 
@@ -198,6 +202,7 @@ REASON_ERRORS: dict[str, type[RpcError]] = {
     "APPROVAL_DETAILS_CHANGED": ApprovalRefusedError,
     "APPROVAL_DECIDED": ApprovalRefusedError,
     "APPROVAL_EXPIRED": ApprovalRefusedError,
+    "WORKFLOW_OPEN": WorkflowOpenError,
 }
 
 # A status without a reason (the transport's own, or a proxy's): by its code.

@@ -264,6 +264,16 @@ ROUTES = (
     ),
     Route(
         "GET",
+        "/v1/storage",
+        "GetStorage",
+        admin.GetStorageRequest,
+        admin.GetStorageResponse,
+        "What the database holds: the namespace's runs, events and journal bytes, its largest "
+        "runs, the journal's growth, and the database's and each table's size",
+        admin=True,
+    ),
+    Route(
+        "GET",
         "/v1/pauses",
         "ListPauses",
         admin.ListPausesRequest,

@@ -65,6 +65,20 @@ export function fmtSeconds(seconds) {
   return fmtDuration(seconds * 1000);
 }
 
+/** A byte count (an int64 as a decimal string) in decimal units: "812 B", "12.3 kB", "4.1 MB". */
+export function fmtBytes(bytes) {
+  const value = Number(bytes || 0);
+  if (value < 1000) return `${value} B`;
+  const units = ["kB", "MB", "GB", "TB"];
+  let scaled = value / 1000;
+  let unit = 0;
+  while (scaled >= 1000 && unit < units.length - 1) {
+    scaled /= 1000;
+    unit += 1;
+  }
+  return `${scaled.toFixed(1)} ${units[unit]}`;
+}
+
 /** Millionths (an int64 as a decimal string) as a whole amount with 6 decimals, exactly. */
 export function fmtMicros(micros) {
   const value = BigInt(micros || "0");

@@ -6,7 +6,7 @@ import { ApiError, api, errorText, workflowPath } from "./api.js";
 import { $, arrange, debounce, fill, h, isAbort, section } from "./dom.js";
 import { followEvents } from "./feed.js";
 import {
-  OPEN_STATUSES, enumLabel, failureBlock, fmtDuration, fmtSeconds, jsonBlock, statusBadge,
+  OPEN_STATUSES, enumLabel, failureBlock, fmtBytes, fmtDuration, fmtSeconds, jsonBlock, statusBadge,
   timeEl, toMillis, waitText,
 } from "./format.js";
 import { actionsCard, resumePanel } from "./actions.js";
@@ -130,7 +130,9 @@ export function workflowView(root, id) {
         durationEnd
           ? h("span", {}, fmtDuration(durationEnd - created))
           : h("span", { dataset: { since: run.create_time || "" } }, fmtDuration(Date.now() - created))),
-      metaItem("Events", h("span", {}, run.event_count ?? "0")),
+      // The journal's size as history counts it (history_bytes), and its length.
+      metaItem("Size", h("span", { title: `${run.history_bytes ?? "0"} bytes` },
+        `${fmtBytes(run.history_bytes)} · ${run.event_count ?? "0"} events`), "workflow-size"),
       metaItem("Fence", h("span", { class: "mono" }, run.fence ?? "0"), "workflow-fence"),
       metaItem("Cancel requested", h("span", {}, run.cancel_requested ? "yes" : "no"), "workflow-cancel-requested"),
       ...flowItems(described.flow),
