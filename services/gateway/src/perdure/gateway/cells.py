@@ -129,6 +129,31 @@ class Cell:
                 yield answer
 
 
+class EveryCell:
+    """Stands for one stub of every cell (`pick` chooses which): a call named in `everywhere`
+    goes to every cell at once and answers the first cell's answer (a cell that fails fails
+    the call, named: each such call sets a value, so calling again is safe); any other call
+    goes to the first cell. With one cell, it is that cell's stub."""
+
+    def __init__(self, router: Router, pick: Callable[[Cell], Any], everywhere: set[str]) -> None:
+        self._router = router
+        self._pick = pick
+        self._everywhere = everywhere
+
+    def __getattr__(self, rpc: str) -> Any:
+        first = getattr(self._pick(self._router.home), rpc)
+        if self._router.single or rpc not in self._everywhere:
+            return first
+
+        async def everywhere(request: Any, **options: Any) -> Any:
+            answers = await self._router.every(
+                lambda cell: getattr(self._pick(cell), rpc)(request, **options)
+            )
+            return answers[0]
+
+        return everywhere
+
+
 async def _has_run(cell: Cell, namespace: str, workflow_id: str) -> bool:
     request = api.DescribeWorkflowRequest(namespace=namespace, workflow_id=workflow_id)
     return await _answers(

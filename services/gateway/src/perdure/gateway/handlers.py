@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import grpc
 from google.protobuf.message import Message
@@ -23,7 +23,7 @@ from perdure.common.payload import normalized, validate_payload
 from perdure.common.reasons import Reason
 from perdure.gateway import merge, validate
 from perdure.gateway.builds import BuildsAdmin
-from perdure.gateway.cells import RUN, START_KEY, Cell, Router
+from perdure.gateway.cells import RUN, START_KEY, Cell, EveryCell, Router
 from perdure.gateway.flow_admin import FlowAdmin, with_budget_use
 from perdure.gateway.forwarding import in_namespace, vouched
 from perdure.gateway.live import LiveCalls
@@ -412,6 +412,21 @@ async def forward(
     return response
 
 
+# AdminService calls that set something, made in every cell: each cell's scheduler grants its
+# own runs' tasks (routing, pauses, limits, budgets: each cell enforces a limit or budget on
+# its own runs), and each cell's history checks keys against its own database.
+SCHEDULER_EVERYWHERE = {
+    "SetWorkflowPolicy",
+    "Pause",
+    "Unpause",
+    "SetFlowLimit",
+    "DeleteFlowLimit",
+    "SetBudget",
+    "DeleteBudget",
+}
+HISTORY_EVERYWHERE = {"RevokeApiKey"}
+
+
 class AdminServicer(BuildsAdmin, FlowAdmin, PausesAdmin, admingrpc.AdminServiceServicer):
     """Key management and the audit log of the admin key's namespace: each call goes to
     history's of the same name, with the caller. Builds, workers and routing policies are
@@ -420,8 +435,14 @@ class AdminServicer(BuildsAdmin, FlowAdmin, PausesAdmin, admingrpc.AdminServiceS
 
     def __init__(self, router: Router, callers: Callers, keys: RememberedKeys) -> None:
         self._router = router
-        self._history: hgrpc.HistoryServiceStub = router.home.history
-        self._scheduler: sgrpc.SchedulerServiceStub = router.home.scheduler
+        self._history: hgrpc.HistoryServiceStub = cast(
+            hgrpc.HistoryServiceStub,
+            EveryCell(router, lambda cell: cell.history, HISTORY_EVERYWHERE),
+        )
+        self._scheduler: sgrpc.SchedulerServiceStub = cast(
+            sgrpc.SchedulerServiceStub,
+            EveryCell(router, lambda cell: cell.scheduler, SCHEDULER_EVERYWHERE),
+        )
         self._callers = callers
         self._keys = keys
 
@@ -435,6 +456,16 @@ class AdminServicer(BuildsAdmin, FlowAdmin, PausesAdmin, admingrpc.AdminServiceS
     async def CreateApiKey(
         self, request: admin.CreateApiKeyRequest, context: Context
     ) -> admin.CreateApiKeyResponse:
+        if not self._router.single:
+            self._callers.admit(context, "")
+            raise errors.failed_precondition(
+                "",
+                "with several cells a key must be valid in every cell's database (each cell's "
+                "history and scheduler check its workers' keys), and history makes a key's "
+                "secret in one database: create it with `perdure keys create --database-url "
+                "<the first cell's database>`, then copy its row of history.api_keys to every "
+                "other cell's database (docs/operations.md, Cells)",
+            )
         return await self._forward("CreateApiKey", request, context, admin.CreateApiKeyResponse)
 
     @errors.unary
