@@ -139,7 +139,8 @@ class WorkflowServicer(LiveCalls, apigrpc.WorkflowServiceServicer):
         validate.workflow_id(request.parent_workflow_id, required=False, field="parent_workflow_id")
         scoped = in_namespace(request, namespace)
         if self._router.single:
-            return await self._forward("ListWorkflows", scoped, api.ListWorkflowsResponse)
+            home = self._router.home
+            return await forward(home.history, "ListWorkflows", scoped, api.ListWorkflowsResponse)
 
         async def page(cell: Cell, token: str, size: int) -> tuple[list[Any], str]:
             asked = api.ListWorkflowsRequest()
