@@ -22,8 +22,9 @@ export function parseCells(text) {
     if (!entry) continue;
     const equals = entry.indexOf('=');
     const name = equals < 0 ? '' : entry.slice(0, equals).trim();
-    const parts = entry.slice(equals + 1).split('/').map((part) => part.trim());
-    if (!name || parts.length !== 2 || !parts[0] || !parts[1]) {
+    const addresses = entry.slice(equals + 1);
+    const parts = addresses.split('/').map((part) => part.trim());
+    if (!name || addresses.includes('=') || parts.length !== 2 || !parts[0] || !parts[1]) {
       throw new TypeError(
         `cell entry '${entry}' is not name=history_address/scheduler_address (for example a=10.0.0.1:7401/10.0.0.1:7402); separate cells with ';'`,
       );

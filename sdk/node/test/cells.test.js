@@ -15,6 +15,7 @@ test('PERDURE_CELLS is parsed, and a malformed entry says what to fix', () => {
     { name: 'b', history: 'ipv4:10.0.0.1:7401,10.0.0.2:7401', scheduler: 's2:7402' },
   ]);
   assert.throws(() => parseCells('a=h1:7401'), /name=history_address\/scheduler_address/);
+  assert.throws(() => parseCells('a=h1:7401/s1:7402,b=h2:7401/s2:7402'), /separate cells with ';'/);
   assert.throws(() => parseCells(' ; '), /no cells/);
   assert.throws(() => new Worker({ workflows: { order }, cells: /** @type {any} */ ([{ history: 'h' }]) }), /history and a scheduler/);
 });

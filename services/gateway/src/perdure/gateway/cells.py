@@ -58,7 +58,7 @@ def parse_cells(text: str) -> list[CellAddress]:
         name, equals, addresses = entry.partition("=")
         name = name.strip()
         parts = [part.strip() for part in addresses.split("/")]
-        if not equals or len(parts) != 2 or not all(parts):
+        if not equals or len(parts) != 2 or not all(parts) or "=" in addresses:
             raise ValueError(
                 f"cell entry {entry!r} is not name=history_address/scheduler_address (for "
                 "example a=10.0.0.1:7401/10.0.0.1:7402); separate cells with ';', since a "

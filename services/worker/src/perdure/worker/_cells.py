@@ -25,7 +25,8 @@ def parse_cells(text: str) -> list[Cell]:
             continue
         name, equals, addresses = entry.partition("=")
         parts = [part.strip() for part in addresses.split("/")]
-        if not equals or not name.strip() or len(parts) != 2 or not all(parts):
+        bad = not equals or not name.strip() or "=" in addresses
+        if bad or len(parts) != 2 or not all(parts):
             raise ValueError(
                 f"cell entry {entry!r} is not name=history_address/scheduler_address (for "
                 "example a=10.0.0.1:7401/10.0.0.1:7402); separate cells with ';'"
