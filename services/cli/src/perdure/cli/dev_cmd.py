@@ -242,7 +242,7 @@ def run(args: argparse.Namespace) -> int:
             for service in ("scheduler", "history"):
                 command = [sys.executable, "-m", f"perdure.{service}"]
                 command += ["--listen", bind.listen(cell.ports[service])]
-                env = {**service_env, "PERDURE_DATABASE_URL": cell.dsn}
+                env = {**service_env, **cell.env()}
                 child = Child(f"{service}{cell.suffix}", command, env)
                 child.start()
                 children.append(child)
@@ -343,6 +343,15 @@ class DevCell:
     ports: dict[str, int]
     address: Callable[[int], str]
     suffix: str  # after its processes' names: "" with one cell
+
+    def env(self) -> dict[str, str]:
+        """What its history and scheduler get: its database, and each other's addresses
+        (history's relay enqueues in its own cell's scheduler)."""
+        return {
+            "PERDURE_DATABASE_URL": self.dsn,
+            "PERDURE_HISTORY_ADDRESS": self.address(self.ports["history"]),
+            "PERDURE_SCHEDULER_ADDRESS": self.address(self.ports["scheduler"]),
+        }
 
     def spelled(self) -> str:
         """Its entry in PERDURE_CELLS."""

@@ -270,8 +270,10 @@ class Router:
         known = await self._directory.lookup(namespace, kind, key)
         if known is not None:
             return self._cell(known)
-        found, silent = (None, []) if fresh else await self._search(kind, namespace, key)
-        chosen = found.name if found is not None else self._placed(namespace, key)
+        hashed = self._placed(namespace, key)
+        # Not the hashed cell: if it has the id, the start goes there anyway.
+        found, silent = (None, []) if fresh else await self._search(kind, namespace, key, hashed)
+        chosen = found.name if found is not None else hashed
         if chosen in silent:
             raise _unanswered(kind, key, [chosen])
         return self._cell(await self._directory.record(namespace, kind, key, chosen))
@@ -284,17 +286,20 @@ class Router:
     def _placed(self, namespace: str, key: str) -> str:
         return place([cell.name for cell in self.cells], namespace, key)
 
-    async def _search(self, kind: str, namespace: str, key: str) -> tuple[Cell | None, list[str]]:
-        """The cell that has it, asking every cell at once (None if none of those answering
-        has it), and the names of the cells that did not answer."""
+    async def _search(
+        self, kind: str, namespace: str, key: str, skip: str = ""
+    ) -> tuple[Cell | None, list[str]]:
+        """The cell that has it, asking every cell (but `skip`) at once (None if none of those
+        answering has it), and the names of the cells that did not answer."""
         probe = PROBES.get(kind)
         if probe is None:  # a start key: only starts through the gateway place one
             return None, []
+        asked = [cell for cell in self.cells if cell.name != skip]
         answers = await asyncio.gather(
-            *(probe(cell, namespace, key) for cell in self.cells), return_exceptions=True
+            *(probe(cell, namespace, key) for cell in asked), return_exceptions=True
         )
         silent = []
-        for cell, answer in zip(self.cells, answers, strict=True):
+        for cell, answer in zip(asked, answers, strict=True):
             if answer is True:
                 return cell, []
             if isinstance(answer, BaseException):
