@@ -267,15 +267,19 @@ class Router:
         if self.single:
             return self.home
         assert self._directory is not None
-        known = await self._directory.lookup(namespace, kind, key)
+        known = self._directory.remembered(namespace, kind, key)
         if known is not None:
             return self._cell(known)
+        # No lookup first: recording answers the placement that stands, if there is one.
         hashed = self._placed(namespace, key)
         # Not the hashed cell: if it has the id, the start goes there anyway.
         found, silent = (None, []) if fresh else await self._search(kind, namespace, key, hashed)
         chosen = found.name if found is not None else hashed
         if chosen in silent:
-            raise _unanswered(kind, key, [chosen])
+            known = await self._directory.lookup(namespace, kind, key)
+            if known is None:
+                raise _unanswered(kind, key, [chosen])
+            return self._cell(known)
         return self._cell(await self._directory.record(namespace, kind, key, chosen))
 
     async def record(self, kind: str, namespace: str, key: str, cell: Cell) -> None:

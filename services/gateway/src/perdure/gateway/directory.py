@@ -50,9 +50,13 @@ class Directory:
     async def close(self) -> None:
         await self._pool.close()
 
+    def remembered(self, namespace: str, kind: str, key: str) -> str | None:
+        """The cell this gateway has seen recorded for the key, or None (not asking)."""
+        return self._known.get((namespace, kind, key))
+
     async def lookup(self, namespace: str, kind: str, key: str) -> str | None:
         """The cell recorded for the key, or None."""
-        known = self._known.get((namespace, kind, key))
+        known = self.remembered(namespace, kind, key)
         if known is not None:
             return known
         params = {"namespace": namespace, "kind": kind, "key": key}
