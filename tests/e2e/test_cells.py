@@ -8,7 +8,7 @@ moves no run."""
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from pathlib import Path
 
@@ -112,7 +112,7 @@ def test_a_cell_whose_history_is_down_fails_only_its_own_runs(cells: Cells) -> N
             assert client.result(workflow_id, timeout=WAIT) == workflow_id
     with grpc.insecure_channel(cells.gateway) as channel:
         stub = apigrpc.WorkflowServiceStub(channel)
-        calls = {
+        calls: dict[str, Callable[[], object]] = {
             "describe": lambda: stub.DescribeWorkflow(
                 api.DescribeWorkflowRequest(workflow_id=waiting), timeout=20
             ),
