@@ -18,8 +18,11 @@ import pytest
 
 from perdure.api.workflow.v1 import workflow_service_pb2 as api
 from perdure.api.workflow.v1 import workflow_service_pb2_grpc as apigrpc
+from perdure.cli.flags import DEV_KEY_FILE
+from perdure.client import Client
 from perdure.gateway.placement import place
 from tests.fixtures.cells import Cells
+from tests.fixtures.dev import data_dir_of, running_dev
 from tests.fixtures.postgres import Databases
 
 MODULE = "tests.e2e.cell_workflows"
@@ -152,3 +155,22 @@ def test_runs_stay_in_their_cell_when_a_cell_is_added(cells: Cells, tmp_path: Pa
         assert cells.rows("c", workflow_id) == 0
         assert cells.rows(cell_of(workflow_id), workflow_id) == 1
     assert cells.rows("c", fresh) == 1
+
+
+def test_perdure_dev_runs_two_cells_with_keys_valid_in_both(tmp_path: Path) -> None:
+    with running_dev(tmp_path, "--cells", "2", "--worker-module", MODULE) as (address, _, log):
+        assert "cell b" in log.read_text()
+        data_dir = data_dir_of(address)
+        key = (data_dir / DEV_KEY_FILE).read_text().strip()
+        ids = [id_in(cell, f"dev-{cell}") for cell in ("a", "b")]
+        with Client(address, api_key=key) as client:
+            for workflow_id in ids:
+                client.start_workflow("cell_echo", workflow_id=workflow_id)
+            for workflow_id in ids:  # the worker's key works in both cells
+                assert client.result(workflow_id, timeout=WAIT) == workflow_id
+        dsn = psycopg.conninfo.make_conninfo(
+            f"host={data_dir / 'pgdata'} user=postgres", dbname="perdure_cell_b"
+        )
+        with psycopg.connect(dsn) as conn:
+            found = conn.execute("SELECT workflow_id FROM history.workflows").fetchall()
+        assert [row[0] for row in found] == [ids[1]]
