@@ -24,3 +24,10 @@ async def cell_parent(ctx: WorkflowContext, input: dict[str, str]) -> str:
 async def cell_waits(ctx: WorkflowContext, input: Any) -> Any:
     """Waits for signal "go" and returns its payload."""
     return await ctx.wait_for_signal("go")
+
+
+@workflow
+async def cell_asks(ctx: WorkflowContext, input: Any) -> bool:
+    """Asks a person to approve; returns whether they did."""
+    decision = await ctx.approval("go-ahead", {"run": ctx.workflow_id}, timeout=600)
+    return decision.approved

@@ -11,16 +11,24 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from pathlib import Path
+from typing import Any
 
 import grpc
 import psycopg
 import pytest
+from google.protobuf.duration_pb2 import Duration
 
+from perdure.api.workflow.v1 import approval_service_pb2 as apb
+from perdure.api.workflow.v1 import approval_service_pb2_grpc as agrpc
+from perdure.api.workflow.v1 import schedule_service_pb2 as schedpb
+from perdure.api.workflow.v1 import schedule_service_pb2_grpc as schedgrpc
+from perdure.api.workflow.v1 import workflow_pb2 as wf
 from perdure.api.workflow.v1 import workflow_service_pb2 as api
 from perdure.api.workflow.v1 import workflow_service_pb2_grpc as apigrpc
 from perdure.cli.flags import DEV_KEY_FILE
 from perdure.client import Client
 from perdure.gateway.placement import place
+from tests.fixtures.approvals import decide_pending
 from tests.fixtures.cells import Cells
 from tests.fixtures.dev import data_dir_of, running_dev
 from tests.fixtures.postgres import Databases
@@ -99,6 +107,76 @@ def test_a_child_started_inside_a_cell_is_found_through_the_gateway(cells: Cells
         assert client.result(child, timeout=WAIT) == child
     assert (cells.rows("a", child), cells.rows("b", child)) == (1, 0)
     assert directory(cells)[child] == "a"  # recorded once found
+
+
+def test_approvals_and_schedules_are_found_in_their_cells_and_listed_once(cells: Cells) -> None:
+    asking = [id_in(cell, f"asks-{cell}") for cell in ("a", "b")]
+    with cells.client() as client:
+        for workflow_id in asking:
+            client.start_workflow("cell_asks", workflow_id=workflow_id)
+        for workflow_id in asking:  # listed with the run's id, decided by its approval id
+            assert decide_pending(cells.gateway, workflow_id).status == wf.APPROVAL_STATUS_APPROVED
+            assert client.result(workflow_id, timeout=WAIT) is True
+    schedules = [f"sched-{n}" for n in range(4)]
+    with grpc.insecure_channel(cells.gateway) as channel:
+        approvals = agrpc.ApprovalServiceStub(channel)
+        listed = listed_pages(
+            lambda token: approvals.ListApprovals(
+                apb.ListApprovalsRequest(page_size=1, page_token=token), timeout=20
+            ),
+            lambda page: [approval.workflow_id for approval in page.approvals],
+        )
+        assert sorted(listed) == sorted(asking)
+        stub = schedgrpc.ScheduleServiceStub(channel)
+        for schedule_id in schedules:
+            stub.CreateSchedule(
+                schedpb.CreateScheduleRequest(
+                    schedule=schedpb.Schedule(
+                        schedule_id=schedule_id,
+                        spec=schedpb.ScheduleSpec(interval=Duration(seconds=3600)),
+                        action=api.StartWorkflowRequest(workflow_type="cell_echo"),
+                    )
+                ),
+                timeout=20,
+            )
+        listed = listed_pages(
+            lambda token: stub.ListSchedules(
+                schedpb.ListSchedulesRequest(page_size=1, page_token=token), timeout=20
+            ),
+            lambda page: [info.schedule.schedule_id for info in page.schedules],
+        )
+        assert listed == schedules  # oldest first, each once
+        homes = {placed(cells, "schedule", schedule_id) for schedule_id in schedules}
+        assert homes == {"a", "b"}
+        triggered = stub.TriggerSchedule(
+            schedpb.TriggerScheduleRequest(schedule_id=schedules[0]), timeout=20
+        ).action.workflow_id
+        for schedule_id in schedules:
+            stub.DeleteSchedule(schedpb.DeleteScheduleRequest(schedule_id=schedule_id), timeout=20)
+    with cells.client() as client:  # started inside the schedule's cell, found from here
+        assert client.result(triggered, timeout=WAIT) == triggered
+    assert directory(cells)[triggered] == placed(cells, "schedule", schedules[0])
+
+
+def listed_pages(call: Callable[[str], Any], items: Callable[[Any], list[str]]) -> list[str]:
+    """Every item of a paged list, page by page."""
+    found: list[str] = []
+    token = ""
+    while True:
+        page = call(token)
+        found += items(page)
+        token = page.next_page_token
+        if not token:
+            return found
+
+
+def placed(cells: Cells, kind: str, key: str) -> str:
+    with psycopg.connect(cells.directory_dsn) as conn:
+        row = conn.execute(
+            "SELECT cell FROM directory.placements WHERE kind = %s AND key = %s", [kind, key]
+        ).fetchone()
+    assert row is not None
+    return str(row[0])
 
 
 def test_a_cell_whose_history_is_down_fails_only_its_own_runs(cells: Cells) -> None:
