@@ -18,6 +18,8 @@ import psycopg
 import pytest
 from google.protobuf.duration_pb2 import Duration
 
+from perdure.api.admin.v1 import admin_service_pb2 as adminpb
+from perdure.api.admin.v1 import admin_service_pb2_grpc as admingrpc
 from perdure.api.workflow.v1 import approval_service_pb2 as apb
 from perdure.api.workflow.v1 import approval_service_pb2_grpc as agrpc
 from perdure.api.workflow.v1 import schedule_service_pb2 as schedpb
@@ -153,6 +155,11 @@ def test_approvals_and_schedules_are_found_in_their_cells_and_listed_once(cells:
         ).action.workflow_id
         for schedule_id in schedules:
             stub.DeleteSchedule(schedpb.DeleteScheduleRequest(schedule_id=schedule_id), timeout=20)
+        # The one worker process holds a session in each cell: listed once per cell.
+        workers = admingrpc.AdminServiceStub(channel).ListWorkers(
+            adminpb.ListWorkersRequest(), timeout=20
+        )
+        assert [worker.identity for worker in workers.workers] == ["both", "both"]
     with cells.client() as client:  # started inside the schedule's cell, found from here
         assert client.result(triggered, timeout=WAIT) == triggered
     assert directory(cells)[triggered] == placed(cells, "schedule", schedules[0])
