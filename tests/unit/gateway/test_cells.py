@@ -113,7 +113,7 @@ def test_merged_pages_list_every_item_once_in_order() -> None:
 
 def test_a_page_token_not_issued_is_refused() -> None:
     cells = [fake_cell("a"), fake_cell("b")]
-    for token in ["nope", "m.bm9wZQ==", merge.encode({"zz": ""}), "p:1"]:
+    for token in ["nope", "m.bm9wZQ==", merge.encode({"zz": ""}), "p:1", "m." + "A" * 500]:
         with pytest.raises(errors.ApiError) as refused:
             merge.decode(token, cells)
         assert refused.value.code == grpc.StatusCode.INVALID_ARGUMENT

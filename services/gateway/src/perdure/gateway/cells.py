@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -101,7 +101,7 @@ class Cell:
         )
 
     @contextlib.contextmanager
-    def reaching(self) -> Any:
+    def reaching(self) -> Iterator[None]:
         """Around a call to this cell: UNAVAILABLE names the cell (its runs' calls fail, other
         cells' go on); every other answer passes unchanged."""
         try:

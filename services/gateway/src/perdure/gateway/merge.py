@@ -27,6 +27,7 @@ Fetch = Callable[[Cell, str, int], Awaitable[tuple[list[Item], str]]]
 DEFAULT_PAGE_SIZE = 100  # history's when a request gives none
 _PREFIX = "m."
 MAX_CELL_TOKEN_LENGTH = 64
+MAX_TOKEN_PER_CELL = 2 * (MAX_CELL_TOKEN_LENGTH + 40)  # its name and position, in base64
 
 
 def decode(token: str, cells: Sequence[Cell]) -> dict[str, str | None]:
@@ -36,7 +37,8 @@ def decode(token: str, cells: Sequence[Cell]) -> dict[str, str | None]:
     if not token:
         return positions
     try:
-        if not token.startswith(_PREFIX):
+        # Refused whole, before decoding, when longer than any this gateway issues.
+        if not token.startswith(_PREFIX) or len(token) > MAX_TOKEN_PER_CELL * len(cells):
             raise ValueError
         given = json.loads(base64.urlsafe_b64decode(token[len(_PREFIX) :]))
         if not isinstance(given, dict):
