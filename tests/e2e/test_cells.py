@@ -32,6 +32,7 @@ from perdure.client import Client
 from perdure.gateway.placement import place
 from tests.fixtures.approvals import decide_pending
 from tests.fixtures.cells import Cells
+from tests.fixtures.cluster import require_node, wait_connected
 from tests.fixtures.dev import data_dir_of, running_dev
 from tests.fixtures.postgres import Databases
 
@@ -221,6 +222,22 @@ def test_a_cell_whose_history_is_down_fails_only_its_own_runs(cells: Cells) -> N
     with cells.client() as client:
         client.signal(waiting, "go", "back")
         assert client.result(waiting, timeout=WAIT) == "back"
+
+
+def test_a_node_worker_serves_every_cell(cells: Cells, tmp_path: Path) -> None:
+    node = require_node()
+    first = cells.cells["a"]
+    args = ["tests/e2e/node_worker.mjs", "--cells", cells.spelled(), "--task-queue", "node-cells"]
+    process = first._spawn("node-cells", [*args, "--identity", "node-cells"], program=node)
+    wait_connected(process, marker="node worker node-cells connected")
+    ids = [id_in(cell, f"node-{cell}") for cell in ("a", "b")]
+    with cells.client() as client:
+        for workflow_id in ids:
+            client.start_workflow("clock_reading", workflow_id=workflow_id, task_queue="node-cells")
+        for workflow_id in ids:
+            assert isinstance(client.result(workflow_id, timeout=WAIT), str)
+    assert (cells.rows("a", ids[0]), cells.rows("b", ids[1])) == (1, 1)
+    process.kill()
 
 
 def test_runs_stay_in_their_cell_when_a_cell_is_added(cells: Cells, tmp_path: Path) -> None:
