@@ -5,6 +5,11 @@ answers that cell at once, and every call goes exactly as it would without cells
 
 PERDURE_CELLS (or --cells) lists the cells: `name=history/scheduler` entries separated by
 ';' (a gRPC target may itself hold commas: `ipv4:10.0.0.1:7401,10.0.0.2:7401`).
+
+A handler about one run asks `await router.locate(RUN, namespace, workflow_id)` and makes its
+call with `await cell.call(forward(cell.history, ...))` (errors then name a cell that is
+down); a namespace-wide setting goes to every cell by naming its call in the admin servicer's
+HISTORY_EVERYWHERE or SCHEDULER_EVERYWHERE; a read of every cell uses `router.every`.
 """
 
 from __future__ import annotations
