@@ -4,7 +4,8 @@ that carries each cell's own position (the token that cell issued, or "done").
 Each cell's answer is already in the list's order (newest first, say); the merge takes the
 best head of all cells' pages in turn, so each cell's order is kept and every item is listed
 exactly once across pages. Where a page took only part of a cell's answer, that cell is asked
-once more, for just the part taken, to learn its token after it.
+once more, for just the part taken, to learn its token after it. (From a cell's first page, a
+run started between the two asks shifts that token by one: the next page repeats one run.)
 """
 
 from __future__ import annotations
