@@ -4,6 +4,7 @@ cells, an approval is looked for in every cell (its id names no workflow), and l
 
 from __future__ import annotations
 
+import asyncio
 import re
 from typing import Any, TypeVar
 
@@ -58,8 +59,8 @@ class ApprovalServicer(agrpc.ApprovalServiceServicer):
         return response
 
     async def _cell_of(self, namespace: str, approval: str) -> Cell:
-        """The cell holding the approval: the only one, or the one of several that has it
-        (NOT_FOUND from the first cell when none does)."""
+        """The cell holding the approval: the only one, or the one of several that has it.
+        A cell that does not answer fails the call (naming it) only when no other has it."""
         if self._router.single:
             return self._router.home
         asked = hpb.GetApprovalRequest(
@@ -69,15 +70,20 @@ class ApprovalServicer(agrpc.ApprovalServiceServicer):
         async def has(cell: Cell) -> bool:
             try:
                 await self._forward("GetApproval", asked, apb.GetApprovalResponse, cell)
-            except grpc.aio.AioRpcError as error:  # (a cell that is down fails the call)
+            except grpc.aio.AioRpcError as error:
                 if error.code() == grpc.StatusCode.NOT_FOUND:
                     return False
                 raise
             return True
 
-        for cell, found in zip(self._router.cells, await self._router.every(has), strict=True):
-            if found:
+        cells = self._router.cells
+        answers = await asyncio.gather(*(has(cell) for cell in cells), return_exceptions=True)
+        for cell, answer in zip(cells, answers, strict=True):
+            if answer is True:
                 return cell
+        for answer in answers:
+            if isinstance(answer, BaseException):
+                raise answer
         raise errors.not_found(
             Reason.APPROVAL_NOT_FOUND,
             f"no approval {approval[:100]!r} in namespace {namespace!r} (in any cell)",
