@@ -7,9 +7,10 @@ timers (also many due at once), signals, recovery and scale, the long loops (a c
 turns, a loop of many steps, a run with a large journal whose worker is killed), flow control
 (fairness beside a large tenant, a key's rate, a budget under a fan-out), then the
 peers (DBOS and Temporal, when installed: `pip install --group bench`) on the same shapes.
-Prints a table with targets and ratios and writes results.json and chart.png (default:
-bench-results/). `--only streams` runs the push path's shapes alone, `--only flow` flow
-control's (no chart).
+Then throughput on one cell and on two (fresh clusters, the second cell a database of its own
+on the same server). Prints a table with targets and ratios and writes results.json and
+chart.png (default: bench-results/). `--only streams` runs the push path's shapes alone,
+`--only flow` flow control's, `--only cells` the cells' (no chart).
 """
 
 from __future__ import annotations
@@ -52,18 +53,20 @@ class Profile:
     big_tenant: int  # runs queued by the large tenant (fairness)
     small_tenant: int  # runs of the small one, beside them and on an idle cluster
     rated_steps: int  # steps of a key limited to 50 a second
+    cells_workflows: int  # 10-step workflows on one cell, then on two
 
 
 FULL = Profile(
     1000, 2000, 50, 1000, 50, 200, 1.0, 10_000, 50, 50, (1, 2, 4), 1000, 10_000, 100, 50, 20_000,
-    2000, 20, 300,
+    2000, 20, 300, 1000,
 )  # fmt: skip
 # Checks the suite runs, not speed.
 QUICK = Profile(
-    50, 100, 3, 20, 10, 5, 0.2, 20, 3, 3, (1, 2), 50, 200, 5, 5, 200, 100, 5, 60
+    50, 100, 3, 20, 10, 5, 0.2, 20, 3, 3, (1, 2), 50, 200, 5, 5, 200, 100, 5, 60, 20
 )  # fmt: skip
 # What `--only` may pick: the shapes that can run alone.
-ALONE = ("streams", "flow")
+ALONE = ("streams", "flow", "cells")
+CELL_COUNTS = (1, 2)
 
 
 def run_streams(profile: Profile, client: Client) -> dict[str, Any]:
@@ -80,12 +83,20 @@ def run_flow(profile: Profile, cluster: Cluster, client: Client) -> dict[str, An
     return flow.flow(cluster, client, profile.big_tenant, profile.small_tenant, profile.rated_steps)
 
 
+def run_cells(profile: Profile, scratch: Path) -> dict[str, Any]:
+    """Throughput on one cell and on two, each on a fresh cluster (bench/shapes.py:cells)."""
+    return shapes.cells(scratch, CELL_COUNTS, profile.cells_workflows, profile.concurrency)
+
+
 def run_alone(profile: Profile, scratch: Path, only: str) -> dict[str, Any]:
     """One group of shapes on a fresh cluster (`--only`)."""
     results: dict[str, Any] = {
         "machine": {"python": platform.python_version(), "platform": platform.platform()},
         "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
+    if only == "cells":  # clusters of its own
+        results[only] = run_cells(profile, scratch)
+        return results
     cluster = Cluster(scratch)
     print("starting PostgreSQL and the services ...", flush=True)
     cluster.start()
@@ -180,6 +191,7 @@ def run(profile: Profile, scratch: Path, *, peers: bool) -> dict[str, Any]:
                     results["peers"][name] = measured
     finally:
         cluster.close()
+    results["cells"] = run_cells(profile, scratch)  # with the machine to itself again
     return results
 
 

@@ -27,6 +27,7 @@ def rows(results: Results) -> list[tuple[str, str, str]]:
     lines = _ceiling_rows(results) if "ceiling" in results else []
     lines += _perdure_rows(results)
     lines += _stream_rows(results) + _loop_rows(results) + _flow_rows(results)
+    lines += _cells_rows(results)
     return lines + _peer_rows(results)
 
 
@@ -316,6 +317,27 @@ def _flow_rows(results: Results) -> list[tuple[str, str, str]]:
             _target(budget["overshoot_units"] == 0, "exactly 0"),
         ),
     ]
+
+
+def _cells_rows(results: Results) -> list[tuple[str, str, str]]:
+    """Throughput by number of cells, on this one machine (the cells share its cores and its
+    database server: a second cell adds a database's locks and commits, not cores)."""
+    lines = []
+    one = results.get("cells", {}).get("1")
+    for count, run in results.get("cells", {}).items():
+        versus = ""
+        if one is not None and count != "1":
+            versus = f"{run['steps_per_s'] / one['steps_per_s']:.2f}x one cell; "
+        lines.append(
+            (
+                f"{count} cell{'s' if count != '1' else ''}: throughput {run['workflows']}x10",
+                f"{run['steps_per_s']:.0f} steps/s, {run['starts_per_s']:.0f} starts/s, start p50 "
+                f"{run['schedule_to_start']['median_ms']:.1f} ms (runs per cell: "
+                f"{', '.join(map(str, run['runs_per_cell']))})",
+                versus + f"CPU {sum(run['cpu_ms_per_step'].values()):.2f} ms/step, same cores",
+            )
+        )
+    return lines
 
 
 def _result_floor(results: Results) -> str:

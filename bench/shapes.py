@@ -9,6 +9,7 @@ import sys
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -51,18 +52,26 @@ def _query(dsn: str, sql: str, params: list[Any]) -> list[tuple[Any, ...]]:
         return conn.execute(sql, params).fetchall()
 
 
-def _wait_closed(dsn: str, prefix: str, total: int, progress: Progress) -> None:
-    """Wait until `total` runs of `prefix` have closed. One connection, polled five times a
-    second: the figures come from the database's timestamps, and a poll that connected anew
-    every 50 ms cost PostgreSQL a backend's start each time, counted as the cluster's CPU."""
+def _wait_closed(dsn: str | list[str], prefix: str, total: int, progress: Progress) -> None:
+    """Wait until `total` runs of `prefix` have closed (in the database, or the cells'
+    databases, `dsn` names). One connection each, polled five times a second: the figures come
+    from the database's timestamps, and a poll that connected anew every 50 ms cost PostgreSQL
+    a backend's start each time, counted as the cluster's CPU."""
     deadline = time.monotonic() + TIMEOUT
-    with psycopg.connect(dsn, autocommit=True) as conn:
+    with ExitStack() as stack:
+        conns = [
+            stack.enter_context(psycopg.connect(one, autocommit=True))
+            for one in ([dsn] if isinstance(dsn, str) else dsn)
+        ]
         while True:
-            [(closed,)] = conn.execute(
-                "SELECT count(*) FROM history.workflows WHERE workflow_id LIKE %s"
-                " AND status NOT IN ('RUNNING', 'WAITING')",
-                [f"{prefix}%"],
-            ).fetchall()
+            closed = sum(
+                conn.execute(
+                    "SELECT count(*) FROM history.workflows WHERE workflow_id LIKE %s"
+                    " AND status NOT IN ('RUNNING', 'WAITING')",
+                    [f"{prefix}%"],
+                ).fetchall()[0][0]
+                for conn in conns
+            )
             progress.update(closed, total)
             if closed >= total:
                 return
@@ -180,15 +189,19 @@ def throughput(
     began = time.perf_counter()
     _start_all(client, "noop_steps", {f"{prefix}{i}": steps for i in range(workflows)})
     starting = time.perf_counter() - began  # the runs execute meanwhile
-    _wait_closed(cluster.dsn, prefix, workflows, progress)
+    _wait_closed(cluster.dsns, prefix, workflows, progress)
     spent, stolen = cluster.cpu().since(before)
-    rows = _query(
-        cluster.dsn,
-        """SELECT w.created_at, w.closed_at, (SELECT min(e.started_at) FROM history.events e
-                WHERE e.workflow_id = w.workflow_id AND e.event_type = 'STEP_COMPLETED')
-           FROM history.workflows w WHERE w.workflow_id LIKE %s""",
-        [f"{prefix}%"],
-    )
+    rows = [
+        row
+        for dsn in cluster.dsns  # every cell's runs
+        for row in _query(
+            dsn,
+            """SELECT w.created_at, w.closed_at, (SELECT min(e.started_at) FROM history.events e
+                    WHERE e.workflow_id = w.workflow_id AND e.event_type = 'STEP_COMPLETED')
+               FROM history.workflows w WHERE w.workflow_id LIKE %s""",
+            [f"{prefix}%"],
+        )
+    ]
     span = (max(r[1] for r in rows) - min(r[0] for r in rows)).total_seconds()
     to_start = [(r[2] - r[0]).total_seconds() for r in rows if r[2] is not None]
     result = {
@@ -336,3 +349,29 @@ def _wait_until(condition: Callable[[], bool], what: str) -> None:
         if time.monotonic() > deadline:
             raise TimeoutError(f"timed out waiting for {what}")
         time.sleep(0.05)
+
+
+def cells(
+    scratch: Path, counts: tuple[int, ...], workflows: int, concurrency: int
+) -> dict[str, Any]:
+    """Throughput of 10-step workflows on a fresh cluster of each number of cells (two workers
+    serving every cell), the same machine and database server: what a second database and its
+    own history and scheduler add, and what the gateway's placement costs a start."""
+    print("cells", flush=True)
+    found: dict[str, Any] = {}
+    for count in counts:
+        cluster = Cluster(scratch / f"cells-{count}", cells=count)
+        cluster.workdir.mkdir()
+        cluster.start()
+        try:
+            with Client(cluster.gateway, timeout=60, api_key=cluster.client_key) as client:
+                cluster.start_workers(2, concurrency)
+                measured = throughput(cluster, client, workflows, 10, f"{count}-cells")
+                per_cell = [
+                    _query(dsn, "SELECT count(*) FROM history.workflows", [])[0][0]
+                    for dsn in cluster.dsns
+                ]
+                found[str(count)] = {**measured, "runs_per_cell": per_cell}
+        finally:
+            cluster.close()
+    return found

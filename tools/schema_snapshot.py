@@ -25,8 +25,10 @@ from psycopg import sql
 
 REPO = Path(__file__).resolve().parents[1]
 SNAPSHOT_DIR = REPO / "docs" / "schema"
-# The services with tables, each owning the schema of its name (the gateway has none).
-SERVICES = ("history", "scheduler")
+# The services with tables, each owning the schema of its name; and the gateway's directory
+# of placements (with several cells), a schema of its own from the gateway's package.
+SERVICES = ("history", "scheduler", "directory")
+PACKAGES = {"directory": "perdure.gateway"}
 REGENERATE = ".venv/bin/python tools/schema_snapshot.py"
 
 _TABLES = """
@@ -84,7 +86,7 @@ async def migrate(dsn: str, service: str) -> None:
     from perdure.common.migrate import apply_migrations
 
     async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
-        await apply_migrations(conn, service, f"perdure.{service}")
+        await apply_migrations(conn, service, PACKAGES.get(service, f"perdure.{service}"))
 
 
 def snapshots_of(server_dsn: str) -> dict[str, str]:

@@ -18,19 +18,20 @@
 // environment, the process's wall clock (Date) runs that far ahead.
 //
 //   node tests/e2e/node_worker.mjs --scheduler HOST:PORT --history HOST:PORT --task-queue Q \
-//     --identity ID --concurrency N --ledger FILE
+//     --identity ID --concurrency N --ledger FILE   (or --cells "a=H/S;b=H/S" for several cells)
 
 import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
-import { ApprovalExpiredError, ChildWorkflowFailedError, RetryPolicy, Worker, WorkflowCancelledError, modelStep, modelText } from '../../sdk/node/src/index.js';
+import { ApprovalExpiredError, ChildWorkflowFailedError, RetryPolicy, Worker, WorkflowCancelledError, modelStep, modelText, parseCells } from '../../sdk/node/src/index.js';
 import { sagaWorkflows } from './saga_workflows.mjs';
 
 const { values: args } = parseArgs({
   options: {
     scheduler: { type: 'string', default: 'localhost:7402' },
     history: { type: 'string', default: 'localhost:7401' },
+    cells: { type: 'string' }, // several cells: PERDURE_CELLS's spelling, instead of the two above
     'task-queue': { type: 'string', default: 'default' },
     identity: { type: 'string', default: `node:${process.pid}` },
     concurrency: { type: 'string', default: '10' },
@@ -384,8 +385,7 @@ async function nodeParent(ctx, input) {
 }
 
 const worker = new Worker({
-  scheduler: args.scheduler,
-  history: args.history,
+  ...(args.cells ? { cells: parseCells(args.cells) } : { scheduler: args.scheduler, history: args.history }),
   taskQueue: args['task-queue'],
   identity,
   concurrency: Number(args.concurrency),

@@ -91,6 +91,12 @@ def test_the_quick_profile_runs_every_shape(tmp_path: Path) -> None:
     assert budget["overshoot_units"] == 0 and budget["samples"] > 0
     assert 0 < budget["spent_units"] <= budget["limit_units"]
     assert "small tenant's schedule-to-start" in done.stdout
+    # Cells: the same throughput run on one cell and on two, every run in one of the cells.
+    cells = results["cells"]
+    assert set(cells) == {"1", "2"}
+    assert cells["1"]["runs_per_cell"] == [20] and sum(cells["2"]["runs_per_cell"]) == 20
+    assert all(cells[count]["steps_per_s"] > 0 for count in cells)
+    assert "2 cells: throughput 20x10" in done.stdout
 
 
 def test_a_peer_that_is_not_installed_is_skipped_with_a_clear_line(

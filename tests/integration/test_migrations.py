@@ -79,7 +79,9 @@ FILES = {
         "0009_flow_control.sql",
         "0010_pauses.sql",
     ],
+    "perdure.gateway": ["0001_directory.sql"],  # the directory of cells' placements
 }
+DIRECTORY_TABLES = {"schema_migrations", "placements"}
 SCHEDULER_TABLES = {
     "schema_migrations",
     "tasks",
@@ -145,6 +147,7 @@ async def lock_is_free(dsn: str, schema: str) -> bool:
     [
         ("history", "perdure.history", HISTORY_TABLES),
         ("scheduler", "perdure.scheduler", SCHEDULER_TABLES),
+        ("directory", "perdure.gateway", DIRECTORY_TABLES),
     ],
 )
 async def test_apply_creates_the_tables_and_records_the_files(

@@ -1,6 +1,7 @@
 // @perdure/worker: the Node.js worker SDK of Perdure.
 
 export { Worker, consoleLogger } from './worker.js';
+export { parseCells } from './cells.js';
 export { buildIdOf, derivedBuildId } from './build.js';
 export { Client } from './client.js';
 export { WorkflowContext } from './context.js';

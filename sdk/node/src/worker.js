@@ -6,6 +6,7 @@ import grpc from '@grpc/grpc-js';
 import { JournalRejectedError, JournalUnavailableError, LeaseLostError, PerdureError } from './errors.js';
 import { JournalClient } from './journal.js';
 import { buildIdOf } from './build.js';
+import { cellsOf } from './cells.js';
 import { checkResolves, permanent } from './misconfigured.js';
 import { LeaseFencedError, LeaseKeeper, taskName } from './leases.js';
 import { fromDuration, toDuration } from './payload.js';
@@ -38,6 +39,7 @@ export const consoleLogger = {
  *   identity?: string, apiKey?: string, namespace?: string, workflows?: Record<string, WorkflowFn | {run: WorkflowFn, retry?: RetryPolicy}>,
  *   steps?: Record<string, StepFn>, retry?: RetryPolicy, shutdownGraceMs?: number,
  *   cacheSize?: number, cacheBytes?: number, buildId?: string,
+ *   cells?: import('./cells.js').Cell[],
  *   logger?: {info: Function, warn: Function, error: Function} | null,
  *   onConnected?: (session: {sessionId: string, heartbeatIntervalMs: number}) => void,
  * }} WorkerOptions
@@ -73,13 +75,21 @@ export function workflowEntries(workflows, retry = new RetryPolicy()) {
  * address that does not resolve) does not retry: `run()` rejects with WorkerConfigurationError
  * saying what to fix. A service that cannot be reached is retried with backoff, each attempt
  * logged with its cause.
+ *
+ * `cells` (or PERDURE_CELLS), instead of `scheduler` and `history`: serve several cells, each a
+ * database with its own scheduler and history, with one session per cell; `concurrency` and
+ * the run cache are then per cell, and a cell that cannot be reached is retried on its own
+ * while the others are served.
  */
 export class Worker {
   /** @param {WorkerOptions} options */
   constructor(options = {}) {
     const env = process.env;
-    this.schedulerAddress = options.scheduler ?? env.PERDURE_SCHEDULER_ADDRESS ?? 'localhost:7402';
-    this.historyAddress = options.history ?? env.PERDURE_HISTORY_ADDRESS ?? 'localhost:7401';
+    // Addresses given win over PERDURE_CELLS, which wins over the PERDURE_*_ADDRESS variables.
+    const named = options.scheduler !== undefined || options.history !== undefined;
+    const cells = cellsOf(options.cells, named ? {} : env);
+    this.schedulerAddress = cells[0]?.scheduler ?? options.scheduler ?? env.PERDURE_SCHEDULER_ADDRESS ?? 'localhost:7402';
+    this.historyAddress = cells[0]?.history ?? options.history ?? env.PERDURE_HISTORY_ADDRESS ?? 'localhost:7401';
     this.taskQueue = options.taskQueue ?? env.PERDURE_TASK_QUEUE ?? 'default';
     this.concurrency = options.concurrency ?? (env.PERDURE_WORKER_CONCURRENCY ? Number(env.PERDURE_WORKER_CONCURRENCY) : 10);
     this.identity = options.identity ?? env.PERDURE_WORKER_IDENTITY ?? `${os.hostname()}:${process.pid}`;
@@ -139,6 +149,12 @@ export class Worker {
       this._requestStop = resolve;
     });
     this._wakeReconnect = () => {};
+    // One worker per cell when there are several: each its own sessions, leases and cache.
+    /** @type {Worker[]} */
+    this._cells =
+      cells.length > 1
+        ? cells.map((cell) => new Worker({ ...options, cells: [cell], identity: this.identity, buildId: this.buildId }))
+        : [];
   }
 
   /** The workflow types this worker serves, sorted. */
@@ -159,6 +175,7 @@ export class Worker {
 
   /** Begin a graceful shutdown; `run()` resolves once it is done. */
   stop() {
+    for (const cell of this._cells) cell.stop();
     this._stopRequested = true;
     this._stopping.abort();
     this._cache.close(); // draining: nothing more to resume here
@@ -172,6 +189,7 @@ export class Worker {
   async run() {
     if (this._runCalled) throw new PerdureError('run() may be called once');
     this._runCalled = true;
+    if (this._cells.length) return this._runCells();
     await checkResolves(this.schedulerAddress, 'scheduler');
     await checkResolves(this.historyAddress, 'history');
     const { TaskService } = loadProtos();
@@ -207,6 +225,20 @@ export class Worker {
       throw this._fatal;
     }
     this._log.info(`worker ${this.identity} stopped`);
+  }
+
+  /** Serve every cell until stopped; a configuration that cannot work in one cell stops them
+   * all (the same key and code serve every cell). */
+  async _runCells() {
+    const serving = this._cells.map((cell) =>
+      cell.run().catch((error) => {
+        this.stop();
+        throw error;
+      }),
+    );
+    const outcomes = await Promise.allSettled(serving);
+    const failed = outcomes.find((outcome) => outcome.status === 'rejected');
+    if (failed) throw failed.reason;
   }
 
   async _serve() {

@@ -1,4 +1,6 @@
-"""`perdure dev`: the embedded database, the three services and an example worker, locally."""
+"""`perdure dev`: the embedded database, the three services and an example worker, locally;
+with `--cells N`, N cells (a database each, in the one embedded server, with its own history
+and scheduler) behind one gateway, and the worker serving them all."""
 
 from __future__ import annotations
 
@@ -15,10 +17,12 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from psycopg import AsyncConnection
+import psycopg
+from psycopg import AsyncConnection, sql
 
 from perdure.cli.flags import DEV_KEY_FILE
 from perdure.cli.keys_cmd import create_in_database
@@ -40,6 +44,8 @@ EXAMPLE_MODULES = ("examples.research_agent", "examples.purchasing_agent")
 RESTART_DELAY = (0.5, 30.0)
 HEALTHY_AFTER = 60.0
 PR_SET_PDEATHSIG = 1  # from <sys/prctl.h>
+MAX_CELLS = 7  # cell i's ports are base + 10*i + 1 and + 2, below the HTTP port (base + 80)
+CELL_NAMES = "abcdefg"
 LOOPBACK = "127.0.0.1"
 # The credential the services prove themselves to each other with: theirs alone, never a
 # worker's (a worker holding it could call history's and the scheduler's internal services).
@@ -88,6 +94,15 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         action="store_true",
         help="run with no API keys at all (PERDURE_AUTH=off): anyone who reaches a port can do "
         "anything; for a laptop only, so the ports stay on loopback",
+    )
+    parser.add_argument(
+        "--cells",
+        type=int,
+        default=1,
+        metavar="N",
+        help=f"run N cells (1 to {MAX_CELLS}; default 1): databases of their own in the embedded "
+        "server, each with its history and scheduler (cell i's on the base port + 10*i + 1 and "
+        "+ 2), one gateway placing runs among them, the worker serving every one",
     )
     parser.add_argument(
         "--worker-module",
@@ -183,12 +198,16 @@ def run(args: argparse.Namespace) -> int:
     if args.insecure and not bind.loopback:
         print(INSECURE_ELSEWHERE.format(host=args.bind), file=sys.stderr)
         return 2
+    if not 1 <= args.cells <= MAX_CELLS:
+        print(f"perdure dev: --cells must be from 1 to {MAX_CELLS}", file=sys.stderr)
+        return 2
     print(f"perdure dev: {bind.said()}", flush=True)
     ports = {service: args.base_port + offset for offset, service in enumerate(SERVICES)}
     http_port = args.base_port + HTTP_OFFSET
     data_dir = Path(args.data_dir).resolve()
     print(f"perdure dev: starting PostgreSQL with data in {data_dir} ...", flush=True)
     dsn = start_embedded_postgres(data_dir, keep_running=False)
+    cells = dev_cells(dsn, args.cells, bind, args.base_port)
     # What every process gets; what only the services get (the database, the internal secret)
     # and what only the worker gets (its key) are added below, each to its own copy.
     common = {
@@ -204,6 +223,8 @@ def run(args: argparse.Namespace) -> int:
     if args.otlp:
         common["OTEL_EXPORTER_OTLP_ENDPOINT"] = args.otlp  # exporters default to otlp when set
     common["PERDURE_AUTH"] = "off" if args.insecure else "on"
+    if len(cells) > 1:
+        common["PERDURE_CELLS"] = ";".join(cell.spelled() for cell in cells)
     service_env = {**common, "PERDURE_DATABASE_URL": dsn}
     if not args.insecure:  # fresh for every run, held by no file and shown nowhere
         service_env[INTERNAL_SECRET] = secrets.token_urlsafe(32)
@@ -217,15 +238,26 @@ def run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, request_stop)
     signal.signal(signal.SIGINT, request_stop)
     try:
-        for service in ("scheduler", "history", "gateway"):
-            command = [sys.executable, "-m", f"perdure.{service}"]
-            command += ["--listen", bind.listen(ports[service])]
-            if service == "gateway":
-                command += ["--http-listen", bind.listen(http_port)]
-            child = Child(service, command, service_env)
-            child.start()
-            children.append(child)
-            wait_serving(bind.address(ports[service]), STARTUP_TIMEOUT, still_running=child.running)
+        for cell in cells:
+            for service in ("scheduler", "history"):
+                command = [sys.executable, "-m", f"perdure.{service}"]
+                command += ["--listen", bind.listen(cell.ports[service])]
+                env = {**service_env, **cell.env()}
+                child = Child(f"{service}{cell.suffix}", command, env)
+                child.start()
+                children.append(child)
+        for child, address in zip(children, _addresses(cells, bind), strict=True):
+            wait_serving(address, STARTUP_TIMEOUT, still_running=child.running)
+        command = [sys.executable, "-m", "perdure.gateway"]
+        command += ["--listen", bind.listen(ports["gateway"])]
+        command += ["--http-listen", bind.listen(http_port)]
+        gateway_env = dict(service_env)
+        if len(cells) > 1:
+            gateway_env["PERDURE_DIRECTORY_DATABASE_URL"] = _database(dsn, "perdure_directory")
+        child = Child("gateway", command, gateway_env)
+        child.start()
+        children.append(child)
+        wait_serving(bind.address(ports["gateway"]), STARTUP_TIMEOUT, still_running=child.running)
         http = f"http://{bind.address(http_port)}"
         ui = f"{http}/"
         if args.insecure:
@@ -234,6 +266,7 @@ def run(args: argparse.Namespace) -> int:
         else:
             admin_key = _dev_key(dsn, data_dir / DEV_KEY_FILE, "admin")
             worker_key = _dev_key(dsn, data_dir / "worker.key", "worker", ["*"])
+            copy_keys(dsn, [cell.dsn for cell in cells[1:]])  # valid in every cell
             worker_env = {**common, "PERDURE_API_KEY": worker_key}
             ui += f"#key={admin_key}"  # the page keeps the key; a fragment is never sent
             access = (
@@ -258,9 +291,8 @@ def run(args: argparse.Namespace) -> int:
             f"  HTTP API   {http}/v1/workflows  (OpenAPI: /openapi.json)\n"
             f"  gateway    {gateway}   (WorkflowService; grpcurl -plaintext {gateway} list; "
             "calls need -H 'authorization: Bearer <key>')\n"
-            f"  history    {bind.address(ports['history'])}\n"
-            f"  scheduler  {bind.address(ports['scheduler'])}\n"
-            f"  worker     {', '.join(modules)}\n"
+            + _cells_said(cells, bind)
+            + f"  worker     {', '.join(modules)}\n"
             f"  database   {dsn}\n"
             f"  listening  {bind.summary()}\n"
             + access
@@ -300,6 +332,102 @@ def run(args: argparse.Namespace) -> int:
         return 1
     finally:
         _stop_all(children)
+
+
+@dataclass(frozen=True)
+class DevCell:
+    """One cell of the local cluster: its database and its history's and scheduler's ports."""
+
+    name: str
+    dsn: str
+    ports: dict[str, int]
+    address: Callable[[int], str]
+    suffix: str  # after its processes' names: "" with one cell
+
+    def env(self) -> dict[str, str]:
+        """What its history and scheduler get: its database, and each other's addresses
+        (history's relay enqueues in its own cell's scheduler)."""
+        return {
+            "PERDURE_DATABASE_URL": self.dsn,
+            "PERDURE_HISTORY_ADDRESS": self.address(self.ports["history"]),
+            "PERDURE_SCHEDULER_ADDRESS": self.address(self.ports["scheduler"]),
+        }
+
+    def spelled(self) -> str:
+        """Its entry in PERDURE_CELLS."""
+        history, scheduler = (self.address(self.ports[s]) for s in ("history", "scheduler"))
+        return f"{self.name}={history}/{scheduler}"
+
+
+def dev_cells(dsn: str, count: int, bind: Bind, base_port: int) -> list[DevCell]:
+    """The cells: the first in the embedded server's database (as with one cell), the others
+    in databases of their own beside it, made when missing."""
+    cells = []
+    for index in range(count):
+        name = CELL_NAMES[index]
+        cell_dsn = dsn if index == 0 else _database(dsn, f"perdure_cell_{name}")
+        ports = {"history": base_port + 10 * index + 1, "scheduler": base_port + 10 * index + 2}
+        cells.append(DevCell(name, cell_dsn, ports, bind.address, f" {name}" if count > 1 else ""))
+    return cells
+
+
+def _database(dsn: str, name: str) -> str:
+    """The DSN of database `name` on the server of `dsn`, created if missing."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone()
+        if exists is None:
+            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    return psycopg.conninfo.make_conninfo(dsn, dbname=name)
+
+
+def _addresses(cells: list[DevCell], bind: Bind) -> list[str]:
+    """Where each cell's scheduler and history answer, in start order."""
+    return [bind.address(cell.ports[s]) for cell in cells for s in ("scheduler", "history")]
+
+
+def _cells_said(cells: list[DevCell], bind: Bind) -> str:
+    lines = []
+    for cell in cells:
+        label = f"cell {cell.name}" if len(cells) > 1 else ""
+        lines.append(f"  history    {bind.address(cell.ports['history'])}   {label}".rstrip())
+        lines.append(f"  scheduler  {bind.address(cell.ports['scheduler'])}   {label}".rstrip())
+    return "".join(line + "\n" for line in lines)
+
+
+def copy_keys(source: str, targets: list[str]) -> None:
+    """Make the API keys of history's database `source` valid in the others (keys are checked
+    in each cell's database: a worker's by its cell's history and scheduler)."""
+    if not targets:
+        return
+    with psycopg.connect(source) as conn:
+        rows = conn.execute(f"SELECT {KEY_COLUMNS} FROM history.api_keys").fetchall()
+    for target in targets:
+        _wait_migrated(target)
+        with psycopg.connect(target) as conn:
+            conn.cursor().executemany(COPY_KEY, rows)
+
+
+# The columns of history.api_keys (migration 0006), and their upsert into another cell.
+KEY_COLUMNS = (
+    "key_id, secret_sha256, namespace, role, task_queues, name, created_by, created_at, revoked_at"
+)
+COPY_KEY = f"""
+INSERT INTO history.api_keys ({KEY_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)
+ON CONFLICT (key_id) DO UPDATE SET revoked_at = EXCLUDED.revoked_at
+"""
+
+
+def _wait_migrated(dsn: str) -> None:
+    """Until history's migrations made its keys table there (history migrates at start)."""
+    deadline = time.monotonic() + STARTUP_TIMEOUT
+    while True:
+        with psycopg.connect(dsn) as conn:
+            found = conn.execute("SELECT to_regclass('history.api_keys')").fetchone()
+        if found is not None and found[0] is not None:
+            return
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"history's tables did not appear in {dsn}")
+        time.sleep(0.2)
 
 
 @dataclass(frozen=True)

@@ -32,13 +32,11 @@ from perdure.common.limits import KeyedLimits, rate_setting
 from perdure.common.service_identity import service_channel
 from perdure.common.tls import gateway_requires_client_cert
 from perdure.gateway.approvals import ApprovalServicer
+from perdure.gateway.cells import Cell, CellAddress, Router, parse_cells
+from perdure.gateway.directory import Directory
 from perdure.gateway.handlers import AdminServicer, Callers, WorkflowServicer
 from perdure.gateway.http.server import HttpServer, instrument_http, local_target
 from perdure.gateway.schedules import ScheduleServicer
-from perdure.internal.history.v1 import approval_service_pb2_grpc as history_approvals
-from perdure.internal.history.v1 import history_service_pb2_grpc
-from perdure.internal.history.v1 import schedule_service_pb2_grpc as history_schedules
-from perdure.internal.scheduler.v1 import scheduler_service_pb2_grpc
 from perdure.telemetry import telemetry_for
 
 
@@ -50,12 +48,37 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     add_address_flag(parser, "history")
     add_address_flag(parser, "scheduler")
     parser.add_argument(
+        "--cells",
+        default=os.environ.get("PERDURE_CELLS", ""),
+        help="several cells, each a database with its own history and scheduler: "
+        "'name=history_address/scheduler_address' entries separated by ';' (PERDURE_CELLS; "
+        "replaces --history-address and --scheduler-address; needs "
+        "--directory-database-url). Unset: one cell, as always",
+    )
+    parser.add_argument(
+        "--directory-database-url",
+        default=os.environ.get("PERDURE_DIRECTORY_DATABASE_URL", ""),
+        help="the database recording which cell each run lives in (PERDURE_DIRECTORY_"
+        "DATABASE_URL; with --cells only)",
+    )
+    parser.add_argument(
         "--http-listen",
         default=os.environ.get("PERDURE_GATEWAY_HTTP_LISTEN", f"0.0.0.0:{GATEWAY_HTTP_PORT}"),
         help="host:port of the HTTP/JSON API and the web UI, or 'off' "
         f"(PERDURE_GATEWAY_HTTP_LISTEN, default 0.0.0.0:{GATEWAY_HTTP_PORT})",
     )
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    try:
+        args.cell_addresses = parse_cells(args.cells) if args.cells.strip() else None
+    except ValueError as error:
+        parser.error(f"--cells (PERDURE_CELLS): {error}")
+    if args.cell_addresses and len(args.cell_addresses) > 1 and not args.directory_database_url:
+        parser.error(
+            "several cells need a directory: set PERDURE_DIRECTORY_DATABASE_URL (or "
+            "--directory-database-url) to a PostgreSQL database the gateways share (a database "
+            "of its own, or the first cell's: the directory keeps to schema 'directory')"
+        )
+    return args
 
 
 WORKFLOW_SERVICE = workflow_service_pb2.DESCRIPTOR.services_by_name["WorkflowService"].full_name
@@ -120,13 +143,24 @@ ROLES = {
 
 async def run(args: argparse.Namespace) -> None:
     """Serve until SIGTERM."""
-    history = service_channel(args.history)
-    scheduler = service_channel(args.scheduler)
-    history_stub = history_service_pb2_grpc.HistoryServiceStub(history)
-    scheduler_stub = scheduler_service_pb2_grpc.SchedulerServiceStub(scheduler)
+    addresses: list[CellAddress] = args.cell_addresses or [
+        CellAddress("default", args.history, args.scheduler)
+    ]
+    channels = [
+        (service_channel(cell.history), service_channel(cell.scheduler)) for cell in addresses
+    ]
+    named = len(addresses) > 1
+    cells = [
+        Cell.of(address.name, history, scheduler, named)
+        for address, (history, scheduler) in zip(addresses, channels, strict=True)
+    ]
+    directory = await Directory.open(args.directory_database_url) if named else None
+    router = Router(cells, directory)
     callers = Callers(KeyedLimits(rate_setting("PERDURE_RATE_LIMIT", 500.0), "API key"))
-    keys = RememberedKeys(history_authenticator(history_stub))
-    servicer = WorkflowServicer(history_stub, scheduler_stub, callers)
+    # Keys are checked against the first cell's history (keys must be valid in every cell:
+    # each cell's history and scheduler check its workers' against its own database).
+    keys = RememberedKeys(history_authenticator(router.home.history))
+    servicer = WorkflowServicer(router, callers)
     warn_if_open("gateway")
     http = (
         None
@@ -137,17 +171,13 @@ async def run(args: argparse.Namespace) -> None:
     def register(server: grpc.aio.Server) -> None:
         workflow_service_pb2_grpc.add_WorkflowServiceServicer_to_server(servicer, server)
         schedule_service_pb2_grpc.add_ScheduleServiceServicer_to_server(
-            ScheduleServicer(
-                history_schedules.HistoryScheduleServiceStub(history), servicer, callers
-            ),
-            server,
+            ScheduleServicer(router, servicer, callers), server
         )
         approval_service_pb2_grpc.add_ApprovalServiceServicer_to_server(
-            ApprovalServicer(history_approvals.HistoryApprovalServiceStub(history), callers),
-            server,
+            ApprovalServicer(router, callers), server
         )
         admin_service_pb2_grpc.add_AdminServiceServicer_to_server(
-            AdminServicer(history_stub, scheduler_stub, callers, keys), server
+            AdminServicer(router, callers, keys), server
         )
 
     try:
@@ -165,8 +195,11 @@ async def run(args: argparse.Namespace) -> None:
             )
         )
     finally:
-        await history.close()
-        await scheduler.close()
+        for history, scheduler in channels:
+            await history.close()
+            await scheduler.close()
+        if directory is not None:
+            await directory.close()
 
 
 def main(argv: Sequence[str] | None = None) -> None:

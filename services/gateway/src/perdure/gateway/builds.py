@@ -12,6 +12,7 @@ import grpc
 from perdure.api.admin.v1 import admin_service_pb2 as admin
 from perdure.common import errors
 from perdure.gateway import validate
+from perdure.gateway.cells import Router
 from perdure.internal.history.v1 import history_service_pb2 as hpb
 from perdure.internal.history.v1 import history_service_pb2_grpc as hgrpc
 from perdure.internal.scheduler.v1 import scheduler_service_pb2 as spb
@@ -69,6 +70,7 @@ class BuildsAdmin:
     _history: hgrpc.HistoryServiceStub
     _scheduler: sgrpc.SchedulerServiceStub
     _callers: Callers
+    _router: Router
 
     def _namespace(self, context: Context, requested: str) -> str:
         return self._callers.admit(context, requested)
@@ -101,10 +103,16 @@ class BuildsAdmin:
         namespace = self._namespace(context, request.namespace)
         _queue(request.task_queue)
         scoped = admin.ListWorkersRequest(namespace=namespace, task_queue=request.task_queue)
-        answer: spb.ListWorkersResponse = await self._scheduler.ListWorkers(
-            spb.ListWorkersRequest(request=scoped), timeout=DOWNSTREAM_TIMEOUT
+        answers: list[spb.ListWorkersResponse] = await self._router.every(
+            lambda cell: cell.scheduler.ListWorkers(
+                spb.ListWorkersRequest(request=scoped), timeout=DOWNSTREAM_TIMEOUT
+            )
         )
-        return answer.response
+        # Every cell's sessions, in cell order: a worker serving several shows once for each.
+        listed = answers[0].response
+        for answer in answers[1:]:
+            listed.workers.extend(answer.response.workers)
+        return listed
 
     @errors.unary
     async def ListBuilds(
@@ -116,13 +124,14 @@ class BuildsAdmin:
         seen = await self._scheduler.ListBuilds(
             spb.ListBuildsRequest(request=scoped), timeout=DOWNSTREAM_TIMEOUT
         )
-        counts = await self._history.CountOpenRunsByBuild(
-            hpb.CountOpenRunsByBuildRequest(namespace=namespace), timeout=DOWNSTREAM_TIMEOUT
+        counted = await self._router.every(  # every cell's open runs, summed
+            lambda cell: cell.history.CountOpenRunsByBuild(
+                hpb.CountOpenRunsByBuildRequest(namespace=namespace), timeout=DOWNSTREAM_TIMEOUT
+            )
         )
+        counts = [count for answer in counted for count in answer.counts]
         policies = await self._policies(namespace)
-        builds = with_run_counts(
-            list(seen.response.builds), list(counts.counts), list(policies.policies)
-        )
+        builds = with_run_counts(list(seen.response.builds), counts, list(policies.policies))
         return admin.ListBuildsResponse(builds=builds)
 
     async def _policies(self, namespace: str) -> admin.ListWorkflowPoliciesResponse:

@@ -12,9 +12,9 @@ from perdure.api.workflow.v1 import workflow_service_pb2 as api
 from perdure.common import errors
 from perdure.common.stream_names import stream_name
 from perdure.gateway import validate
+from perdure.gateway.cells import RUN, Router
 from perdure.gateway.forwarding import in_namespace, vouched
 from perdure.internal.history.v1 import history_service_pb2 as hpb
-from perdure.internal.history.v1 import history_service_pb2_grpc as hgrpc
 
 Context = grpc.aio.ServicerContext[Any, Any]
 ANSWER_MARGIN = 10.0  # seconds history has to answer a long poll after its wait ran out
@@ -23,7 +23,7 @@ ANSWER_MARGIN = 10.0  # seconds history has to answer a long poll after its wait
 class LiveCalls:
     """WorkflowService's streams and long poll."""
 
-    _history: hgrpc.HistoryServiceStub
+    _router: Router
     _callers: Any  # handlers.Callers
 
     @errors.streaming
@@ -35,7 +35,8 @@ class LiveCalls:
         validate.optional_id("run_id", request.run_id)
         validate.event_id("after_event_id", request.after_event_id)
         wrapped = hpb.WatchWorkflowRequest(request=in_namespace(request, namespace))
-        async for answer in self._history.WatchWorkflow(wrapped, metadata=vouched()):
+        cell = await self._router.locate(RUN, namespace, request.workflow_id)
+        async for answer in cell.stream(cell.history.WatchWorkflow(wrapped, metadata=vouched())):
             yield answer.response
 
     @errors.unary
@@ -51,7 +52,10 @@ class LiveCalls:
         if remaining is not None:
             timeout = min(timeout, remaining)  # history bounds its wait by this deadline too
         wrapped = hpb.GetWorkflowResultRequest(request=in_namespace(request, namespace))
-        answer = await self._history.GetWorkflowResult(wrapped, timeout=timeout, metadata=vouched())
+        cell = await self._router.locate(RUN, namespace, request.workflow_id)
+        answer = await cell.call(
+            cell.history.GetWorkflowResult(wrapped, timeout=timeout, metadata=vouched())
+        )
         response: api.GetWorkflowResultResponse = answer.response
         return response
 
@@ -66,5 +70,6 @@ class LiveCalls:
         if request.after_seq < 0:
             raise errors.invalid_argument(f"after_seq must be 0 or more, not {request.after_seq}")
         wrapped = hpb.ReadStreamRequest(request=in_namespace(request, namespace))
-        async for answer in self._history.ReadStream(wrapped, metadata=vouched()):
+        cell = await self._router.locate(RUN, namespace, request.workflow_id)
+        async for answer in cell.stream(cell.history.ReadStream(wrapped, metadata=vouched())):
             yield answer.response

@@ -16,6 +16,7 @@ from perdure.common import errors
 from perdure.common.auth import current_principal
 from perdure.common.reasons import Reason
 from perdure.gateway import validate
+from perdure.gateway.cells import RUN, Router
 from perdure.gateway.forwarding import vouched
 from perdure.internal.history.v1 import history_service_pb2 as hpb
 from perdure.internal.history.v1 import history_service_pb2_grpc as hgrpc
@@ -96,6 +97,7 @@ class PausesAdmin:
 
     _history: hgrpc.HistoryServiceStub
     _scheduler: sgrpc.SchedulerServiceStub
+    _router: Router
     _callers: Callers
 
     @errors.unary
@@ -167,10 +169,13 @@ class PausesAdmin:
         """NOT_FOUND for an unknown id, FAILED_PRECONDITION for a closed run: a pause of a
         closed run would hold nothing and mislead."""
         asked = api.DescribeWorkflowRequest(workflow_id=workflow_id, namespace=namespace)
-        described: hpb.DescribeWorkflowResponse = await self._history.DescribeWorkflow(
-            hpb.DescribeWorkflowRequest(request=asked),
-            timeout=DOWNSTREAM_TIMEOUT,
-            metadata=vouched(),
+        cell = await self._router.locate(RUN, namespace, workflow_id)
+        described: hpb.DescribeWorkflowResponse = await cell.call(
+            cell.history.DescribeWorkflow(
+                hpb.DescribeWorkflowRequest(request=asked),
+                timeout=DOWNSTREAM_TIMEOUT,
+                metadata=vouched(),
+            )
         )
         status = described.response.workflow.status
         if status not in OPEN_STATUSES:

@@ -1,5 +1,5 @@
 """The public ScheduleService: validated here (a schedule's action as a start is), kept and fired
-by history."""
+by history, in the schedule's cell (its runs start there too)."""
 
 from __future__ import annotations
 
@@ -13,11 +13,16 @@ from perdure.api.workflow.v1 import schedule_service_pb2_grpc as sgrpc
 from perdure.common import errors, schedule_spec
 from perdure.common.convert import seconds_of
 from perdure.common.text import require_storable
-from perdure.gateway import validate
+from perdure.gateway import merge, validate
+from perdure.gateway.cells import SCHEDULE, Cell, Router
 from perdure.gateway.forwarding import in_namespace, vouched
-from perdure.gateway.handlers import DOWNSTREAM_TIMEOUT, Callers, WorkflowServicer
+from perdure.gateway.handlers import (
+    DOWNSTREAM_TIMEOUT,
+    Callers,
+    WorkflowServicer,
+    validated_start,
+)
 from perdure.internal.history.v1 import schedule_service_pb2 as hpb
-from perdure.internal.history.v1 import schedule_service_pb2_grpc as hgrpc
 
 Context = grpc.aio.ServicerContext[Any, Any]
 Answer = TypeVar("Answer", bound=Message)
@@ -82,17 +87,22 @@ def catchup_window(schedule: spb.Schedule) -> None:
 class ScheduleServicer(sgrpc.ScheduleServiceServicer):
     """Validates every request and answers bad input before anything is stored."""
 
-    def __init__(
-        self, history: hgrpc.HistoryScheduleServiceStub, starts: WorkflowServicer, callers: Callers
-    ) -> None:
-        self._history = history
-        self._starts = starts  # checks an action as it checks a start
+    def __init__(self, router: Router, starts: WorkflowServicer, callers: Callers) -> None:
+        self._router = router
+        self._starts = starts  # checks an action's type as it checks a start's
         self._callers = callers
 
-    async def _forward(self, rpc: str, request: Message, answer_type: type[Answer]) -> Answer:
+    async def _forward(
+        self, rpc: str, request: Message, answer_type: type[Answer], cell: Cell | None = None
+    ) -> Answer:
+        """Hand a request to history's call of the same name, in the cell of the schedule it
+        names (or `cell`)."""
+        if cell is None:
+            scoped: Any = request
+            cell = await self._router.locate(SCHEDULE, scoped.namespace, scoped.schedule_id)
         wrapped = getattr(hpb, f"{rpc}Request")(request=request)
-        answer = await getattr(self._history, rpc)(
-            wrapped, timeout=DOWNSTREAM_TIMEOUT, metadata=vouched()
+        answer = await cell.call(
+            getattr(cell.schedules, rpc)(wrapped, timeout=DOWNSTREAM_TIMEOUT, metadata=vouched())
         )
         response = answer.response
         assert isinstance(response, answer_type)
@@ -123,7 +133,9 @@ class ScheduleServicer(sgrpc.ScheduleServiceServicer):
                 f"{namespace!r}: leave it empty"
             )
         try:
-            started = await self._starts._normalized_start(action, namespace)
+            started = validated_start(action, namespace)
+            cell = await self._router.place(SCHEDULE, namespace, schedule.schedule_id)
+            await self._starts.require_registered(cell, started)
         except errors.ApiError as error:
             if error.code == grpc.StatusCode.INVALID_ARGUMENT:
                 error.message = f"action: {error.message}"
@@ -131,7 +143,7 @@ class ScheduleServicer(sgrpc.ScheduleServiceServicer):
         started.workflow_id, started.namespace = "", ""
         stored = spb.CreateScheduleRequest(namespace=namespace, schedule=schedule)
         stored.schedule.action.CopyFrom(started)
-        return await self._forward("CreateSchedule", stored, spb.CreateScheduleResponse)
+        return await self._forward("CreateSchedule", stored, spb.CreateScheduleResponse, cell)
 
     @errors.unary
     async def DescribeSchedule(
@@ -149,10 +161,26 @@ class ScheduleServicer(sgrpc.ScheduleServiceServicer):
     ) -> spb.ListSchedulesResponse:
         namespace = self._callers.admit(context, request.namespace)
         validate.page_size(request.page_size)
-        validate.page_token(request.page_token)
-        return await self._forward(
-            "ListSchedules", in_namespace(request, namespace), spb.ListSchedulesResponse
+        scoped = in_namespace(request, namespace)
+        if self._router.single:
+            validate.page_token(request.page_token)
+            return await self._forward(
+                "ListSchedules", scoped, spb.ListSchedulesResponse, self._router.home
+            )
+
+        async def page(cell: Cell, token: str, size: int) -> tuple[list[spb.ScheduleInfo], str]:
+            asked = spb.ListSchedulesRequest(namespace=namespace, page_token=token, page_size=size)
+            answer = await self._forward("ListSchedules", asked, spb.ListSchedulesResponse, cell)
+            return list(answer.schedules), answer.next_page_token
+
+        schedules, token = await merge.merged_page(
+            self._router.cells,
+            request.page_token,
+            request.page_size,
+            page,
+            lambda info: info.create_time.ToNanoseconds(),  # oldest first, as in a cell
         )
+        return spb.ListSchedulesResponse(schedules=schedules, next_page_token=token)
 
     @errors.unary
     async def PauseSchedule(

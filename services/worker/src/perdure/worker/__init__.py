@@ -34,12 +34,16 @@ returns its result (`ChildWorkflowFailedError` if it did not complete); `ctx.sta
 returns its `ChildWorkflowHandle` at once. A parent's close terminates its open children, or
 asks them to cancel, or leaves them (`parent_close_policy`).
 
+A worker serves several cells (databases, each with its scheduler and history) when given
+`cells=[Cell(history=..., scheduler=...), ...]`: one session per cell.
+
 Every error the SDK raises is a `PerdureError`.
 """
 
 from perdure.worker._agent_loop import AgentLoopResult, Turn, TurnResult
 from perdure.worker._approvals import ApprovalDecision, ApprovalEscalation
 from perdure.worker._attempt import StepContext, current_step, heartbeat
+from perdure.worker._cells import Cell
 from perdure.worker._children import ChildWorkflowHandle
 from perdure.worker._context import RemoteCall, WorkflowContext
 from perdure.worker._errors import (
@@ -75,6 +79,7 @@ __all__ = [
     "ApprovalEscalation",
     "ApprovalExpiredError",
     "BudgetExceededError",
+    "Cell",
     "ChildWorkflowFailedError",
     "ChildWorkflowHandle",
     "JournalRejectedError",

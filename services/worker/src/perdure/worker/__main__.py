@@ -19,6 +19,7 @@ from typing import Any
 from opentelemetry import metrics, trace
 
 from perdure.telemetry import telemetry_for
+from perdure.worker._cells import parse_cells
 from perdure.worker._errors import WorkerConfigurationError
 from perdure.worker._health import HealthPort
 from perdure.worker._registry import remote_step_name, workflow_name
@@ -69,6 +70,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="history address (PERDURE_HISTORY_ADDRESS, default localhost:7401)",
     )
     parser.add_argument(
+        "--cells",
+        default=os.environ.get("PERDURE_CELLS", ""),
+        help="serve several cells: 'name=history_address/scheduler_address' entries separated "
+        "by ';' (PERDURE_CELLS, as the gateway's); replaces --scheduler and --history",
+    )
+    parser.add_argument(
         "--identity",
         default=os.environ.get("PERDURE_WORKER_IDENTITY"),
         help="name shown to operators (PERDURE_WORKER_IDENTITY, default host:pid)",
@@ -99,7 +106,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="seconds running workflows get to finish on SIGTERM (default 10); the process "
         "ends a few seconds later whatever its steps do",
     )
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    try:
+        args.cell_list = parse_cells(args.cells) if args.cells.strip() else []
+    except ValueError as error:
+        parser.error(f"--cells (PERDURE_CELLS): {error}")
+    return args
 
 
 def find_marked(module: ModuleType, name_of: Callable[[Any], str | None]) -> list[Any]:
@@ -134,6 +146,7 @@ async def run(args: argparse.Namespace) -> None:
         shutdown_grace=args.shutdown_grace,
         namespace=args.namespace,
         build_id=args.build_id,
+        cells=args.cell_list,
     )
     health = HealthPort(args.health_listen) if args.health_listen else None
     if health is not None:

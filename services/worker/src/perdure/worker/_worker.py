@@ -24,6 +24,7 @@ from perdure.api.worker.v1 import task_service_pb2_grpc as tgrpc
 from perdure.telemetry.propagation import context_from
 from perdure.telemetry.rpc import aio_channel, sync_channel
 from perdure.worker._build import build_id_of
+from perdure.worker._cells import Cell
 from perdure.worker._context import HandedBack
 from perdure.worker._errors import JournalRejectedError, JournalUnavailableError, LeaseLostError
 from perdure.worker._leases import LeaseKeeper, task_name
@@ -77,6 +78,11 @@ class Worker:
     journals (PERDURE_WORKER_CACHE_BYTES, default 256 MiB), least recently used out. A run's
     next task, if it comes here and nobody else loaded the run meanwhile, resumes its code
     where it waits instead of replaying it from the start.
+
+    `cells` (instead of `scheduler` and `history`): serve several cells, each a database with
+    its own scheduler and history, with one session per cell; `concurrency`, `cache_size` and
+    `cache_bytes` are then per cell, and a cell that cannot be reached is retried on its own
+    while the others are served.
     """
 
     def __init__(
@@ -95,6 +101,7 @@ class Worker:
         cache_size: int | None = None,
         cache_bytes: int | None = None,
         build_id: str | None = None,
+        cells: Iterable[Cell] = (),
     ) -> None:
         self._workflows: dict[str, WorkflowFunction] = {}
         for fn in workflows:
@@ -141,6 +148,29 @@ class Worker:
         # TaskDone the scheduler takes.
         self._unsent: list[tpb.TaskDone] = []
         self._closing = False  # the drain is over: the session ends for good
+        # One worker per cell when there are several: each its own sessions and leases.
+        self._cells = [
+            Worker(
+                self._workflows.values(),
+                steps=self._steps.values(),
+                task_queue=task_queue,
+                concurrency=concurrency,
+                scheduler=cell.scheduler,
+                history=cell.history,
+                identity=self.identity,
+                shutdown_grace=shutdown_grace,
+                api_key=self._api_key,
+                namespace=namespace,
+                cache_size=cache_size,
+                cache_bytes=cache_bytes,
+                build_id=self.build_id,
+            )
+            for cell in cells
+        ]
+        if len(self._cells) == 1:  # one cell: as if named by scheduler and history
+            self._scheduler_address = self._cells[0]._scheduler_address
+            self._history_address = self._cells[0]._history_address
+            self._cells = []
 
     @property
     def workflow_types(self) -> list[str]:
@@ -155,10 +185,15 @@ class Worker:
     def stop(self) -> None:
         """Begin a graceful shutdown; `run()` returns once it is done."""
         self._stopping.set()
+        for cell in self._cells:
+            cell.stop()
 
     async def run(self) -> None:
         """Serve until stopped, reconnecting to the scheduler whenever the stream breaks; raise
         WorkerConfigurationError at once if the configuration cannot work."""
+        if self._cells:
+            await self._run_cells()
+            return
         await check_resolves(self._scheduler_address, "scheduler")
         await check_resolves(self._history_address, "history")
         self._sticky_id = uuid.uuid4().hex if self._cache is not None else ""
@@ -210,6 +245,21 @@ class Worker:
                 log.error("worker %s cannot serve: %s", self.identity, error)
                 raise error
             log.info("worker %s stopped", self.identity)
+
+    async def _run_cells(self) -> None:
+        """Serve every cell until stopped; a configuration that cannot work in one cell stops
+        them all (the same key and code serve every cell)."""
+        serving = [asyncio.create_task(cell.run()) for cell in self._cells]
+        try:
+            done, _ = await asyncio.wait(serving, return_when=asyncio.FIRST_EXCEPTION)
+            failed = [task for task in done if task.exception() is not None]
+            if failed:
+                self.stop()
+                await asyncio.wait(serving)
+                raise failed[0].exception()  # type: ignore[misc]
+        finally:
+            for task in serving:
+                task.cancel()
 
     async def _abandon_running(self) -> None:
         """Stop every task at once: nothing it writes could be acknowledged any more."""
