@@ -35,6 +35,10 @@ HISTORY_TABLES = {
     "schedule_actions",
     "child_notices",
     "approvals",
+    "journal_partitions",
+    "namespace_retention",
+    "events_0",
+    "frames_0",
 }
 FILES = {
     "perdure.history": [
@@ -64,6 +68,7 @@ FILES = {
         "0024_children.sql",
         "0025_approvals.sql",
         "0026_step_usage.sql",
+        "0027_partitioned_journal.sql",
     ],
     "perdure.scheduler": [
         "0001_init.sql",

@@ -414,3 +414,45 @@ class ListPausesResponse(_message.Message):
     PAUSES_FIELD_NUMBER: _ClassVar[int]
     pauses: _containers.RepeatedCompositeFieldContainer[_workflow_pb2.Pause]
     def __init__(self, pauses: _Optional[_Iterable[_Union[_workflow_pb2.Pause, _Mapping]]] = ...) -> None: ...
+
+class Retention(_message.Message):
+    __slots__ = ("namespace", "seconds", "forever", "is_default")
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    SECONDS_FIELD_NUMBER: _ClassVar[int]
+    FOREVER_FIELD_NUMBER: _ClassVar[int]
+    IS_DEFAULT_FIELD_NUMBER: _ClassVar[int]
+    namespace: str
+    seconds: float
+    forever: bool
+    is_default: bool
+    def __init__(self, namespace: _Optional[str] = ..., seconds: _Optional[float] = ..., forever: _Optional[bool] = ..., is_default: _Optional[bool] = ...) -> None: ...
+
+class GetRetentionRequest(_message.Message):
+    __slots__ = ("namespace",)
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    namespace: str
+    def __init__(self, namespace: _Optional[str] = ...) -> None: ...
+
+class GetRetentionResponse(_message.Message):
+    __slots__ = ("retention",)
+    RETENTION_FIELD_NUMBER: _ClassVar[int]
+    retention: Retention
+    def __init__(self, retention: _Optional[_Union[Retention, _Mapping]] = ...) -> None: ...
+
+class SetRetentionRequest(_message.Message):
+    __slots__ = ("namespace", "seconds", "forever", "use_default")
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    SECONDS_FIELD_NUMBER: _ClassVar[int]
+    FOREVER_FIELD_NUMBER: _ClassVar[int]
+    USE_DEFAULT_FIELD_NUMBER: _ClassVar[int]
+    namespace: str
+    seconds: float
+    forever: bool
+    use_default: bool
+    def __init__(self, namespace: _Optional[str] = ..., seconds: _Optional[float] = ..., forever: _Optional[bool] = ..., use_default: _Optional[bool] = ...) -> None: ...
+
+class SetRetentionResponse(_message.Message):
+    __slots__ = ("retention",)
+    RETENTION_FIELD_NUMBER: _ClassVar[int]
+    retention: Retention
+    def __init__(self, retention: _Optional[_Union[Retention, _Mapping]] = ...) -> None: ...

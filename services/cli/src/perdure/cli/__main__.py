@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 import grpc
 
 from perdure.cli import (
+    admin_cmd,
     approvals_cmd,
     certs_cmd,
     dev_cmd,
@@ -96,6 +97,7 @@ def _command(args_list: list[str]) -> int:
     pause_cmd.add_parser(subparsers)
     schedule_cmd.add_parser(subparsers)
     approvals_cmd.add_parser(subparsers)
+    admin_cmd.add_parser(subparsers)
     args = parser.parse_args(args_list)
     if args.group == "dev":
         return dev_cmd.run(args)
@@ -117,6 +119,8 @@ def _command(args_list: list[str]) -> int:
         return schedule_cmd.run(args)
     if args.group in approvals_cmd.GROUPS:
         return approvals_cmd.run(args)
+    if args.group == "admin":
+        return admin_cmd.run(args)
     return workflow_cmd.run(args)
 
 

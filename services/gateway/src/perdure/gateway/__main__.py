@@ -71,6 +71,7 @@ READER_ADMIN_METHODS = (
     "ListPauses",
     "ListFlowLimits",
     "ListBudgets",
+    "GetRetention",
 )
 OPERATOR_ADMIN_METHODS = (
     "SetWorkflowPolicy",

@@ -27,6 +27,7 @@ from perdure.gateway.flow_admin import FlowAdmin, with_budget_use
 from perdure.gateway.forwarding import in_namespace, vouched
 from perdure.gateway.live import LiveCalls
 from perdure.gateway.pauses import PausesAdmin, holding, pauses_for_describe
+from perdure.gateway.retention import RetentionAdmin
 from perdure.internal.history.v1 import history_service_pb2 as hpb
 from perdure.internal.history.v1 import history_service_pb2_grpc as hgrpc
 from perdure.internal.scheduler.v1 import scheduler_service_pb2 as spb
@@ -345,10 +346,13 @@ async def forward(
     return response
 
 
-class AdminServicer(BuildsAdmin, FlowAdmin, PausesAdmin, admingrpc.AdminServiceServicer):
+class AdminServicer(
+    BuildsAdmin, FlowAdmin, PausesAdmin, RetentionAdmin, admingrpc.AdminServiceServicer
+):
     """Key management and the audit log of the admin key's namespace: each call goes to
     history's of the same name, with the caller. Builds, workers and routing policies are
-    BuildsAdmin's; limits and budgets FlowAdmin's; pauses PausesAdmin's."""
+    BuildsAdmin's; limits and budgets FlowAdmin's; pauses PausesAdmin's; retention
+    RetentionAdmin's."""
 
     def __init__(
         self,

@@ -35,7 +35,7 @@ from perdure.history.journal import Journal
 from perdure.history.keys import KeyRing
 from perdure.history.outbox import OutboxRelay
 from perdure.history.relatives import Relatives
-from perdure.history.retention import StreamRetention, stream_retention
+from perdure.history.retention import Retention, RetentionSettings
 from perdure.history.schedule_api import ScheduleServicer
 from perdure.history.schedule_firing import ScheduleFiring
 from perdure.history.stranded import StrandedSweep, stuck_after
@@ -110,7 +110,8 @@ async def run(args: argparse.Namespace) -> None:
         LeaseProofs(InternalSecrets.from_env()),
     )
     key_ring = KeyRing(pool)
-    retention = StreamRetention(journal, stream_retention())
+    retention = Retention(pool, RetentionSettings.from_env())
+    await retention.prepare()
     firing = ScheduleFiring(journal)
     history_service = history_service_pb2.DESCRIPTOR.services_by_name["HistoryService"].full_name
     schedule_service = schedule_service_pb2.DESCRIPTOR.services_by_name[

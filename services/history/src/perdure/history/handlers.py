@@ -12,13 +12,16 @@ from perdure.history.admin_api import AdminApi
 from perdure.history.builds import BuildsApi
 from perdure.history.commit_feed import CommitFeed
 from perdure.history.journal import Journal
+from perdure.history.retention_api import RetentionApi
 from perdure.history.session import JournalSessions
 from perdure.history.watch_api import WatchApi
 from perdure.history.workflow_api import WorkflowApi
 from perdure.internal.history.v1 import history_service_pb2_grpc as hgrpc
 
 
-class HistoryServicer(WorkflowApi, WatchApi, AdminApi, BuildsApi, hgrpc.HistoryServiceServicer):
+class HistoryServicer(
+    WorkflowApi, WatchApi, AdminApi, BuildsApi, RetentionApi, hgrpc.HistoryServiceServicer
+):
     """What the gateway asks of history, after it has validated the request."""
 
     def __init__(self, journal: Journal, key_ring: keys.KeyRing, feed: CommitFeed) -> None:
