@@ -7,17 +7,24 @@ them, and runs started and completed during the passes are never lost."""
 from __future__ import annotations
 
 import hashlib
+import os
 import subprocess
 import sys
 import threading
 import uuid
 from collections.abc import Callable, Iterator
+from typing import Any
 
+import grpc
 import psycopg
 import pytest
 
+from perdure.api.admin.v1 import admin_service_pb2 as admin
+from perdure.api.admin.v1 import admin_service_pb2_grpc as admingrpc
 from perdure.client import Client
+from perdure.common.auth import bearer_metadata
 from tests.fixtures.cluster import Cluster, wait_until
+from tests.fixtures.keys import make_key
 
 MODULE = "tests.e2e.retention_workflows"
 WAIT = 60.0  # upper bound of any wait for retention to get somewhere
@@ -178,3 +185,69 @@ def test_retention_drops_expired_partitions_and_keeps_open_and_kept_runs(
     assert not load.failures, load.failures
     assert len(load.completed) > 10
     assert not exists(cluster, load.completed[0])  # the load's own runs expire too
+
+
+def test_a_namespace_retention_is_read_by_a_reader_and_set_by_an_admin_audited(
+    start_cluster: Callable[..., Cluster],
+) -> None:
+    secured = start_cluster(PERDURE_AUTH="on", PERDURE_RETENTION="86400")
+    reader, owner = make_key(secured, "acme", "reader"), make_key(secured, "acme", "admin")
+    with grpc.insecure_channel(secured.gateway) as channel:
+        stub = admingrpc.AdminServiceStub(channel)
+
+        def call(method: str, request: Any, token: str) -> Any:
+            return getattr(stub, method)(request, timeout=30, metadata=bearer_metadata(token))
+
+        def refused(method: str, request: Any, token: str) -> grpc.StatusCode:
+            with pytest.raises(grpc.RpcError) as caught:
+                call(method, request, token)
+            return caught.value.code()
+
+        shown = call("GetRetention", admin.GetRetentionRequest(), reader).retention
+        assert (shown.namespace, shown.seconds, shown.forever, shown.is_default) == (
+            "acme",
+            86400.0,
+            False,
+            True,
+        )
+        week = admin.SetRetentionRequest(seconds=7 * 86400)
+        assert refused("SetRetention", week, reader) == grpc.StatusCode.PERMISSION_DENIED
+        other = admin.SetRetentionRequest(namespace="other", forever=True)
+        assert refused("SetRetention", other, owner) == grpc.StatusCode.PERMISSION_DENIED
+        for bad in (
+            admin.SetRetentionRequest(seconds=-1),
+            admin.SetRetentionRequest(seconds=60, forever=True),
+            admin.SetRetentionRequest(),
+        ):
+            assert refused("SetRetention", bad, owner) == grpc.StatusCode.INVALID_ARGUMENT
+        set_to = call("SetRetention", week, owner).retention
+        assert (set_to.seconds, set_to.is_default) == (7 * 86400, False)
+        shown = call("GetRetention", admin.GetRetentionRequest(), reader).retention
+        assert (shown.seconds, shown.is_default) == (7 * 86400, False)
+        audit = call("ListAuditEvents", admin.ListAuditEventsRequest(), owner).events
+        assert [e.action for e in audit if e.target == "acme"] == ["RETENTION_SET"]
+
+    def cli(token: str, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "perdure.cli",
+                "admin",
+                "retention",
+                *args,
+                "--address",
+                secured.gateway,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+            env={**os.environ, "PERDURE_API_KEY": token},
+        )
+
+    assert cli(owner, "set", "acme", "12h").stdout.strip() == "acme\t12h\tset"
+    denied = cli(reader, "set", "acme", "forever")
+    assert denied.returncode != 0 and "PERMISSION_DENIED" in denied.stderr
+    assert cli(reader, "show", "acme").stdout.strip() == "acme\t12h\tset"
+    assert cli(owner, "set", "acme", "default").stdout.strip() == "acme\t1d\tdefault"
