@@ -102,7 +102,10 @@ _RUNS = """FROM history.workflows w LEFT JOIN history.namespace_retention r USIN
 # The partitions no run can start in any more (older than the newest begun), oldest first.
 _ENDED = """SELECT lo FROM history.journal_partitions
 WHERE lo < history.current_part() AND NOT dropped ORDER BY lo"""
-_HELD = f"SELECT EXISTS (SELECT 1 {_RUNS} AND NOT {_EXPIRED}) AS held"
+# Open and latest closed runs first (the index's order): a held partition is found held at
+# once, whatever its number of expired runs.
+_HELD = f"""SELECT EXISTS (
+    SELECT 1 {_RUNS} AND NOT {_EXPIRED} ORDER BY w.closed_at DESC NULLS FIRST LIMIT 1) AS held"""
 _EXPIRED_RUNS = f"""SELECT w.workflow_id, w.run_id {_RUNS} AND {_EXPIRED}
 ORDER BY w.closed_at LIMIT %(batch)s FOR UPDATE OF w SKIP LOCKED"""
 _ALL_RUNS = "SELECT workflow_id, run_id FROM history.workflows WHERE part = %(lo)s"

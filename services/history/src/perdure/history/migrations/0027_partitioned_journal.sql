@@ -24,7 +24,9 @@ $$;
 
 ALTER TABLE workflows ADD COLUMN part bigint NOT NULL DEFAULT 0;
 ALTER TABLE workflows ALTER COLUMN part SET DEFAULT history.current_part();
-CREATE INDEX workflows_part_idx ON workflows (part, closed_at);
+-- Retention's reads of a partition's runs: the open and latest closed first (the ones that
+-- hold it), the oldest closed from the other end (the first to expire).
+CREATE INDEX workflows_part_idx ON workflows (part, closed_at DESC NULLS FIRST);
 
 -- A payload stored by content is kept while a partition that may reference it is: the runs
 -- that reference it are in partitions from first_part to last_part (widened by every
