@@ -174,3 +174,26 @@ async def test_an_open_run_holds_its_partition_whose_expired_runs_go_one_by_one(
     assert open_run.workflow_id in archived
     assert await part_of(db, open_run) == -1
     assert f"events_{lo}" not in await attached(db)
+
+
+async def test_a_drop_cut_short_after_the_detach_is_finished_by_the_next_pass(db: Db) -> None:
+    await past(db, 0)
+    closed = await start(db)
+    await finish(db, closed)
+    lo = await part_of(db, closed)
+    await past(db, lo)
+    # What a pass leaves when its process dies right after the detach committed.
+    async with db.pool.connection() as conn, conn.transaction():
+        await conn.execute("DELETE FROM history.signal_consumptions WHERE part = %s", [lo])
+        await partitions.detach(conn, lo)
+        await conn.execute(
+            "UPDATE history.journal_partitions SET dropped = true WHERE lo = %s", [lo]
+        )
+    assert f"events_{lo}" not in await attached(db)
+    assert await rows(db, "SELECT 1 FROM pg_class WHERE relname = %s", f"events_{lo}")
+    assert await current_part(db) > lo  # a dropped partition is never a run's
+
+    await Retention(db.pool, SETTINGS).run_pass()
+    assert not await rows(db, "SELECT 1 FROM pg_class WHERE relname = %s", f"events_{lo}")
+    assert await part_of(db, closed) == -1
+    assert not await rows(db, "SELECT 1 FROM history.journal_partitions WHERE lo = %s", lo)
