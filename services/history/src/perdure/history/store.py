@@ -113,13 +113,14 @@ SET {TAKE_LEASE}, stuck_since = NULL,
     build_id = COALESCE(w.build_id, NULLIF(%(build_id)s, ''))
 FROM prior
 WHERE {run_lease_taken()}
-RETURNING {WORKFLOW_COLUMNS}, idle_loads, now() AS db_now, {_PROGRESS}, prior.previous_fence
+RETURNING {WORKFLOW_COLUMNS}, part, idle_loads, now() AS db_now, {_PROGRESS},
+          prior.previous_fence
 """
 
 # A later page of a load (the same fence, after the first page's events): it only reads, under
 # the lease like any write, and counts as no new load.
 SELECT_LOADED_RUN = f"""
-SELECT {WORKFLOW_COLUMNS}, now() AS db_now, {_PROGRESS}, fence AS previous_fence
+SELECT {WORKFLOW_COLUMNS}, part, now() AS db_now, {_PROGRESS}, fence AS previous_fence
 FROM history.workflows w WHERE {run_lease_held()}
 """
 
@@ -742,13 +743,15 @@ WHERE workflow_id = %(workflow_id)s AND step_id = %(step_id)s AND attempt = %(at
 """
 
 
-def _events_page(columns: str, payload_bytes: str) -> str:
+def _events_page(columns: str, payload_bytes: str, part: str = "") -> str:
     """A page of a run's events after %(after)s, oldest first: at most %(rows)s events and
     %(budget)s bytes (the first event whatever its size), each event's bytes reckoned from its
     payload (`payload_bytes`, SQL), failure, wait and trace context plus a margin for the rest.
     The cut is made on the sizes alone, before any payload is read. `candidates` (on every row)
     is how many of the next %(rows)s + 1 events there were: more than the page holds means the
-    journal goes on."""
+    journal goes on. `part`, when the caller knows the run's (%(part)s): the reads go to its
+    partition alone."""
+    in_part = " AND part = %(part)s" if part else ""
     return f"""
 WITH sized AS (
     SELECT event_id,
@@ -757,7 +760,7 @@ WITH sized AS (
            + COALESCE(octet_length(trace_context::text), 0)
            + 10 * COALESCE(cardinality(consumed), 0) AS wire_bytes
     FROM history.events
-    WHERE workflow_id = %(workflow_id)s AND event_id > %(after)s
+    WHERE workflow_id = %(workflow_id)s AND event_id > %(after)s{in_part}
     ORDER BY event_id
     LIMIT %(rows)s::int + 1
 ), page AS (
@@ -768,7 +771,7 @@ WITH sized AS (
 )
 SELECT {columns}, page.candidates
 FROM history.events JOIN page USING (event_id)
-WHERE workflow_id = %(workflow_id)s AND n <= %(rows)s AND (n = 1 OR running <= %(budget)s)
+WHERE workflow_id = %(workflow_id)s{in_part} AND n <= %(rows)s AND (n = 1 OR running <= %(budget)s)
 ORDER BY event_id
 """
 
@@ -786,7 +789,7 @@ SELECT_EVENTS = _events_page(
 SELECT_JOURNAL_PAGE = f"""
 SELECT clock_timestamp() AS db_clock, page.*
 FROM (VALUES (1)) AS one (x)
-LEFT JOIN ({_events_page(JOURNAL_EVENT_COLUMNS, "COALESCE(octet_length(payload), 0)")}) page
+LEFT JOIN ({_events_page(JOURNAL_EVENT_COLUMNS, "COALESCE(octet_length(payload), 0)", "part")}) page
 ON true
 ORDER BY page.event_id
 """
