@@ -12,7 +12,7 @@ import os
 
 from psycopg import AsyncConnection, sql
 
-from perdure.history.rows import fetch_one
+from perdure.history.rows import fetch_all, fetch_one
 
 DEFAULT_PARTITION_SECONDS = 24 * 3600
 PARTITIONS_AHEAD = 3
@@ -77,6 +77,20 @@ async def _create(conn: AsyncConnection, lo: int, hi: int) -> None:
                 parent, part, sql.Literal(lo), sql.Literal(hi)
             )
         )
+
+
+# Partitions written to and never analyzed: a new partition has no statistics until
+# autovacuum gets to it, and the planner then takes a run's journal for one row (a page read
+# as a nested loop over every event). ANALYZE of a young partition is quick.
+_UNANALYZED = """SELECT relname FROM pg_stat_user_tables
+WHERE schemaname = 'history' AND relname ~ '^(events|frames)_[0-9]+$'
+  AND last_analyze IS NULL AND last_autoanalyze IS NULL AND n_mod_since_analyze > 0"""
+
+
+async def analyze_fresh(conn: AsyncConnection) -> None:
+    """ANALYZE the partitions written to since they were created and never analyzed."""
+    for row in await fetch_all(conn, _UNANALYZED, None):
+        await conn.execute(sql.SQL("ANALYZE {}").format(sql.Identifier("history", row["relname"])))
 
 
 async def detach(conn: AsyncConnection, lo: int) -> None:

@@ -180,6 +180,7 @@ class Retention(BackgroundLoop):
 
     async def _pass(self, conn: AsyncConnection) -> None:
         await partitions.ensure_ahead(conn, self._settings.partition_seconds)
+        await partitions.analyze_fresh(conn)
         for row in await fetch_all(conn, _DROPPED, None):
             await self._finish_drop(conn, row["lo"])
         drops, batches = 0, 0
