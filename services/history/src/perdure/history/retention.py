@@ -225,8 +225,9 @@ class Retention(BackgroundLoop):
         async with conn.transaction():
             if await self._held(conn, lo):
                 return False
-            rows = await fetch_all(conn, _ALL_RUNS, {"lo": lo})
-            await self._archive(conn, [row["workflow_id"] for row in rows])
+            keys = [row["workflow_id"] for row in await fetch_all(conn, _ALL_RUNS, {"lo": lo})]
+            for start in range(0, len(keys), BATCH):  # the archive takes a batch at a time
+                await self._archive(conn, keys[start : start + BATCH])
             # Their consumptions reference the partition's events: a detach checks none does.
             await conn.execute(
                 "DELETE FROM history.signal_consumptions WHERE part = %(lo)s", {"lo": lo}
