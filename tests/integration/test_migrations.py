@@ -14,9 +14,14 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from psycopg import AsyncConnection
+from psycopg import AsyncConnection, sql
 
-from perdure.common.migrate import NO_TRANSACTION, MigrationError, apply_migrations
+from perdure.common.migrate import (
+    NO_TRANSACTION,
+    MigrationError,
+    _run_statements,
+    apply_migrations,
+)
 
 HISTORY_TABLES = {
     "schema_migrations",
@@ -35,6 +40,10 @@ HISTORY_TABLES = {
     "schedule_actions",
     "child_notices",
     "approvals",
+    "journal_partitions",
+    "namespace_retention",
+    "events_0",
+    "frames_0",
     "storage_samples",
 }
 FILES = {
@@ -65,6 +74,7 @@ FILES = {
         "0024_children.sql",
         "0025_approvals.sql",
         "0026_step_usage.sql",
+        "0027_partitioned_journal.sql",
         "0028_storage_samples.sql",
     ],
     "perdure.scheduler": [
@@ -187,6 +197,72 @@ async def test_payloads_written_before_0009_read_back_as_their_json(conn: AsyncC
     assert await run.fetchall() == [(b'{"n": 1.5}', "json/plain", b"null", "json/plain")]
     events = await conn.execute("SELECT payload, payload_encoding FROM events ORDER BY event_id")
     assert await events.fetchall() == [(b'{"n": 1.5}', "json/plain"), (None, None)]
+
+
+async def test_a_journal_written_before_0027_is_partitioned_whole(conn: AsyncConnection) -> None:
+    folder = resources.files("perdure.history").joinpath("migrations")
+    await conn.execute("CREATE SCHEMA history")
+    await conn.execute("SET search_path TO history")
+    names = FILES["perdure.history"]
+    partitioned = "0027_partitioned_journal.sql"
+    for name in names[: names.index(partitioned)]:
+        text = folder.joinpath(name).read_text()
+        if text.startswith(NO_TRANSACTION):  # one statement at a time
+            await _run_statements(conn, sql.Identifier("history"), text)
+            await conn.execute("SET search_path TO history")
+        else:
+            await conn.execute(text.encode())
+    await conn.execute(
+        "INSERT INTO workflows (workflow_id, chain_id, workflow_type, task_queue, status, input,"
+        " closed_at) VALUES ('w', 'w', 't', 'q', 'COMPLETED', 'null', now())"
+    )
+    await conn.execute(
+        "INSERT INTO events (workflow_id, event_id, event_type, fence, name, payload_sha256)"
+        " VALUES ('w', 1, 'WORKFLOW_STARTED', 0, NULL, NULL),"
+        " ('w', 2, 'SIGNAL_RECEIVED', 0, 'go', '\\x01'), ('w', 3, 'SIGNAL_CONSUMED', 1, NULL, NULL)"
+    )
+    await conn.execute("INSERT INTO payloads (sha256, data) VALUES ('\\x01', 'x')")
+    await conn.execute(
+        "INSERT INTO signal_consumptions (workflow_id, event_id, consumed_by) VALUES ('w', 2, 3)"
+    )
+    await conn.execute(
+        "INSERT INTO frames (run_id, stream, seq, step_id, attempt, kind)"
+        " SELECT run_id, 's', 1, 'a', 1, 'RESET' FROM workflows"
+    )
+    await conn.execute(folder.joinpath(partitioned).read_text().encode())
+
+    async def one(query: str) -> tuple[object, ...]:
+        row = await (await conn.execute(query)).fetchone()
+        assert row is not None
+        return tuple(row)
+
+    assert await one("SELECT part, current_part() FROM workflows") == (0, 0)
+    assert await one("SELECT count(*), min(tableoid::regclass::text), max(part) FROM events") == (
+        3,
+        "events_0",
+        0,
+    )
+    assert await one("SELECT count(*), min(tableoid::regclass::text) FROM frames") == (
+        1,
+        "frames_0",
+    )
+    assert await one("SELECT part FROM signal_consumptions") == (0,)
+    assert await one("SELECT first_part, last_part FROM payloads") == (0, 0)
+    # The keys still hold: a signal is consumed once, and only an event of the run.
+    with pytest.raises(psycopg.errors.UniqueViolation):
+        await conn.execute(
+            "INSERT INTO signal_consumptions (workflow_id, event_id, consumed_by, part)"
+            " VALUES ('w', 2, 4, 0)"
+        )
+    with pytest.raises(psycopg.errors.ForeignKeyViolation):
+        await conn.execute(
+            "INSERT INTO signal_consumptions (workflow_id, event_id, consumed_by, part)"
+            " VALUES ('w', 9, 4, 0)"
+        )
+    # A run moved to its archive key takes its journal along (ON UPDATE CASCADE).
+    await conn.execute("UPDATE workflows SET workflow_id = '@~w' WHERE workflow_id = 'w'")
+    assert await one("SELECT count(*) FROM events WHERE workflow_id = '@~w'") == (3,)
+    assert await one("SELECT workflow_id FROM signal_consumptions") == ("@~w",)
 
 
 async def test_both_schemas_live_side_by_side(conn: AsyncConnection) -> None:

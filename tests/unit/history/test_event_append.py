@@ -44,7 +44,8 @@ def inserted_columns(statement: str) -> list[str]:
 @pytest.mark.parametrize("name", APPENDS)
 def test_every_append_writes_every_event_column(name: str) -> None:
     columns = inserted_columns(APPENDS[name])
-    expected = ["event_id", *(c for c in store.EVENT_PARAMS if c != "due_in")]  # due_in: due_at
+    # due_in: due_at; part: the run's, from its row
+    expected = ["event_id", "part", *(c for c in store.EVENT_PARAMS if c != "due_in")]
     assert sorted(columns) == sorted(expected)
 
 

@@ -13,7 +13,12 @@ from perdure.history.archive import ArchiveTarget
 
 SCHEMA = Path(__file__).parents[3] / "docs" / "schema" / "history.txt"
 # A run's place in its database's list (a sequence of the target's own), never archived.
-NOT_ARCHIVED = {"workflows": {"run_seq"}}
+# A run_seq and a journal partition (part) are the target database's own.
+NOT_ARCHIVED = {
+    "workflows": {"run_seq", "part"},
+    "events": {"part"},
+    "signal_consumptions": {"part"},
+}
 
 
 def _columns(table: str) -> set[str]:

@@ -536,3 +536,45 @@ class ImportWorkflowResponse(_message.Message):
     event_count: int
     earlier_run: bool
     def __init__(self, workflow_id: _Optional[str] = ..., run_id: _Optional[str] = ..., event_count: _Optional[int] = ..., earlier_run: _Optional[bool] = ...) -> None: ...
+
+class Retention(_message.Message):
+    __slots__ = ("namespace", "seconds", "forever", "is_default")
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    SECONDS_FIELD_NUMBER: _ClassVar[int]
+    FOREVER_FIELD_NUMBER: _ClassVar[int]
+    IS_DEFAULT_FIELD_NUMBER: _ClassVar[int]
+    namespace: str
+    seconds: float
+    forever: bool
+    is_default: bool
+    def __init__(self, namespace: _Optional[str] = ..., seconds: _Optional[float] = ..., forever: _Optional[bool] = ..., is_default: _Optional[bool] = ...) -> None: ...
+
+class GetRetentionRequest(_message.Message):
+    __slots__ = ("namespace",)
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    namespace: str
+    def __init__(self, namespace: _Optional[str] = ...) -> None: ...
+
+class GetRetentionResponse(_message.Message):
+    __slots__ = ("retention",)
+    RETENTION_FIELD_NUMBER: _ClassVar[int]
+    retention: Retention
+    def __init__(self, retention: _Optional[_Union[Retention, _Mapping]] = ...) -> None: ...
+
+class SetRetentionRequest(_message.Message):
+    __slots__ = ("namespace", "seconds", "forever", "use_default")
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    SECONDS_FIELD_NUMBER: _ClassVar[int]
+    FOREVER_FIELD_NUMBER: _ClassVar[int]
+    USE_DEFAULT_FIELD_NUMBER: _ClassVar[int]
+    namespace: str
+    seconds: float
+    forever: bool
+    use_default: bool
+    def __init__(self, namespace: _Optional[str] = ..., seconds: _Optional[float] = ..., forever: _Optional[bool] = ..., use_default: _Optional[bool] = ...) -> None: ...
+
+class SetRetentionResponse(_message.Message):
+    __slots__ = ("retention",)
+    RETENTION_FIELD_NUMBER: _ClassVar[int]
+    retention: Retention
+    def __init__(self, retention: _Optional[_Union[Retention, _Mapping]] = ...) -> None: ...

@@ -137,6 +137,16 @@ class AdminServiceStub:
                 request_serializer=perdure_dot_api_dot_admin_dot_v1_dot_admin__service__pb2.ImportWorkflowRequest.SerializeToString,
                 response_deserializer=perdure_dot_api_dot_admin_dot_v1_dot_admin__service__pb2.ImportWorkflowResponse.FromString,
                 _registered_method=True)
+        self.GetRetention = channel.unary_unary(
+                '/perdure.api.admin.v1.AdminService/GetRetention',
+                request_serializer=perdure_dot_api_dot_admin_dot_v1_dot_admin__service__pb2.GetRetentionRequest.SerializeToString,
+                response_deserializer=perdure_dot_api_dot_admin_dot_v1_dot_admin__service__pb2.GetRetentionResponse.FromString,
+                _registered_method=True)
+        self.SetRetention = channel.unary_unary(
+                '/perdure.api.admin.v1.AdminService/SetRetention',
+                request_serializer=perdure_dot_api_dot_admin_dot_v1_dot_admin__service__pb2.SetRetentionRequest.SerializeToString,
+                response_deserializer=perdure_dot_api_dot_admin_dot_v1_dot_admin__service__pb2.SetRetentionResponse.FromString,
+                _registered_method=True)
 
 
 class AdminServiceServicer:
@@ -324,6 +334,24 @@ class AdminServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetRetention(self, request, context):
+        """Reads how long the namespace's closed runs are kept (needs a reader key).
+        Errors: INVALID_ARGUMENT (INVALID_REQUEST).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SetRetention(self, request, context):
+        """Sets how long the namespace's closed runs are kept, from the next retention pass on;
+        audited (needs an admin key). A run closed longer ago is deleted with its journal (after
+        the archive, when one is configured); open runs are never deleted.
+        Errors: INVALID_ARGUMENT (INVALID_REQUEST).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -426,6 +454,16 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     servicer.ImportWorkflow,
                     request_deserializer=perdure_dot_api_dot_admin_dot_v1_dot_admin__service__pb2.ImportWorkflowRequest.FromString,
                     response_serializer=perdure_dot_api_dot_admin_dot_v1_dot_admin__service__pb2.ImportWorkflowResponse.SerializeToString,
+            ),
+            'GetRetention': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetRetention,
+                    request_deserializer=perdure_dot_api_dot_admin_dot_v1_dot_admin__service__pb2.GetRetentionRequest.FromString,
+                    response_serializer=perdure_dot_api_dot_admin_dot_v1_dot_admin__service__pb2.GetRetentionResponse.SerializeToString,
+            ),
+            'SetRetention': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetRetention,
+                    request_deserializer=perdure_dot_api_dot_admin_dot_v1_dot_admin__service__pb2.SetRetentionRequest.FromString,
+                    response_serializer=perdure_dot_api_dot_admin_dot_v1_dot_admin__service__pb2.SetRetentionResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -971,6 +1009,60 @@ class AdminService:
             '/perdure.api.admin.v1.AdminService/ImportWorkflow',
             perdure_dot_api_dot_admin_dot_v1_dot_admin__service__pb2.ImportWorkflowRequest.SerializeToString,
             perdure_dot_api_dot_admin_dot_v1_dot_admin__service__pb2.ImportWorkflowResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetRetention(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/perdure.api.admin.v1.AdminService/GetRetention',
+            perdure_dot_api_dot_admin_dot_v1_dot_admin__service__pb2.GetRetentionRequest.SerializeToString,
+            perdure_dot_api_dot_admin_dot_v1_dot_admin__service__pb2.GetRetentionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetRetention(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/perdure.api.admin.v1.AdminService/SetRetention',
+            perdure_dot_api_dot_admin_dot_v1_dot_admin__service__pb2.SetRetentionRequest.SerializeToString,
+            perdure_dot_api_dot_admin_dot_v1_dot_admin__service__pb2.SetRetentionResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -334,3 +334,27 @@ class ImportWorkflowResponse(_message.Message):
     RESPONSE_FIELD_NUMBER: _ClassVar[int]
     response: _admin_service_pb2.ImportWorkflowResponse
     def __init__(self, response: _Optional[_Union[_admin_service_pb2.ImportWorkflowResponse, _Mapping]] = ...) -> None: ...
+
+class GetRetentionRequest(_message.Message):
+    __slots__ = ("request",)
+    REQUEST_FIELD_NUMBER: _ClassVar[int]
+    request: _admin_service_pb2.GetRetentionRequest
+    def __init__(self, request: _Optional[_Union[_admin_service_pb2.GetRetentionRequest, _Mapping]] = ...) -> None: ...
+
+class GetRetentionResponse(_message.Message):
+    __slots__ = ("response",)
+    RESPONSE_FIELD_NUMBER: _ClassVar[int]
+    response: _admin_service_pb2.GetRetentionResponse
+    def __init__(self, response: _Optional[_Union[_admin_service_pb2.GetRetentionResponse, _Mapping]] = ...) -> None: ...
+
+class SetRetentionRequest(_message.Message):
+    __slots__ = ("request",)
+    REQUEST_FIELD_NUMBER: _ClassVar[int]
+    request: _admin_service_pb2.SetRetentionRequest
+    def __init__(self, request: _Optional[_Union[_admin_service_pb2.SetRetentionRequest, _Mapping]] = ...) -> None: ...
+
+class SetRetentionResponse(_message.Message):
+    __slots__ = ("response",)
+    RESPONSE_FIELD_NUMBER: _ClassVar[int]
+    response: _admin_service_pb2.SetRetentionResponse
+    def __init__(self, response: _Optional[_Union[_admin_service_pb2.SetRetentionResponse, _Mapping]] = ...) -> None: ...

@@ -162,6 +162,16 @@ class HistoryServiceStub:
                 request_serializer=perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.ImportWorkflowRequest.SerializeToString,
                 response_deserializer=perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.ImportWorkflowResponse.FromString,
                 _registered_method=True)
+        self.GetRetention = channel.unary_unary(
+                '/perdure.internal.history.v1.HistoryService/GetRetention',
+                request_serializer=perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.GetRetentionRequest.SerializeToString,
+                response_deserializer=perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.GetRetentionResponse.FromString,
+                _registered_method=True)
+        self.SetRetention = channel.unary_unary(
+                '/perdure.internal.history.v1.HistoryService/SetRetention',
+                request_serializer=perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.SetRetentionRequest.SerializeToString,
+                response_deserializer=perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.SetRetentionResponse.FromString,
+                _registered_method=True)
 
 
 class HistoryServiceServicer:
@@ -360,6 +370,20 @@ class HistoryServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetRetention(self, request, context):
+        """AdminService.GetRetention, in the caller's namespace.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SetRetention(self, request, context):
+        """AdminService.SetRetention, in the caller's namespace (audited).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_HistoryServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -487,6 +511,16 @@ def add_HistoryServiceServicer_to_server(servicer, server):
                     servicer.ImportWorkflow,
                     request_deserializer=perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.ImportWorkflowRequest.FromString,
                     response_serializer=perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.ImportWorkflowResponse.SerializeToString,
+            ),
+            'GetRetention': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetRetention,
+                    request_deserializer=perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.GetRetentionRequest.FromString,
+                    response_serializer=perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.GetRetentionResponse.SerializeToString,
+            ),
+            'SetRetention': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetRetention,
+                    request_deserializer=perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.SetRetentionRequest.FromString,
+                    response_serializer=perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.SetRetentionResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1167,6 +1201,60 @@ class HistoryService:
             '/perdure.internal.history.v1.HistoryService/ImportWorkflow',
             perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.ImportWorkflowRequest.SerializeToString,
             perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.ImportWorkflowResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetRetention(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/perdure.internal.history.v1.HistoryService/GetRetention',
+            perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.GetRetentionRequest.SerializeToString,
+            perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.GetRetentionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetRetention(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/perdure.internal.history.v1.HistoryService/SetRetention',
+            perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.SetRetentionRequest.SerializeToString,
+            perdure_dot_internal_dot_history_dot_v1_dot_history__service__pb2.SetRetentionResponse.FromString,
             options,
             channel_credentials,
             insecure,

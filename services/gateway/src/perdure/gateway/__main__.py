@@ -96,6 +96,7 @@ READER_ADMIN_METHODS = (
     "ListBudgets",
     "GetStorage",
     "ExportWorkflow",
+    "GetRetention",
 )
 OPERATOR_ADMIN_METHODS = (
     "SetWorkflowPolicy",

@@ -28,6 +28,7 @@ from perdure.gateway.flow_admin import FlowAdmin, with_budget_use
 from perdure.gateway.forwarding import in_namespace, vouched
 from perdure.gateway.live import LiveCalls
 from perdure.gateway.pauses import PausesAdmin, holding, pauses_for_describe
+from perdure.gateway.retention import RetentionAdmin
 from perdure.gateway.storage import StorageAdmin
 from perdure.internal.history.v1 import history_service_pb2 as hpb
 from perdure.internal.history.v1 import history_service_pb2_grpc as hgrpc
@@ -426,17 +427,23 @@ SCHEDULER_EVERYWHERE = {
     "SetBudget",
     "DeleteBudget",
 }
-HISTORY_EVERYWHERE = {"RevokeApiKey"}
+HISTORY_EVERYWHERE = {"RevokeApiKey", "SetRetention"}
 
 
 class AdminServicer(
-    BuildsAdmin, FlowAdmin, PausesAdmin, StorageAdmin, admingrpc.AdminServiceServicer
+    BuildsAdmin,
+    FlowAdmin,
+    PausesAdmin,
+    RetentionAdmin,
+    StorageAdmin,
+    admingrpc.AdminServiceServicer,
 ):
     """Key management and the audit log of the admin key's namespace: each call goes to
     history's of the same name, with the caller. Builds, workers and routing policies are
-    BuildsAdmin's; limits and budgets FlowAdmin's; pauses PausesAdmin's; storage, export and
-    import StorageAdmin's. With several cells, these go to the first cell (`Router.home`); a
-    call about one run asks the router."""
+    BuildsAdmin's; limits and budgets FlowAdmin's; pauses PausesAdmin's; retention
+    RetentionAdmin's; storage, export and import StorageAdmin's. With several cells, these go
+    to the first cell (`Router.home`), a setting to every cell; a call about one run asks the
+    router."""
 
     def __init__(self, router: Router, callers: Callers, keys: RememberedKeys) -> None:
         self._router = router

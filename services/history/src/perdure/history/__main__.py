@@ -29,6 +29,7 @@ from perdure.common.service_identity import InternalSecrets, service_channel
 from perdure.history.appends import DEFAULT_CRASH_LOOP_LIMIT
 from perdure.history.approval_api import ApprovalServicer
 from perdure.history.approvals import ApprovalWatch
+from perdure.history.archive import ArchiveTarget, archiver
 from perdure.history.commit_feed import CommitFeed
 from perdure.history.deadlines import DeadlineWatch
 from perdure.history.handlers import HistoryServicer, JournalServicer
@@ -36,7 +37,7 @@ from perdure.history.journal import Journal
 from perdure.history.keys import KeyRing
 from perdure.history.outbox import OutboxRelay
 from perdure.history.relatives import Relatives
-from perdure.history.retention import StreamRetention, stream_retention
+from perdure.history.retention import Retention, RetentionSettings
 from perdure.history.schedule_api import ScheduleServicer
 from perdure.history.schedule_firing import ScheduleFiring
 from perdure.history.storage import StorageSampler, sample_interval
@@ -113,7 +114,14 @@ async def run(args: argparse.Namespace) -> None:
         LeaseProofs(InternalSecrets.from_env()),
     )
     key_ring = KeyRing(pool)
-    retention = StreamRetention(journal, stream_retention())
+    # Closed runs go to PERDURE_ARCHIVE, when set, before retention deletes them.
+    archive_target = ArchiveTarget.from_env()
+    retention = Retention(
+        pool,
+        RetentionSettings.from_env(),
+        archive=archiver(archive_target) if archive_target is not None else None,
+    )
+    await retention.prepare()
     firing = ScheduleFiring(journal)
     history_service = history_service_pb2.DESCRIPTOR.services_by_name["HistoryService"].full_name
     schedule_service = schedule_service_pb2.DESCRIPTOR.services_by_name[

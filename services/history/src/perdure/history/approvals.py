@@ -134,7 +134,7 @@ REQUEST = (
     UPDATE history.workflows SET {store.count_event()}
     WHERE {fencing.run_lease_held()}
     RETURNING workflow_id, workflow_type, event_count, cancel_requested, chain_id, run_id,
-              namespace
+              namespace, part
 )"""
     + store.insert_event(_parameter)
     + """, approval AS (

@@ -75,7 +75,7 @@ WHERE workflow_id = %(workflow_id)s
 CARRY_SIGNALS = (
     f"""
 WITH appended AS (
-    SELECT w.workflow_id,
+    SELECT w.workflow_id, w.part,
            w.event_count + row_number() OVER (ORDER BY s.event_id) AS event_count,
            s.name, s.payload_encoding, s.payload_sha256, s.signal_id, s.trace_context,
            COALESCE(s.payload, (SELECT p.data FROM history.payloads p

@@ -110,8 +110,9 @@ NOT_FORKED = "ChildNotForked"
 FAIL_UNFORKED_CHILDREN = (
     f"""
 WITH appended AS (
-    SELECT w.workflow_id, w.event_count + row_number() OVER (ORDER BY e.event_id) AS event_count,
-           e.step_id, e.step_name, e.child_workflow_id, e.child_run_id,
+    SELECT w.workflow_id, w.part,
+           w.event_count + row_number() OVER (ORDER BY e.event_id) AS event_count, e.step_id,
+           e.step_name, e.child_workflow_id, e.child_run_id,
            jsonb_build_object(
                'type', '{NOT_FORKED}',
                'message', 'the fork copied this child call without its outcome: the child '

@@ -42,7 +42,7 @@ WITH due AS (
         closed_at = now(), wait_kind = NULL, wait_name = NULL, wait_until = NULL,
         failure = due.failure
     FROM due WHERE w.workflow_id = due.workflow_id
-    RETURNING w.workflow_id, w.workflow_type, w.event_count, w.failure
+    RETURNING w.workflow_id, w.workflow_type, w.event_count, w.failure, w.part
 )"""
     + insert_event(
         event_values(

@@ -12,6 +12,7 @@ from perdure.history.admin_api import AdminApi
 from perdure.history.builds import BuildsApi
 from perdure.history.commit_feed import CommitFeed
 from perdure.history.journal import Journal
+from perdure.history.retention_api import RetentionApi
 from perdure.history.session import JournalSessions
 from perdure.history.storage_api import StorageApi
 from perdure.history.watch_api import WatchApi
@@ -20,7 +21,13 @@ from perdure.internal.history.v1 import history_service_pb2_grpc as hgrpc
 
 
 class HistoryServicer(
-    WorkflowApi, WatchApi, AdminApi, BuildsApi, StorageApi, hgrpc.HistoryServiceServicer
+    WorkflowApi,
+    WatchApi,
+    AdminApi,
+    BuildsApi,
+    StorageApi,
+    RetentionApi,
+    hgrpc.HistoryServiceServicer,
 ):
     """What the gateway asks of history, after it has validated the request."""
 

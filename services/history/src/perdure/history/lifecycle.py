@@ -177,6 +177,7 @@ class Lifecycle(Chains):
         read it)."""
         params = {
             "workflow_id": workflow_id,
+            "part": run["part"],  # its partition alone
             "after": after_event_id,
             "rows": PAGE_EVENTS,
             "budget": self._page_bytes,

@@ -152,3 +152,25 @@ _meter.create_observable_gauge(
     unit="By",
     description="The database's size on disk (pg_database_size).",
 )
+PARTITIONS_DROPPED = _meter.create_counter(
+    "perdure.retention.partitions_dropped",
+    unit="{partition}",
+    description="Journal partitions dropped by retention, their runs all past retention.",
+)
+RUNS_DELETED = _meter.create_counter(
+    "perdure.retention.runs_deleted",
+    unit="{workflow}",
+    description="Runs deleted by retention, by path: with their partition (partition) or "
+    "one by one from a partition kept for others (rows).",
+)
+
+
+def count_partition_dropped() -> None:
+    """Count a journal partition dropped."""
+    PARTITIONS_DROPPED.add(1)
+
+
+def count_runs_deleted(runs: int, path: str) -> None:
+    """Count runs deleted by retention, `path` "partition" or "rows"."""
+    if runs:
+        RUNS_DELETED.add(runs, {"perdure.retention.path": path})

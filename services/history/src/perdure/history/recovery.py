@@ -62,7 +62,9 @@ WHERE workflow_id = %(source)s AND event_id <= %(last)s AND event_type = 'STEP_C
 # replaced (a large one stored by content), and the new run's counts, bytes, cancel request
 # and origin set from them.
 COPY_EVENTS = f"""
-WITH overrides AS (
+WITH target AS (
+    SELECT part FROM history.workflows WHERE workflow_id = %(workflow_id)s
+), overrides AS (
     SELECT * FROM unnest(%(override_steps)s::text[], %(override_data)s::bytea[],
                          %(override_encodings)s::text[], %(override_sha256)s::bytea[])
         AS o(step_id, data, encoding, sha256)
@@ -77,20 +79,30 @@ WITH overrides AS (
                                 position, attempt, payload, payload_encoding, payload_sha256,
                                 failure, created_at, due_at, name, signal_id, consumed,
                                 started_at, wait, trace_context, task_queue, child_workflow_id,
-                                child_run_id, usage)
+                                child_run_id, usage, part)
     SELECT %(workflow_id)s, event_id, event_type, fence, step_id, step_name, position, attempt,
            CASE WHEN NOT overridden THEN payload WHEN o_sha256 IS NULL THEN o_data END,
            CASE WHEN overridden THEN o_encoding ELSE payload_encoding END,
            CASE WHEN overridden THEN o_sha256 ELSE payload_sha256 END,
            failure, created_at, due_at, name, signal_id, consumed, started_at, wait,
            trace_context, task_queue, child_workflow_id, child_run_id,
-           CASE WHEN NOT overridden THEN usage END
+           CASE WHEN NOT overridden THEN usage END, (SELECT part FROM target)
     FROM source
     RETURNING event_id
 ), stored AS (
-    INSERT INTO history.payloads (sha256, data)
-    SELECT sha256, data FROM overrides WHERE sha256 IS NOT NULL
-    ON CONFLICT (sha256) DO NOTHING
+    INSERT INTO history.payloads (sha256, data, first_part, last_part)
+    SELECT DISTINCT ON (sha256) sha256, data, (SELECT part FROM target), (SELECT part FROM target)
+    FROM overrides WHERE sha256 IS NOT NULL
+    {store.PAYLOAD_REFERENCED}
+), referenced AS (  -- the copies keep the payloads they name as long as the new run
+    UPDATE history.payloads p
+    SET first_part = LEAST(p.first_part, target.part),
+        last_part = GREATEST(p.last_part, target.part)
+    FROM target
+    WHERE p.sha256 IN (SELECT payload_sha256 FROM source
+                       WHERE NOT overridden AND payload_sha256 IS NOT NULL)
+      AND (p.first_part > target.part OR p.last_part < target.part)
+      AND p.sha256 NOT IN (SELECT sha256 FROM overrides WHERE sha256 IS NOT NULL)
 )
 UPDATE history.workflows SET
     event_count = event_count + (SELECT count(*) FROM inserted),
@@ -112,9 +124,11 @@ WHERE workflow_id = %(workflow_id)s
 # The consumptions of the copied signals made in the copied part: a signal consumed after it
 # is pending again in the new run.
 COPY_CONSUMPTIONS = """
-INSERT INTO history.signal_consumptions (workflow_id, event_id, consumed_by)
-SELECT %(workflow_id)s, event_id, consumed_by FROM history.signal_consumptions
-WHERE workflow_id = %(source_key)s AND consumed_by <= %(last)s
+INSERT INTO history.signal_consumptions (workflow_id, event_id, consumed_by, part)
+SELECT %(workflow_id)s, c.event_id, c.consumed_by, w.part
+FROM history.signal_consumptions c, history.workflows w
+WHERE c.workflow_id = %(source_key)s AND c.consumed_by <= %(last)s
+  AND w.workflow_id = %(workflow_id)s
 """
 
 # The remote steps scheduled in the copied part: their step tasks, closed if their outcome is

@@ -67,7 +67,7 @@ WITH child AS (
     FROM child
     WHERE w.chain_id = child.parent_workflow_id AND w.run_id = child.parent_run_id
       AND w.status IN {OPEN}
-    RETURNING w.workflow_id, w.workflow_type, w.task_queue, w.event_count, w.run_number,
+    RETURNING w.workflow_id, w.workflow_type, w.task_queue, w.event_count, w.run_number, w.part,
               child.*
 )"""
     + store.insert_event(

@@ -37,6 +37,7 @@ from perdure.common import errors, namespaces
 from perdure.common.reasons import Reason
 from perdure.history.model import OPEN_STATUSES
 from perdure.history.rows import fetch_all, fetch_one
+from perdure.history.store import PAYLOAD_REFERENCED
 
 FORMAT = "perdure-run"
 VERSION = 1
@@ -279,21 +280,35 @@ async def export_run(conn: AsyncConnection, key: str) -> tuple[bytes, str, int]:
 # --- import ---------------------------------------------------------------------------------
 
 
-def _insert(table: str, columns: tuple[str, ...]) -> str:
-    """The one INSERT of an archived row into `table`: every column from the row's JSON."""
+def _insert(table: str, columns: tuple[str, ...], in_run_part: bool = False) -> str:
+    """The one INSERT of an archived row into `table`: every column from the row's JSON, and
+    with `in_run_part` the journal partition of its run (the imported run takes the target's
+    newest partition, as a start does: a partition is the target's, not archived)."""
     listed = ", ".join(columns)
+    if not in_run_part:
+        return (
+            f"INSERT INTO history.{table} ({listed})"
+            f" SELECT {listed} FROM jsonb_populate_record(NULL::history.{table}, %s::jsonb)"
+        )
     return (
-        f"INSERT INTO history.{table} ({listed})"
-        f" SELECT {listed} FROM jsonb_populate_record(NULL::history.{table}, %s::jsonb)"
+        f"INSERT INTO history.{table} ({listed}, part)"
+        f" SELECT {', '.join(f'r.{column}' for column in columns)}, w.part"
+        f" FROM jsonb_populate_record(NULL::history.{table}, %s::jsonb) r"
+        " JOIN history.workflows w ON w.workflow_id = r.workflow_id"
     )
 
 
 INSERT_RUN = _insert("workflows", RUN_COLUMNS)
-INSERT_EVENT = _insert("events", EVENT_COLUMNS)
-INSERT_SIDE = {name: _insert(name, columns) for name, columns in SIDE_TABLES.items()}
-INSERT_PAYLOAD = (
-    "INSERT INTO history.payloads (sha256, data) VALUES (%s, %s) ON CONFLICT (sha256) DO NOTHING"
-)
+INSERT_EVENT = _insert("events", EVENT_COLUMNS, in_run_part=True)
+INSERT_SIDE = {
+    name: _insert(name, columns, in_run_part=name == "signal_consumptions")
+    for name, columns in SIDE_TABLES.items()
+}
+# A payload stored by content lives as long as the partitions of the runs naming it.
+INSERT_PAYLOAD = f"""
+INSERT INTO history.payloads (sha256, data, first_part, last_part)
+SELECT %s, %s, part, part FROM history.workflows WHERE workflow_id = %s
+{PAYLOAD_REFERENCED}"""
 # The latest run of the chain, locked: an import and a start of the same id never interleave.
 LOCK_CHAIN = "SELECT run_id FROM history.workflows WHERE workflow_id = %s FOR UPDATE"
 RUN_OF_CHAIN = "SELECT 1 FROM history.workflows WHERE chain_id = %s AND run_id = %s"
@@ -476,7 +491,9 @@ async def import_run(conn: AsyncConnection, archive: bytes, namespace: str) -> I
             await conn.execute(INSERT_RUN, [json.dumps(_requalify(run, key, namespace))])
             for number, row, stored in parsed.events:
                 if stored is not None:
-                    await conn.execute(INSERT_PAYLOAD, [hashlib.sha256(stored).digest(), stored])
+                    await conn.execute(
+                        INSERT_PAYLOAD, [hashlib.sha256(stored).digest(), stored, key]
+                    )
                 await _insert_row(conn, number, INSERT_EVENT, _requalify(row, key, namespace))
             for name, rows in parsed.side.items():
                 for row in rows:

@@ -113,13 +113,14 @@ SET {TAKE_LEASE}, stuck_since = NULL,
     build_id = COALESCE(w.build_id, NULLIF(%(build_id)s, ''))
 FROM prior
 WHERE {run_lease_taken()}
-RETURNING {WORKFLOW_COLUMNS}, idle_loads, now() AS db_now, {_PROGRESS}, prior.previous_fence
+RETURNING {WORKFLOW_COLUMNS}, part, idle_loads, now() AS db_now, {_PROGRESS},
+          prior.previous_fence
 """
 
 # A later page of a load (the same fence, after the first page's events): it only reads, under
 # the lease like any write, and counts as no new load.
 SELECT_LOADED_RUN = f"""
-SELECT {WORKFLOW_COLUMNS}, now() AS db_now, {_PROGRESS}, fence AS previous_fence
+SELECT {WORKFLOW_COLUMNS}, part, now() AS db_now, {_PROGRESS}, fence AS previous_fence
 FROM history.workflows w WHERE {run_lease_held()}
 """
 
@@ -143,8 +144,16 @@ WHERE {run_lease_held("w.")}
 # row (a stale fence, a closed run) nothing is written; a step id, position or signal id already
 # taken raises UniqueViolation and the whole statement, the UPDATE included, is undone.
 _APPENDED_COLUMNS = (
-    "workflow_id, workflow_type, task_queue, event_count, cancel_requested, run_number"
+    "workflow_id, workflow_type, task_queue, event_count, cancel_requested, run_number, part"
 )
+
+# A payload stored by content again: its range of partitions widened to the new reference's
+# (retention.py collects it once no partition of the range is left); written once per
+# partition, not at every reference.
+PAYLOAD_REFERENCED = """ON CONFLICT (sha256) DO UPDATE
+    SET first_part = LEAST(payloads.first_part, EXCLUDED.first_part),
+        last_part = GREATEST(payloads.last_part, EXCLUDED.last_part)
+    WHERE payloads.first_part > EXCLUDED.first_part OR payloads.last_part < EXCLUDED.last_part"""
 
 # An event's parameters (event_params's keys) and their SQL types: the one list both the single
 # appends and the batched one (RECORD_EVENTS) write from, and the
@@ -188,7 +197,7 @@ def insert_event(value: Callable[[str], str], source: str = "appended") -> str:
                                 position, attempt, payload, payload_encoding, payload_sha256,
                                 failure, due_at, name, signal_id, consumed, started_at, wait,
                                 trace_context, task_queue, child_workflow_id, child_run_id,
-                                usage)
+                                usage, part)
     SELECT appended.workflow_id, appended.event_count, {v("event_type")}, {v("fence")},
            {v("step_id")}, {v("step_name")}, {v("position")}, {v("attempt")},
            CASE WHEN {by_content} IS NULL THEN {v("payload")} END,
@@ -196,13 +205,16 @@ def insert_event(value: Callable[[str], str], source: str = "appended") -> str:
            COALESCE({v("due_at")}, now() + make_interval(secs => {v("due_in")})),
            {v("name")}, {v("signal_id")}, {v("consumed")}, {v("started_at")}, {v("wait")},
            {v("trace_context")}, {v("task_queue")}, {v("child_workflow_id")},
-           {v("child_run_id")}, {v("usage")}
+           {v("child_run_id")}, {v("usage")}, appended.part
     FROM {source}
     RETURNING workflow_id, event_id, due_at
 ), stored AS (
-    INSERT INTO history.payloads (sha256, data)
-    SELECT {by_content}, {v("payload")} FROM {source} WHERE {by_content} IS NOT NULL
-    ON CONFLICT (sha256) DO NOTHING
+    INSERT INTO history.payloads (sha256, data, first_part, last_part)
+    SELECT DISTINCT ON (1) {by_content}, {v("payload")},
+           min(appended.part) OVER same, max(appended.part) OVER same
+    FROM {source} WHERE {by_content} IS NOT NULL
+    WINDOW same AS (PARTITION BY {by_content})
+    {PAYLOAD_REFERENCED}
 )"""
 
 
@@ -265,7 +277,7 @@ WITH appended AS (
             %(parent_close_policy)s)
     ON CONFLICT (workflow_id) DO NOTHING
     RETURNING workflow_id, workflow_type, task_queue, input, input_encoding, event_count,
-              run_number, flow, debounce_until
+              run_number, flow, debounce_until, part
 )"""
     + insert_event(
         event_values(
@@ -348,8 +360,8 @@ CONSUME_SIGNALS = _append(
                 SELECT FROM history.signal_consumptions c
                 WHERE c.workflow_id = s.workflow_id AND c.event_id = s.event_id))""",
     also=""", marked AS (
-    INSERT INTO history.signal_consumptions (workflow_id, event_id, consumed_by)
-    SELECT workflow_id, unnest(%(consumed)s::bigint[]), event_count FROM appended
+    INSERT INTO history.signal_consumptions (workflow_id, event_id, consumed_by, part)
+    SELECT workflow_id, unnest(%(consumed)s::bigint[]), event_count, part FROM appended
 )""",
 )
 
@@ -410,9 +422,9 @@ WITH input AS (
     FROM runs r
     WHERE {_BATCHED_LEASE_HELD}
     RETURNING r.workflow_id, r.fence, r.lease_key, r.events, w.workflow_type, w.event_count,
-              w.cancel_requested
+              w.cancel_requested, w.part
 ), appended AS (
-    SELECT i.ord, u.workflow_id, u.workflow_type, u.cancel_requested,
+    SELECT i.ord, u.workflow_id, u.workflow_type, u.cancel_requested, u.part,
            u.event_count - u.events
              + row_number() OVER (PARTITION BY u.workflow_id ORDER BY i.ord) AS event_count
     FROM updated u JOIN kept i USING (workflow_id, fence, lease_key)
@@ -621,7 +633,7 @@ WITH prior AS (
 ), appended AS (
     UPDATE history.workflows w SET {count_event(event_values())}
     FROM plan WHERE w.workflow_id = plan.workflow_id AND plan.starts
-    RETURNING w.workflow_id, w.event_count
+    RETURNING w.workflow_id, w.event_count, w.part
 )"""
     + insert_event(
         event_values(
@@ -660,7 +672,7 @@ WITH task AS (
     UPDATE history.workflows w SET {count_event()}
     FROM task WHERE w.workflow_id = task.workflow_id AND w.status IN {OPEN}
     RETURNING w.workflow_id, w.workflow_type, w.task_queue, w.event_count, w.cancel_requested,
-              w.run_number, task.step_type, task.task_queue AS step_queue
+              w.run_number, w.part, task.step_type, task.task_queue AS step_queue
 )"""
     + insert_event(
         event_values(
@@ -731,13 +743,15 @@ WHERE workflow_id = %(workflow_id)s AND step_id = %(step_id)s AND attempt = %(at
 """
 
 
-def _events_page(columns: str, payload_bytes: str) -> str:
+def _events_page(columns: str, payload_bytes: str, part: str = "") -> str:
     """A page of a run's events after %(after)s, oldest first: at most %(rows)s events and
     %(budget)s bytes (the first event whatever its size), each event's bytes reckoned from its
     payload (`payload_bytes`, SQL), failure, wait and trace context plus a margin for the rest.
     The cut is made on the sizes alone, before any payload is read. `candidates` (on every row)
     is how many of the next %(rows)s + 1 events there were: more than the page holds means the
-    journal goes on."""
+    journal goes on. `part`, when the caller knows the run's (%(part)s): the reads go to its
+    partition alone."""
+    in_part = " AND part = %(part)s" if part else ""
     return f"""
 WITH sized AS (
     SELECT event_id,
@@ -746,7 +760,7 @@ WITH sized AS (
            + COALESCE(octet_length(trace_context::text), 0)
            + 10 * COALESCE(cardinality(consumed), 0) AS wire_bytes
     FROM history.events
-    WHERE workflow_id = %(workflow_id)s AND event_id > %(after)s
+    WHERE workflow_id = %(workflow_id)s AND event_id > %(after)s{in_part}
     ORDER BY event_id
     LIMIT %(rows)s::int + 1
 ), page AS (
@@ -757,7 +771,7 @@ WITH sized AS (
 )
 SELECT {columns}, page.candidates
 FROM history.events JOIN page USING (event_id)
-WHERE workflow_id = %(workflow_id)s AND n <= %(rows)s AND (n = 1 OR running <= %(budget)s)
+WHERE workflow_id = %(workflow_id)s{in_part} AND n <= %(rows)s AND (n = 1 OR running <= %(budget)s)
 ORDER BY event_id
 """
 
@@ -775,7 +789,7 @@ SELECT_EVENTS = _events_page(
 SELECT_JOURNAL_PAGE = f"""
 SELECT clock_timestamp() AS db_clock, page.*
 FROM (VALUES (1)) AS one (x)
-LEFT JOIN ({_events_page(JOURNAL_EVENT_COLUMNS, "COALESCE(octet_length(payload), 0)")}) page
+LEFT JOIN ({_events_page(JOURNAL_EVENT_COLUMNS, "COALESCE(octet_length(payload), 0)", "part")}) page
 ON true
 ORDER BY page.event_id
 """

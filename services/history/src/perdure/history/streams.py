@@ -70,14 +70,6 @@ FROM history.workflows w LEFT JOIN ({_PAGE}) page ON true
 WHERE w.run_id = %(run_id)s
 ORDER BY page.seq
 """
-# Frames of runs closed longer ago than the retention, a batch of runs at a time.
-_EXPIRED_RUNS = """
-SELECT DISTINCT h.run_id FROM history.stream_heads h JOIN history.workflows w USING (run_id)
-WHERE w.closed_at < now() - make_interval(secs => %(retention)s)
-LIMIT %(batch)s
-"""
-_DELETE_FRAMES = "DELETE FROM history.frames WHERE run_id = ANY(%(runs)s)"
-_DELETE_HEADS = "DELETE FROM history.stream_heads WHERE run_id = ANY(%(runs)s)"
 
 
 @dataclass(frozen=True)
@@ -145,17 +137,6 @@ class Streams(JournalBase):
         if not rows:
             raise errors.not_found(Reason.RUN_NOT_FOUND, f"run {run_id!r} is gone")
         return rows[0], [_frame(row) for row in rows if row["seq"] is not None]
-
-    async def delete_expired_frames(self, retention: float, batch: int) -> int:
-        """Delete the frames (and stream heads) of up to `batch` runs closed longer than
-        `retention` seconds ago; returns how many runs."""
-        async with self._pool.connection() as conn, conn.transaction():
-            rows = await fetch_all(conn, _EXPIRED_RUNS, {"retention": retention, "batch": batch})
-            runs = [row["run_id"] for row in rows]
-            if runs:
-                await conn.execute(_DELETE_FRAMES, {"runs": runs})
-                await conn.execute(_DELETE_HEADS, {"runs": runs})
-        return len(runs)
 
 
 def _require_accepted(
