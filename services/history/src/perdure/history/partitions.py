@@ -1,5 +1,5 @@
 """The journal's partitions (migration 0027): events and frames are partitioned by their run's
-`part`, ranges of PERDURE_PARTITION_SECONDS (default a day) listed in journal_partitions.
+`part`, ranges of PERDURE_PARTITION_SECONDS (default a week) listed in journal_partitions.
 
 A run takes the newest partition already begun (current_part() in SQL), so partitions are
 created ahead (PARTITIONS_AHEAD ranges past now) and a start never waits for one; a history
@@ -14,7 +14,10 @@ from psycopg import AsyncConnection, sql
 
 from perdure.history.rows import fetch_all, fetch_one
 
-DEFAULT_PARTITION_SECONDS = 24 * 3600
+# A week: with 30 days' retention about 9 partitions (5 past, the current one, 3 ahead), since
+# every journal statement not pruned to one partition plans and probes each; runs are kept up to
+# a week past their retention in exchange.
+DEFAULT_PARTITION_SECONDS = 7 * 24 * 3600
 PARTITIONS_AHEAD = 3
 TABLES = ("events", "frames")  # partitioned alike, by the same ranges
 
