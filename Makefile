@@ -85,7 +85,9 @@ constraints: install
 		> deploy/constraints.txt.new && mv deploy/constraints.txt.new deploy/constraints.txt
 	rm -rf .constraints-venv services/*/build proto/build
 
-test: install lint typecheck proto-check pytest
+# The type check runs beside the tests, which mostly wait on real services.
+test: install lint proto-check
+	$(MAKE) --no-print-directory -j2 typecheck pytest
 
 pytest: install node-install
 	$(BIN)/pytest

@@ -4,14 +4,11 @@ from __future__ import annotations
 
 import os
 import random
-import shutil
-import tempfile
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-from tests.chaos.harness import ChaosCluster
+from tests.chaos.harness import ChaosCluster, started
 
 
 @pytest.fixture(scope="session")
@@ -24,18 +21,8 @@ def chaos_seed() -> int:
 
 @pytest.fixture(scope="module")
 def chaos_cluster(chaos_seed: int) -> Iterator[ChaosCluster]:
-    """The whole cluster behind the proxy, started once for the module's scenarios. Its
-    directory is its own, not under pytest's base temp, which another pytest session on the
-    machine may delete (pytest keeps only the last three) while the database runs in it.
-    PERDURE_KEEP_CHAOS_DIR=1 keeps it afterwards: every process's log and the database's."""
-    workdir = Path(tempfile.mkdtemp(prefix="perdure-chaos-"))
-    cluster = ChaosCluster(workdir, seed=chaos_seed)
-    try:
-        cluster.start()
+    """The whole cluster behind the proxy, started once for the module's scenarios."""
+    with started(
+        lambda workdir: ChaosCluster(workdir, seed=chaos_seed), "perdure-chaos-"
+    ) as cluster:
         yield cluster
-    finally:
-        cluster.close()
-        if not os.environ.get("PERDURE_KEEP_CHAOS_DIR"):
-            shutil.rmtree(workdir, ignore_errors=True)
-        else:
-            print(f"chaos cluster directory kept: {workdir}")

@@ -4,13 +4,16 @@ three workers as real processes, every connection between them through the harne
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
+import tempfile
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 import psycopg
 
@@ -269,3 +272,25 @@ class ChaosCluster:
     def logs(self, kind: str) -> str:
         """Everything the processes of one kind logged."""
         return "".join(m.output() for m in self.members.values() if m.kind == kind)
+
+
+Cluster = TypeVar("Cluster", bound=ChaosCluster)
+
+
+@contextmanager
+def started(make: Callable[[Path], Cluster], prefix: str) -> Iterator[Cluster]:
+    """A cluster made by `make` in a directory of its own, not under pytest's base temp, which
+    another pytest session on the machine may delete (pytest keeps only the last three) while
+    the database runs in it; closed after. PERDURE_KEEP_CHAOS_DIR=1 keeps the directory:
+    every process's log and the database's."""
+    workdir = Path(tempfile.mkdtemp(prefix=prefix))
+    cluster = make(workdir)
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.close()
+        if not os.environ.get("PERDURE_KEEP_CHAOS_DIR"):
+            shutil.rmtree(workdir, ignore_errors=True)
+        else:
+            print(f"cluster directory kept: {workdir}")

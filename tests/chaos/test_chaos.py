@@ -51,6 +51,7 @@ def test_quick_random_schedule(chaos_cluster: ChaosCluster, chaos_seed: int) -> 
     assert outcome.stale_refused > 0
 
 
+@pytest.mark.chaos  # a scale test of about a minute: make chaos
 def test_scale_out_on_one_database(chaos_cluster: ChaosCluster, chaos_seed: int) -> None:
     """Two replicas each of gateway, history and scheduler on one database (started at once,
     so their migrations raced), worker sessions moving between the schedulers every few

@@ -6,15 +6,12 @@ no service process dies of it; the reconnection time is printed. The short versi
 
 from __future__ import annotations
 
-import os
-import shutil
-import tempfile
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from tests.chaos.failover import FailoverCluster, primary_failover
+from tests.chaos.harness import started
 from tests.chaos.scenarios import assert_clean, run_scenario
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
@@ -23,18 +20,10 @@ pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
 @pytest.fixture
 def failover_cluster(chaos_seed: int) -> Iterator[FailoverCluster]:
     """The chaos cluster on a fresh primary and synchronous standby (for one test: it ends
-    with the primary dead). PERDURE_KEEP_CHAOS_DIR=1 keeps its directory."""
-    workdir = Path(tempfile.mkdtemp(prefix="pdfo"))  # short: the servers' sockets live in it
-    cluster = FailoverCluster(workdir, seed=chaos_seed)
-    try:
-        cluster.start()
+    with the primary dead)."""
+    # A short prefix: the servers' sockets live in the directory.
+    with started(lambda workdir: FailoverCluster(workdir, seed=chaos_seed), "pdfo") as cluster:
         yield cluster
-    finally:
-        cluster.close()
-        if not os.environ.get("PERDURE_KEEP_CHAOS_DIR"):
-            shutil.rmtree(workdir, ignore_errors=True)
-        else:
-            print(f"failover cluster directory kept: {workdir}")
 
 
 def test_failover_under_load(failover_cluster: FailoverCluster, chaos_seed: int) -> None:

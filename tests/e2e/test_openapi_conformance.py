@@ -19,7 +19,7 @@ from schemathesis.core.result import Ok
 from tests.fixtures.cluster import Cluster
 from tests.fixtures.postgres import Databases
 
-EXAMPLES_PER_ROUTE = 40
+EXAMPLES_PER_ROUTE = 25
 CHECKS = [
     checks.not_a_server_error,
     checks.status_code_conformance,
